@@ -1,0 +1,1 @@
+"""Subcommands of the ``qref`` CLI: one module per command, each with ``register(subparsers)``."""

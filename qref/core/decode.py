@@ -1,0 +1,121 @@
+"""decode: codes -> values (spec: elements.md §4).
+
+decode(c, fmt, dtype) = the exact value of c rounded to ``dtype`` by nearest_even with overflow to +-Inf
+(exact for every format whose values the dtype holds). NaN codes give the dtype's quiet NaN carrying the code's
+sign bit (as ml_dtypes); Inf codes give +-Inf. For formats of at most 16 bits this is a cached table lookup.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import QrefError
+from ..formats import FloatFormat, Format, IntFormat, get_format
+from ..policy import CastPolicy
+from .encode import CHUNK, encode_exact
+from .exact import FINITE, INF, NAN, U64, ZERO, Exact
+
+_TARGET_POLICY = CastPolicy(rounding="nearest_even", overflow="inf", nan="keep_sign")
+
+
+def exact_parts(codes: np.ndarray, fmt: Format) -> Exact:
+    """Exact triples (class, sign, sig, exp) of codes of ``fmt`` (uint64 input)."""
+    c = codes.astype(U64, copy=False)
+    if isinstance(fmt, IntFormat):
+        b = fmt.bits
+        neg = ((c >> U64(b - 1)) & U64(1)).astype(bool) if fmt.signed else np.zeros(c.shape, bool)
+        mag = np.where(neg, (U64(1 << b) - c), c)
+        cls = np.where(mag == 0, ZERO, FINITE).astype(np.int8)
+        return Exact(cls, neg, mag, np.zeros(c.shape, np.int64), np.zeros(c.shape, bool))
+    M = fmt.mantissa_bits
+    mag = c & U64(fmt.magnitude_mask)
+    neg = (c & U64(fmt.sign_mask)) != 0 if fmt.signed else np.zeros(c.shape, bool)
+    e = (mag >> U64(M)).astype(np.int64)
+    f = mag & U64((1 << M) - 1)
+    if fmt.subnormals:
+        sig = np.where(e == 0, f, f | U64(1 << M))
+        exp = np.where(e == 0, fmt.qmin, e - fmt.bias - M).astype(np.int64)
+    else:
+        sig = f | U64(1 << M)
+        exp = (e - fmt.bias - M).astype(np.int64)
+    cls = np.full(c.shape, FINITE, dtype=np.int8)
+    if fmt.zero:
+        cls[mag == 0] = ZERO
+    if fmt.nan == "ieee":
+        top = U64(fmt.inf_code)
+        cls[(mag & top) == top] = NAN
+        cls[mag == top] = INF
+    else:
+        if fmt.inf_code is not None:
+            cls[mag == U64(fmt.inf_code)] = INF
+        if fmt.nan == "all_ones":
+            cls[mag == U64(fmt.magnitude_mask)] = NAN
+        elif fmt.nan == "negative_zero":
+            cls[c == U64(fmt.sign_mask)] = NAN
+    sig = np.where(cls == FINITE, sig, U64(0))
+    return Exact(cls, neg, sig, exp, np.zeros(c.shape, bool))
+
+
+def _target_format(dtype: object) -> tuple[np.dtype, FloatFormat]:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise QrefError(f"dtype must be a numpy floating dtype, got {dtype!r}") from None
+    try:
+        fmt = get_format(dt.name)
+    except QrefError:
+        fmt = None
+    if not isinstance(fmt, FloatFormat) or (dt.kind not in "fV"):
+        raise QrefError(f"cannot decode into dtype {dt}: use float64, float32, float16, bfloat16 or an ml_dtypes "
+                        "float type")
+    return dt, fmt
+
+
+@lru_cache(maxsize=512)
+def _table(fmt: Format, dtype: np.dtype) -> np.ndarray:
+    _, tgt = _target_format(dtype)
+    codes = np.arange(1 << fmt.bits, dtype=U64)
+    bits = encode_exact(exact_parts(codes, fmt), tgt, _TARGET_POLICY.resolve(tgt))
+    table = bits.astype(tgt.code_dtype).view(dtype)
+    table.setflags(write=False)
+    return table
+
+
+def check_codes(codes: object, fmt: Format) -> np.ndarray:
+    """Codes as an unsigned integer array, checked to lie in [0, 2^bits)."""
+    arr = np.asarray(codes)
+    if arr.dtype.kind not in "iu":
+        try:
+            same = arr.dtype == np.dtype(getattr(ml_dtypes, fmt.name))
+        except (AttributeError, TypeError):
+            same = False
+        if same:
+            return arr.view(fmt.code_dtype)
+        raise QrefError(
+            f"codes must be an integer array (got dtype {arr.dtype}); to decode an ml_dtypes array pass "
+            "arr.view(np.uint8) or an array of that format's own dtype"
+        )
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= (1 << fmt.bits):
+            raise QrefError(f"codes must lie in [0, 2^{fmt.bits}) for {fmt.name}; found values in [{lo}, {hi}]")
+    return arr
+
+
+def decode(codes: object, fmt: str | Format, *, dtype: object = np.float32) -> np.ndarray:
+    """Values of ``codes`` (unsigned integers) of ``fmt`` as ``dtype`` (default float32); see module docstring."""
+    f = get_format(fmt)
+    arr = check_codes(codes, f)
+    dt, tgt = _target_format(dtype)
+    if f.bits <= 16:
+        return _table(f, dt)[arr.astype(np.intp, copy=False)]
+    flat = arr.reshape(-1)
+    out = np.empty(flat.shape, dtype=tgt.code_dtype)
+    rp = _TARGET_POLICY.resolve(tgt)
+    for start in range(0, flat.size, CHUNK):
+        sl = slice(start, start + CHUNK)
+        out[sl] = encode_exact(exact_parts(flat[sl], f), tgt, rp)
+    return out.view(dt).reshape(arr.shape)

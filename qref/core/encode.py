@@ -1,0 +1,346 @@
+"""encode: real values -> codes of a format (spec: elements.md §2, the readable reference path).
+
+Fast paths (elements.md §2.8) are tables filled by this same reference path:
+- 16-bit sources (float16, bfloat16): a 65536-entry table indexed by the input bits;
+- float32 sources into formats with at most 6 mantissa bits whose smallest quantum is >= 2^-132: the result
+  depends only on the top 16 input bits and on whether the low 16 bits are zero (they can only act as the
+  sticky bit), so a 2 x 65536-entry table is exact for every deterministic rounding mode.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import QrefError
+from ..formats import FloatFormat, Format, IntFormat, get_format
+from ..policy import STOCHASTIC_MODES, CastPolicy, ResolvedPolicy
+from .exact import FINITE, INF, NAN, U64, ZERO, Exact, as_source_array, bit_length, decompose, from_ieee_bits
+from .rounding import round_to_quantum
+
+CHUNK = 1 << 16  # elements per chunk: keeps every temporary cache-resident and memory bounded
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reference path on exact triples
+# ---------------------------------------------------------------------------------------------------------
+def _mode_for(rp: ResolvedPolicy, fmt: FloatFormat, ex: Exact) -> str | np.ndarray:
+    """Map rounding="ml_dtypes" (elements.md §2.6) to plain modes; other modes pass through."""
+    if rp.rounding != "ml_dtypes":
+        return rp.rounding
+    if fmt.zero:
+        return "nearest_even"
+    # ml_dtypes' E8M0 rule on float32 bits: code = exponent field + (mantissa >= 2^22): ties up for float32
+    # normals (|x| >= 2^-126), and every float32 subnormal in (2^-127, 2^-126) goes up.
+    return "ml_dtypes_e8m0"
+
+
+def _round_float(ex: Exact, fmt: FloatFormat, mode: str, rbits: np.ndarray | None, nbits: int | None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Magnitude code (int64, before overflow/underflow handling) and E = floor(log2|x|) of finite inputs."""
+    M = fmt.mantissa_bits
+    E = ex.exp + bit_length(ex.sig) - 1
+    q = np.maximum(E, fmt.qmin + M) - M
+    base = ((q - fmt.qmin) << M) - fmt.code_offset
+    if mode == "ml_dtypes_e8m0":
+        n_up, _ = round_to_quantum(ex.sig, ex.exp, q, ex.neg, "up", base)
+        n_away, _ = round_to_quantum(ex.sig, ex.exp, q, ex.neg, "nearest_away", base)
+        n = np.where(E >= -126, n_away, n_up)
+    else:
+        n, _ = round_to_quantum(ex.sig, ex.exp, q, ex.neg, mode, base, rbits, nbits)
+    return base + n.astype(np.int64), E
+
+
+def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: np.ndarray | None = None
+                       ) -> np.ndarray:
+    """Codes (uint64) of exact triples in a float format under a resolved policy (elements.md §2.4-2.7)."""
+    pol = rp.policy
+    if pol.input_subnormals == "zero":
+        ex = ex.flush_subnormal_inputs()
+    M = fmt.mantissa_bits
+    sign = np.where(ex.neg, U64(fmt.sign_mask), U64(0))
+    out = np.zeros(len(ex), dtype=U64)
+    nan_code = U64(fmt.nan_code) if fmt.has_nan else None
+
+    def nan_with_sign(neg: np.ndarray) -> np.ndarray:
+        assert nan_code is not None
+        return (np.where(neg, U64(fmt.sign_mask), U64(0)) | nan_code) if fmt.nan_has_sign else np.full(
+            neg.shape, nan_code, dtype=U64)
+
+    maxc = U64(fmt.max_finite_code)
+    over_inf = U64(fmt.inf_code) if fmt.has_inf else maxc  # P3109: a finite format saturates infinities
+
+    # -- finite nonzero ----------------------------------------------------------------------------------
+    fin = ex.cls == FINITE
+    if fin.any():
+        mode = _mode_for(rp, fmt, ex)
+        code, E = _round_float(ex, fmt, mode, rbits, pol.stochastic_bits)
+        if not fmt.zero:
+            code = np.maximum(code, 0)  # a format without zero clamps values below its minimum to the minimum
+        if pol.subnormals == "flush" and fmt.subnormals:
+            code = np.where((code > 0) & (code < (1 << M)), 0, code)
+        ovf = (E > fmt.emax) | (code > fmt.max_finite_code)
+        mag = np.where(ovf, 0, code).astype(U64)
+        if rp.overflow in ("saturate", "saturate_propagate"):
+            ovf_code = np.full(len(ex), maxc, dtype=U64)
+        elif rp.overflow == "inf":
+            r = rp.rounding
+            toward_zero = np.full(len(ex), r == "toward_zero")
+            if r == "up":
+                toward_zero = ex.neg.copy()
+            elif r == "down":
+                toward_zero = ~ex.neg
+            ovf_code = np.where(toward_zero, maxc, over_inf)
+        else:  # "nan"
+            ovf_code = nan_with_sign(ex.neg)
+        mag = np.where(ovf, ovf_code, mag)
+        is_nan_result = ovf & (rp.overflow == "nan")
+        if fmt.signed:
+            keep_sign = (mag != 0) | fmt.has_negative_zero
+            val = np.where(is_nan_result, ovf_code, np.where(keep_sign, sign | mag, mag))
+        else:
+            below = ex.neg  # negative inputs: P3109 clamps unsigned formats at 0; without zero -> NaN
+            val = np.where(below, U64(0) if fmt.zero else nan_code, mag)
+        out = np.where(fin, val, out)
+
+    # -- zeros -------------------------------------------------------------------------------------------
+    zero = ex.cls == ZERO
+    if zero.any():
+        if not fmt.zero:
+            zval = np.full(len(ex), nan_code, dtype=U64)
+        elif fmt.has_negative_zero:
+            zval = sign
+        else:
+            zval = np.zeros(len(ex), dtype=U64)
+        out = np.where(zero, zval, out)
+
+    # -- infinities ----------------------------------------------------------------------------------------
+    inf = ex.cls == INF
+    if inf.any():
+        if rp.overflow == "saturate":
+            mag_i = np.full(len(ex), maxc, dtype=U64)
+        elif rp.overflow in ("saturate_propagate", "inf"):
+            mag_i = np.full(len(ex), over_inf, dtype=U64)
+        else:
+            mag_i = None
+        if mag_i is None:
+            ival = nan_with_sign(ex.neg)
+        elif fmt.signed:
+            ival = sign | mag_i
+        else:
+            ival = np.where(ex.neg, U64(0) if fmt.zero else nan_code, mag_i)
+        out = np.where(inf, ival, out)
+
+    # -- NaN -----------------------------------------------------------------------------------------------
+    isnan = ex.cls == NAN
+    if isnan.any():
+        rule = rp.nan
+        if rule == "error":
+            raise QrefError(f"NaN input while encoding to {fmt.name} with nan='error'")
+        if rule == "keep_sign":
+            nval = nan_with_sign(ex.neg)
+        elif rule == "positive":
+            nval = np.full(len(ex), nan_code, dtype=U64)
+        elif rule == "flipped_sign_zero":
+            nval = np.where(ex.neg, U64(0), U64(fmt.sign_mask))
+        elif rule == "zero":
+            nval = np.zeros(len(ex), dtype=U64)
+        else:  # "max"
+            nval = (sign if fmt.signed else U64(0)) | maxc
+        out = np.where(isnan, nval, out)
+    return out
+
+
+def encode_int_exact(ex: Exact, fmt: IntFormat, rp: ResolvedPolicy, rbits: np.ndarray | None = None
+                     ) -> np.ndarray:
+    """Codes (uint64 storage bit patterns) of exact triples in integer storage (elements.md §2.9)."""
+    pol = rp.policy
+    if pol.input_subnormals == "zero":
+        ex = ex.flush_subnormal_inputs()
+    mode = "nearest_even" if rp.rounding == "ml_dtypes" else rp.rounding
+    E = ex.exp + bit_length(ex.sig) - 1
+    big = E >= 62
+    exp = np.where(big, 0, ex.exp)  # keeps the left shift in range; big values are handled below
+    n, _ = round_to_quantum(ex.sig, exp, 0, ex.neg, mode, 0, rbits, pol.stochastic_bits)
+    mask = U64((1 << fmt.bits) - 1)
+    if rp.overflow == "wrap":
+        # n mod 2^64 is exact for integer-valued inputs when shifts >= 64 give 0: x is a multiple of 2^64
+        nw = np.where(big, np.where(ex.exp >= 64, U64(0), ex.sig << np.clip(ex.exp, 0, 63).astype(U64)), n)
+        val = np.where(ex.neg, (~nw + U64(1)), nw) & mask
+        val = np.where(ex.cls == FINITE, val, U64(0))
+    else:
+        lo, hi = fmt.lo, fmt.hi
+        pos_over = (~ex.neg) & (big | (n > U64(max(hi, 0))))
+        neg_over = ex.neg & (big | (n > U64(max(-lo, 0))))
+        v = np.where(ex.neg, -(n.astype(np.int64)), n.astype(np.int64))
+        v = np.where(pos_over, hi, np.where(neg_over, lo, v))
+        v = np.clip(v, lo, hi)  # narrowed ranges also clamp from the other side (e.g. negatives into uint)
+        inf = ex.cls == INF
+        v = np.where(inf, np.where(ex.neg, lo, hi), v)
+        v = np.where(ex.cls == ZERO, np.clip(0, lo, hi), v)
+        val = v.astype(U64) & mask
+    isnan = ex.cls == NAN
+    if isnan.any():
+        if rp.nan == "error":
+            raise QrefError(f"NaN input while encoding to {fmt.name} with nan='error'")
+        val = np.where(isnan, U64(0), val)
+    return val
+
+
+def encode_exact(ex: Exact, fmt: Format, rp: ResolvedPolicy, rbits: np.ndarray | None = None) -> np.ndarray:
+    if isinstance(fmt, IntFormat):
+        return encode_int_exact(ex, fmt, rp, rbits)
+    return encode_float_exact(ex, fmt, rp, rbits)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# tables (fast paths) and the public entry point
+# ---------------------------------------------------------------------------------------------------------
+_F32 = get_format("float32")
+_TO_F32 = CastPolicy().resolve(_F32)
+
+
+@lru_cache(maxsize=256)
+def _table16(fmt: Format, rp: ResolvedPolicy, src: str) -> np.ndarray:
+    """Codes of all 65536 float16 / bfloat16 bit patterns."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    ebits, mbits = (5, 10) if src == "float16" else (8, 7)
+    codes = encode_exact(from_ieee_bits(bits, ebits, mbits), fmt, rp).astype(fmt.code_dtype)
+    codes.setflags(write=False)
+    return codes
+
+
+def float32_table_eligible(fmt: Format, rp: ResolvedPolicy) -> bool:
+    """True when the top-16-bits + sticky table is exact for float32 sources (see module docstring)."""
+    return (
+        isinstance(fmt, FloatFormat)
+        and fmt.mantissa_bits <= 6
+        and fmt.qmin >= -132
+        and rp.rounding not in STOCHASTIC_MODES
+        and rp.policy.input_subnormals == "keep"
+    ) or (  # |x| < 64 for every unsaturated value, so the rounding position is >= bit 17
+        isinstance(fmt, IntFormat) and fmt.bits <= 7 and rp.overflow == "saturate"
+        and rp.rounding not in STOCHASTIC_MODES and rp.policy.input_subnormals == "keep"
+    )
+
+
+@lru_cache(maxsize=256)
+def _table32(fmt: Format, rp: ResolvedPolicy) -> np.ndarray:
+    """Codes for float32 bits (hi16 << 16) | low16, index 2 * hi16 + (low16 != 0)."""
+    hi = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)
+    bits = np.stack([hi, hi | np.uint32(1)], axis=1).reshape(-1)
+    codes = encode_exact(from_ieee_bits(bits, 8, 23), fmt, rp).astype(fmt.code_dtype)
+    codes.setflags(write=False)
+    return codes
+
+
+def _random_bits(shape: tuple[int, ...], nbits: int, random_bits: object, seed: object) -> np.ndarray:
+    if random_bits is not None:
+        r = np.asarray(random_bits)
+        if r.dtype.kind not in "iu":
+            raise QrefError(f"random_bits must be an integer array, got dtype {r.dtype}")
+        if r.size and (r.min() < 0 or r.max() >= (1 << nbits)):
+            raise QrefError(f"random_bits must lie in [0, 2^{nbits}) for stochastic_bits={nbits}")
+        try:
+            r = np.broadcast_to(r, shape)
+        except ValueError:
+            raise QrefError(f"random_bits of shape {r.shape} does not broadcast to the input shape {shape}") from None
+        return r.astype(U64).reshape(-1)
+    if seed is None:
+        raise QrefError("stochastic rounding needs random_bits=<array of N-bit integers> or seed=<int>")
+    return random_bits_from_seed(int(np.prod(shape, dtype=np.int64)), nbits, seed)
+
+
+def random_bits_from_seed(count: int, nbits: int, seed: object) -> np.ndarray:
+    """count N-bit integers: the top N bits of PCG64(seed).random_raw() (a stream stable across numpy versions)."""
+    raw = np.random.PCG64(seed).random_raw(count)
+    return (np.asarray(raw, dtype=U64) >> U64(64 - nbits)).reshape(-1)
+
+
+def build_policy(
+    profile: str | CastPolicy | None = None, **options: object
+) -> CastPolicy:
+    """A CastPolicy from a profile (name or record) plus explicit options (None = keep the profile's)."""
+    if profile is None:
+        base = CastPolicy()
+    elif isinstance(profile, CastPolicy):
+        base = profile
+    else:
+        from ..profiles import get_profile
+
+        base = get_profile(profile).cast
+    return base.with_options(**options)
+
+
+def encode(
+    x: object,
+    fmt: str | Format,
+    *,
+    rounding: str | None = None,
+    overflow: str | None = None,
+    subnormals: str | None = None,
+    random_bits: object = None,
+    seed: object = None,
+    nan: str | None = None,
+    input_subnormals: str | None = None,
+    stochastic_bits: int | None = None,
+    source: str | None = None,
+    profile: str | CastPolicy | None = None,
+) -> np.ndarray:
+    """Codes of ``x`` in ``fmt`` as unsigned integers (uint8 for <= 8 bits, then uint16/uint32/uint64).
+
+    Every option defaults to the profile's value (``profile=None``: rounding="nearest_even", overflow and nan
+    = the format's ecosystem default, subnormals="keep", input_subnormals="keep", source="exact"); see
+    CastPolicy and elements.md §2 for each value. Stochastic modes take N = ``stochastic_bits`` random bits per
+    element from ``random_bits`` (integers in [0, 2^N), broadcast to x) or, if absent, from ``seed``.
+    """
+    f = get_format(fmt)
+    pol = build_policy(profile, rounding=rounding, overflow=overflow, subnormals=subnormals, nan=nan,
+                       input_subnormals=input_subnormals, source=source, stochastic_bits=stochastic_bits)
+    rp = pol.resolve(f)
+    arr = as_source_array(x)
+    shape = arr.shape
+    flat = arr.reshape(-1)
+    if pol.source == "via_float32" and flat.dtype == np.float64:
+        flat = encode_exact(decompose(flat), _F32, _TO_F32).astype(np.uint32).view(np.float32)
+    rbits = None
+    if pol.rounding in STOCHASTIC_MODES:
+        assert pol.stochastic_bits is not None
+        rbits = _random_bits(shape, pol.stochastic_bits, random_bits, seed)
+    elif random_bits is not None or seed is not None:
+        raise QrefError(f"random_bits/seed are only used by stochastic rounding, not rounding={pol.rounding!r}")
+    return encode_flat(flat, f, rp, rbits).reshape(shape)
+
+
+def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarray | None = None) -> np.ndarray:
+    """encode on a flat array with a resolved policy: table paths where exact, chunked reference otherwise."""
+    dt = flat.dtype
+    if rbits is None and rp.policy.input_subnormals == "keep" and dt.itemsize == 2 and dt.kind in "fV":
+        src = "float16" if dt == np.float16 else ("bfloat16" if dt.name == "bfloat16" else None)
+        if src is not None:
+            return _table16(f, rp, src)[flat.view(np.uint16)]
+    if rbits is None and dt == np.float32 and float32_table_eligible(f, rp):
+        return gather_table32(flat.view(np.uint32), _table32(f, rp))
+    out = np.empty(flat.shape, dtype=f.code_dtype)
+    for start in range(0, flat.size, CHUNK):
+        sl = slice(start, start + CHUNK)
+        ex = decompose(flat[sl])
+        out[sl] = encode_exact(ex, f, rp, None if rbits is None else rbits[sl])
+    return out
+
+
+def gather_table32(bits: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """table[2 * (bits >> 16) + ((bits & 0xFFFF) != 0)], in cache-sized chunks."""
+    out = np.empty(bits.shape, dtype=table.dtype)
+    idx = np.empty(min(bits.size, CHUNK), dtype=np.uint32)
+    low = np.empty(min(bits.size, CHUNK), dtype=bool)
+    for start in range(0, bits.size, CHUNK):
+        b = bits[start:start + CHUNK]
+        i, lo = idx[: b.size], low[: b.size]
+        np.right_shift(b, np.uint32(15), out=i)
+        np.bitwise_and(i, np.uint32(0x1FFFE), out=i)
+        np.not_equal(np.bitwise_and(b, np.uint32(0xFFFF)), 0, out=lo)
+        i += lo
+        np.take(table, i, out=out[start:start + CHUNK])
+    return out

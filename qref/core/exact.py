@@ -1,0 +1,152 @@
+"""Exact values as integer triples (spec: elements.md §2.1).
+
+Every finite input is read exactly as value = (-1)^neg * sig * 2^exp with an unsigned 64-bit ``sig``; no
+floating-point arithmetic touches it, so float64, float32, float16, bfloat16 and 64-bit integer inputs are
+all rounded once, from their exact value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import QrefError
+
+FINITE, ZERO, INF, NAN = 0, 1, 2, 3
+
+U64 = np.uint64
+ONE = np.uint64(1)
+
+# IEEE layouts of the source dtypes read bit by bit: (exponent bits, mantissa bits, unsigned view dtype)
+_LAYOUTS: dict[np.dtype, tuple[int, int, type]] = {
+    np.dtype(np.float64): (11, 52, np.uint64),
+    np.dtype(np.float32): (8, 23, np.uint32),
+    np.dtype(np.float16): (5, 10, np.uint16),
+    np.dtype(ml_dtypes.bfloat16): (8, 7, np.uint16),
+}
+
+
+@dataclass
+class Exact:
+    """Flat arrays describing each element: class (FINITE/ZERO/INF/NAN), sign, and |x| = sig * 2^exp.
+
+    ``subnormal`` marks inputs that are subnormal in their source dtype (for input_subnormals="zero").
+    """
+
+    cls: np.ndarray  # int8
+    neg: np.ndarray  # bool
+    sig: np.ndarray  # uint64, 0 unless FINITE
+    exp: np.ndarray  # int64
+    subnormal: np.ndarray  # bool
+
+    def __len__(self) -> int:
+        return len(self.cls)
+
+    def take(self, sl: slice) -> Exact:
+        return Exact(self.cls[sl], self.neg[sl], self.sig[sl], self.exp[sl], self.subnormal[sl])
+
+    def flush_subnormal_inputs(self) -> Exact:
+        """Read source subnormals as zeros of the same sign (DAZ)."""
+        sub = self.subnormal
+        if not sub.any():
+            return self
+        return Exact(np.where(sub, ZERO, self.cls).astype(np.int8), self.neg, np.where(sub, U64(0), self.sig),
+                     self.exp, np.zeros_like(sub))
+
+
+def from_ieee_bits(bits: np.ndarray, ebits: int, mbits: int) -> Exact:
+    """Decompose IEEE 754 bit patterns (any unsigned dtype) with the given field widths."""
+    b = bits.astype(U64, copy=False)
+    neg = ((b >> U64(ebits + mbits)) & ONE).astype(bool)
+    e = ((b >> U64(mbits)) & U64((1 << ebits) - 1)).astype(np.int64)
+    f = b & U64((1 << mbits) - 1)
+    bias = (1 << (ebits - 1)) - 1
+    top = (1 << ebits) - 1
+    cls = np.full(b.shape, FINITE, dtype=np.int8)
+    cls[(e == 0) & (f == 0)] = ZERO
+    cls[(e == top) & (f == 0)] = INF
+    cls[(e == top) & (f != 0)] = NAN
+    sub = (e == 0) & (f != 0)
+    sig = np.where(e == 0, f, f | U64(1 << mbits))
+    exp = np.where(e == 0, 1 - bias - mbits, e - bias - mbits).astype(np.int64)
+    sig = np.where(cls == FINITE, sig, U64(0))
+    return Exact(cls, neg, sig, exp, sub)
+
+
+def from_integers(x: np.ndarray) -> Exact:
+    """Decompose signed or unsigned integers (up to 64 bits) exactly."""
+    if x.dtype.kind == "u":
+        neg = np.zeros(x.shape, dtype=bool)
+        mag = x.astype(U64)
+    else:
+        x64 = x.astype(np.int64)
+        neg = x64 < 0
+        u = x64.view(U64)
+        mag = np.where(neg, ~u + ONE, u)  # two's complement magnitude; exact for INT64_MIN
+    cls = np.where(mag == 0, ZERO, FINITE).astype(np.int8)
+    return Exact(cls, neg, mag, np.zeros(x.shape, dtype=np.int64), np.zeros(x.shape, dtype=bool))
+
+
+def source_kind(x: np.ndarray) -> str:
+    """'ieee' for float64/32/16/bfloat16, 'int' for integers, 'mlfloat' for other ml_dtypes floats."""
+    dt = x.dtype
+    if dt in _LAYOUTS:
+        return "ieee"
+    if dt.kind in "iu":
+        return "int"
+    if dt.kind == "b":
+        raise QrefError("boolean input: convert it to a number first (e.g. x.astype(np.float32))")
+    if dt.kind == "V" or dt.kind == "f" or _is_ml_float(dt):
+        if _is_ml_float(dt):
+            return "mlfloat"
+        raise QrefError(f"unsupported floating input dtype {dt} (use float64, float32, float16 or bfloat16)")
+    raise QrefError(
+        f"expected a real numeric array (float64/32/16, bfloat16 or integers), got dtype {dt}"
+        + (" (complex values have no single rounding; pass x.real and x.imag separately)" if dt.kind == "c" else "")
+    )
+
+
+def _is_ml_float(dt: np.dtype) -> bool:
+    try:
+        ml_dtypes.finfo(dt)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return dt.kind == "V" or dt.type.__module__.startswith("ml_dtypes")
+
+
+def as_source_array(x: object) -> np.ndarray:
+    """np.asarray with a clear error for non-numeric input; Python floats become float64, ints int64."""
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:  # pragma: no cover - numpy raises various types
+        raise QrefError(f"cannot read the input as an array: {exc}") from exc
+    if arr.dtype == object:
+        raise QrefError("expected a real numeric array; got Python objects (mixed or non-numeric values)")
+    source_kind(arr)
+    return arr
+
+
+def decompose(x: np.ndarray) -> Exact:
+    """Exact triples of a flat array of any supported input dtype."""
+    kind = source_kind(x)
+    if kind == "int":
+        return from_integers(x)
+    if kind == "mlfloat":
+        x = x.astype(np.float32)  # every ml_dtypes float is a subset of float32: exact
+    ebits, mbits, view = _LAYOUTS[x.dtype]
+    return from_ieee_bits(x.view(view), ebits, mbits)
+
+
+def bit_length(sig: np.ndarray) -> np.ndarray:
+    """floor(log2(sig)) + 1 for uint64 (0 for 0), exactly."""
+    if sig.size == 0 or sig.max() < U64(1 << 53):  # float64 holds sig exactly: frexp's exponent is exact
+        return np.frexp(sig.astype(np.float64))[1].astype(np.int64)
+    s = sig.copy()
+    n = np.zeros(s.shape, dtype=np.int64)
+    for k in (32, 16, 8, 4, 2, 1):
+        big = s >= U64(1 << k)
+        s = np.where(big, s >> U64(k), s)
+        n += big * k
+    return n + (s > 0)

@@ -1,0 +1,30 @@
+"""quantize = decode(encode(x)) in x's floating dtype (spec: elements.md §5)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..formats import Format
+from .decode import decode
+from .encode import encode
+from .exact import as_source_array
+
+
+def result_dtype(x: np.ndarray) -> np.dtype:
+    """x's dtype when it is float64/32/16 or bfloat16; float64 for integers; float32 for other ml_dtypes floats."""
+    if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
+        return x.dtype
+    if x.dtype.kind in "iu":
+        return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+def quantize(x: object, fmt: str | Format, **options: object) -> np.ndarray:
+    """decode(encode(x, fmt, **options), fmt, dtype=result_dtype(x)): the value x becomes in ``fmt``.
+
+    The decoded value is exact in x's dtype for every format that dtype contains (e.g. any FP8/FP6/FP4 format in
+    float32); otherwise it is rounded to nearest even (elements.md §4).
+    """
+    arr = as_source_array(x)
+    codes = encode(arr, fmt, **options)  # type: ignore[arg-type]
+    return decode(codes, fmt, dtype=result_dtype(arr))

@@ -1,0 +1,146 @@
+"""Schemes and QArrays: the contract every quantization family implements (spec: schemes.md).
+
+A scheme is one frozen record with every parameter explicit (element format, scales, rounding, profile...);
+``scheme.quantize(x)`` returns a ``QArray`` holding unpacked codes plus the side data (scales, zero points or
+biases, global scale) and a boolean ``unspecified`` mask for elements whose result the reference leaves
+undefined. ``scheme.to_spec()`` gives a JSON-able dict and ``scheme_from_spec`` rebuilds the scheme (used by
+conformance manifests).
+
+Families register builders with ``register_family``; ``qref.scheme(name, ...)`` dispatches by exact scheme name
+first (``mxfp4``, ``nf4``, ``mlx_affine``...), then by the element format's kind and the keyword arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import QrefError, unknown_name
+from ..formats import Format, formats, get_format
+
+
+class Scheme:
+    """Base class: subclasses are frozen dataclasses with ``name``, ``family`` and ``profile`` fields."""
+
+    family: str = "abstract"
+
+    def quantize(self, x: object, **kwargs: Any) -> QArray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def dequantize(self, q: QArray, dtype: object = np.float32) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def to_spec(self) -> dict[str, Any]:  # pragma: no cover - interface
+        """JSON-able parameters such that scheme_from_spec(s.to_spec()) == s."""
+        raise NotImplementedError
+
+
+@dataclass
+class QArray:
+    """Quantized data: one code per element (unpacked) and the scheme's side data.
+
+    codes: element codes (integer storage values for uniform schemes, in the narrowest numpy integer dtype that
+        holds them; unsigned element codes for float/lookup elements).
+    scales: scale per tensor / axis / block (float values, or scale *codes* such as E8M0 bytes where the scheme
+        says so); zero_points, biases, global_scale: as the scheme defines.
+    unspecified: bool mask (same shape as codes) of elements whose result the spec leaves undefined, or None.
+    axis: the axis the scheme's granularity runs along, if any.
+    """
+
+    codes: np.ndarray
+    scheme: Scheme
+    scales: np.ndarray | None = None
+    zero_points: np.ndarray | None = None
+    biases: np.ndarray | None = None
+    global_scale: np.ndarray | None = None
+    unspecified: np.ndarray | None = None
+    axis: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.codes.shape)
+
+    def dequantize(self, dtype: object = np.float32) -> np.ndarray:
+        """Values represented by this QArray, as ``dtype``."""
+        return self.scheme.dequantize(self, dtype=dtype)
+
+
+Claims = Callable[[Format, Mapping[str, Any]], bool]
+Builder = Callable[..., Scheme]
+
+
+@dataclass(frozen=True)
+class _Family:
+    family: str
+    names: tuple[str, ...]
+    builder: Builder
+    claims: Claims | None
+    from_spec: Callable[[dict[str, Any]], Scheme]
+    order: int
+
+
+_FAMILIES: list[_Family] = []
+
+
+def register_family(
+    family: str,
+    *,
+    builder: Builder,
+    from_spec: Callable[[dict[str, Any]], Scheme],
+    names: tuple[str, ...] = (),
+    claims: Claims | None = None,
+    order: int = 100,
+) -> None:
+    """Register a scheme family: ``names`` it owns outright, and ``claims(fmt, kwargs)`` for format names.
+
+    builder(name, **kwargs) -> Scheme. Lower ``order`` is asked first.
+    """
+    _FAMILIES[:] = [f for f in _FAMILIES if f.family != family]
+    _FAMILIES.append(_Family(family, names, builder, claims, from_spec, order))
+    _FAMILIES.sort(key=lambda f: f.order)
+
+
+def scheme_names() -> list[str]:
+    return sorted(n for f in _FAMILIES for n in f.names)
+
+
+def scheme(name: str | Format, **kwargs: Any) -> Scheme:
+    """Build a quantization scheme: ``qref.scheme("int8", scale=0.1, zero_point=3, profile="stablehlo")``,
+    ``qref.scheme("mxfp4", block_size=32, profile="ocp")``, ``qref.scheme("nf4", block_size=64,
+    profile="bitsandbytes")``, or ``qref.scheme("float8_e4m3fn")`` (a plain cast). See schemes.md."""
+    if isinstance(name, str):
+        for fam in _FAMILIES:
+            if name in fam.names:
+                return fam.builder(name, **kwargs)
+        try:
+            fmt = get_format(name)
+        except QrefError:
+            raise unknown_name("scheme or format", name, [*scheme_names(), *formats.all_names()]) from None
+    else:
+        fmt = get_format(name)
+    for fam in _FAMILIES:
+        if fam.claims is not None and fam.claims(fmt, kwargs):
+            return fam.builder(fmt, **kwargs)
+    raise QrefError(
+        f"no scheme family accepts format {fmt.name} with options {sorted(kwargs)}; "
+        f"known scheme names: {', '.join(scheme_names())}"
+    )
+
+
+def scheme_from_spec(spec: Mapping[str, Any]) -> Scheme:
+    """Rebuild a scheme from ``Scheme.to_spec()`` output."""
+    fam_name = spec.get("family")
+    for fam in _FAMILIES:
+        if fam.family == fam_name:
+            return fam.from_spec(dict(spec))
+    raise unknown_name("scheme family", fam_name, [f.family for f in _FAMILIES])
+
+
+def normalize_axis(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise QrefError(f"axis {axis} is out of range for an array of {ndim} dimension(s)")
+    return axis % ndim

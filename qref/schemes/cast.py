@@ -1,0 +1,66 @@
+"""Cast scheme: an element format and a conversion policy, no scale (spec: schemes.md §2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.decode import decode
+from ..core.encode import build_policy, encode
+from ..core.exact import as_source_array
+from ..formats import FloatFormat, Format, get_format
+from ..policy import CastPolicy
+from .base import QArray, Scheme, register_family
+
+
+@dataclass(frozen=True)
+class CastScheme(Scheme):
+    """quantize(x) = encode(x, format, policy); dequantize = decode."""
+
+    format: FloatFormat
+    policy: CastPolicy = field(default_factory=CastPolicy)
+    profile: str | None = None
+    family = "cast"
+
+    @property
+    def name(self) -> str:
+        return self.format.name
+
+    def quantize(self, x: object, **kwargs: Any) -> QArray:
+        if kwargs:
+            raise TypeError(f"CastScheme.quantize takes no options, got {sorted(kwargs)}")
+        arr = as_source_array(x)
+        return QArray(codes=encode(arr, self.format, profile=self.policy), scheme=self)
+
+    def dequantize(self, q: QArray, dtype: object = np.float32) -> np.ndarray:
+        return decode(q.codes, self.format, dtype=dtype)
+
+    def to_spec(self) -> dict[str, Any]:
+        p = self.policy
+        return {"family": "cast", "format": self.format.name, "profile": self.profile,
+                "rounding": p.rounding, "overflow": p.overflow, "nan": p.nan, "subnormals": p.subnormals,
+                "input_subnormals": p.input_subnormals, "source": p.source, "stochastic_bits": p.stochastic_bits}
+
+
+def _build(name: str | Format, *, profile: str | None = None, **options: Any) -> CastScheme:
+    fmt = get_format(name)
+    assert isinstance(fmt, FloatFormat)
+    return CastScheme(fmt, build_policy(profile, **options), profile)
+
+
+def _from_spec(spec: dict[str, Any]) -> CastScheme:
+    spec = dict(spec)
+    spec.pop("family")
+    fmt = spec.pop("format")
+    profile = spec.pop("profile", None)
+    fields = {k: v for k, v in spec.items() if v is not None}
+    return CastScheme(get_format(fmt), CastPolicy(**fields), profile)  # type: ignore[arg-type]
+
+
+register_family(
+    "cast", builder=_build, from_spec=_from_spec,
+    claims=lambda fmt, kw: isinstance(fmt, FloatFormat) and not ({"scale", "block_size", "zero_point"} & set(kw)),
+    order=900,
+)

@@ -1,0 +1,1 @@
+"""Lookup quantization schemes (placeholder: this family registers itself here when it lands)."""
