@@ -382,7 +382,7 @@ class IntFormat:
         return "in_range" if self.lo <= v <= self.hi else "outside_narrowed_range"
 
 
-Format = Union[FloatFormat, IntFormat]
+Format = Union[FloatFormat, IntFormat]  # noqa: UP007 (a runtime alias, valid on Python 3.10)
 
 # ---- registry ---------------------------------------------------------------------------------------------
 _OCP_FP8 = "OCP 8-bit Floating Point Specification (OFP8) v1.0"

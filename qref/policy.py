@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from .errors import QrefError, check_choice
-from .formats import Format, FloatFormat, IntFormat
+from .formats import FloatFormat, Format, IntFormat
 
 Rounding = Literal[
     "nearest_even", "nearest_away", "nearest_toward_zero", "toward_zero", "toward_max_magnitude", "up", "down",

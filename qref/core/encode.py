@@ -80,7 +80,7 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
             code = np.maximum(code, 0)  # a format without zero clamps values below its minimum to the minimum
         if pol.subnormals == "flush" and fmt.subnormals:
             code = np.where((code > 0) & (code < (1 << M)), 0, code)
-        ovf = (E > fmt.emax) | (code > fmt.max_finite_code)
+        ovf = (fmt.emax < E) | (code > fmt.max_finite_code)
         mag = np.where(ovf, 0, code).astype(U64)
         if rp.overflow in ("saturate", "saturate_propagate"):
             ovf_code = np.full(len(ex), maxc, dtype=U64)
@@ -129,7 +129,9 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
         elif fmt.signed:
             ival = sign | mag_i
         else:
-            ival = np.where(ex.neg, U64(0) if fmt.zero else nan_code, mag_i)
+            ival = mag_i
+        if not fmt.signed:  # -Inf is below an unsigned range: 0 (P3109 clamps at 0), NaN without zero
+            ival = np.where(ex.neg, U64(0) if fmt.zero else nan_code, ival)
         out = np.where(inf, ival, out)
 
     # -- NaN -----------------------------------------------------------------------------------------------

@@ -11,12 +11,8 @@ from .exact import as_source_array
 
 
 def result_dtype(x: np.ndarray) -> np.dtype:
-    """x's dtype when it is float64/32/16 or bfloat16; float64 for integers; float32 for other ml_dtypes floats."""
-    if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
-        return x.dtype
-    if x.dtype.kind in "iu":
-        return np.dtype(np.float64)
-    return np.dtype(np.float32)
+    """x's dtype for floating inputs (float64/32/16, bfloat16, other ml_dtypes floats); float64 for integers."""
+    return np.dtype(np.float64) if x.dtype.kind in "iu" else x.dtype
 
 
 def quantize(x: object, fmt: str | Format, **options: object) -> np.ndarray:
