@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import qref
-from qref.core.encode import _table32, encode_exact, float32_table_eligible
+from qref.core.encode import _top16_table, encode_exact, top16_table_eligible
 from qref.core.exact import decompose, from_ieee_bits
 
 
@@ -77,25 +77,35 @@ def test_decode_of_wide_formats_rounds_to_the_dtype() -> None:
     assert v[0] == np.inf and v[1] == 0 and v[2] == np.float32(2.0**127) and v[3] == np.inf
 
 
-@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "float6_e3m2fn", "float8_e8m0fnu",
-                                  "float8_e3m4", "binary8p1se", "int4", "uint7", "int7"])
-@pytest.mark.parametrize("options", [{}, {"rounding": "toward_zero"}, {"rounding": "odd", "overflow": "saturate"},
-                                     {"rounding": "nearest_away", "subnormals": "flush"}, {"rounding": "up"}])
-def test_float32_table_path_equals_reference_path(name: str, options: dict) -> None:
-    """The table indexed by (top 16 bits, low 16 bits != 0) equals the reference path: checked on every top-16
-    pattern with low halves 0, 1, 0x8000 and 0xFFFF, and on random patterns (elements.md §2.8)."""
+TABLE_FORMATS = ["float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "float6_e3m2fn", "float8_e8m0fnu", "float8_e3m4",
+                 "binary8p1se", "int4", "uint7", "int7"]
+TABLE_OPTIONS = [{}, {"rounding": "toward_zero"}, {"rounding": "odd", "overflow": "saturate"},
+                 {"rounding": "nearest_away", "subnormals": "flush"}, {"rounding": "up"}]
+
+
+@pytest.mark.parametrize("name", TABLE_FORMATS)
+@pytest.mark.parametrize("options", TABLE_OPTIONS)
+@pytest.mark.parametrize("src", ["float32", "float64"])
+def test_top16_table_path_equals_reference_path(name: str, options: dict, src: str) -> None:
+    """The table indexed by (top 16 bits, low bits != 0) equals the reference path: checked on every top-16
+    pattern with low parts 0, 1, 100...0 and 11...1, and on random patterns (elements.md §2.10)."""
     fmt = qref.get_format(name)
     if isinstance(fmt, qref.IntFormat) and options.get("subnormals"):
         options = {k: v for k, v in options.items() if k != "subnormals"}
     rp = qref.CastPolicy(**options).resolve(fmt)
-    assert float32_table_eligible(fmt, rp)
-    hi = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)
-    rnd = np.random.default_rng(5).integers(0, 1 << 32, 1 << 18, dtype=np.uint64).astype(np.uint32)
-    bits = np.concatenate([hi, hi | np.uint32(1), hi | np.uint32(0x8000), hi | np.uint32(0xFFFF), rnd])
-    ref = encode_exact(from_ieee_bits(bits, 8, 23), fmt, rp).astype(fmt.code_dtype)
-    fast = qref.encode(bits.view(np.float32), fmt, **options)
+    eligible = top16_table_eligible(fmt, rp, src)
+    assert eligible == (src == "float32" or (isinstance(fmt, qref.FloatFormat) and fmt.mantissa_bits <= 3))
+    if not eligible:
+        return
+    view, low, ebits, mbits = (np.uint32, 16, 8, 23) if src == "float32" else (np.uint64, 48, 11, 52)
+    hi = np.arange(1 << 16, dtype=view) << view(low)
+    lows = [view(0), view(1), view(1 << (low - 1)), view((1 << low) - 1)]
+    rnd = np.random.default_rng(5).integers(0, np.iinfo(view).max, 1 << 18, dtype=view, endpoint=True)
+    bits = np.concatenate([hi | lo for lo in lows] + [rnd])
+    ref = encode_exact(from_ieee_bits(bits, ebits, mbits), fmt, rp).astype(fmt.code_dtype)
+    fast = qref.encode(bits.view(np.float32 if src == "float32" else np.float64), fmt, **options)
     assert np.array_equal(fast, ref)
-    assert _table32.cache_info().currsize >= 1
+    assert _top16_table.cache_info().currsize >= 1
 
 
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float4_e2m1fn", "float8_e8m0fnu", "bfloat16", "int8"])

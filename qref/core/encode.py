@@ -2,9 +2,9 @@
 
 Fast paths (elements.md §2.8) are tables filled by this same reference path:
 - 16-bit sources (float16, bfloat16): a 65536-entry table indexed by the input bits;
-- float32 sources into formats with at most 6 mantissa bits whose smallest quantum is >= 2^-132: the result
-  depends only on the top 16 input bits and on whether the low 16 bits are zero (they can only act as the
-  sticky bit), so a 2 x 65536-entry table is exact for every deterministic rounding mode.
+- float32 (float64) sources into formats with at most 6 (3) mantissa bits whose smallest quantum is >= 2^-132
+  (2^-1025): the result depends only on the top 16 input bits and on whether the low 16 (48) bits are zero
+  (they can only act as the sticky bit), so a 2 x 65536-entry table is exact for every deterministic mode.
 """
 
 from __future__ import annotations
@@ -213,26 +213,33 @@ def _table16(fmt: Format, rp: ResolvedPolicy, src: str) -> np.ndarray:
     return codes
 
 
-def float32_table_eligible(fmt: Format, rp: ResolvedPolicy) -> bool:
-    """True when the top-16-bits + sticky table is exact for float32 sources (see module docstring)."""
-    return (
-        isinstance(fmt, FloatFormat)
-        and fmt.mantissa_bits <= 6
-        and fmt.qmin >= -132
-        and rp.rounding not in STOCHASTIC_MODES
-        and rp.policy.input_subnormals == "keep"
-    ) or (  # |x| < 64 for every unsaturated value, so the rounding position is >= bit 17
-        isinstance(fmt, IntFormat) and fmt.bits <= 7 and rp.overflow == "saturate"
-        and rp.rounding not in STOCHASTIC_MODES and rp.policy.input_subnormals == "keep"
-    )
+# source dtype -> (exponent bits, mantissa bits, low sticky bits, unsigned view)
+_TOP16 = {"float32": (8, 23, 16, np.uint32), "float64": (11, 52, 48, np.uint64)}
+
+
+def top16_table_eligible(fmt: Format, rp: ResolvedPolicy, src: str = "float32") -> bool:
+    """True when a table over the top 16 source bits + a sticky flag is exact (elements.md §2.10).
+
+    The low ``low`` bits must lie strictly below the rounding bit for every input: for normals the rounding bit
+    is bit (mantissa - M - 1), so M <= mantissa - low - 1; for source subnormals q - exp >= low + 1 needs
+    qmin >= 1 - bias_src - mantissa + low + 1.
+    """
+    ebits, mbits, low, _ = _TOP16[src]
+    if rp.rounding in STOCHASTIC_MODES or rp.policy.input_subnormals != "keep":
+        return False
+    if isinstance(fmt, IntFormat):  # |x| < 64 for every unsaturated value: rounding bit >= bit 17 of float32
+        return src == "float32" and fmt.bits <= 7 and rp.overflow == "saturate"
+    src_qmin = 2 - (1 << (ebits - 1)) - mbits
+    return fmt.mantissa_bits <= mbits - low - 1 and fmt.qmin >= src_qmin + low + 1
 
 
 @lru_cache(maxsize=256)
-def _table32(fmt: Format, rp: ResolvedPolicy) -> np.ndarray:
-    """Codes for float32 bits (hi16 << 16) | low16, index 2 * hi16 + (low16 != 0)."""
-    hi = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)
-    bits = np.stack([hi, hi | np.uint32(1)], axis=1).reshape(-1)
-    codes = encode_exact(from_ieee_bits(bits, 8, 23), fmt, rp).astype(fmt.code_dtype)
+def _top16_table(fmt: Format, rp: ResolvedPolicy, src: str) -> np.ndarray:
+    """Codes for source bits (hi16 << low) | sticky, at index 2 * hi16 + (low bits != 0)."""
+    ebits, mbits, low, view = _TOP16[src]
+    hi = np.arange(1 << 16, dtype=view) << view(low)
+    bits = np.stack([hi, hi | view(1)], axis=1).reshape(-1)
+    codes = encode_exact(from_ieee_bits(bits, ebits, mbits), fmt, rp).astype(fmt.code_dtype)
     codes.setflags(write=False)
     return codes
 
@@ -322,8 +329,8 @@ def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarr
         src = "float16" if dt == np.float16 else ("bfloat16" if dt.name == "bfloat16" else None)
         if src is not None:
             return _table16(f, rp, src)[flat.view(np.uint16)]
-    if rbits is None and dt == np.float32 and float32_table_eligible(f, rp):
-        return gather_table32(flat.view(np.uint32), _table32(f, rp))
+    if rbits is None and dt in (np.float32, np.float64) and top16_table_eligible(f, rp, dt.name):
+        return gather_top16(flat.view(_TOP16[dt.name][3]), _top16_table(f, rp, dt.name), _TOP16[dt.name][2])
     out = np.empty(flat.shape, dtype=f.code_dtype)
     for start in range(0, flat.size, CHUNK):
         sl = slice(start, start + CHUNK)
@@ -332,17 +339,18 @@ def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarr
     return out
 
 
-def gather_table32(bits: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """table[2 * (bits >> 16) + ((bits & 0xFFFF) != 0)], in cache-sized chunks."""
+def gather_top16(bits: np.ndarray, table: np.ndarray, low: int) -> np.ndarray:
+    """table[2 * (bits >> low) + (low bits != 0)], in cache-sized chunks."""
+    ut = bits.dtype.type
     out = np.empty(bits.shape, dtype=table.dtype)
-    idx = np.empty(min(bits.size, CHUNK), dtype=np.uint32)
-    low = np.empty(min(bits.size, CHUNK), dtype=bool)
+    n = min(bits.size, CHUNK)
+    idx, sticky = np.empty(n, dtype=bits.dtype), np.empty(n, dtype=bool)
     for start in range(0, bits.size, CHUNK):
         b = bits[start:start + CHUNK]
-        i, lo = idx[: b.size], low[: b.size]
-        np.right_shift(b, np.uint32(15), out=i)
-        np.bitwise_and(i, np.uint32(0x1FFFE), out=i)
-        np.not_equal(np.bitwise_and(b, np.uint32(0xFFFF)), 0, out=lo)
-        i += lo
+        i, st = idx[: b.size], sticky[: b.size]
+        np.right_shift(b, ut(low - 1), out=i)
+        np.bitwise_and(i, ut(0x1FFFE), out=i)
+        np.not_equal(np.bitwise_and(b, ut((1 << low) - 1)), 0, out=st)
+        i += st
         np.take(table, i, out=out[start:start + CHUNK])
     return out
