@@ -4,6 +4,8 @@ Element formats (FP8/FP6/FP4/E8M0/P3109/custom, integers) with every rounding an
 ``encode`` (values -> codes), ``decode`` (codes -> values), ``quantize`` (both). See docs/spec/.
 """
 
+from . import mlir
+from .calibrate import calibrate
 from .core import decode, encode, quantize
 from .errors import QrefError, UnknownNameError
 from .formats import (
@@ -35,12 +37,14 @@ __all__ = [
     "Scheme",
     "UnknownNameError",
     "__version__",
+    "calibrate",
     "decode",
     "encode",
     "float_format",
     "formats",
     "get_format",
     "get_profile",
+    "mlir",
     "p3109_format",
     "profiles",
     "quantize",

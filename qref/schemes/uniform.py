@@ -1,1 +1,817 @@
-"""Uniform quantization schemes (placeholder: this family registers itself here when it lands)."""
+"""Uniform (affine) quantization: storage integers, scales, zero points (spec: docs/spec/uniform.md).
+
+A ``UniformScheme`` is one frozen record: the storage format (an ``IntFormat``, possibly narrowed such as
+``int8<-127:127>``, or a float format for ONNX fp8/fp4 outputs), the expressed type, the scales and zero points
+with their granularity (per tensor, per axis on any axis, or sub-channel blocks along one or more axes), and a
+``UniformArithmetic`` record that pins every step a real system takes (uniform.md §3): the dtype of the
+arithmetic, division versus multiplication by a rounded reciprocal, where the zero point is added, where the
+clamp happens, the rounding mode, and which results the system leaves undefined. Named profiles (uniform.md
+§4: ``stablehlo``, ``stablehlo_lowering``, ``onnx``, ``mlir``, ``tflite``, ``pytorch``, ``pytorch_per_channel``,
+``jax``, ``jax_divide``, ``qwix``, ``aqt``) are records of those fields.
+
+quantize (uniform.md §2.1), for each element with its scale s and zero point z:
+    xc = cast(x, C)                         C = the compute dtype
+    q  = xc / cast(s, C)                    or  xc * cast(1 / cast(s, C), C)        (scale_op)
+    q  = q + cast(z, C)                     zero_point="before_rounding" (fused: one rounding with the multiply)
+    q  = clamp(q, cast(lo, C), cast(hi, C)) clamp="float"
+    n  = round(q)                           exact integer rounding of the float value (rounding mode)
+    n  = n + z                              zero_point="after_rounding"
+    n  = clamp(n, lo, hi)                   integer saturation / narrowed-range clamp
+Float storage (ONNX fp8/fp4): q = xc / cast(s, C) is encoded with the core (saturating or not).
+dequantize (uniform.md §2.2): (code - z) * s with the subtraction and the multiplication in the profile's dtypes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ..core.decode import decode
+from ..core.encode import encode
+from ..core.exact import as_source_array, decompose
+from ..core.rounding import round_to_quantum
+from ..errors import QrefError, check_choice, unknown_name
+from ..formats import FloatFormat, Format, IntFormat, get_format
+from ..policy import ROUNDING_MODES, STOCHASTIC_MODES
+from ..profiles import Profile, get_profile, profiles, register_profile
+from .base import QArray, Scheme, normalize_axis, register_family
+
+# ---------------------------------------------------------------------------------------------------------
+# arithmetic record (uniform.md §3)
+# ---------------------------------------------------------------------------------------------------------
+COMPUTE_DTYPES = ("expressed", "input", "float16", "bfloat16", "float32", "float64")
+SCALE_OPS = ("divide", "reciprocal")
+ZERO_POINT_STAGES = ("after_rounding", "before_rounding", "fused")
+CLAMPS = ("integer", "float")
+CONVERSIONS = ("saturate", "storage", "int32")
+NAN_RULES = ("unspecified", "zero")
+ZERO_POINT_RANGES = ("check", "wrap")
+SCALE_SOURCES = ("expressed", "float64")
+DQ_SUBTRACT = ("expressed", "float32", "int64", "int32", "storage")
+DQ_MULTIPLY = ("expressed", "float32", "float64", "at_least_float32")
+CONSTANT_RULES = ("round", "unspecified")
+ROUNDINGS = tuple(m for m in ROUNDING_MODES if m not in STOCHASTIC_MODES and m != "ml_dtypes")
+
+
+@dataclass(frozen=True)
+class UniformArithmetic:
+    """Every step of uniform quantize/dequantize (uniform.md §3). Defaults are the ``stablehlo`` profile.
+
+    compute: dtype of the scaling arithmetic: "expressed" (the scheme's expressed type), "input" (the input
+        array's float dtype, as JAX libraries do), or a fixed "float16"/"bfloat16"/"float32"/"float64".
+    input_dtypes: input dtypes the system accepts (None: any real dtype); others raise QrefError.
+    scale_op: "divide" (x / s) or "reciprocal" (x * fl(1 / s), both roundings in the compute dtype).
+    scale_source: "expressed" (a scale is a value of the expressed type: it is rounded to it first) or
+        "float64" (the system keeps scales as float64 and rounds them straight to each step's dtype: PyTorch).
+    zero_point: "after_rounding" (round(q) + z exactly, in integers), "before_rounding" (fl(q + z) in the
+        compute dtype, then round) or "fused" (fl(x * fl(1/s) + z) with one rounding, an FMA; float32 only).
+    clamp: "float" (clamp to [cast(lo), cast(hi)] in the compute dtype before rounding) or "integer"
+        (saturate the rounded integer).
+    rounding: the rounding of the final float value to an integer (a qref rounding mode, not stochastic).
+    conversion: where the float-to-integer conversion is defined: "saturate" (everywhere: it saturates),
+        "storage" (only inside the full storage range, e.g. LLVM fptosi; outside: unspecified), "int32"
+        (only inside int32, e.g. C++ static_cast<int32_t>; outside: unspecified).
+    nan: a NaN input gives "unspecified" or the code of "zero" (XLA's convert).
+    narrow_symmetric: clamp to [-hi, hi] instead of [lo, hi] (AQT's symmetric clip).
+    zero_point_range: zero points outside the storage range "check" (raise) or "wrap" (modulo 2^bits, as an
+        MLIR integer attribute of the storage type does).
+    constants: a zero point or storage bound that the compute dtype cannot hold exactly is "round"ed (RNE)
+        or makes the affected results "unspecified" (StableHLO's convert is TBD there).
+    dq_subtract: dtype of (code - z) in dequantize: a float dtype name, "expressed", "int64" (exact),
+        "int32" (wraps, as XLA) or "storage" (the storage type: overflow is unspecified, StableHLO spec).
+    dq_multiply: dtype of the multiplication by the scale: "expressed", "float32", "float64",
+        "at_least_float32" (numpy promotion of float32 with the expressed type, ONNX's reference).
+    float_saturate: float storage only: overflow saturates to +-max (ONNX saturate=1) or follows the format's
+        default (NaN for E4M3FN, Inf for E5M2: ONNX saturate=0).
+    """
+
+    compute: str = "expressed"
+    input_dtypes: tuple[str, ...] | None = None
+    scale_op: str = "divide"
+    scale_source: str = "expressed"
+    zero_point: str = "before_rounding"
+    clamp: str = "float"
+    rounding: str = "nearest_even"
+    conversion: str = "storage"
+    nan: str = "unspecified"
+    narrow_symmetric: bool = False
+    zero_point_range: str = "check"
+    constants: str = "unspecified"
+    dq_subtract: str = "storage"
+    dq_multiply: str = "expressed"
+    float_saturate: bool = True
+
+    def __post_init__(self) -> None:
+        check_choice("compute dtype", self.compute, COMPUTE_DTYPES)
+        check_choice("scale_op", self.scale_op, SCALE_OPS)
+        check_choice("scale_source", self.scale_source, SCALE_SOURCES)
+        check_choice("zero_point stage", self.zero_point, ZERO_POINT_STAGES)
+        check_choice("clamp", self.clamp, CLAMPS)
+        check_choice("rounding mode", self.rounding, ROUNDINGS)
+        check_choice("conversion", self.conversion, CONVERSIONS)
+        check_choice("nan rule", self.nan, NAN_RULES)
+        check_choice("zero_point_range", self.zero_point_range, ZERO_POINT_RANGES)
+        check_choice("constants rule", self.constants, CONSTANT_RULES)
+        check_choice("dq_subtract", self.dq_subtract, DQ_SUBTRACT)
+        check_choice("dq_multiply", self.dq_multiply, DQ_MULTIPLY)
+        if self.input_dtypes is not None:
+            object.__setattr__(self, "input_dtypes", tuple(self.input_dtypes))
+        if self.zero_point == "fused" and (self.scale_op != "reciprocal" or self.compute != "float32"):
+            raise QrefError("zero_point='fused' (an FMA) needs scale_op='reciprocal' and compute='float32'")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        if d["input_dtypes"] is not None:
+            d["input_dtypes"] = list(d["input_dtypes"])
+        return d
+
+
+ARITHMETIC_FIELDS = tuple(f.name for f in dataclasses.fields(UniformArithmetic))
+
+# ---------------------------------------------------------------------------------------------------------
+# profiles (uniform.md §4): data, each with the system and version it reproduces
+# ---------------------------------------------------------------------------------------------------------
+_PROFILES: tuple[Profile, ...] = (
+    Profile(
+        "stablehlo", "uniform", "StableHLO specification (docs/spec.md, 'Quantization computations')",
+        "q = round_nearest_even(clamp(lo, x / s + z, hi)) in the expressed type; NaN, and conversions the "
+        "expressed type cannot hold exactly, are TBD (unspecified); dequantize subtracts in the storage type.",
+        params=dict(compute="expressed", scale_op="divide", zero_point="before_rounding", clamp="float",
+                    rounding="nearest_even", conversion="storage", nan="unspecified", constants="unspecified",
+                    dq_subtract="storage", dq_multiply="expressed"),
+        sources=("openxla/stablehlo docs/spec.md §Quantization computations, §convert, §Errors",),
+    ),
+    Profile(
+        "stablehlo_lowering", "uniform", "StableHLO StablehloLegalizeQuantToMath (stablehlo 2026-08, IREE, "
+        "reference interpreter)",
+        "float32 input only; scale, zero point and storage bounds become float32 constants (RNE); "
+        "q = round_nearest_even(clamp(x / s + z)); dequantize subtracts in int32 and multiplies in float32.",
+        params=dict(compute="float32", input_dtypes=("float32",), scale_op="divide", zero_point="before_rounding",
+                    clamp="float", rounding="nearest_even", conversion="storage", nan="unspecified",
+                    constants="round", dq_subtract="int32", dq_multiply="float32"),
+        sources=("openxla/stablehlo stablehlo/transforms/StablehloLegalizeQuantToMath.cpp",),
+    ),
+    Profile(
+        "onnx", "uniform", "ONNX QuantizeLinear/DequantizeLinear opsets 19-25 (onnx 1.23.2 reference, "
+        "onnxruntime 1.32)",
+        "y = saturate(round_half_even(x / y_scale) + zero_point), division in the scale's type (or "
+        "`precision`); fp8/fp4 outputs are a Cast with `saturate`; DequantizeLinear = (x - zp) * scale in "
+        "float32 (float64 for float64 scales), then cast to the output type.",
+        params=dict(compute="expressed", scale_op="divide", zero_point="after_rounding", clamp="integer",
+                    rounding="nearest_even", conversion="saturate", nan="unspecified", constants="round",
+                    dq_subtract="float32", dq_multiply="at_least_float32"),
+        sources=("onnx/defs QuantizeLinear-19..25, DequantizeLinear-19..25",
+                 "onnx/reference/ops/op_quantize_linear.py, op_dequantize_linear.py"),
+    ),
+    Profile(
+        "mlir", "uniform", "MLIR quant dialect lower-quant-ops (LowerQuantOps.cpp, LLVM 2026)",
+        "q = fptosi(x / s + sitofp(z)) in the expressed type: truncation toward zero; results outside the "
+        "storage type are poison (unspecified); narrowed ranges are clamped in the integer domain; zero "
+        "points wrap to the storage width; dequantize = (sitofp(q) - sitofp(z)) * s in the expressed type.",
+        params=dict(compute="expressed", scale_op="divide", zero_point="before_rounding", clamp="integer",
+                    rounding="toward_zero", conversion="storage", nan="unspecified", zero_point_range="wrap",
+                    constants="round", dq_subtract="expressed", dq_multiply="expressed"),
+        sources=("llvm-project mlir/lib/Dialect/Quant/Transforms/LowerQuantOps.cpp",
+                 "mlir/test/Dialect/Quant/lower-quant-ops.mlir", "LLVM LangRef fptosi/fptoui"),
+    ),
+    Profile(
+        "tflite", "uniform", "TFLite reference_ops::AffineQuantize / Dequantize (tensorflow/lite/kernels/"
+        "internal/reference/quantize.h, dequantize.h)",
+        "q = clamp(static_cast<int32>(std::round(x / float(scale))) + z): round half away from zero in "
+        "float32; outside int32 the cast is undefined; dequantize = float(double(scale) * (q - z)).",
+        params=dict(compute="float32", input_dtypes=("float32",), scale_op="divide", zero_point="after_rounding",
+                    clamp="integer", rounding="nearest_away", conversion="int32", nan="unspecified",
+                    constants="round", dq_subtract="int64", dq_multiply="float64"),
+        sources=("tensorflow/lite/kernels/internal/reference/quantize.h",
+                 "tensorflow/lite/kernels/internal/reference/dequantize.h"),
+    ),
+    Profile(
+        "pytorch", "uniform", "PyTorch 2.13 CPU quantize_per_tensor (qint8/quint8, FBGEMM, x86-64 with FMA)",
+        "q = nearbyint(fma(x, 1.0f / float(scale), float(z))) then saturate: one rounding for x * inv + z; "
+        "dequantize = (float(q) - float(z)) * float(scale) in float32.",
+        params=dict(compute="float32", input_dtypes=("float32",), scale_op="reciprocal", zero_point="fused",
+                    clamp="integer", rounding="nearest_even", conversion="saturate", nan="unspecified",
+                    constants="round", dq_subtract="float32", dq_multiply="float32"),
+        sources=("pytorch aten/src/ATen/native/quantized/AffineQuantizer.cpp, fbgemm QuantUtilsAvx2",
+                 "checked against torch 2.13.0+cpu (tests/test_uniform_backends.py)"),
+    ),
+    Profile(
+        "pytorch_per_channel", "uniform", "PyTorch 2.13 CPU quantize_per_channel (and qint32 per tensor)",
+        "q = nearbyint(fl(fl(x * (1.0f / float(scale))) + float(z))) then saturate; dequantize = "
+        "float((float(q) - float(z)) * double(scale)).",
+        params=dict(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
+                    scale_source="float64", zero_point="before_rounding", clamp="integer",
+                    rounding="nearest_even", conversion="saturate", nan="unspecified", constants="round",
+                    dq_subtract="float32", dq_multiply="float64"),
+        sources=("pytorch aten/src/ATen/native/quantized/affine_quantizer_base.cpp quantize_val",
+                 "checked against torch 2.13.0+cpu (tests/test_uniform_backends.py)"),
+    ),
+    Profile(
+        "jax", "uniform", "JAX 0.10.2 on XLA:CPU: jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage)",
+        "XLA rewrites x / broadcast(s) into x * broadcast(1 / s) (jit and eager alike, since eager ops are "
+        "jitted): q = round_half_even(x * fl(1/s)) + z in the input's dtype; astype saturates, NaN -> 0.",
+        params=dict(compute="input", scale_op="reciprocal", zero_point="after_rounding", clamp="integer",
+                    rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
+                    dq_subtract="expressed", dq_multiply="expressed"),
+        sources=("XLA AlgebraicSimplifier (divide by broadcast)", "checked against jax 0.10.2 CPU"),
+    ),
+    Profile(
+        "jax_divide", "uniform", "JAX 0.10.2 on XLA:CPU with a full-shape divisor (no reciprocal rewrite)",
+        "As 'jax' with a true division: XLA keeps x / s when s is not a broadcast.",
+        params=dict(compute="input", scale_op="divide", zero_point="after_rounding", clamp="integer",
+                    rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
+                    dq_subtract="expressed", dq_multiply="expressed"),
+        sources=("checked against jax 0.10.2 CPU",),
+    ),
+    Profile(
+        "qwix", "uniform", "qwix 0.1.8 quantize_with_scale_zero_point / dequantize (jax 0.10.2, XLA:CPU)",
+        "q = round_half_even(x * fl(1/s) + z) in the input's dtype (XLA rewrites qwix's divide), astype "
+        "saturates (NaN -> 0); dequantize = (q - z) * s in the scale's dtype.",
+        params=dict(compute="input", scale_op="reciprocal", zero_point="before_rounding", clamp="integer",
+                    rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
+                    dq_subtract="expressed", dq_multiply="expressed"),
+        sources=("qwix/_src/core/qarray.py, numerics.py", "checked against qwix 0.1.8"),
+    ),
+    Profile(
+        "aqt", "uniform", "AQT (aqtp 0.9.0) IntSymmetric numerics, aqt_quantizer.quantizer_make(bits)",
+        "q = round_half_even(clip(x * reciprocal(s), -(2^(b-1) - 1), 2^(b-1) - 1)) in the input's dtype; "
+        "no zero point; astype (NaN -> 0); dequantize = q * s.",
+        params=dict(compute="input", scale_op="reciprocal", zero_point="before_rounding", clamp="float",
+                    rounding="nearest_even", conversion="saturate", nan="zero", narrow_symmetric=True,
+                    constants="round", dq_subtract="expressed", dq_multiply="expressed"),
+        sources=("aqt/jax/v2/numerics/int_numerics.py, aqt_tensor.py, calibration.py",
+                 "checked against aqtp 0.9.0"),
+    ),
+)
+for _p in _PROFILES:
+    register_profile(_p, replace=True)
+
+DEFAULT_PROFILE = "stablehlo"
+
+
+def arithmetic_for(profile: str | Profile | None, **overrides: Any) -> UniformArithmetic:
+    """The UniformArithmetic of a uniform profile with explicit field overrides (None values ignored)."""
+    base: dict[str, Any] = {}
+    if profile is not None:
+        base = dict(get_profile(profile, "uniform").params)
+    for k, v in overrides.items():
+        if k not in ARITHMETIC_FIELDS:
+            raise unknown_name("uniform arithmetic option", k, ARITHMETIC_FIELDS)
+        if v is not None:
+            base[k] = v
+    return UniformArithmetic(**base)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# exact helpers
+# ---------------------------------------------------------------------------------------------------------
+_FLOAT_DTYPES = {
+    "float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
+}
+_TWO62 = float(2**62)
+
+
+def _np_dtype(fmt: FloatFormat) -> np.dtype:
+    if fmt.name in _FLOAT_DTYPES:
+        return _FLOAT_DTYPES[fmt.name]
+    try:
+        return np.dtype(getattr(ml_dtypes, fmt.name))
+    except (AttributeError, TypeError):
+        raise QrefError(f"expressed type {fmt.name} has no numpy/ml_dtypes dtype to compute in") from None
+
+
+def _exact_in(a: np.ndarray, dt: np.dtype) -> bool:
+    """True when every value of a's dtype converts exactly to dt (widening)."""
+    src = a.dtype
+    if src == dt:
+        return True
+    if dt == np.float64:
+        return src.kind == "f" or src.name == "bfloat16" or (src.kind in "iu" and src.itemsize <= 4)
+    if dt == np.float32:
+        return src in (np.dtype(np.float16), _FLOAT_DTYPES["bfloat16"]) or (src.kind in "iu" and src.itemsize <= 2)
+    return src.kind in "iu" and src.itemsize == 1 and dt.itemsize >= 2
+
+
+def cast(a: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """a converted to dt with one round-to-nearest-even (overflow to +-Inf): numpy for widening casts, the
+    qref core (encode + decode) for every narrowing one, so no double rounding can occur."""
+    a = np.asarray(a)
+    dt = np.dtype(dt)
+    if _exact_in(a, dt):
+        return a.astype(dt)
+    fmt = get_format(dt.name)
+    codes = encode(a, fmt, rounding="nearest_even", overflow="inf", nan="keep_sign")
+    return decode(codes, fmt, dtype=dt)
+
+
+def _cast_scalar(v: float | int, dt: np.dtype) -> np.ndarray:
+    src = np.asarray(v, dtype=np.float64 if isinstance(v, float) else np.int64)
+    return cast(src, dt)
+
+
+def round_to_int(q: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """(n, nan): n = q rounded to an integer under ``mode`` exactly (int64; |q| >= 2^62 and +-Inf give
+    +-2^62, which saturates any storage), nan = isnan(q). Uses the core rounding primitive."""
+    q64 = np.asarray(q).astype(np.float64)  # exact for every float dtype used here
+    nan = np.isnan(q64)
+    c = np.clip(np.where(nan, 0.0, q64), -_TWO62, _TWO62).reshape(-1)
+    ex = decompose(c)
+    n, _ = round_to_quantum(ex.sig, ex.exp, 0, ex.neg, mode)
+    v = n.astype(np.int64)
+    v = np.where(ex.neg, -v, v)
+    return v.reshape(q64.shape), nan
+
+
+def round_fraction(v: Fraction, fmt: FloatFormat) -> float:
+    """The exact rational v rounded to nearest-even in ``fmt`` (a format of at most 64 bits), as a Python
+    float; overflow gives +-inf. Used for exact scale formulas and for decimal literals (mlir.py)."""
+    if v == 0:
+        return 0.0
+    neg = v < 0
+    a = -v if neg else v
+    num, den = a.numerator, a.denominator
+    e = num.bit_length() - den.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    M = fmt.mantissa_bits
+    q = max(e, fmt.emin) - M
+    scaled = a / (Fraction(2) ** q)
+    n = scaled.numerator // scaled.denominator
+    rem = scaled - n
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2 == 1):
+        n += 1
+    val = Fraction(n) * Fraction(2) ** q
+    if val > fmt.max_value:
+        return -math.inf if neg else math.inf
+    f = math.ldexp(float(n), q)
+    return -f if neg else f
+
+
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """float32 fma(a, b, c) = RN32(a * b + c) with one rounding (a, b, c float32).
+
+    a * b is exact in float64; the sum is formed in float64 with round-to-odd (TwoSum error term), which
+    makes the final float64 -> float32 rounding correct (53 >= 24 + 2)."""
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c64 = c.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = p + c64
+        bb = s - p
+        e = (p - (s - bb)) + (c64 - bb)
+        fin = np.isfinite(s) & np.isfinite(e)
+        even = (s.view(np.uint64) & np.uint64(1)) == 0
+        adj = fin & (e != 0) & even
+        s = np.where(adj, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+    return cast(s, np.dtype(np.float32))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the scheme record
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class UniformScheme(Scheme):
+    """Affine quantization q = clamp(round(x / s) + z) (uniform.md §1); a frozen record.
+
+    storage: IntFormat (int1..int32, uint1..uint32, narrowed ranges) or a FloatFormat (ONNX fp8/fp4 outputs).
+    expressed: the float type of the real values and of the scales (default float32).
+    scales / zero_points: flattened C-order values, float64 scales exactly as given, integer zero points.
+    scale_shape: () per tensor; (n,) per axis; the tensor's rank for sub-channel blocks.
+    axis: the quantized axis of per-axis quantization (any axis, negative counts from the back).
+    block_size: ((axis, block), ...) for sub-channel blocks: scale index along axis = i // block; axes not
+        listed must have scale size 1 (one scale along them).
+    storage_range: narrowed [min, max] of a float storage type (MLIR ``f8E4M3FN<-10:10>``), else None.
+    type_spelling: how MLIR spells the storage type (i8, si8, u8, ui8, f8E4M3FN), kept for exact printing.
+    """
+
+    storage: Format
+    expressed: FloatFormat
+    scales: tuple[float, ...]
+    zero_points: tuple[int, ...]
+    scale_shape: tuple[int, ...] = ()
+    axis: int | None = None
+    block_size: tuple[tuple[int, int], ...] | None = None
+    profile: str | None = DEFAULT_PROFILE
+    arithmetic: UniformArithmetic = field(default_factory=UniformArithmetic)
+    storage_range: tuple[int, int] | None = None
+    type_spelling: str | None = None
+    family = "uniform"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.storage, (IntFormat, FloatFormat)):
+            raise QrefError(f"storage must be a format record, got {self.storage!r}")
+        if not isinstance(self.expressed, FloatFormat):
+            raise QrefError(f"expressed type must be a float format, got {self.expressed!r}")
+        n = math.prod(self.scale_shape)
+        if len(self.scales) != n or len(self.zero_points) != n:
+            raise QrefError(f"{len(self.scales)} scale(s) and {len(self.zero_points)} zero point(s) for a "
+                            f"scale shape {self.scale_shape} ({n} values)")
+        if n == 0:
+            raise QrefError("a uniform scheme needs at least one scale")
+        for s in self.scales:
+            if not (isinstance(s, float) and math.isfinite(s) and s > 0):
+                raise QrefError(f"scales must be finite and > 0 (StableHLO C5, C6), got {s!r}")
+        if self.axis is not None and self.block_size is not None:
+            raise QrefError("give either axis (per-axis) or block_size (sub-channel blocks), not both")
+        if self.axis is not None and len(self.scale_shape) != 1:
+            raise QrefError(f"per-axis quantization takes a 1-D list of scales, got shape {self.scale_shape}")
+        if self.axis is None and self.block_size is None and self.scale_shape != ():
+            raise QrefError(f"scales of shape {self.scale_shape} need axis=... (per axis) or block_size=...")
+        if self.block_size is not None:
+            for ax, b in self.block_size:
+                if not (isinstance(b, int) and b >= 1):
+                    raise QrefError(f"block sizes must be integers >= 1, got {b!r} for axis {ax}")
+                if not 0 <= ax < len(self.scale_shape) and not -len(self.scale_shape) <= ax < 0:
+                    raise QrefError(f"block axis {ax} is out of range for scales of rank {len(self.scale_shape)}")
+        if isinstance(self.storage, IntFormat) and self.arithmetic.zero_point_range == "check":
+            lo, hi = self.storage.full_range
+            bad = [z for z in self.zero_points if not lo <= z <= hi]
+            if bad:
+                raise QrefError(f"zero point(s) {bad[:4]} outside the storage range [{lo}, {hi}] of "
+                                f"{self.storage.name} (StableHLO C7); profile {self.profile!r} checks them")
+
+    # ---- properties -------------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.storage.name
+
+    @property
+    def granularity(self) -> str:
+        """'per_tensor', 'per_axis' or 'blocked'."""
+        if self.block_size is not None:
+            return "blocked"
+        return "per_axis" if self.axis is not None else "per_tensor"
+
+    @property
+    def scale_array(self) -> np.ndarray:
+        return np.array(self.scales, dtype=np.float64).reshape(self.scale_shape)
+
+    @property
+    def zero_point_array(self) -> np.ndarray:
+        return np.array(self.zero_points, dtype=np.int64).reshape(self.scale_shape)
+
+    @property
+    def storage_bounds(self) -> tuple[int, int]:
+        """[lo, hi] the codes are clamped to (narrowed range; AQT's symmetric clip)."""
+        if isinstance(self.storage, FloatFormat):
+            if self.storage_range is not None:
+                return self.storage_range
+            m = int(self.storage.max_value)
+            return (-m if self.storage.signed else 0), m
+        lo, hi = self.storage.lo, self.storage.hi
+        if self.arithmetic.narrow_symmetric and self.storage.signed:
+            lo = max(lo, -hi)
+        return lo, hi
+
+    @property
+    def codes_dtype(self) -> np.dtype:
+        if isinstance(self.storage, IntFormat):
+            return self.storage.storage_dtype
+        return np.dtype(self.storage.code_dtype)
+
+    # ---- granularity ------------------------------------------------------------------------------------
+    def _blocks(self, ndim: int) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for ax, b in self.block_size or ():
+            a = normalize_axis(ax, ndim)
+            if a in out:
+                raise QrefError(f"block_size lists axis {a} twice")
+            out[a] = b
+        return out
+
+    def expand(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Scales (float64, as stored) and zero points (int64) broadcast against an input of ``shape``."""
+        S, Z = self.scale_array, self.zero_point_array
+        ndim = len(shape)
+        if self.granularity == "per_tensor":
+            return S, Z
+        if self.granularity == "per_axis":
+            assert self.axis is not None
+            a = normalize_axis(self.axis, ndim)
+            if shape[a] != len(self.scales):
+                raise QrefError(f"per-axis scales: axis {a} of the input has size {shape[a]} but there are "
+                                f"{len(self.scales)} scales")
+            bshape = [1] * ndim
+            bshape[a] = shape[a]
+            return S.reshape(bshape), Z.reshape(bshape)
+        if len(self.scale_shape) != ndim:
+            raise QrefError(f"blocked scales have rank {len(self.scale_shape)} but the input has rank {ndim}")
+        blocks = self._blocks(ndim)
+        index = []
+        for i, d in enumerate(shape):
+            if i in blocks:
+                b = blocks[i]
+                want = -(-d // b)
+                if self.scale_shape[i] != want:
+                    raise QrefError(f"axis {i}: size {d} with block {b} needs {want} scale(s) along it, the "
+                                    f"scales have {self.scale_shape[i]}")
+                index.append(np.arange(d) // b)
+            else:
+                if self.scale_shape[i] != 1:
+                    raise QrefError(f"axis {i} has no block size, so its scales must have size 1 (one scale "
+                                    f"along it), got {self.scale_shape[i]}; list it in block_size")
+                index.append(np.zeros(d, dtype=np.intp))
+        ix = np.ix_(*index) if ndim else ()
+        return S[ix], Z[ix]
+
+    # ---- quantize ---------------------------------------------------------------------------------------
+    def _compute_dtype(self, arr: np.ndarray) -> np.dtype:
+        c = self.arithmetic.compute
+        if c == "expressed":
+            return _np_dtype(self.expressed)
+        if c == "input":
+            if not (arr.dtype.kind == "f" or arr.dtype.name == "bfloat16"):
+                raise QrefError(f"profile {self.profile!r} computes in the input's dtype and needs a float "
+                                f"input (float16/bfloat16/float32/float64), got {arr.dtype}")
+            return arr.dtype
+        return _FLOAT_DTYPES[c]
+
+    def _scale_in(self, S: np.ndarray, dt: np.dtype) -> np.ndarray:
+        """Scales as dt values: via the expressed type (scale_source='expressed') or straight from float64."""
+        if self.arithmetic.scale_source == "expressed":
+            e = cast(S, _np_dtype(self.expressed))
+            if (e.astype(np.float64) == 0).any() or np.isinf(e.astype(np.float64)).any():
+                raise QrefError(f"a scale rounds to 0 or Inf in the expressed type {self.expressed.name}")
+            return cast(e, dt)
+        return cast(S, dt)
+
+    def _wrapped_zero_points(self, Z: np.ndarray) -> np.ndarray:
+        if self.arithmetic.zero_point_range != "wrap" or not isinstance(self.storage, IntFormat):
+            return Z
+        bits = self.storage.bits
+        w = np.asarray(Z, dtype=np.int64) & ((1 << bits) - 1)
+        if self.storage.signed:
+            w = np.where(w >= (1 << (bits - 1)), w - (1 << bits), w)
+        return w
+
+    def quantize(self, x: object, **kwargs: Any) -> QArray:
+        """QArray with storage codes, scales, zero points and the unspecified mask (uniform.md §2.1)."""
+        if kwargs:
+            raise TypeError(f"UniformScheme.quantize takes no options, got {sorted(kwargs)}")
+        A = self.arithmetic
+        arr = as_source_array(x)
+        if A.input_dtypes is not None and arr.dtype.name not in A.input_dtypes:
+            raise QrefError(f"profile {self.profile!r} accepts {', '.join(A.input_dtypes)} input only, got "
+                            f"{arr.dtype} (convert it first, as the system would require)")
+        C = self._compute_dtype(arr)
+        S, Z = self.expand(arr.shape)
+        Z = self._wrapped_zero_points(Z)
+        xc = cast(arr, C)
+        sc = np.broadcast_to(self._scale_in(S, C), arr.shape) if arr.ndim else self._scale_in(S, C)
+        inv = None
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+            if A.scale_op == "divide":
+                q = np.asarray(xc / sc).astype(C)
+            else:
+                inv = np.asarray(np.ones((), C) / sc).astype(C)
+                q = np.asarray(xc * inv).astype(C)
+        unspecified = np.zeros(arr.shape, dtype=bool)
+        if isinstance(self.storage, FloatFormat):
+            return self._quantize_float(arr, q, S, Z, unspecified)
+        lo, hi = self.storage_bounds
+        zb = np.broadcast_to(Z, arr.shape)
+        if A.zero_point in ("before_rounding", "fused"):
+            zc = cast(np.asarray(zb, dtype=np.int64), C)
+            if A.constants == "unspecified":
+                unspecified |= zc.astype(np.float64) != zb
+            with np.errstate(over="ignore", invalid="ignore"):
+                if A.zero_point == "fused":
+                    assert inv is not None
+                    q = fma32(xc, inv, zc)
+                else:
+                    q = np.asarray(q + zc).astype(C)
+        if A.clamp == "float":
+            lo_c, hi_c = _cast_scalar(lo, C), _cast_scalar(hi, C)
+            if A.constants == "unspecified":
+                if float(lo_c) != lo:
+                    unspecified |= q.astype(np.float64) <= float(lo_c)
+                if float(hi_c) != hi:
+                    unspecified |= q.astype(np.float64) >= float(hi_c)
+            q = np.clip(q, lo_c, hi_c)
+        n, nan = round_to_int(q, A.rounding)
+        full_lo, full_hi = self.storage.full_range
+        if A.conversion == "int32":
+            unspecified |= (n < -(2**31)) | (n > 2**31 - 1)
+        if A.zero_point == "after_rounding":
+            n = n + zb
+            if A.conversion == "int32":
+                unspecified |= (n < -(2**31)) | (n > 2**31 - 1)
+        if A.conversion == "storage":
+            unspecified |= (n < full_lo) | (n > full_hi)
+        n = np.clip(n, lo, hi)
+        if A.nan == "zero":
+            n = np.where(nan, np.clip(0, lo, hi), n)
+        else:
+            unspecified |= nan
+        placeholder = int(np.clip(0, lo, hi))
+        n = np.where(unspecified, placeholder, n)
+        return QArray(codes=n.astype(self.codes_dtype), scheme=self, scales=self.scale_array.copy(),
+                      zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
+                      meta={"profile": self.profile})
+
+    def _quantize_float(self, arr: np.ndarray, q: np.ndarray, S: np.ndarray, Z: np.ndarray,
+                        unspecified: np.ndarray) -> QArray:
+        A = self.arithmetic
+        fmt = self.storage
+        assert isinstance(fmt, FloatFormat)
+        if any(z != 0 for z in self.zero_points):
+            raise QrefError(f"float storage {fmt.name} takes zero points of 0 only (ONNX: the zero point of "
+                            "float8/float4 outputs must be 0; MLIR's lowering has no float storage)")
+        if self.storage_range is not None:
+            raise QrefError(f"a narrowed float storage range {self.storage_range} has no defined quantize "
+                            "(no system implements it); use the full range")
+        overflow = "saturate" if A.float_saturate else None
+        codes = encode(q, fmt, rounding=A.rounding, overflow=overflow, profile="ml_dtypes" if
+                       not A.float_saturate else None)
+        return QArray(codes=codes.astype(self.codes_dtype), scheme=self, scales=self.scale_array.copy(),
+                      zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
+                      meta={"profile": self.profile})
+
+    # ---- dequantize -------------------------------------------------------------------------------------
+    def dequantize(self, q: QArray, dtype: object = None) -> np.ndarray:
+        """(code - z) * s (uniform.md §2.2) in the profile's dtypes, then cast to ``dtype`` (default: the
+        expressed type). Values at q.unspecified positions are computed from placeholder codes."""
+        return self.dequantize_with_mask(q, dtype)[0]
+
+    def dequantize_with_mask(self, q: QArray, dtype: object = None) -> tuple[np.ndarray, np.ndarray]:
+        """(values, unspecified): the mask marks results the profile leaves undefined (StableHLO spec: the
+        subtraction overflows the storage type) together with q.unspecified."""
+        A = self.arithmetic
+        codes = np.asarray(q.codes)
+        out_dt = _np_dtype(self.expressed) if dtype is None else np.dtype(dtype)
+        E = _np_dtype(self.expressed)
+        S, Z = self.expand(codes.shape)
+        Z = np.broadcast_to(self._wrapped_zero_points(Z), codes.shape)
+        bad = np.zeros(codes.shape, dtype=bool) if q.unspecified is None else np.asarray(q.unspecified).copy()
+        if isinstance(self.storage, FloatFormat):
+            d = decode(codes.astype(self.storage.code_dtype), self.storage, dtype=np.float32)
+        else:
+            c64 = codes.astype(np.int64)
+            sub = A.dq_subtract
+            if sub in ("int64", "int32", "storage"):
+                diff = c64 - Z
+                if sub == "int32":
+                    diff = ((diff + 2**31) % 2**32) - 2**31
+                elif sub == "storage":
+                    lo, hi = self.storage.full_range
+                    bad |= (diff < lo) | (diff > hi)
+                d = diff
+            else:
+                sd = E if sub == "expressed" else _FLOAT_DTYPES[sub]
+                with np.errstate(over="ignore", invalid="ignore"):
+                    d = np.asarray(cast(c64, sd) - cast(np.asarray(Z, np.int64), sd)).astype(sd)
+        mul = A.dq_multiply
+        if mul == "expressed":
+            md = E
+        elif mul == "at_least_float32":
+            md = np.promote_types(np.float32, E) if E.name != "bfloat16" else np.dtype(np.float32)
+        else:
+            md = _FLOAT_DTYPES[mul]
+        if A.dq_subtract == "storage" and A.constants == "unspecified":
+            dm = cast(np.asarray(d, dtype=np.int64), md)
+            bad |= dm.astype(np.float64) != np.asarray(d, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            vals = np.asarray(cast(np.asarray(d), md) * self._scale_in(S, md)).astype(md)
+        return cast(vals, out_dt), bad
+
+    # ---- serialization ----------------------------------------------------------------------------------
+    def to_spec(self) -> dict[str, Any]:
+        return {
+            "family": "uniform", "storage": self.storage.name, "expressed": self.expressed.name,
+            "scales": list(self.scales), "zero_points": list(self.zero_points),
+            "scale_shape": list(self.scale_shape), "axis": self.axis,
+            "block_size": None if self.block_size is None else [list(p) for p in self.block_size],
+            "profile": self.profile, "arithmetic": self.arithmetic.to_dict(),
+            "storage_range": None if self.storage_range is None else list(self.storage_range),
+            "type_spelling": self.type_spelling,
+        }
+
+
+def _from_spec(spec: dict[str, Any]) -> UniformScheme:
+    ar = dict(spec["arithmetic"])
+    if ar.get("input_dtypes") is not None:
+        ar["input_dtypes"] = tuple(ar["input_dtypes"])
+    expressed = get_format(spec["expressed"])
+    assert isinstance(expressed, FloatFormat)
+    return UniformScheme(
+        storage=get_format(spec["storage"]), expressed=expressed,
+        scales=tuple(float(s) for s in spec["scales"]), zero_points=tuple(int(z) for z in spec["zero_points"]),
+        scale_shape=tuple(spec["scale_shape"]), axis=spec.get("axis"),
+        block_size=None if spec.get("block_size") is None else tuple(tuple(p) for p in spec["block_size"]),
+        profile=spec.get("profile"), arithmetic=UniformArithmetic(**ar),
+        storage_range=None if spec.get("storage_range") is None else tuple(spec["storage_range"]),
+        type_spelling=spec.get("type_spelling"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# builder: qref.scheme("int8", scale=..., zero_point=..., axis=..., block_size=..., profile=...)
+# ---------------------------------------------------------------------------------------------------------
+def _normalize_blocks(block_size: object, axis: int | None, scale_shape: tuple[int, ...]
+                      ) -> tuple[tuple[int, int], ...]:
+    r = len(scale_shape)
+    if isinstance(block_size, Mapping):
+        pairs = tuple((int(a), int(b)) for a, b in block_size.items())
+    elif isinstance(block_size, (int, np.integer)) and not isinstance(block_size, bool):
+        if axis is None:
+            raise QrefError("block_size=<int> needs axis=<the blocked axis> (ONNX blocked quantization); or "
+                            "pass block_size={axis: size, ...}")
+        if r == 0:
+            raise QrefError("blocked quantization needs a scale array with the input's rank")
+        a = normalize_axis(axis, r)
+        # ONNX: the scale has the input's shape except ceil(D/B) along the axis: block 1 on every other axis
+        pairs = tuple((i, int(block_size) if i == a else 1) for i in range(r))
+    elif isinstance(block_size, Sequence):
+        items = list(block_size)
+        if items and all(isinstance(p, Sequence) and len(p) == 2 for p in items):
+            pairs = tuple((int(p[0]), int(p[1])) for p in items)
+        else:
+            if len(items) != r:
+                raise QrefError(f"block_size as a tuple gives one block per axis ({r} for scales of rank {r}), "
+                                f"got {len(items)}")
+            pairs = tuple((i, int(b)) for i, b in enumerate(items))
+    else:
+        raise QrefError(f"block_size must be an int (with axis), a {{axis: size}} mapping or a per-axis tuple, "
+                        f"got {block_size!r}")
+    return pairs
+
+
+def build_uniform(
+    storage: str | Format,
+    *,
+    scale: object = None,
+    zero_point: object = None,
+    axis: int | None = None,
+    block_size: object = None,
+    profile: str | None = DEFAULT_PROFILE,
+    expressed: str | Format = "float32",
+    storage_range: tuple[int, int] | None = None,
+    type_spelling: str | None = None,
+    **arithmetic: Any,
+) -> UniformScheme:
+    """Build a UniformScheme (uniform.md §1).
+
+    storage: integer storage name (``int8``, ``uint4``, ``int8<-127:127>``, MLIR ``i8``/``u8``) or a float
+        format for ONNX fp8/fp4 outputs. scale: a number (per tensor), a 1-D array (per axis, with ``axis``) or
+        an array of the input's rank (blocked, with ``block_size``). zero_point: None (0), a number, or an array
+        of the scale's shape. axis: per-axis quantization axis (default None); with an int block_size it names
+        the blocked axis (ONNX). block_size: None (default), an int (with axis), {axis: size} or a per-axis
+        tuple. profile: a uniform profile (default "stablehlo"). expressed: the expressed/scale type (default
+        float32). Other keywords override UniformArithmetic fields (e.g. rounding="nearest_away").
+    """
+    fmt = get_format(storage)
+    ex = get_format(expressed)
+    if not isinstance(ex, FloatFormat):
+        raise QrefError(f"expressed must be a float type, got {ex.name}")
+    if scale is None:
+        raise QrefError(f"a uniform scheme for {fmt.name} needs scale=<number or array>")
+    S = np.asarray(scale, dtype=np.float64)
+    if block_size is None and axis is None and S.size == 1:
+        S = S.reshape(())
+    if block_size is None and axis is not None and S.ndim != 1:
+        raise QrefError(f"per-axis quantization (axis={axis}) takes a 1-D scale array, got shape {S.shape}")
+    Z = np.zeros(S.shape, dtype=np.int64) if zero_point is None else np.asarray(zero_point)
+    if Z.dtype.kind == "f" and not np.all(np.round(Z) == Z):
+        raise QrefError("zero points must be integers")
+    try:
+        Z = np.broadcast_to(Z.astype(np.int64), S.shape)
+    except ValueError:
+        raise QrefError(f"zero_point of shape {np.shape(zero_point)} does not match the scale shape {S.shape}"
+                        ) from None
+    blocks = None
+    ax = axis
+    if block_size is not None:
+        blocks = _normalize_blocks(block_size, axis, tuple(S.shape))
+        ax = None
+    if profile is not None and profile not in profiles("uniform"):
+        get_profile(profile, "uniform")  # raises with close matches
+    arith = arithmetic_for(profile, **arithmetic)
+    return UniformScheme(
+        storage=fmt, expressed=ex, scales=tuple(float(v) for v in S.reshape(-1)),
+        zero_points=tuple(int(v) for v in Z.reshape(-1)), scale_shape=tuple(S.shape), axis=ax,
+        block_size=blocks, profile=profile, arithmetic=arith, storage_range=storage_range,
+        type_spelling=type_spelling,
+    )
+
+
+def _build(name: str | Format, **kwargs: Any) -> UniformScheme:
+    return build_uniform(name, **kwargs)
+
+
+def _claims(fmt: Format, kwargs: Mapping[str, Any]) -> bool:
+    if isinstance(fmt, IntFormat):
+        return True
+    return bool({"scale", "zero_point"} & set(kwargs))
+
+
+register_family("uniform", builder=_build, from_spec=_from_spec, claims=_claims, order=500)
+
+__all__ = ["DEFAULT_PROFILE", "UniformArithmetic", "UniformScheme", "arithmetic_for", "build_uniform", "cast",
+           "fma32", "round_fraction", "round_to_int"]

@@ -1,0 +1,915 @@
+"""MLIR ``quant`` dialect types: parse and print (spec: docs/spec/mlir-types.md).
+
+``parse_type(text)`` reads ``!quant.uniform<...>`` (per layer, per axis, sub-channel, float storage, narrowed
+ranges, quantile storage), ``!quant.quantile<...>`` (upstream LLVM form and the intel/npu-plugin-llvm forms with
+scales in the type), ``!quant.any<...>`` and ``!quant.calibrated<...>``; ``format_type(obj)`` prints exactly what
+upstream MLIR's printer prints, so ``format_type(parse_type(t))`` is MLIR's canonical form of ``t`` and
+``parse_type(format_type(s)) == s``. Floats are printed like MLIR's printFloatValue (mlir-types.md §3): LLVM
+APFloat::toString with 6 significant digits if that reads back bit-exactly, else the shortest-safe default form,
+else the hexadecimal bit pattern.
+
+Uniform types become ``qref.schemes.uniform.UniformScheme`` records with the ``mlir`` profile (what
+``lower-quant-ops`` computes). Quantile types become ``QuantileType`` records defined here; they quantize by the
+nearest table entry. QuantileType will be unified with the lookup-table family (qref/schemes/lookup.py) once that
+family lands; the text forms and this module's printer/parser stay as they are.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Union
+
+import numpy as np
+
+from .core.encode import encode
+from .core.exact import as_source_array
+from .errors import QrefError
+from .formats import FloatFormat, Format, IntFormat, get_format
+from .schemes.base import QArray, Scheme
+from .schemes.uniform import UniformScheme, arithmetic_for, cast, round_fraction
+
+__all__ = ["AnyType", "CalibratedType", "MlirParseError", "QuantileType", "format_float", "format_type",
+           "parse_type"]
+
+# MLIR float type spellings <-> qref format names
+MLIR_FLOAT_NAMES = {
+    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "tf32": "tfloat32",
+    "f8E5M2": "float8_e5m2", "f8E4M3FN": "float8_e4m3fn", "f8E4M3": "float8_e4m3", "f8E3M4": "float8_e3m4",
+    "f8E5M2FNUZ": "float8_e5m2fnuz", "f8E4M3FNUZ": "float8_e4m3fnuz", "f8E4M3B11FNUZ": "float8_e4m3b11fnuz",
+    "f6E2M3FN": "float6_e2m3fn", "f6E3M2FN": "float6_e3m2fn", "f4E2M1FN": "float4_e2m1fn",
+    "f8E8M0FNU": "float8_e8m0fnu",
+}
+QREF_TO_MLIR = {v: k for k, v in MLIR_FLOAT_NAMES.items()}
+UNSUPPORTED_FLOATS = ("f80", "f128")
+# float types upstream accepts as !quant.uniform storage (QuantStorageTypeInterface)
+UNIFORM_FLOAT_STORAGE = ("f8E5M2", "f8E4M3FN", "f4E2M1FN")
+MAX_STORAGE_BITS = 32
+_INT_TYPE = re.compile(r"^(si|ui|i)([0-9]+)$")
+_U_KEYWORD = re.compile(r"^u([0-9]+)$")
+_DOUBLE = get_format("float64")
+assert isinstance(_DOUBLE, FloatFormat)
+
+
+class MlirParseError(QrefError):
+    """A malformed quant type: names the position (1-based line:column, 0-based offset) and what was expected."""
+
+    def __init__(self, message: str, text: str, pos: int) -> None:
+        line = text.count("\n", 0, pos) + 1
+        col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        self.text, self.pos, self.line, self.column = text, pos, line, col
+        src = text.splitlines()[line - 1] if text else ""
+        super().__init__(f"{line}:{col}: {message}\n  {src}\n  {' ' * (col - 1)}^")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# float printing: MLIR printFloatValue = APFloat::toString (mlir-types.md §3)
+# ---------------------------------------------------------------------------------------------------------
+def _apfloat_to_string(value: float, precision: int, fmt_precision: int, max_padding: int,
+                       truncate_zero: bool) -> str:
+    """LLVM APFloat::toString(FormatPrecision, FormatMaxPadding, TruncateZero) for a finite value of a format
+    with ``precision`` significand bits (mlir-types.md §3.1)."""
+    neg = math.copysign(1.0, value) < 0
+    out = "-" if neg else ""
+    if value == 0:
+        if max_padding:
+            return out + "0"
+        if truncate_zero:
+            return out + "0.0E+0"
+        return out + "0.0" + "0" * max(fmt_precision - 1, 0) + "e+00"
+    fr = Fraction(abs(value))
+    sig, den = fr.numerator, fr.denominator
+    exp = -(den.bit_length() - 1)
+    if not fmt_precision:
+        fmt_precision = 2 + precision * 59 // 196
+    tz = (sig & -sig).bit_length() - 1
+    sig >>= tz
+    exp += tz
+    if exp >= 0:
+        n, e10 = sig << exp, 0
+    else:
+        n, e10 = sig * 5 ** (-exp), exp
+    # AdjustToPrecision on the integer: drop a conservative number of decimal digits by truncation
+    bits = n.bit_length()
+    required = (fmt_precision * 196 + 58) // 59
+    if bits > required:
+        tens = (bits - required) * 59 // 196
+        if tens:
+            e10 += tens
+            n //= 10**tens
+    digits = str(n)
+    stripped = digits.rstrip("0")
+    e10 += len(digits) - len(stripped)
+    d = list(stripped)  # most significant first
+    # AdjustToPrecision on the digit buffer: round half up at fmt_precision digits
+    nd = len(d)
+    if nd > fmt_precision:
+        keep = d[:fmt_precision]
+        if d[fmt_precision] < "5":
+            dropped = nd - fmt_precision
+            while keep and keep[-1] == "0":
+                keep.pop()
+                dropped += 1
+            e10 += dropped
+            d = keep
+        else:
+            i = fmt_precision - 1
+            dropped = nd - fmt_precision
+            while i >= 0 and keep[i] == "9":
+                keep.pop()
+                dropped += 1
+                i -= 1
+            if i < 0:
+                e10 += nd
+                d = ["1"]
+            else:
+                keep[i] = chr(ord(keep[i]) + 1)
+                e10 += dropped
+                d = keep
+    nd = len(d)
+    if not max_padding:
+        scientific = True
+    elif e10 >= 0:
+        scientific = e10 > max_padding or nd + e10 > fmt_precision
+    else:
+        msd = e10 + nd - 1
+        scientific = False if msd >= 0 else (-msd > max_padding)
+    if scientific:
+        e10 += nd - 1
+        s = d[0] + "."
+        s += "0" if (nd == 1 and truncate_zero) else "".join(d[1:])
+        if not truncate_zero and fmt_precision > nd - 1:
+            s += "0" * (fmt_precision - nd + 1)
+        s += "E" if truncate_zero else "e"
+        s += "+" if e10 >= 0 else "-"
+        ed = str(abs(e10))
+        if not truncate_zero and len(ed) < 2:
+            ed = "0" + ed
+        return out + s + ed
+    if e10 >= 0:
+        return out + "".join(d) + "0" * e10
+    whole = e10 + nd
+    if whole > 0:
+        return out + "".join(d[:whole]) + "." + "".join(d[whole:])
+    return out + "0." + "0" * (-whole) + "".join(d)
+
+
+def _bits_of(value: float, fmt: FloatFormat) -> int:
+    if fmt.name == "float64":
+        return struct.unpack("<Q", struct.pack("<d", value))[0]
+    return int(encode(np.asarray(value, dtype=np.float64), fmt, rounding="nearest_even", overflow="inf"))
+
+
+def _reads_back(s: str, value: float, fmt: FloatFormat) -> bool:
+    if fmt.name == "float64":
+        v = float(s)
+    else:
+        v = round_fraction(Fraction(s), fmt)
+        if v == 0:
+            v = math.copysign(0.0, -1.0 if s.startswith("-") else 1.0)
+    return _bits_of(v, fmt) == _bits_of(value, fmt)
+
+
+def format_float(value: float, fmt: str | FloatFormat = "float64") -> str:
+    """MLIR's printFloatValue for ``value`` (a value of ``fmt``): 6-digit scientific if it reads back
+    bit-exactly, else APFloat's default form if it has a '.', else the hexadecimal bit pattern."""
+    f = get_format(fmt)
+    assert isinstance(f, FloatFormat)
+    if math.isfinite(value):
+        p = f.mantissa_bits + 1
+        s = _apfloat_to_string(value, p, 6, 0, False)
+        if _reads_back(s, value, f):
+            return s
+        s = _apfloat_to_string(value, p, 0, 3, True)
+        if "." in s:
+            return s
+    return f"0x{_bits_of(value, f):X}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# records for the non-uniform quant types
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AnyType:
+    """``!quant.any<storage[<min:max>][:expressed]>``: storage only, no parameters (nothing to quantize)."""
+
+    storage: Format
+    expressed: FloatFormat | None = None
+    storage_range: tuple[int, int] | None = None
+    type_spelling: str | None = None
+
+
+@dataclass(frozen=True)
+class CalibratedType:
+    """``!quant.calibrated<expressed<min:max>>``: a calibrated range (doubles as parsed)."""
+
+    expressed: FloatFormat
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
+class QuantileType(Scheme):
+    """A quantile (lookup-table) quant type (mlir-types.md §2.3); a frozen record.
+
+    storage: integer or float storage; lut: one float64 value per storage value lo..hi, exactly as parsed
+    (``lut[code - lo]``); quantile_type: the type of the LUT values (None in the intel legacy form);
+    storage_range: (lo, hi) when written (upstream prints it iff written; intel iff not default);
+    expressed / scales / zero_points / scale_shape / axis / block_size: the scaling of the intel forms and of
+    ``!quant.uniform<!quant.quantile<...>:f32, ...>`` (None/empty for a bare upstream quantile type).
+    form: "upstream", "upstream_uniform" (wrapped in !quant.uniform), "intel" (storage:quantile:expressed)
+    or "intel_legacy" (storage:expressed).
+
+    quantize (qref's reading; neither LLVM nor the fork lowers these types): value(code) = (lut[code - lo] - z)
+    * s; x goes to the code whose value is nearest, ties to the lower code; NaN is unspecified.
+    It will be unified with the lookup-table scheme family when that lands.
+    """
+
+    storage: Format
+    lut: tuple[float, ...]
+    quantile_type: Format | None = None
+    storage_range: tuple[int, int] | None = None
+    expressed: FloatFormat | None = None
+    scales: tuple[float, ...] = ()
+    zero_points: tuple[int, ...] = ()
+    scale_shape: tuple[int, ...] = ()
+    axis: int | None = None
+    block_size: tuple[tuple[int, int], ...] | None = None
+    form: str = "upstream"
+    type_spelling: str | None = None
+    profile: str | None = None
+    family = "lookup"
+
+    @property
+    def name(self) -> str:
+        return f"quantile<{self.storage.name}>"
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        return self.storage_range if self.storage_range is not None else _default_range(self.storage)
+
+    def _params(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Scale and zero point of every element (1 and 0 for a bare quantile type)."""
+        if not self.scales:
+            return np.ones(shape), np.zeros(shape, dtype=np.int64)
+        helper = UniformScheme(storage=get_format("int32"), expressed=self.expressed or get_format("float32"),
+                               scales=self.scales, zero_points=self.zero_points, scale_shape=self.scale_shape,
+                               axis=self.axis, block_size=self.block_size, profile=None,
+                               arithmetic=arithmetic_for(None, zero_point_range="wrap"))
+        S, Z = helper.expand(shape)
+        return np.broadcast_to(S, shape).astype(np.float64), np.broadcast_to(Z, shape).astype(np.int64)
+
+    def table(self) -> np.ndarray:
+        """The LUT as float64 (index = code - lo)."""
+        return np.array(self.lut, dtype=np.float64)
+
+    def quantize(self, x: object, **kwargs: Any) -> QArray:
+        if kwargs:
+            raise TypeError(f"QuantileType.quantize takes no options, got {sorted(kwargs)}")
+        if not isinstance(self.storage, IntFormat):
+            raise QrefError("quantize is defined for integer quantile storage only")
+        arr = as_source_array(x).astype(np.float64)
+        S, Z = self._params(arr.shape)
+        lo, _ = self.bounds
+        flat = arr.reshape(-1)
+        vals = (self.table()[None, :] - Z.reshape(-1, 1)) * S.reshape(-1, 1)
+        dist = np.abs(flat[:, None] - vals)
+        nan = np.isnan(flat)
+        idx = np.argmin(np.where(np.isnan(dist), np.inf, dist), axis=1)
+        codes = np.where(nan, 0, idx) + lo
+        return QArray(codes=codes.reshape(arr.shape).astype(self.storage.storage_dtype), scheme=self,
+                      scales=np.array(self.scales).reshape(self.scale_shape) if self.scales else None,
+                      zero_points=np.array(self.zero_points).reshape(self.scale_shape) if self.scales else None,
+                      unspecified=nan.reshape(arr.shape), axis=self.axis)
+
+    def dequantize(self, q: QArray, dtype: object = np.float64) -> np.ndarray:
+        lo, _ = self.bounds
+        codes = np.asarray(q.codes).astype(np.int64)
+        S, Z = self._params(codes.shape)
+        v = (self.table()[codes - lo] - Z) * S
+        return cast(v, np.dtype(dtype))
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"family": "mlir_quantile", "type": format_type(self)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# lexer
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Tok:
+    kind: str  # 'id', 'int', 'float', 'punct', 'eof'
+    text: str
+    pos: int
+
+
+_PUNCT = set("<>{}:,!-+")
+
+
+def _lex(text: str) -> list[_Tok]:
+    toks: list[_Tok] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            i += 1
+            continue
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j + 1
+            continue
+        if c.isdigit():
+            j = i
+            if text.startswith(("0x", "0X"), i) and i + 2 < n and text[i + 2] in "0123456789abcdefABCDEF":
+                j = i + 2
+                while j < n and text[j] in "0123456789abcdefABCDEF":
+                    j += 1
+                toks.append(_Tok("int", text[i:j], i))
+                i = j
+                continue
+            while j < n and text[j].isdigit():
+                j += 1
+            if j < n and text[j] == ".":
+                j += 1
+                while j < n and text[j].isdigit():
+                    j += 1
+                if j < n and text[j] in "eE":
+                    k = j + 1
+                    if k < n and text[k] in "+-":
+                        k += 1
+                    if k < n and text[k].isdigit():
+                        while k < n and text[k].isdigit():
+                            k += 1
+                        j = k
+                toks.append(_Tok("float", text[i:j], i))
+            else:
+                toks.append(_Tok("int", text[i:j], i))
+            i = j
+            continue
+        if c.isalpha() or c == "_":
+            j = i + 1
+            while j < n and (text[j].isalnum() or text[j] in "_$."):
+                j += 1
+            toks.append(_Tok("id", text[i:j], i))
+            i = j
+            continue
+        if c in _PUNCT:
+            toks.append(_Tok("punct", c, i))
+            i += 1
+            continue
+        if c == ".":
+            raise MlirParseError("unexpected '.': a float literal needs a digit before the point (write 0.5)",
+                                 text, i)
+        raise MlirParseError(f"unexpected character {c!r}", text, i)
+    toks.append(_Tok("eof", "", n))
+    return toks
+
+
+def _default_range(fmt: Format) -> tuple[int, int]:
+    if isinstance(fmt, IntFormat):
+        return fmt.full_range
+    m = int(fmt.max_value)
+    return (-m if fmt.signed else 0), m
+
+
+# ---------------------------------------------------------------------------------------------------------
+# parser
+# ---------------------------------------------------------------------------------------------------------
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks = _lex(text)
+        self.i = 0
+
+    # -- token helpers --
+    @property
+    def tok(self) -> _Tok:
+        return self.toks[self.i]
+
+    def err(self, msg: str, pos: int | None = None) -> MlirParseError:
+        return MlirParseError(msg, self.text, self.tok.pos if pos is None else pos)
+
+    def _found(self) -> str:
+        t = self.tok
+        return "end of input" if t.kind == "eof" else repr(t.text)
+
+    def accept(self, p: str) -> bool:
+        if self.tok.kind == "punct" and self.tok.text == p:
+            self.i += 1
+            return True
+        return False
+
+    def expect(self, p: str, what: str = "") -> _Tok:
+        t = self.tok
+        if not self.accept(p):
+            raise self.err(f"expected '{p}'{' ' + what if what else ''}, found {self._found()}")
+        return t
+
+    def peek_punct(self, p: str, k: int = 0) -> bool:
+        t = self.toks[min(self.i + k, len(self.toks) - 1)]
+        return t.kind == "punct" and t.text == p
+
+    # -- literals --
+    def integer(self, what: str = "integer") -> int:
+        start = self.tok.pos
+        neg = self.accept("-")
+        t = self.tok
+        if t.kind != "int":
+            raise self.err(f"expected {what} (an integer literal), found {self._found()}")
+        self.i += 1
+        v = int(t.text, 16) if t.text[:2].lower() == "0x" else int(t.text)
+        v = -v if neg else v
+        if not -(2**63) <= v < 2**63:
+            raise self.err(f"integer {v} does not fit in 64 bits", start)
+        return v
+
+    def float_(self, what: str = "float") -> tuple[float, int]:
+        start = self.tok.pos
+        neg = self.accept("-")
+        t = self.tok
+        if t.kind == "float":
+            self.i += 1
+            v = float(t.text)
+            return (-v if neg else v), start
+        if t.kind == "int" and t.text[:2].lower() == "0x":
+            if neg:
+                raise self.err("a hexadecimal float literal takes no leading minus", start)
+            bits = int(t.text, 16)
+            if bits >= 2**64:
+                raise self.err("hexadecimal float literal out of range for f64", t.pos)
+            self.i += 1
+            return struct.unpack("<d", struct.pack("<Q", bits))[0], start
+        if t.kind == "int":
+            raise self.err(f"expected {what} (a float literal), found integer {t.text!r}: add a trailing dot "
+                           f"({t.text}.0)")
+        raise self.err(f"expected {what} (a float literal), found {self._found()}")
+
+    # -- types --
+    def ident(self, what: str) -> _Tok:
+        t = self.tok
+        if t.kind != "id":
+            raise self.err(f"expected {what}, found {self._found()}")
+        self.i += 1
+        return t
+
+    def float_type(self, what: str) -> tuple[FloatFormat, str]:
+        t = self.tok
+        if t.kind != "id" or (t.text not in MLIR_FLOAT_NAMES and t.text not in UNSUPPORTED_FLOATS):
+            raise self.err(f"expected {what} (a float type such as f32, f16, bf16, f64), found {self._found()}")
+        if t.text in UNSUPPORTED_FLOATS:
+            raise self.err(f"{t.text} is a valid MLIR type but qref has no format for it")
+        self.i += 1
+        f = get_format(MLIR_FLOAT_NAMES[t.text])
+        assert isinstance(f, FloatFormat)
+        return f, t.text
+
+    def storage(self, *, allow_u_keyword: bool, allowed_floats: tuple[str, ...] | None
+                ) -> tuple[Format, str, int]:
+        t = self.tok
+        if t.kind != "id":
+            raise self.err(f"expected a storage type (i8, si8, ui8, u8, f8E4M3FN...), found {self._found()}")
+        m = _INT_TYPE.match(t.text)
+        um = _U_KEYWORD.match(t.text)
+        if m or (um and allow_u_keyword):
+            width = int((m or um)[2] if m else um[1])  # type: ignore[index]
+            if not 1 <= width <= MAX_STORAGE_BITS:
+                raise self.err(f"illegal storage type size: {width} (quant storage has 1 to 32 bits)")
+            signed = bool(m) and m[1] != "ui"
+            self.i += 1
+            fmt = get_format(f"{'int' if signed else 'uint'}{width}")
+            return fmt, t.text, t.pos
+        if um:
+            raise self.err(f"expected a storage type; {t.text!r} is the uniform-only unsigned keyword, "
+                           f"write ui{um[1]}")
+        if t.text in MLIR_FLOAT_NAMES:
+            if allowed_floats is not None and t.text not in allowed_floats:
+                raise self.err(f"illegal storage type {t.text}: float storage is one of "
+                               f"{', '.join(allowed_floats)}")
+            self.i += 1
+            return get_format(MLIR_FLOAT_NAMES[t.text]), t.text, t.pos
+        raise self.err(f"expected a storage type (i8, si8, ui8, u8, f8E4M3FN...), found {t.text!r}")
+
+    def storage_range(self, fmt: Format, type_pos: int) -> tuple[int, int] | None:
+        if not self.peek_punct("<"):
+            return None
+        self.expect("<")
+        lo_pos = self.tok.pos
+        lo = self.integer("storage minimum")
+        self.expect(":", "between storage minimum and maximum")
+        hi_pos = self.tok.pos
+        hi = self.integer("storage maximum")
+        self.expect(">", "closing the storage range")
+        dlo, dhi = _default_range(fmt)
+        if lo < dlo:
+            raise self.err(f"illegal storage type minimum: {lo} (below {dlo})", lo_pos)
+        if hi > dhi:
+            raise self.err(f"illegal storage type maximum: {hi} (above {dhi})", hi_pos)
+        return lo, hi
+
+    def scale(self, expressed: FloatFormat) -> float:
+        v, pos = self.float_("scale")
+        smin, smax = float(expressed.min_value), float(expressed.max_value)
+        if not smin <= v <= smax:
+            raise self.err(f"scale {v:e} out of expressed type range [{smin:e}, {smax:e}]", pos)
+        return v
+
+    def scale_zero(self, expressed: FloatFormat) -> tuple[float, int]:
+        s = self.scale(expressed)
+        z = self.integer("zero point") if self.accept(":") else 0
+        return s, z
+
+    def param_tensor(self, expressed: FloatFormat) -> tuple[list[float], list[int], list[int]]:
+        """After '{': scale-zero list or nested lists; returns flat scales, zero points and dims."""
+        scales: list[float] = []
+        zps: list[int] = []
+        sub: list[int] | None = None
+        count = 0
+        while True:
+            if self.accept("{"):
+                s2, z2, d2 = self.param_tensor(expressed)
+                scales += s2
+                zps += z2
+            else:
+                s, z = self.scale_zero(expressed)
+                scales.append(s)
+                zps.append(z)
+                d2 = []
+            if sub is None:
+                sub = d2
+            elif sub != d2:
+                raise self.err("tensor literal is invalid; ranks are not consistent between elements")
+            count += 1
+            if self.accept(","):
+                continue
+            self.expect("}", "closing the scale list")
+            return scales, zps, [count, *(sub or [])]
+
+    # -- quant types --
+    def parse(self) -> Any:
+        self.expect("!", "starting a quant type")
+        t = self.ident("a quant type name")
+        kind = t.text
+        if kind not in ("quant.uniform", "quant.quantile", "quant.any", "quant.calibrated"):
+            raise self.err(f"unknown quant type {kind!r}; expected quant.uniform, quant.quantile, quant.any or "
+                           "quant.calibrated", t.pos)
+        name_pos = t.pos + len("quant.")
+        if kind == "quant.uniform":
+            out = self.uniform(name_pos)
+        elif kind == "quant.quantile":
+            out = self.quantile(name_pos)
+        elif kind == "quant.any":
+            out = self.any_type(name_pos)
+        else:
+            out = self.calibrated(name_pos)
+        return out
+
+    def finish(self) -> None:
+        if self.tok.kind != "eof":
+            raise self.err(f"expected end of input after the type, found {self._found()}")
+
+    def uniform(self, name_pos: int) -> UniformScheme | QuantileType:
+        self.expect("<", "after quant.uniform")
+        if self.peek_punct("!"):
+            inner = _Parser.__new__(_Parser)
+            inner.text, inner.toks, inner.i = self.text, self.toks, self.i
+            self.expect("!")
+            t = self.ident("quant.quantile")
+            if t.text != "quant.quantile":
+                raise self.err(f"illegal storage type prefix: only !quant.quantile can be the storage of "
+                               f"!quant.uniform, found !{t.text}", t.pos)
+            q = self.quantile(t.pos + len("quant."))
+            if not isinstance(q, QuantileType) or q.form != "upstream":
+                raise self.err("the storage of !quant.uniform must be an upstream !quant.quantile<ST:QT, {...}>",
+                               t.pos)
+            storage_fmt: Format = q.storage
+            spelling, rng = None, None
+        else:
+            q = None
+            storage_fmt, spelling, spos = self.storage(allow_u_keyword=True, allowed_floats=UNIFORM_FLOAT_STORAGE)
+            rng = self.storage_range(storage_fmt, spos)
+        self.expect(":", "before the expressed type")
+        expressed, _ = self.float_type("expressed type")
+        axis: int | None = None
+        blocks: list[tuple[int, int]] | None = None
+        axis_pos = self.tok.pos
+        if self.accept(":"):
+            axis_pos = self.tok.pos
+            if self.accept("{"):
+                if isinstance(storage_fmt, FloatFormat):
+                    raise self.err("sub-channel quantization needs integer storage (upstream MLIR builds its "
+                                   "zero-point tensor as integers of the storage type and crashes on float "
+                                   "storage)", axis_pos)
+                blocks = []
+                if not self.accept("}"):
+                    while True:
+                        bpos = self.tok.pos
+                        a = self.integer("quantized dimension")
+                        self.expect(":", "between dimension and block size")
+                        b = self.integer("block size")
+                        if a < 0:
+                            raise self.err(f"illegal quantized dimension: {a}", bpos)
+                        if b <= 0:
+                            raise self.err(f"illegal block size: {b}", bpos)
+                        blocks.append((a, b))
+                        if self.accept(","):
+                            continue
+                        self.expect("}", "closing the block sizes")
+                        break
+            else:
+                axis = self.integer("quantized dimension")
+        self.expect(",", "before the quantization parameters")
+        if blocks is None and axis is None:
+            s, z = self.scale_zero(expressed)
+            scales, zps, dims = [s], [z], []
+        else:
+            self.expect("{", "opening the list of scales")
+            scales, zps, dims = self.param_tensor(expressed)
+            if axis is not None and len(dims) != 1:
+                raise self.err("per-axis parameters are a flat list {s:z, ...}", axis_pos)
+        self.expect(">", "closing the quant type")
+        if axis is not None and axis < 0:
+            raise self.err(f"illegal quantized dimension: {axis}", axis_pos)
+        width = storage_fmt.bits
+        if blocks is not None:
+            bad = [z for z in zps if not -(1 << (width - 1)) <= z < (1 << width)]
+            if bad:
+                raise self.err(f"sub-channel zero point {bad[0]} does not fit in {width}-bit storage (upstream MLIR "
+                               "keeps it in an APInt of the storage width and prints an unreadable value)",
+                               axis_pos)
+            scales = [round_fraction(Fraction(s), expressed) for s in scales]
+            zps = [_trunc_signed(z, width) for z in zps]
+        if rng is not None and rng[0] >= rng[1]:
+            raise self.err(f"illegal storage min and storage max: ({rng[0]}:{rng[1]})", name_pos)
+        shape = tuple(dims) if (blocks is not None or axis is not None) else ()
+        if q is not None:
+            return QuantileType(storage=q.storage, lut=q.lut, quantile_type=q.quantile_type,
+                                storage_range=q.storage_range, expressed=expressed, scales=tuple(scales),
+                                zero_points=tuple(zps), scale_shape=shape, axis=axis,
+                                block_size=None if blocks is None else tuple(blocks), form="upstream_uniform",
+                                type_spelling=q.type_spelling)
+        if isinstance(storage_fmt, IntFormat) and rng is not None and rng != storage_fmt.full_range:
+            storage_fmt = get_format(f"{storage_fmt.name}<{rng[0]}:{rng[1]}>")
+        frange = None
+        if isinstance(storage_fmt, FloatFormat) and rng is not None and rng != _default_range(storage_fmt):
+            frange = rng
+        return UniformScheme(storage=storage_fmt, expressed=expressed, scales=tuple(scales), zero_points=tuple(zps),
+                             scale_shape=shape, axis=axis, block_size=None if blocks is None else tuple(blocks),
+                             profile="mlir", arithmetic=arithmetic_for("mlir"), storage_range=frange,
+                             type_spelling=spelling)
+
+    def lut(self) -> list[float]:
+        self.expect("{", "opening the quantile table")
+        vals: list[float] = []
+        if self.accept("}"):
+            return vals
+        while True:
+            v, _ = self.float_("quantile value")
+            vals.append(v)
+            if self.accept(","):
+                continue
+            self.expect("}", "closing the quantile table")
+            return vals
+
+    def quantile(self, name_pos: int) -> QuantileType:
+        self.expect("<", "after quant.quantile")
+        storage_fmt, spelling, spos = self.storage(allow_u_keyword=True, allowed_floats=None)
+        range_pos = self.tok.pos
+        rng = self.storage_range(storage_fmt, spos)
+        self.expect(":", "after the storage type")
+        t1 = self.tok
+        if t1.kind == "id" and _INT_TYPE.match(t1.text):
+            qt_fmt: Format = get_format(("int" if not t1.text.startswith("ui") else "uint")
+                                        + _INT_TYPE.match(t1.text)[2])  # type: ignore[index]
+            self.i += 1
+            t1_is_float = False
+        else:
+            qt_fmt, _ = self.float_type("quantile or expressed type")
+            t1_is_float = True
+        expressed: FloatFormat | None = None
+        axis: int | None = None
+        form = None
+        if self.accept(":"):
+            if self.tok.kind == "int" or self.peek_punct("-"):
+                if not t1_is_float:
+                    raise self.err("expected a float expressed type before the axis", t1.pos)
+                assert isinstance(qt_fmt, FloatFormat)
+                expressed, qt_fmt, form = qt_fmt, None, "intel_legacy"  # type: ignore[assignment]
+                axis = self.integer("quantized dimension")
+            else:
+                expressed, _ = self.float_type("expressed type")
+                form = "intel"
+                if self.accept(":"):
+                    axis = self.integer("quantized dimension")
+        self.expect(",", "before the quantile table")
+        lut_pos = self.tok.pos
+        table = self.lut()
+        if form is None and self.peek_punct(":"):
+            if not t1_is_float:
+                raise self.err("expected a float expressed type", t1.pos)
+            assert isinstance(qt_fmt, FloatFormat)
+            expressed, qt_fmt, form = qt_fmt, None, "intel_legacy"  # type: ignore[assignment]
+        if form is None:  # upstream: {LUT}[, <min:max>]>
+            if _U_KEYWORD.match(spelling):
+                raise self.err(f"expected a builtin storage type; upstream quantile types spell unsigned "
+                               f"storage {spelling[0]}i{spelling[1:]} ({spelling!r} is the uniform/intel keyword)",
+                               spos)
+            if rng is not None:
+                raise self.err("expected ':' (upstream quantile types take the range after the table: "
+                               "!quant.quantile<ui4:f16, {...}, <0:7>>)", range_pos)
+            if self.accept(","):
+                self.expect("<", "opening the storage range")
+                lo = self.integer("storage minimum")
+                self.expect(":", "between storage minimum and maximum")
+                hi = self.integer("storage maximum")
+                self.expect(">", "closing the storage range")
+                rng = (lo, hi)
+            self.expect(">", "closing the quant type")
+            if not table:
+                raise self.err("quantile values must not be empty", name_pos)
+            lo, hi = rng if rng is not None else _default_range(storage_fmt)
+            if rng is not None and lo >= hi:
+                raise self.err("storage min must be less than storage max", name_pos)
+            if len(table) != hi - lo + 1:
+                raise self.err(f"quantile LUT size ({len(table)}) must equal the number of representable storage "
+                               f"values ({hi - lo + 1})", name_pos)
+            if not isinstance(storage_fmt, IntFormat) and spelling not in MLIR_FLOAT_NAMES:
+                raise self.err("storage type must be an integer or float type", spos)
+            return QuantileType(storage=storage_fmt, lut=tuple(table), quantile_type=qt_fmt, storage_range=rng,
+                                form="upstream", type_spelling=spelling)
+        # intel forms: {LUT}:params
+        self.expect(":", "between the quantile table and the scales")
+        assert expressed is not None
+        if axis is None:
+            s, z = self.scale_zero(expressed)
+            scales, zps, shape = [s], [z], ()
+        else:
+            self.expect("{", "opening the per-axis scales")
+            scales, zps, dims = self.param_tensor(expressed)
+            if len(dims) != 1:
+                raise self.err("per-axis parameters are a flat list {s:z, ...}")
+            shape = (dims[0],)
+        self.expect(">", "closing the quant type")
+        if not table:
+            raise self.err("quantile values must not be empty", lut_pos)
+        if rng is not None and rng[0] >= rng[1]:
+            raise self.err(f"illegal storage min and storage max: ({rng[0]}:{rng[1]})", name_pos)
+        if rng is not None and rng == _default_range(storage_fmt):
+            rng = None
+        if form == "intel":
+            want = (1 << storage_fmt.bits) if rng is None else rng[1] - rng[0] + 1
+            if len(table) != want:
+                raise self.err(f"quantiles array size needs to be 2^(storage bits), or storage max - storage min "
+                               f"+ 1 with a narrowed range; expected {want}, found {len(table)}", lut_pos)
+        return QuantileType(storage=storage_fmt, lut=tuple(table), quantile_type=qt_fmt, storage_range=rng,
+                            expressed=expressed, scales=tuple(scales), zero_points=tuple(zps), scale_shape=shape,
+                            axis=axis, form=form, type_spelling=spelling)
+
+    def any_type(self, name_pos: int) -> AnyType:
+        self.expect("<", "after quant.any")
+        fmt, spelling, spos = self.storage(allow_u_keyword=True, allowed_floats=UNIFORM_FLOAT_STORAGE)
+        rng = self.storage_range(fmt, spos)
+        expressed = None
+        if self.accept(":"):
+            expressed, _ = self.float_type("expressed type")
+        self.expect(">", "closing the quant type")
+        if rng is not None and rng[0] >= rng[1]:
+            raise self.err(f"illegal storage min and storage max: ({rng[0]}:{rng[1]})", name_pos)
+        if rng is not None and rng == _default_range(fmt):
+            rng = None
+        return AnyType(fmt, expressed, rng, spelling)
+
+    def calibrated(self, name_pos: int) -> CalibratedType:
+        self.expect("<", "after quant.calibrated")
+        expressed, _ = self.float_type("expressed type")
+        self.expect("<", "opening the calibrated range")
+        lo, _ = self.float_("calibrated minimum")
+        self.expect(":", "between calibrated minimum and maximum")
+        hi, _ = self.float_("calibrated maximum")
+        self.expect(">", "closing the calibrated range")
+        self.expect(">", "closing the quant type")
+        if not lo < hi:
+            raise self.err(f"illegal min and max: ({lo:e}:{hi:e})", name_pos)
+        return CalibratedType(expressed, lo, hi)
+
+
+def _trunc_signed(v: int, width: int) -> int:
+    """v as an APInt of ``width`` bits read back signed (what MLIR prints for sub-channel zero points)."""
+    w = v & ((1 << width) - 1)
+    return w - (1 << width) if w >= (1 << (width - 1)) else w
+
+
+def parse_type(text: str) -> UniformScheme | QuantileType | AnyType | CalibratedType:
+    """Parse an MLIR quant type (mlir-types.md §2). ``!quant.uniform`` gives a UniformScheme with the ``mlir``
+    profile; ``!quant.quantile`` a QuantileType. Raises MlirParseError (position + expected token)."""
+    if not isinstance(text, str):
+        raise QrefError(f"parse_type expects a string, got {type(text).__name__}")
+    p = _Parser(text)
+    out = p.parse()
+    p.finish()
+    return out  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# printer
+# ---------------------------------------------------------------------------------------------------------
+def _float_type_name(fmt: Format) -> str:
+    if isinstance(fmt, IntFormat):
+        if fmt.narrowed:
+            raise QrefError(f"{fmt.name} is not an MLIR type")
+        return f"{'i' if fmt.signed else 'ui'}{fmt.bits}"
+    if fmt.name not in QREF_TO_MLIR:
+        raise QrefError(f"{fmt.name} has no MLIR float type")
+    return QREF_TO_MLIR[fmt.name]
+
+
+def _storage_text(fmt: Format, spelling: str | None, frange: tuple[int, int] | None, *, print_default: bool
+                  ) -> str:
+    if isinstance(fmt, IntFormat):
+        if fmt.bits > MAX_STORAGE_BITS:
+            raise QrefError(f"MLIR quant storage has at most 32 bits, got {fmt.name}")
+        name = spelling or f"{'i' if fmt.signed else 'u'}{fmt.bits}"
+        lo, hi = fmt.lo, fmt.hi
+        if frange is not None:
+            lo, hi = frange
+        rng = (lo, hi) if (print_default or (lo, hi) != fmt.full_range) else None
+    else:
+        name = spelling or _float_type_name(fmt)
+        dflt = _default_range(fmt)
+        r = frange if frange is not None else dflt
+        rng = r if (print_default or r != dflt) else None
+    return name + (f"<{rng[0]}:{rng[1]}>" if rng else "")
+
+
+def _params_text(scales: tuple[float, ...], zps: tuple[int, ...], shape: tuple[int, ...], axis: int | None,
+                 blocks: tuple[tuple[int, int], ...] | None, expressed: FloatFormat) -> tuple[str, str]:
+    """(dimension suffix, parameters) as MLIR prints them."""
+    def one(s: float, z: int, fmt: FloatFormat) -> str:
+        return format_float(s, fmt) + (f":{z}" if z != 0 else "")
+
+    if blocks is None and axis is None:
+        return "", one(scales[0], zps[0], _DOUBLE)
+    if axis is not None:
+        return f":{axis}", "{" + ",".join(one(s, z, _DOUBLE) for s, z in zip(scales, zps)) + "}"
+    suffix = ":{" + ", ".join(f"{a}:{b}" for a, b in blocks or ()) + "}"
+    items = [one(round_fraction(Fraction(s), expressed), z, expressed) for s, z in zip(scales, zps)]
+
+    def nest(level: int, start: int) -> tuple[str, int]:
+        n = shape[level]
+        if level == len(shape) - 1:
+            return "{" + ", ".join(items[start:start + n]) + "}", start + n
+        parts = []
+        for _ in range(n):
+            s, start = nest(level + 1, start)
+            parts.append(s)
+        return "{" + ", ".join(parts) + "}", start
+
+    return suffix, nest(0, 0)[0]
+
+
+def format_type(obj: UniformScheme | QuantileType | AnyType | CalibratedType) -> str:
+    """MLIR's printed form of a quant type (mlir-types.md §3)."""
+    if isinstance(obj, UniformScheme):
+        if obj.granularity == "blocked" and not obj.scale_shape:
+            raise QrefError("sub-channel scales need a rank")
+        st = _storage_text(obj.storage, obj.type_spelling, obj.storage_range, print_default=False)
+        suffix, params = _params_text(obj.scales, obj.zero_points, obj.scale_shape, obj.axis, obj.block_size,
+                                      obj.expressed)
+        return f"!quant.uniform<{st}:{_float_type_name(obj.expressed)}{suffix}, {params}>"
+    if isinstance(obj, QuantileType):
+        lut = ",".join(format_float(v, _DOUBLE) for v in obj.lut)
+        if obj.form in ("upstream", "upstream_uniform"):
+            st = obj.type_spelling or _float_type_name(obj.storage)
+            assert obj.quantile_type is not None
+            rng = f", <{obj.storage_range[0]}:{obj.storage_range[1]}>" if obj.storage_range else ""
+            inner = f"!quant.quantile<{st}:{_float_type_name(obj.quantile_type)}, {{{lut}}}{rng}>"
+            if obj.form == "upstream":
+                return inner
+            assert obj.expressed is not None
+            suffix, params = _params_text(obj.scales, obj.zero_points, obj.scale_shape, obj.axis,
+                                          obj.block_size, obj.expressed)
+            return f"!quant.uniform<{inner}:{_float_type_name(obj.expressed)}{suffix}, {params}>"
+        assert obj.expressed is not None
+        st = _storage_text(obj.storage, obj.type_spelling, obj.storage_range, print_default=False)
+        qt = "" if obj.form == "intel_legacy" else ":" + _float_type_name(obj.quantile_type)  # type: ignore[arg-type]
+        ax = "" if obj.axis is None else f":{obj.axis}"
+        if obj.axis is None:
+            params = format_float(obj.scales[0]) + (f":{obj.zero_points[0]}" if obj.zero_points[0] else "")
+        else:
+            params = "{" + ",".join(format_float(s) + (f":{z}" if z else "")
+                                    for s, z in zip(obj.scales, obj.zero_points)) + "}"
+        return f"!quant.quantile<{st}{qt}:{_float_type_name(obj.expressed)}{ax}, {{{lut}}}:{params}>"
+    if isinstance(obj, AnyType):
+        st = _storage_text(obj.storage, obj.type_spelling, obj.storage_range, print_default=False)
+        ex = "" if obj.expressed is None else ":" + _float_type_name(obj.expressed)
+        return f"!quant.any<{st}{ex}>"
+    if isinstance(obj, CalibratedType):
+        return (f"!quant.calibrated<{_float_type_name(obj.expressed)}<{format_float(obj.min)}:"
+                f"{format_float(obj.max)}>>")
+    raise QrefError(f"format_type prints quant types (UniformScheme, QuantileType, AnyType, CalibratedType), got "
+                    f"{type(obj).__name__}")
+
+
+QuantType = Union[UniformScheme, QuantileType, AnyType, CalibratedType]  # noqa: UP007 (a runtime alias)
