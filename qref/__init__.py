@@ -21,6 +21,8 @@ from .formats import (
 from .policy import OVERFLOW_POLICIES, ROUNDING_MODES, CastPolicy
 from .profiles import Profile, get_profile, profiles, register_profile
 from .schemes import QArray, Scheme, scheme, scheme_from_spec
+from .schemes.lookup import DoubleQuantized, LookupScheme, lookup_scheme_from_table
+from .tables import Table, dynamic_map, get_table, lloyd_max_table, nf_table, quantile_table, register_table
 
 __version__ = "0.1.0"
 
@@ -28,28 +30,38 @@ __all__ = [
     "OVERFLOW_POLICIES",
     "ROUNDING_MODES",
     "CastPolicy",
+    "DoubleQuantized",
     "FloatFormat",
     "Format",
     "IntFormat",
+    "LookupScheme",
     "Profile",
     "QArray",
     "QrefError",
     "Scheme",
+    "Table",
     "UnknownNameError",
     "__version__",
     "calibrate",
     "decode",
+    "dynamic_map",
     "encode",
     "float_format",
     "formats",
     "get_format",
     "get_profile",
+    "get_table",
+    "lloyd_max_table",
+    "lookup_scheme_from_table",
     "mlir",
+    "nf_table",
     "p3109_format",
     "profiles",
+    "quantile_table",
     "quantize",
     "register_format",
     "register_profile",
+    "register_table",
     "scheme",
     "scheme_from_spec",
 ]

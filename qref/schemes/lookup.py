@@ -1,1 +1,690 @@
-"""Lookup quantization schemes (placeholder: this family registers itself here when it lands)."""
+"""Lookup (quantile) schemes: NF4, AF4, bitsandbytes FP4, the 8-bit dynamic map, any table (spec: lut.md §3-7).
+
+quantize(x): split x into blocks (row-major flattening, or along ``axis``), scale each block by its absmax
+(or by static scales), decide the nearest table entry per element under the scheme's rule, and keep one code
+per element (unpacked) with the per-block absmax in ``QArray.scales`` (float32). Optional double
+quantization stores the block scales themselves quantized in ``QArray.meta["double_quant"]`` (a
+``DoubleQuantized``). dequantize: entry[code] * scale (lut.md §4).
+
+Everything a real system does differently is a field of ``LookupScheme`` set from a ``Profile`` of family
+"lookup": ``spec`` (the default), ``bitsandbytes``, ``torchao``, ``openvino``, ``qwix`` (lut.md §6).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..core.encode import encode
+from ..core.exact import as_source_array
+from ..errors import QrefError, check_choice, unknown_name
+from ..formats import IntFormat, get_format
+from ..profiles import Profile, get_profile, register_profile
+from ..tables import Table, get_table, tables
+from .base import QArray, Scheme, normalize_axis, register_family
+from .lookup_arith import FLOAT_DTYPES, dtype_name, fractions_to_float32, round_to
+from .lookup_core import MIDPOINTS, NAN_RULES, RULES, TIES, nan_code, table_encode
+
+__all__ = [
+    "DoubleQuant",
+    "DoubleQuantized",
+    "LookupScheme",
+    "lookup_scheme",
+    "lookup_scheme_from_table",
+]
+
+SCHEME_NAMES = ("nf4", "af4", "fp4_bnb", "dynamic8", "lut")
+SCALE_MODES = ("absmax", "static")
+SCALINGS = ("reciprocal", "divide")
+PARTIAL_SCALINGS = ("same", "divide")
+COMPUTE_DTYPES = ("float32", "float16", "bfloat16", "input")
+TABLE_DTYPES = ("float32", "input")
+SCALE_MIN_RULES = ("clamp", "one")
+STORE_GUARDED = ("all", "partial", "none")
+ZERO_BLOCKS = ("compute", "zero_code", "code0")
+DQ_KINDS = ("lookup", "int8_absmax")
+
+
+def _op(a: object, b: object, fn: Any, dtype: str) -> np.ndarray:
+    """fn(a, b) computed in float32 (IEEE, one rounding) and rounded to dtype: what torch and XLA compute for
+    bfloat16/float16 tensors. Operands are float32 arrays holding values of dtype."""
+    with np.errstate(all="ignore"):
+        r = np.asarray(fn(np.asarray(a, np.float32), np.asarray(b, np.float32)), dtype=np.float32)
+    return r if dtype == "float32" else round_to(r, dtype).astype(np.float32)
+
+
+def _out_dtype(dtype: object) -> np.dtype:
+    if isinstance(dtype, str) and dtype in FLOAT_DTYPES:
+        return FLOAT_DTYPES[dtype]
+    try:
+        dt = np.dtype(dtype)  # type: ignore[call-overload]
+    except TypeError:
+        raise QrefError(f"unsupported output dtype {dtype!r}; use float32, float64, float16 or bfloat16") from None
+    if dt != np.float64:
+        dtype_name(dt)
+    return dt
+
+
+def _exact_mean(v: np.ndarray, dtype: str) -> np.float32:
+    """The exact mean of float32 values rounded once to dtype (as a float32); NaN if any is not finite."""
+    if v.size == 0 or not np.isfinite(v).all():
+        return np.float32(np.nan)
+    m, e = np.frexp(v.astype(np.float64))  # a float32 is m 2^e with m 2^24 an integer
+    ints = (m * (1 << 24)).astype(np.int64)
+    exps = e.astype(np.int64) - 24
+    lo = int(exps.min())
+    total = sum(int(ints[exps == k].sum()) << int(k - lo) for k in np.unique(exps))
+    r = fractions_to_float32([Fraction(total, v.size) * Fraction(2) ** lo])
+    return np.float32(r[0] if dtype == "float32" else round_to(r, dtype).astype(np.float32)[0])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# double quantization of the block scales (lut.md §5)
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DoubleQuant:
+    """How block scales are themselves quantized (lut.md §5).
+
+    kind "lookup" (bitsandbytes compress_statistics): u = float32(absmax - offset) is quantized by ``inner``
+    (bitsandbytes: the dynamic8 scheme in blocks of 256); scale = float32(float32(entry[c] * absmax2) + offset).
+    kind "int8_absmax" (torchao NF4): u = absmax - offset; per ``block_size`` scales factor = 256 / (2 max|u|);
+    c = clamp(round_half_even(u * factor), -128, 127) as int8; scale = c / factor + offset, each operation
+    rounded to ``compute`` ("input": the data's dtype). offset: the mean of the block scales (lut.md §5.3).
+    """
+
+    kind: str
+    block_size: int = 256
+    inner: LookupScheme | None = None
+    compute: str = "float32"
+
+    def __post_init__(self) -> None:
+        check_choice("double quantization kind", self.kind, DQ_KINDS)
+        if not isinstance(self.block_size, int) or self.block_size < 1:
+            raise QrefError(f"double quantization block_size must be a positive integer, got {self.block_size!r}")
+        if self.kind == "lookup" and self.inner is None:
+            raise QrefError("double quantization kind 'lookup' needs an inner LookupScheme")
+        check_choice("double quantization compute dtype", self.compute, ("float32", "input"))
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"kind": self.kind, "block_size": self.block_size, "compute": self.compute,
+                "inner": None if self.inner is None else self.inner.to_spec()}
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> DoubleQuant:
+        inner = spec.get("inner")
+        return cls(spec["kind"], spec["block_size"], None if inner is None else _from_spec(inner),
+                   spec.get("compute", "float32"))
+
+
+@dataclass
+class DoubleQuantized:
+    """Quantized block scales, kept in ``QArray.meta["double_quant"]`` (lut.md §5.2).
+
+    codes: one per first-level block, uint8 (kind "lookup": codes of the inner table) or int8 (kind
+    "int8_absmax"). scales: float32 per group of ``config.block_size`` codes (the inner absmax for "lookup",
+    torchao's quantization factor for "int8_absmax"). offset: the mean subtracted before quantizing. dtype: the
+    dtype the arithmetic rounds to. unspecified: bool per code (non-finite inputs), or None.
+    """
+
+    codes: np.ndarray
+    scales: np.ndarray
+    offset: np.float32
+    config: DoubleQuant
+    dtype: str = "float32"
+    unspecified: np.ndarray | None = None
+
+    def dequantize(self) -> np.ndarray:
+        """The reconstructed block scales, float32 array in block order (values of ``dtype``)."""
+        cfg = self.config
+        if cfg.kind == "lookup":
+            assert cfg.inner is not None
+            q = QArray(codes=self.codes, scheme=cfg.inner, scales=self.scales)
+            d = cfg.inner.dequantize(q, dtype=np.float32)
+            return _op(d, self.offset, np.add, "float32")
+        c = self.codes.astype(np.float32).reshape(-1)
+        fac = np.repeat(self.scales.astype(np.float32), cfg.block_size)[: c.size]
+        return _op(_op(c, fac, np.divide, self.dtype), self.offset, np.add, self.dtype)
+
+
+def _double_quantize(cfg: DoubleQuant, scales: np.ndarray, offset: float | None, dtype: str) -> DoubleQuantized:
+    dt = dtype if cfg.compute == "input" else "float32"
+    s = scales.astype(np.float32).reshape(-1)
+    if offset is None:
+        off = _exact_mean(s, dt)
+    else:
+        off = np.float32(round_to(np.array([offset], np.float64), dt).astype(np.float32)[0])
+    u = _op(s, off, np.subtract, dt)
+    if cfg.kind == "lookup":
+        assert cfg.inner is not None
+        q = cfg.inner.quantize(u)
+        unspec = q.unspecified if np.isfinite(off) else np.ones(u.shape, bool)
+        return DoubleQuantized(q.codes, q.scales, off, cfg, dt, unspec)
+    b = cfg.block_size
+    if u.size % b:
+        raise QrefError(f"int8_absmax double quantization needs a multiple of {b} block scales, got {u.size} "
+                        f"(torchao's to_nf4 needs numel divisible by block_size * {b})")
+    blocks = u.reshape(-1, b)
+    am2 = np.max(np.abs(blocks), axis=1)
+    fac = _op(256, _op(2, am2, np.multiply, dt), np.divide, dt)
+    prod = _op(blocks, fac[:, None], np.multiply, dt).reshape(-1)
+    codes = np.asarray(encode(prod, "int8", rounding="nearest_even", overflow="saturate"))
+    unspec = ~np.isfinite(prod) | (not np.isfinite(off))
+    return DoubleQuantized(codes.astype(np.uint8).view(np.int8), fac, off, cfg, dt, unspec)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the scheme
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LookupScheme(Scheme):
+    """Block-scaled lookup quantization (lut.md §3.1 lists every field with its meaning and default).
+
+    name: "nf4", "af4", "fp4_bnb", "dynamic8" or "lut". table: the Table (code i -> table.values[i]).
+    block_size: elements per block (absmax scaling); None with scale="static". axis: None = flatten row-major
+    into blocks; k = blocks of contiguous elements along axis k; a short last block is a partial block.
+    scale: "absmax" or "static" (static_scales / static_zero_points per tensor or per index along axis).
+    scaling: "reciprocal" (s = x * fl(1 / a)) or "divide" (s = x / a); partial_scaling: "same" or "divide".
+    compute_dtype: the dtype every operation rounds to ("input": the input's); table_dtype /
+    dequant_table_dtype: "float32" or "input" (entries cast to the input dtype for the decision / for
+    dequantization). scale_min / scale_min_rule ("clamp" | "one") / store_guarded
+    ("all" | "partial" | "none"): the small-absmax guard. clamp: clip s to [-1, 1]. rule, midpoints, tie,
+    distance_dtype: the decision (lookup_core). nan: the code of NaN scaled values. zero_block: "compute",
+    "zero_code" or "code0". double_quant: DoubleQuant or None. input_dtypes: accepted input dtypes.
+    numel_multiple: required divisor of the element count.
+    """
+
+    name: str
+    table: Table
+    block_size: int | None = 64
+    axis: int | None = None
+    profile: str = "spec"
+    scale: str = "absmax"
+    static_scales: tuple[float, ...] | None = None
+    static_zero_points: tuple[float, ...] | None = None
+    scaling: str = "divide"
+    partial_scaling: str = "same"
+    compute_dtype: str = "float32"
+    table_dtype: str = "float32"
+    dequant_table_dtype: str = "float32"
+    scale_min: float | None = None
+    scale_min_rule: str = "clamp"
+    store_guarded: str = "none"
+    clamp: bool = False
+    rule: str = "nearest"
+    midpoints: str = "exact"
+    tie: str = "even_code"
+    distance_dtype: str = "float32"
+    nan: str = "unspecified"
+    zero_block: str = "zero_code"
+    double_quant: DoubleQuant | None = None
+    input_dtypes: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
+    numel_multiple: int = 1
+    family = "lookup"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, Table):
+            raise QrefError(f"LookupScheme.table must be a Table, got {type(self.table).__name__}")
+        for kind, val, choices in (
+            ("scale mode", self.scale, SCALE_MODES), ("scaling", self.scaling, SCALINGS),
+            ("partial_scaling", self.partial_scaling, PARTIAL_SCALINGS),
+            ("compute_dtype", self.compute_dtype, COMPUTE_DTYPES), ("table_dtype", self.table_dtype, TABLE_DTYPES),
+            ("dequant_table_dtype", self.dequant_table_dtype, TABLE_DTYPES),
+            ("scale_min_rule", self.scale_min_rule, SCALE_MIN_RULES),
+            ("store_guarded", self.store_guarded, STORE_GUARDED), ("lookup rule", self.rule, RULES),
+            ("midpoints", self.midpoints, MIDPOINTS), ("tie rule", self.tie, TIES),
+            ("distance_dtype", self.distance_dtype, ("float32", "input")), ("NaN rule", self.nan, NAN_RULES),
+            ("zero_block rule", self.zero_block, ZERO_BLOCKS),
+        ):
+            check_choice(kind, val, choices)
+        for d in self.input_dtypes:
+            check_choice("input dtype", d, ("float64", *FLOAT_DTYPES))
+        if self.scale == "absmax":
+            b = self.block_size
+            if not isinstance(b, int) or isinstance(b, bool) or b < 1:
+                raise QrefError(f"block_size must be a positive integer for absmax scaling, got {b!r}")
+        else:
+            self._check_static()
+        if self.rule == "grid65536" and not self.table.is_sorted:
+            raise QrefError(f"rule 'grid65536' needs a table sorted ascending; {self.table.name!r} is not")
+        if self.table.thresholds is not None and self.rule != "nearest":
+            raise QrefError(f"table {self.table.name!r} has explicit thresholds; they need rule='nearest'")
+        if self.table_dtype == "input" and self.rule != "argmin":
+            raise QrefError("table_dtype='input' is only meaningful with rule='argmin' (torchao)")
+        if not isinstance(self.numel_multiple, int) or self.numel_multiple < 1:
+            raise QrefError(f"numel_multiple must be a positive integer, got {self.numel_multiple!r}")
+
+    def _check_static(self) -> None:
+        if self.block_size is not None:
+            raise QrefError("scale='static' takes no block_size (static scales are per tensor or per axis)")
+        if not self.static_scales:
+            raise QrefError("scale='static' needs static_scales (one scale, or one per index along axis)")
+        sc = np.asarray(self.static_scales, np.float64)
+        if not (np.isfinite(sc).all() and (sc > 0).all()):
+            raise QrefError(f"static scales must be finite and > 0, got {self.static_scales}")
+        if self.static_zero_points is not None and len(self.static_zero_points) != len(self.static_scales):
+            raise QrefError("static_zero_points needs one value per static scale")
+        if len(self.static_scales) > 1 and self.axis is None:
+            raise QrefError("several static scales need axis= (the axis they run along)")
+        if self.double_quant is not None:
+            raise QrefError("double quantization applies to absmax block scales, not static scales")
+
+    # ---- helpers -------------------------------------------------------------------------------------------
+    def _entries(self, cd: str, which: str = "table_dtype") -> np.ndarray:
+        """Table entries as the decision (which="table_dtype") or the dequantization (which=
+        "dequant_table_dtype") sees them: float32, or rounded to the compute dtype cd ("input")."""
+        v = self.table.values.astype(np.float32)
+        return round_to(v, cd).astype(np.float32) if getattr(self, which) == "input" and cd != "float32" else v
+
+    @property
+    def storage_format(self) -> Any:
+        """The format of the stored codes (the table's storage: uint4 for NF4, uint8 for dynamic8)."""
+        return self.table.storage_format
+
+    @property
+    def pad_code(self) -> int:
+        """The code of +0.0 under this scheme's rule (bitsandbytes pads an odd tail with it)."""
+        return int(table_encode(np.zeros(1, np.float32), self.table, rule=self.rule, midpoints=self.midpoints,
+                                tie=self.tie, entries=self._entries("float32"))[0])
+
+    def _decide(self, s: np.ndarray, cd: str) -> tuple[np.ndarray, np.ndarray]:
+        """(codes int64, unspecified bool) of scaled values s (float32 array holding cd values)."""
+        nan = np.isnan(s)
+        sv = np.where(nan, np.float32(0), s).astype(np.float32)
+        if cd != "float32":
+            sv = sv.astype(FLOAT_DTYPES[cd])  # exact: s already holds values of the compute dtype
+        dist = cd if self.distance_dtype == "input" else "float32"
+        codes = table_encode(sv, self.table, rule=self.rule, midpoints=self.midpoints, tie=self.tie,
+                             distance_dtype=dist, entries=self._entries(cd))
+        unspec = np.zeros(s.shape, bool)
+        if nan.any():
+            if self.nan == "error":
+                raise QrefError("NaN scaled value (a NaN in the block, inf/inf or 0/0) with nan='error'")
+            codes = np.where(nan, nan_code(self.table, self.nan), codes)
+            if self.nan == "unspecified" or self.rule == "grid65536":
+                unspec |= nan  # grid65536: bitsandbytes converts NaN to uint16 (undefined behaviour)
+        return codes, unspec
+
+    def _blocks(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+        """(blocks (nb, B) padded with 0, valid count per block, block-scale shape with axis last)."""
+        B = self.block_size
+        assert B is not None
+        if self.axis is None:
+            flat = x.reshape(-1)
+            n = flat.size
+            nb = -(-n // B)
+            pad = np.zeros(nb * B, dtype=flat.dtype)
+            pad[:n] = flat
+            valid = np.full(nb, B, dtype=np.int64)
+            if nb and n % B:
+                valid[-1] = n % B
+            return pad.reshape(nb, B), valid, (nb,)
+        ax = normalize_axis(self.axis, x.ndim)
+        moved = np.moveaxis(x, ax, -1)
+        L = moved.shape[-1]
+        rows = moved.reshape(math.prod(moved.shape[:-1]), L)
+        per = -(-L // B)
+        pad = np.zeros((rows.shape[0], per * B), dtype=x.dtype)
+        pad[:, :L] = rows
+        valid = np.full(per, B, dtype=np.int64)
+        if per and L % B:
+            valid[-1] = L % B
+        return pad.reshape(-1, B), np.tile(valid, rows.shape[0]), (*moved.shape[:-1], per)
+
+    def _unblock(self, arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """Per-element block array back to the input's shape (drops the padding)."""
+        if self.axis is None:
+            return arr.reshape(-1)[: math.prod(shape)].reshape(shape)
+        ax = normalize_axis(self.axis, len(shape))
+        mshape = tuple(np.moveaxis(np.empty(shape, dtype=np.uint8), ax, -1).shape)
+        rows = arr.reshape(math.prod(mshape[:-1]), arr.size // max(1, math.prod(mshape[:-1])))[:, : mshape[-1]]
+        return np.moveaxis(rows.reshape(mshape), -1, ax)
+
+    def _check_input(self, x: object) -> tuple[np.ndarray, np.ndarray, str]:
+        """(input array, its values rounded to the compute dtype held in float32, compute dtype name)."""
+        arr = as_source_array(x)
+        if arr.dtype.kind in "iub":
+            raise QrefError(f"{self.name}: lookup quantization takes float input, got {arr.dtype}")
+        name = "float64" if arr.dtype == np.float64 else dtype_name(arr.dtype)
+        if name not in self.input_dtypes:
+            raise QrefError(f"profile {self.profile!r} takes {', '.join(self.input_dtypes)} input, got {name}"
+                            + ("; convert it to float32 first" if name == "float64" else ""))
+        if arr.size % self.numel_multiple:
+            raise QrefError(f"profile {self.profile!r} needs the element count to be a multiple of "
+                            f"{self.numel_multiple}, got {arr.size}")
+        if self.compute_dtype == "input" and name == "float64":
+            raise QrefError(f"profile {self.profile!r} computes in the input dtype; float64 is not supported")
+        cd = name if self.compute_dtype == "input" else self.compute_dtype
+        return arr, np.asarray(round_to(arr, cd), dtype=np.float32), cd
+
+    # ---- quantize / dequantize -----------------------------------------------------------------------------
+    def quantize(self, x: object, *, scale_offset: float | None = None, **kwargs: Any) -> QArray:
+        """One code per element and the per-block absmax (float32) of x (lut.md §3.2).
+
+        scale_offset: with double quantization, the offset (the mean of the block scales) to use instead of
+        their exact mean; pass the producer's value to reproduce a library bit for bit (lut.md §5.3).
+        """
+        if kwargs:
+            raise TypeError(f"LookupScheme.quantize takes scale_offset= only, got {sorted(kwargs)}")
+        if scale_offset is not None and self.double_quant is None:
+            raise QrefError("scale_offset= is the offset of double quantization; this scheme has none "
+                            "(build it with double_quant=True)")
+        arr, x32, cd = self._check_input(x)
+        with np.errstate(all="ignore"):
+            if self.scale == "static":
+                codes, unspec = self._quantize_static(x32, cd)
+                zp = None if self.static_zero_points is None else np.asarray(self.static_zero_points, np.float32)
+                return QArray(codes=codes.astype(self.table.storage_format.code_dtype), scheme=self,
+                              scales=np.asarray(self.static_scales, np.float32), zero_points=zp,
+                              unspecified=unspec, axis=self.axis, meta={"input_dtype": arr.dtype.name})
+            return self._quantize_absmax(arr, x32, cd, scale_offset)
+
+    def _quantize_absmax(self, arr: np.ndarray, x32: np.ndarray, cd: str, scale_offset: float | None
+                         ) -> QArray:
+        blocks, valid, sshape = self._blocks(x32)
+        absmax = np.max(np.abs(blocks), axis=1) if blocks.size else np.zeros(0, np.float32)
+        partial = valid < blocks.shape[1]
+        div = absmax
+        if self.scale_min is not None:
+            repl = np.float32(self.scale_min if self.scale_min_rule == "clamp" else 1.0)
+            div = np.where(absmax < np.float32(self.scale_min), round_to(np.array([repl]), cd)[0], absmax)
+            div = div.astype(np.float32)
+        stored = {"all": div, "none": absmax, "partial": np.where(partial, div, absmax)}[self.store_guarded]
+        dcol = div[:, None]
+        if self.scaling == "reciprocal":
+            s = _op(blocks, _op(1, dcol, np.divide, cd), np.multiply, cd)
+            if self.partial_scaling == "divide" and partial.any():
+                s = np.where(partial[:, None], _op(blocks, dcol, np.divide, cd), s)
+        else:
+            s = _op(blocks, dcol, np.divide, cd)
+        zero = absmax == 0
+        if self.zero_block == "zero_code":
+            s = np.where(zero[:, None], np.float32(0), s)
+        if self.clamp:
+            s = np.clip(s, np.float32(-1), np.float32(1))
+        codes, unspec = self._decide(s.reshape(-1), cd)
+        codes, unspec = codes.reshape(blocks.shape), unspec.reshape(blocks.shape)
+        if self.zero_block == "code0":
+            codes = np.where(zero[:, None], 0, codes)
+            unspec = np.where(zero[:, None], False, unspec)
+        meta: dict[str, Any] = {"input_dtype": arr.dtype.name}
+        if self.double_quant is not None:
+            meta["double_quant"] = _double_quantize(self.double_quant, stored, scale_offset, cd)
+        scales = stored.astype(np.float32).reshape(sshape)
+        if self.axis is not None:
+            scales = np.moveaxis(scales, -1, normalize_axis(self.axis, arr.ndim))
+        return QArray(codes=self._unblock(codes, arr.shape).astype(self.table.storage_format.code_dtype),
+                      scheme=self, scales=scales, unspecified=self._unblock(unspec, arr.shape), axis=self.axis,
+                      meta=meta)
+
+    def _static_params(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        assert self.static_scales is not None
+        sc = np.asarray(self.static_scales, np.float32)
+        zp = np.zeros_like(sc) if self.static_zero_points is None else np.asarray(self.static_zero_points,
+                                                                                  np.float32)
+        if self.axis is None:
+            return sc.reshape(()), zp.reshape(())
+        ax = normalize_axis(self.axis, len(shape))
+        if shape[ax] != sc.size:
+            raise QrefError(f"{sc.size} static scales for axis {ax} of length {shape[ax]}")
+        bshape = [1] * len(shape)
+        bshape[ax] = sc.size
+        return sc.reshape(bshape), zp.reshape(bshape)
+
+    def _quantize_static(self, x32: np.ndarray, cd: str) -> tuple[np.ndarray, np.ndarray]:
+        sc, zp = self._static_params(x32.shape)
+        s = _op(x32, round_to(sc, cd), np.divide, cd)
+        if self.static_zero_points is not None:
+            s = _op(s, round_to(zp, cd), np.add, cd)
+        if self.clamp:
+            s = np.clip(s, np.float32(-1), np.float32(1))
+        codes, unspec = self._decide(s.reshape(-1), cd)
+        return codes.reshape(x32.shape), unspec.reshape(x32.shape)
+
+    def dequantize(self, q: QArray, dtype: object = np.float32) -> np.ndarray:
+        """entry[code] * scale (lut.md §4) computed in the compute dtype (float32: one float32 multiply), then
+        rounded to ``dtype`` by nearest_even. Double-quantized scales are reconstructed first (lut.md §5)."""
+        out_dt = _out_dtype(dtype)
+        cd = self.compute_dtype
+        if cd == "input":
+            cd = q.meta.get("input_dtype", "float32")
+            cd = "float32" if cd == "float64" else cd
+        codes = np.asarray(q.codes).astype(np.int64)
+        if codes.size and (codes.min() < 0 or codes.max() >= self.table.size):
+            raise QrefError(f"codes out of range for table {self.table.name!r} ({self.table.size} entries)")
+        t = self._entries(cd, "dequant_table_dtype")[codes]
+        if self.scale == "static":
+            sc, zp = self._static_params(codes.shape)
+            if self.static_zero_points is not None:
+                t = _op(t, round_to(zp, cd), np.subtract, cd)
+            v = _op(t, round_to(sc, cd), np.multiply, cd)
+        else:
+            dq = q.meta.get("double_quant")
+            if dq is not None:
+                per_block = dq.dequantize()
+            elif self.axis is None:
+                per_block = np.asarray(q.scales, np.float32).reshape(-1)
+            else:
+                ax = normalize_axis(self.axis, codes.ndim)
+                per_block = np.moveaxis(np.asarray(q.scales, np.float32), ax, -1).reshape(-1)
+            tb = self._blocks(t)[0]
+            if per_block.size != tb.shape[0]:
+                raise QrefError(f"{per_block.size} block scales for {tb.shape[0]} blocks")
+            v = self._unblock(_op(tb, per_block[:, None], np.multiply, cd), codes.shape)
+        if out_dt in (np.dtype(np.float32), np.dtype(np.float64)):
+            return v.astype(out_dt)
+        return round_to(v, dtype_name(out_dt))
+
+    def to_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"family": "lookup"}
+        for f in fields(self):
+            val = getattr(self, f.name)
+            if f.name == "table":
+                spec["table"] = val.to_spec()
+            elif f.name == "double_quant":
+                spec["double_quant"] = None if val is None else val.to_spec()
+            elif isinstance(val, tuple):
+                spec[f.name] = list(val)
+            else:
+                spec[f.name] = val
+        return spec
+
+
+def _from_spec(spec: dict[str, Any]) -> LookupScheme:
+    spec = dict(spec)
+    spec.pop("family", None)
+    spec["table"] = Table.from_spec(spec["table"])
+    dq = spec.get("double_quant")
+    spec["double_quant"] = None if dq is None else DoubleQuant.from_spec(dq)
+    for k in ("static_scales", "static_zero_points", "input_dtypes"):
+        if spec.get(k) is not None:
+            spec[k] = tuple(spec[k])
+    return LookupScheme(**spec)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# profiles (data) and builders (lut.md §6)
+# ---------------------------------------------------------------------------------------------------------
+_FIELDS = {f.name for f in fields(LookupScheme)} - {"name", "table", "profile", "double_quant"}
+_DEFAULT_TABLES = {"nf4": "nf4", "af4": "af4", "fp4_bnb": "fp4_bnb", "dynamic8": "dynamic8"}
+
+_BNB_8BIT = {"rule": "grid65536", "scaling": "reciprocal", "partial_scaling": "same", "scale_min": None,
+             "store_guarded": "none", "clamp": True, "zero_block": "code0", "nan": "unspecified",
+             "block_size": 4096}
+
+for _p in (
+    Profile(
+        "spec", "lookup", "qref specification (lut.md §3)",
+        "s = float32(x / absmax) per block; the nearest entry by exact distance, ties to the even code; an "
+        "all-zero block takes the code nearest 0; NaN (NaN inputs, inf/inf) is unspecified.",
+        params={"block_size": 64},
+        sources=("docs/spec/lut.md",),
+    ),
+    Profile(
+        "bitsandbytes", "lookup", "bitsandbytes 0.50.2 CPU quantize_4bit / dequantize_4bit / quantize_blockwise",
+        "quantize_4bit: s = clamp(x * float32(1 / max(absmax, 1e-38)), -1, 1) (the partial last block divides "
+        "and stores the clamped absmax); code = bucketize(s, float32 midpoints of the sorted table): ties to "
+        "the lower value; NaN -> the largest entry's code. double_quant (compress_statistics): absmax - mean "
+        "quantized with dynamic8 in blocks of 256. dynamic8 (quantize_blockwise): the CPU 65536-point grid "
+        "quantizer, zero blocks -> code 0, block size 4096.",
+        params={"block_size": 64, "scaling": "reciprocal", "partial_scaling": "divide", "scale_min": 1e-38,
+                "scale_min_rule": "clamp", "store_guarded": "partial", "clamp": True, "rule": "nearest",
+                "midpoints": "float32", "tie": "lower_value", "nan": "max_value", "zero_block": "compute",
+                "input_dtypes": ("float32", "float16", "bfloat16"),
+                "double_quant": {"kind": "lookup", "block_size": 256, "inner": "dynamic8"},
+                "overrides": {"dynamic8": _BNB_8BIT}},
+        sources=("bitsandbytes/backends/default/ops.py quantize_4bit (the CPU kernel)",
+                 "csrc/cpu_ops.cpp quantize_cpu_impl, build_quantize_lut, dequantizeBlockwise4bitCpu",
+                 "bitsandbytes/functional.py quantize_4bit (compress_statistics)",
+                 "checked against bitsandbytes 0.50.2 + torch 2.13.0 CPU"),
+    ),
+    Profile(
+        "torchao", "lookup", "torchao 0.18.0 to_nf4 (NF4Tensor)",
+        "Table: the 4-digit NF4 literals cast to the input dtype; s = x / absmax in the input dtype; code = "
+        "first argmin of |s - t| rounded to the input dtype (NaN, 0/0, inf/inf -> code 0); always double "
+        "quantized: int8 per 256 scales, factor 256 / (2 max|absmax - mean|); numel a multiple of "
+        "block_size * 256.",
+        params={"block_size": 64, "scaling": "divide", "compute_dtype": "input", "table_dtype": "input",
+                "dequant_table_dtype": "input", "rule": "argmin", "distance_dtype": "input", "nan": "first_index",
+                "zero_block": "compute",
+                "clamp": False, "input_dtypes": ("float32", "float16", "bfloat16"),
+                "tables": {"nf4": "nf4_torchao"},
+                "double_quant": {"kind": "int8_absmax", "block_size": 256, "compute": "input"},
+                "double_quant_default": True, "numel_multiple_blocks": 256},
+        sources=("torchao/quantization/quantize_/workflows/nf4/nf4_tensor.py (from_tensor, "
+                 "double_quantize_scalers, quantize_tensor_nearest, get_original_weight)",
+                 "checked against torchao 0.18.0 + torch 2.13.0 CPU"),
+    ),
+    Profile(
+        "openvino", "lookup", "OpenVINO ConvertNF4 (src/core/src/type/nf4.cpp) on per-group absmax scaling",
+        "code = ConvertNF4::quantize(x / absmax): strict '>' against the float32 midpoints (ties to the lower "
+        "value), NaN -> code 0; groups of block_size along the last axis. Read from the source, not run.",
+        params={"block_size": 64, "axis": -1, "scaling": "divide", "rule": "nearest", "midpoints": "float32",
+                "tie": "lower_value", "nan": "min_value", "zero_block": "zero_code", "clamp": False,
+                "input_dtypes": ("float32", "float16", "bfloat16")},
+        sources=("openvino src/core/src/type/nf4.cpp ConvertNF4::quantize / dequantize",),
+    ),
+    Profile(
+        "qwix", "lookup", "qwix 0.1.8 quantize_api(x, 'nf4', tiled_axes={axis: block_size})",
+        "scale = absmax per tile, 1 when below sqrt(float32 tiny); s = x / scale in the input dtype; code = "
+        "first argmin of |buckets - s| in float32 (NaN -> code 0); dequantize buckets[code] * scale in the "
+        "input dtype.",
+        params={"block_size": 64, "axis": -1, "scaling": "divide", "compute_dtype": "input",
+                "scale_min": float(np.sqrt(np.finfo(np.float32).tiny)), "scale_min_rule": "one",
+                "store_guarded": "all", "rule": "argmin", "distance_dtype": "float32", "nan": "first_index",
+                "dequant_table_dtype": "input",
+                "zero_block": "compute", "clamp": False, "input_dtypes": ("float32", "float16", "bfloat16")},
+        sources=("qwix/_src/core/qarray.py (calibrate, compute_scale_zero_point, quantize_with_scale_zero_point)",
+                 "qwix/_src/core/numerics.py (fp_to_nf4, nf4_to_fp)", "checked against qwix 0.1.8 + jax CPU"),
+    ),
+):
+    register_profile(_p)
+
+
+def _resolve_table(name: str, table: object, params: dict[str, Any]) -> Table:
+    if name == "lut":
+        if table is None:
+            raise QrefError("scheme 'lut' needs table=: a Table, a registered table name "
+                            f"({', '.join(tables())}) or a sequence of float32 values")
+        if isinstance(table, (Table, str)):
+            return get_table(table)
+        return Table.from_values("user", np.asarray(table))
+    if table is not None:
+        raise QrefError(f"scheme {name!r} has its own table; use qref.scheme('lut', table=...) for another one")
+    return get_table(params.get("tables", {}).get(name, _DEFAULT_TABLES[name]))
+
+
+def lookup_scheme(
+    name: str,
+    *,
+    profile: str | None = None,
+    table: object = None,
+    block_size: int | None = None,
+    double_quant: bool | None = None,
+    **options: Any,
+) -> LookupScheme:
+    """Build a lookup scheme (lut.md §6): ``qref.scheme("nf4", block_size=64, profile="bitsandbytes")``.
+
+    name: "nf4", "af4", "fp4_bnb", "dynamic8", or "lut" with table= (a Table, a registered table name or
+    float32 values). profile: None = "spec"; "bitsandbytes", "torchao", "openvino", "qwix". block_size: None
+    = the profile's (64; bitsandbytes dynamic8: 4096). double_quant: None = the profile's default (torchao
+    on, others off); True = the profile's double quantization. options: LookupScheme fields overriding the
+    profile (scaling, tie, rule, nan, axis, ...).
+    """
+    if name not in SCHEME_NAMES:
+        raise unknown_name("lookup scheme", name, SCHEME_NAMES)
+    prof = get_profile(profile or "spec", "lookup")
+    params = dict(prof.params)
+    params.update(params.pop("overrides", {}).get(name, {}))
+    tbl = _resolve_table(name, table, params)
+    params.pop("tables", None)
+    dq_spec = params.pop("double_quant", None)
+    dq_default = bool(params.pop("double_quant_default", False))
+    per_blocks = params.pop("numel_multiple_blocks", None)
+    bad = sorted(set(options) - _FIELDS)
+    if bad:
+        raise unknown_name("lookup scheme option", bad[0], sorted(_FIELDS),
+                           hint="options are LookupScheme fields; see lut.md §3.1")
+    params.update(options)
+    if block_size is not None:
+        params["block_size"] = block_size
+    if params.get("scale") == "static":
+        params["block_size"] = None
+    use_dq = dq_default if double_quant is None else bool(double_quant)
+    dq = None
+    if use_dq:
+        if dq_spec is None:
+            raise QrefError(f"profile {prof.name!r} has no double quantization; bitsandbytes and torchao have")
+        inner = None
+        if dq_spec["kind"] == "lookup":
+            inner = lookup_scheme(dq_spec["inner"], profile=prof.name, block_size=dq_spec["block_size"])
+        dq = DoubleQuant(dq_spec["kind"], dq_spec["block_size"], inner, dq_spec.get("compute", "float32"))
+        if per_blocks is not None and "numel_multiple" not in options:
+            params["numel_multiple"] = int(params["block_size"]) * int(per_blocks)
+    for key in ("input_dtypes", "static_scales", "static_zero_points"):
+        if params.get(key) is not None:
+            params[key] = tuple(params[key])
+    return LookupScheme(name=name, table=tbl, profile=prof.name, double_quant=dq, **params)
+
+
+def lookup_scheme_from_table(
+    values: object,
+    storage: str,
+    *,
+    quantile_type: str = "float32",
+    expressed_type: str = "float32",
+    scales: float | tuple[float, ...] = 1.0,
+    zero_points: float | tuple[float, ...] | None = None,
+    axis: int | None = None,
+    name: str = "quantile",
+    profile: str = "spec",
+) -> LookupScheme:
+    """A static-scale lookup scheme for an MLIR quantile type (lut.md §7).
+
+    ``!quant.uniform<!quant.quantile<ST:QT, {values}[, <min:max>]>:ET, scale[:zp]>`` (upstream) and Intel's
+    ``!quant.quantile<ST:QT:ET[:axis], {values}:scale[:zp]>`` both mean: storage value v selects entry
+    v - storage_min (storage: a qref format name; a narrowed integer range as "int8<-2:2>"); entries are the
+    values rounded to QT (quantile_type: float32, float16 or bfloat16); dequantize = (entry - zp) * scale in
+    ET (expressed_type); quantize = the nearest entry to x / scale + zp (computed in ET) under the profile's
+    rule (spec: exact distance, ties to the even code). scales / zero_points: one per tensor, or one per index
+    along axis.
+    """
+    vals = np.asarray(values, dtype=np.float64).ravel()
+    check_choice("quantile type", quantile_type, tuple(FLOAT_DTYPES))
+    check_choice("expressed type", expressed_type, tuple(FLOAT_DTYPES))
+    fmt = get_format(storage)
+    if isinstance(fmt, IntFormat) and fmt.bits > 16:
+        raise QrefError("lookup codes are at most 16 bits wide")
+    tbl = Table.from_values(name, round_to(vals, quantile_type).astype(np.float32), storage=fmt.name,
+                            source="MLIR quantile type", derivation=f"values rounded to {quantile_type}")
+    sc = tuple(float(s) for s in np.atleast_1d(np.asarray(scales, dtype=np.float64)))
+    zp = None if zero_points is None else tuple(float(z) for z in np.atleast_1d(np.asarray(zero_points)))
+    return lookup_scheme("lut", profile=profile, table=tbl, scale="static", static_scales=sc,
+                         static_zero_points=zp, axis=axis, compute_dtype=expressed_type,
+                         input_dtypes=("float64", "float32", "float16", "bfloat16"))
+
+
+register_family("lookup", builder=lookup_scheme, from_spec=_from_spec, names=SCHEME_NAMES, order=300)

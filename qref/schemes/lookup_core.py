@@ -1,0 +1,179 @@
+"""Nearest-entry decisions of the lookup quantizer (spec: lut.md §3.3).
+
+``table_encode(s, table, rule=..., ...)`` maps already scaled values ``s`` to codes. Three rules:
+
+- ``"nearest"``: the entry nearest to s. Candidates come from the decision points between neighbouring sorted
+  entries: their exact midpoints (``midpoints="exact"``), their float32 midpoints fl32((a + b) / 2)
+  (``"float32"``: bitsandbytes' bucketize bounds, its CUDA thresholds and OpenVINO's ConvertNF4 literals), or
+  the table's explicit thresholds when it has them. A value on a decision point is a tie, resolved by ``tie``:
+  ``"lower_value"`` (bitsandbytes, OpenVINO: searchsorted side='left'), ``"upper_value"``, ``"lower_code"``
+  (the smaller code: exact argmin's first index) or ``"even_code"`` (the even code; the lower value when neither
+  or both candidates are even).
+- ``"argmin"``: the first index of argmin_i |s - t_i| with the difference rounded to ``distance_dtype`` before
+  the comparison (torchao, qwix, MLX): rounding can merge distances, and merged ones go to the lower code.
+- ``"grid65536"``: bitsandbytes' CPU 8-bit quantizer: s is clamped to [-1, 1], mapped to a 65536-point grid
+  i = trunc(float32((s + 1) * 0.5 * 65535 + 0.5)), and grid point i takes the code of the first float32
+  midpoint not below float32(-1 + float32(2i / 65535)). Off by one code from exact nearest on some inputs.
+
+NaN inputs are not handled here: the caller applies the scheme's NaN rule (``nan_code``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import QrefError, check_choice
+from ..tables import Table
+from .lookup_arith import round_to
+
+RULES = ("nearest", "argmin", "grid65536")
+MIDPOINTS = ("exact", "float32")
+TIES = ("lower_value", "upper_value", "lower_code", "even_code")
+NAN_RULES = ("max_value", "min_value", "first_index", "unspecified", "error")
+
+_ROWS = 1 << 14  # argmin chunk: rows x table entries temporaries stay a few MB
+
+
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(s, e) with s = fl64(a + b) and s + e = a + b exactly (Knuth's TwoSum)."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    return s, e
+
+
+def decision_points(table: Table, midpoints: str) -> tuple[np.ndarray, np.ndarray]:
+    """(hi, lo) float64 arrays, ascending: decision point j between sorted entries j and j + 1 is exactly
+    hi_j + lo_j (lo_j = 0 unless midpoints='exact' and the float64 sum was inexact)."""
+    check_choice("midpoints", midpoints, MIDPOINTS)
+    if table.threshold_values is not None:
+        hi = table.threshold_values.astype(np.float64)
+        return hi, np.zeros_like(hi)
+    v = table.values[table.order]
+    if midpoints == "float32":
+        hi = ((v[:-1] + v[1:]) * np.float32(0.5)).astype(np.float32).astype(np.float64)
+        return hi, np.zeros_like(hi)
+    s, e = _two_sum(v[:-1].astype(np.float64), v[1:].astype(np.float64))
+    return s * 0.5, e * 0.5  # halving is exact: float64 has ample range below float32's
+
+
+def _nearest(s: np.ndarray, table: Table, midpoints: str, tie: str) -> np.ndarray:
+    hi, lo = decision_points(table, midpoints)
+    order = table.order
+    # sorted positions of the decision points' upper neighbours; with exact midpoints, equal entries (e.g. +0
+    # twice) form one candidate group: the point between them is no decision point
+    keep = np.ones(hi.size, dtype=bool)
+    if midpoints == "exact" and table.threshold_values is None:
+        v = table.values[order].astype(np.float64)
+        keep = v[:-1] != v[1:]
+    hi, lo = hi[keep], lo[keep]
+    starts = np.concatenate([[0], np.nonzero(keep)[0] + 1])  # first sorted position of each group
+    ends = np.concatenate([starts[1:] - 1, [table.size - 1]])  # last sorted position of each group
+    x = s.astype(np.float64)
+    a = np.searchsorted(hi, x, side="left")
+    b = np.searchsorted(hi, x, side="right")
+    neg = np.concatenate([[0], np.cumsum(lo < 0)])
+    nonpos = np.concatenate([[0], np.cumsum(lo <= 0)])
+    low = starts[a + (neg[b] - neg[a])]         # first candidate: after the decision points strictly below x
+    high = ends[a + (nonpos[b] - nonpos[a])]    # last candidate: before the first decision point above x
+    if tie == "lower_value":
+        idx = low
+    elif tie == "upper_value":
+        idx = high
+    else:
+        idx = low.copy()
+        span = int((high - low).max()) if x.size else 0
+        if tie == "lower_code":
+            best = order[low]
+            for d in range(1, span + 1):
+                cand = np.minimum(low + d, table.size - 1)
+                take = (low + d <= high) & (order[cand] < best)
+                best = np.where(take, order[cand], best)
+                idx = np.where(take, cand, idx)
+        else:  # even_code: the first candidate (by value) with an even code, else the lower value
+            found = (order[low] % 2) == 0
+            for d in range(1, span + 1):
+                cand = np.minimum(low + d, table.size - 1)
+                take = ~found & (low + d <= high) & ((order[cand] % 2) == 0)
+                idx = np.where(take, cand, idx)
+                found |= take
+    return order[idx]
+
+
+def _argmin(s: np.ndarray, entries: np.ndarray, distance_dtype: str) -> np.ndarray:
+    t = entries.astype(np.float32)
+    s32 = s.astype(np.float32)
+    out = np.empty(s.shape, dtype=np.int64)
+    for start in range(0, s.size, _ROWS):
+        d = s32[start:start + _ROWS, None] - t[None, :]
+        if distance_dtype != "float32":
+            d = round_to(d, distance_dtype).astype(np.float32)
+        out[start:start + _ROWS] = np.argmin(np.abs(d), axis=1)
+    return out
+
+
+@lru_cache(maxsize=16)
+def _grid_lut(table: Table) -> np.ndarray:
+    if not table.is_sorted:
+        raise QrefError(f"rule 'grid65536' needs a table sorted ascending; {table.name!r} is not")
+    v = table.values
+    mids = (np.float32(0.5) * (v[:-1] + v[1:])).astype(np.float32)
+    i = np.arange(65536, dtype=np.float32)
+    grid = (np.float32(-1.0) + (np.float32(2.0) * i) / np.float32(65535)).astype(np.float32)
+    lut = np.searchsorted(mids, grid, side="left").astype(np.int64)
+    lut.setflags(write=False)
+    return lut
+
+
+def _grid(s: np.ndarray, table: Table) -> np.ndarray:
+    v = np.clip(s.astype(np.float32), np.float32(-1), np.float32(1))
+    g = ((v + np.float32(1)) * np.float32(0.5)).astype(np.float32)
+    g = (g * np.float32(65535) + np.float32(0.5)).astype(np.float32)
+    return _grid_lut(table)[g.astype(np.int64)]
+
+
+def table_encode(
+    s: np.ndarray,
+    table: Table,
+    *,
+    rule: str = "nearest",
+    midpoints: str = "exact",
+    tie: str = "even_code",
+    distance_dtype: str = "float32",
+    entries: np.ndarray | None = None,
+) -> np.ndarray:
+    """Codes (int64) of scaled values s (float32/float16/bfloat16, no NaN) under a decision rule.
+
+    Defaults (rule="nearest", midpoints="exact", tie="even_code") are the spec profile's. entries: the table
+    values as the rule sees them (rule="argmin" with tables cast to the input dtype); default table.values.
+    """
+    check_choice("lookup rule", rule, RULES)
+    s = np.asarray(s)
+    if s.dtype.kind != "f" and s.dtype.name != "bfloat16":
+        raise QrefError(f"table_encode expects scaled float values, got dtype {s.dtype}")
+    if s.dtype == np.float64:
+        raise QrefError("table_encode works on float32/float16/bfloat16 scaled values; round float64 input to "
+                        "float32 first (qref.encode(x, 'float32'))")
+    flat = s.reshape(-1)
+    if np.isnan(flat.astype(np.float32)).any():
+        raise QrefError("table_encode: NaN has no nearest entry; the scheme's nan rule decides its code")
+    if rule == "nearest":
+        check_choice("tie rule", tie, TIES)
+        codes = _nearest(flat, table, midpoints, tie)
+    elif rule == "argmin":
+        codes = _argmin(flat, table.values if entries is None else entries, distance_dtype)
+    else:
+        codes = _grid(flat, table)
+    return codes.reshape(s.shape)
+
+
+def nan_code(table: Table, nan: str) -> int:
+    """The code a NaN scaled value gets under a NaN rule (lut.md §3.4)."""
+    check_choice("NaN rule", nan, NAN_RULES)
+    if nan == "max_value":
+        return int(table.order[-1])
+    if nan == "min_value":
+        return int(table.order[0])
+    return 0  # first_index (argmin over all-NaN distances), unspecified (reported as code 0)

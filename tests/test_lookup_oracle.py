@@ -1,0 +1,181 @@
+"""An exact oracle for lookup quantization, written from docs/spec/lut.md with fractions only.
+
+It does not import qref's lookup code: values are Fractions, rounding to float32/bfloat16/float16 is written
+here (round half to even on the exact rational), and every decision rule follows its definition in lut.md §3.3:
+nearest by exact distance, nearest by float32 midpoints, first argmin of rounded distances. The tests at the
+bottom check the oracle itself against hand-computed cases.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+# (significand bits incl. the hidden one, minimum normal exponent) of the dtypes the quantizers round to
+LAYOUT = {"float32": (24, -126), "bfloat16": (8, -126), "float16": (11, -14)}
+
+
+def frac(x: float) -> Fraction:
+    return Fraction(float(x))
+
+
+def rnd(v: Fraction, dtype: str = "float32") -> Fraction:
+    """v rounded to dtype by round-half-even (finite results only; raises on overflow)."""
+    if v == 0:
+        return Fraction(0)
+    p, emin = LAYOUT[dtype]
+    a = abs(v)
+    e = math.floor(math.log2(a.numerator)) - math.floor(math.log2(a.denominator))
+    while Fraction(2) ** e > a:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= a:
+        e += 1
+    q = Fraction(2) ** (max(e, emin) - (p - 1))
+    n = a / q
+    k = math.floor(n)
+    rem = n - k
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and k % 2 == 1):
+        k += 1
+    r = k * q
+    top = (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** {"float32": 127, "bfloat16": 127, "float16": 15}[dtype]
+    if r > top:
+        raise OverflowError(v)
+    return r if v > 0 else -r
+
+
+def values_of(table_values: np.ndarray) -> list[Fraction]:
+    return [frac(v) for v in np.asarray(table_values, dtype=np.float32)]
+
+
+def sorted_entries(vals: list[Fraction]) -> list[tuple[Fraction, int]]:
+    """(value, code) sorted by value, equal values by code."""
+    return sorted((v, i) for i, v in enumerate(vals))
+
+
+def pick(cands: list[tuple[Fraction, int]], tie: str) -> int:
+    """A tie rule applied to candidates given as (value, code) in ascending (value, code) order."""
+    if tie == "lower_value":
+        return cands[0][1]
+    if tie == "upper_value":
+        return cands[-1][1]
+    if tie == "lower_code":
+        return min(c for _, c in cands)
+    assert tie == "even_code"
+    for _, c in cands:
+        if c % 2 == 0:
+            return c
+    return cands[0][1]
+
+
+def code_exact(s: Fraction, vals: list[Fraction], tie: str) -> int:
+    """The entry nearest to s by exact distance; equidistant entries resolved by tie."""
+    d = [abs(s - v) for v in vals]
+    best = min(d)
+    return pick(sorted((v, i) for i, v in enumerate(vals) if d[i] == best), tie)
+
+
+def code_f32_midpoints(s: Fraction, vals: list[Fraction], tie: str) -> int:
+    """Decision points b_j = float32((v_j + v_(j+1)) / 2) between sorted entries; candidates are the entries
+    between the last b_j < s and the first b_j > s."""
+    srt = sorted_entries(vals)
+    b = [rnd((srt[j][0] + srt[j + 1][0]) / 2) for j in range(len(srt) - 1)]
+    low = sum(1 for m in b if m < s)
+    high = sum(1 for m in b if m <= s)
+    return pick(srt[low:high + 1], tie)
+
+
+def code_thresholds(s: Fraction, thr: list[Fraction], tie: str = "lower_value") -> int:
+    low = sum(1 for m in thr if m < s)
+    high = sum(1 for m in thr if m <= s)
+    return low if tie == "lower_value" else high
+
+
+def code_argmin(s: Fraction, vals: list[Fraction], dist_dtype: str, via_float32: bool = True) -> int:
+    """First index of min |s - t_i| with the difference rounded to dist_dtype (through float32 first, as
+    torch and XLA compute bfloat16 arithmetic)."""
+    d = []
+    for v in vals:
+        r = rnd(s - v, "float32") if via_float32 else s - v
+        if dist_dtype != "float32":
+            r = rnd(r, dist_dtype)
+        d.append(abs(r))
+    return d.index(min(d))
+
+
+def scaled(x: Fraction, a: Fraction, how: str, dtype: str = "float32") -> Fraction:
+    """float32 (or dtype via float32) x / a, or x * fl(1 / a)."""
+    r = rnd(x / a) if how == "divide" else rnd(x * rnd(Fraction(1) / a))
+    return r if dtype == "float32" else rnd(r, dtype)
+
+
+def f32_array(fracs: list[Fraction]) -> np.ndarray:
+    return np.array([float(f) for f in fracs], dtype=np.float32)
+
+
+def tie_points(table: Any, dtype: str = "float32") -> np.ndarray:
+    """Every entry, exact midpoint (or its two float32 neighbours), float32 midpoint, each +-1 ulp, and the
+    same negated; 0, -0, +-1. Values are in [-1, 1] so a block holding 1.0 scales them by exactly 1."""
+    v = sorted(values_of(table.values))
+    pts: list[float] = []
+    for a, b in itertools.pairwise(v):
+        m = (a + b) / 2
+        r = rnd(m)
+        pts += [float(r), float(rnd((a + b) / 2)), float(a)]
+        if r != m:  # not representable: the float32 neighbours on both sides of the exact midpoint
+            other = np.nextafter(np.float32(float(r)), np.float32(2 if r < m else -2))
+            pts.append(float(other))
+    base = np.array([*pts, 0.0, 1.0], dtype=np.float32)
+    up, dn = np.nextafter(base, np.float32(2)), np.nextafter(base, np.float32(-2))
+    allp = np.concatenate([base, up, dn, -base, -up, -dn, [np.float32(-0.0)]]).astype(np.float32)
+    allp = allp[np.abs(allp) <= 1]
+    if dtype != "float32":
+        allp = allp.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16).astype(np.float32)
+    return np.unique(allp)
+
+
+def blocks_with_unit_absmax(pts: np.ndarray, block: int) -> np.ndarray:
+    """pts laid out in blocks whose first element is 1.0 (absmax exactly 1)."""
+    per = block - 1
+    n = -(-pts.size // per)
+    out = np.zeros((n, block), dtype=np.float32)
+    out[:, 0] = 1.0
+    flat = out[:, 1:].reshape(-1)
+    flat[: pts.size] = pts
+    out[:, 1:] = flat.reshape(n, per)
+    return out.reshape(-1)
+
+
+# ---- the oracle checks itself -------------------------------------------------------------------------------
+def test_rnd_float32_matches_known_roundings() -> None:
+    assert rnd(Fraction(1, 3)) == Fraction(11184811, 2**25)  # 0x3eaaaaab
+    assert rnd(Fraction(1) + Fraction(1, 2**24)) == 1  # a tie goes to even
+    assert rnd(Fraction(1) + Fraction(3, 2**24)) == 1 + Fraction(2, 2**23)
+    assert rnd(Fraction(1, 2**150)) == 0  # half the smallest subnormal: tie to even (zero)
+    assert rnd(Fraction(3, 2**151)) == Fraction(1, 2**149)
+    assert rnd(Fraction(1, 3), "bfloat16") == Fraction(171, 512)
+    assert rnd(Fraction(1, 3), "float16") == Fraction(1365, 4096)
+
+
+def test_rnd_agrees_with_ieee_float32_division() -> None:
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(300).astype(np.float32)
+    b = rng.uniform(0.1, 10, 300).astype(np.float32)
+    ieee = a / b
+    for x, y, z in zip(a, b, ieee, strict=True):
+        assert rnd(frac(x) / frac(y)) == frac(z)
+
+
+def test_rules_on_a_hand_made_table() -> None:
+    vals = [Fraction(-1), Fraction(0), Fraction(1, 2), Fraction(1)]
+    assert code_exact(Fraction(1, 4), vals, "lower_value") == 1
+    assert code_exact(Fraction(1, 4), vals, "upper_value") == 2
+    assert code_exact(Fraction(1, 4), vals, "even_code") == 2
+    assert code_exact(Fraction(3, 4), vals, "even_code") == 2
+    assert code_exact(Fraction(-1, 2), vals, "lower_code") == 0
+    assert code_f32_midpoints(Fraction(1, 4), vals, "lower_value") == 1
+    assert code_argmin(Fraction(1, 4), vals, "float32") == 1
