@@ -26,7 +26,8 @@ import numpy as np
 
 from .errors import QrefError, unknown_name
 from .formats import FloatFormat, Format, IntFormat, get_format
-from .schemes.lookup_arith import float32_bits, fma_float32, round_to
+from .core.arith import fma_float32
+from .schemes.lookup_arith import float32_bits, round_to
 
 __all__ = [
     "Table",

@@ -352,5 +352,5 @@ def gather_top16(bits: np.ndarray, table: np.ndarray, low: int) -> np.ndarray:
         np.bitwise_and(i, ut(0x1FFFE), out=i)
         np.not_equal(np.bitwise_and(b, ut((1 << low) - 1)), 0, out=st)
         i += st
-        np.take(table, i, out=out[start:start + CHUNK])
+        np.take(table, i.view(np.int64) if i.dtype == np.uint64 else i, out=out[start:start + CHUNK])
     return out

@@ -89,9 +89,47 @@ def from_integers(x: np.ndarray) -> Exact:
     return Exact(cls, neg, mag, np.zeros(x.shape, dtype=np.int64), np.zeros(x.shape, dtype=bool))
 
 
+def from_fractions(values: np.ndarray) -> Exact:
+    """Exact triples of rationals (Fraction / int objects), with a sticky bit.
+
+    |v| = p/q becomes sig = floor(p 2^k / q) | [remainder != 0] with 63 significant bits, exp = -k: the or-ed
+    sticky bit lies at least two positions below the rounding bit of any format of at most 61 bits of
+    precision, so it rounds exactly like p/q in every mode (stochastic modes see eta truncated to 61 bits).
+    """
+    from fractions import Fraction
+
+    flat = values.reshape(-1)
+    n = flat.size
+    cls = np.full(n, FINITE, dtype=np.int8)
+    neg = np.zeros(n, dtype=bool)
+    sig = np.zeros(n, dtype=U64)
+    exp = np.zeros(n, dtype=np.int64)
+    for i, v in enumerate(flat):  # exact rationals: Python integers, one element at a time
+        f = Fraction(v)
+        if f == 0:
+            cls[i] = ZERO
+            continue
+        neg[i] = f < 0
+        p, q = abs(f.numerator), f.denominator
+        k = 62 - (p.bit_length() - q.bit_length())
+        m, r = divmod(p << k, q) if k >= 0 else divmod(p, q << -k)
+        sig[i] = U64(m | int(r != 0))
+        exp[i] = -k
+    return Exact(cls, neg, sig, exp, np.zeros(n, dtype=bool))
+
+
+def _is_rational(v: object) -> bool:
+    from fractions import Fraction
+
+    return isinstance(v, (Fraction, int)) and not isinstance(v, bool)
+
+
 def source_kind(x: np.ndarray) -> str:
-    """'ieee' for float64/32/16/bfloat16, 'int' for integers, 'mlfloat' for other ml_dtypes floats."""
+    """'ieee' for float64/32/16/bfloat16, 'int' for integers, 'mlfloat' for other ml_dtypes floats, 'fraction'
+    for object arrays of fractions.Fraction / int (exact rationals)."""
     dt = x.dtype
+    if dt.kind == "O" and all(_is_rational(v) for v in x.reshape(-1)):
+        return "fraction"
     if dt in _LAYOUTS:
         return "ieee"
     if dt.kind in "iu":
@@ -122,8 +160,9 @@ def as_source_array(x: object) -> np.ndarray:
         arr = np.asarray(x)
     except Exception as exc:  # pragma: no cover - numpy raises various types
         raise QrefError(f"cannot read the input as an array: {exc}") from exc
-    if arr.dtype == object:
-        raise QrefError("expected a real numeric array; got Python objects (mixed or non-numeric values)")
+    if arr.dtype.kind == "O" and not all(_is_rational(v) for v in arr.reshape(-1)):
+        raise QrefError("expected a real numeric array; got Python objects (mixed or non-numeric values; exact "
+                        "rationals must all be fractions.Fraction or int)")
     source_kind(arr)
     return arr
 
@@ -131,6 +170,8 @@ def as_source_array(x: object) -> np.ndarray:
 def decompose(x: np.ndarray) -> Exact:
     """Exact triples of a flat array of any supported input dtype."""
     kind = source_kind(x)
+    if kind == "fraction":
+        return from_fractions(x)
     if kind == "int":
         return from_integers(x)
     if kind == "mlfloat":

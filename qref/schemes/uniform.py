@@ -33,6 +33,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ..core.arith import convert, fma_float32, round_fractions
 from ..core.decode import decode
 from ..core.encode import encode
 from ..core.exact import as_source_array, decompose
@@ -288,28 +289,7 @@ def _np_dtype(fmt: FloatFormat) -> np.dtype:
         raise QrefError(f"expressed type {fmt.name} has no numpy/ml_dtypes dtype to compute in") from None
 
 
-def _exact_in(a: np.ndarray, dt: np.dtype) -> bool:
-    """True when every value of a's dtype converts exactly to dt (widening)."""
-    src = a.dtype
-    if src == dt:
-        return True
-    if dt == np.float64:
-        return src.kind == "f" or src.name == "bfloat16" or (src.kind in "iu" and src.itemsize <= 4)
-    if dt == np.float32:
-        return src in (np.dtype(np.float16), _FLOAT_DTYPES["bfloat16"]) or (src.kind in "iu" and src.itemsize <= 2)
-    return src.kind in "iu" and src.itemsize == 1 and dt.itemsize >= 2
-
-
-def cast(a: np.ndarray, dt: np.dtype) -> np.ndarray:
-    """a converted to dt with one round-to-nearest-even (overflow to +-Inf): numpy for widening casts, the
-    qref core (encode + decode) for every narrowing one, so no double rounding can occur."""
-    a = np.asarray(a)
-    dt = np.dtype(dt)
-    if _exact_in(a, dt):
-        return a.astype(dt)
-    fmt = get_format(dt.name)
-    codes = encode(a, fmt, rounding="nearest_even", overflow="inf", nan="keep_sign")
-    return decode(codes, fmt, dtype=dt)
+cast = convert  # one rounding from any source dtype (qref.core.arith.convert)
 
 
 def _cast_scalar(v: float | int, dt: np.dtype) -> np.ndarray:
@@ -331,46 +311,12 @@ def round_to_int(q: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def round_fraction(v: Fraction, fmt: FloatFormat) -> float:
-    """The exact rational v rounded to nearest-even in ``fmt`` (a format of at most 64 bits), as a Python
-    float; overflow gives +-inf. Used for exact scale formulas and for decimal literals (mlir.py)."""
-    if v == 0:
-        return 0.0
-    neg = v < 0
-    a = -v if neg else v
-    num, den = a.numerator, a.denominator
-    e = num.bit_length() - den.bit_length()
-    if Fraction(2) ** e > a:
-        e -= 1
-    M = fmt.mantissa_bits
-    q = max(e, fmt.emin) - M
-    scaled = a / (Fraction(2) ** q)
-    n = scaled.numerator // scaled.denominator
-    rem = scaled - n
-    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2 == 1):
-        n += 1
-    val = Fraction(n) * Fraction(2) ** q
-    if val > fmt.max_value:
-        return -math.inf if neg else math.inf
-    f = math.ldexp(float(n), q)
-    return -f if neg else f
+    """The exact rational v rounded to nearest-even in ``fmt`` (overflow to +-inf), as a Python float. Used for
+    exact scale formulas and for decimal literals (mlir.py)."""
+    return float(round_fractions([v], fmt)[0])
 
 
-def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """float32 fma(a, b, c) = RN32(a * b + c) with one rounding (a, b, c float32).
-
-    a * b is exact in float64; the sum is formed in float64 with round-to-odd (TwoSum error term), which
-    makes the final float64 -> float32 rounding correct (53 >= 24 + 2)."""
-    p = a.astype(np.float64) * b.astype(np.float64)
-    c64 = c.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = p + c64
-        bb = s - p
-        e = (p - (s - bb)) + (c64 - bb)
-        fin = np.isfinite(s) & np.isfinite(e)
-        even = (s.view(np.uint64) & np.uint64(1)) == 0
-        adj = fin & (e != 0) & even
-        s = np.where(adj, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
-    return cast(s, np.dtype(np.float32))
+fma32 = fma_float32  # float32 fused multiply-add with one rounding (qref.core.arith.fma_float32)
 
 
 # ---------------------------------------------------------------------------------------------------------
