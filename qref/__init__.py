@@ -4,7 +4,7 @@ Element formats (FP8/FP6/FP4/E8M0/P3109/custom, integers) with every rounding an
 ``encode`` (values -> codes), ``decode`` (codes -> values), ``quantize`` (both). See docs/spec/.
 """
 
-from . import mlir
+from . import conformance, mlir
 from .calibrate import calibrate
 from .core import decode, encode, quantize
 from .errors import QrefError, UnknownNameError
@@ -43,6 +43,7 @@ __all__ = [
     "UnknownNameError",
     "__version__",
     "calibrate",
+    "conformance",
     "decode",
     "dynamic_map",
     "encode",

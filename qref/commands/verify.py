@@ -1,0 +1,32 @@
+"""``qref verify DIR``: check a suite's manifest, schema and every file's sha256 (docs/vectors.md §3)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..conformance.suite import verify_suite
+
+    rep = verify_suite(args.suite, strict=not args.allow_extra)
+    if rep.ok:
+        print(f"ok: {rep.root}: {rep.cases} cases, {rep.files} array files ({rep.bytes / 1e6:.1f} MB), "
+              "schema and sha256 checked")
+        return 0
+    print(f"FAILED: {rep.root}: {len(rep.problems)} problem(s)", file=sys.stderr)
+    for p in rep.problems:
+        print(f"  {p}", file=sys.stderr)
+    return 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "verify", help="check a suite: manifest schema, file presence and sha256",
+        description="Check a conformance suite directory: manifest.json against the JSON Schema, schema.json, "
+        "every array file present with the manifest's sha256, dtype and shape, and no unlisted files. "
+        "Exit status 0 when everything holds, 1 with one line per problem otherwise.",
+    )
+    p.add_argument("suite", metavar="DIR", help="suite directory (e.g. conformance/v1)")
+    p.add_argument("--allow-extra", action="store_true", help="do not report files the manifest does not list")
+    p.set_defaults(func=_run)

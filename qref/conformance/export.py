@@ -1,0 +1,241 @@
+"""Exports for consumers outside Python (docs/vectors.md §8).
+
+MLIR: self-checking StableHLO files in the style of openxla/stablehlo testdata: the inputs and the expected
+outputs are hex dense constants (``dense<"0x...">``: the raw little-endian bytes of the elements, one byte per
+element for 4- and 6-bit types, so NaN payloads and -0 survive), the operation is ``stablehlo.convert``, the
+result is read as bits with ``stablehlo.bitcast_convert`` (widened to ui8 for 4-bit types; f6 types, which have
+no integer type of their width, are converted exactly to f32 first) and compared with ``check.expect_eq``. Run one with
+``stablehlo-translate --interpret FILE``. Only cases that MLIR can express are exported: element encode / decode /
+quantize of MLIR float types whose expected outputs hold under the spec's default policy (nearest_even, the
+format's default overflow and NaN rules: the behaviour MLIR's APFloat-based conversions implement).
+``returning_module`` rewrites a file so ``@main`` returns each checked pair instead (for tools without the
+``check`` dialect, e.g. IREE or the StableHLO Python interpreter); the comparison then happens in the caller.
+
+JSON lines: one case per line, TestFloat-like: every array as a list of fixed-width hex strings of its bits
+(big-endian digits: float32 1.0 is "3f800000"), unspecified masks as strings of '0'/'1'.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.decode import decode
+from ..policy import CastPolicy
+from .case import Case, _plain, policy_record, to_storage
+
+#: qref format name -> MLIR builtin type.
+MLIR_TYPES = {
+    "float8_e4m3fn": "f8E4M3FN", "float8_e5m2": "f8E5M2", "float8_e4m3fnuz": "f8E4M3FNUZ",
+    "float8_e5m2fnuz": "f8E5M2FNUZ", "float8_e4m3b11fnuz": "f8E4M3B11FNUZ", "float8_e4m3": "f8E4M3",
+    "float8_e3m4": "f8E3M4", "float6_e2m3fn": "f6E2M3FN", "float6_e3m2fn": "f6E3M2FN", "float4_e2m1fn": "f4E2M1FN",
+    "float8_e8m0fnu": "f8E8M0FNU", "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+}
+_UINT_OF_WIDTH = {4: "ui4", 8: "ui8", 16: "ui16", 32: "ui32", 64: "ui64"}
+_BITS = {"f8E4M3FN": 8, "f8E5M2": 8, "f8E4M3FNUZ": 8, "f8E5M2FNUZ": 8, "f8E4M3B11FNUZ": 8, "f8E4M3": 8, "f8E3M4": 8,
+         "f6E2M3FN": 6, "f6E3M2FN": 6, "f4E2M1FN": 4, "f8E8M0FNU": 8, "f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+
+
+def _hex_dense(arr: np.ndarray) -> str:
+    """The MLIR hex literal of an array: its storage bytes, little-endian, C order."""
+    return "0x" + to_storage(arr).tobytes().hex().upper()
+
+
+def _tensor(n: int, t: str) -> str:
+    return f"tensor<{n}x{t}>"
+
+
+def mlir_expressible(case: Case) -> bool:
+    """True for element encode / decode / quantize cases of MLIR float types valid under the default policy."""
+    if case.family != "elements" or case.format is None or case.format["name"] not in MLIR_TYPES:
+        return False
+    if any(v.ndim != 1 or v.size == 0 for v in (*case.inputs.values(), *case.expected.values())):
+        return False
+    if case.operation == "decode":
+        return case.params.get("dtype") in MLIR_TYPES
+    if case.operation not in ("encode", "quantize") or set(case.inputs) != {"x"}:
+        return False
+    if case.inputs["x"].dtype.name not in MLIR_TYPES:
+        return False
+    return case.applies_to(policy_record(CastPolicy(), case.format["name"]))
+
+
+class _Body:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.n = 0
+
+    def op(self, text: str, prefix: str = "v") -> str:
+        self.n += 1
+        name = f"%{prefix}{self.n}"
+        self.lines.append(f"    {name} = {text}")
+        return name
+
+
+def _read_bits(b: _Body, value: str, n: int, t: str) -> tuple[str, str]:
+    """(SSA value, type) holding the bits of ``value`` (tensor of float type t) as unsigned integers; f6 types,
+    which have no integer of their width, are converted exactly to f32 first."""
+    width = _BITS[t]
+    if width not in _UINT_OF_WIDTH:
+        value = b.op(f"stablehlo.convert {value} : ({_tensor(n, t)}) -> {_tensor(n, 'f32')}", "f")
+        t, width = "f32", 32
+    ut = _UINT_OF_WIDTH[width]
+    bits = b.op(f"stablehlo.bitcast_convert {value} : ({_tensor(n, t)}) -> {_tensor(n, ut)}", "bits")
+    if width < 8:  # widen sub-byte integers: some backends cannot return packed i4 tensors
+        bits = b.op(f"stablehlo.convert {bits} : ({_tensor(n, ut)}) -> {_tensor(n, 'ui8')}", "bits")
+        ut = "ui8"
+    return bits, ut
+
+
+def _expected_bits(arr: np.ndarray, fmt_name: str | None, t: str) -> np.ndarray:
+    """The expected array in the representation _read_bits produces."""
+    if fmt_name is not None and _BITS[t] not in _UINT_OF_WIDTH:
+        return decode(arr, fmt_name, dtype=np.float32)
+    return arr
+
+
+def to_mlir(case: Case, suite_name: str = "") -> str | None:
+    """The self-checking StableHLO file of a case, or None when MLIR cannot express it."""
+    if not mlir_expressible(case):
+        return None
+    fname = case.format["name"]
+    ft = MLIR_TYPES[fname]
+    b = _Body()
+    checks: list[tuple[str, str, str]] = []
+    if case.operation == "decode":
+        codes = case.inputs["codes"]
+        n = codes.size
+        dt = MLIR_TYPES[case.params["dtype"]]
+        width = _BITS[ft]
+        if width in _UINT_OF_WIDTH:  # codes as unsigned integers, bitcast to the format
+            ut = "ui8" if width < 8 else _UINT_OF_WIDTH[width]
+            c = b.op(f'stablehlo.constant dense<"{_hex_dense(codes)}"> : {_tensor(n, ut)}', "codes")
+            if width < 8:
+                c = b.op(f"stablehlo.convert {c} : ({_tensor(n, ut)}) -> {_tensor(n, _UINT_OF_WIDTH[width])}", "codes")
+                ut = _UINT_OF_WIDTH[width]
+            c = b.op(f"stablehlo.bitcast_convert {c} : ({_tensor(n, ut)}) -> {_tensor(n, ft)}", "codes")
+        else:  # f6: no integer type of that width; a hex constant of the format itself (one byte per element)
+            c = b.op(f'stablehlo.constant dense<"{_hex_dense(codes)}"> : {_tensor(n, ft)}', "codes")
+        y = b.op(f"stablehlo.convert {c} : ({_tensor(n, ft)}) -> {_tensor(n, dt)}", "y")
+        got, ut = _read_bits(b, y, n, dt)
+        exp = case.expected["y"]
+    else:
+        x = case.inputs["x"]
+        n = x.size
+        st = MLIR_TYPES[x.dtype.name]
+        xv = b.op(f'stablehlo.constant dense<"{_hex_dense(x)}"> : {_tensor(n, st)}', "x")
+        y = b.op(f"stablehlo.convert {xv} : ({_tensor(n, st)}) -> {_tensor(n, ft)}", "y")
+        if case.operation == "encode":
+            got, ut = _read_bits(b, y, n, ft)
+            exp = _expected_bits(case.expected["codes"], fname, ft)
+        else:
+            back = b.op(f"stablehlo.convert {y} : ({_tensor(n, ft)}) -> {_tensor(n, st)}", "q")
+            got, ut = _read_bits(b, back, n, st)
+            exp = case.expected["y"]
+    e = b.op(f'stablehlo.constant dense<"{_hex_dense(exp)}"> : {_tensor(n, ut)}', "expected")
+    checks.append((got, e, _tensor(n, ut)))
+    pol = " ".join(f"{k}={v}" for k, v in (case.policy or {}).items() if v is not None)
+    head = [
+        "// RUN: stablehlo-translate --interpret %s",
+        f"// qref conformance case {case.id}" + (f" (suite {suite_name})" if suite_name else ""),
+        f"// operation: {case.operation}; {case.description}",
+        f"// policy: {pol or '-'}; spec: {', '.join(case.spec)}",
+        "// Expected values are qref's reference results as hex constants (raw little-endian element bytes).",
+        "",
+        "module @qref_case {",
+        "  func.func public @main() {",
+    ]
+    tail = [f"    check.expect_eq {g}, {x} : {t}" for g, x, t in checks] + ["    func.return", "  }", "}", ""]
+    return "\n".join(head + b.lines + tail)
+
+
+_CHECK_RE = re.compile(r"^(\s*)check\.expect_eq (%\w+), (%\w+) : (\S+)\s*$")
+
+
+def returning_module(text: str) -> str:
+    """Rewrite an exported file so @main returns (actual, expected) for each check.expect_eq instead of
+    checking; for tools without the StableHLO ``check`` dialect."""
+    pairs: list[tuple[str, str, str]] = []
+    out = []
+    for line in text.splitlines():
+        m = _CHECK_RE.match(line)
+        if m:
+            pairs.append((m[2], m[3], m[4]))
+            continue
+        out.append(line)
+    values = [v for a, e, _ in pairs for v in (a, e)]
+    types = [t for _, _, t in pairs for _ in (0, 1)]
+    text = "\n".join(out) + "\n"
+    text = text.replace("func.func public @main() {", f"func.func public @main() -> ({', '.join(types)}) {{", 1)
+    return text.replace("    func.return\n", f"    func.return {', '.join(values)} : {', '.join(types)}\n", 1)
+
+
+def _safe_path(case_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_./-]", "_", case_id)
+
+
+def export_mlir(cases: Iterable[Case], out: str | os.PathLike[str], suite_name: str = "") -> list[Path]:
+    """Write <out>/<case id>.mlir for every case MLIR can express; returns the paths written."""
+    root = Path(out)
+    written = []
+    for case in cases:
+        text = to_mlir(case, suite_name)
+        if text is None:
+            continue
+        p = root / (_safe_path(case.id) + ".mlir")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+        written.append(p)
+    return written
+
+
+def _hex_list(arr: np.ndarray) -> list[str]:
+    bits = to_storage(arr).reshape(-1)
+    if bits.dtype.kind == "i":
+        bits = bits.view(f"u{bits.dtype.itemsize}")
+    width = bits.dtype.itemsize * 2
+    return [f"{int(v):0{width}x}" for v in bits]
+
+
+def to_jsonl(case: Case) -> str:
+    """One JSON line for a case (see module docstring); keys sorted, no spaces."""
+    def arrays(group: dict[str, np.ndarray]) -> dict[str, Any]:
+        out = {}
+        for k, v in group.items():
+            d: dict[str, Any] = {"dtype": v.dtype.name, "shape": list(v.shape), "hex": _hex_list(v)}
+            if k in case.array_formats:
+                d["format"] = case.array_formats[k]
+            out[k] = d
+        return out
+
+    obj = {
+        "id": case.id, "family": case.family, "operation": case.operation, "format": _plain(case.format),
+        "policy": _plain(case.policy), "scheme": _plain(case.scheme), "profile": case.profile,
+        "params": _plain(case.params), "tags": list(case.tags), "spec": list(case.spec),
+        "equivalent": _plain(case.equivalent), "profiles": list(case.profiles),
+        "inputs": arrays(dict(case.inputs)), "expected": arrays(dict(case.expected)),
+        "unspecified": {k: "".join("1" if b else "0" for b in m.reshape(-1)) for k, m in case.unspecified.items()},
+    }
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def export_jsonl(cases: Iterable[Case], path: str | os.PathLike[str]) -> int:
+    """Write one line per case to ``path``; returns the number of lines."""
+    n = 0
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("w", encoding="ascii", newline="\n") as f:
+        for case in cases:
+            f.write(to_jsonl(case) + "\n")
+            n += 1
+    return n
+
+
+__all__ = ["MLIR_TYPES", "export_jsonl", "export_mlir", "mlir_expressible", "returning_module", "to_jsonl",
+           "to_mlir"]

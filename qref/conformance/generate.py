@@ -1,0 +1,89 @@
+"""``qref gen``: build every family's cases and write a suite (docs/vectors.md §5).
+
+With the defaults it writes exactly the committed corpus conformance/v1; the bytes depend only on qref's code
+(no timestamps, no machine or numpy-version dependence: see npy.py, random.py and suite.dumps_manifest).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+from .case import Case
+from .cases import build_family, family_names
+from .suite import SuiteWriter
+
+
+class Progress:
+    """A one-line progress display on a terminal (stderr); a line per family otherwise, or nothing."""
+
+    def __init__(self, families: list[str], stream: TextIO | None = sys.stderr, width: int = 24) -> None:
+        self.families = families
+        self.stream = stream
+        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self.width = width
+        self.start = time.monotonic()
+        self.family = ""
+        self.done_families = 0
+        self.count = 0
+        self.last = 0.0
+
+    def begin(self, family: str) -> None:
+        self.family, self.count = family, 0
+        self._draw(force=True)
+
+    def case(self, case: Case) -> None:
+        self.count += 1
+        self._draw()
+
+    def end(self) -> None:
+        self.done_families += 1
+        if self.stream is not None and not self.tty:
+            print(f"qref gen: {self.family}: {self.count} cases ({time.monotonic() - self.start:.1f} s)",
+                  file=self.stream)
+        self._draw(force=True)
+
+    def close(self) -> None:
+        if self.stream is not None and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def _draw(self, force: bool = False) -> None:
+        if self.stream is None or not self.tty:
+            return
+        now = time.monotonic()
+        if not force and now - self.last < 0.1:
+            return
+        self.last = now
+        n = max(len(self.families), 1)
+        filled = int(self.width * self.done_families / n)
+        bar = "#" * filled + "-" * (self.width - filled)
+        self.stream.write(f"\r[{bar}] {self.done_families}/{n} families | {self.family}: {self.count} cases | "
+                          f"{now - self.start:5.1f} s ")
+        self.stream.flush()
+
+
+def generate(out: str | os.PathLike[str], *, families: Iterable[str] | None = None, full: bool = False,
+             overwrite: bool = False, name: str = "v1", progress: TextIO | None = None) -> dict[str, Any]:
+    """Generate a suite into ``out``: ``families`` (default all, in generation order), ``full`` adds the large
+    sets that are not committed. Returns the manifest."""
+    known = family_names()
+    chosen = known if families is None else [f for f in known if f in set(families)]
+    for f in families or ():
+        if f not in known:
+            build_family(f)  # raises the unknown-name error with close matches
+    prog = Progress(chosen, progress)
+    writer = SuiteWriter(out, name=name, families=chosen, full=full, overwrite=overwrite)
+    try:
+        for fam in chosen:
+            prog.begin(fam)
+            for case in build_family(fam, full):
+                writer.add(case)
+                prog.case(case)
+            prog.end()
+    finally:
+        prog.close()
+    return writer.close()
