@@ -18,17 +18,21 @@ from .formats import (
     p3109_format,
     register_format,
 )
+from .packing import LAYOUTS, pack, unpack
 from .policy import OVERFLOW_POLICIES, ROUNDING_MODES, CastPolicy
 from .profiles import Profile, get_profile, profiles, register_profile
 from .schemes import QArray, Scheme, scheme, scheme_from_spec
+from .schemes.block import BlockScheme
 from .schemes.lookup import DoubleQuantized, LookupScheme, lookup_scheme_from_table
 from .tables import Table, dynamic_map, get_table, lloyd_max_table, nf_table, quantile_table, register_table
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "LAYOUTS",
     "OVERFLOW_POLICIES",
     "ROUNDING_MODES",
+    "BlockScheme",
     "CastPolicy",
     "DoubleQuantized",
     "FloatFormat",
@@ -57,6 +61,7 @@ __all__ = [
     "mlir",
     "nf_table",
     "p3109_format",
+    "pack",
     "profiles",
     "quantile_table",
     "quantize",
@@ -65,4 +70,5 @@ __all__ = [
     "register_table",
     "scheme",
     "scheme_from_spec",
+    "unpack",
 ]

@@ -24,9 +24,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .core.arith import fma_float32
 from .errors import QrefError, unknown_name
 from .formats import FloatFormat, Format, IntFormat, get_format
-from .core.arith import fma_float32
 from .schemes.lookup_arith import float32_bits, round_to
 
 __all__ = [

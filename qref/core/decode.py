@@ -59,7 +59,8 @@ def exact_parts(codes: np.ndarray, fmt: Format) -> Exact:
     return Exact(cls, neg, sig, exp, np.zeros(c.shape, bool))
 
 
-def _target_format(dtype: object) -> tuple[np.dtype, FloatFormat]:
+def target_format(dtype: object) -> tuple[np.dtype, FloatFormat]:
+    """(numpy dtype, float format) of a decode target, or a QrefError naming the allowed dtypes."""
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -76,7 +77,7 @@ def _target_format(dtype: object) -> tuple[np.dtype, FloatFormat]:
 
 @lru_cache(maxsize=512)
 def _table(fmt: Format, dtype: np.dtype) -> np.ndarray:
-    _, tgt = _target_format(dtype)
+    _, tgt = target_format(dtype)
     codes = np.arange(1 << fmt.bits, dtype=U64)
     bits = encode_exact(exact_parts(codes, fmt), tgt, _TARGET_POLICY.resolve(tgt))
     table = bits.astype(tgt.code_dtype).view(dtype)
@@ -109,7 +110,7 @@ def decode(codes: object, fmt: str | Format, *, dtype: object = np.float32) -> n
     """Values of ``codes`` (unsigned integers) of ``fmt`` as ``dtype`` (default float32); see module docstring."""
     f = get_format(fmt)
     arr = check_codes(codes, f)
-    dt, tgt = _target_format(dtype)
+    dt, tgt = target_format(dtype)
     if f.bits <= 16:
         return _table(f, dt)[arr.astype(np.intp, copy=False)]
     flat = arr.reshape(-1)

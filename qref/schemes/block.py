@@ -1,1 +1,409 @@
-"""Block quantization schemes (placeholder: this family registers itself here when it lands)."""
+"""Block-scaled schemes: MX (OCP MX v1.0), NVFP4 and MLX affine groups (spec: docs/spec/block.md).
+
+``qref.scheme("mxfp4", block_size=32, profile="ocp")``, ``qref.scheme("nvfp4", profile="mlx")``,
+``qref.scheme("mlx_affine", bits=4, group_size=64)`` or any element format with a block size
+(``qref.scheme("float8_e4m3fn", block_size=32, scale_format="float8_e8m0fnu")``) build one frozen
+``BlockScheme``. Every behaviour the real systems disagree on is a separate field (block.md §2); a profile
+(``ocp``, ``microxcaling``, ``torchao_floor``, ``torchao_rceil``, ``mlx``, ``jax``, ``nvidia``) is a record of
+field values and the fields can be overridden one by one: ``qref.scheme("mxfp8_e4m3", profile="jax",
+scale_arith="divide")``.
+
+``scheme.quantize(x, axis=-1)`` returns a QArray: ``codes`` (one unsigned element code per element, unpacked),
+``scales`` (E8M0 bytes for MX, E4M3 bytes for NVFP4, floats in the input dtype for affine), ``biases``
+(affine), ``global_scale`` (NVFP4 two-level), ``unspecified`` (elements whose code the spec or the system
+leaves undefined) and ``meta["scales_unspecified"]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..core.exact import as_source_array
+from ..errors import QrefError, check_choice, unknown_name
+from ..formats import FloatFormat, Format, IntFormat, get_format
+from ..policy import CastPolicy
+from ..profiles import Profile, get_profile, profiles
+from . import block_arith as ar
+from .base import QArray, Scheme, normalize_axis, register_family
+
+# name -> (element format, scale format, default block size, element_scale_exp, kind)
+NAMED_SCHEMES: dict[str, tuple[str | None, str | None, int, int, str]] = {
+    "mxfp8_e4m3": ("float8_e4m3fn", "float8_e8m0fnu", 32, 0, "mx"),
+    "mxfp8_e5m2": ("float8_e5m2", "float8_e8m0fnu", 32, 0, "mx"),
+    "mxfp6_e3m2": ("float6_e3m2fn", "float8_e8m0fnu", 32, 0, "mx"),
+    "mxfp6_e2m3": ("float6_e2m3fn", "float8_e8m0fnu", 32, 0, "mx"),
+    "mxfp4": ("float4_e2m1fn", "float8_e8m0fnu", 32, 0, "mx"),
+    "mxint8": ("int8<-127:127>", "float8_e8m0fnu", 32, -6, "mx"),
+    "nvfp4": ("float4_e2m1fn", "float8_e4m3fn", 16, 0, "float_scale"),
+    "mlx_affine": (None, None, 64, 0, "affine"),
+}
+KINDS = ("mx", "float_scale", "affine")
+DEFAULT_PROFILE = {"mx": "ocp", "float_scale": "ocp", "affine": "mlx", "nvfp4": "nvidia"}
+
+# every field's allowed values (block.md §2)
+CHOICES: dict[str, tuple[str, ...]] = {
+    "scale_rule": ("floor", "ceil", "even", "rceil", "floor_log2_float32", "rceil_log2_float32"),
+    "zero_block": ("min_scale", "unit_scale", "min_normal_amax"),
+    "scale_range": ("clamp", "clamp_nan", "wrap"),
+    "nonfinite_block": ("nan_scale", "nan255_inf_e128", "nan255_inf254", "mlx", "jax"),
+    "byte0_divisor": ("exact", "float32_min_normal", "one", "jax"),
+    "global_scale_rule": ("exact", "nvidia", "torchao", "mlx", "jax"),
+    "zero_sign": ("keep", "positive", "scaled_zero_positive"),
+    "out_of_range": ("encode", "lut_argmin"),
+    "compute_dtype": ar.COMPUTE_DTYPES,
+    "scale_arith": ("divide", "reciprocal"),
+    "quotient_arith": ("divide", "reciprocal"),
+    "dequant": ("exact", "in_dtype"),
+    "dequant_nan_scale": ("nan", "power"),
+    "pad": ("zero", "error"),
+}
+
+
+@dataclass(frozen=True)
+class BlockScheme(Scheme):
+    """One block-scaled quantization scheme; every field is explicit (block.md §2 documents each value).
+
+    name: scheme name ("mxfp4", "nvfp4", "mlx_affine", or the element format's name).
+    element: element format (FloatFormat, or IntFormat for MXINT8 and affine codes).
+    scale_format: float8_e8m0fnu (kind "mx"), a float format such as float8_e4m3fn ("float_scale"), None
+        ("affine": float scales in the input dtype).
+    block_size: elements per block (OCP k = 32; NVFP4 16; MLX affine group 32, 64 or 128).
+    kind: "mx", "float_scale" or "affine".
+    profile: the profile the fields came from (None when built by hand).
+    element_scale_exp: element value = code value * 2^element_scale_exp (MXINT8: -6). Default 0.
+    scale_rule (mx): floor | ceil | even | rceil | floor_log2_float32 | rceil_log2_float32. Default "floor".
+    zero_block (mx): min_scale (byte 0) | unit_scale (byte 127) | min_normal_amax (rule on 2^-126).
+        Default "min_scale".
+    scale_range (mx): clamp | clamp_nan (above 127: NaN scale) | wrap (byte = e + 127 mod 256). Default
+        "clamp_nan".
+    nonfinite_block (mx): nan_scale | nan255_inf_e128 | nan255_inf254 | mlx | jax. Default "nan_scale".
+    byte0_divisor (mx): exact (2^-127) | float32_min_normal (2^-126) | one (1) | jax (2^-15 in float16, else
+        2^-127). Default "exact".
+    global_scale_rule (float_scale): exact | nvidia | torchao | mlx | jax. Default "exact".
+    rounding, overflow, nan: the element CastPolicy (core rounding modes; overflow "saturate" = the OCP clamp;
+        nan None = the format's default). Defaults "nearest_even", "saturate", None.
+    zero_sign: keep | positive (every -0 result becomes +0, MLX FP4) | scaled_zero_positive (a scaled value
+        that is exactly -0 gives +0, a negative value that rounds to zero keeps -0: microxcaling's
+        sign(x) * floor(|x| + 1/2)). Default "keep".
+    out_of_range: encode | lut_argmin (scaled values beyond the element max or non-finite take MLX's table
+        argmin: the first code at the smallest distance, computed in the scaled values' dtype). Default "encode".
+    compute_dtype: exact | input | float32 | float16 | bfloat16 (the dtype of quotients and scaled values).
+        Default "exact".
+    scale_arith: divide (x / X) | reciprocal (x * fl(1/X)). Default "divide".
+    quotient_arith (rceil rules): divide (fl(amax / max_elem)) | reciprocal (fl(amax * fl(1/max_elem))).
+        Default "divide".
+    flush_subnormals: XLA:CPU FTZ/DAZ in the compute steps. Default False.
+    dequant: exact (rounded once) | in_dtype (scale rounded to the output dtype, then the product). Default
+        "exact".
+    dequant_nan_scale: nan | power (byte 255 dequantizes as 2^128, MLX). Default "nan".
+    pad: zero (a short last block is padded with +0) | error. Default "zero".
+    min_ndim: the fewest input dimensions accepted (MLX: 2). Default 1.
+    unspecified_open_cases: mark the cases OCP leaves open (zero, tiny, huge and non-finite blocks) as
+        unspecified. Default True.
+    """
+
+    name: str
+    element: Format
+    scale_format: FloatFormat | None
+    block_size: int
+    kind: str
+    profile: str | None = None
+    element_scale_exp: int = 0
+    scale_rule: str = "floor"
+    zero_block: str = "min_scale"
+    scale_range: str = "clamp_nan"
+    nonfinite_block: str = "nan_scale"
+    byte0_divisor: str = "exact"
+    global_scale_rule: str = "exact"
+    rounding: str = "nearest_even"
+    overflow: str = "saturate"
+    nan: str | None = None
+    zero_sign: str = "keep"
+    out_of_range: str = "encode"
+    compute_dtype: str = "exact"
+    scale_arith: str = "divide"
+    quotient_arith: str = "divide"
+    flush_subnormals: bool = False
+    dequant: str = "exact"
+    dequant_nan_scale: str = "nan"
+    pad: str = "zero"
+    min_ndim: int = 1
+    unspecified_open_cases: bool = True
+    family = "block"
+
+    def __post_init__(self) -> None:
+        check_choice("block scheme kind", self.kind, KINDS)
+        for f, choices in CHOICES.items():
+            check_choice(f.replace("_", " "), getattr(self, f), choices)
+        if not isinstance(self.block_size, int) or isinstance(self.block_size, bool) or self.block_size < 1:
+            raise QrefError(f"block_size must be a positive integer, got {self.block_size!r}")
+        if not isinstance(self.element, (FloatFormat, IntFormat)):
+            raise QrefError(f"element must be a format record, got {self.element!r}")
+        CastPolicy(rounding=self.rounding, overflow=self.overflow, nan=self.nan).resolve(self.element)
+        if self.rounding.startswith("stochastic"):
+            raise QrefError("block schemes take deterministic element rounding modes; stochastic rounding "
+                            "needs per-element random bits (use qref.encode on the scaled values)")
+        exact = self.compute_dtype == "exact"
+        if self.kind == "mx":
+            if self.scale_format is None or self.scale_format.name != "float8_e8m0fnu":
+                raise QrefError("MX blocks take scale_format='float8_e8m0fnu' (OCP MX v1.0 §5.4); for other "
+                                "float scale formats pass a format with mantissa bits (float_scale kind)")
+            if exact and (self.nonfinite_block in ("mlx", "jax") or self.flush_subnormals):
+                raise QrefError(f"nonfinite_block={self.nonfinite_block!r} and flush_subnormals describe "
+                                "floating-point arithmetic; they need compute_dtype 'input', 'float32', ...")
+            if exact and self.scale_rule.endswith("float32"):
+                raise QrefError(f"scale_rule={self.scale_rule!r} takes a float32 logarithm: set "
+                                "compute_dtype='float32'")
+        elif self.kind == "float_scale":
+            if not isinstance(self.scale_format, FloatFormat) or self.scale_format.mantissa_bits == 0:
+                raise QrefError("float-scaled blocks need a scale format with mantissa bits (e.g. "
+                                "float8_e4m3fn); E8M0 scales are the MX kind")
+            if not isinstance(self.element, FloatFormat):
+                raise QrefError("float-scaled blocks take float elements")
+        else:
+            if not (isinstance(self.element, IntFormat) and not self.element.signed and 1 <= self.element.bits <= 8):
+                raise QrefError("affine groups take unsigned 1..8-bit codes (bits=1..8)")
+            if self.scale_format is not None:
+                raise QrefError("affine groups store float scales in the input dtype: scale_format must be None")
+
+    # ---- derived element constants ------------------------------------------------------------------------
+    @property
+    def element_max(self) -> Fraction:
+        """Largest element magnitude (as a real value, element_scale_exp included)."""
+        fmt = self.element
+        top = fmt.max_value if isinstance(fmt, FloatFormat) else Fraction(fmt.hi)
+        return top * Fraction(2) ** self.element_scale_exp
+
+    @property
+    def element_emax(self) -> int:
+        """floor(log2(element_max)): OCP's 'largest power of two representable in the element data type'."""
+        m = self.element_max
+        e = m.numerator.bit_length() - m.denominator.bit_length()
+        return e if Fraction(2) ** e <= m else e - 1
+
+    @property
+    def element_mantissa_bits(self) -> int:
+        fmt = self.element
+        return fmt.mantissa_bits if isinstance(fmt, FloatFormat) else fmt.bits - 2
+
+    @property
+    def bits(self) -> int:
+        return self.element.bits
+
+    # ---- quantize / dequantize ----------------------------------------------------------------------------
+    def _blocks(self, arr: np.ndarray, axis: int) -> tuple[np.ndarray, int, int, tuple[int, ...]]:
+        if arr.ndim < max(self.min_ndim, 1):
+            raise QrefError(f"{self.name} ({self.profile}) needs an input with at least {max(self.min_ndim, 1)} "
+                            f"dimension(s), got shape {arr.shape}"
+                            + (" (MLX quantizes matrices: reshape to (1, n))" if self.min_ndim > 1 else ""))
+        ax = normalize_axis(axis, arr.ndim)
+        moved = np.moveaxis(arr, ax, -1)
+        L = moved.shape[-1]
+        k = self.block_size
+        pad = (-L) % k
+        if pad and self.pad == "error":
+            raise QrefError(
+                f"the length {L} along axis {axis} is not a multiple of block_size {k}, and profile "
+                f"{self.profile!r} does not pad (the real system rejects it); pad the input to a multiple of {k} "
+                "or pass pad='zero' (short blocks padded with +0, block.md §7)"
+            )
+        if pad:
+            moved = np.concatenate([moved, np.zeros((*moved.shape[:-1], pad), dtype=moved.dtype)], axis=-1)
+        return np.ascontiguousarray(moved).reshape(-1, k), ax, L, moved.shape
+
+    def quantize(self, x: object, axis: int = -1, global_scale: object = None, **kwargs: Any) -> QArray:
+        """Quantize blocks of ``block_size`` consecutive elements along ``axis`` (default -1).
+
+        global_scale: NVFP4 two-level scale in the rule's own terms (nvidia and mlx: the tensor amax g;
+        torchao: pts = amax / 2688; jax: the divisor gs). None: nvidia computes g = max|x| over the tensor,
+        jax uses gs = 1, torchao and mlx quantize single-level."""
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}.quantize takes axis= and global_scale=, got {sorted(kwargs)}")
+        arr = as_source_array(x)
+        if arr.dtype.kind == "b":  # pragma: no cover - as_source_array rejects booleans
+            raise QrefError("boolean input")
+        xb, ax, L, moved_shape = self._blocks(arr, axis)
+        gs = None
+        if global_scale is not None:
+            if self.kind != "float_scale" or self.global_scale_rule == "exact":
+                raise QrefError(f"{self.name} with global_scale_rule={self.global_scale_rule!r} takes no "
+                                "global scale; NVFP4 two-level scaling needs global_scale_rule 'nvidia', "
+                                "'torchao', 'mlx' or 'jax'")
+            gs = np.float32(np.asarray(global_scale, dtype=np.float64).reshape(-1)[0])
+            if np.asarray(global_scale).size != 1:
+                raise QrefError("global_scale must be a single float32 value")
+        if self.kind == "mx":
+            from .block_mx import quantize_mx_blocks
+
+            out = quantize_mx_blocks(self, xb)
+        elif self.kind == "float_scale":
+            from .block_nvfp4 import quantize_float_scaled_blocks, tensor_amax
+
+            if gs is None and self.global_scale_rule == "nvidia":
+                gs = tensor_amax(arr)
+            out = quantize_float_scaled_blocks(self, xb, gs)
+        else:
+            from .block_affine import quantize_affine_blocks
+
+            out = quantize_affine_blocks(self, xb)
+        lead = moved_shape[:-1]
+        nb_row = moved_shape[-1] // self.block_size
+
+        def back(a: np.ndarray, per_block: bool) -> np.ndarray:
+            a = a.reshape((*lead, nb_row)) if per_block else a.reshape(moved_shape)[..., :L]
+            return np.moveaxis(a, -1, ax)
+
+        g = out.get("global_scale")
+        return QArray(
+            codes=back(out["codes"], False),
+            scheme=self,
+            scales=back(out["scales"], True),
+            biases=back(out["biases"], True) if "biases" in out else None,
+            global_scale=None if g is None else np.asarray(g, dtype=np.float32),
+            unspecified=back(out["unspecified"], False),
+            axis=ax,
+            meta={"input_dtype": xb.dtype.name, "length": L,
+                  "scales_unspecified": back(out["scales_unspecified"], True)},
+        )
+
+    def dequantize(self, q: QArray, dtype: object = np.float32) -> np.ndarray:
+        """Values of a QArray of this scheme as ``dtype`` (block.md §4.8, §5.4, §6)."""
+        dt = np.dtype(dtype)
+        ax = q.axis if q.axis is not None else q.codes.ndim - 1
+        codes, _, L, moved_shape = self._blocks(np.asarray(q.codes), ax)
+        k = self.block_size
+        scales = np.moveaxis(np.asarray(q.scales), ax, -1).reshape(-1)
+        if scales.size * k != codes.size:
+            raise QrefError(f"{scales.size} scales do not match {codes.size} codes in blocks of {k}")
+        if self.kind == "mx":
+            from .block_mx import dequantize_mx
+
+            v = dequantize_mx(self, codes, scales, dt)
+        elif self.kind == "float_scale":
+            from .block_nvfp4 import dequantize_float_scaled
+
+            v = dequantize_float_scaled(self, codes, scales, q.global_scale, dt)
+        else:
+            from .block_affine import dequantize_affine
+
+            biases = np.moveaxis(np.asarray(q.biases), ax, -1).reshape(-1)
+            v = dequantize_affine(self, codes, scales, biases, dt)
+        return np.moveaxis(v.reshape(moved_shape)[..., :L], -1, ax)
+
+    # ---- spec ---------------------------------------------------------------------------------------------
+    def to_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"family": "block"}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, (FloatFormat, IntFormat)):
+                v = v.name
+            spec[f.name] = v
+        return spec
+
+
+FIELD_NAMES = tuple(f.name for f in fields(BlockScheme))
+_OVERRIDABLE = tuple(n for n in FIELD_NAMES if n not in ("name", "kind", "profile", "block_size"))
+
+
+def _from_spec(spec: dict[str, Any]) -> BlockScheme:
+    spec = dict(spec)
+    spec.pop("family", None)
+    unknown = set(spec) - set(FIELD_NAMES)
+    if unknown:
+        raise unknown_name("block scheme field", sorted(unknown)[0], FIELD_NAMES)
+    spec["element"] = get_format(spec["element"])
+    if spec.get("scale_format") is not None:
+        spec["scale_format"] = get_format(spec["scale_format"])
+    return BlockScheme(**spec)
+
+
+def _profile_section(prof: Profile, kind: str, name: str) -> dict[str, Any]:
+    sect = prof.params.get(kind)
+    if sect is None:
+        have = sorted(n for n, p in profiles("block").items() if kind in p.params)
+        raise QrefError(f"block profile {prof.name!r} ({prof.system}) defines no {kind} rules for {name!r}; "
+                        f"profiles with {kind} rules: {', '.join(have)}")
+    return dict(sect)
+
+
+def _build(name: str | Format, *, profile: str | None = None, block_size: int | None = None,
+           group_size: int | None = None, bits: int | None = None, scale_format: str | Format | None = None,
+           **overrides: Any) -> BlockScheme:
+    """Builder for qref.scheme: named schemes and element formats with block_size (block.md §2)."""
+    if isinstance(name, str) and name in NAMED_SCHEMES:
+        elem_name, scale_name, k_default, ses, kind = NAMED_SCHEMES[name]
+        sname = name
+        if scale_format is not None and get_format(scale_format).name != scale_name:
+            raise QrefError(f"{name} has scale format {scale_name}; for another scale format use the element "
+                            f"format with block_size= and scale_format=")
+        if kind == "affine":
+            if block_size is not None and group_size is not None and block_size != group_size:
+                raise QrefError("give group_size or block_size, not two different values")
+            k = group_size if group_size is not None else (block_size if block_size is not None else k_default)
+            b = 4 if bits is None else bits
+            if not isinstance(b, int) or not 1 <= b <= 8:
+                raise QrefError(f"mlx_affine bits must be an integer in 1..8, got {bits!r}")
+            element: Format = get_format(f"uint{b}")
+            scale_fmt = None
+        else:
+            if bits is not None or group_size is not None:
+                raise QrefError(f"bits= and group_size= are mlx_affine parameters; {name} takes block_size=")
+            element = get_format(elem_name)  # type: ignore[arg-type]
+            scale_fmt = get_format(scale_name)  # type: ignore[arg-type]
+            k = k_default if block_size is None else block_size
+    else:
+        element = get_format(name)
+        sname = element.name
+        if bits is not None or group_size is not None:
+            raise QrefError("bits= and group_size= are mlx_affine parameters")
+        if block_size is None:
+            raise QrefError(f"{sname} as a block scheme needs block_size=")
+        scale_fmt = get_format(scale_format if scale_format is not None else "float8_e8m0fnu")
+        if not isinstance(scale_fmt, FloatFormat):
+            raise QrefError(f"scale_format must be a float format, got {scale_fmt.name}")
+        kind = "mx" if scale_fmt.mantissa_bits == 0 else "float_scale"
+        ses = 0
+        k = block_size
+    assert isinstance(scale_fmt, FloatFormat) or scale_fmt is None
+    pname = profile or (DEFAULT_PROFILE["nvfp4"] if sname == "nvfp4" else DEFAULT_PROFILE[kind])
+    prof = get_profile(pname, "block")
+    params = _profile_section(prof, kind, sname)
+    support = prof.params.get("support", {}).get(kind, {})
+    elems = support.get("elements")
+    override_elem = prof.params.get("element_overrides", {}).get(element.name, {})
+    if elems is not None and element.name not in elems:
+        raise QrefError(f"profile {pname!r} ({prof.system}) has no {sname} ({element.name} elements); it supports "
+                        f"{', '.join(elems)}")
+    sizes = support.get("block_sizes")
+    if sizes is not None and k not in sizes:
+        raise QrefError(f"profile {pname!r} ({prof.system}) takes block sizes {sizes} for {kind} schemes, got {k}")
+    bits_ok = support.get("bits")
+    if bits_ok is not None and element.bits not in bits_ok:
+        raise QrefError(f"profile {pname!r} ({prof.system}) takes bits {bits_ok}, got {element.bits}")
+    params.update(override_elem)
+    for key in overrides:
+        if key not in _OVERRIDABLE:
+            raise unknown_name("block scheme option", key, (*_OVERRIDABLE, "profile", "block_size", "group_size",
+                                                             "bits", "scale_format"))
+    params.update({k_: v for k_, v in overrides.items() if v is not None or k_ == "nan"})
+    if "element" in params and not isinstance(params["element"], (FloatFormat, IntFormat)):
+        params["element"] = get_format(params["element"])
+    params.setdefault("element", element)
+    params.setdefault("element_scale_exp", ses)
+    return BlockScheme(name=sname, scale_format=scale_fmt, block_size=k, kind=kind, profile=pname, **params)
+
+
+def _claims(fmt: Format, kw: dict[str, Any]) -> bool:
+    return isinstance(fmt, (FloatFormat, IntFormat)) and "block_size" in kw and not ({"scale", "zero_point"} & set(kw))
+
+
+register_family("block", builder=_build, from_spec=_from_spec, names=tuple(NAMED_SCHEMES), claims=_claims,
+                order=200)
+
+from . import block_profiles  # noqa: E402,F401  (registers the block profiles)
+
+__all__ = ["CHOICES", "NAMED_SCHEMES", "BlockScheme"]

@@ -1,0 +1,298 @@
+"""MX block quantization: power-of-two (E8M0) block scales (spec: block.md §4).
+
+quantize_mx_blocks(s, xb) works on a (n_blocks, block_size) array and returns element codes, scale bytes and
+the unspecified masks; dequantize_mx(...) turns them back into values. Every choice is a field of the
+BlockScheme ``s`` (block.md §2 lists them); the step order is block.md §4.1:
+
+    amax  = max |x_i| over the finite elements of the block (in the compute dtype; DAZ when flush_subnormals)
+    e     = scale_rule(amax)                     (§4.2; zero blocks: zero_block, §4.3)
+    byte  = scale_range(e) + 127                 (§4.4; non-finite blocks: nonfinite_block, §4.5)
+    y_i   = x_i / 2^e_div  (exact, or in the compute dtype, dividing or multiplying by the reciprocal, §4.6)
+    P_i   = encode(y_i * 2^-element_scale_exp, element, rounding, overflow, nan)   (the core, §4.7)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..core.decode import decode, exact_parts
+from ..core.encode import CHUNK, encode_exact, encode_flat
+from ..core.exact import NAN, U64, Exact, decompose
+from ..errors import QrefError
+from ..formats import FloatFormat, IntFormat
+from ..policy import CastPolicy
+from . import block_arith as ar
+
+if TYPE_CHECKING:
+    from .block import BlockScheme
+
+E8M0_BIAS = 127
+
+
+def element_policy(s: BlockScheme) -> CastPolicy:
+    return CastPolicy(rounding=s.rounding, overflow=s.overflow, nan=s.nan)
+
+
+def encode_exact_shifted(x: np.ndarray, shift: np.ndarray, fmt: IntFormat | FloatFormat, policy: CastPolicy
+                         ) -> np.ndarray:
+    """encode(x * 2^shift) for a flat array x and per-element integer shifts, exactly (exponent arithmetic
+    on the exact triples; no floating-point multiplication)."""
+    rp = policy.resolve(fmt)
+    out = np.empty(x.size, dtype=fmt.code_dtype)
+    for start in range(0, x.size, CHUNK):
+        sl = slice(start, start + CHUNK)
+        ex = decompose(x[sl])
+        ex = Exact(ex.cls, ex.neg, ex.sig, ex.exp + shift[sl], ex.subnormal)
+        out[sl] = encode_exact(ex, fmt, rp)
+    return out
+
+
+def apply_zero_sign(s: BlockScheme, codes: np.ndarray) -> np.ndarray:
+    """zero_sign="positive": a -0 result becomes +0 (MLX's FP4 argmin picks +0, the first table entry)."""
+    fmt = s.element
+    if isinstance(fmt, FloatFormat) and s.zero_sign == "positive" and fmt.has_negative_zero:
+        return np.where(codes == fmt.sign_mask, 0, codes).astype(fmt.code_dtype)
+    return codes
+
+
+def lut_argmin(y: np.ndarray, fmt: FloatFormat) -> np.ndarray:
+    """MLX's FP4 rule taken literally: the first code c (in code order) minimizing fl(|y - value(c)|), with the
+    subtraction rounded in y's dtype; NaN distances never win, so an all-NaN row gives code 0."""
+    table = decode(np.arange(1 << fmt.bits, dtype=fmt.code_dtype), fmt, dtype=np.float64)
+    ok = ~np.isnan(table)
+    codes = np.arange(1 << fmt.bits)[ok]
+    dist = np.abs(ar.sub(y.reshape(-1, 1), table[ok][None, :], y.dtype).astype(np.float64))
+    dist = np.where(np.isnan(dist), np.inf, dist)
+    best = dist.min(axis=1, keepdims=True)
+    first = np.argmax(dist == best, axis=1)  # the first index at the minimum (all Inf/NaN rows: index 0)
+    return codes[first].astype(fmt.code_dtype)
+
+
+def encode_elements(s: BlockScheme, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of scaled values y (a float array in the compute dtype) and the unspecified mask (block.md §4.7).
+
+    P = encode(y * 2^-element_scale_exp) under (rounding, overflow, nan), then zero_sign. With
+    out_of_range="lut_argmin" the values beyond the element maximum and the non-finite ones take MLX's table
+    rule instead (lut_argmin); within range that rule is nearest with ties toward the smaller magnitude and -0 ->
+    +0 (tests/test_block_mlx.py checks it on every float16 and bfloat16 value). Otherwise a NaN y whose code
+    depends on the NaN's sign is unspecified: IEEE 754 §6.3 leaves the sign of an arithmetic NaN unspecified."""
+    fmt = s.element
+    policy = element_policy(s)
+    ses = s.element_scale_exp
+    yflat = np.ascontiguousarray(y).reshape(-1)
+    if isinstance(fmt, IntFormat) or ses != 0:
+        codes = encode_exact_shifted(yflat, np.full(yflat.size, -ses, dtype=np.int64), fmt, policy)
+    else:
+        codes = encode_flat(yflat, fmt, policy.resolve(fmt))
+    codes = apply_zero_sign(s, codes.reshape(y.shape))
+    y64 = ar.f64(y)
+    if s.zero_sign == "scaled_zero_positive" and isinstance(fmt, FloatFormat) and fmt.has_negative_zero:
+        codes = np.where(y64 == 0, np.where(codes == fmt.sign_mask, 0, codes), codes).astype(fmt.code_dtype)
+    unspec = np.zeros(y.shape, dtype=bool)
+    if s.out_of_range == "lut_argmin":
+        assert isinstance(fmt, FloatFormat)
+        far = ~(np.abs(y64) <= float(fmt.max_value))
+        if far.any():
+            codes = codes.copy()
+            codes[far] = lut_argmin(y[far], fmt)
+    elif isinstance(fmt, FloatFormat) and policy.resolve(fmt).nan in ("keep_sign", "max", "flipped_sign_zero"):
+        unspec = np.isnan(y64)
+    return codes, unspec
+
+
+def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: bool
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(e, zero) for finite amax >= 0: e = the unbiased scale exponent of scale_rule, zero = the blocks the
+    rule treats as zero blocks (amax == 0, or a quotient amax / max_elem that is 0 in the compute dtype)."""
+    emax, max_elem = s.element_emax, s.element_max
+    rule = s.scale_rule
+    e = np.zeros(amax.shape, dtype=np.int64)
+    if rule in ("floor", "ceil", "even", "floor_log2_float32"):
+        zero = amax == 0
+        pos = ~zero
+        a = amax[pos]
+        if rule == "floor":
+            e[pos] = ar.floor_log2(a) - emax
+        elif rule == "ceil":
+            e[pos] = ar.ceil_log2(a) - emax
+        elif rule == "even":
+            e[pos] = ar.round_half_up_exponent(a, s.element_mantissa_bits) - emax
+        else:
+            e[pos] = np.floor(ar.log2_float32(ar.round_to(a, ar.F32))).astype(np.int64) - emax
+        return e, zero
+    # rceil family: r = amax / max_elem, exact or rounded to the compute dtype
+    if C is None:
+        zero = amax == 0
+        pos = ~zero
+        e[pos] = ar.ceil_log2_ratio(amax[pos], max_elem)
+        return e, zero
+    if s.quotient_arith == "divide":
+        r = ar.div(amax, float(max_elem), C, ftz)
+    else:  # amax * fl(1 / max_elem) (XLA, TE): the constant is rounded to float16 for float16 and to float32
+        # otherwise (XLA:CPU computes bfloat16 arithmetic in float32, where it folds the reciprocal)
+        const_dtype = ar.F16 if C == ar.F16 else ar.F32
+        r = ar.mul(amax, ar.round_to(np.float64(1 / max_elem), const_dtype), C, ftz)
+    zero = r == 0
+    pos = ~zero
+    if rule == "rceil":
+        e[pos] = ar.ceil_log2(r[pos])
+    else:  # rceil_log2_float32
+        e[pos] = np.ceil(ar.log2_float32(ar.round_to(r[pos], ar.F32))).astype(np.int64)
+    return e, zero
+
+
+def quantize_mx_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
+    """Quantize a (n_blocks, k) array. Returns codes (n_blocks, k), scales (uint8 E8M0 bytes, n_blocks),
+    unspecified (n_blocks, k) and scales_unspecified (n_blocks)."""
+    nb, k = xb.shape
+    C = ar.resolve_compute_dtype(s.compute_dtype, xb.dtype)
+    ftz = s.flush_subnormals
+    if ftz and C is None:
+        raise QrefError("flush_subnormals=True needs a compute dtype (compute_dtype='input' or 'float32', ...)")
+    xc = xb if C is None else ar.round_to(xb, C)
+    with np.errstate(invalid="ignore", over="ignore"):
+        xf = ar.f64(xc)
+    if ftz:
+        xf = ar.flush(xf)
+    nan_el = np.isnan(xf)
+    inf_el = np.isinf(xf)
+    nan_blk = nan_el.any(axis=1)
+    inf_blk = inf_el.any(axis=1) & ~nan_blk
+    nonfinite = nan_blk | inf_blk
+    absx = np.where(nan_el | inf_el, 0.0, np.abs(xf))
+    amax64 = absx.max(axis=1) if k else np.zeros(nb)
+    # amax is a value of the compute (or input) dtype: exact in float64; hand it back in that dtype
+    amax = amax64.astype(xc.dtype) if xc.dtype.kind in "fV" else amax64
+
+    # ---- scale exponent (§4.2-4.3) ----------------------------------------------------------------------
+    e, zero = _scale_exponent(s, amax, C, ftz)
+    if s.zero_block == "min_scale":
+        e = np.where(zero, -E8M0_BIAS, e)
+    elif s.zero_block == "unit_scale":
+        e = np.where(zero, 0, e)
+    elif s.zero_block == "min_normal_amax" and zero.any():
+        e0, _ = _scale_exponent(s, np.full(1, ar.F32_MIN_NORMAL, dtype=amax.dtype), C, ftz)
+        e = np.where(zero, e0[0], e)
+    open_case = (e < -E8M0_BIAS) | (e > E8M0_BIAS) | zero  # OCP leaves these scales open
+
+    # ---- range (§4.4) ---------------------------------------------------------------------------------
+    scale_nan = np.zeros(nb, dtype=bool)
+    if s.scale_range == "wrap":
+        byte = (e + E8M0_BIAS) & 0xFF
+        e_div = e.copy()
+    else:
+        e_div = np.maximum(e, -E8M0_BIAS)
+        if s.scale_range == "clamp":
+            e_div = np.minimum(e_div, E8M0_BIAS)
+        else:  # clamp_nan
+            scale_nan = e_div > E8M0_BIAS
+            e_div = np.minimum(e_div, E8M0_BIAS)
+        byte = e_div + E8M0_BIAS
+    # a special divisor (float, per block) overrides 2^e_div: NaN = none
+    special = np.full(nb, np.nan)
+
+    # ---- non-finite blocks (§4.5) ------------------------------------------------------------------------
+    pol = s.nonfinite_block
+    if nonfinite.any():
+        if pol == "nan_scale":
+            scale_nan |= nonfinite
+        elif pol == "nan255_inf_e128":
+            scale_nan |= nan_blk
+            # the float32 exponent field of Inf is 255 (E = 128): e = 128 - emax, clamped as usual
+            e_inf = min(128 - s.element_emax, E8M0_BIAS)
+            byte = np.where(inf_blk, e_inf + E8M0_BIAS, byte)
+            e_div = np.where(inf_blk, e_inf, e_div)
+        elif pol == "nan255_inf254":
+            scale_nan |= nan_blk
+            byte = np.where(inf_blk, 254, byte)
+            e_div = np.where(inf_blk, E8M0_BIAS, e_div)
+        elif pol == "mlx":
+            byte = np.where(nonfinite, 128 if C == ar.F32 else 0, byte)
+            special = np.where(nonfinite, 0.0, special)
+        elif pol == "jax":
+            byte = np.where(nan_blk, 0, np.where(inf_blk, 255, byte))
+            special = np.where(inf_blk, np.inf, special)
+        else:  # pragma: no cover - validated in BlockScheme
+            raise AssertionError(pol)
+    byte = np.where(scale_nan, 255, byte)
+
+    # ---- tiny blocks: the divisor used for stored byte 0 (§4.4) -------------------------------------------
+    folded = np.zeros(nb, dtype=bool)  # jax: XLA folds the constant 2^-127 (or 2^-15) instead of reading it
+    if s.scale_range != "wrap":
+        b0 = (byte == 0) & np.isnan(special) & ~scale_nan
+        if s.byte0_divisor == "float32_min_normal":
+            e_div = np.where(b0, -126, e_div)
+        elif s.byte0_divisor == "one":
+            e_div = np.where(b0, 0, e_div)
+        elif s.byte0_divisor == "jax":
+            e_div = np.where(b0, -15 if C == ar.F16 else -E8M0_BIAS, e_div)
+            folded = b0
+
+    # ---- elements (§4.6-4.7) -----------------------------------------------------------------------------
+    fmt = s.element
+    policy = element_policy(s)
+    flat = np.ascontiguousarray(xc).reshape(-1)
+    ses = s.element_scale_exp
+    if C is None:
+        shift = np.repeat(-e_div - ses, k)
+        codes = encode_exact_shifted(flat, shift, fmt, policy).reshape(nb, k)
+        codes = apply_zero_sign(s, codes)
+        if s.zero_sign == "scaled_zero_positive" and isinstance(fmt, FloatFormat) and fmt.has_negative_zero:
+            codes = np.where(xf == 0, np.where(codes == fmt.sign_mask, 0, codes), codes).astype(fmt.code_dtype)
+        unspec = np.zeros((nb, k), dtype=bool)
+    else:
+        d = np.where(np.isnan(special), ar.pow2(e_div, None), special)
+        d = ar.round_to(d, C)
+        if s.scale_arith == "divide":
+            y = ar.div(xc, d[:, None], C, ftz)
+        else:
+            m = ar.div(1.0, d, C, ftz)
+            if C == ar.F32:  # 1 / 2^-127 folded at compile time: 2^127, no flush
+                m = np.where(folded, ar.pow2(-e_div, C), m)
+            y = ar.mul(xc, m[:, None], C, ftz)
+        codes, unspec = encode_elements(s, y)
+    codes = np.where(scale_nan[:, None], 0, codes).astype(fmt.code_dtype)
+    unspec |= scale_nan[:, None]
+    scales_unspec = np.zeros(nb, dtype=bool)
+    if pol == "jax":
+        # XLA:CPU's vectorized max reduction propagates a NaN or drops it depending on the array's shape: the
+        # scale of a block holding NaN, and so its codes, are unspecified (block.md §4.5)
+        unspec |= nan_blk[:, None]
+        scales_unspec |= nan_blk
+    if s.unspecified_open_cases:
+        unspec |= (open_case & ~zero)[:, None] | (nonfinite[:, None])
+        scales_unspec |= open_case | nonfinite
+    return {"codes": codes, "scales": byte.astype(np.uint8), "unspecified": unspec,
+            "scales_unspecified": scales_unspec}
+
+
+def dequantize_mx(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Values of (n_blocks, k) codes with E8M0 scale bytes (n_blocks,) as ``dtype`` (block.md §4.8).
+
+    dequant="exact": P_i * 2^element_scale_exp * 2^(byte - 127) rounded once to dtype (byte 255 = NaN);
+    dequant="in_dtype": s = fl_dtype(2^(byte - 127)) (byte 255: NaN, or 2^128 with dequant_nan_scale="power"),
+    then fl_dtype(decode(P_i, dtype) * s) (MLX, torchao)."""
+    nb, k = codes.shape
+    fmt = s.element
+    from ..core.decode import target_format
+
+    dt, tgt = target_format(dtype)
+    b = scales.astype(np.int64)
+    if s.dequant == "exact":
+        ex = exact_parts(codes.reshape(-1).astype(U64), fmt)
+        shift = np.repeat(b - E8M0_BIAS, k) + s.element_scale_exp
+        cls = np.where(np.repeat(b == 255, k), NAN, ex.cls).astype(np.int8)
+        ex = Exact(cls, ex.neg, ex.sig, ex.exp + shift, ex.subnormal)
+        pol = CastPolicy(rounding="nearest_even", overflow="inf", nan="keep_sign").resolve(tgt)
+        bits = encode_exact(ex, tgt, pol).astype(tgt.code_dtype)
+        return bits.view(dt).reshape(nb, k)
+    sv = ar.pow2(b - E8M0_BIAS, None)
+    if s.dequant_nan_scale == "nan":
+        sv = np.where(b == 255, np.nan, sv)
+    sv = ar.round_to(sv, dt)
+    vals = decode(codes, fmt, dtype=dt)
+    if s.element_scale_exp:
+        vals = ar.mul(vals, 2.0**s.element_scale_exp, dt)
+    return ar.mul(vals, sv[:, None], dt)

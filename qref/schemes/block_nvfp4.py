@@ -1,0 +1,210 @@
+"""Float-scaled blocks: NVFP4 (E2M1 elements, E4M3 block scales, optional float32 global scale) and any element
+format with a non-power-of-two scale format (spec: block.md §5).
+
+Each ``global_scale_rule`` is one documented formula (block.md §5.2); ``M`` is the element maximum (6 for E2M1),
+``S`` the scale format maximum (448 for E4M3), fl32 / fl_T round to float32 / the input dtype:
+
+exact    s = scale_fmt(amax / M); y = x / s                    (exact quotients; no global scale)
+nvidia   S_enc = fl32(M S / g) (g = 0 or S_enc = 0: 1); s = e4m3(fl32(amax * fl32(S_enc * fl32(1/M))));
+         y = fl32(x * min(fl32(1 / fl32(s * fl32(1/S_enc))), FLT_MAX))      (TransformerEngine)
+torchao  s = e4m3(clamp(fl32(fl32(amax / M) [/ pts]), 2^-6, S)); y = fl32(x * fl32([fl32(1/pts)] / s))
+mlx      s = to_fp8(fl_T(amax / M) [* fl32(M S / g)]); y = fl_T(x / s) [* fl32(M S / g)]
+jax      x' = fl32(x / gs) (gs = 1 by default); s = e4m3(clip(fl32(amax' / M), 0, S)); y = fl32(x' / s);
+         under jit XLA turns each division into a multiplication by the float32 reciprocal and folds the two
+         element multiplications: y = fl32(x * fl32(fl32(1/gs) * fl32(1/s))) (scale_arith and quotient_arith
+         = "reciprocal")
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..core.decode import decode
+from ..core.encode import encode_flat
+from ..errors import QrefError
+from ..policy import CastPolicy
+from . import block_arith as ar
+from .block_mx import encode_elements
+
+if TYPE_CHECKING:
+    from .block import BlockScheme
+
+GLOBAL_SCALE_RULES = ("exact", "nvidia", "torchao", "mlx", "jax")
+
+
+def _block_amax(x: np.ndarray, nan: str) -> np.ndarray:
+    """max |x| per row in float64; nan="propagate" (torch.amax, mx.max, jnp.max) or "ignore" (PTX max)."""
+    a = np.abs(ar.f64(x))
+    if a.shape[1] == 0:
+        return np.zeros(a.shape[0])
+    if nan == "ignore":
+        return np.where(np.isnan(a), -np.inf, a).max(axis=1).clip(min=0)
+    return a.max(axis=1)
+
+
+def _encode_scale(s: BlockScheme, v: np.ndarray, nan: str | None = None) -> np.ndarray:
+    """Scale codes of float values v: nearest-even, saturating (block.md §5.1)."""
+    fmt = s.scale_format
+    pol = CastPolicy(rounding="nearest_even", overflow="saturate", nan=nan).resolve(fmt)
+    return encode_flat(np.ascontiguousarray(v).reshape(-1), fmt, pol).reshape(np.shape(v))
+
+
+def tensor_amax(x: np.ndarray) -> np.float32:
+    """max |x| over the whole tensor, NaN ignored, as float32 (the global amax of NVIDIA and MLX)."""
+    a = np.abs(np.asarray(x, dtype=np.float64))
+    a = a[~np.isnan(a)]
+    return np.float32(a.max() if a.size else 0.0)
+
+
+def quantize_float_scaled_blocks(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None
+                                 ) -> dict[str, np.ndarray]:
+    """Quantize a (n_blocks, k) array with float block scales; see the module docstring for each rule."""
+    nb = xb.shape[0]
+    rule = s.global_scale_rule
+    M = float(s.element_max)
+    S = float(s.scale_format.max_value)
+    f32 = ar.F32
+    ftz = s.flush_subnormals
+    gs_out = None
+    if rule == "exact":
+        if global_scale is not None:
+            raise QrefError("global_scale_rule='exact' has no global scale; use 'nvidia', 'torchao', 'mlx' or 'jax'")
+        x64 = _exact_input(s, xb)
+        amax = _block_amax(x64, "propagate")
+        with np.errstate(invalid="ignore"):
+            byte = _encode_scale(s, amax / M)  # float64 quotient: correctly rounded, then rounded once more (§5.3)
+        d = decode(byte, s.scale_format, dtype=np.float64)[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # a scale that rounds to zero keeps the elements' signs: y = +-0 (tiny blocks are unspecified below)
+            y = np.where(d == 0, x64 * 0.0, x64 / np.where(d == 0, 1.0, d))
+    elif rule == "nvidia":
+        xc = ar.round_to(xb, f32)
+        g = np.float32(global_scale)
+        gs_out = g
+        s_enc = ar.div(np.float32(M * S), g, f32)
+        s_enc = np.minimum(s_enc, np.float32(ar.FLT_MAX))
+        if g == 0 or s_enc == 0 or np.isnan(s_enc):
+            s_enc = np.float32(1.0)
+        k_m = ar.mul(s_enc, np.float32(1.0 / M), f32)
+        amax = _block_amax(xc, "ignore")
+        byte = _encode_scale(s, ar.mul(amax, k_m, f32))
+        d = decode(byte, s.scale_format, dtype=f32)
+        s_dec = ar.div(1.0, s_enc, f32)
+        coef = np.minimum(ar.div(1.0, ar.mul(d, s_dec, f32), f32), np.float32(ar.FLT_MAX))
+        y = ar.mul(xc, coef[:, None], f32)
+    elif rule == "torchao":
+        xc = ar.round_to(xb, f32)
+        amax = _block_amax(xc, "propagate")
+        bs = ar.div(amax, M, f32)
+        if global_scale is not None:
+            gs_out = np.float32(global_scale)
+            bs = ar.div(bs, gs_out, f32)
+        lo = float(s.scale_format.min_normal)
+        with np.errstate(invalid="ignore"):
+            sv = np.where(np.isnan(bs), bs, np.clip(bs, lo, S)).astype(f32)
+        byte = _encode_scale(s, sv)
+        d = decode(byte, s.scale_format, dtype=f32)
+        num = np.float32(1.0) if global_scale is None else ar.div(1.0, gs_out, f32)
+        r = ar.div(num, d, f32)
+        y = ar.mul(xc, r[:, None], f32)
+    elif rule == "mlx":
+        T = ar.resolve_compute_dtype("input", xb.dtype)
+        xT = ar.round_to(xb, T)
+        amax = _block_amax(xT, "propagate").astype(T)
+        r = ar.div(amax, M, T)
+        if global_scale is not None:
+            gs_out = np.float32(global_scale)
+            enc = ar.div(np.float32(M * S), gs_out, f32)
+            sv = ar.mul(r, enc, f32)
+        else:
+            sv = r
+        byte = _encode_scale(s, sv, nan="max")
+        d = decode(byte, s.scale_format, dtype=T)
+        y = ar.div(xT, d[:, None], T)
+        # MLX multiplies by the float32 encode scale (1.0 without a global scale): y and the table distances
+        # are float32 from here on
+        y = ar.mul(y, enc, f32) if global_scale is not None else ar.round_to(y, f32)
+    elif rule == "jax":
+        T = ar.resolve_compute_dtype("input", xb.dtype)
+        gs_out = np.float32(1.0 if global_scale is None else global_scale)
+        xT = ar.round_to(xb, T)
+        if s.scale_arith == "divide":
+            xc = ar.div(xT, gs_out, f32, ftz)
+        else:  # XLA under jit: x / broadcast(gs) -> x * broadcast(fl32(1 / gs))
+            xc = ar.mul(xT, ar.div(1.0, gs_out, f32, ftz), f32, ftz)
+        amax = _block_amax(xc, "propagate").astype(f32)
+        # quotient_arith="reciprocal": x / CONST -> x * fl32(1 / CONST)
+        sv = (ar.div(amax, M, f32, ftz) if s.quotient_arith == "divide"
+              else ar.mul(amax, np.float32(1.0 / M), f32, ftz))
+        with np.errstate(invalid="ignore"):
+            sv = np.where(np.isnan(sv), sv, np.clip(sv, 0.0, S)).astype(f32)
+        byte = _encode_scale(s, sv)
+        d = decode(byte, s.scale_format, dtype=f32)
+        if s.scale_arith == "divide":
+            y = ar.div(xc, d[:, None], f32, ftz)
+        else:  # XLA folds (x * fl32(1/gs)) * fl32(1/s) into x * fl32(fl32(1/gs) * fl32(1/s))
+            r = ar.mul(ar.div(1.0, gs_out, f32, ftz), ar.div(1.0, d, f32, ftz), f32, ftz)
+            y = ar.mul(xT, r[:, None], f32, ftz)
+    else:  # pragma: no cover - validated in BlockScheme
+        raise AssertionError(rule)
+    codes, unspec = encode_elements(s, y)
+    dv = decode(byte, s.scale_format, dtype=np.float64)
+    unspec |= np.isnan(dv)[:, None]  # a NaN scale makes every value of the block NaN
+    scales_unspec = np.zeros(nb, dtype=bool)
+    if rule == "jax":  # XLA:CPU's max reduction may drop a NaN depending on the shape (block.md §5.2)
+        nan_blk = np.isnan(ar.f64(xb)).any(axis=1)
+        unspec |= nan_blk[:, None]
+        scales_unspec |= nan_blk
+    if rule == "exact":  # qref's own rule leaves non-finite and tiny blocks open (block.md §5.3)
+        x64 = ar.f64(xb)
+        open_blk = ~np.isfinite(x64).all(axis=1) | ((dv == 0) & (_block_amax(x64, "ignore") > 0))
+        unspec |= open_blk[:, None]
+        scales_unspec = open_blk | (dv == 0)
+    return {"codes": codes, "scales": byte.astype(s.scale_format.code_dtype), "unspecified": unspec,
+            "scales_unspecified": scales_unspec, "global_scale": gs_out}
+
+
+def _exact_input(s: BlockScheme, xb: np.ndarray) -> np.ndarray:
+    """The input as float64 for the exact rule, which needs p_in + p_scale + p_elem + 2 <= 53 bits so that the
+    float64 quotient rounds like the exact one (block.md §5.3)."""
+    if xb.dtype == np.float64 or xb.dtype.kind in "iu":
+        raise QrefError(
+            "global_scale_rule='exact' quantizes float32, float16 and bfloat16 inputs exactly; round float64 or "
+            "integer inputs to float32 first (x.astype(np.float32)) or pick a profile with a compute dtype"
+        )
+    p_in = {2: 11, 4: 24}[xb.dtype.itemsize] if xb.dtype != ar.BF16 else 8
+    p = p_in + s.scale_format.precision + s.element.precision + 2
+    if p > 53:
+        raise QrefError(f"exact float-scaled quantization needs {p} <= 53 bits of float64 headroom")
+    return ar.f64(xb)
+
+
+def dequantize_float_scaled(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, global_scale: object,
+                            dtype: np.dtype) -> np.ndarray:
+    """Values of (n_blocks, k) codes with float-format block scale codes (block.md §5.4):
+
+    exact / jax: P * s [* gs] rounded once;  nvidia: fl32(P * fl32(fl32(s * g) * fl32(1/(M S))));
+    torchao: fl32(P * fl32(pts * s)) (without pts: P * s);  mlx: fl32(P * fl32(s * fl32(g / (M S))))
+    (without g: fl_dtype(P * s)); float32 results are then rounded to dtype."""
+    from ..core.decode import target_format
+
+    dt, _ = target_format(dtype)
+    rule = s.global_scale_rule
+    f32 = ar.F32
+    p = decode(codes, s.element, dtype=np.float64)
+    d = decode(scales, s.scale_format, dtype=np.float64)[:, None]
+    MS = np.float32(float(s.element_max) * float(s.scale_format.max_value))
+    g = None if global_scale is None else np.float32(global_scale)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if rule in ("exact", "jax") or (rule in ("torchao", "mlx") and g is None):
+            v = p * d if g is None or rule != "jax" else p * d * np.float64(g)
+            return ar.round_to(v, dt)
+        if rule == "nvidia":
+            fs = ar.mul(ar.mul(d, g, f32), np.float32(1.0 / float(MS)), f32)
+            return ar.round_to(ar.mul(p, fs, f32), dt)
+        if rule == "torchao":
+            return ar.round_to(ar.mul(p, ar.mul(g, d, f32), f32), dt)
+        inv = ar.div(g, MS, f32)  # mlx
+        return ar.round_to(ar.mul(p, ar.mul(d, inv, f32), f32), dt)
