@@ -1,0 +1,76 @@
+"""FP8 training recipes and reference ops with explicit numerics (spec: docs/spec/recipes.md).
+
+- ``scaling``: amax, current scaling formulas (Flax, amax / max, powers of two; per tensor, axis or block),
+  scaled casts, and ``DelayedScaling`` (the amax-history recipe of flax.linen.fp8_ops).
+- ``ops``: ``qdq_matmul`` with a declared accumulation, ``block_dot`` / ``block_matmul`` for MX and NVFP4
+  QArrays (OCP MX v1.0 §6), emulations of MLX ``quantized_matmul`` / ``qqmm`` and ``jax.lax.scaled_dot``, each
+  returning the exact (correctly rounded) result and a rigorous error bound for implementation-defined orders.
+- ``training``: the hybrid E4M3 / E5M2 recipe, a numpy reference of a Dense layer under Flax's
+  ``Fp8DirectDotGeneralOp`` (forward and backward), and 8-bit blockwise optimizer-state quantization.
+"""
+
+from .ops import (
+    Accumulation,
+    MatmulResult,
+    block_dot,
+    block_matmul,
+    exact_matmul,
+    jax_scaled_dot,
+    mlx_qqmm,
+    mlx_quantized_matmul,
+    qdq_matmul,
+)
+from .scaling import (
+    DelayedScaling,
+    ScalingState,
+    amax,
+    compute_scale,
+    current_scale,
+    expand_scale,
+    qdq,
+    scaled_dequantize,
+    scaled_quantize,
+)
+from .training import (
+    PRESETS,
+    AdamState8bit,
+    DenseStep,
+    Fp8DotState,
+    HybridRecipe,
+    adam8bit_step,
+    dense_fp8_step,
+    dequantize_blockwise,
+    quantize_blockwise,
+    sgd,
+)
+
+__all__ = [
+    "PRESETS",
+    "Accumulation",
+    "AdamState8bit",
+    "DelayedScaling",
+    "DenseStep",
+    "Fp8DotState",
+    "HybridRecipe",
+    "MatmulResult",
+    "ScalingState",
+    "adam8bit_step",
+    "amax",
+    "block_dot",
+    "block_matmul",
+    "compute_scale",
+    "current_scale",
+    "dense_fp8_step",
+    "dequantize_blockwise",
+    "exact_matmul",
+    "expand_scale",
+    "jax_scaled_dot",
+    "mlx_qqmm",
+    "mlx_quantized_matmul",
+    "qdq",
+    "qdq_matmul",
+    "quantize_blockwise",
+    "scaled_dequantize",
+    "scaled_quantize",
+    "sgd",
+]
