@@ -13,6 +13,8 @@ BlockScheme ``s`` (block.md §2 lists them); the step order is block.md §4.1:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -143,31 +145,40 @@ def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: b
     return e, zero
 
 
-def quantize_mx_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
-    """Quantize a (n_blocks, k) array. Returns codes (n_blocks, k), scales (uint8 E8M0 bytes, n_blocks),
-    unspecified (n_blocks, k) and scales_unspecified (n_blocks)."""
-    nb, k = xb.shape
-    C = ar.resolve_compute_dtype(s.compute_dtype, xb.dtype)
-    ftz = s.flush_subnormals
-    if ftz and C is None:
-        raise QrefError("flush_subnormals=True needs a compute dtype (compute_dtype='input' or 'float32', ...)")
-    xc = xb if C is None else ar.round_to(xb, C)
-    with np.errstate(invalid="ignore", over="ignore"):
-        xf = ar.f64(xc)
-    if ftz:
-        xf = ar.flush(xf)
-    nan_el = np.isnan(xf)
-    inf_el = np.isinf(xf)
-    nan_blk = nan_el.any(axis=1)
-    inf_blk = inf_el.any(axis=1) & ~nan_blk
+ScaleExponent = Callable[["BlockScheme", np.ndarray, "np.dtype | None", bool], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass
+class MXScales:
+    """Per-block results of the scale steps (block.md §4.2-4.5), shared by the reference and the fast path.
+
+    byte: the stored E8M0 byte; e_div: the exponent the elements are divided by (2^e_div); special: a divisor
+    that overrides 2^e_div (NaN = none; 0 for MLX non-finite blocks, +Inf for JAX Inf blocks); scale_nan: byte
+    255 with codes 0; folded: JAX's compile-time reciprocal of byte 0; zero: zero blocks; open_case: scales
+    OCP leaves open; nan_blk / inf_blk / nonfinite: blocks holding NaN / Inf (no NaN) / either."""
+
+    byte: np.ndarray
+    e_div: np.ndarray
+    special: np.ndarray
+    scale_nan: np.ndarray
+    folded: np.ndarray
+    zero: np.ndarray
+    open_case: np.ndarray
+    nan_blk: np.ndarray
+    inf_blk: np.ndarray
+    nonfinite: np.ndarray
+
+
+def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_blk: np.ndarray,
+                    C: np.dtype | None, ftz: bool, scale_exponent: ScaleExponent | None = None) -> MXScales:
+    """Scale byte and element divisor of each block from its amax (a value of the compute or input dtype; 0 for
+    non-finite blocks) and its NaN / Inf flags (block.md §4.2-4.5). scale_exponent: a function equal to
+    _scale_exponent (the fast path passes block_fast.fast_scale_exponent); None = _scale_exponent."""
+    nb = amax.shape[0]
     nonfinite = nan_blk | inf_blk
-    absx = np.where(nan_el | inf_el, 0.0, np.abs(xf))
-    amax64 = absx.max(axis=1) if k else np.zeros(nb)
-    # amax is a value of the compute (or input) dtype: exact in float64; hand it back in that dtype
-    amax = amax64.astype(xc.dtype) if xc.dtype.kind in "fV" else amax64
 
     # ---- scale exponent (§4.2-4.3) ----------------------------------------------------------------------
-    e, zero = _scale_exponent(s, amax, C, ftz)
+    e, zero = (scale_exponent or _scale_exponent)(s, amax, C, ftz)
     if s.zero_block == "min_scale":
         e = np.where(zero, -E8M0_BIAS, e)
     elif s.zero_block == "unit_scale":
@@ -229,8 +240,30 @@ def quantize_mx_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
         elif s.byte0_divisor == "jax":
             e_div = np.where(b0, -15 if C == ar.F16 else -E8M0_BIAS, e_div)
             folded = b0
+    return MXScales(byte, e_div, special, scale_nan, folded, zero, open_case, nan_blk, inf_blk, nonfinite)
 
-    # ---- elements (§4.6-4.7) -----------------------------------------------------------------------------
+
+def mx_row_flags(s: BlockScheme, sc: MXScales) -> tuple[np.ndarray, np.ndarray]:
+    """(blocks whose every code is unspecified, blocks whose scale is unspecified) (block.md §4.5, §4.9)."""
+    rows = sc.scale_nan.copy()
+    scales_unspec = np.zeros(sc.byte.shape[0], dtype=bool)
+    if s.nonfinite_block == "jax":
+        # XLA:CPU's vectorized max reduction propagates a NaN or drops it depending on the array's shape: the
+        # scale of a block holding NaN, and so its codes, are unspecified (block.md §4.5)
+        rows |= sc.nan_blk
+        scales_unspec |= sc.nan_blk
+    if s.unspecified_open_cases:
+        rows |= (sc.open_case & ~sc.zero) | sc.nonfinite
+        scales_unspec |= sc.open_case | sc.nonfinite
+    return rows, scales_unspec
+
+
+def mx_element_codes(s: BlockScheme, xc: np.ndarray, xf: np.ndarray, sc: MXScales, C: np.dtype | None, ftz: bool
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Element codes and their unspecified mask for blocks xc (the input rounded to the compute dtype; xf its
+    float64 values, flushed with ftz) divided by their scales (block.md §4.6-4.7)."""
+    nb, k = xc.shape
+    e_div, special = sc.e_div, sc.special
     fmt = s.element
     policy = element_policy(s)
     flat = np.ascontiguousarray(xc).reshape(-1)
@@ -241,34 +274,71 @@ def quantize_mx_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
         codes = apply_zero_sign(s, codes)
         if s.zero_sign == "scaled_zero_positive" and isinstance(fmt, FloatFormat) and fmt.has_negative_zero:
             codes = np.where(xf == 0, np.where(codes == fmt.sign_mask, 0, codes), codes).astype(fmt.code_dtype)
-        unspec = np.zeros((nb, k), dtype=bool)
+        return codes, np.zeros((nb, k), dtype=bool)
+    d = np.where(np.isnan(special), ar.pow2(e_div, None), special)
+    d = ar.round_to(d, C)
+    if s.scale_arith == "divide":
+        y = ar.div(xc, d[:, None], C, ftz)
     else:
-        d = np.where(np.isnan(special), ar.pow2(e_div, None), special)
-        d = ar.round_to(d, C)
-        if s.scale_arith == "divide":
-            y = ar.div(xc, d[:, None], C, ftz)
-        else:
-            m = ar.div(1.0, d, C, ftz)
-            if C == ar.F32:  # 1 / 2^-127 folded at compile time: 2^127, no flush
-                m = np.where(folded, ar.pow2(-e_div, C), m)
-            y = ar.mul(xc, m[:, None], C, ftz)
-        codes, unspec = encode_elements(s, y)
-    codes = np.where(scale_nan[:, None], 0, codes).astype(fmt.code_dtype)
-    unspec |= scale_nan[:, None]
-    scales_unspec = np.zeros(nb, dtype=bool)
-    if pol == "jax":
-        # XLA:CPU's vectorized max reduction propagates a NaN or drops it depending on the array's shape: the
-        # scale of a block holding NaN, and so its codes, are unspecified (block.md §4.5)
-        unspec |= nan_blk[:, None]
-        scales_unspec |= nan_blk
-    if s.unspecified_open_cases:
-        unspec |= (open_case & ~zero)[:, None] | (nonfinite[:, None])
-        scales_unspec |= open_case | nonfinite
-    return {"codes": codes, "scales": byte.astype(np.uint8), "unspecified": unspec,
+        m = ar.div(1.0, d, C, ftz)
+        if C == ar.F32:  # 1 / 2^-127 folded at compile time: 2^127, no flush
+            m = np.where(sc.folded, ar.pow2(-e_div, C), m)
+        y = ar.mul(xc, m[:, None], C, ftz)
+    return encode_elements(s, y)
+
+
+def quantize_mx_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
+    """Quantize a (n_blocks, k) array. Returns codes (n_blocks, k), scales (uint8 E8M0 bytes, n_blocks),
+    unspecified (n_blocks, k) and scales_unspecified (n_blocks).
+
+    Runs the fast path (block_fast.py, block.md §4.10) where it applies and equals this reference, else
+    quantize_mx_reference."""
+    from .block_fast import quantize_mx_fast
+
+    out = quantize_mx_fast(s, xb)
+    return quantize_mx_reference(s, xb) if out is None else out
+
+
+def quantize_mx_reference(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
+    """The readable reference of quantize_mx_blocks: block.md §4.1 step by step, in float64 and the core."""
+    nb, k = xb.shape
+    C = ar.resolve_compute_dtype(s.compute_dtype, xb.dtype)
+    ftz = s.flush_subnormals
+    if ftz and C is None:
+        raise QrefError("flush_subnormals=True needs a compute dtype (compute_dtype='input' or 'float32', ...)")
+    xc = xb if C is None else ar.round_to(xb, C)
+    with np.errstate(invalid="ignore", over="ignore"):
+        xf = ar.f64(xc)
+    if ftz:
+        xf = ar.flush(xf)
+    nan_el = np.isnan(xf)
+    inf_el = np.isinf(xf)
+    nan_blk = nan_el.any(axis=1)
+    inf_blk = inf_el.any(axis=1) & ~nan_blk
+    absx = np.where(nan_el | inf_el, 0.0, np.abs(xf))
+    amax64 = absx.max(axis=1) if k else np.zeros(nb)
+    # amax is a value of the compute (or input) dtype: exact in float64; hand it back in that dtype
+    amax = amax64.astype(xc.dtype) if xc.dtype.kind in "fV" else amax64
+    sc = mx_block_scales(s, amax, nan_blk, inf_blk, C, ftz)
+    codes, unspec = mx_element_codes(s, xc, xf, sc, C, ftz)
+    codes = np.where(sc.scale_nan[:, None], 0, codes).astype(s.element.code_dtype)
+    rows, scales_unspec = mx_row_flags(s, sc)
+    unspec = unspec | rows[:, None]
+    return {"codes": codes, "scales": sc.byte.astype(np.uint8), "unspecified": unspec,
             "scales_unspecified": scales_unspec}
 
 
 def dequantize_mx(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Values of (n_blocks, k) codes with E8M0 scale bytes (n_blocks,) as ``dtype`` (block.md §4.8): the
+    reference below, tabulated over every (scale byte, code) pair where that is small (block_fast)."""
+    from .block_fast import dequantize_fast
+
+    out = dequantize_fast(s, codes, scales, None, dtype, dequantize_mx_reference)
+    return dequantize_mx_reference(s, codes, scales, dtype) if out is None else out
+
+
+def dequantize_mx_reference(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype
+                            ) -> np.ndarray:
     """Values of (n_blocks, k) codes with E8M0 scale bytes (n_blocks,) as ``dtype`` (block.md §4.8).
 
     dequant="exact": P_i * 2^element_scale_exp * 2^(byte - 127) rounded once to dtype (byte 255 = NaN);

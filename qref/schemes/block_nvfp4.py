@@ -52,15 +52,38 @@ def _encode_scale(s: BlockScheme, v: np.ndarray, nan: str | None = None) -> np.n
 
 
 def tensor_amax(x: np.ndarray) -> np.float32:
-    """max |x| over the whole tensor, NaN ignored, as float32 (the global amax of NVIDIA and MLX)."""
-    a = np.abs(np.asarray(x, dtype=np.float64))
+    """max |x| over the whole tensor, NaN ignored (0 when every element is NaN or there is none), rounded to
+    float32 (the global amax of NVIDIA and MLX). float32 / float16 / bfloat16 inputs without NaN: one integer
+    maximum of the bit patterns."""
+    arr = np.asarray(x)
+    if arr.size and arr.dtype in (ar.F32, ar.F16, ar.BF16):
+        # (bits << 1) orders non-NaN magnitudes; a maximum at or below Inf's pattern means no NaN was present
+        ut = np.uint32 if arr.dtype.itemsize == 4 else np.uint16
+        top = int(np.max(np.ascontiguousarray(arr).view(ut) << ut(1)))
+        inf2 = {4: 0xFF000000, 2: 0xF800 if arr.dtype == ar.F16 else 0xFF00}[arr.dtype.itemsize]
+        if top <= inf2:
+            return np.float32(np.array([top >> 1], dtype=ut).view(arr.dtype)[0])
+    with np.errstate(invalid="ignore"):  # signaling NaN patterns
+        a = np.abs(np.asarray(x, dtype=np.float64))
     a = a[~np.isnan(a)]
     return np.float32(a.max() if a.size else 0.0)
 
 
 def quantize_float_scaled_blocks(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None
                                  ) -> dict[str, np.ndarray]:
-    """Quantize a (n_blocks, k) array with float block scales; see the module docstring for each rule."""
+    """Quantize a (n_blocks, k) array with float block scales; see the module docstring for each rule.
+
+    Runs the fast path (block_fast.py, block.md §5.5) where it applies and equals the reference, else
+    quantize_float_scaled_reference."""
+    from .block_fast import quantize_float_scaled_fast
+
+    out = quantize_float_scaled_fast(s, xb, global_scale)
+    return quantize_float_scaled_reference(s, xb, global_scale) if out is None else out
+
+
+def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None
+                                    ) -> dict[str, np.ndarray]:
+    """The readable reference of quantize_float_scaled_blocks (block.md §5), in float64 and the core."""
     nb = xb.shape[0]
     rule = s.global_scale_rule
     M = float(s.element_max)
@@ -81,33 +104,13 @@ def quantize_float_scaled_blocks(s: BlockScheme, xb: np.ndarray, global_scale: n
             y = np.where(d == 0, x64 * 0.0, x64 / np.where(d == 0, 1.0, d))
     elif rule == "nvidia":
         xc = ar.round_to(xb, f32)
-        g = np.float32(global_scale)
-        gs_out = g
-        s_enc = ar.div(np.float32(M * S), g, f32)
-        s_enc = np.minimum(s_enc, np.float32(ar.FLT_MAX))
-        if g == 0 or s_enc == 0 or np.isnan(s_enc):
-            s_enc = np.float32(1.0)
-        k_m = ar.mul(s_enc, np.float32(1.0 / M), f32)
-        amax = _block_amax(xc, "ignore")
-        byte = _encode_scale(s, ar.mul(amax, k_m, f32))
-        d = decode(byte, s.scale_format, dtype=f32)
-        s_dec = ar.div(1.0, s_enc, f32)
-        coef = np.minimum(ar.div(1.0, ar.mul(d, s_dec, f32), f32), np.float32(ar.FLT_MAX))
+        gs_out = np.float32(global_scale)
+        byte, coef = nvidia_block_scales(s, _block_amax(xc, "ignore"), gs_out)
         y = ar.mul(xc, coef[:, None], f32)
     elif rule == "torchao":
         xc = ar.round_to(xb, f32)
-        amax = _block_amax(xc, "propagate")
-        bs = ar.div(amax, M, f32)
-        if global_scale is not None:
-            gs_out = np.float32(global_scale)
-            bs = ar.div(bs, gs_out, f32)
-        lo = float(s.scale_format.min_normal)
-        with np.errstate(invalid="ignore"):
-            sv = np.where(np.isnan(bs), bs, np.clip(bs, lo, S)).astype(f32)
-        byte = _encode_scale(s, sv)
-        d = decode(byte, s.scale_format, dtype=f32)
-        num = np.float32(1.0) if global_scale is None else ar.div(1.0, gs_out, f32)
-        r = ar.div(num, d, f32)
+        gs_out = None if global_scale is None else np.float32(global_scale)
+        byte, r = torchao_block_scales(s, _block_amax(xc, "propagate"), gs_out)
         y = ar.mul(xc, r[:, None], f32)
     elif rule == "mlx":
         T = ar.resolve_compute_dtype("input", xb.dtype)
@@ -166,6 +169,45 @@ def quantize_float_scaled_blocks(s: BlockScheme, xb: np.ndarray, global_scale: n
             "scales_unspecified": scales_unspec, "global_scale": gs_out}
 
 
+def nvidia_block_scales(s: BlockScheme, amax: np.ndarray, g: np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """(scale codes, element factor coef) of the nvidia rule for block amaxes (NaN ignored) and the tensor amax
+    g: S_enc = fl32(M S / g) (1 if g = 0 or S_enc = 0), s = e4m3(fl32(amax * fl32(S_enc * fl32(1/M)))),
+    coef = min(fl32(1 / fl32(s * fl32(1/S_enc))), FLT_MAX); the elements are y = fl32(x * coef) (§5.2)."""
+    f32 = ar.F32
+    M = float(s.element_max)
+    S = float(s.scale_format.max_value)
+    s_enc = ar.div(np.float32(M * S), g, f32)
+    s_enc = np.minimum(s_enc, np.float32(ar.FLT_MAX))
+    if g == 0 or s_enc == 0 or np.isnan(s_enc):
+        s_enc = np.float32(1.0)
+    k_m = ar.mul(s_enc, np.float32(1.0 / M), f32)
+    byte = _encode_scale(s, ar.mul(amax, k_m, f32))
+    d = decode(byte, s.scale_format, dtype=f32)
+    s_dec = ar.div(1.0, s_enc, f32)
+    coef = np.minimum(ar.div(1.0, ar.mul(d, s_dec, f32), f32), np.float32(ar.FLT_MAX))
+    return byte, coef
+
+
+def torchao_block_scales(s: BlockScheme, amax: np.ndarray, pts: np.float32 | None
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """(scale codes, element factor r) of the torchao rule for block amaxes (NaN propagates) and the optional
+    per-tensor scale pts: s = e4m3(clamp(fl32(fl32(amax / M) [/ pts]), 2^-6, S)), r = fl32([fl32(1/pts)] / s);
+    the elements are y = fl32(x * r) (§5.2)."""
+    f32 = ar.F32
+    M = float(s.element_max)
+    S = float(s.scale_format.max_value)
+    bs = ar.div(amax, M, f32)
+    if pts is not None:
+        bs = ar.div(bs, pts, f32)
+    lo = float(s.scale_format.min_normal)
+    with np.errstate(invalid="ignore"):
+        sv = np.where(np.isnan(bs), bs, np.clip(bs, lo, S)).astype(f32)
+    byte = _encode_scale(s, sv)
+    d = decode(byte, s.scale_format, dtype=f32)
+    num = np.float32(1.0) if pts is None else ar.div(1.0, pts, f32)
+    return byte, ar.div(num, d, f32)
+
+
 def _exact_input(s: BlockScheme, xb: np.ndarray) -> np.ndarray:
     """The input as float64 for the exact rule, which needs p_in + p_scale + p_elem + 2 <= 53 bits so that the
     float64 quotient rounds like the exact one (block.md §5.3)."""
@@ -183,6 +225,21 @@ def _exact_input(s: BlockScheme, xb: np.ndarray) -> np.ndarray:
 
 def dequantize_float_scaled(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, global_scale: object,
                             dtype: np.dtype) -> np.ndarray:
+    """Values of (n_blocks, k) codes with float-format block scale codes (block.md §5.4): the reference below,
+    tabulated over every (scale code, element code) pair where that is small (block_fast)."""
+    from .block_fast import dequantize_fast
+
+    out = dequantize_fast(s, codes, scales, global_scale, dtype, _dequantize_float_scaled_fn)
+    return dequantize_float_scaled_reference(s, codes, scales, global_scale, dtype) if out is None else out
+
+
+def _dequantize_float_scaled_fn(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype,
+                                global_scale: object = None) -> np.ndarray:
+    return dequantize_float_scaled_reference(s, codes, scales, global_scale, dtype)
+
+
+def dequantize_float_scaled_reference(s: BlockScheme, codes: np.ndarray, scales: np.ndarray,
+                                      global_scale: object, dtype: np.dtype) -> np.ndarray:
     """Values of (n_blocks, k) codes with float-format block scale codes (block.md §5.4):
 
     exact / jax: P * s [* gs] rounded once;  nvidia: fl32(P * fl32(fl32(s * g) * fl32(1/(M S))));

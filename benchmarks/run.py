@@ -1,0 +1,254 @@
+"""qref against ml_dtypes, MLX and bitsandbytes: one table of throughputs and ratios, measured in one run.
+
+    python benchmarks/run.py                      # the table (docs/performance.md quotes it)
+    python benchmarks/run.py --repeats 15 --rows 1024 --cols 4096
+    python benchmarks/run.py --memory             # also the peak-RSS measurement (a subprocess)
+    python benchmarks/run.py --only mx            # rows whose name contains "mx"
+
+Every row times both sides on the same input array (seeded standard normal values, float32 unless the row
+says otherwise), alternating qref and the other library, and keeps the best of ``--repeats`` runs of each
+(wall clock: the machine is shared, the best run is the least disturbed). M/s = million input elements per
+second; ratio = qref throughput / the other's. Before timing, each row checks that both sides give identical
+results (codes and scales as unsigned integers, decoded values as bit patterns): the "same" column. A library
+that is not installed drops its rows. Targets are issue 11's; "-" where the issue sets none.
+
+What each side does:
+- encode: ml_dtypes ``x.astype(fmt)`` vs ``qref.encode(x, fmt, profile="ml_dtypes")`` (codes as uint8).
+- decode: ml_dtypes ``codes.view(fmt).astype(float32)`` vs ``qref.decode(codes, fmt)``.
+- MLX: ``mx.quantize(x, mode=...)`` evaluated (packed uint32 words + scale bytes) vs
+  ``qref.scheme(name, profile="mlx").quantize(x)`` (unpacked codes + scale bytes; the check packs them with
+  ``qref.pack(q, "mlx")`` outside the timing). The MLX input array is created and evaluated before timing.
+  dequantize: ``mx.dequantize(words, scales, mode=..., dtype=float32)`` vs ``scheme.dequantize(q)`` on the
+  same codes and scales (float32 input quantized once).
+- bitsandbytes: ``quantize_4bit(t, blocksize=64, quant_type="nf4")`` on a CPU tensor vs
+  ``qref.scheme("nf4", block_size=64, profile="bitsandbytes").quantize(x)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+import qref
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+@dataclass
+class Row:
+    name: str
+    source: str
+    other: str
+    target: float | None
+    qref_fn: Callable[[], Any]
+    other_fn: Callable[[], Any]
+    check: Callable[[Any, Any], bool]
+    n: int
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+def ml_dtypes_rows(x32: np.ndarray) -> list[Row]:
+    rows = []
+    n = x32.size
+    for fmt in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"):
+        mdt = np.dtype(getattr(ml_dtypes, fmt))
+        rows.append(Row(f"encode {fmt}", "float32", "ml_dtypes", 2.0,
+                        lambda f=fmt: qref.encode(x32, f, profile="ml_dtypes"),
+                        lambda d=mdt: x32.astype(d),
+                        lambda q, o: bool((q == _bits(o)).all()), n))
+    for fmt in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"):
+        mdt = np.dtype(getattr(ml_dtypes, fmt))
+        codes = _bits(x32.astype(mdt)).copy()
+        rows.append(Row(f"decode {fmt}", fmt, "ml_dtypes", 1.0,
+                        lambda f=fmt, c=codes: qref.decode(c, f, dtype=np.float32),
+                        lambda d=mdt, c=codes: c.view(d).astype(np.float32),
+                        lambda q, o: bool((_bits(q) == _bits(o)).all()), n))
+    for src in (np.dtype(np.float16), BF16):
+        xs = x32.astype(src)
+        for fmt in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"):
+            mdt = np.dtype(getattr(ml_dtypes, fmt))
+            rows.append(Row(f"encode {fmt}", src.name, "ml_dtypes", 3.0,
+                            lambda f=fmt, xs=xs: qref.encode(xs, f, profile="ml_dtypes"),
+                            lambda d=mdt, xs=xs: xs.astype(d),
+                            lambda q, o: bool((q == _bits(o)).all()), n))
+    return rows
+
+
+def mlx_rows(x32: np.ndarray) -> list[Row]:
+    try:
+        import mlx.core as mx
+    except ImportError:
+        return []
+    from qref.packing import pack
+
+    rows = []
+    mx_dt = {np.dtype(np.float32): mx.float32, np.dtype(np.float16): mx.float16, BF16: mx.bfloat16}
+    for src in (np.dtype(np.float32), np.dtype(np.float16), BF16):
+        xs = x32.astype(src)
+        xm = mx.array(x32).astype(mx_dt[src])
+        mx.eval(xm)
+        for name, mode, target in (("mxfp8_e4m3", "mxfp8", 1.0), ("mxfp4", "mxfp4", 5.0), ("nvfp4", "nvfp4", 5.0)):
+            sch = qref.scheme(name, profile="mlx")
+
+            def run_mlx(mode: str = mode, xm: Any = xm) -> tuple[np.ndarray, np.ndarray]:
+                w, s = mx.quantize(xm, mode=mode)
+                mx.eval(w, s)
+                return w, s
+
+            def check(q: Any, o: Any) -> bool:
+                words, scales = np.array(o[0]), np.array(o[1])
+                ok = (q.scales == scales).all() and not q.unspecified.any()
+                return bool(ok and (pack(q, "mlx") == words).all())
+
+            rows.append(Row(f"quantize {mode} (mlx)", src.name, "MLX", target,
+                            lambda sch=sch, xs=xs: sch.quantize(xs), run_mlx, check, xs.size))
+    # dequantize to float32 from the same codes and scales (MLX's words are qref's codes packed)
+    for name, mode in (("mxfp8_e4m3", "mxfp8"), ("mxfp4", "mxfp4"), ("nvfp4", "nvfp4")):
+        sch = qref.scheme(name, profile="mlx")
+        q = sch.quantize(x32)
+        w, sc = mx.array(pack(q, "mlx")), mx.array(q.scales)
+        mx.eval(w, sc)
+
+        def run_mlx_dq(mode: str = mode, w: Any = w, sc: Any = sc) -> np.ndarray:
+            v = mx.dequantize(w, sc, mode=mode, dtype=mx.float32)
+            mx.eval(v)
+            return v
+
+        rows.append(Row(f"dequantize {mode} (mlx)", name, "MLX", None,
+                        lambda sch=sch, q=q: sch.dequantize(q, dtype=np.float32), run_mlx_dq,
+                        lambda a, o: bool((_bits(a) == _bits(np.array(o))).all()), x32.size))
+    return rows
+
+
+def bnb_rows(x32: np.ndarray) -> list[Row]:
+    try:
+        import torch
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import bitsandbytes.functional as F
+    except ImportError:
+        return []
+    t = torch.from_numpy(x32.reshape(-1).copy())
+    sch = qref.scheme("nf4", block_size=64, profile="bitsandbytes")
+
+    def run_bnb() -> Any:
+        return F.quantize_4bit(t, blocksize=64, quant_type="nf4")
+
+    def check(q: Any, o: Any) -> bool:
+        packed, state = o
+        b = packed.contiguous().view(torch.uint8).numpy().reshape(-1)
+        codes = np.empty(2 * b.size, dtype=np.uint8)
+        codes[0::2], codes[1::2] = b >> 4, b & 0x0F
+        same_codes = (q.codes.reshape(-1) == codes[: x32.size]).all()
+        return bool(same_codes and (_bits(q.scales) == _bits(state.absmax.numpy())).all())
+
+    return [Row("quantize nf4 block 64 (bitsandbytes)", "float32", "bitsandbytes", None,
+                lambda: sch.quantize(x32.reshape(-1)), run_bnb, check, x32.size)]
+
+
+def best_times(row: Row, repeats: int) -> tuple[float, float, bool]:
+    """Alternate the two sides ``repeats`` times; best wall time of each and the identity check."""
+    q, o = row.qref_fn(), row.other_fn()  # warm-up (tables, lazy imports) and the results checked
+    same = row.check(q, o)
+    tq = to = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        row.qref_fn()
+        t1 = time.perf_counter()
+        row.other_fn()
+        t2 = time.perf_counter()
+        tq, to = min(tq, t1 - t0), min(to, t2 - t1)
+    return tq, to, same
+
+
+MEMORY_SCRIPT = r"""
+import resource, sys, numpy as np
+import qref
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS")) * 1024
+n = 1 << int(sys.argv[1])
+qref.encode(np.zeros(16, np.float32), "float8_e4m3fn", profile="ml_dtypes")  # import-time tables
+base = rss()
+x = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+codes = qref.encode(x, "float8_e4m3fn", profile="ml_dtypes")
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(base, peak, x.nbytes, codes.nbytes)
+"""
+
+
+def measure_memory(log2n: int = 26) -> dict[str, float]:
+    """Peak RSS of a fresh process that encodes 2^log2n float32 values to float8_e4m3fn, against input + output
+    bytes. The peak includes the interpreter and imports (``baseline``, measured before the input exists)."""
+    out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(log2n)], check=True, capture_output=True,
+                         text=True).stdout.split()
+    base, peak, nin, nout = (int(v) for v in out)
+    io = nin + nout
+    return {"elements": 1 << log2n, "input_bytes": nin, "output_bytes": nout, "baseline_rss": base,
+            "peak_rss": peak, "peak_over_io": peak / io, "peak_minus_baseline_over_io": (peak - base) / io}
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=1024)
+    ap.add_argument("--cols", type=int, default=4096)
+    ap.add_argument("--repeats", type=int, default=9, help="timed runs per side (best kept); default 9")
+    ap.add_argument("--only", default=None, help="keep rows whose name contains this text")
+    ap.add_argument("--memory", action="store_true", help="also measure peak RSS for 2^26 elements")
+    ap.add_argument("--json", default=None, help="also write the results to this JSON file")
+    args = ap.parse_args(argv)
+    # the memory child runs first: once MLX is imported here, a child's peak RSS grows by about 140 MiB (state
+    # the child inherits from this process, not qref's allocations)
+    mem = measure_memory() if args.memory else None
+    x32 = np.random.default_rng(0).standard_normal((args.rows, args.cols), dtype=np.float32)
+    rows = ml_dtypes_rows(x32) + mlx_rows(x32) + bnb_rows(x32)
+    if args.only:
+        rows = [r for r in rows if args.only in r.name]
+    print(f"qref {qref.__version__ if hasattr(qref, '__version__') else ''} numpy {np.__version__} "
+          f"ml_dtypes {ml_dtypes.__version__}; input {args.rows} x {args.cols}; best of {args.repeats}; "
+          f"{os.cpu_count()} CPUs")
+    head = f"| {'operation':38s} | {'input':13s} | {'vs':12s} | {'qref M/s':>9s} | {'other M/s':>9s} | " \
+           f"{'ratio':>6s} | {'target':>6s} | {'same':4s} |"
+    print(head)
+    print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
+    results = []
+    for r in rows:
+        tq, to, same = best_times(r, args.repeats)
+        mq, mo = r.n / tq / 1e6, r.n / to / 1e6
+        ratio = mq / mo
+        tgt = "-" if r.target is None else f">= {r.target:g}"
+        ok = " " if r.target is None or ratio >= r.target else "!"
+        print(f"| {r.name:38s} | {r.source:13s} | {r.other:12s} | {mq:9.1f} | {mo:9.1f} | {ratio:5.2f}{ok}| "
+              f"{tgt:>6s} | {'yes' if same else 'NO':4s} |", flush=True)
+        results.append({"name": r.name, "source": r.source, "other": r.other, "qref_meps": mq, "other_meps": mo,
+                        "ratio": ratio, "target": r.target, "same": same})
+    if mem is not None:
+        m = mem
+        print(f"memory: encode 2^26 float32 -> float8_e4m3fn: peak RSS {m['peak_rss'] / 2**20:.0f} MiB, "
+              f"input + output {(m['input_bytes'] + m['output_bytes']) / 2**20:.0f} MiB, ratio "
+              f"{m['peak_over_io']:.2f} (baseline {m['baseline_rss'] / 2**20:.0f} MiB before the input; "
+              f"without it {m['peak_minus_baseline_over_io']:.2f}); target <= 1.5")
+        results.append({"name": "memory", **m})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return results
+
+
+if __name__ == "__main__":
+    main()
