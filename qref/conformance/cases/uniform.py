@@ -1,0 +1,455 @@
+"""Uniform (affine) quantization cases: quantize and dequantize under every uniform profile (docs/vectors.md,
+docs/spec/uniform.md).
+
+A *setup* is one scheme shape: storage (int8, uint8, int8<-127:127>, int4, uint4, int2, int16, uint16, int32,
+ONNX float storage), scales and zero points (per tensor, per axis on a non-last axis, sub-channel blocks, ONNX
+blocked with a partial block) and the expressed type. For each setup and input category the builder quantizes
+under every uniform profile that accepts the setup (profiles restricted to float32 inputs are left out for
+float16 / bfloat16 inputs; ``aqt`` has no zero point and signed storage only; float storage is ONNX's alone);
+profiles that give identical codes and identical unspecified masks form one case, whose ``scheme`` and
+``profile`` are the first of them in ``PROFILE_ORDER`` and whose ``profiles`` list them all.
+
+Ids: ``uniform/<storage>/<setup>/<source dtype>/<category>/<profile>`` for quantize,
+``uniform/<storage>/<setup>/dequantize/<profile>`` for dequantize. Setup labels read ``pt_s0.5_z-3`` (per
+tensor, scale 0.5, zero point -3; ``s1_3`` is 1/3), ``axis1``, ``blocks``, ``onnx_blocked``, ``e16`` /
+``ebf16`` (float16 / bfloat16 expressed type).
+
+Categories (inputs of the source dtype, unique bit patterns, sorted):
+  ties        (k + 1/2) * s rounded to the source dtype for every k the storage range needs: exact ties where s
+              is a power of two, near ties otherwise (x / s rounds onto the tie in the compute dtype or not)
+  near_ties   each of those +-1 ulp of the source dtype
+  grid        k * s (the representable points) and +-1 ulp
+  range       the clamp boundaries (lo - z) s, (hi - z) s, half a step beyond (+-1..2 ulp), far beyond, the
+              int32 and full-storage-width boundaries (TFLite's and MLIR's undefined conversions)
+  special     +-0, +-Inf, NaNs, the largest finite values, 1e30, subnormals, +-s/2 (a tie at zero)
+  random      seeded values of random sign and binade around the storage range
+Codes are the storage format's element codes (two's complement bit patterns of ``bits`` bits in the format's
+unsigned code dtype: int4 -8 is 0x8), ``array_formats`` names the storage format.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ...core.decode import decode
+from ...errors import QrefError
+from ...formats import FloatFormat, IntFormat, get_format
+from ...schemes.base import QArray
+from ...schemes.uniform import UniformScheme, build_uniform
+from .. import random as qrandom
+from ..case import Case
+
+FAMILY = "uniform"
+PROFILE_ORDER = ("stablehlo", "stablehlo_lowering", "onnx", "mlir", "tflite", "pytorch", "pytorch_per_channel",
+                 "jax", "jax_divide", "qwix", "aqt")
+SPEC = {
+    "scheme": "uniform.md §1",
+    "quantize": "uniform.md §2.1",
+    "dequantize": "uniform.md §2.2",
+    "arith": "uniform.md §3",
+    "profiles": "uniform.md §4.1",
+    "examples": "uniform.md §4.2",
+}
+SOURCES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+_NPDT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
+         "float64": np.dtype(np.float64)}
+_UINT = {"float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16, "float64": np.uint64}
+N_RANDOM = 512
+N_RANDOM_FULL = 1 << 16
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One scheme shape (every profile is tried on it)."""
+
+    label: str
+    storage: str
+    scale: Any
+    zero_point: Any = None
+    axis: int | None = None
+    block_size: Any = None
+    expressed: str = "float32"
+    sources: tuple[str, ...] = ("f32",)
+    shape: tuple[int, ...] | None = None  # per-axis / blocked input shape
+    overrides: dict[str, Any] = field(default_factory=dict)
+    profiles: tuple[str, ...] | None = None  # None: every profile that accepts the setup
+    description: str = ""
+
+
+def _s(v: float) -> str:
+    return {1 / 3: "1_3"}.get(v, repr(float(v)).rstrip("0").rstrip(".") if v != int(v) else str(int(v)))
+
+
+def _pt(storage: str, s: float, z: int, **kw: Any) -> Setup:
+    return Setup(f"pt_s{_s(s)}_z{z}", storage, s, z, **kw)
+
+
+SETUPS: tuple[Setup, ...] = (
+    _pt("int8", 0.5, -3, sources=("f32", "f16", "bf16"),
+        description="exact ties (s = 2^-1), odd zero point: zero point before vs after rounding differ"),
+    _pt("int8", 0.5, 4, description="exact ties, even zero point"),
+    _pt("int8", 0.1, 3, sources=("f32", "f16", "bf16"),
+        description="s = 0.1 (not a float): division vs reciprocal multiply, fused vs unfused zero point"),
+    _pt("int8", 1 / 3, -1, description="s = 1/3"),
+    _pt("int8", 0.013, 0, description="s = 0.013, no zero point (aqt included)"),
+    _pt("uint8", 0.1, 127, description="unsigned storage, odd zero point"),
+    _pt("uint8", 1.0, 0, description="unsigned storage, s = 1: negative inputs, MLIR fptoui"),
+    _pt("int8<-127:127>", 1 / 3, 0, description="narrowed range [-127, 127]"),
+    _pt("int4", 0.1, -1, description="4-bit signed storage"),
+    _pt("uint4", 1 / 3, 8, description="4-bit unsigned storage, mid-range zero point"),
+    _pt("int2", 0.5, 0, description="2-bit signed storage"),
+    _pt("uint2", 0.25, 1, description="2-bit unsigned storage"),
+    _pt("int16", 0.1, -3, description="16-bit signed storage"),
+    _pt("uint16", 1 / 3, 7, description="16-bit unsigned storage"),
+    _pt("int32", 1.0, 0, description="32-bit storage: 2^31 - 1 is not a float32 (float vs integer clamp)"),
+    Setup("e16_s0.1_z1", "int8", 0.1, 1, expressed="float16", sources=("f16",),
+          description="float16 expressed type: the arithmetic rounds to float16"),
+    Setup("ebf16_s1_3_z0", "int8", 1 / 3, 0, expressed="bfloat16", sources=("bf16",),
+          description="bfloat16 expressed type: s = 1/3 rounds to 0.333984375"),
+    Setup("axis1", "int8", (0.1, 0.5, 1 / 3, 2.0), (0, 1, -3, 4), axis=1, shape=(2, 4, 96),
+          description="per axis on axis 1 of a rank-3 input (a non-last axis)"),
+    Setup("blocks", "int8", ((0.25, 0.5, 1 / 3, 0.1), (2.0, 0.125, 0.1, 1.0)),
+          ((0, 1, -3, 2), (5, -1, 0, 3)), block_size={0: 4, 1: 16}, shape=(8, 64),
+          description="sub-channel blocks of 4 x 16 (MLIR sub-channel / StableHLO blocked)"),
+    Setup("onnx_blocked", "uint8", ((0.1, 0.5, 1 / 3, 0.25),) * 6, ((128, 120, 3, 250),) * 6, axis=1, block_size=32,
+          shape=(6, 100), description="ONNX blocked quantization along axis 1, block 32 (the last block holds 4)"),
+)
+
+FLOAT_SETUPS: tuple[Setup, ...] = (
+    Setup("onnx_s0.5", "float8_e4m3fn", 0.5, profiles=("onnx",),
+          description="ONNX QuantizeLinear to float8_e4m3fn (saturate=1)"),
+    Setup("onnx_s0.5_saturate0", "float8_e4m3fn", 0.5, profiles=("onnx",), overrides={"float_saturate": False},
+          description="ONNX QuantizeLinear to float8_e4m3fn with saturate=0"),
+    Setup("onnx_s2", "float8_e5m2", 2.0, profiles=("onnx",), description="ONNX QuantizeLinear to float8_e5m2"),
+    Setup("onnx_s2_saturate0", "float8_e5m2", 2.0, profiles=("onnx",), overrides={"float_saturate": False},
+          description="ONNX QuantizeLinear to float8_e5m2 with saturate=0"),
+    Setup("onnx_s0.25", "float4_e2m1fn", 0.25, profiles=("onnx",),
+          description="ONNX QuantizeLinear to float4_e2m1fn (opset 23)"),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------------------
+def _to_src(values: np.ndarray, src: str) -> np.ndarray:
+    """float64 values rounded to the source dtype (nearest even, overflow to +-inf)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(values, dtype=np.float64).astype(_NPDT[src])
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(_UINT[a.dtype.name if a.dtype.name in _UINT else "bfloat16"])
+
+
+def _ulps(a: np.ndarray, ks: tuple[int, ...] = (1,)) -> np.ndarray:
+    """Finite patterns +-k ulp away in magnitude (no zero crossing, no step onto Inf/NaN)."""
+    b = _bits(a).astype(np.int64)
+    width = a.dtype.itemsize * 8
+    sign = b & (1 << (width - 1))
+    mag = b & ((1 << (width - 1)) - 1)
+    ebits = {2: 5 if a.dtype == np.float16 else 8, 4: 8}[a.dtype.itemsize]
+    mbits = width - 1 - ebits
+    inf = ((1 << ebits) - 1) << mbits
+    out = []
+    for k in ks:
+        for m in (mag + k, mag - k):
+            ok = (m >= 0) & (m < inf) & (mag < inf)
+            out.append((m | sign)[ok])
+    u = np.concatenate(out).astype(_UINT[a.dtype.name])
+    return u.view(a.dtype)
+
+
+def _unique(a: np.ndarray) -> np.ndarray:
+    """Unique bit patterns, sorted by pattern (deterministic order)."""
+    return np.unique(_bits(a)).view(a.dtype)
+
+
+def _specials(src: str, s: float) -> np.ndarray:
+    dt = _NPDT[src]
+    fi = ml_dtypes.finfo(dt)
+    width = dt.itemsize * 8
+    ebits = 5 if dt == np.float16 else 8
+    mbits = width - 1 - ebits
+    inf = ((1 << ebits) - 1) << mbits
+    pats = [inf | (1 << (mbits - 1)), inf | 1, inf | (1 << (mbits - 1)) | 3]  # quiet, signalling, payload NaNs
+    nan = np.array([p | sg for p in pats for sg in (0, 1 << (width - 1))], dtype=_UINT[src]).view(dt)
+    vals = [0.0, math.inf, float(fi.max), float(fi.max) / 2, 1e30, float(fi.smallest_normal),
+            float(fi.smallest_subnormal), 3 * float(fi.smallest_subnormal), s / 2, s * 1e-3, s * 1e-20]
+    v = _to_src(np.array(vals + [-x for x in vals]), src)
+    v = v[~np.isnan(v.astype(np.float64))]
+    return np.concatenate([v, nan])
+
+
+def _storage_range(storage: str) -> tuple[int, int, int, int]:
+    """(lo, hi, full_lo, full_hi) of integer storage."""
+    f = get_format(storage)
+    assert isinstance(f, IntFormat)
+    flo, fhi = f.full_range
+    return f.lo, f.hi, flo, fhi
+
+
+def _ks(lo: int, hi: int, z: int) -> np.ndarray:
+    """Integers k (q - z = k) covering the storage range [lo - z - 3, hi - z + 3]; sampled for wide storage."""
+    a, b = lo - z - 3, hi - z + 3
+    if b - a <= 600:
+        return np.arange(a, b + 1)
+    parts = [np.arange(a, a + 40), np.arange(b - 39, b + 1), np.arange(-40, 41), np.linspace(a, b, 201).round()]
+    return np.unique(np.concatenate(parts).astype(np.int64))
+
+
+def _point_sets(src: str, s: float, z: int, storage: str, label: str, full: bool) -> dict[str, np.ndarray]:
+    """The categories' inputs for one (scale, zero point) pair (module docstring)."""
+    lo, hi, flo, fhi = _storage_range(storage)
+    ks = _ks(lo, hi, z).astype(np.float64)
+    ties = _to_src((ks + 0.5) * s, src)
+    ties = ties[np.isfinite(ties.astype(np.float64))]
+    grid = _to_src(ks * s, src)
+    grid = grid[np.isfinite(grid.astype(np.float64))]
+    edges_k = np.array([lo - z, hi - z, lo - z - 0.5, hi - z + 0.5, lo - z - 1, hi - z + 1, flo - z - 0.5,
+                        fhi - z + 0.5, flo - z - 1, fhi - z + 1, 2.0**31, -(2.0**31), 2.0**31 - 1, 2.0**32,
+                        -(2.0**31) - 1, 2.0**31 - z, 2.0**31 - z - 0.5])
+    edges = _to_src(edges_k * s, src)
+    edges = edges[np.isfinite(edges.astype(np.float64))]
+    far = _to_src(np.array([2 * (hi - lo), 1e3 * (hi - lo), -2 * (hi - lo), -1e3 * (hi - lo)]) * s, src)
+    rng = np.concatenate([edges, _ulps(edges, (1, 2)), far[np.isfinite(far.astype(np.float64))]])
+    emin = math.floor(math.log2(s)) - 3
+    emax = math.ceil(math.log2(max(hi - lo, 1) * s)) + 1
+    n = N_RANDOM_FULL if full else N_RANDOM
+    rnd = qrandom.floats_in_binades(f"{label}/random", n, src, emin, emax).view(_NPDT[src])
+    return {
+        "ties": _unique(ties),
+        "near_ties": _unique(_ulps(ties)),
+        "grid": _unique(np.concatenate([grid, _ulps(grid)])),
+        "range": _unique(rng),
+        "special": _unique(_specials(src, s)),
+        "random": rnd,
+    }
+
+
+CATEGORY_TAGS = {
+    "ties": ("tie",), "near_ties": ("tie", "boundary"), "grid": ("values", "boundary"),
+    "range": ("overflow", "boundary"), "special": ("special", "overflow", "underflow"), "random": ("random",),
+    "mixed": ("tie", "boundary", "overflow", "special"), "values_ties": ("values", "tie", "overflow"),
+}
+CATEGORY_TEXT = {
+    "ties": "(k + 1/2) s for every k of the storage range", "near_ties": "(k + 1/2) s +-1 ulp",
+    "grid": "k s and +-1 ulp", "range": "clamp and conversion boundaries, far out of range",
+    "special": "+-0, +-Inf, NaNs, huge and subnormal values, +-s/2", "random": "seeded random values",
+    "mixed": "ties, near ties, range edges and specials of each scale's own (s, z)",
+    "values_ties": "every value and midpoint of the format times s, +-1 ulp, overflow edges",
+}
+
+
+def _build(setup: Setup, profile: str) -> UniformScheme | None:
+    try:
+        return build_uniform(setup.storage, scale=setup.scale, zero_point=setup.zero_point, axis=setup.axis,
+                             block_size=setup.block_size, profile=profile, expressed=setup.expressed,
+                             **setup.overrides)
+    except QrefError:
+        return None
+
+
+def _candidates(setup: Setup) -> list[tuple[str, UniformScheme]]:
+    names = setup.profiles or PROFILE_ORDER
+    out = []
+    zps = np.atleast_1d(np.asarray(0 if setup.zero_point is None else setup.zero_point))
+    fmt = get_format(setup.storage)
+    for p in names:
+        if p == "aqt" and (zps.any() or not (isinstance(fmt, IntFormat) and fmt.signed)):
+            continue  # AQT: symmetric signed integers, no zero point
+        sch = _build(setup, p)
+        if sch is not None:
+            out.append((p, sch))
+    return out
+
+
+def code_patterns(codes: np.ndarray, storage: str) -> np.ndarray:
+    """Storage values -> element codes: ``bits``-bit two's complement patterns in the format's code dtype."""
+    fmt = get_format(storage)
+    if isinstance(fmt, FloatFormat):
+        return np.asarray(codes).astype(fmt.code_dtype)
+    assert isinstance(fmt, IntFormat)
+    mask = (1 << fmt.bits) - 1
+    return (np.asarray(codes).astype(np.int64) & mask).astype(np.uint64).astype(fmt.code_dtype)
+
+
+def storage_values(patterns: np.ndarray, storage: str) -> np.ndarray:
+    """Element codes -> storage values (sign-extended for signed storage), as int64."""
+    fmt = get_format(storage)
+    assert isinstance(fmt, IntFormat)
+    v = np.asarray(patterns).astype(np.int64)
+    if fmt.signed:
+        v = np.where(v >= (1 << (fmt.bits - 1)), v - (1 << fmt.bits), v)
+    return v
+
+
+def _group(outs: list[tuple[str, UniformScheme, tuple[np.ndarray, ...]]]
+           ) -> list[tuple[str, UniformScheme, tuple[np.ndarray, ...], list[str]]]:
+    groups: dict[bytes, list[int]] = {}
+    for i, (_, _, arrs) in enumerate(outs):
+        key = b"|".join(np.ascontiguousarray(a).tobytes() + str(a.dtype).encode() for a in arrs)
+        groups.setdefault(key, []).append(i)
+    return [(outs[m[0]][0], outs[m[0]][1], outs[m[0]][2], [outs[i][0] for i in m]) for m in groups.values()]
+
+
+def _quantize_cases(setup: Setup, src_key: str, cat: str, x: np.ndarray,
+                    cands: list[tuple[str, UniformScheme]], extra_spec: tuple[str, ...] = ()) -> Iterator[Case]:
+    outs = []
+    for p, sch in cands:
+        try:
+            q = sch.quantize(x)
+        except QrefError:
+            continue  # the profile rejects this input dtype (uniform.md §1 C6)
+        outs.append((p, sch, (code_patterns(q.codes, setup.storage), np.asarray(q.unspecified, dtype=bool))))
+    for rep, sch, (codes, unspec), members in _group(outs):
+        spec = [SPEC["quantize"], SPEC["profiles"], *extra_spec]
+        if cat in ("ties", "near_ties"):
+            spec.append(SPEC["examples"])
+        yield Case(
+            id=f"{FAMILY}/{setup.storage}/{setup.label}/{src_key}/{cat}/{rep}", family=FAMILY,
+            operation="uniform_quantize", scheme=sch, profile=rep, inputs={"x": x},
+            expected={"codes": codes}, unspecified={"codes": unspec} if unspec.any() else {},
+            array_formats={"codes": sch.storage.name},
+            tags=(*CATEGORY_TAGS[cat], "profile"), spec=tuple(dict.fromkeys(spec)), profiles=tuple(members),
+            description=f"uniform_quantize {x.dtype.name} -> {setup.storage} ({setup.description}): "
+                        f"{CATEGORY_TEXT[cat]}",
+        )
+
+
+def _dequantize_cases(setup: Setup, codes: np.ndarray, cands: list[tuple[str, UniformScheme]]) -> Iterator[Case]:
+    """Every given storage code dequantized to the expressed type under every candidate profile."""
+    values = storage_values(codes, setup.storage)
+    outs = []
+    for p, sch in cands:
+        q = QArray(codes=values.astype(sch.codes_dtype), scheme=sch)
+        y, bad = sch.dequantize_with_mask(q)
+        outs.append((p, sch, (y, np.asarray(bad, dtype=bool))))
+    for rep, sch, (y, bad), members in _group(outs):
+        yield Case(
+            id=f"{FAMILY}/{setup.storage}/{setup.label}/dequantize/{rep}", family=FAMILY,
+            operation="uniform_dequantize", scheme=sch, profile=rep, params={"dtype": sch.expressed.name},
+            inputs={"codes": codes}, expected={"y": y}, unspecified={"y": bad} if bad.any() else {},
+            array_formats={"codes": sch.storage.name}, tags=("values", "boundary", "profile"),
+            spec=(SPEC["dequantize"], SPEC["profiles"]), profiles=tuple(members),
+            description=f"uniform_dequantize {setup.storage} -> {sch.expressed.name} ({setup.description}): "
+                        "(code - z) * s in the profile's dtypes",
+        )
+
+
+def _all_codes(storage: str) -> np.ndarray:
+    """Every code for storage up to 8 bits; windows (bottom, around 0, top) for wider storage."""
+    fmt = get_format(storage)
+    assert isinstance(fmt, IntFormat)
+    lo, hi = fmt.lo, fmt.hi
+    if hi - lo < 256:
+        vals = np.arange(lo, hi + 1)
+    else:
+        vals = np.unique(np.concatenate([np.arange(lo, lo + 64), np.arange(-64, 65), np.arange(hi - 63, hi + 1)]))
+    return code_patterns(vals, storage)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# per-tensor, per-axis, blocked
+# ---------------------------------------------------------------------------------------------------------
+def _per_tensor(setup: Setup, full: bool) -> Iterator[Case]:
+    cands = _candidates(setup)
+    s, z = float(setup.scale), int(setup.zero_point or 0)
+    for src_key in setup.sources:
+        src = SOURCES[src_key]
+        label = f"{FAMILY}/{setup.storage}/{setup.label}/{src_key}"
+        sets = _point_sets(src, s, z, setup.storage, label, full)
+        for cat, x in sets.items():
+            yield from _quantize_cases(setup, src_key, cat, x, cands)
+    yield from _dequantize_cases(setup, _all_codes(setup.storage), cands)
+
+
+def _channel_points(src: str, s: float, z: int, storage: str, label: str, n: int) -> np.ndarray:
+    """n points of one channel / block: its ties, near ties, range edges and specials, cycled."""
+    sets = _point_sets(src, s, z, storage, label, False)
+    pts = np.concatenate([sets["ties"], sets["near_ties"], sets["range"], sets["special"]])
+    idx = np.arange(n) * max(1, pts.size // n) % pts.size if pts.size > n else np.arange(n) % pts.size
+    return pts[np.sort(idx) if pts.size > n else idx]
+
+
+def _structured(setup: Setup, full: bool) -> Iterator[Case]:
+    """Per-axis and blocked setups: every element takes a point of its own (scale, zero point)."""
+    cands = _candidates(setup)
+    assert setup.shape is not None
+    ref = cands[0][1]
+    S, Z = ref.expand(setup.shape)
+    S = np.broadcast_to(S, setup.shape)
+    Z = np.broadcast_to(Z, setup.shape)
+    for src_key in setup.sources:
+        src = SOURCES[src_key]
+        x = np.zeros(setup.shape, dtype=_NPDT[src])
+        pairs = sorted({(float(a), int(b)) for a, b in zip(S.reshape(-1), Z.reshape(-1))})
+        for j, (s, z) in enumerate(pairs):
+            where = np.equal(S, s) & np.equal(Z, z)
+            pts = _channel_points(src, s, z, setup.storage, f"{FAMILY}/{setup.storage}/{setup.label}/{src_key}/{j}",
+                                  int(where.sum()))
+            x[where] = pts
+        yield from _quantize_cases(setup, src_key, "mixed", x, cands, (SPEC["scheme"],))
+        label = f"{FAMILY}/{setup.storage}/{setup.label}/{src_key}/random"
+        k = max(abs(int(Z.min())), abs(int(Z.max()))) + 300
+        raw = qrandom.floats_in_binades(label, math.prod(setup.shape), src, -6, math.ceil(math.log2(k))).view(
+            _NPDT[src]).reshape(setup.shape)
+        yield from _quantize_cases(setup, src_key, "random", raw, cands, (SPEC["scheme"],))
+    codes = _all_codes(setup.storage)
+    n = math.prod(setup.shape)
+    yield from _dequantize_cases(setup, np.resize(codes, n).reshape(setup.shape), cands)
+
+
+def _float_storage(setup: Setup, full: bool) -> Iterator[Case]:
+    """ONNX float storage: every element value and midpoint (times s), overflow edges and specials."""
+    cands = _candidates(setup)
+    fmt = get_format(setup.storage)
+    assert isinstance(fmt, FloatFormat)
+    s = float(setup.scale)
+    codes = np.arange(1 << fmt.bits, dtype=np.uint64).astype(fmt.code_dtype)
+    v = decode(codes, fmt, dtype=np.float64)
+    v = np.unique(v[np.isfinite(v) & (v > 0)])
+    mids = (v[1:] + v[:-1]) / 2
+    top = float(fmt.max_value)
+    over = np.array([top, top * 1.03125, top * 1.0625, top * 1.125, 2 * top, 1e6, 3e38])
+    src = "float32"
+    vals = _to_src(np.concatenate([v, mids, over]) * s, src)
+    vals = np.concatenate([vals, -vals, _ulps(_to_src(mids * s, src))])
+    cats = {"values_ties": _unique(vals), "special": _unique(_specials(src, s))}
+    for cat, x in cats.items():
+        yield from _quantize_cases(setup, "f32", cat, x, cands)
+    yield from _dequantize_float(setup, codes, cands)
+
+
+def _dequantize_float(setup: Setup, codes: np.ndarray, cands: list[tuple[str, UniformScheme]]) -> Iterator[Case]:
+    outs = []
+    for p, sch in cands:
+        q = QArray(codes=codes, scheme=sch)
+        y, bad = sch.dequantize_with_mask(q)
+        outs.append((p, sch, (y, np.asarray(bad, dtype=bool))))
+    for rep, sch, (y, bad), members in _group(outs):
+        yield Case(
+            id=f"{FAMILY}/{setup.storage}/{setup.label}/dequantize/{rep}", family=FAMILY,
+            operation="uniform_dequantize", scheme=sch, profile=rep, params={"dtype": sch.expressed.name},
+            inputs={"codes": codes}, expected={"y": y}, unspecified={"y": bad} if bad.any() else {},
+            array_formats={"codes": sch.storage.name}, tags=("values", "special", "profile"),
+            spec=(SPEC["dequantize"], SPEC["profiles"]), profiles=tuple(members),
+            description=f"uniform_dequantize every {setup.storage} code -> {sch.expressed.name} "
+                        f"({setup.description})",
+        )
+
+
+def build_cases(full: bool) -> Iterator[Case]:
+    """Every uniform case (module docstring); ``full`` adds 65536 random inputs per per-tensor setup."""
+    builders: list[tuple[Setup, Callable[[Setup, bool], Iterator[Case]]]] = []
+    for st in SETUPS:
+        builders.append((st, _structured if st.shape is not None else _per_tensor))
+    for st in FLOAT_SETUPS:
+        builders.append((st, _float_storage))
+    for st, fn in builders:
+        yield from fn(st, full)

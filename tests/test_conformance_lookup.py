@@ -1,0 +1,430 @@
+"""The committed lookup cases, recomputed by paths independent of the generator (docs/vectors.md, lut.md):
+
+- the exact oracle of tests/test_lookup_oracle.py (Fraction rounding ``rnd`` and the decision rules
+  ``code_exact``, ``code_f32_midpoints``, ``code_argmin``), assembled here into each profile's block quantizer
+  from lut.md §3.2 and §6, on every element of every 4-bit case under every profile the case claims; torchao's
+  int8 double quantization (lut.md §5.1) re-derived with fractions; dequantization (entry * scale, one float32
+  or input-dtype operation) with numpy IEEE arithmetic;
+- bitsandbytes (quantize_4bit with and without compress_statistics, dequantize_4bit, quantize_blockwise /
+  dequantize_blockwise for dynamic8) and torchao's to_nf4 where installed.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from fractions import Fraction
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from test_lookup_oracle import code_argmin, code_exact, code_f32_midpoints, frac, rnd
+
+from qref.conformance import Case, load_suite
+
+COMMITTED = Path(__file__).resolve().parents[1] / "conformance" / "v1"
+pytestmark = pytest.mark.skipif(not COMMITTED.is_dir(), reason="conformance/v1 is not in this checkout")
+
+PROFILES = ("spec", "bitsandbytes", "torchao", "openvino", "qwix")
+#: torchao's NF4 literals (lut.md §1.2, torchao nf4_tensor.py), cast to the input dtype by the profile
+NF4_TORCHAO = (-1.0000, -0.6962, -0.5251, -0.3949, -0.2844, -0.1848, -0.0911, 0.0000, 0.0796, 0.1609, 0.2461, 0.3379,
+               0.4407, 0.5626, 0.7230, 1.0000)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+NPDT = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": BF16}
+
+
+@pytest.fixture(scope="module")
+def cases() -> list[Case]:
+    return list(load_suite(COMMITTED).select(family="lookup"))
+
+
+def table_values(spec: dict) -> np.ndarray:
+    return np.array([int(h, 16) for h in spec["table"]["bits"]], dtype=np.uint32).view(np.float32)
+
+
+def f32(v: float | Fraction) -> np.float32:
+    return np.float32(float(v))
+
+
+# ---- the per-profile block quantizer, assembled from the oracle's rules --------------------------------------
+def quantize_block(profile: str, xs: list[float], vals: list[Fraction], partial: bool, dtype: str
+                   ) -> tuple[list[int | None], float]:
+    """(codes, stored scale) of one block under a profile (lut.md §3.2, §6); None = unspecified."""
+    finite = [math.isfinite(x) for x in xs]
+    a = math.nan if any(math.isnan(x) for x in xs) else max(abs(x) for x in xs)
+    n = len(vals)
+    order = sorted(range(n), key=lambda i: (vals[i], i))
+    largest, smallest = order[-1], order[0]
+    if profile == "spec":
+        if math.isnan(a):
+            return [None] * len(xs), a
+        if a == 0:
+            return [code_exact(Fraction(0), vals, "even_code")] * len(xs), 0.0
+        out = []
+        for x, fin in zip(xs, finite):
+            if math.isinf(a):
+                out.append(None if not fin else code_exact(Fraction(0), vals, "even_code"))
+            else:
+                out.append(code_exact(rnd(frac(x) / frac(a)), vals, "even_code"))
+        return out, a
+    if profile == "bitsandbytes":
+        d = a if not a < float(f32(1e-38)) else float(f32(1e-38))
+        out = []
+        for x, fin in zip(xs, finite):
+            if math.isnan(d) or (not fin and math.isinf(d)):
+                out.append(largest)  # NaN scaled value -> the largest entry's code
+                continue
+            if math.isinf(d):
+                s = Fraction(0)
+            elif not fin:
+                s = Fraction(1) if x > 0 else Fraction(-1)  # +-inf * finite, clamped to [-1, 1]
+            else:
+                s = rnd(frac(x) / frac(d)) if partial else rnd(frac(x) * rnd(1 / frac(d)))
+            out.append(code_f32_midpoints(max(Fraction(-1), min(Fraction(1), s)), vals, "lower_value"))
+        return out, d if partial else a
+    if profile == "openvino":
+        out = []
+        for x, fin in zip(xs, finite):
+            if a == 0:
+                s: Fraction | None = Fraction(0)
+            elif math.isnan(a) or (math.isinf(a) and not fin):
+                s = None
+            elif math.isinf(a):
+                s = Fraction(0)
+            else:
+                s = rnd(frac(x) / frac(a))
+            out.append(smallest if s is None else code_f32_midpoints(s, vals, "lower_value"))
+        return out, a
+    if profile == "qwix":
+        d = 1.0 if a < float(np.sqrt(np.finfo(np.float32).tiny)) else a
+        out = []
+        for x, fin in zip(xs, finite):
+            if math.isnan(d) or (math.isinf(d) and not fin):
+                out.append(0)
+                continue
+            s = Fraction(0) if math.isinf(d) else rnd(rnd(frac(x) / frac(d)), dtype)
+            out.append(code_argmin(s, vals, "float32"))
+        return out, d
+    if profile == "torchao":
+        tv = [rnd(v, dtype) for v in vals]
+        out = []
+        for x, fin in zip(xs, finite):
+            if math.isnan(a) or a == 0 or (math.isinf(a) and not fin):
+                out.append(0)  # NaN, 0/0, inf/inf -> code 0
+                continue
+            s = Fraction(0) if math.isinf(a) else rnd(rnd(frac(x) / frac(a)), dtype)
+            out.append(code_argmin(s, tv, dtype))
+        return out, a
+    raise AssertionError(profile)
+
+
+def blocks_of(profile: str, x: np.ndarray, block: int) -> list[tuple[np.ndarray, bool]]:
+    """(flat element indices, partial) per block: row-major flattening, or along the last axis for openvino and
+    qwix (lut.md §6.4, §6.5)."""
+    idx = np.arange(x.size).reshape(x.shape)
+    rows = idx.reshape(-1, x.shape[-1]) if profile in ("openvino", "qwix") else idx.reshape(1, -1)
+    out = []
+    for r in rows:
+        for j in range(0, r.size, block):
+            out.append((r[j:j + block], j + block > r.size))
+    return out
+
+
+def test_lookup_cases_cover_every_table_profile_and_category(cases):
+    q = [c for c in cases if c.operation == "lookup_quantize"]
+    claimed = {(c.scheme["name"], p) for c in q for p in c.profiles}
+    want = {("nf4", p) for p in PROFILES} | {(t, p) for t in ("af4", "fp4_bnb", "dynamic8") for p in
+                                             ("spec", "bitsandbytes")}
+    assert want <= claimed, sorted(want - claimed)
+    cats = {c.id.split("/")[-2] for c in q}
+    assert {"midpoints", "midpoints_scaled", "zero", "partial", "special", "random", "axis2d", "large"} <= cats
+    assert {c.inputs["x"].dtype.name for c in q} == {"float32", "float16", "bfloat16"}
+    assert any("dq_codes" in c.expected for c in q if c.profile == "bitsandbytes")
+    assert any("dq_codes" in c.expected for c in q if c.profile == "torchao")
+    assert any(c.operation == "lookup_dequantize" and "dq_codes" in c.inputs for c in cases)
+
+
+def check_oracle(cases: list[Case], every_block: bool) -> tuple[int, set[str]]:
+    """Every claimed profile's oracle on the cases' blocks: all of them, or (the default) all blocks of cases up to
+    4096 elements and the first 12 and every 64th block of the larger ones (whose first blocks hold the
+    midpoint, zero, partial and special blocks; the slow test checks them all)."""
+    checked = 0
+    seen = set()
+    for case in cases:
+        if case.operation != "lookup_quantize" or case.scheme["scale"] != "absmax":
+            continue
+        if case.scheme["rule"] == "grid65536":
+            continue  # bitsandbytes' dynamic8 grid: checked against bitsandbytes below
+        x = case.inputs["x"]
+        dtype = x.dtype.name
+        xs = x.astype(np.float32).astype(np.float64).reshape(-1)
+        codes = case.expected["codes"].reshape(-1)
+        unspec = case.unspecified.get("codes", np.zeros(x.shape, bool)).reshape(-1)
+        scales = case.expected["scales"].reshape(-1)
+        block = case.scheme["block_size"]
+        for profile in case.profiles:
+            if profile == "torchao":
+                vals = [rnd(Fraction(str(v))) for v in NF4_TORCHAO]  # the literals rounded to float32
+            else:
+                vals = [frac(v) for v in table_values(case.scheme)]
+            for b, (ix, partial) in enumerate(blocks_of(profile, x, block)):
+                if not every_block and x.size > 4096 and b >= 12 and b % 64:
+                    continue
+                want, scale = quantize_block(profile, [float(v) for v in xs[ix]], vals, partial, dtype)
+                for i, w in zip(ix, want):
+                    if w is None:
+                        assert unspec[i], (case.id, profile, int(i))
+                    else:
+                        assert not unspec[i] and int(codes[i]) == w, (case.id, profile, int(i), float(xs[i]),
+                                                                      int(codes[i]), w)
+                    checked += 1
+                if profile not in ("openvino", "qwix") or x.ndim == 1:  # scales in block order
+                    got = float(scales[b])
+                    assert (math.isnan(got) and math.isnan(scale)) or f32(got) == f32(scale), (case.id, profile, b)
+            seen.add(profile)
+    return checked, seen
+
+
+def test_quantize_cases_match_the_exact_oracle_under_every_claimed_profile(cases):
+    checked, seen = check_oracle(cases, every_block=False)
+    print(f"lookup oracle: {checked} (element, profile) checks")
+    assert seen == set(PROFILES)
+    assert checked > 50_000
+
+
+@pytest.mark.slow
+def test_every_block_matches_the_exact_oracle(cases):
+    checked, seen = check_oracle(cases, every_block=True)
+    assert seen == set(PROFILES) and checked > 500_000
+
+
+def test_torchao_double_quantization_matches_fractions(cases):
+    """lut.md §5.1 int8_absmax: offset = the exact mean rounded to the dtype; u = fl(a - offset); per 256 scales
+    factor = fl(256 / fl(2 max|u|)); c = clamp(round_half_even(fl(u factor)), -128, 127)."""
+    n = 0
+    for case in cases:
+        if case.operation != "lookup_quantize" or case.profile != "torchao":
+            continue
+        dt = case.inputs["x"].dtype.name
+        if not np.isfinite(case.expected["scales"]).all():  # a NaN / Inf absmax: the second level is unspecified
+            assert case.unspecified["dq_codes"].all(), case.id
+            continue
+        a = [frac(v) for v in case.expected["scales"].astype(np.float32)]
+        off = rnd(sum(a) / len(a), dt)
+        assert frac(case.expected["dq_offset"][0]) == off, case.id
+        u = [rnd(v - off, dt) for v in a]
+        codes = case.expected["dq_codes"].view(np.int8).astype(int)
+        facs = case.expected["dq_scales"]
+        for g in range(0, len(u), 256):
+            grp = u[g:g + 256]
+            fac = rnd(Fraction(256) / rnd(2 * max(abs(v) for v in grp), dt), dt)
+            assert frac(facs[g // 256]) == fac, case.id
+            for j, v in enumerate(grp):
+                p = rnd(v * fac, dt)
+                c = math.floor(p + Fraction(1, 2))
+                if p + Fraction(1, 2) == c and c % 2:  # half to even
+                    c -= 1
+                assert int(codes[g + j]) == max(-128, min(127, c)), (case.id, g + j)
+                n += 1
+    assert n >= 3 * 256
+
+
+def test_dequantize_cases_match_ieee_arithmetic(cases):
+    """entry * scale as one float32 operation (spec, bitsandbytes, openvino) or in the input dtype with entries
+    rounded to it (qwix), then rounded to the output dtype (lut.md §4); double-quantized scales reconstructed
+    first (lut.md §5.1). NaN matches NaN."""
+    n = 0
+    for case in cases:
+        if case.operation != "lookup_dequantize" or case.scheme["scale"] != "absmax":
+            continue
+        sch = case.scheme
+        out = NPDT[case.params["dtype"]]
+        src = case.params["input_dtype"]
+        t = table_values(sch)
+        codes = case.inputs["codes"].reshape(-1).astype(np.int64)
+        block = sch["block_size"]
+        if "dq_codes" in case.inputs:
+            dq = sch["double_quant"]
+            c2 = case.inputs["dq_codes"]
+            off = np.float32(case.inputs["dq_offset"][0])
+            if dq["kind"] == "int8_absmax":
+                fac = np.repeat(case.inputs["dq_scales"], dq["block_size"])[: c2.size]
+                dt = NPDT[src]
+                scale = ((c2.view(np.int8).astype(np.float32) / fac).astype(dt).astype(np.float32) + off).astype(dt)
+                scale = scale.astype(np.float32)
+            else:
+                dyn = table_values(dq["inner"])
+                am2 = np.repeat(case.inputs["dq_scales"], dq["block_size"])[: c2.size]
+                scale = (dyn[c2] * am2).astype(np.float32) + off
+        else:
+            scale = case.inputs["scales"].astype(np.float32)
+        per = np.repeat(scale, block)[: codes.size]
+        with np.errstate(all="ignore"):
+            if sch["compute_dtype"] == "input":
+                dt = NPDT[src]
+                tt = t.astype(dt).astype(np.float32) if sch["dequant_table_dtype"] == "input" else t
+                v = (tt[codes] * per).astype(dt)
+            else:
+                v = (t[codes] * per).astype(np.float32)
+            want = v.astype(out)
+        got = case.expected["y"].reshape(-1)
+        gb, wb = got.view(f"u{out.itemsize}"), want.view(f"u{out.itemsize}")
+        with np.errstate(invalid="ignore"):
+            both_nan = np.isnan(got.astype(np.float32)) & np.isnan(want.astype(np.float32))
+        bad = np.flatnonzero((gb != wb) & ~both_nan)
+        assert bad.size == 0, (case.id, bad[:5], got[bad[:5]], want[bad[:5]])
+        n += got.size
+    print(f"lookup dequantize: {n} values")
+    assert n > 100_000
+
+
+def test_quantile_type_case(cases):
+    """lut.md §7: entries rounded to float16, s = fl32(fl32(x / 0.5) + 3), nearest entry (ties to the even code);
+    dequantize fl32(fl32(entry - 3) * 0.5)."""
+    (q,) = [c for c in cases if c.id.startswith("lookup/quantile/") and c.operation == "lookup_quantize"]
+    (d,) = [c for c in cases if c.id.startswith("lookup/quantile/") and c.operation == "lookup_dequantize"]
+    vals = [frac(v) for v in table_values(q.scheme)]
+    assert all(rnd(v, "float16") == v for v in vals)
+    x = q.inputs["x"].astype(np.float64)
+    unspec = q.unspecified.get("codes", np.zeros(x.shape, bool))
+    for i, v in enumerate(x):
+        if math.isnan(v):
+            assert unspec[i]
+            continue
+        if math.isinf(v):  # x / 0.5 + 3 = +-Inf: the outermost entry
+            s = Fraction(10**9) if v > 0 else Fraction(-(10**9))
+        else:
+            s = rnd(rnd(frac(v) / Fraction(1, 2)) + 3)
+        assert not unspec[i] and int(q.expected["codes"][i]) == code_exact(s, vals, "even_code"), (i, v)
+    want = [f32(rnd(rnd(v - 3) * Fraction(1, 2))) for v in vals]
+    assert [f32(y) for y in d.expected["y"]] == want
+
+
+# ---- bitsandbytes ----------------------------------------------------------------------------------------
+def _bnb():
+    torch = pytest.importorskip("torch", reason="bitsandbytes runs on torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        F = pytest.importorskip("bitsandbytes.functional", reason="the bitsandbytes profile is checked against it")
+    return torch, F
+
+
+def _torch_in(torch, x: np.ndarray):
+    t = torch.from_numpy(np.ascontiguousarray(x.astype(np.float32)).reshape(-1))
+    return t.to({"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[x.dtype.name])
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    na, nb = np.isnan(a), np.isnan(b)
+    return bool((na == nb).all() and (a.view(np.uint32)[~na] == b.view(np.uint32)[~nb]).all())
+
+
+def test_bitsandbytes_reproduces_the_bitsandbytes_cases(cases):
+    torch, F = _bnb()
+    n = dq_checked = 0
+    for case in cases:
+        if case.operation != "lookup_quantize" or "bitsandbytes" not in case.profiles:
+            continue
+        name = case.scheme["name"]
+        if name == "af4":
+            continue  # bitsandbytes' public quantize_4bit takes nf4 and fp4 only
+        x = case.inputs["x"]
+        block = case.scheme["block_size"]
+        unspec = case.unspecified.get("codes", np.zeros(x.shape, bool)).reshape(-1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if name == "dynamic8":
+                qb, st = F.quantize_blockwise(_torch_in(torch, x), blocksize=block)
+                codes = qb.numpy().reshape(-1)
+                scales = st.absmax.numpy()
+            else:
+                dq = case.scheme["double_quant"] is not None
+                packed, st = F.quantize_4bit(_torch_in(torch, x), blocksize=block, quant_type=name.replace("_bnb", ""),
+                                             compress_statistics=dq)
+                b = packed.contiguous().view(torch.uint8).numpy().reshape(-1)
+                codes = np.stack([b >> 4, b & 15], axis=-1).reshape(-1)[: x.size]
+                scales = st.absmax.numpy()
+        assert ((codes == case.expected["codes"].reshape(-1)) | unspec).all(), case.id
+        if name != "dynamic8" and case.scheme["double_quant"] is not None:
+            # the first level: the library's own offset may differ from the exact mean by an ulp (lut.md §5.3)
+            if not np.isfinite(case.expected["dq_offset"]).all():  # a NaN / Inf absmax: unspecified
+                assert case.unspecified["dq_codes"].all(), case.id
+            elif np.float32(st.offset).tobytes() == case.expected["dq_offset"].tobytes():
+                assert (scales == case.expected["dq_codes"]).all(), case.id
+                assert _same(st.state2.absmax.numpy(), case.expected["dq_scales"]), case.id
+                dq_checked += 1
+        else:
+            # dynamic8: the absmax of a block holding NaN is unspecified (lut.md §3.4)
+            u = np.concatenate([unspec, np.zeros((-unspec.size) % block, bool)]).reshape(-1, block).any(axis=1)
+            assert _same(scales[~u], case.expected["scales"].reshape(-1)[~u]), case.id
+        n += int((~unspec).sum())
+    print(f"bitsandbytes quantize: {n} codes; double quantization compared on {dq_checked} cases")
+    assert n > 60_000 and dq_checked >= 3
+
+
+def test_bitsandbytes_dequantizes_the_codes_cases(cases):
+    torch, F = _bnb()
+    n = deviations = 0
+    for case in cases:
+        if (case.operation != "lookup_dequantize" or "bitsandbytes" not in case.profiles or "dq_codes" in case.inputs
+                or case.scheme["name"] == "af4"):
+            continue
+        name = case.scheme["name"]
+        codes = case.inputs["codes"]
+        out = case.expected["y"]
+        tdt = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[case.params["dtype"]]
+        absmax = torch.from_numpy(case.inputs["scales"].astype(np.float32).copy())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if name == "dynamic8":
+                st = F.QuantState(absmax=absmax, code=torch.from_numpy(table_values(case.scheme).copy()),
+                                  blocksize=case.scheme["block_size"], dtype=tdt)
+                ref = F.dequantize_blockwise(torch.from_numpy(codes.copy()), st)
+            else:
+                packed = torch.from_numpy(((codes[0::2] << 4) | codes[1::2]).astype(np.uint8))
+                st = F.QuantState(absmax=absmax, shape=torch.Size([codes.size]), blocksize=case.scheme["block_size"],
+                                  quant_type=name.replace("_bnb", ""), dtype=tdt)
+                ref = F.dequantize_4bit(packed.reshape(-1, 1), st)
+        ref = ref.float().numpy().reshape(-1)
+        ours = out.astype(np.float32)
+        if case.params["dtype"] == "bfloat16":
+            # deviation (reported): bitsandbytes' CPU kernel flushes bfloat16 results below 2^-126 to a zero of
+            # the same sign; the profile rounds them to bfloat16 subnormals
+            flushed = (np.abs(ours) < 2.0**-126) & (ours != 0) & (ref == 0) & (np.signbit(ref) == np.signbit(ours))
+            deviations += int(flushed.sum())
+            ours = np.where(flushed, ref, ours)
+        assert _same(ref, ours), case.id
+        n += out.size
+    print(f"bitsandbytes dequantize: {n} values, {deviations} bfloat16 subnormal results flushed by bitsandbytes")
+    assert deviations <= 200
+    assert n > 2000
+
+
+def test_torchao_reproduces_the_torchao_cases(cases):
+    torch = pytest.importorskip("torch", reason="torchao runs on torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tq = pytest.importorskip("torchao.quantization", reason="the torchao profile is checked against to_nf4")
+    n = dq = 0
+    for case in cases:
+        if case.operation != "lookup_quantize" or "torchao" not in case.profiles:
+            continue
+        x = case.inputs["x"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nf = tq.to_nf4(_torch_in(torch, x), block_size=case.scheme["block_size"], scaler_block_size=256)
+        b = nf.quantized_data.numpy()
+        codes = np.stack([b >> 4, b & 15], axis=-1).reshape(-1)
+        assert (codes == case.expected["codes"].reshape(-1)).all(), case.id
+        mean = np.float32(nf.scaler_mean.float().item())
+        if not np.isfinite(case.expected["dq_offset"]).all():  # a NaN / Inf absmax: unspecified
+            assert case.unspecified["dq_codes"].all(), case.id
+        elif mean.tobytes() == case.expected["dq_offset"].astype(np.float32).tobytes():
+            assert (nf.quantized_scalers.numpy() == case.expected["dq_codes"].view(np.int8)).all(), case.id
+            assert _same(nf.quantization_factor.float().numpy(), case.expected["dq_scales"]), case.id
+            dq += 1
+        n += x.size
+    print(f"torchao to_nf4: {n} codes; double quantization compared on {dq} cases")
+    assert n >= 3 * 16384
