@@ -1,0 +1,49 @@
+"""``qref run --backend NAME|all``: run real backends on a conformance suite and report what conforms
+(docs/conformance.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from ..harness.adapters import BACKENDS
+
+    p = sub.add_parser(
+        "run", help="run real backends (ml_dtypes, jax, mlx, iree, mlir, stablehlo, onnxruntime) on the suite",
+        description="Run backends on a conformance suite; compare as unsigned bits with the spec default and each "
+        "backend's qref profile; classify differences; write results.json and a markdown report. Exit status 1 "
+        "on unexpected failures (not covered by an xfail entry) or stale xfail entries.")
+    p.add_argument("--backend", "-b", action="append", required=True, metavar="NAME",
+                   help=f"backend to run (repeatable): {', '.join(BACKENDS)} or all")
+    p.add_argument("--suite", default=None, help="suite directory (default: $QREF_SUITE or conformance/v1)")
+    p.add_argument("--include", action="append", default=[], metavar="PATTERN", help="case-id glob to include")
+    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN", help="case-id glob to exclude")
+    p.add_argument("--target", action="append", default=[], metavar="PATTERN",
+                   help="target-name glob to run (e.g. 'jax.astype.*'; default: every target of the backends)")
+    p.add_argument("--xfail", action="append", default=None, metavar="FILE",
+                   help="expected-failure file (repeatable; default: conformance/xfails/<backend>.txt)")
+    p.add_argument("--no-xfail", action="store_true", help="ignore every expected-failure file")
+    p.add_argument("--out", default=None, metavar="DIR", help="write DIR/results.json and DIR/report.md")
+    p.add_argument("--report", default=None, metavar="FILE", help="write the markdown report to FILE "
+                   "(docs/conformance.md for the committed one)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..harness import report, runner
+
+    backends = "all" if "all" in args.backend else args.backend
+    xf = [] if args.no_xfail else args.xfail
+    res = runner.run(backends, args.suite, include=args.include, exclude=args.exclude, xfail_files=xf,
+                     targets=args.target, progress=None if args.quiet else sys.stderr)
+    if args.out:
+        report.write_results(res, args.out)
+        report.write_report(res, f"{args.out}/report.md")
+    if args.report:
+        report.write_report(res, args.report)
+    print(runner.summary_line(res))
+    runner.print_failures(res, sys.stderr)
+    return 0 if res.ok else 1

@@ -1,0 +1,165 @@
+"""Helpers shared by the adapters: reading backend results as the case's arrays, and the source text of
+reproducer snippets (python -c one-liners)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ...conformance.case import Case, to_storage
+from ...formats import get_format
+
+UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+K = TypeVar("K")
+
+
+def codes_as(case: Case, name: str, raw: np.ndarray) -> np.ndarray:
+    """A backend's result as the case's expected array ``name``: same shape; codes of a narrow format keep only
+    the format's bits (a 4-bit code in a byte, an int8 read as uint8)."""
+    exp = case.expected[name]
+    a = np.ascontiguousarray(np.asarray(raw))
+    if a.dtype.itemsize != exp.dtype.itemsize or a.size != exp.size:
+        raise ValueError(f"backend returned {a.dtype}{list(a.shape)} for {name!r}, expected "
+                         f"{exp.dtype}{list(exp.shape)}")
+    a = a.reshape(exp.shape).view(UINT[exp.dtype.itemsize]).view(exp.dtype)
+    fmt = case.array_formats.get(name)
+    if fmt is not None:
+        bits = get_format(fmt).bits
+        if bits < 8 * exp.dtype.itemsize:
+            a = a & exp.dtype.type((1 << bits) - 1)
+    return a
+
+
+def float_literal(a: np.ndarray, i: int) -> str:
+    """Python source of a 1-element numpy array holding element i of ``a`` bit for bit."""
+    flat = np.asarray(a).reshape(-1)
+    x = flat[i : i + 1]
+    name = "bfloat16" if x.dtype.name == "bfloat16" else x.dtype.name
+    b = to_storage(x)
+    w = b.dtype.itemsize
+    u = f"np.uint{8 * w}"
+    # an array of copies of one element (the runner's vectorized-path reproducer) is written as np.full
+    copies = flat.size > 1 and bool((to_storage(flat) == b[0]).all())
+    if x.dtype.kind in "iu" or x.dtype == np.bool_:
+        return f"np.full({flat.size}, {int(x[0])}, np.{name})" if copies else f"np.array([{int(x[0])}], np.{name})"
+    dt = "ml_dtypes.bfloat16" if name == "bfloat16" else f"np.{name}"
+    if copies:
+        return f"np.full({flat.size}, {hex(int(b[0]))}, {u}).view({dt})"
+    return f"np.array([{hex(int(b[0]))}], {u}).view({dt})"
+
+
+def hex_print(expr: str, width: int) -> str:
+    """Source printing the bits of element 0 of ``expr`` as hex (the form the report shows)."""
+    return f"print(hex(int(np.asarray({expr}).reshape(-1).view(np.uint{8 * width})[0])))"
+
+
+def python_c(*statements: str) -> str:
+    """A one-line shell command running the statements with python -c."""
+    return "python -c " + shlex.quote("; ".join(statements))
+
+
+def group_by(cases: Sequence[Case], key: Callable[[Case], K]) -> dict[K, list[int]]:
+    """Indices of ``cases`` grouped by key (insertion order)."""
+    out: dict[K, list[int]] = {}
+    for i, c in enumerate(cases):
+        out.setdefault(key(c), []).append(i)
+    return out
+
+
+def split(flat: np.ndarray, sizes: Iterable[int]) -> list[np.ndarray]:
+    """Split a concatenated result back into per-case pieces."""
+    out, start = [], 0
+    for n in sizes:
+        out.append(flat[start : start + n])
+        start += n
+    return out
+
+
+def run_each(cases: Sequence[Case], fn: Callable[[Case], Any]) -> list[Any]:
+    """Call fn per case, turning exceptions into results (the runner reports them)."""
+    out: list[Any] = []
+    for c in cases:
+        try:
+            out.append(fn(c))
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
+def element_signature(case: Case) -> tuple[str, str, str, str]:
+    """(operation, format, input dtype, output dtype) of an element case: cases with equal signatures run as one
+    concatenated batch."""
+    name = "codes" if case.operation == "decode" else "x"
+    (out,) = case.expected
+    return (case.operation, case.format["name"], case.inputs[name].dtype.name, case.expected[out].dtype.name)
+
+
+def run_elements(cases: Sequence[Case], fn: Callable[[tuple[str, str, str, str], np.ndarray], np.ndarray],
+                 supported: Callable[[tuple[str, str, str, str]], str | None] | None = None) -> list[Any]:
+    """Run element cases one by one: ``fn(signature, flat_input) -> flat_output`` on each case's own input (never
+    a concatenation of cases: a vectorized kernel may treat an element differently depending on its position and
+    the array length, and a case's result must depend on the case alone), read with ``codes_as``. Exceptions
+    become the case's result."""
+    from ..model import Unsupported
+
+    out: list[Any] = []
+    for c in cases:
+        try:
+            sig = element_signature(c)
+            reason = supported(sig) if supported is not None else None
+            if reason:
+                raise Unsupported(reason)
+            src = "codes" if sig[0] == "decode" else "x"
+            res = np.asarray(fn(sig, c.inputs[src].reshape(-1)))
+            (name,) = c.expected
+            out.append({name: codes_as(c, name, res.reshape(-1))})
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
+def storage_values(case: Case) -> np.ndarray:
+    """The codes input of a uniform_dequantize case as integer values of its storage type (sign-extended for
+    signed storage narrower than the array), in the smallest numpy integer of >= 8 bits that holds them."""
+    from ...formats import IntFormat
+
+    (name,) = case.inputs
+    c = np.asarray(case.inputs[name])
+    st = get_format(case.scheme["storage"])
+    if not isinstance(st, IntFormat):
+        return c
+    v = c.astype(np.int64) & ((1 << st.bits) - 1)
+    if st.signed:
+        v = np.where(v >= (1 << (st.bits - 1)), v - (1 << st.bits), v)
+    width = 8 if st.bits <= 8 else (16 if st.bits <= 16 else (32 if st.bits <= 32 else 64))
+    return v.astype(f"{'i' if st.signed else 'u'}{width // 8}")
+
+
+def single_element_case(case: Case, i: int) -> Case:
+    """A copy of a uniform case reduced to element ``i`` of its input: per tensor with that element's scale and
+    zero point (the minimal reproducer; the per-axis/blocked structure is not needed to show a per-element
+    difference)."""
+    from ..families.uniform import element_params, scheme_of
+
+    sch = scheme_of(case)
+    s, z = element_params(case, i)
+    spec = dict(sch.to_spec(), scales=[s], zero_points=[z], scale_shape=[], axis=None, block_size=None)
+    (iname,) = case.inputs
+    (oname,) = case.expected
+    one = {iname: case.inputs[iname].reshape(-1)[i : i + 1]}
+    exp = {oname: case.expected[oname].reshape(-1)[i : i + 1]}
+    return Case(id=case.id, family=case.family, operation=case.operation, inputs=one, expected=exp,
+                scheme=spec, profile=case.profile, array_formats=dict(case.array_formats), profiles=case.profiles)
+
+
+def _mask(case: Case) -> str:
+    """Source text masking a printed storage value to its bit width (" & 0x3" for 2-bit codes), or ""."""
+    from ...formats import IntFormat
+
+    if case.operation != "uniform_quantize":
+        return ""
+    st = get_format(case.scheme["storage"])
+    return f" & {hex((1 << st.bits) - 1)}" if isinstance(st, IntFormat) and st.bits < 8 else ""

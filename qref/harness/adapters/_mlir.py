@@ -1,0 +1,186 @@
+"""MLIR text shared by the MLIR-based adapters (iree, mlir, stablehlo): scalar bodies of element conversions with
+every input and output passed as integer bit patterns (so bfloat16, f8 and NaN payloads cross the boundary
+unchanged), and the types of qref formats."""
+
+from __future__ import annotations
+
+import re
+
+from ...conformance.export import MLIR_TYPES
+from ..model import Unsupported
+
+#: bit width of each MLIR float type
+WIDTH = {"f8E4M3FN": 8, "f8E5M2": 8, "f8E4M3FNUZ": 8, "f8E5M2FNUZ": 8, "f8E4M3B11FNUZ": 8, "f8E4M3": 8, "f8E3M4": 8,
+         "f6E2M3FN": 6, "f6E3M2FN": 6, "f4E2M1FN": 4, "f8E8M0FNU": 8, "f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+
+
+def mlir_type(name: str, what: str = "format") -> str:
+    t = MLIR_TYPES.get(name)
+    if t is None:
+        raise Unsupported(f"MLIR has no builtin type for {what} {name}")
+    return t
+
+
+def storage_width(t: str) -> int:
+    """Width of the integer that carries a value of type t across the function boundary (>= 8)."""
+    return max(8, WIDTH[t])
+
+
+def element_body(sig: tuple[str, str, str, str], arg: str = "%a") -> tuple[list[str], str, str, str]:
+    """(lines, result, input integer type, output integer type) of the scalar computation of an element case
+    signature (operation, format, input dtype, output dtype) with arith ops: truncf (encode), extf (decode),
+    both (quantize). Raises Unsupported when arith has no such op."""
+    op, fmt, src, out = sig
+    F = mlir_type(fmt)
+    lines: list[str] = []
+    if op == "decode":
+        O = mlir_type(out, "dtype")
+        w = WIDTH[F]
+        cin = f"i{storage_width(F)}"
+        v = arg
+        if w < 8:
+            lines.append(f"%c = arith.trunci {v} : i8 to i{w}")
+            v = "%c"
+        if WIDTH[O] <= WIDTH[F]:
+            raise Unsupported(f"arith.extf needs a wider result type: {F} -> {O} has no arith op")
+        lines += [f"%f = arith.bitcast {v} : i{w} to {F}", f"%e = arith.extf %f : {F} to {O}",
+                  f"%r = arith.bitcast %e : {O} to i{WIDTH[O]}"]
+        return lines, "%r", cin, f"i{WIDTH[O]}"
+    S = mlir_type(src, "dtype")
+    if WIDTH[F] >= WIDTH[S]:
+        raise Unsupported(f"arith.truncf needs a narrower result type: {S} -> {F} has no arith op")
+    lines += [f"%f = arith.bitcast {arg} : i{WIDTH[S]} to {S}", f"%t = arith.truncf %f : {S} to {F}"]
+    if op == "encode":
+        w = WIDTH[F]
+        lines.append(f"%b = arith.bitcast %t : {F} to i{w}")
+        res = "%b"
+        if w < 8:
+            lines.append(f"%r = arith.extui %b : i{w} to i8")
+            res = "%r"
+        return lines, res, f"i{WIDTH[S]}", f"i{storage_width(F)}"
+    lines += [f"%e = arith.extf %t : {F} to {S}", f"%r = arith.bitcast %e : {S} to i{WIDTH[S]}"]
+    return lines, "%r", f"i{WIDTH[S]}", f"i{WIDTH[S]}"
+
+
+def generic_tensor_func(name: str, body: list[str], res: str, tin: str, tout: str) -> str:
+    """A func on dynamically shaped 1-D tensors applying the scalar body elementwise (linalg.generic)."""
+    inner = "\n".join(f"      {ln}" for ln in body)
+    return f"""
+  func.func @{name}(%x: tensor<?x{tin}>) -> tensor<?x{tout}> {{
+    %c0 = arith.constant 0 : index
+    %n = tensor.dim %x, %c0 : tensor<?x{tin}>
+    %e0 = tensor.empty(%n) : tensor<?x{tout}>
+    %y = linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+                         iterator_types = ["parallel"]}} ins(%x : tensor<?x{tin}>) outs(%e0 : tensor<?x{tout}>) {{
+    ^bb0(%a: {tin}, %o: {tout}):
+{inner}
+      linalg.yield {res} : {tout}
+    }} -> tensor<?x{tout}>
+    return %y : tensor<?x{tout}>
+  }}"""
+
+
+def generic_memref_func(name: str, body: list[str], res: str, tin: str, tout: str) -> str:
+    """The same on memrefs (for the upstream pipeline and the ExecutionEngine): @name(%x, %y) writes y."""
+    inner = "\n".join(f"      {ln}" for ln in body)
+    return f"""
+  func.func @{name}(%x: memref<?x{tin}>, %y: memref<?x{tout}>) attributes {{llvm.emit_c_interface}} {{
+    linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+                    iterator_types = ["parallel"]}} ins(%x : memref<?x{tin}>) outs(%y : memref<?x{tout}>) {{
+    ^bb0(%a: {tin}, %o: {tout}):
+{inner}
+      linalg.yield {res} : {tout}
+    }}
+    return
+  }}"""
+
+
+def func_name(sig: tuple[str, ...]) -> str:
+    return "f_" + "_".join(s.replace("<", "").replace(">", "").replace(":", "").replace("-", "m") for s in sig)
+
+
+def diagnostic(exc: BaseException, limit: int = 240) -> str:
+    """The first MLIR error of a compiler/pass failure, without locations and op dumps: e.g. "failed to legalize
+    operation 'arith.truncf' that was explicitly marked illegal: (vector<4xf64>) -> vector<4xf8E4M3FN>"."""
+    text = str(exc)
+    lines = [ln for ln in text.splitlines() if "error:" in ln]
+    if not lines:
+        lines = [ln for ln in text.splitlines() if ln.strip()] or [type(exc).__name__]
+        msg = lines[0].strip()
+    else:
+        msg = lines[0].split("error:", 1)[1].strip()
+    m = re.search(r'%\S+ = "[\w.]+"\([^)]*\) (?:<[^>]*> )?(?:\{[^}]*\} )?: (\([^)]*\) -> [^ ]+)', msg)
+    if m:
+        msg = msg[: msg.index("%")].rstrip() + " " + m.group(1)
+    msg = re.sub(r"\s*loc\(.*$", "", msg)
+    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
+
+
+# ---- uniform quantization (StableHLO ops and the quant dialect) ------------------------------------------------
+def quant_type(case: object) -> tuple[str, str, int, bool]:
+    """(the case scheme's !quant.uniform type, its storage integer type, storage bits, signed)."""
+    from ...formats import IntFormat
+    from ...mlir import format_type
+    from ..families.uniform import scheme_of
+
+    sch = scheme_of(case)  # type: ignore[arg-type]
+    if not isinstance(sch.storage, IntFormat):
+        raise Unsupported(f"quantized types with {sch.storage.name} storage are not lowered (integer storage only)")
+    if sch.granularity == "blocked":
+        raise Unsupported("sub-channel (blocked) quantized types are not supported")
+    b, signed = sch.storage.bits, sch.storage.signed
+    return format_type(sch), (f"i{b}" if signed else f"ui{b}"), b, signed
+
+
+def shape_text(shape: tuple[int, ...]) -> str:
+    return "x".join(str(d) for d in shape) + "x" if shape else ""
+
+
+def shlo_uniform_body(case: object, x: str) -> tuple[list[str], str, str]:
+    """StableHLO lines computing the case from the SSA value ``x`` (the input tensor); (lines, result, result
+    element type). Quantize returns the storage integers (4-bit widened to 8), dequantize the value bits."""
+    from ..families.uniform import scheme_of
+
+    c = case
+    qt, it, b, signed = quant_type(c)
+    (iname,) = c.inputs  # type: ignore[attr-defined]
+    arr = c.inputs[iname]  # type: ignore[attr-defined]
+    sh = shape_text(arr.shape)
+    lines: list[str] = []
+    if c.operation == "uniform_quantize":  # type: ignore[attr-defined]
+        ft = mlir_type(arr.dtype.name, "dtype")
+        lines.append(f"%q = stablehlo.uniform_quantize {x} : (tensor<{sh}{ft}>) -> tensor<{sh}{qt}>")
+        lines.append(f"%b = stablehlo.bitcast_convert %q : (tensor<{sh}{qt}>) -> tensor<{sh}{it}>")
+        if b < 8:
+            wide = "i8" if signed else "ui8"
+            lines.append(f"%r = stablehlo.convert %b : (tensor<{sh}{it}>) -> tensor<{sh}{wide}>")
+            return lines, "%r", wide
+        return lines, "%b", it
+    sch = scheme_of(c)  # type: ignore[arg-type]
+    et = mlir_type(sch.expressed.name, "expressed type")
+    (oname,) = c.expected  # type: ignore[attr-defined]
+    ot = mlir_type(c.expected[oname].dtype.name, "dtype")  # type: ignore[attr-defined]
+    v = x
+    if b < 8:
+        lines.append(f"%n = stablehlo.convert {x} : (tensor<{sh}{'i8' if signed else 'ui8'}>) -> tensor<{sh}{it}>")
+        v = "%n"
+    lines.append(f"%q = stablehlo.bitcast_convert {v} : (tensor<{sh}{it}>) -> tensor<{sh}{qt}>")
+    lines.append(f"%y = stablehlo.uniform_dequantize %q : (tensor<{sh}{qt}>) -> tensor<{sh}{et}>")
+    res = "%y"
+    if ot != et:
+        lines.append(f"%o = stablehlo.convert %y : (tensor<{sh}{et}>) -> tensor<{sh}{ot}>")
+        res = "%o"
+    w = WIDTH[ot]
+    lines.append(f"%r = stablehlo.bitcast_convert {res} : (tensor<{sh}{ot}>) -> tensor<{sh}ui{w}>")
+    return lines, "%r", f"ui{w}"
+
+
+def uniform_input_type(case: object) -> str:
+    """MLIR element type in which the case's input crosses the boundary (floats as floats, codes widened to 8
+    bits)."""
+    (iname,) = case.inputs  # type: ignore[attr-defined]
+    arr = case.inputs[iname]  # type: ignore[attr-defined]
+    if case.operation == "uniform_quantize":  # type: ignore[attr-defined]
+        return mlir_type(arr.dtype.name, "dtype")
+    _, it, b, signed = quant_type(case)
+    return it if b >= 8 else ("i8" if signed else "ui8")

@@ -1,0 +1,241 @@
+"""IREE (iree-base-compiler + iree-base-runtime, llvm-cpu, local-task): ``arith.truncf`` / ``arith.extf`` for
+every MLIR small-float type (elements; no qref profile: the spec default is the reference) and
+``stablehlo.uniform_quantize`` / ``uniform_dequantize`` (uniform profile ``stablehlo_lowering``).
+
+All functions of one run are compiled into one module (``iree.compiler.compile_str``, dynamic shapes, so one
+compile serves every case of a signature); functions IREE cannot compile are reported "unsupported" with their
+diagnostic and the others are compiled again. Values cross the boundary as integer bit patterns and are bitcast inside.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...conformance.case import Case
+from ..model import Outputs, Target, Unsupported
+from . import require
+from ._common import (
+    _mask,
+    codes_as,
+    element_signature,
+    float_literal,
+    group_by,
+    python_c,
+    single_element_case,
+    storage_values,
+)
+from ._mlir import (
+    diagnostic,
+    element_body,
+    func_name,
+    generic_tensor_func,
+    quant_type,
+    shape_text,
+    shlo_uniform_body,
+    uniform_input_type,
+)
+
+BACKEND = "iree"
+DISTRIBUTIONS = ("iree-base-compiler", "iree-base-runtime")
+#: generic x86-64 code; f64 kept as f64 (IREE demotes f64 to f32 by default, which would turn every float64 case
+#: into a float32 one)
+FLAGS = ["--iree-llvmcpu-target-cpu=generic", "--iree-input-demote-f64-to-f32=false"]
+SINT = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
+
+
+def _module(funcs: dict[str, str]) -> tuple[str, list[tuple[int, str]]]:
+    """Module text and the first line (1-based) of each function."""
+    text, starts, line = "module {", [], 1
+    for name, body in funcs.items():
+        starts.append((line + 1 + body[: body.index("func.func")].count("\n"), name))
+        text += body
+        line += body.count("\n")
+    return text + "\n}\n", starts
+
+
+def _failing(exc: BaseException, starts: list[tuple[int, str]]) -> dict[str, str]:
+    """Function -> first diagnostic, from the "<stdin>:LINE:COL: error: ..." lines of a compile failure."""
+    out: dict[str, str] = {}
+    lines = [int(m.group(1)) for m in re.finditer(r"^<stdin>:(\d+):\d+: error:", str(exc), re.M)]
+    msgs = [ln for ln in str(exc).splitlines() if re.match(r"^<stdin>:\d+:\d+: error:", ln)]
+    for ln, msg in zip(lines, msgs):
+        owner = [n for first, n in starts if first <= ln]
+        if owner and owner[-1] not in out:
+            out[owner[-1]] = diagnostic(RuntimeError(msg))
+    return out
+
+
+class _Function:
+    """An IREE function that keeps its context alive and returns host copies of its results."""
+
+    def __init__(self, ctx: Any, fn: Any) -> None:
+        self.ctx, self.fn = ctx, fn
+
+    def __call__(self, *args: np.ndarray) -> np.ndarray:
+        # copies in (the suite's arrays must never alias a device buffer) and out (the context owns results)
+        return np.array(self.fn(*(np.array(a, copy=True, order="C") for a in args)).to_host(), copy=True)
+
+
+def compile_functions(funcs: dict[str, str]) -> dict[str, Callable[..., Any] | BaseException]:
+    """Compile the functions into one module. IREE reports every function it cannot compile (one diagnostic per
+    dispatch, located in the source): those become Unsupported with their diagnostic and the rest is compiled
+    again as one module. If that still fails, each function is compiled alone."""
+    import iree.compiler as ic
+    import iree.runtime as rt
+
+    def load(names: list[str]) -> Any:
+        text, _ = _module({n: funcs[n] for n in names})
+        vmfb = ic.compile_str(text, target_backends=["llvm-cpu"], extra_args=FLAGS)
+        ctx = rt.SystemContext(config=rt.Config("local-task"))
+        ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb))
+        return {n: _Function(ctx, ctx.modules.module[n]) for n in names}
+
+    out: dict[str, Callable[..., Any] | BaseException] = {}
+    names = list(funcs)
+    for _attempt in range(2):
+        if not names:
+            return out
+        try:
+            mod = load(names)
+            out.update({n: mod[n] for n in names})
+            return out
+        except Exception as exc:
+            bad = _failing(exc, _module({n: funcs[n] for n in names})[1])
+            if not bad:
+                break
+            out.update({n: Unsupported(f"iree-compile: {m}") for n, m in bad.items()})
+            names = [n for n in names if n not in bad]
+    for n in names:  # last resort: one module per function
+        try:
+            out[n] = load([n])[n]
+        except Exception as exc:
+            out[n] = Unsupported(f"iree-compile: {diagnostic(exc)}")
+    return out
+
+
+# ---- elements ---------------------------------------------------------------------------------------------
+def _el_supports(case: Case) -> str | None:
+    try:
+        element_body(element_signature(case))
+    except Unsupported as exc:
+        return str(exc)
+    return None
+
+
+def _el_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    groups = group_by(cases, element_signature)
+    funcs, meta = {}, {}
+    for sig in groups:
+        body, res, tin, tout = element_body(sig)
+        name = func_name(sig)
+        funcs[name] = generic_tensor_func(name, body, res, tin, tout)
+        meta[sig] = (name, int(tin[1:]), int(tout[1:]))
+    fns = compile_functions(funcs)
+    out: list[Any] = [None] * len(cases)
+    for sig, idxs in groups.items():
+        name, win, _wout = meta[sig]
+        fn = fns[name]
+        src = "codes" if sig[0] == "decode" else "x"
+        for i in idxs:
+            try:
+                if isinstance(fn, BaseException):
+                    raise fn
+                x = cases[i].inputs[src].reshape(-1).view(f"u{max(1, win // 8)}").view(SINT[win])
+                (oname,) = cases[i].expected
+                out[i] = {oname: codes_as(cases[i], oname, fn(x).reshape(-1))}
+            except Exception as exc:
+                out[i] = exc
+    return out
+
+
+def _el_snippet(case: Case, i: int) -> str:
+    sig = element_signature(case)
+    body, res, tin, tout = element_body(sig)
+    text = "module {" + generic_tensor_func("f", body, res, tin, tout) + "\n}"
+    text = " ".join(ln.strip() for ln in text.splitlines())
+    win, wout = int(tin[1:]), int(tout[1:])
+    src = "codes" if sig[0] == "decode" else "x"
+    lit = float_literal(case.inputs[src], i)
+    width = 1 if wout == 8 else wout // 8
+    return python_c(
+        "import numpy as np, ml_dtypes, iree.compiler as ic, iree.runtime as rt",
+        f"x = {lit}.view(np.int{win})",
+        f"m = rt.load_vm_flatbuffer(ic.compile_str({text!r}, target_backends=['llvm-cpu'], "
+        f"extra_args={FLAGS!r}), driver='local-task')",
+        f"print(hex(int(np.asarray(m.f(x)).reshape(-1).view(np.uint{8 * width})[0])))")
+
+
+def targets() -> list[Target]:
+    require("iree.compiler", "iree.runtime", backend=BACKEND, hint="pip install iree-base-compiler iree-base-runtime")
+    return [
+        Target(BACKEND, "iree.arith", "elements", "arith.truncf / arith.extf in a linalg.generic, iree-compile "
+               "llvm-cpu (generic CPU), local-task", None, ("encode", "decode", "quantize"), _el_supports, _el_run,
+               _el_snippet),
+        _uniform_target(),
+    ]
+
+
+# ---- uniform: stablehlo.uniform_quantize / uniform_dequantize ------------------------------------------------
+def _uq_func(name: str, case: Case) -> str:
+    (iname,) = case.inputs
+    shape = case.inputs[iname].shape
+    sh = shape_text(shape)
+    it = uniform_input_type(case)
+    lines, res, rt = shlo_uniform_body(case, "%x")
+    body = "\n    ".join(lines)
+    return (f"\n  func.func @{name}(%x: tensor<{sh}{it}>) -> tensor<{sh}{rt}> {{\n    {body}\n"
+            f"    return {res} : tensor<{sh}{rt}>\n  }}")
+
+
+def _uq_supports(case: Case) -> str | None:
+    try:
+        quant_type(case)
+        uniform_input_type(case)
+    except Unsupported as exc:
+        return str(exc)
+    return None
+
+
+def _uq_input(case: Case) -> np.ndarray:
+    if case.operation == "uniform_quantize":
+        return np.ascontiguousarray(case.inputs["x"])
+    return storage_values(case)
+
+
+def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    funcs = {f"u{i}": _uq_func(f"u{i}", c) for i, c in enumerate(cases)}
+    fns = compile_functions(funcs)
+    out: list[Any] = []
+    for i, c in enumerate(cases):
+        try:
+            fn = fns[f"u{i}"]
+            if isinstance(fn, BaseException):
+                raise fn
+            y = fn(_uq_input(c))
+            (oname,) = c.expected
+            out.append({oname: codes_as(c, oname, y)})
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
+def _uq_snippet(case: Case, i: int) -> str:
+    one = single_element_case(case, i)
+    text = " ".join(ln.strip() for ln in ("module {" + _uq_func("f", one) + "}").splitlines())
+    x = _uq_input(one)
+    lit = float_literal(x, 0) if x.dtype.kind == "f" else f"np.array([{int(x.reshape(-1)[0])}], np.{x.dtype.name})"
+    return python_c(
+        "import numpy as np, iree.compiler as ic, iree.runtime as rt", f"x = {lit}",
+        f"m = rt.load_vm_flatbuffer(ic.compile_str({text!r}, target_backends=['llvm-cpu'], "
+        f"extra_args={FLAGS!r}), driver='local-task')",
+        "y = np.asarray(m.f(x)).reshape(-1)", f"print(hex(int(y.view(f'u{{y.dtype.itemsize}}')[0]){_mask(one)}))")
+
+
+def _uniform_target() -> Target:
+    return Target(BACKEND, "iree.stablehlo_uniform", "uniform", "stablehlo.uniform_quantize / uniform_dequantize "
+                  "(+ bitcast_convert), iree-compile llvm-cpu", "stablehlo_lowering",
+                  ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run, _uq_snippet)

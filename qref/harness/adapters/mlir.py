@@ -1,0 +1,273 @@
+"""Upstream MLIR through torch-mlir's bindings (LLVM 24): element conversions with ``arith.truncf`` /
+``arith.extf`` expanded by ``arith-expand`` (bf16, f8E8M0FNU and f4E2M1FN emulation; other small types have no
+upstream lowering) and ``quant.qcast`` / ``quant.dcast`` lowered by ``lower-quant-ops`` (uniform profile
+``mlir``), then lowered to LLVM and run with ``torch_mlir.execution_engine.ExecutionEngine`` on CPU.
+
+Each signature is one function on memrefs in its own module (a function the pipeline cannot lower is reported
+"unsupported" with the first diagnostic); values cross the boundary as integer bit patterns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...conformance.case import Case
+from ..model import Outputs, Target, Unsupported
+from . import require
+from ._common import (
+    _mask,
+    codes_as,
+    element_signature,
+    float_literal,
+    group_by,
+    python_c,
+    run_each,
+    single_element_case,
+    storage_values,
+)
+from ._mlir import diagnostic, element_body, generic_memref_func, mlir_type, quant_type, shape_text
+
+BACKEND = "mlir"
+DISTRIBUTIONS = ("torch-mlir",)
+EXPAND = "arith-expand{include-bf16=true include-f8e8m0=true include-f4e2m1=true}"
+PIPELINE = (
+    "builtin.module(func.func(lower-quant-ops), strip-func-quant-types, func.func(convert-elementwise-to-linalg), "
+    "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}, "
+    f"func.func(convert-linalg-to-loops), lower-affine, convert-scf-to-cf, func.func({EXPAND}), "
+    "convert-math-to-llvm, expand-strided-metadata, finalize-memref-to-llvm, convert-arith-to-llvm, "
+    "convert-func-to-llvm, convert-cf-to-llvm, reconcile-unrealized-casts)")
+UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+class Compiled:
+    """A module lowered to LLVM and JIT-compiled; ``call(name, x, out_dtype)`` runs @name(x, y) on 1-D arrays."""
+
+    def __init__(self, text: str) -> None:
+        from torch_mlir import ir, passmanager
+        from torch_mlir.execution_engine import ExecutionEngine
+
+        self.ctx = ir.Context()
+        errors: list[str] = []
+
+        def handler(d: Any) -> bool:
+            errors.append(str(d.message))
+            return True
+
+        self.ctx.attach_diagnostic_handler(handler)
+        with self.ctx:
+            try:
+                module = ir.Module.parse(text)
+                passmanager.PassManager.parse(PIPELINE).run(module.operation)
+                self.engine = ExecutionEngine(module, opt_level=2)
+            except Exception as exc:
+                msg = errors[0] if errors else str(exc)
+                raise Unsupported(f"mlir: {diagnostic(RuntimeError('error: ' + msg))}") from None
+
+    def call(self, name: str, x: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
+        from torch_mlir.runtime import get_ranked_memref_descriptor
+
+        x = np.array(x, copy=True, order="C")  # the lowered code may write into its argument buffers
+        y = np.zeros(x.shape, dtype=out_dtype)
+        args = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in (x, y)]
+        with _stderr_captured() as err:
+            try:
+                self.engine.invoke(name, *args)
+            except RuntimeError as exc:
+                if "Unknown function" not in str(exc):
+                    raise
+                err.seek(0)
+                missing = re.findall(r"Symbols not found: \[ ([^\]]+) \]", err.read())
+                raise Unsupported("ExecutionEngine: the JIT cannot link the lowered code (symbols not found: "
+                                  f"{', '.join(sorted(set(m.strip() for m in missing))) or '?'}; compiler-rt "
+                                  "builtins are not linked)") from None
+        return y
+
+
+@contextlib.contextmanager
+def _stderr_captured() -> Iterator[Any]:
+    """Redirect the process's fd 2 (where LLVM's JIT prints link errors) to a temporary file."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield tmp
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+
+
+# ---- elements ---------------------------------------------------------------------------------------------
+def _el_supports(case: Case) -> str | None:
+    try:
+        element_body(element_signature(case))
+    except Unsupported as exc:
+        return str(exc)
+    return None
+
+
+def _el_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    out: list[Any] = [None] * len(cases)
+    for sig, idxs in group_by(cases, element_signature).items():
+        src = "codes" if sig[0] == "decode" else "x"
+        try:
+            body, res, tin, tout = element_body(sig)
+            mod = Compiled("module {" + generic_memref_func("f", body, res, tin, tout) + "\n}\n")
+        except Exception as exc:
+            for i in idxs:
+                out[i] = exc
+            continue
+        win, wout = int(tin[1:]), int(tout[1:])
+        for i in idxs:
+            try:
+                y = mod.call("f", cases[i].inputs[src].reshape(-1).view(UINT[win]), np.dtype(UINT[wout]))
+                (oname,) = cases[i].expected
+                out[i] = {oname: codes_as(cases[i], oname, y)}
+            except Exception as exc:
+                out[i] = exc
+    return out
+
+
+def _el_snippet(case: Case, i: int) -> str:
+    sig = element_signature(case)
+    body, res, tin, tout = element_body(sig)
+    text = " ".join(ln.strip() for ln in ("module {" + generic_memref_func("f", body, res, tin, tout) + "}")
+                    .splitlines())
+    win, wout = int(tin[1:]), int(tout[1:])
+    src = "codes" if sig[0] == "decode" else "x"
+    lit = float_literal(case.inputs[src], i)
+    return python_c(
+        "import ctypes, numpy as np, ml_dtypes",
+        "from torch_mlir import ir, passmanager, execution_engine as ee",
+        "from torch_mlir.runtime import get_ranked_memref_descriptor as d",
+        "c = ir.Context(); c.__enter__()",
+        f"m = ir.Module.parse({text!r})",
+        f"passmanager.PassManager.parse({PIPELINE!r}).run(m.operation)",
+        f"x = {lit}.view(np.uint{win}); y = np.zeros(x.size, np.uint{wout})",
+        "ee.ExecutionEngine(m, opt_level=2).invoke('f', *[ctypes.pointer(ctypes.pointer(d(a))) for a in (x, y)])",
+        "print(hex(int(y[0])))")
+
+
+def targets() -> list[Target]:
+    require("torch_mlir.ir", "torch_mlir.execution_engine", backend=BACKEND, hint="pip install torch-mlir")
+    return [
+        Target(BACKEND, "mlir.arith", "elements", f"arith.truncf / arith.extf, {EXPAND}, lowered to LLVM, "
+               "ExecutionEngine", None, ("encode", "decode", "quantize"), _el_supports, _el_run, _el_snippet),
+        _uniform_target(),
+    ]
+
+
+# ---- uniform: quant.qcast / quant.dcast with lower-quant-ops ---------------------------------------------------
+def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
+    """A function on static tensors (@name(x) -> result) and the numpy dtype of its result."""
+    qt, _it, b, signed = quant_type(case)
+    st = f"i{b}"
+    (iname,) = case.inputs
+    shape = case.inputs[iname].shape
+    sh = shape_text(shape)
+    lines = []
+    if case.operation == "uniform_quantize":
+        ft = mlir_type(case.inputs["x"].dtype.name, "dtype")
+        arg = f"tensor<{sh}{ft}>"
+        lines += [f"%q = quant.qcast %x : {arg} to tensor<{sh}{qt}>",
+                  f"%s = quant.scast %q : tensor<{sh}{qt}> to tensor<{sh}{st}>"]
+        res, rt = "%s", st
+        if b < 8:
+            lines.append(f"%w = arith.{'extsi' if signed else 'extui'} %s : tensor<{sh}{st}> to tensor<{sh}i8>")
+            res, rt = "%w", "i8"
+        out_dt = np.dtype(f"int{max(8, b)}")
+    else:
+        from ..families.uniform import scheme_of
+
+        et = mlir_type(scheme_of(case).expressed.name, "expressed type")
+        it = st if b >= 8 else "i8"
+        arg = f"tensor<{sh}{it}>"
+        v = "%x"
+        if b < 8:
+            lines.append(f"%n = arith.trunci %x : tensor<{sh}i8> to tensor<{sh}{st}>")
+            v = "%n"
+        lines += [f"%q = quant.scast {v} : tensor<{sh}{st}> to tensor<{sh}{qt}>",
+                  f"%y = quant.dcast %q : tensor<{sh}{qt}> to tensor<{sh}{et}>"]
+        res, rt = "%y", et
+        (oname,) = case.expected
+        out_dt = np.dtype(case.expected[oname].dtype) if et == mlir_type(case.expected[oname].dtype.name) else None
+        if out_dt is None:
+            raise Unsupported(f"dequantize to {case.expected[oname].dtype} from expressed type {et}")
+    body = "\n    ".join(lines)
+    text = (f"\n  func.func @{name}(%x: {arg}) -> tensor<{sh}{rt}> attributes {{llvm.emit_c_interface}} {{\n"
+            f"    {body}\n    return {res} : tensor<{sh}{rt}>\n  }}")
+    return text, out_dt
+
+
+def _uq_input(case: Case) -> np.ndarray:
+    if case.operation == "uniform_quantize":
+        return np.ascontiguousarray(case.inputs["x"])
+    v = storage_values(case)
+    return v.astype(np.int8) if v.dtype.itemsize == 1 else v
+
+
+def _call_returning(mod: Compiled, name: str, x: np.ndarray, out_dt: np.dtype) -> np.ndarray:
+    from torch_mlir.runtime import get_ranked_memref_descriptor, make_nd_memref_descriptor, ranked_memref_to_numpy
+
+    # 16-bit floats travel as uint16 (ctypes has no half type); the bits are the same
+    carrier = np.dtype(np.uint16) if out_dt.itemsize == 2 and out_dt.kind != "i" and out_dt.kind != "u" else out_dt
+    res = make_nd_memref_descriptor(x.ndim, np.ctypeslib.as_ctypes_type(carrier))()
+    x = np.array(x, copy=True, order="C")  # one-shot-bufferize may reuse the argument buffer in place
+    arg = get_ranked_memref_descriptor(x)
+    mod.engine.invoke(name, ctypes.pointer(ctypes.pointer(res)), ctypes.pointer(ctypes.pointer(arg)))
+    return np.array(ranked_memref_to_numpy([res]), copy=True).reshape(x.shape)
+
+
+def _uq_supports(case: Case) -> str | None:
+    try:
+        _uq_func("f", case)
+    except Unsupported as exc:
+        return str(exc)
+    return None
+
+
+def _uq_one(case: Case) -> Outputs:
+    text, out_dt = _uq_func("f", case)
+    mod = Compiled("module {" + text + "\n}\n")
+    y = _call_returning(mod, "f", _uq_input(case), out_dt)
+    (oname,) = case.expected
+    return {oname: codes_as(case, oname, y)}
+
+
+def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    return run_each(cases, _uq_one)
+
+
+def _uq_snippet(case: Case, i: int) -> str:
+    one = single_element_case(case, i)
+    text, out_dt = _uq_func("f", one)
+    text = " ".join(ln.strip() for ln in ("module {" + text + "}").splitlines())
+    x = _uq_input(one)
+    lit = float_literal(x, 0) if x.dtype.kind == "f" else f"np.array([{int(x.reshape(-1)[0])}], np.{x.dtype.name})"
+    return python_c(
+        "import ctypes, numpy as np",
+        "from torch_mlir import ir, passmanager, execution_engine as ee",
+        "from torch_mlir.runtime import get_ranked_memref_descriptor as d, make_nd_memref_descriptor as mk, "
+        "ranked_memref_to_numpy as tonp",
+        "c = ir.Context(); c.__enter__()", f"m = ir.Module.parse({text!r})",
+        f"passmanager.PassManager.parse({PIPELINE!r}).run(m.operation)",
+        f"x = {lit}; r = mk(1, np.ctypeslib.as_ctypes_type(np.{'uint16' if out_dt.itemsize == 2 else out_dt.name}))()",
+        "ee.ExecutionEngine(m, opt_level=2).invoke('f', ctypes.pointer(ctypes.pointer(r)), "
+        "ctypes.pointer(ctypes.pointer(d(x))))",
+        f"y = tonp([r]).reshape(-1); print(hex(int(y.view(f'u{{y.dtype.itemsize}}')[0]){_mask(one)}))")
+
+
+def _uniform_target() -> Target:
+    return Target(BACKEND, "mlir.quant", "uniform", "quant.qcast / quant.dcast (+ quant.scast), lower-quant-ops, "
+                  "lowered to LLVM, ExecutionEngine", "mlir", ("uniform_quantize", "uniform_dequantize"),
+                  _uq_supports, _uq_run, _uq_snippet)

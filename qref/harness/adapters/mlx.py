@@ -1,0 +1,270 @@
+"""MLX (CPU): ``mx.to_fp8`` / ``mx.from_fp8`` (float8_e4m3fn, element profile ``mlx``) and ``astype`` to float16 /
+bfloat16 (no qref profile: the spec default is the reference). Block quantization (``mx.quantize``) joins when
+the block family's cases land.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...conformance.case import Case
+from ..model import Outputs, Target, Unsupported
+from . import require
+from ._common import codes_as, float_literal, hex_print, python_c, run_elements
+
+BACKEND = "mlx"
+DISTRIBUTIONS = ("mlx",)
+
+
+def _mx():
+    import mlx.core as mx
+
+    return mx
+
+
+def _mxdt(name: str):
+    return getattr(_mx(), name)
+
+
+def _to_mx(flat: np.ndarray):
+    mx = _mx()
+    if flat.dtype.name == "bfloat16":
+        return mx.array(flat.view(np.uint16)).view(mx.bfloat16)
+    return mx.array(flat)
+
+
+def _from_mx(a) -> np.ndarray:
+    mx = _mx()
+    if a.dtype == mx.bfloat16:
+        return np.asarray(a.view(mx.uint16))
+    return np.asarray(a)
+
+
+# ---- to_fp8 / from_fp8 ------------------------------------------------------------------------------------
+def _fp8_supports(case: Case) -> str | None:
+    if case.format["name"] != "float8_e4m3fn":
+        return f"mx.to_fp8/from_fp8 convert float8_e4m3fn only, not {case.format['name']}"
+    if case.operation == "decode" and case.params["dtype"] == "float64":
+        return "mx.from_fp8 does not produce float64"
+    return None
+
+
+def _fp8_fn(sig: tuple[str, str, str, str], flat: np.ndarray) -> np.ndarray:
+    mx = _mx()
+    op, _fmt, _src, out = sig
+    if op == "decode":
+        return _from_mx(mx.from_fp8(mx.array(flat.astype(np.uint8)), dtype=_mxdt(out)))
+    codes = mx.to_fp8(_to_mx(flat))
+    if op == "encode":
+        return np.asarray(codes)
+    return _from_mx(mx.from_fp8(codes, dtype=_to_mx(flat[:1]).dtype))
+
+
+def _fp8_snippet(case: Case, i: int) -> str:
+    if case.operation == "decode":
+        out = case.params["dtype"]
+        c = int(case.inputs["codes"].reshape(-1)[i])
+        expr = f"mx.from_fp8(mx.array(np.array([{hex(c)}], np.uint8)), dtype=mx.{out})"
+        if out == "bfloat16":
+            expr += ".view(mx.uint16)"
+        w = 4 if out == "float32" else 2
+        return python_c("import numpy as np, mlx.core as mx", hex_print(expr, w))
+    x = case.inputs["x"]
+    lit = float_literal(x, i)
+    load = "mx.array(x.view(np.uint16)).view(mx.bfloat16)" if x.dtype.name == "bfloat16" else "mx.array(x)"
+    imports = "import numpy as np, ml_dtypes, mlx.core as mx" if x.dtype.name == "bfloat16" else \
+        "import numpy as np, mlx.core as mx"
+    if case.operation == "encode":
+        return python_c(imports, f"x = {lit}", hex_print(f"mx.to_fp8({load})", 1))
+    back = f"mx.from_fp8(mx.to_fp8({load}), dtype={load}.dtype)"
+    if x.dtype.name == "bfloat16":
+        back += ".view(mx.uint16)"
+    return python_c(imports, f"x = {lit}", hex_print(back, x.dtype.itemsize))
+
+
+# ---- astype to float16 / bfloat16 ---------------------------------------------------------------------------
+def _astype_supports(case: Case) -> str | None:
+    name = case.format["name"]
+    if name not in ("float16", "bfloat16"):
+        return f"MLX has no {name} array type (mx.to_fp8 covers float8_e4m3fn)"
+    src = case.inputs["codes" if case.operation == "decode" else "x"].dtype.name
+    if src == name:
+        return None
+    return None
+
+
+def _astype_fn(sig: tuple[str, str, str, str], flat: np.ndarray) -> np.ndarray:
+    mx = _mx()
+    op, fmt, _src, out = sig
+    if op == "decode":
+        a = mx.array(flat.view(np.uint16)).view(_mxdt(fmt))
+        return _from_mx(a.astype(_mxdt(out)))
+    a = _to_mx(flat)
+    y = a.astype(_mxdt(fmt))
+    if op == "encode":
+        return _from_mx(y).view(np.uint16)
+    return _from_mx(y.astype(a.dtype))
+
+
+def _astype_snippet(case: Case, i: int) -> str:
+    fmt = case.format["name"]
+    if case.operation == "decode":
+        out = case.params["dtype"]
+        c = int(case.inputs["codes"].reshape(-1)[i])
+        expr = f"mx.array(np.array([{hex(c)}], np.uint16)).view(mx.{fmt}).astype(mx.{out})"
+        if out == "bfloat16":
+            expr += ".view(mx.uint16)"
+        w = {"float32": 4, "float64": 8}.get(out, 2)
+        return python_c("import numpy as np, mlx.core as mx", hex_print(expr, w))
+    x = case.inputs["x"]
+    lit = float_literal(x, i)
+    load = "mx.array(x.view(np.uint16)).view(mx.bfloat16)" if x.dtype.name == "bfloat16" else "mx.array(x)"
+    imports = "import numpy as np, ml_dtypes, mlx.core as mx"
+    if case.operation == "encode":
+        return python_c(imports, f"x = {lit}", hex_print(f"{load}.astype(mx.{fmt}).view(mx.uint16)", 2))
+    back = f"{load}.astype(mx.{fmt}).astype({load}.dtype)"
+    if x.dtype.name == "bfloat16":
+        back += ".view(mx.uint16)"
+    return python_c(imports, f"x = {lit}", hex_print(back, x.dtype.itemsize))
+
+
+def _runner(fn):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_elements(cases, fn)
+    return run
+
+
+def targets() -> list[Target]:
+    require("mlx.core", backend=BACKEND, hint="pip install 'mlx[cpu]'")
+    ops = ("encode", "decode", "quantize")
+    return [
+        Target(BACKEND, "mlx.fp8", "elements", "mx.to_fp8(x) / mx.from_fp8(codes, dtype) (float8_e4m3fn)", "mlx",
+               ops, _fp8_supports, _runner(_fp8_fn), _fp8_snippet),
+        Target(BACKEND, "mlx.astype", "elements", "mx.array(x).astype(mx.float16 | mx.bfloat16)", None, ops,
+               _astype_supports, _runner(_astype_fn), _astype_snippet),
+        _block_target(),
+    ]
+
+
+# ---- block: mx.quantize / mx.dequantize --------------------------------------------------------------------
+MODES = {"mxfp4": ("mxfp4", 4), "mxfp8_e4m3": ("mxfp8", 8), "nvfp4": ("nvfp4", 4)}
+
+
+def _mode(case: Case) -> tuple[str, int, int]:
+    """(mode, group size, bits) of mx.quantize for the case's scheme, or Unsupported."""
+    sch = case.scheme or {}
+    name = sch.get("name")
+    if name == "mlx_affine":
+        return "affine", int(sch["block_size"]), int(str(sch["element"]).replace("uint", ""))
+    if name not in MODES:
+        raise Unsupported(f"mx.quantize has no {name} mode (modes: affine, mxfp4, mxfp8 (E4M3), nvfp4)")
+    mode, b = MODES[name]
+    return mode, int(sch["block_size"]), b
+
+
+def unpack_words(words: np.ndarray, bits: int, n: int) -> np.ndarray:
+    """Codes from MLX's packing: each row a little-endian bit stream of uint32 words, element i at bits
+    [i*bits, i*bits + bits)."""
+    w = np.ascontiguousarray(words).astype("<u4")
+    rows = w.reshape(w.shape[0], -1).view(np.uint8)
+    stream = np.unpackbits(rows, axis=1, bitorder="little")[:, : n * bits].reshape(rows.shape[0], n, bits)
+    return (stream.astype(np.uint16) << np.arange(bits, dtype=np.uint16)).sum(axis=2).astype(np.uint8)
+
+
+def pack_words(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Inverse of unpack_words (rows padded to whole uint32 words)."""
+    c = np.asarray(codes, dtype=np.uint8).reshape(codes.shape[0], -1)
+    stream = ((c[:, :, None] >> np.arange(bits, dtype=np.uint8)) & 1).reshape(c.shape[0], -1)
+    stream = np.concatenate([stream, np.zeros((c.shape[0], (-stream.shape[1]) % 32), np.uint8)], axis=1)
+    return np.packbits(stream, axis=1, bitorder="little").view("<u4").astype(np.uint32)
+
+
+def _blk_supports(case: Case) -> str | None:
+    try:
+        _mode(case)
+    except Unsupported as exc:
+        return str(exc)
+    arr = case.inputs["x"] if case.operation == "block_quantize" else case.inputs["codes"]
+    if case.operation == "block_quantize":
+        if arr.ndim < 2:
+            return "mx.quantize takes arrays of two or more dimensions"
+        if int(case.params.get("axis", -1)) % arr.ndim != arr.ndim - 1:
+            return "mx.quantize groups along the last axis only"
+        if arr.dtype.name not in ("float32", "float16", "bfloat16"):
+            return f"mx.quantize takes float32/float16/bfloat16, not {arr.dtype.name}"
+    if arr.shape[-1] % int(case.scheme["block_size"]):
+        return "mx.quantize needs the last dimension divisible by the group size (no partial groups)"
+    if case.scheme.get("name") == "nvfp4" and arr.size % 32:
+        return "MLX's CPU nvfp4 kernels need the element count to be a multiple of 32"
+    return None
+
+
+def _blk_one(case: Case) -> Outputs:
+    mx = _mx()
+    mode, g, b = _mode(case)
+    gs = case.inputs.get("global_scale")
+    kw = {} if gs is None else {"global_scale": mx.array(gs.astype(np.float32).reshape(()))}
+    if case.operation == "block_quantize":
+        x = case.inputs["x"]
+        res = mx.quantize(_to_mx(np.ascontiguousarray(x)), group_size=g, bits=b, mode=mode, **kw)
+        wq, scales = res[0], res[1]
+        out: dict[str, np.ndarray] = {}
+        codes = unpack_words(np.asarray(wq).reshape(-1, np.asarray(wq).shape[-1]), b, x.shape[-1])
+        out["codes"] = codes.reshape(x.shape)
+        out["scales"] = _from_mx(scales)
+        if len(res) > 2 and res[2] is not None and "biases" in case.expected:
+            out["biases"] = _from_mx(res[2])
+        return {k: codes_as(case, k, v) for k, v in out.items() if k in case.expected}
+    codes = case.inputs["codes"]
+    wq = mx.array(pack_words(codes.reshape(-1, codes.shape[-1]), b).reshape(*codes.shape[:-1], -1))
+    sc = case.inputs["scales"]
+    scales = mx.array(sc) if sc.dtype == np.uint8 else _to_mx(np.ascontiguousarray(sc))
+    bi = case.inputs.get("biases")
+    biases = None if bi is None else _to_mx(np.ascontiguousarray(bi))
+    (name,) = case.expected
+    odt = case.expected[name].dtype.name
+    y = mx.dequantize(wq, scales, biases, group_size=g, bits=b, mode=mode, dtype=_mxdt(odt), **kw)
+    if y.dtype != _mxdt(odt):
+        raise Unsupported(f"mx.dequantize(..., dtype={odt}) returns {y.dtype} here (the dtype argument is not "
+                          "honoured), so the case cannot be compared")
+    return {name: codes_as(case, name, _from_mx(y))}
+
+
+def _blk_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    from ._common import run_each
+
+    return run_each(cases, _blk_one)
+
+
+def _blk_snippet(case: Case, i: int) -> str:
+    """Quantize the case's input (one row of blocks in a reproducer) and print output ``_output`` at index i."""
+    mode, g, b = _mode(case)
+    out = getattr(case, "_output", "codes")
+    gs = case.inputs.get("global_scale")
+    kw = "" if gs is None else f", global_scale=mx.array(np.float32({float(gs.reshape(-1)[0])!r}))"
+    imports = "import numpy as np, ml_dtypes, mlx.core as mx"
+    if case.operation != "block_quantize":
+        return ("(no one-line reproducer for mx.dequantize: run `qref run --backend mlx --target mlx.quantize "
+                f"--include '{case.id}' --no-xfail`)")
+    x = case.inputs["x"]
+    bits_ = x.view(f"u{x.dtype.itemsize}").reshape(x.shape[0], -1)
+    view = "ml_dtypes.bfloat16" if x.dtype.name == "bfloat16" else "np." + x.dtype.name
+    lit = f"np.array({[[int(v) for v in row] for row in bits_]}, np.uint{8 * x.dtype.itemsize}).view({view})"
+    load = "mx.array(x.view(np.uint16)).view(mx.bfloat16)" if x.dtype.name == "bfloat16" else "mx.array(x)"
+    stmts = [imports, f"x = {lit}", f"r = mx.quantize({load}, group_size={g}, bits={b}, mode={mode!r}{kw})"]
+    if out == "codes":  # the packed words are a little-endian bit stream, element i at bits [i*b, i*b + b)
+        stmts += ["w = np.unpackbits(np.asarray(r[0]).astype('<u4').view(np.uint8), bitorder='little')",
+                  f"print(hex(int((w[{i * b}:{i * b + b}] << np.arange({b})).sum())))"]
+    else:
+        k = 1 if out == "scales" else 2
+        stmts += [f"s = np.asarray(r[{k}].view(mx.uint16) if r[{k}].dtype == mx.bfloat16 else r[{k}]).reshape(-1)",
+                  f"print(hex(int(s.view(f'u{{s.dtype.itemsize}}')[{i}])))"]
+    return python_c(*stmts)
+
+
+def _block_target() -> Target:
+    return Target(BACKEND, "mlx.quantize", "block", "mx.quantize / mx.dequantize (modes affine, mxfp4, mxfp8, "
+                  "nvfp4); codes read from the packed uint32 words", "mlx", ("block_quantize", "block_dequantize"),
+                  _blk_supports, _blk_run, _blk_snippet)

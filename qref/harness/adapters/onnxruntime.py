@@ -1,0 +1,361 @@
+"""ONNX Runtime (CPUExecutionProvider): ``Cast`` to and from the float8 types with ``saturate`` 1 and 0, float8
+E8M0 (opset 24), float16 and bfloat16 (elements: ``saturate=1`` is the element profile ``saturating``,
+``saturate=0`` has no qref profile: the spec default is its reference), and ``QuantizeLinear`` /
+``DequantizeLinear`` (uniform profile ``onnx``).
+
+Tensors of types numpy lacks (bfloat16, float8, int4) go in through ``OrtValue.ortvalue_from_numpy_with_onnx_type``
+and come out as raw bytes (``io_binding`` and ``OrtValue.data_ptr``), so codes are read bit for bit.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...conformance.case import Case
+from ..model import Outputs, Target, Unsupported
+from . import require
+from ._common import codes_as, element_signature, float_literal, group_by, python_c
+
+BACKEND = "onnxruntime"
+DISTRIBUTIONS = ("onnx", "onnxruntime")
+
+#: qref type name -> (TensorProto name, bytes per element in memory or None for 4-bit packed)
+ONNX_TYPES = {
+    "float32": "FLOAT", "float64": "DOUBLE", "float16": "FLOAT16", "bfloat16": "BFLOAT16",
+    "float8_e4m3fn": "FLOAT8E4M3FN", "float8_e5m2": "FLOAT8E5M2", "float8_e4m3fnuz": "FLOAT8E4M3FNUZ",
+    "float8_e5m2fnuz": "FLOAT8E5M2FNUZ", "float8_e8m0fnu": "FLOAT8E8M0", "float4_e2m1fn": "FLOAT4E2M1",
+    "int8": "INT8", "uint8": "UINT8", "int16": "INT16", "uint16": "UINT16", "int32": "INT32", "uint32": "UINT32",
+    "int4": "INT4", "uint4": "UINT4", "int2": "INT2", "uint2": "UINT2",
+}
+FP8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")
+#: opset per element type (E8M0 from 24, FLOAT4E2M1 from 23, int4 from 21)
+OPSET = {"float8_e8m0fnu": 24, "float4_e2m1fn": 23}
+PACKED = ("int4", "uint4", "float4_e2m1fn", "int2", "uint2")
+
+
+def onnx_type(name: str) -> int:
+    from onnx import TensorProto
+
+    if name not in ONNX_TYPES:
+        raise Unsupported(f"ONNX has no tensor type for {name}")
+    return int(getattr(TensorProto, ONNX_TYPES[name]))
+
+
+def pack(arr: np.ndarray, bits: int) -> np.ndarray:
+    """Pack 4- or 2-bit codes little-endian first (element 0 in the low bits of byte 0), as ONNX stores them."""
+    per = 8 // bits
+    c = np.asarray(arr, dtype=np.uint8).reshape(-1) & ((1 << bits) - 1)
+    c = np.concatenate([c, np.zeros((-c.size) % per, np.uint8)]).reshape(-1, per)
+    return np.bitwise_or.reduce(c << (np.arange(per, dtype=np.uint8) * bits), axis=1).astype(np.uint8)
+
+
+def unpack(raw: np.ndarray, bits: int, n: int) -> np.ndarray:
+    per = 8 // bits
+    r = np.asarray(raw, dtype=np.uint8).reshape(-1, 1)
+    return ((r >> (np.arange(per, dtype=np.uint8) * bits)) & ((1 << bits) - 1)).reshape(-1)[:n].astype(np.uint8)
+
+
+def session(model: Any) -> Any:
+    import onnxruntime as ort
+
+    try:
+        return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        msg = str(exc).strip().splitlines()[0]
+        raise Unsupported(f"onnxruntime: {msg}") from None
+
+
+def run_session(sess: Any, feeds: dict[str, tuple[np.ndarray, str]], out_type: str, n: int) -> np.ndarray:
+    """Run with io_binding: feeds name -> (array of codes/values, qref type name); the single output is returned
+    as unsigned codes (4-bit types unpacked) or raw values of its width."""
+    import onnxruntime as ort
+
+    b = sess.io_binding()
+    keep = []
+    for name, (arr, tname) in feeds.items():
+        a = np.ascontiguousarray(arr)
+        if tname in PACKED:  # allocate the tensor with its logical shape, then copy the packed bytes in
+            packed = pack(a, 4 if "4" in tname else 2)
+            v = ort.OrtValue.ortvalue_from_shape_and_type(list(a.shape), onnx_type(tname))
+            ctypes.memmove(v.data_ptr(), packed.ctypes.data, packed.nbytes)
+            keep.append(v)
+            b.bind_ortvalue_input(name, v)
+            continue
+        keep.append(a)
+        b.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a, onnx_type(tname)))
+    out_name = sess.get_outputs()[0].name
+    b.bind_output(out_name, "cpu")
+    sess.run_with_iobinding(b)
+    o = b.get_outputs()[0]
+    size = int(o.tensor_size_in_bytes())
+    raw = np.frombuffer(ctypes.string_at(o.data_ptr(), size), np.uint8).copy()
+    if out_type in PACKED:
+        return unpack(raw, 4 if "4" in out_type else 2, n)
+    width = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int16": 2, "uint16": 2, "int32": 4,
+             "uint32": 4}.get(out_type, 1)
+    return raw.view(f"u{width}")
+
+
+# ---- elements: Cast -----------------------------------------------------------------------------------------
+def cast_model(src: str, dst: str, saturate: int | None) -> Any:
+    from onnx import helper
+
+    attrs = {} if saturate is None else {"saturate": saturate}
+    node = helper.make_node("Cast", ["x"], ["y"], to=onnx_type(dst), **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type(src), [None])],
+                          [helper.make_tensor_value_info("y", onnx_type(dst), [None])])
+    opset = max(21, OPSET.get(src, 0), OPSET.get(dst, 0))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _cast_supports(saturating: bool):
+    def supports(case: Case) -> str | None:
+        op, fmt, _src, _out = element_signature(case)
+        if fmt not in ONNX_TYPES or fmt.startswith(("int", "uint")):
+            return f"ONNX Cast has no {fmt} type" if fmt not in ONNX_TYPES else \
+                "float -> integer is QuantizeLinear (uniform family); Cast truncates"
+        if saturating and (fmt not in FP8 or op == "decode"):
+            return "saturate=1 applies to float8 results only (see onnxruntime.cast.nosaturate)"
+        return None
+    return supports
+
+
+def _cast_sat(saturating: bool, fmt: str) -> int | None:
+    if fmt in FP8:
+        return 1 if saturating else 0
+    return None
+
+
+def _cast_run(saturating: bool):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        out: list[Any] = [None] * len(cases)
+        for sig, idxs in group_by(cases, element_signature).items():
+            op, fmt, src, o = sig
+            name = "codes" if op == "decode" else "x"
+            try:
+                sat = _cast_sat(saturating, fmt)
+                if op == "decode":
+                    first = session(cast_model(fmt, o, None))
+                else:
+                    first = session(cast_model(src, fmt, sat))
+                    back = session(cast_model(fmt, src, None)) if op == "quantize" else None
+            except Exception as exc:
+                for i in idxs:
+                    out[i] = exc
+                continue
+            for i in idxs:
+                try:
+                    x = cases[i].inputs[name].reshape(-1)
+                    if op == "decode":
+                        y = run_session(first, {"x": (x, fmt)}, o, x.size)
+                    else:
+                        y = run_session(first, {"x": (x, src)}, fmt, x.size)
+                        if back is not None:
+                            y = run_session(back, {"x": (y, fmt)}, src, x.size)
+                    (oname,) = cases[i].expected
+                    out[i] = {oname: codes_as(cases[i], oname, y)}
+                except Exception as exc:
+                    out[i] = exc
+        return out
+    return run
+
+
+_SNIPPET_HEAD = ("import ctypes, numpy as np, ml_dtypes, onnxruntime as ort",
+                 "from onnx import helper, TensorProto as T")
+
+
+def _cast_snippet(saturating: bool):
+    def snippet(case: Case, i: int) -> str:
+        op, fmt, src, out = element_signature(case)
+        name = "codes" if op == "decode" else "x"
+        a, b = (fmt, out) if op == "decode" else (src, fmt)
+        sat = None if op == "decode" else _cast_sat(saturating, fmt)
+        attrs = "" if sat is None else f", saturate={sat}"
+        opset = max(21, OPSET.get(a, 0), OPSET.get(b, 0))
+        x = case.inputs[name].reshape(-1)
+        if op == "decode" and x.dtype.itemsize == 1:
+            lit = f"np.array([{int(x[i])}], np.uint8)"
+        else:
+            lit = float_literal(x, i) + (f".view(np.uint{8 * x.dtype.itemsize})" if x.dtype.name == "bfloat16" or
+                                         op == "decode" else "")
+        width = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}.get(b, 1)
+        stmts = [
+            *_SNIPPET_HEAD,
+            f"g = helper.make_graph([helper.make_node('Cast', ['x'], ['y'], to=T.{ONNX_TYPES[b]}{attrs})], 'g', "
+            f"[helper.make_tensor_value_info('x', T.{ONNX_TYPES[a]}, [None])], "
+            f"[helper.make_tensor_value_info('y', T.{ONNX_TYPES[b]}, [None])])",
+            "s = ort.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid('', "
+            f"{opset})]).SerializeToString(), providers=['CPUExecutionProvider'])",
+            "bd = s.io_binding()", f"x = {lit}",
+            f"bd.bind_ortvalue_input('x', ort.OrtValue.ortvalue_from_numpy_with_onnx_type(x, T.{ONNX_TYPES[a]}))",
+            "bd.bind_output('y', 'cpu'); s.run_with_iobinding(bd); o = bd.get_outputs()[0]",
+            f"print(hex(int.from_bytes(ctypes.string_at(o.data_ptr(), {width}), 'little')))",
+        ]
+        if op == "quantize":
+            return "# quantize = Cast to the format, then Cast back: " + python_c(*stmts)
+        return python_c(*stmts)
+    return snippet
+
+
+def targets() -> list[Target]:
+    require("onnx", "onnxruntime", backend=BACKEND, hint="pip install onnx onnxruntime")
+    ops = ("encode", "decode", "quantize")
+    return [
+        Target(BACKEND, "onnxruntime.cast.saturate", "elements", "Cast(to=float8*, saturate=1) (opset 21; E8M0 "
+               "opset 24)", "saturating", ("encode", "quantize"), _cast_supports(True), _cast_run(True),
+               _cast_snippet(True)),
+        Target(BACKEND, "onnxruntime.cast.nosaturate", "elements", "Cast(to=float8*, saturate=0); Cast to "
+               "float16/bfloat16/float4; Cast from the float8 types", None, ops, _cast_supports(False),
+               _cast_run(False), _cast_snippet(False)),
+        _uniform_target(),
+    ]
+
+
+# ---- uniform: QuantizeLinear / DequantizeLinear ------------------------------------------------------------
+def _initializer(name: str, arr: np.ndarray, tname: str) -> Any:
+    from onnx import helper
+
+    a = np.asarray(arr)
+    if tname in ("float32", "float64"):
+        return helper.make_tensor(name, onnx_type(tname), list(a.shape), a.astype(tname).reshape(-1).tolist())
+    if tname in ("float16", "bfloat16") or tname in FP8 or tname == "float4_e2m1fn":
+        import ml_dtypes
+
+        dt = np.float16 if tname == "float16" else getattr(ml_dtypes, tname)
+        raw = a.astype(np.float64).astype(np.float32).astype(dt)
+        if tname in PACKED:
+            raw = pack(raw.view(np.uint8), 4)
+        return helper.make_tensor(name, onnx_type(tname), list(a.shape), raw.tobytes(), raw=True)
+    vals = a.astype(np.int64)
+    if tname in PACKED:
+        bits_ = 4 if "4" in tname else 2
+        return helper.make_tensor(name, onnx_type(tname), list(a.shape), pack(vals & ((1 << bits_) - 1), bits_)
+                                  .tobytes(), raw=True)
+    return helper.make_tensor(name, onnx_type(tname), list(a.shape), vals.reshape(-1).tolist())
+
+
+def qdq_model(case: Case) -> tuple[Any, str, str]:
+    """(model, input type, output type) of the QuantizeLinear / DequantizeLinear node for a uniform case."""
+    from onnx import helper
+
+    from ..families.uniform import scheme_of
+
+    sch = scheme_of(case)
+    st = sch.storage.name
+    if st not in ONNX_TYPES:
+        raise Unsupported(f"ONNX has no {st} tensor type (narrowed ranges and other widths are not ONNX types)")
+    if sch.storage_range is not None:
+        raise Unsupported("ONNX has no narrowed storage ranges")
+    et = sch.expressed.name
+    if et not in ("float32", "float16", "bfloat16"):
+        raise Unsupported(f"ONNX scales are float32/float16/bfloat16, not {et}")
+    attrs: dict[str, Any] = {}
+    if sch.granularity == "per_axis":
+        attrs["axis"] = sch.axis
+    elif sch.granularity == "blocked":
+        big = [(a, b) for a, b in sch.block_size or () if b > 1]
+        if len(big) != 1:
+            raise Unsupported("ONNX blocked quantization blocks exactly one axis")
+        attrs["axis"], attrs["block_size"] = big[0]
+    if st in FP8 or st == "float4_e2m1fn":
+        attrs["saturate"] = int(sch.arithmetic.float_saturate) if case.operation == "uniform_quantize" else None
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+    (iname,) = case.inputs
+    shape = list(case.inputs[iname].shape)
+    scale = _initializer("s", sch.scale_array, et)
+    zp = _initializer("z", sch.zero_point_array, st)
+    opset = max(21, OPSET.get(st, 0), 25 if st in ("int2", "uint2") else 0)
+    if case.operation == "uniform_quantize":
+        xt = case.inputs["x"].dtype.name
+        if xt != et:
+            raise Unsupported(f"QuantizeLinear takes x and y_scale of one type ({xt} input, {et} scale)")
+        node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], **attrs)
+        it, ot = xt, st
+    else:
+        (oname,) = case.expected
+        ot = case.expected[oname].dtype.name
+        if ot != et:
+            raise Unsupported(f"DequantizeLinear returns the scale's type {et}, the case asks for {ot}")
+        node = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], **attrs)
+        it = st
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx_type(it), shape)],
+                          [helper.make_tensor_value_info("y", onnx_type(ot), shape)], initializer=[scale, zp])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), it, ot
+
+
+def _uq_supports(case: Case) -> str | None:
+    try:
+        qdq_model(case)
+    except Unsupported as exc:
+        return str(exc)
+    return None
+
+
+def _uq_input(case: Case) -> np.ndarray:
+    from ._common import storage_values
+
+    if case.operation == "uniform_quantize":
+        return np.ascontiguousarray(case.inputs["x"])
+    return storage_values(case)
+
+
+def _uq_one(case: Case) -> Outputs:
+    model, it, ot = qdq_model(case)
+    x = _uq_input(case)
+    if it in PACKED:
+        x = x.astype(np.int64) & 0xF
+    y = run_session(session(model), {"x": (x.astype(np.uint8) if it in PACKED else x, it)}, ot, x.size)
+    (oname,) = case.expected
+    return {oname: codes_as(case, oname, y.reshape(case.expected[oname].shape))}
+
+
+def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    from ._common import run_each
+
+    return run_each(cases, _uq_one)
+
+
+def _uq_snippet(case: Case, i: int) -> str:
+    from ._common import single_element_case
+
+    one = single_element_case(case, i)
+    model, it, ot = qdq_model(one)
+    op = "QuantizeLinear" if one.operation == "uniform_quantize" else "DequantizeLinear"
+    node = model.graph.node[0]
+    attrs = ", ".join(f"{a.name}={a.i}" for a in node.attribute)
+    s_init, z_init = model.graph.initializer
+    from onnx import numpy_helper
+
+    sv = float(numpy_helper.to_array(s_init).astype(np.float64).reshape(-1)[0])
+    zv = int(np.asarray(numpy_helper.to_array(z_init)).astype(np.float64).reshape(-1)[0])
+    x = _uq_input(one)
+    if it in PACKED:
+        lit = f"np.array([{int(x.reshape(-1)[0]) & 0xF}], np.uint8)"
+    elif x.dtype.kind == "f":
+        lit = float_literal(x, 0)
+    else:
+        lit = f"np.array([{int(x.reshape(-1)[0])}], np.{x.dtype.name})"
+    zmake = f"helper.make_tensor('z', T.{ONNX_TYPES[one.scheme['storage']]}, [], [{zv}])"
+    return python_c(
+        *_SNIPPET_HEAD,
+        f"g = helper.make_graph([helper.make_node('{op}', ['x', 's', 'z'], ['y']{', ' + attrs if attrs else ''})], "
+        f"'g', [helper.make_tensor_value_info('x', T.{ONNX_TYPES[it]}, [1])], "
+        f"[helper.make_tensor_value_info('y', T.{ONNX_TYPES[ot]}, [1])], initializer=["
+        f"helper.make_tensor('s', T.{ONNX_TYPES[one.scheme['expressed']]}, [], [{sv!r}]), {zmake}])",
+        "s = ort.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid('', "
+        f"{model.opset_import[0].version})]).SerializeToString(), providers=['CPUExecutionProvider'])",
+        "bd = s.io_binding()", f"x = {lit}",
+        f"bd.bind_ortvalue_input('x', ort.OrtValue.ortvalue_from_numpy_with_onnx_type(x, T.{ONNX_TYPES[it]}))",
+        "bd.bind_output('y', 'cpu'); s.run_with_iobinding(bd); o = bd.get_outputs()[0]",
+        "print(hex(int.from_bytes(ctypes.string_at(o.data_ptr(), o.tensor_size_in_bytes()), 'little')"
+        f"{' & 0xF' if ot in PACKED else ''}))")
+
+
+def _uniform_target() -> Target:
+    return Target(BACKEND, "onnxruntime.qdq", "uniform", "QuantizeLinear / DequantizeLinear (opset 21; int2 25), "
+                  "per tensor, per axis, blocked; saturate for float8 outputs", "onnx",
+                  ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run, _uq_snippet)

@@ -1,0 +1,151 @@
+"""Compare backend outputs with an expectation and name each mismatch (docs/conformance.md §3).
+
+Outputs are compared as unsigned integers of their width (floats as bit patterns: NaN payloads, the sign of NaN
+and of zero all count), skipping elements the expectation leaves unspecified. A mismatching element gets the
+first class that explains it: a structural class read from the codes (NaN sign or code, sign of zero), else a
+qref variant of the reference profile (its family module's ``alternatives``) that reproduces the backend's code
+exactly at that element, chosen greedily per case (the variant explaining the most mismatches first; single
+changes before combinations) (e.g. rounding="nearest_away" -> tie rule, overflow="saturate" -> saturation vs
+NaN vs Inf, zero point added after rounding -> zero point order), else "other". No tolerance anywhere: a class
+names a bit-exact alternative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import ModuleType
+
+import numpy as np
+
+from ..conformance.case import Case
+from .families import Expectation
+from .model import Comparison, bits
+
+#: class -> (title, what it means). The report lists classes in this order.
+CLASSES: dict[str, tuple[str, str]] = {
+    "tie_rule": ("tie rule", "exact ties resolved differently (away from zero, toward zero, up) than round half to "
+                             "even"),
+    "truncation": ("truncation", "the value is truncated toward zero instead of rounded to nearest"),
+    "directed_rounding": ("directed rounding", "rounded up, down or away from zero instead of to nearest"),
+    "zero_point_order": ("zero point order", "the zero point is added before rounding where the reference adds it "
+                                             "after (or the reverse)"),
+    "scale_arithmetic": ("scale arithmetic", "x * fl(1/s) instead of x / s (or the reverse), or the scale rounded "
+                                             "to another type first"),
+    "compute_precision": ("compute precision", "the arithmetic runs in another float type"),
+    "saturation_nan_inf": ("saturation vs NaN vs Inf", "overflow (or an infinite input) gives +-max, NaN or +-Inf "
+                                                       "where the reference gives another of the three"),
+    "saturation": ("saturation bounds", "results clamp to other bounds than the storage range"),
+    "signedness": ("signedness", "unsigned storage handled as the signed (signless) integer of its width: results "
+                                 "clamp to the signed range, codes >= 2^(b-1) read as negative"),
+    "nan_sign_or_code": ("NaN sign or code", "a NaN input or output: another NaN code, NaN sign or payload, or a "
+                                             "number where the reference has its NaN rule"),
+    "sign_of_zero": ("sign of zero", "+0 where the reference gives -0 or the reverse"),
+    "sign_dropped": ("sign dropped", "the magnitude is right but a negative nonzero result comes out positive"),
+    "negative_input": ("negative input", "a negative input to an unsigned format is encoded as its magnitude "
+                                         "where the reference gives NaN"),
+    "zero_input": ("zero input", "a zero input to a format without zero (E8M0): NaN in the reference, another "
+                                 "code in the backend"),
+    "subnormal_flush": ("subnormal flush", "subnormal results or inputs flushed to zero"),
+    "double_rounding": ("double rounding", "the input is rounded to float32 first, then to the format"),
+    "scale_rule": ("scale rule", "the block scale is chosen by another rule (floor / ceil / even / rceil)"),
+    "wrap_around": ("wrap-around", "out-of-range results wrap modulo 2^bits instead of saturating"),
+    "dequantize_arithmetic": ("dequantize arithmetic", "(q - z) * s computed in other types"),
+    "decode_value": ("decoded value", "a code decodes to another value"),
+    "other": ("other", "no single documented variant reproduces the backend's result"),
+    "crash": ("crash", "the backend raised an error or failed to compile a case it should support"),
+}
+
+
+def class_title(cls: str) -> str:
+    """Title of a class or of a combination "a+b"."""
+    return " + ".join(CLASSES.get(c, (c, ""))[0] for c in cls.split("+"))
+
+
+def class_order(cls: str) -> tuple[int, str]:
+    names = list(CLASSES)
+    first = cls.split("+")[0]
+    return (names.index(first) if first in names else len(names), cls)
+
+
+def _greedy(alts: Iterable[tuple[str, Mapping[str, np.ndarray]]], pending: dict[str, np.ndarray],
+            flat: dict[str, tuple[np.ndarray, np.ndarray]], labels: dict[str, np.ndarray],
+            todo: dict[str, np.ndarray]) -> None:
+    """Label mismatches by alternatives: single changes (classes without '+') before combinations; within a
+    tier, a variant that explains every remaining mismatch ends the search at once, otherwise the one explaining
+    the most goes first (ties: the family's order)."""
+
+    def remaining() -> int:
+        return sum(int(t.size) for t in todo.values())
+
+    def assign(cls: str, h: dict[str, np.ndarray]) -> None:
+        for n, m in h.items():
+            sel = m[todo[n]]
+            labels[n][todo[n][sel]] = cls
+            todo[n] = todo[n][~sel]
+
+    def settle(cands: list[tuple[int, str, dict[str, np.ndarray]]]) -> None:
+        while cands and remaining():
+            best = max(cands, key=lambda c: (sum(int(c[2][n][todo[n]].sum()) for n in c[2]), -c[0]))
+            if not sum(int(best[2][n][todo[n]].sum()) for n in best[2]):
+                return
+            assign(best[1], best[2])
+            cands.remove(best)
+
+    tier: list[tuple[int, str, dict[str, np.ndarray]]] = []
+    pairs = False
+    for i, (cls, outs) in enumerate(alts):
+        if ("+" in cls) != pairs:
+            settle(tier)
+            tier, pairs = [], True
+            if not remaining():
+                return
+        h = {}
+        for name in pending:
+            if name in outs:
+                ab = bits(np.asarray(outs[name])).reshape(-1)[pending[name]]
+                h[name] = ab == flat[name][1][pending[name]]
+        if sum(int(m[todo[n]].sum()) for n, m in h.items()) == remaining():
+            assign(cls, h)
+            return
+        tier.append((i, cls, h))
+    settle(tier)
+
+
+def compare(case: Case, fam: ModuleType, exp: Expectation, got: Mapping[str, np.ndarray], profile: str,
+            classify: bool = True, max_examples: int = 3) -> Comparison:
+    """Compare ``got`` with ``exp`` as unsigned bits; classify each mismatch (see module docstring)."""
+    comp = Comparison()
+    pending: dict[str, np.ndarray] = {}
+    flat: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name, e in exp.outputs.items():
+        if name not in got:  # not produced by the backend (e.g. a global scale it does not compute)
+            continue
+        eb = bits(e).reshape(-1)
+        gb = bits(np.asarray(got[name])).reshape(-1)
+        mask = exp.unspecified.get(name)
+        keep = np.ones(eb.shape, dtype=bool) if mask is None else ~np.asarray(mask).reshape(-1)
+        diff = np.flatnonzero((eb != gb) & keep)
+        comp.compared += int(keep.sum())
+        comp.mismatches += int(diff.size)
+        if diff.size:
+            pending[name] = diff
+            flat[name] = (eb, gb)
+    if not pending or not classify:
+        return comp
+    labels: dict[str, np.ndarray] = {}
+    for name, idx in pending.items():
+        eb, gb = flat[name]
+        lab = fam.structural_class(case, name, idx, eb[idx], gb[idx])
+        labels[name] = np.asarray(lab, dtype=object)
+    todo = {n: np.flatnonzero(labels[n] == "") for n in pending}
+    if any(t.size for t in todo.values()):
+        _greedy(fam.alternatives(case, profile), pending, flat, labels, todo)
+    for name, idx in pending.items():
+        lab = labels[name]
+        lab[lab == ""] = "other"
+        for cls in sorted(set(lab.tolist()), key=class_order):
+            sel = idx[lab == cls]
+            comp.classes[cls] = comp.classes.get(cls, 0) + int(sel.size)
+            ex = comp.examples.setdefault(cls, [])
+            ex.extend((name, int(i)) for i in sel[: max(0, max_examples - len(ex))])
+    return comp

@@ -1,0 +1,239 @@
+"""Uniform (affine) quantization for the harness (spec: docs/spec/uniform.md).
+
+Cases: ``uniform_quantize`` (input ``x`` -> integer codes; float storage: element codes) and
+``uniform_dequantize`` (input codes -> values), with ``scheme`` = ``UniformScheme.to_spec()``. The spec default
+is the ``stablehlo`` profile (uniform.md §4). qref's prediction of profile P on a case is the same scheme (storage,
+scales, zero points, axis, blocks, expressed type) rebuilt with P's arithmetic. Mismatch classes are named by the
+arithmetic change (uniform.md §3) that reproduces the backend's codes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ...conformance.case import Case
+from ...formats import IntFormat, get_format
+from ...schemes.base import QArray
+from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, _from_spec, arithmetic_for
+from ..model import bits
+from . import Expectation
+
+FAMILY = "uniform"
+SPEC_PROFILE = DEFAULT_PROFILE
+OPERATIONS = ("uniform_quantize", "uniform_dequantize")
+
+CLASS_SECTIONS = {
+    "zero_point_order": "uniform.md §2.1", "tie_rule": "uniform.md §2.1", "truncation": "uniform.md §2.1",
+    "directed_rounding": "uniform.md §2.1", "scale_arithmetic": "uniform.md §3",
+    "compute_precision": "uniform.md §3", "saturation": "uniform.md §2.1", "wrap_around": "uniform.md §2.1",
+    "nan_sign_or_code": "uniform.md §4.2", "dequantize_arithmetic": "uniform.md §2.2",
+    "saturation_nan_inf": "uniform.md §2.1", "signedness": "uniform.md §4.2",
+}
+
+# arithmetic changes tried in order: (class, overrides)
+_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("zero_point_order", {"zero_point": "after_rounding"}), ("zero_point_order", {"zero_point": "before_rounding"}),
+    ("tie_rule", {"rounding": "nearest_away"}), ("tie_rule", {"rounding": "nearest_toward_zero"}),
+    ("truncation", {"rounding": "toward_zero"}),
+    ("directed_rounding", {"rounding": "up"}), ("directed_rounding", {"rounding": "down"}),
+    ("scale_arithmetic", {"scale_op": "reciprocal"}), ("scale_arithmetic", {"scale_op": "divide"}),
+    ("scale_arithmetic", {"scale_source": "float64"}),
+    ("compute_precision", {"compute": "float32"}), ("compute_precision", {"compute": "float64"}),
+    ("compute_precision", {"compute": "float16"}),
+    ("saturation", {"clamp": "integer"}), ("saturation", {"clamp": "float"}),
+    ("nan_sign_or_code", {"nan": "zero"}),
+    ("saturation_nan_inf", {"float_saturate": False}), ("saturation_nan_inf", {"float_saturate": True}),
+    ("dequantize_arithmetic", {"dq_subtract": "int64"}), ("dequantize_arithmetic", {"dq_subtract": "float32"}),
+    ("dequantize_arithmetic", {"dq_subtract": "expressed"}), ("dequantize_arithmetic", {"dq_multiply": "float32"}),
+    ("dequantize_arithmetic", {"dq_multiply": "float64"}),
+)
+
+
+def relevant(case: Case, profile: str | None) -> bool:
+    if case.family != FAMILY or case.operation not in OPERATIONS:
+        return False
+    return holds(case, SPEC_PROFILE) or (profile is not None and holds(case, profile))
+
+
+def holds(case: Case, profile: str) -> bool:
+    return profile in case.profiles or (not case.profiles and case.profile == profile)
+
+
+def task_key(case: Case) -> str:
+    sch = dict(case.scheme or {})
+    geometry = {k: sch.get(k) for k in ("storage", "expressed", "scales", "zero_points", "scale_shape", "axis",
+                                        "block_size", "storage_range")}
+    h = hashlib.sha256(json.dumps([case.operation, geometry, dict(case.params)], sort_keys=True,
+                                  default=str).encode())
+    for name in sorted(case.inputs):
+        a = case.inputs[name]
+        h.update(f"{name}:{a.dtype.name}:{a.shape}".encode())
+        h.update(bits(a).tobytes())
+    return h.hexdigest()
+
+
+def scheme_of(case: Case, profile: str | None = None, **overrides: Any) -> UniformScheme:
+    """The case's scheme, with ``profile``'s arithmetic (and field overrides) when given."""
+    spec = dict(case.scheme)
+    if profile is not None or overrides:
+        ar = arithmetic_for(profile or spec.get("profile"), **overrides).to_dict()
+        spec["arithmetic"] = ar
+        spec["profile"] = profile or spec.get("profile")
+    return _from_spec(spec)
+
+
+def _outputs(case: Case, sch: UniformScheme) -> Expectation:
+    (name,) = case.expected
+    exp = case.expected[name]
+    if case.operation == "uniform_quantize":
+        with np.errstate(all="ignore"):
+            q = sch.quantize(case.inputs["x"])
+        codes = np.asarray(q.codes)
+        out = codes.view(exp.dtype) if codes.dtype.itemsize == exp.dtype.itemsize else codes.astype(exp.dtype)
+        st = sch.storage
+        if exp.dtype.kind == "u" and isinstance(st, IntFormat) and st.bits < 8 * exp.dtype.itemsize:
+            out = out & exp.dtype.type((1 << st.bits) - 1)  # narrow codes as the suite stores them
+        return Expectation({name: out}, {name: np.asarray(q.unspecified, dtype=bool)})
+    (cname,) = case.inputs
+    codes = case.inputs[cname]
+    st = sch.storage
+    if isinstance(st, IntFormat) and codes.dtype.kind == "u" and st.signed:
+        codes = codes.view(f"i{codes.dtype.itemsize}")
+        if st.bits < 8 * codes.dtype.itemsize:  # sign-extend narrow codes held in a wider integer
+            shift = 8 * codes.dtype.itemsize - st.bits
+            codes = (codes << shift) >> shift
+    with np.errstate(all="ignore"):
+        vals, bad = sch.dequantize_with_mask(QArray(codes=codes, scheme=sch), dtype=exp.dtype)
+    return Expectation({name: np.asarray(vals)}, {name: np.asarray(bad, dtype=bool)})
+
+
+def expectation(case: Case, profile: str) -> Expectation:
+    if holds(case, profile):
+        return Expectation(dict(case.expected), dict(case.unspecified))
+    return _outputs(case, scheme_of(case, profile))
+
+
+def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """(class, outputs) for arithmetic variants of ``profile`` (uniform.md §3), then integer wrap-around and
+    saturation at the signed bounds of the storage width."""
+    base = arithmetic_for(profile).to_dict()
+    seen = set()
+    for cls, ov in _ALTS:
+        if all(base.get(k) == v for k, v in ov.items()):
+            continue
+        key = json.dumps(ov, sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            yield cls, _outputs(case, scheme_of(case, profile, **ov)).outputs
+        except Exception:
+            continue
+    st = get_format(case.scheme["storage"])
+    if case.operation == "uniform_dequantize":
+        if isinstance(st, IntFormat) and not st.signed:  # codes read as the signed type of their width
+            (cname,) = case.inputs
+            c = case.inputs[cname].astype(np.int64) & ((1 << st.bits) - 1)
+            signed = np.where(c >= 1 << (st.bits - 1), c - (1 << st.bits), c)
+            sch = scheme_of(case, profile)
+            spec = dict(sch.to_spec(), storage="int32", zero_points=list(sch.zero_points))  # codes read signed
+            try:
+                alt = _from_spec(spec)
+                (name,) = case.expected
+                with np.errstate(all="ignore"):
+                    vals, _ = alt.dequantize_with_mask(QArray(codes=signed, scheme=alt),
+                                                       dtype=case.expected[name].dtype)
+                yield "signedness", {name: np.asarray(vals)}
+            except Exception:
+                pass
+        return
+    if not isinstance(st, IntFormat) or st.bits >= 32:
+        return
+    spec = dict(case.scheme)
+    wide = dict(spec, storage="int32" if st.bits < 32 else "int64", storage_range=None,
+                arithmetic=arithmetic_for(profile, conversion="saturate").to_dict())
+    try:
+        with np.errstate(all="ignore"):
+            n = np.asarray(_from_spec(wide).quantize(case.inputs["x"]).codes).astype(np.int64)
+    except Exception:
+        return
+    (name,) = case.expected
+    dt = case.expected[name].dtype
+    mod = n & ((1 << st.bits) - 1)
+    yield "wrap_around", {name: _as(mod, dt, st.bits)}
+    lo, hi = -(1 << (st.bits - 1)), (1 << (st.bits - 1)) - 1
+    if not st.signed:  # an unsigned storage saturated as the signed type of its width (a signless i8)
+        yield "signedness", {name: _as(np.clip(n, lo, hi) & ((1 << st.bits) - 1), dt, st.bits)}
+    else:
+        yield "saturation", {name: _as(np.clip(n, 0, (1 << st.bits) - 1), dt, st.bits)}
+
+
+def _as(v: np.ndarray, dt: np.dtype, bits_: int) -> np.ndarray:
+    u = v.astype(np.uint64) & np.uint64((1 << bits_) - 1)
+    width = dt.itemsize
+    return u.astype(f"u{width}").view(dt)
+
+
+def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
+    out = np.full(exp.shape, "", dtype=object)
+    if case.operation == "uniform_quantize" and "x" in case.inputs:
+        with np.errstate(invalid="ignore"):
+            xv = case.inputs["x"].reshape(-1)[idx].astype(np.float64)
+        out[np.isnan(xv)] = "nan_sign_or_code"
+    else:
+        dt = case.expected[name].dtype
+        with np.errstate(invalid="ignore"):
+            ev, gv = exp.view(dt).astype(np.float64), got.view(dt).astype(np.float64)
+        out[np.isnan(ev) | np.isnan(gv)] = "nan_sign_or_code"
+        out[(ev == 0) & (gv == 0) & (out == "")] = "sign_of_zero"
+    return out
+
+
+def spec_sections(case: Case) -> tuple[str, ...]:
+    return tuple(case.spec)
+
+
+def describe_input(case: Case, index: int) -> str:
+    from ...commands.show import _float_text, _hex
+
+    sch = scheme_of(case)
+    (cname,) = case.inputs
+    a = case.inputs[cname]
+    v = a.reshape(-1)[index : index + 1]
+    s, z = element_params(case, index)
+    with np.errstate(invalid="ignore"):
+        val = _float_text(float(v.astype(np.float64)[0])) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" \
+            else str(int(v[0]))
+    return f"{a.dtype.name} {_hex(v)[0]} ({val}) with scale {s!r}, zero point {z} ({sch.storage.name})"
+
+
+def element_params(case: Case, index: int) -> tuple[float, int]:
+    """(scale, zero point) of element ``index`` of the case's input."""
+    sch = scheme_of(case)
+    (cname,) = case.inputs
+    shape = case.inputs[cname].shape
+    S, Z = sch.expand(shape)
+    S = np.broadcast_to(S, shape).reshape(-1)
+    Z = np.broadcast_to(Z, shape).reshape(-1)
+    return float(S[index]), int(Z[index])
+
+
+def describe_output(case: Case, name: str, value: np.ndarray) -> str:
+    from ...commands.show import _float_text, _hex
+
+    v = np.asarray(value).reshape(-1)[:1]
+    if case.operation == "uniform_quantize":
+        st = get_format(case.scheme["storage"])
+        if isinstance(st, IntFormat):
+            u = int(bits(v)[0]) & ((1 << st.bits) - 1)
+            val = u - (1 << st.bits) if st.signed and u >= 1 << (st.bits - 1) else u
+            return f"{_hex(v)[0]} ({val})"
+        return f"{_hex(v)[0]}"
+    with np.errstate(invalid="ignore"):
+        value = float(v.astype(np.float64)[0])
+    return f"{_hex(v)[0]} ({_float_text(value)})"

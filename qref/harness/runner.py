@@ -1,0 +1,419 @@
+"""Run backends on a suite: select cases, run each target in batches, compare, classify, apply xfails
+(docs/conformance.md §1).
+
+For each target (one backend API for one family) the runner keeps the cases whose expected outputs hold under
+the spec default or under the target's profile (``families.<family>.relevant``), groups cases with identical
+inputs into one *task* (the backend computes them once), runs every supported task through the target in one
+batch, and compares the outputs as unsigned bits with two expectations: the target's reference (its qref profile,
+else the spec default) and the spec default. Differences are classified (classify.py). A task whose reference
+comparison fails is "fail" unless an xfail entry covers every class ("xfail"); a task the backend cannot express
+is "unsupported" (never a pass); an exception while running a supported task is "crash".
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import multiprocessing as mp
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from ..conformance.case import Case
+from ..conformance.suite import Suite, load_suite
+from ..errors import QrefError
+from . import adapters
+from .classify import compare
+from .families import Expectation, get_family
+from .model import BackendMissing, Comparison, Target, TaskResult, Unsupported, bits, first_line
+from .xfail import Xfails, default_xfail_dir, load_xfails
+
+STATUSES = ("pass", "fail", "xfail", "unsupported", "crash")
+
+
+@dataclass
+class Task:
+    """Cases with identical inputs for one target; ``case`` is the representative (a case holding for the spec
+    default when there is one, so `qref show` prints the spec's expectation)."""
+
+    case: Case
+    cases: list[Case]
+
+    @property
+    def id(self) -> str:
+        return self.case.id
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(c.id for c in self.cases)
+
+
+@dataclass
+class TargetInfo:
+    backend: str
+    name: str
+    family: str
+    api: str
+    profile: str | None
+    notes: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"backend": self.backend, "name": self.name, "family": self.family, "api": self.api,
+                "profile": self.profile, "notes": self.notes}
+
+
+@dataclass
+class RunResults:
+    """Everything a report needs: per-target task results, skipped backends, versions, xfail bookkeeping."""
+
+    suite: str
+    suite_cases: int
+    backends: list[str]
+    versions: dict[str, dict[str, str]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    targets: list[TargetInfo] = field(default_factory=list)
+    results: list[TaskResult] = field(default_factory=list)
+    stale_xfails: list[str] = field(default_factory=list)
+    filtered: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)  # per backend; never written to the report
+
+    @property
+    def unexpected(self) -> list[TaskResult]:
+        return [r for r in self.results if r.status in ("fail", "crash")]
+
+    @property
+    def ok(self) -> bool:
+        return not self.unexpected and not self.stale_xfails
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite, "suite_cases": self.suite_cases, "backends": self.backends,
+            "versions": {k: dict(sorted(v.items())) for k, v in sorted(self.versions.items())},
+            "skipped": dict(sorted(self.skipped.items())),
+            "targets": [t.to_json() for t in sorted(self.targets, key=lambda t: t.name)],
+            "results": [r.to_json() for r in sorted(self.results, key=lambda r: (r.target, r.task))],
+            "stale_xfails": sorted(self.stale_xfails), "filtered": self.filtered,
+        }
+
+
+def _matches(case_id: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
+    if include and not any(fnmatch.fnmatchcase(case_id, p) for p in include):
+        return False
+    return not any(fnmatch.fnmatchcase(case_id, p) for p in exclude)
+
+
+class CaseCache:
+    """Cases of a suite loaded once per family (arrays read and hash-checked once)."""
+
+    def __init__(self, suite: Suite) -> None:
+        self.suite = suite
+        self._by_family: dict[str, list[Case]] = {}
+
+    def family(self, name: str) -> list[Case]:
+        if name not in self._by_family:
+            self._by_family[name] = list(self.suite.select(family=name))
+        return self._by_family[name]
+
+
+def select_tasks(target: Target, cases: Iterable[Case], include: Sequence[str] = (),
+                 exclude: Sequence[str] = ()) -> list[Task]:
+    """The target's tasks: relevant cases (holding for the spec or the target's profile) grouped by inputs."""
+    fam = get_family(target.family)
+    groups: dict[str, list[Case]] = {}
+    for c in cases:
+        if c.operation not in target.operations or not fam.relevant(c, target.profile):
+            continue
+        if not _matches(c.id, include, exclude):
+            continue
+        groups.setdefault(fam.task_key(c), []).append(c)
+    tasks = []
+    for members in groups.values():
+        rep = next((c for c in members if fam.holds(c, fam.SPEC_PROFILE)), members[0])
+        tasks.append(Task(rep, members))
+    return tasks
+
+
+def _expectation(fam: Any, task: Task, profile: str) -> Expectation:
+    holder = next((c for c in task.cases if fam.holds(c, profile)), None)
+    if holder is not None:
+        return Expectation(dict(holder.expected), dict(holder.unspecified))
+    return fam.expectation(task.case, profile)
+
+
+def _check_outputs(case: Case, got: Any) -> None:
+    """Outputs must be a non-empty subset of the case's (a backend may not produce, e.g., a global scale: only
+    what it produces is compared), each of the expected shape and width."""
+    if not isinstance(got, dict) or not got or not set(got) <= set(case.expected):
+        raise QrefError(f"adapter returned outputs {sorted(got) if isinstance(got, dict) else type(got)}, the "
+                        f"case expects {sorted(case.expected)}")
+    for k, v in got.items():
+        e = case.expected[k]
+        if v.shape != e.shape or v.dtype.itemsize != e.dtype.itemsize:
+            raise QrefError(f"adapter returned {v.dtype}{list(v.shape)} for {k!r}, expected {e.dtype}{list(e.shape)}")
+
+
+def _replicated(case: Case, i: int, k: int) -> Case:
+    """The case reduced to element i repeated k times (uniform cases: that element alone, per tensor)."""
+    if case.family == "uniform":
+        from .adapters._common import single_element_case
+
+        return single_element_case(case, i)
+    one = {n: np.repeat(a.reshape(-1)[i : i + 1], k) for n, a in case.inputs.items()}
+    exp = {n: np.repeat(a.reshape(-1)[i : i + 1], k) for n, a in case.expected.items()}
+    return Case(id=case.id, family=case.family, operation=case.operation, inputs=one, expected=exp,
+                format=case.format, policy=case.policy, scheme=case.scheme, profile=case.profile,
+                params=case.params, array_formats=dict(case.array_formats), profiles=case.profiles)
+
+
+def _reproducers(target: Target, fam: Any, picks: list[tuple[TaskResult, Task, str, str, dict[str, Any],
+                                                               Expectation]]) -> None:
+    """Fill ``repro`` of each picked (result, task, comparison attr, class, outputs, expectation): the example
+    as text and a command calling the backend on that one input. The input is run alone first (then as 64
+    copies, which takes a vectorized path); the command is written for the first form that gives the same bits
+    as in the case, else it is marked as depending on the surrounding elements."""
+    todo = []
+    for res, task, attr, cls, got, exp in picks:
+        cmp_: Comparison = getattr(res, attr)
+        name, i = cmp_.examples[cls][0]
+        want = int(bits(np.asarray(got[name]).reshape(-1)[i : i + 1])[0])
+        todo.append([res, task, attr, cls, got, exp, name, i, want, None, ""])
+    for k in (1, 64):
+        pending = [t for t in todo if t[9] is None]
+        if not pending:
+            break
+        reduce = getattr(fam, "reduce", None)
+        small = [reduce(t[1].case, t[7], t[6]) if reduce is not None else _replicated(t[1].case, t[7], k)
+                 for t in pending]
+        try:
+            outs = target.run(small)
+        except Exception as exc:
+            outs = [exc] * len(small)
+        for t, c1, o in zip(pending, small, outs):
+            if isinstance(o, BaseException) or t[6] not in o:
+                continue
+            j = getattr(c1, "_index", 0)
+            if int(bits(np.asarray(o[t[6]]).reshape(-1)[j : j + 1])[0]) == t[8]:
+                t[9] = c1
+                t[10] = "" if k == 1 else f"the element alone gives other bits; {k} copies of it reproduce"
+    sections = getattr(fam, "CLASS_SECTIONS", {})
+    for res, task, attr, cls, got, exp, name, i, _want, c1, note in todo:
+        case = task.case
+        if c1 is None:
+            c1, j = case, i
+            note = ("this element gives other bits alone and as 64 copies: the backend's result depends on the "
+                    "surrounding elements; reproduce with the whole case (`qref run --backend "
+                    f"{target.backend} --target {target.name} --include '{case.id}' --no-xfail`)")
+        else:
+            j = getattr(c1, "_index", 0)
+        object.__setattr__(c1, "_output", name)  # which output the snippet prints (multi-output families)
+        try:
+            snippet = target.snippet(c1, j)
+        except Exception as exc:
+            snippet = f"(no snippet: {first_line(exc)})"
+        cmp_ = getattr(res, attr)
+        cmp_.repro[cls] = {
+            "case": case.id, "index": str(i), "output": name,
+            "input": fam.describe_input(case, i),
+            "expected": fam.describe_output(case, name, exp.outputs[name].reshape(-1)[i : i + 1]),
+            "got": fam.describe_output(case, name, np.asarray(got[name]).reshape(-1)[i : i + 1]),
+            "spec": sections.get(cls.split("+")[0]) or ", ".join(fam.spec_sections(case)),
+            "command": snippet, "note": note,
+        }
+
+
+def run_target(target: Target, tasks: list[Task]) -> list[TaskResult]:
+    """Run one target on its tasks: pass when every specified element matches the reference, else fail (xfail
+    entries are applied afterwards, by ``judge``)."""
+    fam = get_family(target.family)
+    out: list[TaskResult] = []
+    runnable: list[Task] = []
+    for t in tasks:
+        reason = target.supports(t.case)
+        if reason:
+            out.append(TaskResult(target.name, target.family, t.id, t.ids, "unsupported", reason,
+                                  size=t.case.size))
+        else:
+            runnable.append(t)
+    if not runnable:
+        return out
+    before = [_digest(t.case) for t in runnable]
+    try:
+        outputs = target.run([t.case for t in runnable])
+    except Exception as exc:  # a whole-batch failure is reported per task
+        outputs = [exc] * len(runnable)
+    for k, t in enumerate(runnable):  # a backend writing into the suite's arrays would corrupt every comparison
+        if _digest(t.case) != before[k]:
+            raise QrefError(f"target {target.name} modified the input arrays of case {t.id}: the adapter must "
+                            "pass copies to the backend")
+    if len(outputs) != len(runnable):
+        raise QrefError(f"target {target.name} returned {len(outputs)} results for {len(runnable)} cases")
+    best: dict[tuple[str, str], tuple[TaskResult, Task, str, str, dict[str, Any], Expectation]] = {}
+    for t, got in zip(runnable, outputs):
+        res = TaskResult(target.name, target.family, t.id, t.ids, "pass", size=t.case.size)
+        if isinstance(got, Unsupported):
+            res.status, res.reason = "unsupported", str(got)
+            out.append(res)
+            continue
+        if not isinstance(got, BaseException):
+            try:
+                _check_outputs(t.case, got)
+            except QrefError as exc:
+                got = exc
+        if isinstance(got, BaseException):
+            res.status, res.reason = "crash", first_line(got)
+            out.append(res)
+            continue
+        ref = target.reference
+        exp_ref = _expectation(fam, t, ref)
+        res.vs_profile = compare(t.case, fam, exp_ref, got, ref)
+        _offer(best, res, t, "vs_profile", got, exp_ref)
+        if ref == fam.SPEC_PROFILE:
+            res.vs_spec = res.vs_profile
+        else:
+            exp_spec = _expectation(fam, t, fam.SPEC_PROFILE)
+            # elements the target's own profile leaves undefined (LLVM poison, TBD) say nothing about the spec
+            for name, m in exp_ref.unspecified.items():
+                if name in exp_spec.outputs:
+                    prev = exp_spec.unspecified.get(name)
+                    exp_spec.unspecified[name] = np.asarray(m, bool) | (False if prev is None else np.asarray(prev))
+            res.vs_spec = compare(t.case, fam, exp_spec, got, fam.SPEC_PROFILE)
+            _offer(best, res, t, "vs_spec", got, exp_spec)
+        if not res.vs_profile.ok:
+            res.status = "fail"
+        out.append(res)
+    _reproducers(target, fam, [best[k] for k in sorted(best)])
+    return out
+
+
+def _digest(case: Case) -> bytes:
+    """sha256 of a case's input arrays (to catch an adapter that lets a backend write into them)."""
+    h = hashlib.sha256()
+    for name in sorted(case.inputs):
+        h.update(np.ascontiguousarray(case.inputs[name]).tobytes())
+    return h.digest()
+
+
+def judge(results: list[TaskResult], xfails: Xfails) -> None:
+    """Apply expected failures: a failing or crashing task whose every class is covered becomes "xfail"."""
+    for r in results:
+        if r.status == "unsupported":
+            continue
+        failing = {"crash"} if r.status == "crash" else (set(r.vs_profile.classes) if r.vs_profile else set())
+        expected, why = xfails.check(r.target, r.cases, failing if r.status in ("fail", "crash") else set())
+        if expected:
+            r.reason = why if r.status == "fail" else f"{why} (crash: {r.reason})"
+            r.status = "xfail"
+
+
+def run_backend(name: str, suite_path: str | None, include: Sequence[str], exclude: Sequence[str],
+                targets: Sequence[str]) -> tuple[list[TargetInfo], list[TaskResult], str | None]:
+    """Run every (selected) target of one backend: (targets, results, skip reason). Used in a child process."""
+    try:
+        tgts = adapters.load_targets(name)
+    except BackendMissing as exc:
+        return [], [], str(exc)
+    cache = CaseCache(load_suite(suite_path))
+    infos, results = [], []
+    for tg in tgts:
+        if targets and not any(fnmatch.fnmatchcase(tg.name, p) for p in targets):
+            continue
+        infos.append(TargetInfo(tg.backend, tg.name, tg.family, tg.api, tg.profile, tg.notes))
+        try:
+            fam_cases = cache.family(tg.family)
+        except QrefError:
+            fam_cases = []
+        results.extend(run_target(tg, select_tasks(tg, fam_cases, include, exclude)))
+    return infos, results, None
+
+
+def _child(args: tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...]]) -> Any:
+    return run_backend(*args)
+
+
+def _offer(best: dict[tuple[str, str], Any], res: TaskResult, task: Task, attr: str, got: dict[str, Any],
+           exp: Expectation) -> None:
+    """Keep, per (comparison, class), the smallest task (then the first id): the report's example."""
+    for cls in getattr(res, attr).classes:
+        key = (attr, cls)
+        cur = best.get(key)
+        if cur is None or (res.size, res.task) < (cur[0].size, cur[0].task):
+            best[key] = (res, task, attr, cls, got, exp)
+
+
+def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | Suite | None = None, *,
+        include: Sequence[str] = (), exclude: Sequence[str] = (), xfail_files: Sequence[str | os.PathLike[str]]
+        | None = None, targets: Sequence[str] = (), progress: TextIO | None = None, isolate: bool = True
+        ) -> RunResults:
+    """Run ``backends`` ("all" or names) on ``suite`` (default: the committed corpus).
+
+    isolate: run each backend in its own (spawned) process (default; in one process torch-mlir's StableHLO
+    interpreter gives wrong uniform_quantize results after the upstream-MLIR ExecutionEngine has run).
+    include / exclude: case-id globs. xfail_files: None = conformance/xfails/<backend>.txt of each backend that
+    has one; [] = no expected failures. targets: target-name globs to restrict to (default all).
+    """
+    names = list(adapters.BACKENDS) if backends == "all" or backends == ["all"] else list(backends)
+    for n in names:
+        adapters.backend_module(n)  # unknown names raise with close matches
+    s = suite if isinstance(suite, Suite) else load_suite(suite)
+    if xfail_files is None:
+        d = default_xfail_dir()
+        xfail_files = [d / f"{n}.txt" for n in names if (d / f"{n}.txt").exists()]
+    xf = load_xfails(list(xfail_files))
+    res = RunResults(suite=str(s.manifest.get("name", Path(s.root).name)), suite_cases=len(s), backends=names,
+                     filtered=bool(include or exclude or targets))
+    for n in names:
+        res.versions[n] = adapters.versions(n)
+        t0 = time.monotonic()
+        args = (n, str(s.root), tuple(include), tuple(exclude), tuple(targets))
+        if isolate:  # each backend in its own process: libraries cannot disturb one another, a crash stays local
+            with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
+                try:
+                    infos, results, skipped = pool.submit(_child, args).result()
+                except Exception as exc:
+                    infos, results = [], []
+                    skipped = f"the backend's process failed: {first_line(exc)}"
+        else:
+            infos, results, skipped = run_backend(*args)
+        if skipped:
+            res.skipped[n] = skipped
+            if progress is not None:
+                print(f"qref run: {n}: skipped: {skipped}", file=progress)
+            continue
+        judge(results, xf)
+        res.targets.extend(infos)
+        res.results.extend(results)
+        res.seconds[n] = time.monotonic() - t0
+        if progress is not None:
+            for info in infos:
+                mine = [r for r in results if r.target == info.name]
+                counts = {s_: sum(r.status == s_ for r in mine) for s_ in STATUSES}
+                print(f"qref run: {info.name}: {len(mine)} tasks: " +
+                      ", ".join(f"{v} {k}" for k, v in counts.items() if v), file=progress)
+            print(f"qref run: {n}: {res.seconds[n]:.1f} s", file=progress)
+    res.stale_xfails = [f"{e.where}: {e.target} {e.cases} {','.join(e.classes)} (matched {e.matched} task(s) that "
+                        "ran; none failed with these classes: the entry is stale, delete it)" for e in xf.stale()]
+    return res
+
+
+def summary_line(r: RunResults) -> str:
+    counts = {s_: sum(x.status == s_ for x in r.results) for s_ in STATUSES}
+    return ("qref run: " + ", ".join(f"{v} {k}" for k, v in counts.items()) +
+            f"; {len(r.stale_xfails)} stale xfail entries" + (f"; skipped: {', '.join(r.skipped)}" if r.skipped
+                                                                 else ""))
+
+
+def print_failures(r: RunResults, stream: TextIO = sys.stderr, limit: int = 50) -> None:
+    for x in r.unexpected[:limit]:
+        cmp_: Comparison | None = x.vs_profile
+        detail = x.reason if x.status == "crash" else ", ".join(f"{k} {v}" for k, v in (cmp_.classes.items()
+                                                                                       if cmp_ else []))
+        print(f"UNEXPECTED {x.status.upper()} {x.target} {x.task}: {detail}", file=stream)
+    for s_ in r.stale_xfails:
+        print(f"STALE XFAIL {s_}", file=stream)
