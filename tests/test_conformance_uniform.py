@@ -460,10 +460,6 @@ def test_jax_reproduces_jax_cases(cases):
                 is not None or spec["block_size"]):
             continue
         x = case.inputs["x"]
-        if x.dtype.name == "bfloat16":
-            # deviation (reported): XLA:CPU keeps fl32(1 / s) in float32 and rounds x * inv to bfloat16 once from
-            # its float32 product; the jax profile rounds 1 / s to bfloat16 (3-17% of the tie inputs differ)
-            continue
         lo, hi = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535),
                   "int32": (-(2**31), 2**31 - 1)}[st]
         # the scale is a value of the expressed type (float32), then of the input's dtype

@@ -88,6 +88,14 @@ def oracle(profile: str, x: float, s: float, z: int, lo: int, hi: int, fmt: str 
             return a
         return rn(a * inv, fmt)
 
+    def inv_mul_upcast(a):  # XLA:CPU bfloat16: fl_bf16(fl32(x * fl32(1 / s))) (bf16_upcast)
+        if fmt != "bfloat16":
+            return inv_mul(a)
+        if isinstance(a, float):
+            return a
+        p32 = rn(a * rn(1 / S, "float32"), "float32")
+        return p32 if isinstance(p32, float) else rn(p32, fmt)
+
     def to_int(q):  # +-inf -> huge
         return q if not isinstance(q, float) else (Fraction(10**30) if q > 0 else Fraction(-10**30))
 
@@ -99,7 +107,7 @@ def oracle(profile: str, x: float, s: float, z: int, lo: int, hi: int, fmt: str 
     if profile == "onnx" or profile == "jax_divide":
         return clamp(rint(to_int(div(X)), "even") + z, lo, hi)
     if profile == "jax":
-        return clamp(rint(to_int(inv_mul(X)), "even") + z, lo, hi)
+        return clamp(rint(to_int(inv_mul_upcast(X)), "even") + z, lo, hi)
     if profile == "mlir":
         q = div(X)
         q = q if isinstance(q, float) else rn(q + z, fmt)
@@ -121,7 +129,7 @@ def oracle(profile: str, x: float, s: float, z: int, lo: int, hi: int, fmt: str 
         q = to_int(X) if isinstance(X, float) else rn(X * inv + z, fmt)
         return clamp(rint(to_int(q), "even"), lo, hi)
     if profile in ("pytorch_per_channel", "qwix"):
-        q = inv_mul(X)
+        q = inv_mul_upcast(X) if profile == "qwix" else inv_mul(X)
         q = q if isinstance(q, float) else rn(q + z, fmt)
         return clamp(rint(to_int(q), "even"), lo, hi)
     if profile == "aqt":

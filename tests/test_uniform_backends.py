@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -390,3 +391,39 @@ def test_iree_stablehlo_uniform_quantize():
         n += compare(out, sch.quantize(x))
     assert n > 5000
 
+
+
+def test_jax_qwix_aqt_bfloat16_inputs() -> None:
+    """bfloat16 inputs: XLA:CPU computes x * fl32(1/s) in float32 and rounds it to bfloat16 once (jax, qwix:
+    bf16_upcast); AQT rounds its reciprocal to bfloat16 (lax.reciprocal in the input dtype)."""
+    jax = pytest.importorskip("jax", reason="JAX cross-check")
+    jnp = jax.numpy
+    from qwix._src.core import qarray
+
+    bf = ml_dtypes.bfloat16
+    rng = np.random.default_rng(8)
+    n = 0
+    for s, z in ((0.1, 3), (1 / 3, -5), (0.013, 0)):
+        sb = float(np.asarray(s, bf))
+        x = np.concatenate([(np.arange(-300, 300) + 0.5) * sb, rng.standard_normal(2000) * 30]).astype(bf)
+
+        @jax.jit
+        def f(v, s=sb, z=z):
+            return jnp.clip(jnp.round(v / jnp.asarray(s, v.dtype)) + z, -128, 127).astype(jnp.int8)
+
+        n += compare(np.asarray(f(jnp.asarray(x))), qref.scheme("int8", scale=sb, zero_point=z, profile="jax")
+                     .quantize(x))
+        qa = qarray.quantize_with_scale_zero_point(jnp.asarray(x.reshape(1, -1)), jnp.int8,
+                                                   jnp.full((1, 1), sb, bf), jnp.full((1, 1), z, jnp.int8))
+        n += compare(np.asarray(qa.qvalue).reshape(-1), qref.scheme("int8", scale=sb, zero_point=z,
+                                                                     profile="qwix").quantize(x))
+    from aqt.jax.v2 import aqt_quantizer
+
+    x = ((np.arange(-140, 141) + 0.5) * 0.1).astype(bf).reshape(1, -1)
+    qt = aqt_quantizer.quantizer_make(8)
+    t = qt.calibrate(jnp.asarray(x), calibration_axes=[1])
+    t.scale = [jnp.full((1, 1), 0.1, bf)]
+    qv, _ = qt.calculate_qvalue(jnp.asarray(x), t)
+    n += compare(np.asarray(qv.qvalue).reshape(-1).astype(np.int64),
+                 qref.scheme("int8", scale=float(np.asarray(0.1, bf)), profile="aqt").quantize(x.reshape(-1)))
+    assert n > 10000

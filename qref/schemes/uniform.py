@@ -91,6 +91,9 @@ class UniformArithmetic:
         "at_least_float32" (numpy promotion of float32 with the expressed type, ONNX's reference).
     float_saturate: float storage only: overflow saturates to +-max (ONNX saturate=1) or follows the format's
         default (NaN for E4M3FN, Inf for E5M2: ONNX saturate=0).
+    bf16_upcast: bfloat16 compute runs in float32, as XLA:CPU's bfloat16 normalization does: with
+        scale_op="reciprocal" the scaled value is fl_bf16(fl32(x * fl32(1 / s))) (the reciprocal is never rounded
+        to bfloat16); with "divide" it is fl_bf16(fl32(x / s)), which equals the bfloat16 division.
     """
 
     compute: str = "expressed"
@@ -108,6 +111,7 @@ class UniformArithmetic:
     dq_subtract: str = "storage"
     dq_multiply: str = "expressed"
     float_saturate: bool = True
+    bf16_upcast: bool = False
 
     def __post_init__(self) -> None:
         check_choice("compute dtype", self.compute, COMPUTE_DTYPES)
@@ -217,10 +221,11 @@ _PROFILES: tuple[Profile, ...] = (
     Profile(
         "jax", "uniform", "JAX 0.10.2 on XLA:CPU: jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage)",
         "XLA rewrites x / broadcast(s) into x * broadcast(1 / s) (jit and eager alike, since eager ops are "
-        "jitted): q = round_half_even(x * fl(1/s)) + z in the input's dtype; astype saturates, NaN -> 0.",
+        "jitted): q = round_half_even(x * fl(1/s)) + z in the input's dtype (bfloat16: fl_bf16(fl32(x * "
+        "fl32(1/s)))); astype saturates, NaN -> 0.",
         params=dict(compute="input", scale_op="reciprocal", zero_point="after_rounding", clamp="integer",
                     rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
-                    dq_subtract="expressed", dq_multiply="expressed"),
+                    dq_subtract="expressed", dq_multiply="expressed", bf16_upcast=True),
         sources=("XLA AlgebraicSimplifier (divide by broadcast)", "checked against jax 0.10.2 CPU"),
     ),
     Profile(
@@ -233,11 +238,12 @@ _PROFILES: tuple[Profile, ...] = (
     ),
     Profile(
         "qwix", "uniform", "qwix 0.1.8 quantize_with_scale_zero_point / dequantize (jax 0.10.2, XLA:CPU)",
-        "q = round_half_even(x * fl(1/s) + z) in the input's dtype (XLA rewrites qwix's divide), astype "
-        "saturates (NaN -> 0); dequantize = (q - z) * s in the scale's dtype.",
+        "q = round_half_even(x * fl(1/s) + z) in the input's dtype (XLA rewrites qwix's divide; bfloat16 "
+        "computes x * fl32(1/s) in float32), astype saturates (NaN -> 0); dequantize = (q - z) * s in the "
+        "scale's dtype.",
         params=dict(compute="input", scale_op="reciprocal", zero_point="before_rounding", clamp="integer",
                     rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
-                    dq_subtract="expressed", dq_multiply="expressed"),
+                    dq_subtract="expressed", dq_multiply="expressed", bf16_upcast=True),
         sources=("qwix/_src/core/qarray.py, numerics.py", "checked against qwix 0.1.8"),
     ),
     Profile(
@@ -515,6 +521,9 @@ class UniformScheme(Scheme):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
             if A.scale_op == "divide":
                 q = np.asarray(xc / sc).astype(C)
+            elif A.bf16_upcast and C == np.dtype(ml_dtypes.bfloat16):
+                inv = np.asarray(np.float32(1) / sc.astype(np.float32)).astype(np.float32)
+                q = cast(np.asarray(xc.astype(np.float32) * inv).astype(np.float32), C)
             else:
                 inv = np.asarray(np.ones((), C) / sc).astype(C)
                 q = np.asarray(xc * inv).astype(C)
