@@ -323,6 +323,8 @@ def quantize_mx_reference(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarra
     codes, unspec = mx_element_codes(s, xc, xf, sc, C, ftz)
     codes = np.where(sc.scale_nan[:, None], 0, codes).astype(s.element.code_dtype)
     rows, scales_unspec = mx_row_flags(s, sc)
+    if C == ar.BF16 and s.byte0_divisor == "jax" and s.scale_arith == "reciprocal":
+        rows = rows | sc.folded  # XLA:CPU: 1/0 = +Inf or the folded float32 2^127, by fusion (block.md §4.4)
     unspec = unspec | rows[:, None]
     return {"codes": codes, "scales": sc.byte.astype(np.uint8), "unspecified": unspec,
             "scales_unspecified": scales_unspec}
