@@ -150,3 +150,20 @@ def test_lut_argmin_equals_core_rounding_float32_sample() -> None:
     fmt = qref.get_format("float4_e2m1fn")
     core = qref.encode(y, fmt, rounding="nearest_toward_zero", overflow="saturate")
     assert (lut_argmin(y, fmt) == np.where(core == 0x8, 0, core)).all()
+
+
+def test_affine_zero_extremes_keep_the_first_zeros_sign() -> None:
+    """std::min/std::max keep the first of equal arguments: a group whose min (or max) is zero stores the sign of
+    its first zero (bits = 1 stores bias = w_min): +0 then -0, -0 then +0, and -0 before positives."""
+    g = 32
+    rows = [np.array([0.0, -0.0] + [-0.0] * 30), np.array([-0.0, 0.0] + [0.0] * 30),
+            np.array([-0.0, 1.0, 2.0] + [0.0] * 29), np.array([0.0, -1.0, -2.0] + [0.0] * 29),
+            np.full(g, -0.0), np.zeros(g)]
+    x = np.stack(rows).astype(np.float32)
+    for bits in (1, 2, 4):
+        out = mx.quantize(mx.array(x), group_size=g, bits=bits, mode="affine")
+        q = qref.scheme("mlx_affine", bits=bits, group_size=g, profile="mlx").quantize(x)
+        for name, ours, theirs in (("biases", q.biases, out[2]), ("scales", q.scales, out[1])):
+            a = np.asarray(ours, np.float32).reshape(-1).view(np.uint32)
+            b = np.array(theirs, dtype=np.float32).reshape(-1).view(np.uint32)
+            assert np.array_equal(a, b), (bits, name, a, b)

@@ -42,6 +42,15 @@ def _cmin(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(b < a, b, a)
 
 
+def _first_zero_sign(v: np.ndarray, w: np.ndarray, nan: np.ndarray) -> np.ndarray:
+    """std::min / std::max keep the first of equal arguments: a group extreme that is zero carries the sign of the
+    group's first zero (+0 and -0 compare equal; numpy's reductions do not say which one they return)."""
+    zero = (w == 0) & ~nan
+    first = np.argmax(zero, axis=1) if w.shape[1] else np.zeros(w.shape[0], dtype=np.intp)
+    neg = np.signbit(w[np.arange(w.shape[0]), first]) if w.shape[1] else np.zeros(w.shape[0], dtype=bool)
+    return np.where(v == 0, np.where(neg, _F(-0.0), _F(0.0)), v).astype(_F)
+
+
 def quantize_affine_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
     """Codes (uint8, (n_groups, g)), scales and biases (input dtype, (n_groups,)), unspecified mask."""
     nb, k = xb.shape
@@ -54,6 +63,7 @@ def quantize_affine_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarr
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         w_max = np.where(nan, _F(-np.inf), w).max(axis=1) if k else np.zeros(nb, _F)
         w_min = np.where(nan, _F(np.inf), w).min(axis=1) if k else np.zeros(nb, _F)
+        w_max, w_min = _first_zero_sign(w_max, w, nan), _first_zero_sign(w_min, w, nan)
         if bits == 1:
             scale = _cmax((w_max - w_min).astype(_F), eps).astype(_F)
             bias = w_min
