@@ -194,7 +194,8 @@ class LookupScheme(Scheme):
     ("all" | "partial" | "none"): the small-absmax guard. clamp: clip s to [-1, 1]. rule, midpoints, tie,
     distance_dtype: the decision (lookup_core). nan: the code of NaN scaled values. zero_block: "compute",
     "zero_code" or "code0". double_quant: DoubleQuant or None. input_dtypes: accepted input dtypes.
-    numel_multiple: required divisor of the element count.
+    numel_multiple: required divisor of the element count. dequant_flush: output dtypes whose nonzero results
+    below 2^-126 dequantize to a zero of the same sign (bitsandbytes' CPU kernel does this for bfloat16).
     """
 
     name: str
@@ -223,6 +224,7 @@ class LookupScheme(Scheme):
     double_quant: DoubleQuant | None = None
     input_dtypes: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
     numel_multiple: int = 1
+    dequant_flush: tuple[str, ...] = ()
     family = "lookup"
 
     def __post_init__(self) -> None:
@@ -476,7 +478,11 @@ class LookupScheme(Scheme):
             v = self._unblock(_op(tb, per_block[:, None], np.multiply, cd), codes.shape)
         if out_dt in (np.dtype(np.float32), np.dtype(np.float64)):
             return v.astype(out_dt)
-        return round_to(v, dtype_name(out_dt))
+        out = round_to(v, dtype_name(out_dt))
+        if dtype_name(out_dt) in self.dequant_flush:  # lut.md §4: FTZ of the output conversion
+            out = np.where(np.abs(out.astype(np.float32)) < np.float32(2.0**-126),
+                           np.where(np.signbit(out), -0.0, 0.0), out).astype(out_dt)
+        return out
 
     def to_spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"family": "lookup"}
@@ -499,7 +505,7 @@ def _from_spec(spec: dict[str, Any]) -> LookupScheme:
     spec["table"] = Table.from_spec(spec["table"])
     dq = spec.get("double_quant")
     spec["double_quant"] = None if dq is None else DoubleQuant.from_spec(dq)
-    for k in ("static_scales", "static_zero_points", "input_dtypes"):
+    for k in ("static_scales", "static_zero_points", "input_dtypes", "dequant_flush"):
         if spec.get(k) is not None:
             spec[k] = tuple(spec[k])
     return LookupScheme(**spec)
@@ -533,7 +539,7 @@ for _p in (
         params={"block_size": 64, "scaling": "reciprocal", "partial_scaling": "divide", "scale_min": 1e-38,
                 "scale_min_rule": "clamp", "store_guarded": "partial", "clamp": True, "rule": "nearest",
                 "midpoints": "float32", "tie": "lower_value", "nan": "max_value", "zero_block": "compute",
-                "input_dtypes": ("float32", "float16", "bfloat16"),
+                "input_dtypes": ("float32", "float16", "bfloat16"), "dequant_flush": ("bfloat16",),
                 "double_quant": {"kind": "lookup", "block_size": 256, "inner": "dynamic8"},
                 "overrides": {"dynamic8": _BNB_8BIT}},
         sources=("bitsandbytes/backends/default/ops.py quantize_4bit (the CPU kernel)",
