@@ -28,7 +28,7 @@ ROUNDING_MODES: tuple[str, ...] = (
     "stochastic_a",          # P3109 StochasticA(N): floor(eta 2^N) + R >= 2^N
     "stochastic_b",          # P3109 StochasticB(N): floor(eta 2^(N+1)) + 2R + 1 >= 2^(N+1)
     "stochastic_c",          # P3109 StochasticC(N): RNE(eta 2^N) + R >= 2^N
-    "ml_dtypes",             # ml_dtypes astype: nearest_even, except E8M0 (elements.md §2.6)
+    "ml_dtypes",             # ml_dtypes astype: nearest_even, except E8M0 and integers (elements.md §2.6)
 )
 STOCHASTIC_MODES = ("stochastic_a", "stochastic_b", "stochastic_c")
 OVERFLOW_POLICIES = ("saturate", "saturate_propagate", "inf", "nan", "wrap")
@@ -52,10 +52,11 @@ class CastPolicy:
         one per sign), "positive" (the positive NaN code), "flipped_sign_zero" (formats without NaN: zero with
         the opposite sign, as ml_dtypes), "zero" (+0), "max" (+-max finite by the NaN's sign bit, as MLX
         to_fp8), "error" (raise). None: "keep_sign" with NaN, "flipped_sign_zero" without; integers "zero".
+    (rounding="ml_dtypes" on integer storage is numpy/ml_dtypes astype: truncation, overflow default "wrap".)
     subnormals: "keep" or "flush" (a nonzero result that is subnormal after rounding becomes zero of its sign).
     input_subnormals: "keep" or "zero" (subnormal inputs of the source dtype are read as zero of their sign).
     source: "exact" (the input's exact value is rounded once) or "via_float32" (float64 inputs are first
-        rounded to float32 by nearest_even, as ml_dtypes does).
+        rounded to float32 by nearest_even, as ml_dtypes does for float formats; integers are converted directly).
     stochastic_bits: N, the number of random bits per element for the stochastic modes.
     """
 
@@ -92,6 +93,11 @@ class CastPolicy:
         """Fill the format defaults and check that the policy makes sense for ``fmt``."""
         overflow = self.overflow or fmt.default_overflow
         if isinstance(fmt, IntFormat):
+            if self.rounding == "ml_dtypes":
+                if fmt.bits > 16 and not (fmt.bits == 32 and fmt.signed):
+                    raise QrefError(f"rounding='ml_dtypes' models numpy/ml_dtypes astype into storage of at most 16 "
+                                    f"bits (and int32); {fmt.name} is not covered")
+                overflow = self.overflow or ("saturate" if fmt.narrowed else "wrap")
             if overflow not in ("saturate", "wrap"):
                 raise QrefError(f"overflow={overflow!r} is for float formats; integer storage takes 'saturate' "
                                 "or 'wrap'")

@@ -95,10 +95,14 @@ def _record_key(fmt) -> tuple:
 
 
 def int_code(x, fmt, pol, rbits) -> int:
-    """Integer storage code (elements.md §2.9): round, then saturate to [min, max] or wrap modulo 2^bits."""
+    """Integer storage code (elements.md §2.9): round, then saturate to [min, max] or wrap modulo 2^bits;
+    rounding="ml_dtypes" is the x86-64 C cast of §2.6 (truncate; NaN, Inf, |x| >= 2^31 -> 0x80000000)."""
     lo, hi, bits = fmt["min"], fmt["max"], fmt["bits"]
-    mode = "nearest_even" if pol["rounding"] == "ml_dtypes" else pol["rounding"]
+    c_cast = pol["rounding"] == "ml_dtypes"
+    mode = "toward_zero" if c_cast else pol["rounding"]
     wrap = pol["overflow"] == "wrap"
+    if c_cast and wrap and (isinstance(x, float) or (x != "-0" and abs(x) >= 2**31)):
+        return 0x80000000 % (1 << bits)
     if isinstance(x, float):  # NaN or Inf
         v = 0 if (math.isnan(x) or wrap) else (lo if x < 0 else hi)
         return v % (1 << bits)
@@ -132,7 +136,7 @@ def oracle_codes(case: Case, pol: dict, idx: np.ndarray) -> list[int]:
     for i in idx:
         b = int(bits[i])
         s = src
-        if pol["source"] == "via_float32" and src == "float64":
+        if pol["source"] == "via_float32" and src == "float64" and fmt["kind"] != "int":
             with np.errstate(over="ignore"):  # float64 -> float32 by numpy: nearest even, overflow to Inf
                 b = int(np.array([b], np.uint64).view(np.float64).astype(np.float32).view(np.uint32)[0])
             s = "float32"

@@ -154,3 +154,22 @@ def test_e8m0_default_is_ties_to_even() -> None:
     sub = np.array([2**-127, 1.2 * 2**-127, 1.5 * 2**-127, 1.9 * 2**-127, 2**-140], dtype=np.float32)
     assert list(qref.encode(sub, "float8_e8m0fnu", profile="ml_dtypes")) == [0, 1, 1, 1, 0]
     assert list(qref.encode(sub, "float8_e8m0fnu")) == [0, 0, 0, 1, 0]
+
+
+@pytest.mark.parametrize("name", ["int2", "uint2", "int4", "uint4", "int8", "uint8", "int16", "uint16", "int32"])
+def test_integer_storage_ml_dtypes_profile_is_a_c_cast(name: str) -> None:
+    """numpy / ml_dtypes astype into integers: truncation, wrap modulo 2^bits, and the x86-64 integer indefinite
+    value for NaN, +-Inf and |x| >= 2^31 (elements.md §2.6) — every float16 and bfloat16 input, and float32 /
+    float64 random values and edges."""
+    dt = np.dtype(getattr(ml_dtypes, name, None) or name)
+    bits = qref.get_format(name).bits
+    rng = np.random.default_rng(11)
+    edges = np.array([2.0**31, -(2.0**31), 2.0**31 - 128, -(2.0**31) + 128, 3e9, -3e9, 1e10, np.inf, -np.inf, np.nan,
+                      -0.0, 0.5, -0.5, 255.5, -129.9])
+    rand = np.concatenate([rng.standard_normal(1 << 16) * 10.0 ** rng.integers(0, 10, 1 << 16), edges])
+    for x in (np.arange(1 << 16, dtype=np.uint16).view(np.float16), np.arange(1 << 16, dtype=np.uint16).view(
+            ml_dtypes.bfloat16), rand.astype(np.float32), rand):
+        with np.errstate(all="ignore"):
+            want = x.astype(dt).view(f"u{dt.itemsize}").astype(np.int64) & ((1 << bits) - 1)
+        got = qref.encode(x, name, profile="ml_dtypes").astype(np.int64)
+        assert np.array_equal(got, want), (name, x.dtype, x[got != want][:5], got[got != want][:5], want[got != want][:5])

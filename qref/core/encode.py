@@ -160,7 +160,8 @@ def encode_int_exact(ex: Exact, fmt: IntFormat, rp: ResolvedPolicy, rbits: np.nd
     pol = rp.policy
     if pol.input_subnormals == "zero":
         ex = ex.flush_subnormal_inputs()
-    mode = "nearest_even" if rp.rounding == "ml_dtypes" else rp.rounding
+    c_cast = rp.rounding == "ml_dtypes"  # numpy / ml_dtypes astype: a C cast on x86-64 (elements.md §2.9)
+    mode = "toward_zero" if c_cast else rp.rounding
     E = ex.exp + bit_length(ex.sig) - 1
     big = E >= 62
     exp = np.where(big, 0, ex.exp)  # keeps the left shift in range; big values are handled below
@@ -171,6 +172,9 @@ def encode_int_exact(ex: Exact, fmt: IntFormat, rp: ResolvedPolicy, rbits: np.nd
         nw = np.where(big, np.where(ex.exp >= 64, U64(0), ex.sig << np.clip(ex.exp, 0, 63).astype(U64)), n)
         val = np.where(ex.neg, (~nw + U64(1)), nw) & mask
         val = np.where(ex.cls == FINITE, val, U64(0))
+        if c_cast:  # the x86-64 conversion to int32 gives 0x80000000 for NaN, +-Inf and |x| >= 2^31
+            indefinite = (ex.cls == NAN) | (ex.cls == INF) | ((ex.cls == FINITE) & (E >= 31))
+            val = np.where(indefinite, U64(0x80000000) & mask, val)
     else:
         lo, hi = fmt.lo, fmt.hi
         pos_over = (~ex.neg) & (big | (n > U64(max(hi, 0))))
@@ -186,7 +190,8 @@ def encode_int_exact(ex: Exact, fmt: IntFormat, rp: ResolvedPolicy, rbits: np.nd
     if isnan.any():
         if rp.nan == "error":
             raise QrefError(f"NaN input while encoding to {fmt.name} with nan='error'")
-        val = np.where(isnan, U64(0), val)
+        if not (c_cast and rp.overflow == "wrap"):
+            val = np.where(isnan, U64(0), val)
     return val
 
 
@@ -311,7 +316,7 @@ def encode(
     arr = as_source_array(x)
     shape = arr.shape
     flat = arr.reshape(-1)
-    if pol.source == "via_float32" and flat.dtype == np.float64:
+    if pol.source == "via_float32" and flat.dtype == np.float64 and isinstance(f, FloatFormat):
         flat = encode_exact(decompose(flat), _F32, _TO_F32).astype(np.uint32).view(np.float32)
     rbits = None
     if pol.rounding in STOCHASTIC_MODES:
