@@ -520,44 +520,14 @@ def uniform_case_mlir(case: Case, name: str = "main") -> tuple[str, np.ndarray] 
     return text, x
 
 
-def uniform_case_module(case: Case) -> str | None:
-    """The self-checking StableHLO file a uniform export would write for a 1-D uniform_quantize case of integer
-    storage (8 or 16 bits) whose input dtype is the expressed type: hex constants for the input (unspecified
-    elements left out) and the expected codes, stablehlo.uniform_quantize, bitcast_convert to the storage integer
-    and check.expect_eq (the style of qref.conformance.export.to_mlir)."""
-    from qref.mlir import format_type
-
-    spec = dict(case.scheme)
-    st = case.array_formats["codes"]
-    x = case.inputs["x"]
-    et = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}.get(x.dtype.name)
-    if x.ndim != 1 or st not in ("int8", "uint8", "int16", "uint16") or x.dtype.name != spec["expressed"] or not et:
-        return None
-    if st.startswith("u"):
-        spec["type_spelling"] = "ui" + st[4:]
-    ty = format_type(qref.scheme_from_spec(spec))
-    keep = ~case.unspecified.get("codes", np.zeros(x.shape, bool))
-    xk, codes = x[keep], case.expected["codes"][keep]
-    n = xk.size
-    ity = ("ui" if st.startswith("u") else "i") + st.lstrip("uint")
-    hx = np.ascontiguousarray(xk).view(np.uint8).tobytes().hex().upper()
-    he = np.ascontiguousarray(codes).view(np.uint8).tobytes().hex().upper()
-    return (f"// RUN: stablehlo-translate --interpret %s\n// qref conformance case {case.id}\n"
-            f"module @qref_case {{\n  func.func public @main() {{\n"
-            f'    %x = stablehlo.constant dense<"0x{hx}"> : tensor<{n}x{et}>\n'
-            f"    %q = stablehlo.uniform_quantize %x : (tensor<{n}x{et}>) -> tensor<{n}x{ty}>\n"
-            f"    %b = stablehlo.bitcast_convert %q : (tensor<{n}x{ty}>) -> tensor<{n}x{ity}>\n"
-            f'    %e = stablehlo.constant dense<"0x{he}"> : tensor<{n}x{ity}>\n'
-            f"    check.expect_eq %b, %e : tensor<{n}x{ity}>\n    func.return\n  }}\n}}\n")
-
-
 def test_stablehlo_interpreter_runs_the_exported_uniform_cases(cases):
-    """The reference interpreter (torch-mlir's StableHLO binding) on every 1-D float32 case claiming
-    ``stablehlo``; it lowers quantized ops with StablehloLegalizeQuantToMath, which takes float32 only."""
+    """The MLIR export (qref.conformance.export.to_mlir) of every 1-D float32 case claiming ``stablehlo``, run by
+    the reference interpreter (torch-mlir's StableHLO binding; it lowers quantized ops with
+    StablehloLegalizeQuantToMath, which takes float32 only)."""
     ir = pytest.importorskip("torch_mlir.ir", reason="the StableHLO interpreter ships in torch-mlir")
     from torch_mlir._mlir_libs import _stablehlo as shlo
 
-    from qref.conformance.export import returning_module
+    from qref.conformance.export import returning_module, to_mlir
 
     ctx = ir.Context()
     shlo.register_dialect(ctx)
@@ -567,7 +537,7 @@ def test_stablehlo_interpreter_runs_the_exported_uniform_cases(cases):
         if (case.operation != "uniform_quantize" or "stablehlo" not in case.profiles
                 or case.inputs["x"].dtype != np.float32):
             continue
-        text = uniform_case_module(case)
+        text = to_mlir(case)  # the exported self-checking file (qref export --mlir)
         if text is None:
             continue
         with ctx:

@@ -256,7 +256,7 @@ class Case:
 def expected_from_qarray(q: Any, *, code_format: str | None = None, scale_format: str | None = None
                          ) -> dict[str, dict[str, Any]]:
     """Case fields from a ``QArray`` (schemes.md): ``expected`` holds "codes" (signed integer codes become the
-    unsigned storage bit patterns of the same width), and "scales", "zero_points", "biases", "global_scale"
+    unsigned storage bit patterns of ``code_format``'s width, e.g. int4 -8 -> 0x8), and "scales", "zero_points", "biases", "global_scale"
     where present; ``unspecified`` holds q.unspecified as the "codes" mask; ``array_formats`` names the element
     format of the codes (``code_format``) and of scale codes (``scale_format``, e.g. "float8_e8m0fnu").
 
@@ -266,6 +266,8 @@ def expected_from_qarray(q: Any, *, code_format: str | None = None, scale_format
     codes = np.asarray(q.codes)
     if codes.dtype.kind == "i":
         codes = codes.view(f"u{codes.dtype.itemsize}")
+        if code_format is not None and get_format(code_format).bits < 8 * codes.itemsize:
+            codes = codes & codes.dtype.type((1 << get_format(code_format).bits) - 1)
     expected: dict[str, Any] = {"codes": codes}
     for name in ("scales", "zero_points", "biases", "global_scale"):
         v = getattr(q, name, None)

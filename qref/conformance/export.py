@@ -51,8 +51,24 @@ def _tensor(n: int, t: str) -> str:
     return f"tensor<{n}x{t}>"
 
 
+_UNIFORM_STORAGE = {"int8": "i8", "uint8": "ui8", "int16": "i16", "uint16": "ui16"}
+
+
+def _uniform_expressible(case: Case) -> bool:
+    """1-D float32 uniform_quantize cases of 8/16-bit integer storage claiming StableHLO's semantics."""
+    sch = case.scheme or {}
+    x = case.inputs.get("x")
+    return (case.operation == "uniform_quantize" and x is not None and x.ndim == 1 and x.dtype == np.float32
+            and sch.get("expressed") == "float32" and case.array_formats.get("codes") in _UNIFORM_STORAGE
+            and not sch.get("block_size") and bool({"stablehlo", "stablehlo_lowering"} & set(case.profiles))
+            and bool((~case.unspecified.get("codes", np.zeros(x.shape, bool))).any()))
+
+
 def mlir_expressible(case: Case) -> bool:
-    """True for element encode / decode / quantize cases of MLIR float types valid under the default policy."""
+    """True for element encode / decode / quantize cases of MLIR float types valid under the default policy, and
+    for 1-D float32 uniform_quantize cases of 8/16-bit storage under StableHLO's semantics."""
+    if case.family == "uniform":
+        return _uniform_expressible(case)
     if case.family != "elements" or case.format is None or case.format["name"] not in MLIR_TYPES:
         return False
     if any(v.ndim != 1 or v.size == 0 for v in (*case.inputs.values(), *case.expected.values())):
@@ -104,6 +120,8 @@ def to_mlir(case: Case, suite_name: str = "") -> str | None:
     """The self-checking StableHLO file of a case, or None when MLIR cannot express it."""
     if not mlir_expressible(case):
         return None
+    if case.family == "uniform":
+        return _uniform_to_mlir(case, suite_name)
     fname = case.format["name"]
     ft = MLIR_TYPES[fname]
     b = _Body()
@@ -152,6 +170,41 @@ def to_mlir(case: Case, suite_name: str = "") -> str | None:
         "  func.func public @main() {",
     ]
     tail = [f"    check.expect_eq {g}, {x} : {t}" for g, x, t in checks] + ["    func.return", "  }", "}", ""]
+    return "\n".join(head + b.lines + tail)
+
+
+def _uniform_to_mlir(case: Case, suite_name: str) -> str:
+    """stablehlo.uniform_quantize of the case's input to its !quant.uniform type (qref.mlir.format_type), the
+    codes read with bitcast_convert; elements the case marks unspecified are left out (check.expect_eq has no
+    mask). Unsigned storage is spelled ui8/ui16 (StableHLO's lowering reads u8 as signless)."""
+    from ..mlir import format_type
+    from ..schemes.base import scheme_from_spec
+
+    spec = dict(case.scheme or {})
+    st = case.array_formats["codes"]
+    it = _UNIFORM_STORAGE[st]
+    if st.startswith("u"):
+        spec["type_spelling"] = it
+    qt = format_type(scheme_from_spec(spec))
+    x = case.inputs["x"]
+    keep = ~case.unspecified.get("codes", np.zeros(x.shape, bool))
+    xk, codes = x[keep], case.expected["codes"][keep]
+    n = xk.size
+    b = _Body()
+    xv = b.op(f'stablehlo.constant dense<"{_hex_dense(xk)}"> : {_tensor(n, "f32")}', "x")
+    q = b.op(f"stablehlo.uniform_quantize {xv} : ({_tensor(n, 'f32')}) -> {_tensor(n, qt)}", "q")
+    got = b.op(f"stablehlo.bitcast_convert {q} : ({_tensor(n, qt)}) -> {_tensor(n, it)}", "codes")
+    e = b.op(f'stablehlo.constant dense<"{_hex_dense(np.ascontiguousarray(codes))}"> : {_tensor(n, it)}', "expected")
+    head = [
+        "// RUN: stablehlo-translate --interpret %s",
+        f"// qref conformance case {case.id}" + (f" (suite {suite_name})" if suite_name else ""),
+        f"// operation: {case.operation}; profiles: {', '.join(case.profiles)}; spec: {', '.join(case.spec)}",
+        f"// {int((~keep).sum())} element(s) the spec leaves unspecified are omitted.",
+        "",
+        "module @qref_case {",
+        "  func.func public @main() {",
+    ]
+    tail = [f"    check.expect_eq {got}, {e} : {_tensor(n, it)}", "    func.return", "  }", "}", ""]
     return "\n".join(head + b.lines + tail)
 
 
