@@ -5,6 +5,8 @@ unchanged), and the types of qref formats."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 from ...conformance.export import MLIR_TYPES
 from ..model import Unsupported
@@ -184,3 +186,16 @@ def uniform_input_type(case: object) -> str:
         return mlir_type(arr.dtype.name, "dtype")
     _, it, b, signed = quant_type(case)
     return it if b >= 8 else ("i8" if signed else "ui8")
+
+
+def unsupported_reason(check: Callable[[Any], object]) -> Callable[[Any], str | None]:
+    """A target's ``supports(case)``: None when check(case) runs, else the Unsupported message."""
+
+    def supports(case: Any) -> str | None:
+        try:
+            check(case)
+        except Unsupported as exc:
+            return str(exc)
+        return None
+
+    return supports

@@ -37,6 +37,7 @@ from ._mlir import (
     shape_text,
     shlo_uniform_body,
     uniform_input_type,
+    unsupported_reason,
 )
 
 BACKEND = "iree"
@@ -118,12 +119,7 @@ def compile_functions(funcs: dict[str, str]) -> dict[str, Callable[..., Any] | B
 
 
 # ---- elements ---------------------------------------------------------------------------------------------
-def _el_supports(case: Case) -> str | None:
-    try:
-        element_body(element_signature(case))
-    except Unsupported as exc:
-        return str(exc)
-    return None
+_el_supports = unsupported_reason(lambda case: element_body(element_signature(case)))
 
 
 def _el_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
@@ -191,13 +187,7 @@ def _uq_func(name: str, case: Case) -> str:
             f"    return {res} : tensor<{sh}{rt}>\n  }}")
 
 
-def _uq_supports(case: Case) -> str | None:
-    try:
-        quant_type(case)
-        uniform_input_type(case)
-    except Unsupported as exc:
-        return str(exc)
-    return None
+_uq_supports = unsupported_reason(lambda case: (quant_type(case), uniform_input_type(case)))
 
 
 def _uq_input(case: Case) -> np.ndarray:

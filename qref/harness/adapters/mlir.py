@@ -34,7 +34,7 @@ from ._common import (
     single_element_case,
     storage_values,
 )
-from ._mlir import diagnostic, element_body, generic_memref_func, mlir_type, quant_type, shape_text
+from ._mlir import diagnostic, element_body, generic_memref_func, mlir_type, quant_type, shape_text, unsupported_reason
 
 BACKEND = "mlir"
 DISTRIBUTIONS = ("torch-mlir",)
@@ -108,12 +108,7 @@ def _stderr_captured() -> Iterator[Any]:
 
 
 # ---- elements ---------------------------------------------------------------------------------------------
-def _el_supports(case: Case) -> str | None:
-    try:
-        element_body(element_signature(case))
-    except Unsupported as exc:
-        return str(exc)
-    return None
+_el_supports = unsupported_reason(lambda case: element_body(element_signature(case)))
 
 
 def _el_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
@@ -228,12 +223,7 @@ def _call_returning(mod: Compiled, name: str, x: np.ndarray, out_dt: np.dtype) -
     return np.array(ranked_memref_to_numpy([res]), copy=True).reshape(x.shape)
 
 
-def _uq_supports(case: Case) -> str | None:
-    try:
-        _uq_func("f", case)
-    except Unsupported as exc:
-        return str(exc)
-    return None
+_uq_supports = unsupported_reason(lambda case: _uq_func("f", case))
 
 
 def _uq_one(case: Case) -> Outputs:

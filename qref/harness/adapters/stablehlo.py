@@ -18,7 +18,16 @@ from ...conformance.case import Case, to_storage
 from ..model import Outputs, Target, Unsupported
 from . import require
 from ._common import _mask, codes_as, element_signature, python_c, run_each, single_element_case, storage_values
-from ._mlir import WIDTH, diagnostic, mlir_type, quant_type, shape_text, shlo_uniform_body, uniform_input_type
+from ._mlir import (
+    WIDTH,
+    diagnostic,
+    mlir_type,
+    quant_type,
+    shape_text,
+    shlo_uniform_body,
+    uniform_input_type,
+    unsupported_reason,
+)
 
 BACKEND = "stablehlo"
 DISTRIBUTIONS = ("torch-mlir",)
@@ -148,13 +157,7 @@ def uniform_module(case: Case) -> str:
             f"tensor<{sh}{rt}>\n  }}\n}}\n")
 
 
-def _uq_supports(case: Case) -> str | None:
-    try:
-        quant_type(case)
-        uniform_input_type(case)
-    except Unsupported as exc:
-        return str(exc)
-    return None
+_uq_supports = unsupported_reason(lambda case: (quant_type(case), uniform_input_type(case)))
 
 
 def _uq_one(case: Case) -> Outputs:
