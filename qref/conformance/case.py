@@ -256,9 +256,10 @@ class Case:
 def expected_from_qarray(q: Any, *, code_format: str | None = None, scale_format: str | None = None
                          ) -> dict[str, dict[str, Any]]:
     """Case fields from a ``QArray`` (schemes.md): ``expected`` holds "codes" (signed integer codes become the
-    unsigned storage bit patterns of ``code_format``'s width, e.g. int4 -8 -> 0x8), and "scales", "zero_points", "biases", "global_scale"
-    where present; ``unspecified`` holds q.unspecified as the "codes" mask; ``array_formats`` names the element
-    format of the codes (``code_format``) and of scale codes (``scale_format``, e.g. "float8_e8m0fnu").
+    unsigned storage bit patterns of ``code_format``'s width, e.g. int4 -8 -> 0x8), and "scales", "zero_points",
+    "biases", "global_scale" where present; ``unspecified`` holds q.unspecified as the "codes" mask;
+    ``array_formats`` names the element format of the codes (``code_format``) and of scale codes
+    (``scale_format``, e.g. "float8_e8m0fnu").
 
         Case(id=..., family="block", operation="block_quantize", scheme=s, profile="ocp", inputs={"x": x},
              **expected_from_qarray(s.quantize(x), code_format="float4_e2m1fn", scale_format="float8_e8m0fnu"))

@@ -521,7 +521,7 @@ class UniformScheme(Scheme):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
             if A.scale_op == "divide":
                 q = np.asarray(xc / sc).astype(C)
-            elif A.bf16_upcast and C == np.dtype(ml_dtypes.bfloat16):
+            elif A.bf16_upcast and np.dtype(ml_dtypes.bfloat16) == C:
                 inv = np.asarray(np.float32(1) / sc.astype(np.float32)).astype(np.float32)
                 q = cast(np.asarray(xc.astype(np.float32) * inv).astype(np.float32), C)
             else:
