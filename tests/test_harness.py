@@ -227,3 +227,183 @@ def test_uniform_targets_on_temporary_cases(uniform_suite, backend, target, modu
     if backend == "mlir":
         r = by["uniform/int8/s0.5000_z-3/stablehlo/ties"]
         assert "truncation" in r.vs_spec.classes or "zero_point_order" in r.vs_spec.classes
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the lookup family (qref/harness/families/lookup.py)
+# ---------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def suite():
+    return load_suite()
+
+
+def test_lookup_expectation_rebuilds_a_profile_with_the_case_geometry(suite):
+    """A case holding for the spec, predicted under another profile, equals the suite's case of that profile on the
+    same input (same blocking: flattened for bitsandbytes, along the last axis for openvino / qwix)."""
+    fam = get_family("lookup")
+    spec = suite["lookup/nf4/b64/f32/midpoints_scaled/spec"]
+    bnb = suite["lookup/nf4/b64/f32/midpoints_scaled/bitsandbytes"]
+    exp = fam.expectation(spec, "bitsandbytes")
+    assert set(exp.outputs) == {"codes", "scales"}
+    for name in exp.outputs:
+        assert (get_bits(exp.outputs[name]) == get_bits(bnb.expected[name])).all(), name
+    # a 2-D input: flattened blocks (spec) and row blocks (qwix) are different tasks with their own scale shapes
+    flat, rows = suite["lookup/nf4/b64/f32/axis2d/spec"], suite["lookup/nf4/b64/f32/axis2d/openvino"]
+    assert fam.task_key(flat) != fam.task_key(rows)
+    assert fam.expectation(flat, "qwix").outputs["scales"].shape == flat.expected["scales"].shape == (6,)
+    assert "qwix" in rows.profiles and fam.expectation(rows, "qwix").outputs["scales"].shape == (4, 2)
+    # a double-quantized case under a profile without double quantization keeps the case's (lut.md §5)
+    dq = suite["lookup/nf4/b64/f32/large/bitsandbytes_dq"]
+    e = fam.expectation(dq, "spec")
+    assert {"codes", "scales", "dq_codes", "dq_scales", "dq_offset"} == set(e.outputs)
+
+
+def get_bits(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a)
+    return a.view(f"u{a.dtype.itemsize}")
+
+
+def _lookup_double(name: str, fn) -> Target:
+    def run(cases):
+        return [fn(c) for c in cases]
+
+    return Target("double", name, "lookup", "test double", "bitsandbytes", ("lookup_quantize", "lookup_dequantize"),
+                  lambda c: None, run, lambda c, i: "python -c 'print(0)'")
+
+
+def test_lookup_structural_classes(suite):
+    """NaN blocks, flushed dequantized values and the double-quantization offset are classified from the codes."""
+    fam = get_family("lookup")
+    case = suite["lookup/nf4/b64/f32/special/bitsandbytes"]  # block 0 holds a NaN at element 5
+    assert np.isnan(case.inputs["x"][5])
+    codes = case.expected["codes"].copy()
+    codes[3] ^= 1  # an element of the NaN block
+    c = classify.compare(case, fam, fam.expectation(case, "bitsandbytes"), {"codes": codes}, "bitsandbytes")
+    assert c.classes == {"nan_sign_or_code": 1}
+    # float32 dequantize: block scale 1e-38 (a float32 subnormal) -> products flushed to zero are "subnormal flush"
+    dq = suite["lookup/nf4/b64/f32/dequantize/codes/float32/spec"]
+    sc = dq.inputs["scales"]
+    blk = int(np.flatnonzero((sc != 0) & (np.abs(sc) < np.finfo(F32).tiny))[0])
+    y = dq.expected["y"].copy()
+    i = blk * 64 + 1  # code 1 (-0.696...) times the subnormal scale
+    assert y[i] != 0
+    y[i] = F32(-0.0)
+    c = classify.compare(dq, fam, fam.expectation(dq, "spec"), {"y": y}, "spec")
+    assert c.classes == {"subnormal_flush": 1}
+    big = suite["lookup/nf4/b64/f32/large/bitsandbytes_dq"]
+    off = big.expected["dq_offset"].copy()
+    off.view(np.uint32)[0] += 1  # one ulp: the mean accumulated in another order
+    got = dict(big.expected, dq_offset=off)
+    c = classify.compare(big, fam, fam.expectation(big, "bitsandbytes"), got, "bitsandbytes")
+    assert c.classes == {"reduction": 1}
+
+
+def test_lookup_reduce_keeps_the_block_of_the_element(suite):
+    fam = get_family("lookup")
+    case = suite["lookup/nf4/b64/f32/partial/spec"]  # 135 elements: blocks of 64, 64 and 7
+    small = fam.reduce(case, 130, "codes")
+    assert small._slice == (128, 135) and small._index == 2 and small.inputs["x"].size == 7
+    assert small.expected["codes"][2] == case.expected["codes"][130]
+    assert fam.reduce(case, 1, "scales").expected["scales"][0] == case.expected["scales"][1]
+    rows = suite["lookup/nf4/b64/f32/axis2d/openvino"]
+    r = fam.reduce(rows, 2 * 96 + 70, "codes")
+    assert r._slice == (2, 3) and r._index == 70 and r.inputs["x"].shape == (1, 96)
+    whole = fam.reduce(suite["lookup/nf4/b64/f32/large/bitsandbytes_dq"], 0, "dq_offset")
+    assert whole._slice is None and whole.inputs["x"].size == 16384
+
+
+# ---------------------------------------------------------------------------------------------------------
+# new backends on small selections of the committed suite (in process; each skips when its library is missing)
+# ---------------------------------------------------------------------------------------------------------
+def _by_task(res) -> dict:
+    return {r.task: r for r in res.results}
+
+
+def test_bitsandbytes_on_lookup_cases():
+    pytest.importorskip("bitsandbytes", reason="bitsandbytes backend")
+    res = runner.run(["bitsandbytes"], include=["lookup/nf4/b64/f32/*", "lookup/fp4_bnb/b64/f32/midpoints*",
+                                                "lookup/dynamic8/b256/f32/random/*", "lookup/af4/b64/f32/zero/*"],
+                     isolate=False)
+    assert res.ok, runner.summary_line(res)
+    by = _by_task(res)
+    ran = [r for r in res.results if r.status == "pass"]
+    assert len(ran) >= 10 and sum(r.vs_profile.compared for r in ran) > 20_000
+    # the offset of compress_statistics: torch's float32 mean, an ulp from the exact mean (lut.md §5.3)
+    assert by["lookup/nf4/b64/f32/large/spec"].status == "pass"
+    dq = next(x for x in res.results if x.task == "lookup/nf4/b64/f32/large/bitsandbytes_dq")
+    assert dq.status == "xfail" and set(dq.vs_profile.classes) == {"reduction"}
+    assert by["lookup/af4/b64/f32/zero/spec"].status == "unsupported"
+    # bitsandbytes' codes differ from the spec's exact nearest entry at float32 midpoints (tie rule, lut.md §3.3)
+    assert "tie_rule" in by["lookup/nf4/b64/f32/midpoints/spec"].vs_spec.classes
+
+
+def test_torchao_to_nf4_on_lookup_cases():
+    pytest.importorskip("torchao", reason="torchao backend")
+    res = runner.run(["torchao"], include=["lookup/nf4/b64/*/large/*", "lookup/nf4/b64/*/dequantize/*",
+                                           "lookup/nf4/b64/f32/midpoints/*"], isolate=False)
+    assert res.ok, runner.summary_line(res)
+    by = _by_task(res)
+    assert by["lookup/nf4/b64/f32/midpoints/spec"].status == "unsupported"  # 256 elements: not 64 * 256
+    ok = [r for r in res.results if r.status == "pass"]
+    assert {r.task for r in ok} >= {"lookup/nf4/b64/bf16/large/torchao", "lookup/nf4/b64/f16/large/torchao",
+                                    "lookup/nf4/b64/f32/dequantize/double_quant/float32/torchao"}
+    bad = by["lookup/nf4/b64/f32/large/torchao"]
+    assert bad.status == "xfail" and bad.vs_profile.classes == {"reduction": 1}
+
+
+def test_jax_block_quantizer():
+    pytest.importorskip("jax", reason="jax backend")
+    res = runner.run(["jax"], targets=["jax.block_quantize.jit"],
+                     include=["block/mxfp8_e4m3/f32/*", "block/nvfp4/f32/*", "block/mxfp8_e4m3/f64/ties/*"],
+                     isolate=False)
+    assert res.ok, runner.summary_line(res)
+    st = {r.task: r for r in res.results}
+    passed = [r for r in res.results if r.status == "pass"]
+    assert len(passed) >= 20 and all("/f32/" in r.task for r in passed)
+    assert st["block/mxfp8_e4m3/f32/dequantize/codes/float32/ocp"].status == "unsupported"
+    # float64 under jax_enable_x64: JAX computes in float64 and agrees with the spec, not with the jax profile
+    f64 = st["block/mxfp8_e4m3/f64/ties/ocp"]
+    assert f64.status == "xfail" and f64.vs_spec.ok and "tie_rule" in f64.vs_profile.classes
+
+
+def test_qwix_int_eager_conforms_and_jit_contracts_an_fma():
+    pytest.importorskip("qwix", reason="qwix backend")
+    res = runner.run(["qwix"], targets=["qwix.int.*"], include=["uniform/int8/pt_s0.1_z3/f32/ties/*",
+                                                                "uniform/int8/pa*"], isolate=False)
+    assert res.ok, runner.summary_line(res)
+    eager = [r for r in res.results if r.target == "qwix.int.eager" and r.status != "unsupported"]
+    assert eager and all(r.status == "pass" for r in eager)
+    jit = next(r for r in res.results if r.target == "qwix.int.jit" and "pt_s0.1_z3/f32/ties" in r.task)
+    assert jit.status == "xfail" and set(jit.vs_profile.classes) == {"fma"}
+    rep = jit.vs_profile.repro["fma"]
+    assert "64 copies" in rep["note"] and "np.full(64," in rep["command"]
+
+
+def test_qwix_nf4_and_mx():
+    pytest.importorskip("qwix", reason="qwix backend")
+    res = runner.run(["qwix"], targets=["qwix.nf4.jit", "qwix.mx.jit"],
+                     include=["lookup/nf4/b64/f32/midpoints*", "lookup/nf4/b64/f32/random/*",
+                              "block/mxfp8_e4m3/f32/random/*", "block/mxfp8_e4m3/f32/ties/*"], isolate=False)
+    assert res.ok, runner.summary_line(res)
+    by = {(r.target, r.task): r for r in res.results}
+    assert by[("qwix.nf4.jit", "lookup/nf4/b64/f32/random/spec")].status == "pass"
+    # XLA's x / absmax is x * fl(1 / absmax): differs from qref's qwix profile only where absmax != 1
+    assert by[("qwix.nf4.jit", "lookup/nf4/b64/f32/midpoints/spec")].status == "pass"
+    sc = by[("qwix.nf4.jit", "lookup/nf4/b64/f32/midpoints_scaled/spec")]
+    assert sc.status == "xfail" and set(sc.vs_profile.classes) == {"scale_arithmetic"}
+    assert by[("qwix.mx.jit", "block/mxfp8_e4m3/f32/ties/ocp")].status == "pass"
+    mx = by[("qwix.mx.jit", "block/mxfp8_e4m3/f32/random/ocp")]
+    assert mx.status == "xfail" and set(mx.vs_profile.classes) == {"scale_rule"}
+
+
+def test_torchao_to_mx_conforms_to_the_torchao_block_profiles():
+    pytest.importorskip("torchao", reason="torchao backend")
+    res = runner.run(["torchao"], targets=["torchao.to_mx.*", "torchao.to_dtype"],
+                     include=["block/mxfp8_e4m3/f32/*", "block/mxfp4/bf16/*", "block/mxfp6_e2m3/f32/*"], isolate=False)
+    assert res.ok, runner.summary_line(res)
+    q = [r for r in res.results if r.target.startswith("torchao.to_mx") and r.status != "unsupported"]
+    assert len(q) >= 20 and all(r.status == "pass" for r in q)
+    # the E4M3 NaN code dequantizes with its mantissa kept (0x7FF00000): a NaN payload the profile does not model
+    nan = next(r for r in res.results if r.target == "torchao.to_dtype"
+               and r.task.startswith("block/mxfp8_e4m3/f32/dequantize/codes"))
+    assert nan.status == "xfail" and set(nan.vs_profile.classes) == {"nan_sign_or_code"}

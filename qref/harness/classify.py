@@ -25,13 +25,19 @@ from .model import Comparison, bits
 CLASSES: dict[str, tuple[str, str]] = {
     "tie_rule": ("tie rule", "exact ties resolved differently (away from zero, toward zero, up) than round half to "
                              "even"),
+    "decision_rule": ("decision rule", "the table entry is chosen by another rule (the first argmin of rounded "
+                                       "distances, a 65536-point grid) than the nearest entry by exact distance"),
     "truncation": ("truncation", "the value is truncated toward zero instead of rounded to nearest"),
     "directed_rounding": ("directed rounding", "rounded up, down or away from zero instead of to nearest"),
+    "fma": ("FMA contraction", "a multiply and an add are fused into one rounding (x * fl(1/s) + z as a fused "
+                               "multiply-add) where the reference rounds the product first"),
     "zero_point_order": ("zero point order", "the zero point is added before rounding where the reference adds it "
                                              "after (or the reverse)"),
     "scale_arithmetic": ("scale arithmetic", "x * fl(1/s) instead of x / s (or the reverse), or the scale rounded "
                                              "to another type first"),
     "compute_precision": ("compute precision", "the arithmetic runs in another float type"),
+    "reduction": ("reduction order", "a mean or sum over many elements is accumulated in another order or "
+                                     "precision than its exact value rounded once"),
     "saturation_nan_inf": ("saturation vs NaN vs Inf", "overflow (or an infinite input) gives +-max, NaN or +-Inf "
                                                        "where the reference gives another of the three"),
     "saturation": ("saturation bounds", "results clamp to other bounds than the storage range"),
@@ -48,6 +54,8 @@ CLASSES: dict[str, tuple[str, str]] = {
     "subnormal_flush": ("subnormal flush", "subnormal results or inputs flushed to zero"),
     "double_rounding": ("double rounding", "the input is rounded to float32 first, then to the format"),
     "scale_rule": ("scale rule", "the block scale is chosen by another rule (floor / ceil / even / rceil)"),
+    "zero_block": ("zero block", "an all-zero block gets another scale or other codes than the reference's "
+                                 "zero-block rule gives"),
     "wrap_around": ("wrap-around", "out-of-range results wrap modulo 2^bits instead of saturating"),
     "dequantize_arithmetic": ("dequantize arithmetic", "(q - z) * s computed in other types"),
     "decode_value": ("decoded value", "a code decodes to another value"),

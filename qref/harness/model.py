@@ -58,6 +58,9 @@ class Target:
     run: RunFn
     snippet: SnippetFn
     notes: str = ""
+    #: uniform family: the reproducer may run k copies of one element per tensor (the snippet writes them when the
+    #: case holds copies); other families always may
+    copies: bool = False
 
     @property
     def reference(self) -> str:

@@ -85,7 +85,9 @@ def render(res: RunResults) -> str:
           "Entries are strict: an entry whose globs match tasks that ran but that covers none of them is stale and "
           "fails the run. `qref run` exits 1 on an unexpected failure, a crash or a stale entry. The reproducer of "
           "each class is the smallest task's first differing element, run alone (or as 64 copies, which takes a "
-          "vectorized path, when alone it gives other bits); when neither reproduces, the report says so. "
+          "vectorized path, when alone it gives other bits); block and lookup cases are cut to the row or block "
+          "holding it (or run whole when the backend needs more elements or the output depends on every block); "
+          "when none of these reproduces, the report says so. "
           "tests/test_harness_report.py regenerates this file on the committed suite and runs every reproducer.",
           ""]
     if res.skipped:

@@ -163,3 +163,17 @@ def _mask(case: Case) -> str:
         return ""
     st = get_format(case.scheme["storage"])
     return f" & {hex((1 << st.bits) - 1)}" if isinstance(st, IntFormat) and st.bits < 8 else ""
+
+
+def suite_input(case: Case, name: str = "x") -> str:
+    """Source text of the case's input ``name`` read from the committed suite (the reduced part of it when the
+    case is a reproducer: ``case._slice`` = (start, stop) of the flattened input, or of the rows of a 2-D input
+    blocked along its last axis)."""
+    expr = f"load_suite()[{case.id!r}].inputs[{name!r}]"
+    sl = getattr(case, "_slice", None)
+    if sl is None:
+        return expr
+    a = case.inputs[name]
+    if a.ndim > 1:
+        return f"{expr}[{sl[0]}:{sl[1]}]"
+    return f"{expr}.reshape(-1)[{sl[0]}:{sl[1]}]"

@@ -25,6 +25,7 @@ from types import ModuleType
 
 import numpy as np
 
+from ...conformance.case import Case
 from ...errors import unknown_name
 
 
@@ -45,3 +46,24 @@ def get_family(name: str) -> ModuleType:
     if name not in names:
         raise unknown_name("harness family", name, names)
     return importlib.import_module(f"{__name__}.{name}")
+
+
+def flushed(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray,
+            scale_subnormal: np.ndarray | None = None) -> np.ndarray:
+    """Where a float32 or bfloat16 dequantized value came out as a zero of its sign although the reference is a
+    subnormal larger than the smallest one (FTZ: no rounding of the exact value gives zero), or its block scale is
+    a float32 subnormal that the output dtype holds exactly (DAZ): bool per element. Other output dtypes (float16:
+    a scale converted to it can underflow) and a reference equal to the smallest subnormal (a rounding difference
+    can give zero there too) are left to the other classes."""
+    dt = case.expected[name].dtype
+    if dt.name not in ("float32", "bfloat16"):
+        return np.zeros(exp.shape, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        ev, gv = exp.view(dt).astype(np.float64), got.view(dt).astype(np.float64)
+    fi = np.finfo(np.float32)
+    least = float(fi.smallest_subnormal) * (2.0**16 if dt.name == "bfloat16" else 1.0)
+    zero = (gv == 0) & (np.signbit(gv) == np.signbit(ev)) & (ev != 0) & np.isfinite(ev)
+    small = (np.abs(ev) < float(fi.tiny)) & (np.abs(ev) > least)
+    if scale_subnormal is not None:
+        small = small | scale_subnormal[idx]
+    return zero & small

@@ -22,7 +22,7 @@ from ...errors import QrefError
 from ...schemes.base import QArray, scheme
 from ...schemes.block import DEFAULT_PROFILE, BlockScheme
 from ..model import Unsupported, bits
-from . import Expectation
+from . import Expectation, flushed
 
 FAMILY = "block"
 SPEC_PROFILE = "spec"
@@ -157,6 +157,16 @@ def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, go
             ev, gv = exp.view(dt).astype(np.float64), got.view(dt).astype(np.float64)
         out[np.isnan(ev) | np.isnan(gv)] = "nan_sign_or_code"
         out[(ev == 0) & (gv == 0) & (out == "")] = "sign_of_zero"
+        if case.operation == "block_dequantize":  # FTZ of results, DAZ of a float32-subnormal scale 2^-127
+            sub = None
+            sc = case.inputs.get("scales")
+            if sc is not None and case.array_formats.get("scales") == "float8_e8m0fnu":
+                per = np.moveaxis(sc == 0, int(case.params.get("axis", -1)), -1)
+                k = int(case.scheme["block_size"])
+                n = case.inputs["codes"].shape[int(case.params.get("axis", -1))]
+                sub = np.moveaxis(np.repeat(per, k, axis=-1)[..., :n], -1, int(case.params.get("axis", -1)))
+                sub = sub.reshape(-1) if sub.size == case.expected[name].size else None
+            out[flushed(case, name, idx, exp, got, sub) & (out == "")] = "subnormal_flush"
     if "x" in case.inputs and case.operation == "block_quantize":
         x = case.inputs["x"]
         with np.errstate(invalid="ignore"):
@@ -182,9 +192,19 @@ def spec_sections(case: Case) -> tuple[str, ...]:
     return tuple(case.spec)
 
 
-def describe_input(case: Case, index: int) -> str:
+def describe_input(case: Case, index: int, output: str = "codes") -> str:
     from ...commands.show import _float_text, _hex
 
+    if case.operation == "block_quantize" and output in ("scales", "biases"):
+        x = case.inputs["x"]
+        pos = [int(p) for p in np.unravel_index(index, case.expected[output].shape)]
+        axis = int(case.params.get("axis", -1)) % x.ndim
+        k = case.scheme["block_size"]
+        if x.ndim == 2:
+            where = f"block {pos[1]} of row {pos[0]}" if axis == 1 else f"block {pos[0]} of column {pos[1]}"
+        else:
+            where = f"block {pos[axis]} at {tuple(p for d, p in enumerate(pos) if d != axis)}"
+        return f"{where} of the {x.dtype.name} input (blocks of {k} along axis {axis})"
     if case.operation == "block_quantize":
         x = case.inputs["x"]
         v = x.reshape(-1)[index : index + 1]
@@ -227,4 +247,5 @@ def reduce(case: Case, index: int, output: str) -> Case:
              scheme=case.scheme, profile=case.profile, params=case.params, unspecified=unspec,
              array_formats=dict(case.array_formats), profiles=case.profiles)
     object.__setattr__(c, "_index", index - row * int(np.prod(shape[1:])) if len(shape) > 1 else index)
+    object.__setattr__(c, "_slice", (row, row + n_rows) if x is not None and x.ndim > 1 else None)
     return c

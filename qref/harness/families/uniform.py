@@ -28,7 +28,8 @@ SPEC_PROFILE = DEFAULT_PROFILE
 OPERATIONS = ("uniform_quantize", "uniform_dequantize")
 
 CLASS_SECTIONS = {
-    "zero_point_order": "uniform.md §2.1", "tie_rule": "uniform.md §2.1", "truncation": "uniform.md §2.1",
+    "zero_point_order": "uniform.md §2.1", "fma": "uniform.md §3", "tie_rule": "uniform.md §2.1",
+    "truncation": "uniform.md §2.1",
     "directed_rounding": "uniform.md §2.1", "scale_arithmetic": "uniform.md §3",
     "compute_precision": "uniform.md §3", "saturation": "uniform.md §2.1", "wrap_around": "uniform.md §2.1",
     "nan_sign_or_code": "uniform.md §4.2", "dequantize_arithmetic": "uniform.md §2.2",
@@ -37,6 +38,7 @@ CLASS_SECTIONS = {
 
 # arithmetic changes tried in order: (class, overrides)
 _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("fma", {"zero_point": "fused", "compute": "float32"}),
     ("zero_point_order", {"zero_point": "after_rounding"}), ("zero_point_order", {"zero_point": "before_rounding"}),
     ("tie_rule", {"rounding": "nearest_away"}), ("tie_rule", {"rounding": "nearest_toward_zero"}),
     ("truncation", {"rounding": "toward_zero"}),
