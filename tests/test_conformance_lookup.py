@@ -96,14 +96,15 @@ def quantize_block(profile: str, xs: list[float], vals: list[Fraction], partial:
                 s = rnd(frac(x) / frac(a))
             out.append(smallest if s is None else code_f32_midpoints(s, vals, "lower_value"))
         return out, a
-    if profile == "qwix":
-        d = 1.0 if a < float(np.sqrt(np.finfo(np.float32).tiny)) else a
+    if profile == "qwix":  # lut.md §6.5: guard sqrt(tiny of the dtype); s = x * fl(1/d) (bfloat16: fl32(1/d))
+        d = 1.0 if a < (2.0**-7 if dtype == "float16" else 2.0**-63) else a
         out = []
         for x, fin in zip(xs, finite):
             if math.isnan(d) or (math.isinf(d) and not fin):
                 out.append(0)
                 continue
-            s = Fraction(0) if math.isinf(d) else rnd(rnd(frac(x) / frac(d)), dtype)
+            r = Fraction(0) if math.isinf(d) else rnd(1 / frac(d), "float32" if dtype == "bfloat16" else dtype)
+            s = rnd(rnd(frac(x) * r), dtype)
             out.append(code_argmin(s, vals, "float32"))
         return out, d
     if profile == "torchao":
@@ -232,8 +233,9 @@ def test_torchao_double_quantization_matches_fractions(cases):
 
 def test_dequantize_cases_match_ieee_arithmetic(cases):
     """entry * scale as one float32 operation (spec, bitsandbytes, openvino) or in the input dtype with entries
-    rounded to it (qwix), then rounded to the output dtype (lut.md §4); double-quantized scales reconstructed
-    first (lut.md §5.1); outputs in ``dequant_flush`` dtypes flush below 2^-126. NaN matches NaN."""
+    rounded to it (qwix, with float32 FTZ/DAZ), then rounded to the output dtype (lut.md §4); double-quantized
+    scales reconstructed first (lut.md §5.1); outputs in ``dequant_flush`` dtypes flush below 2^-126. NaN matches
+    NaN."""
     n = 0
     for case in cases:
         if case.operation != "lookup_dequantize" or case.scheme["scale"] != "absmax":
@@ -265,6 +267,10 @@ def test_dequantize_cases_match_ieee_arithmetic(cases):
                 dt = NPDT[src]
                 tt = t.astype(dt).astype(np.float32) if sch["dequant_table_dtype"] == "input" else t
                 v = (tt[codes] * per).astype(dt)
+                if sch.get("ftz") and src in ("float32", "bfloat16"):  # FTZ/DAZ of the multiply (§4)
+                    tiny, p32 = 2.0**-126, tt[codes] * per  # scales are >= 0 or NaN; no entry is subnormal
+                    fl = ((np.abs(p32) < tiny) | (np.abs(per) < tiny) & np.isfinite(tt[codes])) & ~np.isnan(p32)
+                    v = np.where(fl, np.where(np.signbit(tt[codes]), -0.0, 0.0), v.astype(np.float32)).astype(dt)
             else:
                 v = (t[codes] * per).astype(np.float32)
             want = v.astype(out)

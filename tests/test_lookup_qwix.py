@@ -30,19 +30,36 @@ def run(x: np.ndarray, block: int) -> None:
     assert q.scales.shape == np.asarray(q_ref.scale).shape
     assert same(q.scales, np.asarray(q_ref.scale).astype(np.float32))
     ref = np.asarray(qarray.dequantize(q_ref)).astype(np.float32)
-    dt = "bfloat16" if x.dtype == ml_dtypes.bfloat16 else "float32"
-    assert same(q.dequantize(dt).astype(np.float32), ref)
+    assert same(q.dequantize(x.dtype.name).astype(np.float32), ref)
 
 
-@pytest.mark.parametrize("dt", ["float32", "bfloat16"])
+CAST = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+@pytest.mark.parametrize("dt", list(CAST))
 def test_qwix_random_and_ties(dt: str) -> None:
     rng = np.random.default_rng(0)
-    cast = (lambda a: a.astype(ml_dtypes.bfloat16)) if dt == "bfloat16" else (lambda a: a)
-    run(cast((rng.standard_normal((8, 256)) * 3).astype(np.float32)), 64)
+    run((rng.standard_normal((8, 256)) * 3).astype(CAST[dt]), 64)
     pts = tie_points(NF4, dt)
     x = blocks_with_unit_absmax(pts, 64)
     x = np.resize(x, (x.size // 256 + 1) * 256).reshape(-1, 256)
-    run(cast(x), 64)
+    run(x.astype(CAST[dt]), 64)
+
+
+@pytest.mark.parametrize("dt", list(CAST))
+def test_qwix_scaled_midpoints_take_the_reciprocal(dt: str) -> None:
+    """Midpoints +-2 ulp times absmax values that are not powers of two: x / a and x * fl(1/a) differ here
+    (lut.md §6.5: XLA rewrites qwix's divide)."""
+    rng = np.random.default_rng(2)
+    v = np.sort(NF4.values.astype(np.float64))
+    mids = (v[1:] + v[:-1]) / 2
+    n = 512
+    a = rng.uniform(0.5, 4, size=(n, 1)) * np.exp2(rng.integers(-6, 6, size=(n, 1)))
+    x = (mids[rng.integers(0, 15, size=(n, 64))] * a).astype(CAST[dt])
+    uint = np.uint16 if x.itemsize == 2 else np.uint32
+    x = (x.view(uint) + rng.integers(-2, 3, size=x.shape).astype(uint)).view(CAST[dt])
+    x[:, 0] = a[:, 0].astype(CAST[dt])
+    run(x.reshape(-1, 256), 64)
 
 
 def test_qwix_edge_blocks() -> None:
@@ -52,3 +69,30 @@ def test_qwix_edge_blocks() -> None:
     x[2, 70] = np.inf                     # inf tile: code 0 at inf, 7 elsewhere
     x[3, :64] = np.float32(1e-25)         # absmax below sqrt(tiny): scale 1
     run(x, 64)
+
+
+def test_qwix_float16_guard_is_sqrt_of_float16_tiny() -> None:
+    """qwix's guard is sqrt(finfo(scale dtype).tiny): 2^-7 for float16 (lut.md §6.5)."""
+    x = np.full((4, 64), 0.25, np.float16)
+    x[0] = np.float16(2.0**-8)                       # below 2^-7: scale 1, every element -> code of 2^-8
+    x[1] = np.float16(2.0**-7)                       # not below: scale 2^-7, code 15
+    x[2] = np.float16(2.0**-7) - np.float16(2.0**-18)
+    run(x, 64)
+    q = qref.scheme("nf4", block_size=64, profile="qwix", axis=1).quantize(x)
+    assert q.scales.reshape(-1)[:3].tolist() == [1.0, 2.0**-7, 1.0]
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16"])
+def test_qwix_dequantize_flushes_subnormal_scales_and_products(dt: str) -> None:
+    """XLA:CPU FTZ/DAZ: a subnormal scale or product dequantizes to a zero of the product's sign (lut.md §4)."""
+    rng = np.random.default_rng(4)
+    codes = rng.integers(0, 16, size=(64, 64)).astype(np.uint8)
+    e = rng.integers(-150, -100, size=(64, 1)).astype(np.float64)
+    scales = (rng.uniform(1, 2, size=(64, 1)) * np.exp2(e)).astype(CAST[dt])
+    ref = qarray.dequantize(qarray.QArray(jnp.asarray(codes).astype(jnp.uint4), jnp.asarray(scales), None, "nf4"))
+    sch = qref.scheme("nf4", block_size=64, profile="qwix", axis=1)
+    ours = sch.dequantize(qref.QArray(codes=codes, scheme=sch, scales=scales.astype(np.float32), axis=1,
+                                      meta={"input_dtype": dt}), dt)
+    uint = np.uint16 if dt == "bfloat16" else np.uint32
+    assert (np.asarray(ours).view(uint) == np.asarray(ref).view(uint)).all()
+    assert (np.asarray(ours).astype(np.float32) == 0).any()   # the flush happened on these inputs

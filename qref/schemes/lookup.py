@@ -57,6 +57,24 @@ def _op(a: object, b: object, fn: Any, dtype: str) -> np.ndarray:
     return r if dtype == "float32" else round_to(r, dtype).astype(np.float32)
 
 
+def _sqrt_tiny(dtype: str) -> np.float32:
+    """sqrt(smallest normal of dtype) as qwix computes it in that dtype: 2^-63 (float32, bfloat16), 2^-7 (float16)."""
+    return np.float32(2.0 ** -7 if dtype == "float16" else 2.0 ** -63)
+
+
+def _flush_product(v: np.ndarray, t: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """FTZ/DAZ of one float32 multiply t * a whose rounded result is v (lut.md §4): operands below 2^-126 in
+    magnitude read as zeros of their sign (DAZ), a product below 2^-126 is a zero of its sign (FTZ)."""
+    tiny = np.float32(2.0 ** -126)
+    t, a = np.asarray(t, np.float32), np.asarray(a, np.float32)
+    with np.errstate(all="ignore"):
+        t0 = np.where(np.abs(t) < tiny, np.copysign(np.float32(0), t), t)
+        a0 = np.where(np.abs(a) < tiny, np.copysign(np.float32(0), a), a)
+        p = t0 * a0
+        out = np.where(np.abs(p) < tiny, np.copysign(np.float32(0), p), v)
+    return np.where(np.isnan(p) & ~np.isnan(v), np.float32(np.nan), out).astype(np.float32)
+
+
 def _out_dtype(dtype: object) -> np.dtype:
     if isinstance(dtype, str) and dtype in FLOAT_DTYPES:
         return FLOAT_DTYPES[dtype]
@@ -196,6 +214,11 @@ class LookupScheme(Scheme):
     "zero_code" or "code0". double_quant: DoubleQuant or None. input_dtypes: accepted input dtypes.
     numel_multiple: required divisor of the element count. dequant_flush: output dtypes whose nonzero results
     below 2^-126 dequantize to a zero of the same sign (bitsandbytes' CPU kernel does this for bfloat16).
+    scale_min="sqrt_tiny": the threshold is sqrt(smallest normal of the compute dtype) (2^-63 for float32 and
+    bfloat16, 2^-7 for float16: qwix). bf16_upcast: with scaling="reciprocal", bfloat16 computes
+    s = fl_bf16(fl32(x * fl32(1 / a))) (XLA:CPU's bfloat16 normalization). ftz: the dequantize product
+    t * a in float32/bfloat16 is a zero of the product's sign when t, a or the float32 product is below 2^-126
+    in magnitude (FTZ/DAZ, XLA:CPU). Defaults: off (lut.md §3.1).
     """
 
     name: str
@@ -211,7 +234,7 @@ class LookupScheme(Scheme):
     compute_dtype: str = "float32"
     table_dtype: str = "float32"
     dequant_table_dtype: str = "float32"
-    scale_min: float | None = None
+    scale_min: float | str | None = None
     scale_min_rule: str = "clamp"
     store_guarded: str = "none"
     clamp: bool = False
@@ -225,6 +248,8 @@ class LookupScheme(Scheme):
     input_dtypes: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
     numel_multiple: int = 1
     dequant_flush: tuple[str, ...] = ()
+    bf16_upcast: bool = False
+    ftz: bool = False
     family = "lookup"
 
     def __post_init__(self) -> None:
@@ -244,6 +269,10 @@ class LookupScheme(Scheme):
             check_choice(kind, val, choices)
         for d in self.input_dtypes:
             check_choice("input dtype", d, ("float64", *FLOAT_DTYPES))
+        if isinstance(self.scale_min, str):
+            check_choice("scale_min", self.scale_min, ("sqrt_tiny",))
+        elif self.scale_min is not None and not (isinstance(self.scale_min, (int, float)) and self.scale_min > 0):
+            raise QrefError(f"scale_min must be None, a positive float or 'sqrt_tiny', got {self.scale_min!r}")
         if self.scale == "absmax":
             b = self.block_size
             if not isinstance(b, int) or isinstance(b, bool) or b < 1:
@@ -391,13 +420,17 @@ class LookupScheme(Scheme):
         partial = valid < blocks.shape[1]
         div = absmax
         if self.scale_min is not None:
-            repl = np.float32(self.scale_min if self.scale_min_rule == "clamp" else 1.0)
-            div = np.where(absmax < np.float32(self.scale_min), round_to(np.array([repl]), cd)[0], absmax)
+            smin = _sqrt_tiny(cd) if self.scale_min == "sqrt_tiny" else np.float32(self.scale_min)
+            repl = np.float32(smin if self.scale_min_rule == "clamp" else 1.0)
+            div = np.where(absmax < smin, round_to(np.array([repl]), cd)[0], absmax)
             div = div.astype(np.float32)
         stored = {"all": div, "none": absmax, "partial": np.where(partial, div, absmax)}[self.store_guarded]
         dcol = div[:, None]
         if self.scaling == "reciprocal":
-            s = _op(blocks, _op(1, dcol, np.divide, cd), np.multiply, cd)
+            if self.bf16_upcast and cd == "bfloat16":
+                s = _op(blocks, _op(1, dcol, np.divide, "float32"), np.multiply, cd)
+            else:
+                s = _op(blocks, _op(1, dcol, np.divide, cd), np.multiply, cd)
             if self.partial_scaling == "divide" and partial.any():
                 s = np.where(partial[:, None], _op(blocks, dcol, np.divide, cd), s)
         else:
@@ -475,7 +508,10 @@ class LookupScheme(Scheme):
             tb = self._blocks(t)[0]
             if per_block.size != tb.shape[0]:
                 raise QrefError(f"{per_block.size} block scales for {tb.shape[0]} blocks")
-            v = self._unblock(_op(tb, per_block[:, None], np.multiply, cd), codes.shape)
+            v = _op(tb, per_block[:, None], np.multiply, cd)
+            if self.ftz and cd in ("float32", "bfloat16"):
+                v = _flush_product(v, tb, per_block[:, None])
+            v = self._unblock(v, codes.shape)
         if out_dt in (np.dtype(np.float32), np.dtype(np.float64)):
             return v.astype(out_dt)
         out = round_to(v, dtype_name(out_dt))
@@ -574,17 +610,19 @@ for _p in (
         sources=("openvino src/core/src/type/nf4.cpp ConvertNF4::quantize / dequantize",),
     ),
     Profile(
-        "qwix", "lookup", "qwix 0.1.8 quantize_api(x, 'nf4', tiled_axes={axis: block_size})",
-        "scale = absmax per tile, 1 when below sqrt(float32 tiny); s = x / scale in the input dtype; code = "
-        "first argmin of |buckets - s| in float32 (NaN -> code 0); dequantize buckets[code] * scale in the "
-        "input dtype.",
-        params={"block_size": 64, "axis": -1, "scaling": "divide", "compute_dtype": "input",
-                "scale_min": float(np.sqrt(np.finfo(np.float32).tiny)), "scale_min_rule": "one",
+        "qwix", "lookup", "qwix 0.1.8 quantize_api(x, 'nf4', tiled_axes={axis: block_size}) on jax 0.10.2 XLA:CPU",
+        "scale = absmax per tile, 1 when below sqrt(tiny) of the input dtype (float16: 2^-7, else 2^-63); "
+        "s = x * fl(1/scale) in the input dtype (XLA rewrites qwix's divide by the broadcast scale; bfloat16 "
+        "computes x * fl32(1/scale) in float32); code = first argmin of |buckets - s| in float32 (NaN -> code "
+        "0); dequantize buckets[code] * scale in the input dtype with float32 FTZ/DAZ (XLA:CPU).",
+        params={"block_size": 64, "axis": -1, "scaling": "reciprocal", "bf16_upcast": True,
+                "compute_dtype": "input", "scale_min": "sqrt_tiny", "scale_min_rule": "one",
                 "store_guarded": "all", "rule": "argmin", "distance_dtype": "float32", "nan": "first_index",
-                "dequant_table_dtype": "input",
+                "dequant_table_dtype": "input", "ftz": True,
                 "zero_block": "compute", "clamp": False, "input_dtypes": ("float32", "float16", "bfloat16")},
         sources=("qwix/_src/core/qarray.py (calibrate, compute_scale_zero_point, quantize_with_scale_zero_point)",
-                 "qwix/_src/core/numerics.py (fp_to_nf4, nf4_to_fp)", "checked against qwix 0.1.8 + jax CPU"),
+                 "qwix/_src/core/numerics.py (fp_to_nf4, nf4_to_fp)", "XLA AlgebraicSimplifier (divide by broadcast)",
+                 "checked against qwix 0.1.8 + jax 0.10.2 CPU"),
     ),
 ):
     register_profile(_p)

@@ -57,12 +57,15 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("compute_precision", {"dequant_table_dtype": "float32"}), ("compute_precision", {"dequant_table_dtype": "input"}),
     ("scale_rule", {"scale_min": None}), ("scale_rule", {"scale_min": 1e-38, "scale_min_rule": "clamp"}),
     ("scale_rule", {"scale_min": _TINY_SQRT, "scale_min_rule": "one"}),
-    ("scale_rule", {"scale_min": 2.0**-7, "scale_min_rule": "one"}),  # sqrt(float16 tiny): qwix on float16
+    ("scale_rule", {"scale_min": 2.0**-7, "scale_min_rule": "one"}),
+    ("scale_rule", {"scale_min": "sqrt_tiny", "scale_min_rule": "one"}),  # qwix: sqrt(tiny) of the input dtype
     *(("scale_rule", {"store_guarded": g}) for g in ("all", "partial", "none")),
     ("saturation", {"clamp": True}), ("saturation", {"clamp": False}),
     *(("nan_sign_or_code", {"nan": r}) for r in ("max_value", "min_value", "first_index")),
     *(("zero_block", {"zero_block": z}) for z in ("compute", "zero_code", "code0")),
     ("subnormal_flush", {"dequant_flush": ("bfloat16",)}), ("subnormal_flush", {"dequant_flush": ()}),
+    ("subnormal_flush", {"ftz": True}), ("subnormal_flush", {"ftz": False}),
+    ("compute_precision", {"bf16_upcast": True}), ("compute_precision", {"bf16_upcast": False}),
 )
 
 
