@@ -2,7 +2,7 @@
 unsigned integers, dequantized values as bit patterns), over the distributions of test_block_cases.
 
 - JAX 0.10.2: jax._src.cudnn.scaled_matmul_stablehlo.quantize under jax.jit (mxfp8, nvfp4 with and without a
-  global scale). Op-by-op (eager) XLA:CPU results depend on the array shape (LLVM may vectorize a division as a
+  global scale; float64 inputs under JAX's default jax_enable_x64 off). Op-by-op (eager) XLA:CPU results depend on the array shape (LLVM may vectorize a division as a
   multiplication by the reciprocal), so the profile reproduces the jitted form.
 - torchao 0.18: mx_formats.to_mx with FLOOR, CEIL, EVEN, RCEIL for every MX float element, to_dtype, and
   nvfp4_quantize (single level and with a per-tensor scale).
@@ -42,7 +42,7 @@ def value_mismatch(a: np.ndarray, b: np.ndarray, skip: np.ndarray) -> np.ndarray
 # ---------------------------------------------------------------------------------------------------------
 # JAX
 # ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", [*DTYPES, np.dtype(np.float64)], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("mode", ["mxfp8", "nvfp4", "nvfp4_global"])
 def test_jax_profile_equals_jax_quantize_under_jit(mode: str, dtype: np.dtype) -> None:
     jax = pytest.importorskip("jax", reason="the jax profile is checked against jax (pip install jax)")
@@ -56,7 +56,9 @@ def test_jax_profile_equals_jax_quantize_under_jit(mode: str, dtype: np.dtype) -
     else:
         cfg = jax.nn.get_scaled_dot_general_config("nvfp4", None if gs is None else jnp.array([gs], jnp.float32))
         sch = qref.scheme("nvfp4", profile="jax")
-    xq, sq = jax.jit(lambda a: smq.quantize(a, cfg))(jnp.asarray(x))
+    # JAX's default (jax_enable_x64 off): a float64 input becomes float32 on entry (the profile's model)
+    with jax.enable_x64(False), np.errstate(over="ignore", invalid="ignore"):
+        xq, sq = jax.jit(lambda a: smq.quantize(a, cfg))(jnp.asarray(x))
     codes = np.asarray(xq).view(np.uint8)
     scales = np.asarray(sq).view(np.uint8)
     q = sch.quantize(x, global_scale=gs)
@@ -64,7 +66,8 @@ def test_jax_profile_equals_jax_quantize_under_jit(mode: str, dtype: np.dtype) -
     # array's shape (this stacked input drops some; each distribution alone keeps them)
     sbad = (scales != q.scales) & ~q.meta["scales_unspecified"]
     assert not sbad.any(), where(np.repeat(sbad, sch.block_size, axis=1), names)
-    nan_blocks = np.isnan(x.astype(np.float32)).reshape(x.shape[0], -1, sch.block_size).any(axis=-1)
+    nan = np.isnan(x if x.dtype == np.float64 else x.astype(np.float32))
+    nan_blocks = nan.reshape(x.shape[0], -1, sch.block_size).any(axis=-1)
     assert (q.meta["scales_unspecified"] == nan_blocks).all()
     bad = (codes != q.codes) & ~q.unspecified
     assert not bad.any(), where(bad, names)

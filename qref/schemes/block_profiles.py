@@ -120,7 +120,9 @@ PROFILES = (
         "mxfp8: s = fl_T(amax / 448), byte = ceil on the float32 bits of s saturating at 254 (NaN -> 0, Inf -> "
         "255), elements x * 2^(127-byte) (jit's reciprocal; byte 0: 2^127, or 2^15 for float16), clip, RNE. "
         "nvfp4: x / gs, s = e4m3(clip(amax / 6, 0, 448)), x * fl32(1 / s). XLA:CPU flushes float32 subnormals "
-        "(FTZ/DAZ). scale_arith='divide' gives the eager (op-by-op) results.",
+        "(FTZ/DAZ). scale_arith='divide' gives the eager (op-by-op) results. float64 inputs are rounded to float32 "
+        "first, as JAX's default (jax_enable_x64 off) does on entry; under jax_enable_x64 JAX computes in float64 "
+        "(not modelled).",
         CastPolicy(overflow="saturate"),
         params={
             "mx": {**_OCP_MX, **_SYSTEM, "scale_rule": "rceil", "scale_range": "clamp", "nonfinite_block": "jax",
