@@ -2,8 +2,9 @@
 unsigned integers, dequantized values as bit patterns), over the distributions of test_block_cases.
 
 - JAX 0.10.2: jax._src.cudnn.scaled_matmul_stablehlo.quantize under jax.jit (mxfp8, nvfp4 with and without a
-  global scale; float64 inputs under JAX's default jax_enable_x64 off). Op-by-op (eager) XLA:CPU results depend on the array shape (LLVM may vectorize a division as a
-  multiplication by the reciprocal), so the profile reproduces the jitted form.
+  global scale; float64 inputs under JAX's default jax_enable_x64 off). Op-by-op (eager) XLA:CPU results
+  depend on the array shape (LLVM may vectorize a division as a multiplication by the reciprocal), so the
+  profile reproduces the jitted form.
 - torchao 0.18: mx_formats.to_mx with FLOOR, CEIL, EVEN, RCEIL for every MX float element, to_dtype, and
   nvfp4_quantize (single level and with a per-tensor scale).
 """
