@@ -177,3 +177,23 @@ def suite_input(case: Case, name: str = "x") -> str:
     if a.ndim > 1:
         return f"{expr}[{sl[0]}:{sl[1]}]"
     return f"{expr}.reshape(-1)[{sl[0]}:{sl[1]}]"
+
+
+def to_torch(x: np.ndarray) -> Any:
+    """x flattened into a torch tensor of the same dtype (bfloat16 through its bits)."""
+    import torch
+
+    flat = np.ascontiguousarray(x).reshape(-1)
+    if flat.dtype.name == "bfloat16":
+        return torch.from_numpy(flat.view(np.uint16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(flat.copy())
+
+
+def from_torch(t: Any) -> np.ndarray:
+    """A torch tensor as numpy (bfloat16 as its uint16 bits)."""
+    import torch
+
+    t = t.detach().contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()

@@ -21,7 +21,7 @@ from ...conformance.case import Case
 from ..families.lookup import dq_kind, effective_axis
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import codes_as, python_c, run_each, suite_input
+from ._common import codes_as, from_torch, python_c, run_each, suite_input, to_torch
 
 BACKEND = "bitsandbytes"
 DISTRIBUTIONS = ("bitsandbytes", "torch")
@@ -45,22 +45,6 @@ def _torch_dtype(name: str) -> Any:
     return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
 
 
-def _to_torch(x: np.ndarray) -> Any:
-    import torch
-
-    flat = np.ascontiguousarray(x).reshape(-1)
-    if flat.dtype.name == "bfloat16":
-        return torch.from_numpy(flat.view(np.uint16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(flat.copy())
-
-
-def _from_torch(t: Any) -> np.ndarray:
-    import torch
-
-    t = t.detach().contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(np.uint16)
-    return t.numpy()
 
 
 def _supports(case: Case) -> str | None:
@@ -100,7 +84,7 @@ def _one(case: Case) -> Outputs:
         warnings.simplefilter("ignore")
         if case.operation == "lookup_quantize":
             x = case.inputs["x"]
-            t = _to_torch(x)
+            t = to_torch(x)
             if name == "dynamic8":
                 qb, st = F.quantize_blockwise(t, blocksize=B)
                 out["codes"] = qb.numpy().reshape(x.shape)
@@ -139,7 +123,7 @@ def _one(case: Case) -> Outputs:
                                   quant_type=QUANT_TYPES[name], dtype=odt,
                                   **extra)
                 y = F.dequantize_4bit(packed, st)
-            out["y"] = _from_torch(y).reshape(-1)
+            out["y"] = from_torch(y).reshape(-1)
     return {k: codes_as(case, k, v) for k, v in out.items() if k in case.expected}
 
 

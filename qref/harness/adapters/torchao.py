@@ -23,7 +23,7 @@ from ...conformance.case import Case
 from ..families.lookup import dq_kind, effective_axis
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import codes_as, python_c, run_each, suite_input
+from ._common import codes_as, from_torch, python_c, run_each, suite_input, to_torch
 
 BACKEND = "torchao"
 DISTRIBUTIONS = ("torchao", "torch")
@@ -38,22 +38,6 @@ def _tq() -> Any:
     return tq
 
 
-def _to_torch(x: np.ndarray) -> Any:
-    import torch
-
-    flat = np.ascontiguousarray(x).reshape(-1)
-    if flat.dtype.name == "bfloat16":
-        return torch.from_numpy(flat.view(np.uint16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(flat.copy())
-
-
-def _np(t: Any) -> np.ndarray:
-    import torch
-
-    t = t.detach().contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(np.uint16)
-    return t.numpy()
 
 
 def _supports(case: Case) -> str | None:
@@ -106,7 +90,7 @@ def _one(case: Case) -> Outputs:
         warnings.simplefilter("ignore")
         if case.operation == "lookup_quantize":
             x = case.inputs["x"]
-            nf = tq.to_nf4(_to_torch(x).reshape(x.shape), block_size=B, scaler_block_size=SCALER_BLOCK)
+            nf = tq.to_nf4(to_torch(x).reshape(x.shape), block_size=B, scaler_block_size=SCALER_BLOCK)
             b = nf.quantized_data.numpy().reshape(-1)
             out["codes"] = np.stack([b >> 4, b & 15], axis=-1).reshape(-1)[: x.size].reshape(x.shape)
             out["dq_codes"] = nf.quantized_scalers.numpy().view(np.uint8)
@@ -127,7 +111,7 @@ def _one(case: Case) -> Outputs:
             factor = torch.from_numpy(case.inputs["dq_scales"].astype(np.float32).copy()).to(dt)
             mean = torch.tensor(float(case.inputs["dq_offset"][0]), dtype=torch.float32).to(dt)
             nf = NF4Tensor(meta, B, n // B, SCALER_BLOCK, scalers, factor, mean, packed, _nf4_table(B, dt))
-            out["y"] = _np(nf.to(odt)).reshape(-1)
+            out["y"] = from_torch(nf.to(odt)).reshape(-1)
     return {k: codes_as(case, k, v) for k, v in out.items() if k in case.expected}
 
 
@@ -266,7 +250,7 @@ def _mx_make(mode: str):
                 odt = getattr(torch, case.expected["y"].dtype.name)
                 y = mxt.to_dtype(lp, torch.from_numpy(sc.reshape(-1).copy()).view(torch.float8_e8m0fnu),
                                  _elem(name), 32, odt)
-                y = _np(y).reshape(c.shape)
+                y = from_torch(y).reshape(c.shape)
                 out = {"y": y.T if tr else y}
         return {k: codes_as(case, k, v) for k, v in out.items() if k in case.expected}
     return one

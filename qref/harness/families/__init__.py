@@ -37,6 +37,17 @@ class Expectation:
     unspecified: dict[str, np.ndarray] = field(default_factory=dict)
 
 
+def describe_value(name: str, value: np.ndarray) -> str:
+    """The first element of an output as text: ``name`` hex bits, and the value for a float array."""
+    from ...commands.show import _float_text, _hex
+
+    v = np.asarray(value).reshape(-1)[:1]
+    if v.dtype.kind == "f" or v.dtype.name == "bfloat16":
+        with np.errstate(invalid="ignore"):
+            return f"{name} {_hex(v)[0]} ({_float_text(float(v.astype(np.float64)[0]))})"
+    return f"{name} {_hex(v)[0]}"
+
+
 def family_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 

@@ -22,7 +22,7 @@ from ...errors import QrefError
 from ...schemes.base import QArray, scheme
 from ...schemes.block import DEFAULT_PROFILE, BlockScheme
 from ..model import Unsupported, bits
-from . import Expectation, flushed
+from . import Expectation, describe_value, flushed
 
 FAMILY = "block"
 SPEC_PROFILE = "spec"
@@ -216,13 +216,7 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
 
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
-    from ...commands.show import _float_text, _hex
-
-    v = np.asarray(value).reshape(-1)[:1]
-    if v.dtype.kind == "f" or v.dtype.name == "bfloat16":
-        with np.errstate(invalid="ignore"):
-            return f"{name} {_hex(v)[0]} ({_float_text(float(v.astype(np.float64)[0]))})"
-    return f"{name} {_hex(v)[0]}"
+    return describe_value(name, value)
 
 
 def reduce(case: Case, index: int, output: str) -> Case:

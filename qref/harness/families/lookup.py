@@ -29,7 +29,7 @@ from ...schemes.base import QArray
 from ...schemes.lookup import DoubleQuant, DoubleQuantized, LookupScheme, _from_spec, lookup_scheme
 from ...tables import get_table
 from ..model import Unsupported, bits
-from . import Expectation, flushed
+from . import Expectation, describe_value, flushed
 
 FAMILY = "lookup"
 SPEC_PROFILE = "spec"
@@ -321,13 +321,7 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
 
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
-    from ...commands.show import _float_text, _hex
-
-    v = np.asarray(value).reshape(-1)[:1]
-    if v.dtype.kind == "f" or v.dtype.name == "bfloat16":
-        with np.errstate(invalid="ignore"):
-            return f"{name} {_hex(v)[0]} ({_float_text(float(v.astype(np.float64)[0]))})"
-    return f"{name} {_hex(v)[0]}"
+    return describe_value(name, value)
 
 
 def reduce(case: Case, index: int, output: str) -> Case:
