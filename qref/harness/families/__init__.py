@@ -18,7 +18,9 @@ Adding a family = adding its module here and its targets to the adapters; nothin
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import pkgutil
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -27,6 +29,7 @@ import numpy as np
 
 from ...conformance.case import Case
 from ...errors import unknown_name
+from ..model import bits
 
 
 @dataclass
@@ -35,6 +38,18 @@ class Expectation:
 
     outputs: dict[str, np.ndarray]
     unspecified: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def task_hash(case: Case, geometry: object) -> str:
+    """sha256 of the operation, the family's geometry, the params and every input's name, dtype, shape and bits:
+    cases with equal hashes run the same backend computation (``task_key``)."""
+    h = hashlib.sha256(json.dumps([case.operation, geometry, dict(case.params)], sort_keys=True,
+                                  default=str).encode())
+    for name in sorted(case.inputs):
+        a = case.inputs[name]
+        h.update(f"{name}:{a.dtype.name}:{a.shape}".encode())
+        h.update(bits(a).tobytes())
+    return h.hexdigest()
 
 
 def describe_value(name: str, value: np.ndarray) -> str:

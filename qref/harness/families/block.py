@@ -10,7 +10,6 @@ agreeing profiles for every input set), else from qref's scheme rebuilt under th
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -21,8 +20,8 @@ from ...conformance.case import Case
 from ...errors import QrefError
 from ...schemes.base import QArray, scheme
 from ...schemes.block import DEFAULT_PROFILE, BlockScheme
-from ..model import Unsupported, bits
-from . import Expectation, describe_value, flushed
+from ..model import Unsupported
+from . import Expectation, describe_value, flushed, task_hash
 
 FAMILY = "block"
 SPEC_PROFILE = "spec"
@@ -76,13 +75,7 @@ def holds(case: Case, profile: str) -> bool:
 def task_key(case: Case) -> str:
     sch = dict(case.scheme or {})
     geometry = {k: sch.get(k) for k in ("name", "element", "scale_format", "block_size", "kind")}
-    h = hashlib.sha256(json.dumps([case.operation, geometry, dict(case.params)], sort_keys=True,
-                                  default=str).encode())
-    for name in sorted(case.inputs):
-        a = case.inputs[name]
-        h.update(f"{name}:{a.dtype.name}:{a.shape}".encode())
-        h.update(bits(a).tobytes())
-    return h.hexdigest()
+    return task_hash(case, geometry)
 
 
 def scheme_under(case: Case, profile: str, **overrides: Any) -> BlockScheme:

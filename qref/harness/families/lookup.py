@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -28,8 +27,8 @@ from ...errors import QrefError
 from ...schemes.base import QArray
 from ...schemes.lookup import DoubleQuant, DoubleQuantized, LookupScheme, _from_spec, lookup_scheme
 from ...tables import get_table
-from ..model import Unsupported, bits
-from . import Expectation, describe_value, flushed
+from ..model import Unsupported
+from . import Expectation, describe_value, flushed, task_hash
 
 FAMILY = "lookup"
 SPEC_PROFILE = "spec"
@@ -99,13 +98,7 @@ def task_key(case: Case) -> str:
                 "scale": sch.get("scale"), "static_scales": sch.get("static_scales"),
                 "static_zero_points": sch.get("static_zero_points"), "double_quant": dq_kind(case),
                 "table": sch["table"]["bits"] if sch["name"] == "lut" else None}
-    h = hashlib.sha256(json.dumps([case.operation, geometry, dict(case.params)], sort_keys=True,
-                                  default=str).encode())
-    for name in sorted(case.inputs):
-        a = case.inputs[name]
-        h.update(f"{name}:{a.dtype.name}:{a.shape}".encode())
-        h.update(bits(a).tobytes())
-    return h.hexdigest()
+    return task_hash(case, geometry)
 
 
 def scheme_under(case: Case, profile: str, **overrides: Any) -> LookupScheme:

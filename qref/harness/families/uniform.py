@@ -9,7 +9,6 @@ arithmetic change (uniform.md §3) that reproduces the backend's codes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +20,7 @@ from ...formats import IntFormat, get_format
 from ...schemes.base import QArray
 from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, _from_spec, arithmetic_for
 from ..model import bits
-from . import Expectation
+from . import Expectation, task_hash
 
 FAMILY = "uniform"
 SPEC_PROFILE = DEFAULT_PROFILE
@@ -70,13 +69,7 @@ def task_key(case: Case) -> str:
     sch = dict(case.scheme or {})
     geometry = {k: sch.get(k) for k in ("storage", "expressed", "scales", "zero_points", "scale_shape", "axis",
                                         "block_size", "storage_range")}
-    h = hashlib.sha256(json.dumps([case.operation, geometry, dict(case.params)], sort_keys=True,
-                                  default=str).encode())
-    for name in sorted(case.inputs):
-        a = case.inputs[name]
-        h.update(f"{name}:{a.dtype.name}:{a.shape}".encode())
-        h.update(bits(a).tobytes())
-    return h.hexdigest()
+    return task_hash(case, geometry)
 
 
 def scheme_of(case: Case, profile: str | None = None, **overrides: Any) -> UniformScheme:
