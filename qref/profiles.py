@@ -80,8 +80,9 @@ for _p in (
     ),
     Profile(
         "ml_dtypes", "element", "ml_dtypes 0.6.0 astype",
-        "float64 inputs are rounded to float32 first (double rounding); E8M0 rounds ties up and float32 "
-        "subnormals up; integer storage truncates and wraps (a C cast on x86-64); everything else as 'spec'.",
+        "float64 inputs are rounded to float32 first (double rounding; float16, numpy's own type, rounds once); "
+        "E8M0 rounds ties up and float32 subnormals up; integer storage truncates and wraps (a C cast on x86-64; "
+        "int1/2/4 also give 0 for 2^31 - 1 < x < 2^31); everything else as 'spec'.",
         CastPolicy(rounding="ml_dtypes", source="via_float32"),
         sources=("ml_dtypes/include/float8.h ConvertImpl", "ml_dtypes PR 398 (E8M0 ties)", "PR 401 (float64)"),
     ),

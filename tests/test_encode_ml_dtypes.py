@@ -126,8 +126,10 @@ def test_ml_dtypes_profile_reproduces_float64_double_rounding(name: str) -> None
 
 
 def test_float64_to_float16_matches_numpy() -> None:
-    """numpy rounds float64 -> float16 once, as qref's default does."""
+    """numpy rounds float64 -> float16 once, as qref's default and the `ml_dtypes` profile do (float16 is numpy's
+    own type: no float32 step, elements.md §2.6)."""
     check(float64_near_ties("float16"), "float16")
+    check(float64_near_ties("float16"), "float16", profile="ml_dtypes")
 
 
 def test_float64_inputs_are_rounded_once() -> None:
@@ -166,6 +168,9 @@ def test_integer_storage_ml_dtypes_profile_is_a_c_cast(name: str) -> None:
     rng = np.random.default_rng(11)
     edges = np.array([2.0**31, -(2.0**31), 2.0**31 - 128, -(2.0**31) + 128, 3e9, -3e9, 1e10, np.inf, -np.inf, np.nan,
                       -0.0, 0.5, -0.5, 255.5, -129.9])
+    # float64 around +-(2^31 - 1) and +-2^31: ml_dtypes' int1/2/4 treat 2^31 - 1 < x < 2^31 as out of range
+    near = np.array([2.0**31 - 1, 2.0**31, -(2.0**31), -(2.0**31) - 1]).view(np.uint64)
+    edges = np.concatenate([edges, (near[:, None] + np.arange(-64, 65).astype(np.uint64)).view(np.float64).ravel()])
     rand = np.concatenate([rng.standard_normal(1 << 16) * 10.0 ** rng.integers(0, 10, 1 << 16), edges])
     for x in (np.arange(1 << 16, dtype=np.uint16).view(np.float16), np.arange(1 << 16, dtype=np.uint16).view(
             ml_dtypes.bfloat16), rand.astype(np.float32), rand):

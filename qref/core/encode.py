@@ -165,7 +165,7 @@ def encode_int_exact(ex: Exact, fmt: IntFormat, rp: ResolvedPolicy, rbits: np.nd
     E = ex.exp + bit_length(ex.sig) - 1
     big = E >= 62
     exp = np.where(big, 0, ex.exp)  # keeps the left shift in range; big values are handled below
-    n, _ = round_to_quantum(ex.sig, exp, 0, ex.neg, mode, 0, rbits, pol.stochastic_bits)
+    n, inexact = round_to_quantum(ex.sig, exp, 0, ex.neg, mode, 0, rbits, pol.stochastic_bits)
     mask = U64((1 << fmt.bits) - 1)
     if rp.overflow == "wrap":
         # n mod 2^64 is exact for integer-valued inputs when shifts >= 64 give 0: x is a multiple of 2^64
@@ -174,6 +174,8 @@ def encode_int_exact(ex: Exact, fmt: IntFormat, rp: ResolvedPolicy, rbits: np.nd
         val = np.where(ex.cls == FINITE, val, U64(0))
         if c_cast:  # the x86-64 conversion to int32 gives 0x80000000 for NaN, +-Inf and |x| >= 2^31
             indefinite = (ex.cls == NAN) | (ex.cls == INF) | ((ex.cls == FINITE) & (E >= 31))
+            if fmt.bits < 8:  # ml_dtypes' own int1/2/4 (elements.md §2.6): also 2^31 - 1 < x < 2^31
+                indefinite |= (ex.cls == FINITE) & ~ex.neg & ~big & (n == U64(2**31 - 1)) & inexact
             val = np.where(indefinite, U64(0x80000000) & mask, val)
     else:
         lo, hi = fmt.lo, fmt.hi
@@ -316,7 +318,9 @@ def encode(
     arr = as_source_array(x)
     shape = arr.shape
     flat = arr.reshape(-1)
-    if pol.source == "via_float32" and flat.dtype == np.float64 and isinstance(f, FloatFormat):
+    # numpy's own float64 -> float16 cast rounds once; ml_dtypes' types round through float32 (elements.md §2.6)
+    numpy_native = pol.rounding == "ml_dtypes" and f.name == "float16"
+    if pol.source == "via_float32" and flat.dtype == np.float64 and isinstance(f, FloatFormat) and not numpy_native:
         flat = encode_exact(decompose(flat), _F32, _TO_F32).astype(np.uint32).view(np.float32)
     rbits = None
     if pol.rounding in STOCHASTIC_MODES:
