@@ -290,6 +290,26 @@ def test_jax_jit_reciprocal_rewrite_and_full_divisor():
     assert n > 20000
 
 
+@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16, np.float32], ids=["float16", "bfloat16", "float32"])
+def test_jax_adds_the_zero_point_in_the_input_dtype(dt: type) -> None:
+    """jnp.round(x / s) + z is a float addition in x's dtype: large zero points round (uniform.md §2.1,
+    after_rounding_float), e.g. float16 round(100 / 0.5) + 2001 = 2200."""
+    jax = pytest.importorskip("jax", reason="JAX cross-check")
+    jnp = jax.numpy
+    rng = np.random.default_rng(8)
+    st, lo, hi = ("int32", -(2**31), 2**31 - 1) if dt == np.float32 else ("int16", -32768, 32767)
+    f = jax.jit(lambda v, s_, z_: jnp.clip(jnp.round(v / s_) + z_, lo, hi).astype(getattr(jnp, st)))
+    n = 0
+    for s, z in ((0.5, 2001), (1.0, 101), (0.37, -12345), (3.0, 30001), (1.0, 1 if dt == np.float32 else 255)):
+        big = 2.0**24 if dt == np.float32 else 2.0**10
+        x = np.concatenate([rng.standard_normal(4000) * big, np.arange(-300, 300) * s + s / 2,
+                            [np.inf, -np.inf, np.nan, 0.0, -0.0]]).astype(dt)
+        with np.errstate(all="ignore"):
+            ref = np.asarray(f(jnp.asarray(x), jnp.asarray(s, dtype=x.dtype), jnp.asarray(z, dtype=x.dtype)))
+        n += compare(ref, qref.scheme(st, scale=s, zero_point=z, profile="jax").quantize(x))
+    assert n > 20000
+
+
 def test_qwix_quantize_with_scale_zero_point_and_calibration():
     pytest.importorskip("qwix", reason="qwix cross-check")
     import jax.numpy as jnp

@@ -15,7 +15,7 @@ quantize (uniform.md §2.1), for each element with its scale s and zero point z:
     q  = q + cast(z, C)                     zero_point="before_rounding" (fused: one rounding with the multiply)
     q  = clamp(q, cast(lo, C), cast(hi, C)) clamp="float"
     n  = round(q)                           exact integer rounding of the float value (rounding mode)
-    n  = n + z                              zero_point="after_rounding"
+    n  = n + z                              zero_point="after_rounding"; "after_rounding_float": fl_C(n + cast(z, C))
     n  = clamp(n, lo, hi)                   integer saturation / narrowed-range clamp
 Float storage (ONNX fp8/fp4): q = xc / cast(s, C) is encoded with the core (saturating or not).
 dequantize (uniform.md §2.2): (code - z) * s with the subtraction and the multiplication in the profile's dtypes.
@@ -49,7 +49,7 @@ from .base import QArray, Scheme, normalize_axis, register_family
 # ---------------------------------------------------------------------------------------------------------
 COMPUTE_DTYPES = ("expressed", "input", "float16", "bfloat16", "float32", "float64")
 SCALE_OPS = ("divide", "reciprocal")
-ZERO_POINT_STAGES = ("after_rounding", "before_rounding", "fused")
+ZERO_POINT_STAGES = ("after_rounding", "after_rounding_float", "before_rounding", "fused")
 CLAMPS = ("integer", "float")
 CONVERSIONS = ("saturate", "storage", "int32")
 NAN_RULES = ("unspecified", "zero")
@@ -71,8 +71,9 @@ class UniformArithmetic:
     scale_op: "divide" (x / s) or "reciprocal" (x * fl(1 / s), both roundings in the compute dtype).
     scale_source: "expressed" (a scale is a value of the expressed type: it is rounded to it first) or
         "float64" (the system keeps scales as float64 and rounds them straight to each step's dtype: PyTorch).
-    zero_point: "after_rounding" (round(q) + z exactly, in integers), "before_rounding" (fl(q + z) in the
-        compute dtype, then round) or "fused" (fl(x * fl(1/s) + z) with one rounding, an FMA; float32 only).
+    zero_point: "after_rounding" (round(q) + z exactly, in integers), "after_rounding_float" (fl(round(q) +
+        fl(z)) in the compute dtype: JAX's jnp.round(x / s) + z), "before_rounding" (fl(q + z) in the compute
+        dtype, then round) or "fused" (fl(x * fl(1/s) + z) with one rounding, an FMA; float32 only).
     clamp: "float" (clamp to [cast(lo), cast(hi)] in the compute dtype before rounding) or "integer"
         (saturate the rounded integer).
     rounding: the rounding of the final float value to an integer (a qref rounding mode, not stochastic).
@@ -221,9 +222,9 @@ _PROFILES: tuple[Profile, ...] = (
     Profile(
         "jax", "uniform", "JAX 0.10.2 on XLA:CPU: jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage)",
         "XLA rewrites x / broadcast(s) into x * broadcast(1 / s) (jit and eager alike, since eager ops are "
-        "jitted): q = round_half_even(x * fl(1/s)) + z in the input's dtype (bfloat16: fl_bf16(fl32(x * "
-        "fl32(1/s)))); astype saturates, NaN -> 0.",
-        params=dict(compute="input", scale_op="reciprocal", zero_point="after_rounding", clamp="integer",
+        "jitted): q = fl(round_half_even(x * fl(1/s)) + z) in the input's dtype (bfloat16: x * fl32(1/s) "
+        "computed in float32 and rounded to bfloat16); astype saturates, NaN -> 0.",
+        params=dict(compute="input", scale_op="reciprocal", zero_point="after_rounding_float", clamp="integer",
                     rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
                     dq_subtract="expressed", dq_multiply="expressed", bf16_upcast=True),
         sources=("XLA AlgebraicSimplifier (divide by broadcast)", "checked against jax 0.10.2 CPU"),
@@ -231,7 +232,7 @@ _PROFILES: tuple[Profile, ...] = (
     Profile(
         "jax_divide", "uniform", "JAX 0.10.2 on XLA:CPU with a full-shape divisor (no reciprocal rewrite)",
         "As 'jax' with a true division: XLA keeps x / s when s is not a broadcast.",
-        params=dict(compute="input", scale_op="divide", zero_point="after_rounding", clamp="integer",
+        params=dict(compute="input", scale_op="divide", zero_point="after_rounding_float", clamp="integer",
                     rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
                     dq_subtract="expressed", dq_multiply="expressed"),
         sources=("checked against jax 0.10.2 CPU",),
@@ -556,6 +557,15 @@ class UniformScheme(Scheme):
             unspecified |= (n < -(2**31)) | (n > 2**31 - 1)
         if A.zero_point == "after_rounding":
             n = n + zb
+        elif A.zero_point == "after_rounding_float":  # round(q) + z in C: an integer-valued float, rounded once
+            zc = cast(np.asarray(zb, dtype=np.int64), C)
+            if A.constants == "unspecified":
+                unspecified |= zc.astype(np.float64) != zb
+            q64 = np.asarray(q).astype(np.float64)
+            r = np.where(np.isinf(q64), q64, n.astype(np.float64))  # +-Inf stays Inf: -Inf + Inf is NaN
+            with np.errstate(invalid="ignore"):
+                n, nan_sum = round_to_int(cast(r + zc.astype(np.float64), C), "nearest_even")
+            nan = nan | nan_sum
             if A.conversion == "int32":
                 unspecified |= (n < -(2**31)) | (n > 2**31 - 1)
         if A.conversion == "storage":

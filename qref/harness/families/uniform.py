@@ -39,6 +39,7 @@ CLASS_SECTIONS = {
 _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("fma", {"zero_point": "fused", "compute": "float32"}),
     ("zero_point_order", {"zero_point": "after_rounding"}), ("zero_point_order", {"zero_point": "before_rounding"}),
+    ("zero_point_order", {"zero_point": "after_rounding_float"}),
     ("tie_rule", {"rounding": "nearest_away"}), ("tie_rule", {"rounding": "nearest_toward_zero"}),
     ("truncation", {"rounding": "toward_zero"}),
     ("directed_rounding", {"rounding": "up"}), ("directed_rounding", {"rounding": "down"}),
