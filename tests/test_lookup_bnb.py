@@ -186,3 +186,35 @@ def test_grid_quantizer_is_not_exact_nearest() -> None:
     assert (grid.codes == qb.numpy()).all()
     diff = np.abs(exact.codes.astype(int) - qb.numpy().astype(int))
     assert diff.max() == 1 and diff.sum() > 0
+
+
+def _avx512_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return "avx512_bf16" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(("n", "block"), [(4096, 64), (4095, 64), (4096, 2048)])
+def test_bfloat16_dequantize_subnormal_results(n: int, block: int) -> None:
+    """bfloat16 outputs below 2^-126 (lut.md §6.2): the AVX512-BF16 kernel (even length, block < 2048) converts a
+    float32 product below 2^-126 to zero, including products that would round up to 2^-126; the fallback paths
+    (odd length; block >= 2048) and dequantize_blockwise keep bfloat16 subnormals."""
+    if not _avx512_bf16():
+        pytest.skip("the bfloat16 conversion path of bitsandbytes' CPU kernel depends on AVX512-BF16")
+    rng = np.random.default_rng(12)
+    x = (rng.uniform(-1, 1, n) * 2.0**-125).astype(np.float32)
+    t = to_torch(x, "bfloat16")
+    t[:2] = torch.tensor([0x00B1, 0x0080], dtype=torch.int16).view(torch.bfloat16)  # a product just below 2^-126
+    for quant in ("nf4", "fp4"):
+        packed, state = F.quantize_4bit(t, blocksize=block, quant_type=quant)
+        sch = qref.scheme(quant if quant == "nf4" else "fp4_bnb", block_size=block, profile="bitsandbytes")
+        q = sch.quantize(ours_input(t))
+        ref = F.dequantize_4bit(packed, state).reshape(-1).view(torch.int16).numpy().view(np.uint16)
+        assert (q.dequantize("bfloat16").view(np.uint16) == ref).all(), quant
+    qb, st = F.quantize_blockwise(t, blocksize=256)
+    sch = qref.scheme("dynamic8", block_size=256, profile="bitsandbytes")
+    q = sch.quantize(ours_input(t))
+    ref = F.dequantize_blockwise(qb, st).reshape(-1).view(torch.int16).numpy().view(np.uint16)
+    assert (q.dequantize("bfloat16").view(np.uint16) == ref).all()

@@ -96,3 +96,15 @@ def test_qwix_dequantize_flushes_subnormal_scales_and_products(dt: str) -> None:
     uint = np.uint16 if dt == "bfloat16" else np.uint32
     assert (np.asarray(ours).view(uint) == np.asarray(ref).view(uint)).all()
     assert (np.asarray(ours).astype(np.float32) == 0).any()   # the flush happened on these inputs
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16"])
+def test_qwix_flushes_the_reciprocal_of_a_huge_absmax(dt: str) -> None:
+    """XLA:CPU FTZ: 1 / absmax below 2^-126 (absmax above 2^126) is 0, so every code is the code of 0 (lut.md §6.5);
+    absmax = 2^126 exactly still scales."""
+    x = np.zeros((3, 64), np.float32)
+    x[:, 1:4] = np.float32(0.75) * np.float32(2.0**126)
+    x[0, 0], x[1, 0], x[2, 0] = 2.0**126, 2.0**126 * (1 + 2.0**-7), 3e38  # the 2nd: 1 ulp above in bfloat16
+    run(x.astype(CAST[dt]), 64)
+    codes = qref.scheme("nf4", block_size=64, profile="qwix", axis=1).quantize(x.astype(CAST[dt])).codes
+    assert (codes[1:] == 7).all() and codes[0, 0] == 15

@@ -212,13 +212,14 @@ class LookupScheme(Scheme):
     ("all" | "partial" | "none"): the small-absmax guard. clamp: clip s to [-1, 1]. rule, midpoints, tie,
     distance_dtype: the decision (lookup_core). nan: the code of NaN scaled values. zero_block: "compute",
     "zero_code" or "code0". double_quant: DoubleQuant or None. input_dtypes: accepted input dtypes.
-    numel_multiple: required divisor of the element count. dequant_flush: output dtypes whose nonzero results
-    below 2^-126 dequantize to a zero of the same sign (bitsandbytes' CPU kernel does this for bfloat16).
+    numel_multiple: required divisor of the element count. dequant_flush: output dtypes into which a float32
+    result below 2^-126 converts to a zero of its sign, when the last dimension is even and block_size < 2048
+    (bitsandbytes' AVX512-BF16 dequantize_4bit kernel; its fallback path for other shapes does not flush).
     scale_min="sqrt_tiny": the threshold is sqrt(smallest normal of the compute dtype) (2^-63 for float32 and
     bfloat16, 2^-7 for float16: qwix). bf16_upcast: with scaling="reciprocal", bfloat16 computes
-    s = fl_bf16(fl32(x * fl32(1 / a))) (XLA:CPU's bfloat16 normalization). ftz: the dequantize product
-    t * a in float32/bfloat16 is a zero of the product's sign when t, a or the float32 product is below 2^-126
-    in magnitude (FTZ/DAZ, XLA:CPU). Defaults: off (lut.md §3.1).
+    s = fl_bf16(fl32(x * fl32(1 / a))) (XLA:CPU's bfloat16 normalization). ftz: float32/bfloat16 FTZ/DAZ
+    (XLA:CPU): a reciprocal 1 / a below 2^-126 is 0, and the dequantize product t * a is a zero of its sign when
+    t, a or the float32 product is below 2^-126 in magnitude. Defaults: off (lut.md §3.1).
     """
 
     name: str
@@ -427,10 +428,10 @@ class LookupScheme(Scheme):
         stored = {"all": div, "none": absmax, "partial": np.where(partial, div, absmax)}[self.store_guarded]
         dcol = div[:, None]
         if self.scaling == "reciprocal":
-            if self.bf16_upcast and cd == "bfloat16":
-                s = _op(blocks, _op(1, dcol, np.divide, "float32"), np.multiply, cd)
-            else:
-                s = _op(blocks, _op(1, dcol, np.divide, cd), np.multiply, cd)
+            r = _op(1, dcol, np.divide, "float32" if self.bf16_upcast and cd == "bfloat16" else cd)
+            if self.ftz and cd != "float16":  # FTZ: 1/a of an absmax above 2^126 is a float32 subnormal -> 0
+                r = np.where(np.abs(r) < np.float32(2.0**-126), np.float32(0), r)
+            s = _op(blocks, r, np.multiply, cd)
             if self.partial_scaling == "divide" and partial.any():
                 s = np.where(partial[:, None], _op(blocks, dcol, np.divide, cd), s)
         else:
@@ -515,9 +516,9 @@ class LookupScheme(Scheme):
         if out_dt in (np.dtype(np.float32), np.dtype(np.float64)):
             return v.astype(out_dt)
         out = round_to(v, dtype_name(out_dt))
-        if dtype_name(out_dt) in self.dequant_flush:  # lut.md §4: FTZ of the output conversion
-            out = np.where(np.abs(out.astype(np.float32)) < np.float32(2.0**-126),
-                           np.where(np.signbit(out), -0.0, 0.0), out).astype(out_dt)
+        if (dtype_name(out_dt) in self.dequant_flush and codes.ndim and codes.shape[-1] % 2 == 0
+                and (self.block_size or 0) < 2048):  # lut.md §4: DAZ of the output conversion's float32 input
+            out = np.where(np.abs(v) < np.float32(2.0**-126), np.where(np.signbit(v), -0.0, 0.0), out).astype(out_dt)
         return out
 
     def to_spec(self) -> dict[str, Any]:
@@ -555,7 +556,7 @@ _DEFAULT_TABLES = {"nf4": "nf4", "af4": "af4", "fp4_bnb": "fp4_bnb", "dynamic8":
 
 _BNB_8BIT = {"rule": "grid65536", "scaling": "reciprocal", "partial_scaling": "same", "scale_min": None,
              "store_guarded": "none", "clamp": True, "zero_block": "code0", "nan": "unspecified",
-             "block_size": 4096}
+             "block_size": 4096, "dequant_flush": ()}
 
 for _p in (
     Profile(
