@@ -588,8 +588,8 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
     fl32(y * enc) with a global scale]; nvidia / torchao y = fl32(x * c) (one IEEE float32 multiplication, as
     the reference's emulated fl32). The element code comes from a table: scale_rows16 for 16-bit inputs under
     mlx without a global scale, else element_key_table on float32 y, whose elements beyond lut_table_limit
-    take the reference's encode_elements. Blocks holding NaN or Inf, and mlx blocks whose scale decodes to 0,
-    run the reference."""
+    take the reference's encode_elements. Blocks holding NaN or Inf, mlx blocks whose scale decodes to 0 and
+    nvidia / torchao blocks whose factor is infinite run the reference."""
     from ..core.decode import decode
     from .block_mx import encode_elements
     from .block_nvfp4 import _encode_scale, nvidia_block_scales, quantize_float_scaled_reference, torchao_block_scales
@@ -643,6 +643,7 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
             else:
                 byte, factor = (nvidia_block_scales(s, amax32, gs_out) if rule == "nvidia"
                                 else torchao_block_scales(s, amax32, gs_out))
+                fast &= np.isfinite(factor)  # an infinite factor (tiny global scale): 0 * inf is NaN, the reference
                 factor = np.where(fast, factor, np.float32(1)).astype(np.float32)
                 ymax = amax32 * factor
             far_rows = fast & ~(ymax <= limit)  # rows where some |y| may lie beyond the table's domain

@@ -156,10 +156,13 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
     dv = decode(byte, s.scale_format, dtype=np.float64)
     unspec |= np.isnan(dv)[:, None]  # a NaN scale makes every value of the block NaN
     scales_unspec = np.zeros(nb, dtype=bool)
-    if rule == "jax":  # XLA:CPU's max reduction may drop a NaN depending on the shape (block.md §5.2)
-        nan_blk = np.isnan(ar.f64(xb)).any(axis=1)
+    if rule == "jax":  # XLA:CPU's max reduction may drop a NaN depending on the shape (block.md §5.2): a NaN
+        # input, or one made by x * fl32(1 / gs) (0 * inf, inf * 0)
+        nan_blk = np.isnan(ar.f64(xb)).any(axis=1) | np.isnan(ar.f64(xc)).any(axis=1)
         unspec |= nan_blk[:, None]
         scales_unspec |= nan_blk
+    if rule == "torchao":  # 0 * inf (a tiny per-tensor scale): torchao's E2M1 cast reads the NaN's sign (§5.2)
+        unspec |= np.isnan(ar.f64(y))
     if rule == "exact":  # qref's own rule leaves non-finite and tiny blocks open (block.md §5.3)
         x64 = ar.f64(xb)
         open_blk = ~np.isfinite(x64).all(axis=1) | ((dv == 0) & (_block_amax(x64, "ignore") > 0))
