@@ -447,3 +447,47 @@ def test_jax_qwix_aqt_bfloat16_inputs() -> None:
     n += compare(np.asarray(qv.qvalue).reshape(-1).astype(np.int64),
                  qref.scheme("int8", scale=float(np.asarray(0.1, bf)), profile="aqt").quantize(x.reshape(-1)))
     assert n > 10000
+
+
+EXTREME_SCALES = {"float32": (2.0**-127, 1e-38, 3e-41, 2.0**-126, 2.0**127, 3e38),
+                  "bfloat16": (2.0**-127, 1e-38, 2.0**127), "float16": (2.0**-20, 2.980232238769531e-07, 6e4)}
+
+
+@pytest.mark.parametrize("dt", list(EXTREME_SCALES))
+def test_xla_profiles_flush_subnormals_and_aqt_replaces_an_infinite_reciprocal(dt: str) -> None:
+    """XLA:CPU FTZ/DAZ (uniform.md §3 flush_subnormals): a subnormal scale scales by Inf, a scale above 2^126 by
+    0, subnormal x read as 0; AQT turns an infinite reciprocal into 1 (reciprocal_inf); qwix's dequantize flushes
+    a subnormal scale. Checked against jax, qwix and AQT on tiny, huge, subnormal and special inputs."""
+    jax = pytest.importorskip("jax", reason="JAX cross-check")
+    jnp = jax.numpy
+    pytest.importorskip("qwix", reason="qwix cross-check")
+    pytest.importorskip("aqt.jax.v2.aqt_quantizer", reason="AQT (aqtp) cross-check")
+    from aqt.jax.v2 import aqt_quantizer
+    from qwix._src.core import qarray
+
+    npdt = {"float32": F32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[dt]
+    f = jax.jit(lambda v, s_, z_: jnp.clip(jnp.round(v / s_) + z_, -128, 127).astype(jnp.int8))
+    n = 0
+    for s in EXTREME_SCALES[dt]:
+        s = float(np.asarray(s, npdt))
+        with np.errstate(all="ignore"):
+            base = np.array([0.0, -0.0, 1e-40, -1e-41, 2.0**-126, 1e-30, 1.0, -3.0, 1e30, 3e38, np.inf, -np.inf,
+                             np.nan])
+            x = np.concatenate([base, np.arange(-130, 131) * s, (np.arange(-130, 131) + 0.5) * s]).astype(npdt)
+            ref = np.asarray(f(jnp.asarray(x), jnp.asarray(s, x.dtype), jnp.asarray(3, x.dtype)))
+        n += compare(ref, qref.scheme("int8", scale=s, zero_point=3, profile="jax").quantize(x))
+        qa = qarray.quantize_with_scale_zero_point(jnp.asarray(x), jnp.int8, jnp.asarray([s], x.dtype), None)
+        n += compare(np.asarray(qa.qvalue), qref.scheme("int8", scale=s, profile="qwix").quantize(x))
+        codes = np.arange(-128, 128, dtype=np.int8)
+        dq = qarray.dequantize(qarray.QArray(jnp.asarray(codes), jnp.asarray([s], x.dtype), None, jnp.int8))
+        sch = qref.scheme("int8", scale=s, profile="qwix", expressed=dt)
+        ours = sch.dequantize(qref.QArray(codes=codes, scheme=sch))
+        uint = np.uint32 if dt == "float32" else np.uint16
+        assert (np.asarray(ours).view(uint) == np.asarray(dq).view(uint)).all(), (dt, s)
+        qt = aqt_quantizer.quantizer_make(8)
+        t = qt.calibrate(jnp.asarray(x.reshape(1, -1)), calibration_axes=[1])
+        t.scale = [jnp.full((1, 1), s, x.dtype)]
+        qv, _ = qt.calculate_qvalue(jnp.asarray(x.reshape(1, -1)), t)
+        n += compare(np.asarray(qv.qvalue).reshape(-1).astype(np.int64),
+                     qref.scheme("int8", scale=s, profile="aqt").quantize(x))
+    assert n > 2000

@@ -95,6 +95,10 @@ class UniformArithmetic:
     bf16_upcast: bfloat16 compute runs in float32, as XLA:CPU's bfloat16 normalization does: with
         scale_op="reciprocal" the scaled value is fl_bf16(fl32(x * fl32(1 / s))) (the reciprocal is never rounded
         to bfloat16); with "divide" it is fl_bf16(fl32(x / s)), which equals the bfloat16 division.
+    flush_subnormals: XLA:CPU's FTZ/DAZ when the compute dtype is float32 or bfloat16: x, s, fl(1 / s) and the
+        dequantize product below 2^-126 in magnitude read as zeros of their sign (uniform.md §2.3).
+    reciprocal_inf: "keep" (fl(1 / s) = Inf scales by Inf) or "one" (an infinite reciprocal becomes 1: AQT's
+        QTensor.quant, for s = 0, s flushed to 0, or 1 / s beyond the compute dtype's range).
     """
 
     compute: str = "expressed"
@@ -113,6 +117,8 @@ class UniformArithmetic:
     dq_multiply: str = "expressed"
     float_saturate: bool = True
     bf16_upcast: bool = False
+    flush_subnormals: bool = False
+    reciprocal_inf: str = "keep"
 
     def __post_init__(self) -> None:
         check_choice("compute dtype", self.compute, COMPUTE_DTYPES)
@@ -127,6 +133,7 @@ class UniformArithmetic:
         check_choice("constants rule", self.constants, CONSTANT_RULES)
         check_choice("dq_subtract", self.dq_subtract, DQ_SUBTRACT)
         check_choice("dq_multiply", self.dq_multiply, DQ_MULTIPLY)
+        check_choice("reciprocal_inf", self.reciprocal_inf, ("keep", "one"))
         if self.input_dtypes is not None:
             object.__setattr__(self, "input_dtypes", tuple(self.input_dtypes))
         if self.zero_point == "fused" and (self.scale_op != "reciprocal" or self.compute != "float32"):
@@ -223,10 +230,11 @@ _PROFILES: tuple[Profile, ...] = (
         "jax", "uniform", "JAX 0.10.2 on XLA:CPU: jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage)",
         "XLA rewrites x / broadcast(s) into x * broadcast(1 / s) (jit and eager alike, since eager ops are "
         "jitted): q = fl(round_half_even(x * fl(1/s)) + z) in the input's dtype (bfloat16: x * fl32(1/s) "
-        "computed in float32 and rounded to bfloat16); astype saturates, NaN -> 0.",
+        "computed in float32 and rounded to bfloat16); astype saturates, NaN -> 0; float32 FTZ/DAZ.",
         params=dict(compute="input", scale_op="reciprocal", zero_point="after_rounding_float", clamp="integer",
                     rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
-                    dq_subtract="expressed", dq_multiply="expressed", bf16_upcast=True),
+                    dq_subtract="expressed", dq_multiply="expressed", bf16_upcast=True,
+                    flush_subnormals=True),
         sources=("XLA AlgebraicSimplifier (divide by broadcast)", "checked against jax 0.10.2 CPU"),
     ),
     Profile(
@@ -234,7 +242,7 @@ _PROFILES: tuple[Profile, ...] = (
         "As 'jax' with a true division: XLA keeps x / s when s is not a broadcast.",
         params=dict(compute="input", scale_op="divide", zero_point="after_rounding_float", clamp="integer",
                     rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
-                    dq_subtract="expressed", dq_multiply="expressed"),
+                    dq_subtract="expressed", dq_multiply="expressed", flush_subnormals=True),
         sources=("checked against jax 0.10.2 CPU",),
     ),
     Profile(
@@ -244,16 +252,18 @@ _PROFILES: tuple[Profile, ...] = (
         "scale's dtype.",
         params=dict(compute="input", scale_op="reciprocal", zero_point="before_rounding", clamp="integer",
                     rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
-                    dq_subtract="expressed", dq_multiply="expressed", bf16_upcast=True),
+                    dq_subtract="expressed", dq_multiply="expressed", bf16_upcast=True,
+                    flush_subnormals=True),
         sources=("qwix/_src/core/qarray.py, numerics.py", "checked against qwix 0.1.8"),
     ),
     Profile(
         "aqt", "uniform", "AQT (aqtp 0.9.0) IntSymmetric numerics, aqt_quantizer.quantizer_make(bits)",
         "q = round_half_even(clip(x * reciprocal(s), -(2^(b-1) - 1), 2^(b-1) - 1)) in the input's dtype; "
-        "no zero point; astype (NaN -> 0); dequantize = q * s.",
+        "no zero point; an infinite reciprocal is 1; astype (NaN -> 0); dequantize = q * s; float32 FTZ/DAZ.",
         params=dict(compute="input", scale_op="reciprocal", zero_point="before_rounding", clamp="float",
                     rounding="nearest_even", conversion="saturate", nan="zero", narrow_symmetric=True,
-                    constants="round", dq_subtract="expressed", dq_multiply="expressed"),
+                    constants="round", dq_subtract="expressed", dq_multiply="expressed",
+                    flush_subnormals=True, reciprocal_inf="one"),
         sources=("aqt/jax/v2/numerics/int_numerics.py, aqt_tensor.py, calibration.py",
                  "checked against aqtp 0.9.0"),
     ),
@@ -324,6 +334,19 @@ def round_fraction(v: Fraction, fmt: FloatFormat) -> float:
 
 
 fma32 = fma_float32  # float32 fused multiply-add with one rounding (qref.core.arith.fma_float32)
+_FTZ_DTYPES = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16))
+
+
+def _ftz(a: np.ndarray) -> np.ndarray:
+    """XLA:CPU's FTZ/DAZ: float32/bfloat16 values below 2^-126 in magnitude become zeros of their sign."""
+    a = np.asarray(a)
+    with np.errstate(invalid="ignore"):
+        small = np.abs(a.astype(np.float32)) < np.float32(2.0**-126)
+    return np.where(small, np.copysign(np.zeros((), a.dtype), a), a).astype(a.dtype)
+
+
+def _keep(a: np.ndarray) -> np.ndarray:
+    return a
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -518,15 +541,17 @@ class UniformScheme(Scheme):
         Z = self._wrapped_zero_points(Z)
         xc = cast(arr, C)
         sc = np.broadcast_to(self._scale_in(S, C), arr.shape) if arr.ndim else self._scale_in(S, C)
+        ftz = _ftz if A.flush_subnormals and C in _FTZ_DTYPES else _keep
+        xc, sc = ftz(xc), ftz(sc)
         inv = None
         with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
             if A.scale_op == "divide":
                 q = np.asarray(xc / sc).astype(C)
             elif A.bf16_upcast and np.dtype(ml_dtypes.bfloat16) == C:
-                inv = np.asarray(np.float32(1) / sc.astype(np.float32)).astype(np.float32)
+                inv = self._reciprocal(ftz(np.asarray(np.float32(1) / sc.astype(np.float32)).astype(np.float32)))
                 q = cast(np.asarray(xc.astype(np.float32) * inv).astype(np.float32), C)
             else:
-                inv = np.asarray(np.ones((), C) / sc).astype(C)
+                inv = self._reciprocal(ftz(np.asarray(np.ones((), C) / sc).astype(C)))
                 q = np.asarray(xc * inv).astype(C)
         unspecified = np.zeros(arr.shape, dtype=bool)
         if isinstance(self.storage, FloatFormat):
@@ -566,8 +591,8 @@ class UniformScheme(Scheme):
             with np.errstate(invalid="ignore"):
                 n, nan_sum = round_to_int(cast(r + zc.astype(np.float64), C), "nearest_even")
             nan = nan | nan_sum
-            if A.conversion == "int32":
-                unspecified |= (n < -(2**31)) | (n > 2**31 - 1)
+        if A.zero_point.startswith("after_rounding") and A.conversion == "int32":
+            unspecified |= (n < -(2**31)) | (n > 2**31 - 1)
         if A.conversion == "storage":
             unspecified |= (n < full_lo) | (n > full_hi)
         n = np.clip(n, lo, hi)
@@ -580,6 +605,12 @@ class UniformScheme(Scheme):
         return QArray(codes=n.astype(self.codes_dtype), scheme=self, scales=self.scale_array.copy(),
                       zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
                       meta={"profile": self.profile})
+
+    def _reciprocal(self, inv: np.ndarray) -> np.ndarray:
+        """fl(1 / s) under reciprocal_inf (uniform.md §2.1): an infinite reciprocal becomes 1 with "one"."""
+        if self.arithmetic.reciprocal_inf == "one":
+            return np.where(np.isinf(inv), np.ones((), inv.dtype), inv).astype(inv.dtype)
+        return inv
 
     def _quantize_float(self, arr: np.ndarray, q: np.ndarray, S: np.ndarray, Z: np.ndarray,
                         unspecified: np.ndarray) -> QArray:
@@ -642,8 +673,13 @@ class UniformScheme(Scheme):
         if A.dq_subtract == "storage" and A.constants == "unspecified":
             dm = cast(np.asarray(d, dtype=np.int64), md)
             bad |= dm.astype(np.float64) != np.asarray(d, dtype=np.float64)
+        sm = self._scale_in(S, md)
         with np.errstate(over="ignore", invalid="ignore"):
-            vals = np.asarray(cast(np.asarray(d), md) * self._scale_in(S, md)).astype(md)
+            if A.flush_subnormals and md in _FTZ_DTYPES:  # DAZ of the scale, FTZ of the float32 product
+                p = np.asarray(cast(np.asarray(d), np.float32) * _ftz(np.asarray(sm).astype(np.float32)))
+                vals = cast(_ftz(p.astype(np.float32)), md)
+            else:
+                vals = np.asarray(cast(np.asarray(d), md) * sm).astype(md)
         return cast(vals, out_dt), bad
 
     # ---- serialization ----------------------------------------------------------------------------------
