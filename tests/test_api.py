@@ -43,6 +43,17 @@ def test_bad_input_raises_clear_errors(call, match: str) -> None:
         call()
 
 
+@pytest.mark.parametrize("src", ["float64", "float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float4_e2m1fn", "float16", "int8"])
+def test_nan_error_raises_only_on_a_nan_input(src: str, fmt: str) -> None:
+    """elements.md §2.7: nan="error" raises for a NaN input and encodes everything else (every source and path)."""
+    dt = np.dtype(ml_dtypes.bfloat16) if src == "bfloat16" else np.dtype(src)
+    x = np.array([1.0, -3.5, 0.0, 1e-3], dt)
+    assert (qref.encode(x, fmt, nan="error") == qref.encode(x, fmt)).all()
+    with pytest.raises(qref.QrefError, match="NaN input"):
+        qref.encode(np.array([1.0, np.nan], dt), fmt, nan="error")
+
+
 def test_output_dtypes_and_shapes() -> None:
     x = np.linspace(-2, 2, 24, dtype=np.float32).reshape(2, 3, 4)
     assert qref.encode(x, "float8_e4m3fn").shape == (2, 3, 4)

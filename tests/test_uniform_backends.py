@@ -491,3 +491,40 @@ def test_xla_profiles_flush_subnormals_and_aqt_replaces_an_infinite_reciprocal(d
         n += compare(np.asarray(qv.qvalue).reshape(-1).astype(np.int64),
                      qref.scheme("int8", scale=s, profile="aqt").quantize(x))
     assert n > 2000
+
+
+@pytest.mark.parametrize(("storage", "tp", "zdt"), [("int8", "INT8", np.int8), ("uint8", "UINT8", np.uint8),
+                                                     ("int16", "INT16", np.int16), ("uint16", "UINT16", np.uint16)])
+def test_onnxruntime_profile_float16_divides_in_float32(storage, tp, zdt):
+    """onnxruntime widens float16 x and scale to float32 for the division (profile 'onnxruntime'); the ONNX
+    reference (profile 'onnx') divides in float16: x = 0.25, s = f16(0.1) gives 3 under onnxruntime, 2 under onnx."""
+    from onnx import TensorProto
+
+    n = 0
+    for s in (0.0999755859375, 1 / 3, 0.013, 0.5, 7.0):
+        s16 = np.float16(s)
+        for z in (0, 1, 3):
+            with np.errstate(over="ignore"):
+                x = np.concatenate([ties(float(s16)), specials(), [0.25]]).astype(np.float16)
+            m = _onnx_model(21, getattr(TensorProto, tp), {}, np.array(s16), np.array(z, dtype=zdt),
+                            in_type=TensorProto.FLOAT16, x_shape=[x.size])
+            ref = _ort_run(m, x)
+            q = qref.scheme(storage, scale=float(s16), zero_point=z, profile="onnxruntime", expressed="float16")
+            n += compare(ref, q.quantize(x))
+    assert n > 2000
+    q = qref.scheme("int8", scale=0.0999755859375, profile="onnx", expressed="float16")
+    assert q.quantize(np.array([0.25], np.float16)).codes[0] == 2
+
+
+def test_pytorch_qint32_per_tensor_dequantize_subtracts_in_int32():
+    """torch's qint32 per-tensor dequantize: (q - z) wrapping in int32, to float32, times the float32 scale =
+    profile 'pytorch' with dq_subtract='int32' (uniform.md §4.3)."""
+    torch = pytest.importorskip("torch", reason="PyTorch cross-check")
+    codes = np.array([12345678, 16777217, -(2**31) + 1, 2**31 - 1, 0, -5, 7], dtype=np.int32)
+    for s, z in ((0.1, 0), (1 / 3, 5), (0.013, -(2**31)), (2.5, 2**31 - 1)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # quantized tensors are deprecated in torch 2.13
+            ref = torch._make_per_tensor_quantized_tensor(torch.from_numpy(codes), s, z).dequantize().numpy()
+        sch = qref.scheme("int32", scale=s, zero_point=z, profile="pytorch", dq_subtract="int32")
+        ours = sch.dequantize(qref.QArray(codes=codes, scheme=sch))
+        assert (ours.view(np.uint32) == ref.view(np.uint32)).all(), (s, z, ours, ref)

@@ -334,11 +334,13 @@ def encode(
 def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarray | None = None) -> np.ndarray:
     """encode on a flat array with a resolved policy: table paths where exact, chunked reference otherwise."""
     dt = flat.dtype
-    if rbits is None and rp.policy.input_subnormals == "keep" and dt.itemsize == 2 and dt.kind in "fV":
+    # tables cover every input pattern, NaN included: nan="error" must raise only on a NaN input (reference path)
+    tables = rbits is None and rp.nan != "error"
+    if tables and rp.policy.input_subnormals == "keep" and dt.itemsize == 2 and dt.kind in "fV":
         src = "float16" if dt == np.float16 else ("bfloat16" if dt.name == "bfloat16" else None)
         if src is not None:
             return _table16(f, rp, src)[flat.view(np.uint16)]
-    if rbits is None and dt in (np.float32, np.float64) and top16_table_eligible(f, rp, dt.name):
+    if tables and dt in (np.float32, np.float64) and top16_table_eligible(f, rp, dt.name):
         return gather_top16(flat.view(_TOP16[dt.name][3]), _top16_table(f, rp, dt.name), _TOP16[dt.name][2])
     out = np.empty(flat.shape, dtype=f.code_dtype)
     for start in range(0, flat.size, CHUNK):

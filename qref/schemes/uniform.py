@@ -184,6 +184,16 @@ _PROFILES: tuple[Profile, ...] = (
                  "onnx/reference/ops/op_quantize_linear.py, op_dequantize_linear.py"),
     ),
     Profile(
+        "onnxruntime", "uniform", "onnxruntime 1.32 CPU QuantizeLinear/DequantizeLinear (integer outputs int4..int16)",
+        "As 'onnx', with float16 x and scale widened to float32 for the division (x / s, round half even, + z); "
+        "ONNX's reference divides in float16. int2/uint2 (opset 25) divide in float16: use 'onnx' there.",
+        params=dict(compute="float32", scale_op="divide", zero_point="after_rounding", clamp="integer",
+                    rounding="nearest_even", conversion="saturate", nan="unspecified", constants="round",
+                    dq_subtract="float32", dq_multiply="at_least_float32"),
+        sources=("onnxruntime/core/providers/cpu/quantization/quantize_linear.cc",
+                 "checked against onnxruntime 1.32.0 CPU (tests/test_uniform_backends.py)"),
+    ),
+    Profile(
         "mlir", "uniform", "MLIR quant dialect lower-quant-ops (LowerQuantOps.cpp, LLVM 2026)",
         "q = fptosi(x / s + sitofp(z)) in the expressed type: truncation toward zero; results outside the "
         "storage type are poison (unspecified); narrowed ranges are clamped in the integer domain; zero "
@@ -216,9 +226,10 @@ _PROFILES: tuple[Profile, ...] = (
                  "checked against torch 2.13.0+cpu (tests/test_uniform_backends.py)"),
     ),
     Profile(
-        "pytorch_per_channel", "uniform", "PyTorch 2.13 CPU quantize_per_channel (and qint32 per tensor)",
+        "pytorch_per_channel", "uniform", "PyTorch 2.13 CPU quantize_per_channel (and qint32 per tensor quantize)",
         "q = nearbyint(fl(fl(x * (1.0f / float(scale))) + float(z))) then saturate; dequantize = "
-        "float((float(q) - float(z)) * double(scale)).",
+        "float((float(q) - float(z)) * double(scale)). qint32 per-tensor dequantize is 'pytorch' with "
+        "dq_subtract='int32' (q - z wrapping in int32, then float32).",
         params=dict(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
                     scale_source="float64", zero_point="before_rounding", clamp="integer",
                     rounding="nearest_even", conversion="saturate", nan="unspecified", constants="round",
