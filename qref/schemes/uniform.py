@@ -151,6 +151,9 @@ ARITHMETIC_FIELDS = tuple(f.name for f in dataclasses.fields(UniformArithmetic))
 # ---------------------------------------------------------------------------------------------------------
 # profiles (uniform.md §4): data, each with the system and version it reproduces
 # ---------------------------------------------------------------------------------------------------------
+_ONNX = dict(compute="expressed", scale_op="divide", zero_point="after_rounding", clamp="integer",
+             rounding="nearest_even", conversion="saturate", nan="unspecified", constants="round",
+             dq_subtract="float32", dq_multiply="at_least_float32")
 _PROFILES: tuple[Profile, ...] = (
     Profile(
         "stablehlo", "uniform", "StableHLO specification (docs/spec.md, 'Quantization computations')",
@@ -177,19 +180,15 @@ _PROFILES: tuple[Profile, ...] = (
         "y = saturate(round_half_even(x / y_scale) + zero_point), division in the scale's type (or "
         "`precision`); fp8/fp4 outputs are a Cast with `saturate`; DequantizeLinear = (x - zp) * scale in "
         "float32 (float64 for float64 scales), then cast to the output type.",
-        params=dict(compute="expressed", scale_op="divide", zero_point="after_rounding", clamp="integer",
-                    rounding="nearest_even", conversion="saturate", nan="unspecified", constants="round",
-                    dq_subtract="float32", dq_multiply="at_least_float32"),
+        params=_ONNX,
         sources=("onnx/defs QuantizeLinear-19..25, DequantizeLinear-19..25",
                  "onnx/reference/ops/op_quantize_linear.py, op_dequantize_linear.py"),
     ),
     Profile(
-        "onnxruntime", "uniform", "onnxruntime 1.32 CPU QuantizeLinear/DequantizeLinear (integer outputs int4..int16)",
+        "onnxruntime", "uniform", "onnxruntime 1.32 CPU QuantizeLinear/DequantizeLinear (int4..int16 outputs)",
         "As 'onnx', with float16 x and scale widened to float32 for the division (x / s, round half even, + z); "
         "ONNX's reference divides in float16. int2/uint2 (opset 25) divide in float16: use 'onnx' there.",
-        params=dict(compute="float32", scale_op="divide", zero_point="after_rounding", clamp="integer",
-                    rounding="nearest_even", conversion="saturate", nan="unspecified", constants="round",
-                    dq_subtract="float32", dq_multiply="at_least_float32"),
+        params={**_ONNX, "compute": "float32"},
         sources=("onnxruntime/core/providers/cpu/quantization/quantize_linear.cc",
                  "checked against onnxruntime 1.32.0 CPU (tests/test_uniform_backends.py)"),
     ),
