@@ -25,6 +25,7 @@ from ..errors import QrefError, check_choice, unknown_name
 from ..formats import IntFormat, get_format
 from ..profiles import Profile, get_profile, register_profile
 from ..tables import Table, get_table, tables
+from . import block_arith as ar
 from .base import QArray, Scheme, normalize_axis, register_family
 from .lookup_arith import FLOAT_DTYPES, dtype_name, fractions_to_float32, round_to
 from .lookup_core import MIDPOINTS, NAN_RULES, RULES, TIES, nan_code, table_encode
@@ -60,19 +61,6 @@ def _op(a: object, b: object, fn: Any, dtype: str) -> np.ndarray:
 def _sqrt_tiny(dtype: str) -> np.float32:
     """sqrt(smallest normal of dtype) as qwix computes it in that dtype: 2^-63 (float32, bfloat16), 2^-7 (float16)."""
     return np.float32(2.0 ** -7 if dtype == "float16" else 2.0 ** -63)
-
-
-def _flush_product(v: np.ndarray, t: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """FTZ/DAZ of one float32 multiply t * a whose rounded result is v (lut.md §4): operands below 2^-126 in
-    magnitude read as zeros of their sign (DAZ), a product below 2^-126 is a zero of its sign (FTZ)."""
-    tiny = np.float32(2.0 ** -126)
-    t, a = np.asarray(t, np.float32), np.asarray(a, np.float32)
-    with np.errstate(all="ignore"):
-        t0 = np.where(np.abs(t) < tiny, np.copysign(np.float32(0), t), t)
-        a0 = np.where(np.abs(a) < tiny, np.copysign(np.float32(0), a), a)
-        p = t0 * a0
-        out = np.where(np.abs(p) < tiny, np.copysign(np.float32(0), p), v)
-    return np.where(np.isnan(p) & ~np.isnan(v), np.float32(np.nan), out).astype(np.float32)
 
 
 def _out_dtype(dtype: object) -> np.dtype:
@@ -430,7 +418,7 @@ class LookupScheme(Scheme):
         if self.scaling == "reciprocal":
             r = _op(1, dcol, np.divide, "float32" if self.bf16_upcast and cd == "bfloat16" else cd)
             if self.ftz and cd != "float16":  # FTZ: 1/a of an absmax above 2^126 is a float32 subnormal -> 0
-                r = np.where(np.abs(r) < np.float32(2.0**-126), np.float32(0), r)
+                r = ar.flush(r)
             s = _op(blocks, r, np.multiply, cd)
             if self.partial_scaling == "divide" and partial.any():
                 s = np.where(partial[:, None], _op(blocks, dcol, np.divide, cd), s)
@@ -509,9 +497,10 @@ class LookupScheme(Scheme):
             tb = self._blocks(t)[0]
             if per_block.size != tb.shape[0]:
                 raise QrefError(f"{per_block.size} block scales for {tb.shape[0]} blocks")
-            v = _op(tb, per_block[:, None], np.multiply, cd)
-            if self.ftz and cd in ("float32", "bfloat16"):
-                v = _flush_product(v, tb, per_block[:, None])
+            if self.ftz and cd in ("float32", "bfloat16"):  # DAZ of t and a, FTZ of the float32 product (§4)
+                v = ar.mul(tb, per_block[:, None], ar.resolve_compute_dtype(cd, ar.F32), ftz=True).astype(np.float32)
+            else:
+                v = _op(tb, per_block[:, None], np.multiply, cd)
             v = self._unblock(v, codes.shape)
         if out_dt in (np.dtype(np.float32), np.dtype(np.float64)):
             return v.astype(out_dt)

@@ -43,6 +43,7 @@ from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..policy import ROUNDING_MODES, STOCHASTIC_MODES
 from ..profiles import Profile, get_profile, profiles, register_profile
 from .base import QArray, Scheme, normalize_axis, register_family
+from .block_arith import flush
 
 # ---------------------------------------------------------------------------------------------------------
 # arithmetic record (uniform.md §3)
@@ -345,14 +346,7 @@ def round_fraction(v: Fraction, fmt: FloatFormat) -> float:
 
 fma32 = fma_float32  # float32 fused multiply-add with one rounding (qref.core.arith.fma_float32)
 _FTZ_DTYPES = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16))
-
-
-def _ftz(a: np.ndarray) -> np.ndarray:
-    """XLA:CPU's FTZ/DAZ: float32/bfloat16 values below 2^-126 in magnitude become zeros of their sign."""
-    a = np.asarray(a)
-    with np.errstate(invalid="ignore"):
-        small = np.abs(a.astype(np.float32)) < np.float32(2.0**-126)
-    return np.where(small, np.copysign(np.zeros((), a.dtype), a), a).astype(a.dtype)
+_ftz = flush  # XLA:CPU's FTZ/DAZ: float32/bfloat16 values below 2^-126 become zeros of their sign
 
 
 def _keep(a: np.ndarray) -> np.ndarray:
