@@ -322,12 +322,14 @@ def _quantize_cases(setup: Setup, src_key: str, cat: str, x: np.ndarray,
         )
 
 
-def _dequantize_cases(setup: Setup, codes: np.ndarray, cands: list[tuple[str, UniformScheme]]) -> Iterator[Case]:
-    """Every given storage code dequantized to the expressed type under every candidate profile."""
-    values = storage_values(codes, setup.storage)
+def _dequantize_cases(setup: Setup, codes: np.ndarray, cands: list[tuple[str, UniformScheme]],
+                      float_storage: bool = False) -> Iterator[Case]:
+    """Every given storage code dequantized to the expressed type under every candidate profile (float storage:
+    the codes are the float format's bit patterns)."""
+    values = codes if float_storage else storage_values(codes, setup.storage)
     outs = []
     for p, sch in cands:
-        q = QArray(codes=values.astype(sch.codes_dtype), scheme=sch)
+        q = QArray(codes=values if float_storage else values.astype(sch.codes_dtype), scheme=sch)
         y, bad = sch.dequantize_with_mask(q)
         outs.append((p, sch, (y, np.asarray(bad, dtype=bool))))
     for rep, sch, (y, bad), members in _group(outs):
@@ -335,10 +337,13 @@ def _dequantize_cases(setup: Setup, codes: np.ndarray, cands: list[tuple[str, Un
             id=f"{FAMILY}/{setup.storage}/{setup.label}/dequantize/{rep}", family=FAMILY,
             operation="uniform_dequantize", scheme=sch, profile=rep, params={"dtype": sch.expressed.name},
             inputs={"codes": codes}, expected={"y": y}, unspecified={"y": bad} if bad.any() else {},
-            array_formats={"codes": sch.storage.name}, tags=("values", "boundary", "profile"),
+            array_formats={"codes": sch.storage.name},
+            tags=("values", "special" if float_storage else "boundary", "profile"),
             spec=(SPEC["dequantize"], SPEC["profiles"]), profiles=tuple(members),
-            description=f"uniform_dequantize {setup.storage} -> {sch.expressed.name} ({setup.description}): "
-                        "(code - z) * s in the profile's dtypes",
+            description=(f"uniform_dequantize every {setup.storage} code -> {sch.expressed.name} "
+                         f"({setup.description})" if float_storage else
+                         f"uniform_dequantize {setup.storage} -> {sch.expressed.name} ({setup.description}): "
+                         "(code - z) * s in the profile's dtypes"),
         )
 
 
@@ -423,25 +428,7 @@ def _float_storage(setup: Setup, full: bool) -> Iterator[Case]:
     cats = {"values_ties": _unique(vals), "special": _unique(_specials(src, s))}
     for cat, x in cats.items():
         yield from _quantize_cases(setup, "f32", cat, x, cands)
-    yield from _dequantize_float(setup, codes, cands)
-
-
-def _dequantize_float(setup: Setup, codes: np.ndarray, cands: list[tuple[str, UniformScheme]]) -> Iterator[Case]:
-    outs = []
-    for p, sch in cands:
-        q = QArray(codes=codes, scheme=sch)
-        y, bad = sch.dequantize_with_mask(q)
-        outs.append((p, sch, (y, np.asarray(bad, dtype=bool))))
-    for rep, sch, (y, bad), members in _group(outs):
-        yield Case(
-            id=f"{FAMILY}/{setup.storage}/{setup.label}/dequantize/{rep}", family=FAMILY,
-            operation="uniform_dequantize", scheme=sch, profile=rep, params={"dtype": sch.expressed.name},
-            inputs={"codes": codes}, expected={"y": y}, unspecified={"y": bad} if bad.any() else {},
-            array_formats={"codes": sch.storage.name}, tags=("values", "special", "profile"),
-            spec=(SPEC["dequantize"], SPEC["profiles"]), profiles=tuple(members),
-            description=f"uniform_dequantize every {setup.storage} code -> {sch.expressed.name} "
-                        f"({setup.description})",
-        )
+    yield from _dequantize_cases(setup, codes, cands, float_storage=True)
 
 
 def build_cases(full: bool) -> Iterator[Case]:
