@@ -1,0 +1,232 @@
+"""Profiles: named, frozen records that reproduce one real system bit for bit (spec: profiles.md).
+
+A profile is data, not a code path. It belongs to a family ("element" casts, "uniform", "block", "lookup",
+"recipe"); the same name may exist in several families (e.g. ``mlx`` casts with ``to_fp8`` and quantizes blocks
+with ``mx.quantize``). Each records the system it reproduces, the versions of that system (``package`` and a
+PEP 440 ``versions`` specifier), how that claim was verified (``status`` and ``evidence``) and its sources.
+
+Versioned records (profiles.md §2): where a system changed behaviour between releases there is one record per
+version range, named ``NAME@TAG`` (``ml_dtypes@0.6``, ``ml_dtypes@0.7``); the plain ``NAME`` resolves to the
+record whose range holds the installed version of ``package`` (``resolve_profile``), to the newest record when
+the installed version is newer than every record (reported as *drift*), and to the newest record when the
+package is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from ..errors import QrefError, unknown_name
+from ..policy import CastPolicy
+
+FAMILIES = ("element", "uniform", "block", "lookup", "recipe")
+
+# How a profile's claim was established (profiles.md §3).
+STATUSES = (
+    "spec",          # a specification: qref's reading of a normative document; there is no code to run
+    "verified",      # run against the real code (installed from the lock) in CI's tests, bit for bit
+    "peer_vectors",  # held bit for bit to committed vectors that the real code produced (script + commit recorded)
+    "modelled",      # read from the system's source, never run: modelled, unverified
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One real system's behaviour: ``cast`` for element conversions, ``params`` for the family's schemes.
+
+    ``version`` is the record's tag (``NAME@TAG``) when the system has several records; ``package`` the
+    distribution whose installed version selects among them; ``versions`` the PEP 440 range this record
+    reproduces (empty: no version claim, e.g. a specification).
+    """
+
+    name: str
+    family: str
+    system: str
+    description: str
+    cast: CastPolicy = field(default_factory=CastPolicy)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+    package: str | None = None
+    versions: str = ""
+    version: str | None = None
+    status: str = "modelled"
+    evidence: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise unknown_name("profile family", self.family, FAMILIES)
+        if self.status not in STATUSES:
+            raise unknown_name("profile status", self.status, STATUSES)
+        if "@" in self.name:
+            raise QrefError(f"profile name {self.name!r}: give the version tag in version=, not in the name")
+        try:
+            SpecifierSet(self.versions)
+        except InvalidSpecifier as e:
+            raise QrefError(f"profile {self.name!r}: versions={self.versions!r} is not a PEP 440 specifier") from e
+        if self.versions and not self.package:
+            raise QrefError(f"profile {self.name!r}: versions= needs package= (the distribution it refers to)")
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+    @property
+    def key(self) -> str:
+        """The record's unique name: ``NAME@TAG`` for versioned records, else ``NAME``."""
+        return f"{self.name}@{self.version}" if self.version else self.name
+
+    def covers(self, version: str) -> bool:
+        """True when the installed ``version`` of ``package`` lies in this record's ``versions`` range."""
+        if not self.versions:
+            return True
+        try:
+            return Version(version) in SpecifierSet(self.versions)
+        except InvalidVersion:
+            return False
+
+    def __hash__(self) -> int:
+        return hash((self.key, self.family))
+
+
+_PROFILES: dict[tuple[str, str], Profile] = {}
+
+
+def register_profile(profile: Profile, *, replace: bool = False) -> Profile:
+    key = (profile.family, profile.key)
+    if key in _PROFILES and not replace:
+        raise QrefError(f"profile {profile.key!r} is already registered in family {profile.family!r}")
+    _PROFILES[key] = profile
+    return profile
+
+
+def installed_version(package: str) -> str | None:
+    """The installed version of distribution ``package`` (None when it is not installed)."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _tag_key(p: Profile) -> Version:
+    try:
+        return Version(p.version or "0")
+    except InvalidVersion:
+        return Version("0")
+
+
+def records(name: str, family: str) -> list[Profile]:
+    """Every record of profile ``name`` in ``family`` (versioned ones oldest first)."""
+    out = [p for (f, _), p in _PROFILES.items() if f == family and p.name == name]
+    return sorted(out, key=_tag_key)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How a plain profile name was resolved: the record, the installed version, and whether it is drift
+    (installed version outside every record's range: the newest record is used as the reference)."""
+
+    profile: Profile
+    installed: str | None
+    drift: bool
+
+    @property
+    def note(self) -> str:
+        p = self.profile
+        if not p.package:
+            return ""
+        if self.installed is None:
+            return f"{p.package} not installed: using {p.key} ({p.versions or 'any version'})"
+        if self.drift:
+            return (f"{p.package} {self.installed} is outside every verified record of {p.name!r}: comparing "
+                    f"against {p.key} ({p.versions}); differences are drift")
+        return f"{p.package} {self.installed}: {p.key} ({p.versions})"
+
+
+def resolve_profile(name: str | Profile, family: str = "element", installed: str | None = None) -> Resolution:
+    """Resolve ``name`` (``NAME`` or ``NAME@TAG``) in ``family`` against the installed version (profiles.md §2).
+
+    ``installed`` overrides the installed version of the record's package (for tests and drift reports).
+    """
+    if isinstance(name, Profile):
+        v = installed if installed is not None else (installed_version(name.package) if name.package else None)
+        return Resolution(name, v, bool(name.package and v is not None and not name.covers(v)))
+    if "@" in name:
+        p = _PROFILES.get((family, name))
+        if p is None:
+            base = name.split("@", 1)[0]
+            tags = [q.key for q in records(base, family)]
+            raise unknown_name(f"{family} profile", name, tags or _names(family))
+        v = installed if installed is not None else (installed_version(p.package) if p.package else None)
+        return Resolution(p, v, bool(p.package and v is not None and not p.covers(v)))
+    recs = records(name, family)
+    if not recs:
+        others = sorted({f for (f, _), p in _PROFILES.items() if p.name == name})
+        hint = f"{name!r} exists in famil{'ies' if len(others) > 1 else 'y'} {', '.join(others)}" if others else ""
+        raise unknown_name(f"{family} profile", name, _names(family), hint=hint)
+    if len(recs) == 1 and not recs[0].package:
+        return Resolution(recs[0], None, False)
+    pkg = recs[0].package
+    v = installed if installed is not None else (installed_version(pkg) if pkg else None)
+    if v is None:
+        return Resolution(recs[-1], None, False)
+    for p in reversed(recs):
+        if p.covers(v):
+            return Resolution(p, v, False)
+    return Resolution(recs[-1], v, True)
+
+
+def _names(family: str) -> list[str]:
+    names = {p.name for (f, _), p in _PROFILES.items() if f == family}
+    keys = {p.key for (f, _), p in _PROFILES.items() if f == family}
+    return sorted(names | keys)
+
+
+def get_profile(name: str | Profile, family: str = "element") -> Profile:
+    """The profile ``name`` of ``family`` (default: element casts); a plain versioned name resolves to the
+    installed version's record (``resolve_profile``)."""
+    return resolve_profile(name, family).profile
+
+
+def profiles(family: str | None = None) -> dict[str, Profile]:
+    """All registered records of ``family`` keyed by ``NAME[@TAG]`` (or of every family, keyed 'family/key')."""
+    if family is None:
+        return {f"{f}/{n}": p for (f, n), p in sorted(_PROFILES.items())}
+    return {n: p for (f, n), p in sorted(_PROFILES.items()) if f == family}
+
+
+# ---- element (cast) profiles: elements.md §6 ------------------------------------------------------------------
+for _p in (
+    Profile(
+        "spec", "element", "qref specification",
+        "Correct rounding from the exact input (nearest_even), each format's ecosystem overflow and NaN rules.",
+        CastPolicy(), sources=("docs/spec/elements.md",),
+    ),
+    Profile(
+        "ml_dtypes", "element", "ml_dtypes 0.6.0 astype",
+        "float64 inputs are rounded to float32 first (double rounding; float16, numpy's own type, rounds once); "
+        "E8M0 rounds ties up and float32 subnormals up; integer storage truncates and wraps (a C cast on x86-64; "
+        "int1/2/4 also give 0 for 2^31 - 1 < x < 2^31); everything else as 'spec'.",
+        CastPolicy(rounding="ml_dtypes", source="via_float32"),
+        sources=("ml_dtypes/include/float8.h ConvertImpl", "ml_dtypes PR 398 (E8M0 ties)", "PR 401 (float64)"),
+    ),
+    Profile(
+        "saturating", "element", "OCP OFP8 v1.0 saturating conversion; ONNX Cast saturate=1",
+        "nearest_even; finite overflow and +-Inf clamp to +-max; NaN stays NaN.",
+        CastPolicy(overflow="saturate"),
+        sources=("OCP OFP8 v1.0 §5 (conversion)", "onnx/reference/ops/op_cast.py saturate_cast"),
+    ),
+    Profile(
+        "mlx", "element", "MLX 0.32 mx.to_fp8 (float8_e4m3fn)",
+        "nearest_even; overflow and +-Inf saturate to +-448; NaN becomes +-448 by its sign bit.",
+        CastPolicy(overflow="saturate", nan="max"),
+        sources=("mlx/backend/cpu/quantized.cpp", "checked against mlx 0.32.4 CPU"),
+    ),
+):
+    register_profile(_p)
+
+# The family modules register their records on import (data only: they import the base above, never schemes).
+from . import block, lookup, uniform  # noqa: E402, F401

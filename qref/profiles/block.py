@@ -1,0 +1,1 @@
+"""block profiles as data (spec: profiles.md); being moved here from qref/schemes."""

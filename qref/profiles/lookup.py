@@ -1,0 +1,1 @@
+"""lookup profiles as data (spec: profiles.md); being moved here from qref/schemes."""

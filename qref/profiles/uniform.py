@@ -1,0 +1,1 @@
+"""uniform profiles as data (spec: profiles.md); being moved here from qref/schemes."""
