@@ -1,1 +1,392 @@
-"""uniform profiles as data (spec: profiles.md); being moved here from qref/schemes."""
+"""Uniform (affine) profiles as data (spec: uniform.md §3, §4; profiles.md).
+
+``UniformArithmetic`` is the typed, frozen record of every step a real system takes in quantize / dequantize
+(uniform.md §3); each uniform ``Profile`` carries one as ``profile.params["rules"]``. Field values name
+mechanisms (``divide``, ``nearest_away``, ``after_rounding``), never systems. This module imports only
+qref.errors, qref.policy and the profile base (one-way dependencies: qref.schemes imports it, never the reverse).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import QrefError, check_choice
+from ..policy import ROUNDING_MODES, STOCHASTIC_MODES
+from . import Profile, register_profile
+
+COMPUTE_DTYPES = ("expressed", "input", "float16", "bfloat16", "float32", "float64")
+SCALE_OPS = ("divide", "reciprocal")
+ZERO_POINT_STAGES = ("after_rounding", "after_rounding_float", "before_rounding", "fused")
+CLAMPS = ("integer", "float")
+CONVERSIONS = ("saturate", "storage", "int32")
+NAN_RULES = ("unspecified", "zero")
+ZERO_POINT_RANGES = ("check", "wrap")
+SCALE_SOURCES = ("expressed", "float64")
+DQ_SUBTRACT = ("expressed", "float32", "int64", "int32", "storage")
+DQ_MULTIPLY = ("expressed", "float32", "float64", "at_least_float32")
+DQ_FORMS = ("subtract", "multiply_add")
+CONSTANT_RULES = ("round", "unspecified")
+ROUNDINGS = tuple(m for m in ROUNDING_MODES if m not in STOCHASTIC_MODES and m != "ml_dtypes")
+
+
+@dataclass(frozen=True)
+class UniformArithmetic:
+    """Every step of uniform quantize/dequantize (uniform.md §3). Defaults are the ``stablehlo`` profile.
+
+    compute: dtype of the scaling arithmetic: "expressed" (the scheme's expressed type), "input" (the input
+        array's float dtype, as JAX libraries do), or a fixed "float16"/"bfloat16"/"float32"/"float64".
+    input_dtypes: input dtypes the system accepts (None: any real dtype); others raise QrefError.
+    scale_op: "divide" (x / s) or "reciprocal" (x * fl(1 / s), both roundings in the compute dtype).
+    scale_source: "expressed" (a scale is a value of the expressed type: it is rounded to it first) or
+        "float64" (the system keeps scales as float64 and rounds them straight to each step's dtype).
+    zero_point: "after_rounding" (round(q) + z exactly, in integers), "after_rounding_float" (fl(round(q) +
+        fl(z)) in the compute dtype), "before_rounding" (fl(q + z) in the compute dtype, then round) or "fused"
+        (fl(x * fl(1/s) + z) with one rounding, an FMA; float32 only).
+    clamp: "float" (clamp to [cast(lo), cast(hi)] in the compute dtype before rounding) or "integer"
+        (saturate the rounded integer).
+    rounding: the rounding of the final float value to an integer (a qref rounding mode, not stochastic).
+    conversion: where the float-to-integer conversion is defined: "saturate" (everywhere: it saturates),
+        "storage" (only inside the full storage range, e.g. LLVM fptosi; outside: unspecified), "int32"
+        (only inside int32, e.g. C++ static_cast<int32_t>; outside: unspecified).
+    nan: a NaN input gives "unspecified" or the code of "zero" (a convert that maps NaN to 0).
+    narrow_symmetric: clamp to [-hi, hi] instead of [lo, hi] (a symmetric clip).
+    zero_point_range: zero points outside the storage range "check" (raise) or "wrap" (modulo 2^bits, as an
+        MLIR integer attribute of the storage type does).
+    constants: a zero point or storage bound that the compute dtype cannot hold exactly is "round"ed (RNE)
+        or makes the affected results "unspecified" (a convert that is TBD there).
+    dq_subtract: dtype of (code - z) in dequantize: a float dtype name, "expressed", "int64" (exact),
+        "int32" (wraps) or "storage" (the storage type: overflow is unspecified).
+    dq_multiply: dtype of the multiplication by the scale: "expressed", "float32", "float64",
+        "at_least_float32" (numpy promotion of float32 with the expressed type).
+    dq_form: "subtract" ((code - z) * s as above) or "multiply_add" (fl32(fl32(code * s) + c) with the
+        constant c = fl32(-z * s) computed in float64: a vector multiply-add without fusion, uniform.md §2.2).
+    float_saturate: float storage only: overflow saturates to +-max (saturate=1) or follows the format's
+        default (NaN for E4M3FN, Inf for E5M2: saturate=0).
+    bf16_upcast: bfloat16 compute runs in float32 (a bfloat16 normalization pass): with scale_op="reciprocal"
+        the scaled value is fl_bf16(fl32(x * fl32(1 / s))); with "divide" fl_bf16(fl32(x / s)).
+    flush_subnormals: FTZ/DAZ when the compute dtype is float32 or bfloat16: x, s, fl(1 / s) and the
+        dequantize product below 2^-126 in magnitude read as zeros of their sign (uniform.md §2.3).
+    reciprocal_inf: "keep" (fl(1 / s) = Inf scales by Inf) or "one" (an infinite reciprocal becomes 1).
+    simd_width: 0 (every element takes the fields above) or W > 0: a vector loop over whole groups of W
+        elements and a scalar remainder loop (uniform.md §2.4). Per tensor, the flattened elements before
+        floor(n / W) * W take the fields above; the remainder, and every element of a per-axis or blocked
+        scheme, takes ``remainder_scale_op`` and ``remainder_rounding`` and dequantizes with dq_form "subtract".
+    remainder_scale_op / remainder_rounding: the scalar loop's scale_op and rounding (simd_width > 0 only).
+    """
+
+    compute: str = "expressed"
+    input_dtypes: tuple[str, ...] | None = None
+    scale_op: str = "divide"
+    scale_source: str = "expressed"
+    zero_point: str = "before_rounding"
+    clamp: str = "float"
+    rounding: str = "nearest_even"
+    conversion: str = "storage"
+    nan: str = "unspecified"
+    narrow_symmetric: bool = False
+    zero_point_range: str = "check"
+    constants: str = "unspecified"
+    dq_subtract: str = "storage"
+    dq_multiply: str = "expressed"
+    dq_form: str = "subtract"
+    float_saturate: bool = True
+    bf16_upcast: bool = False
+    flush_subnormals: bool = False
+    reciprocal_inf: str = "keep"
+    simd_width: int = 0
+    remainder_scale_op: str = "divide"
+    remainder_rounding: str = "nearest_away"
+
+    def __post_init__(self) -> None:
+        check_choice("compute dtype", self.compute, COMPUTE_DTYPES)
+        check_choice("scale_op", self.scale_op, SCALE_OPS)
+        check_choice("scale_source", self.scale_source, SCALE_SOURCES)
+        check_choice("zero_point stage", self.zero_point, ZERO_POINT_STAGES)
+        check_choice("clamp", self.clamp, CLAMPS)
+        check_choice("rounding mode", self.rounding, ROUNDINGS)
+        check_choice("conversion", self.conversion, CONVERSIONS)
+        check_choice("nan rule", self.nan, NAN_RULES)
+        check_choice("zero_point_range", self.zero_point_range, ZERO_POINT_RANGES)
+        check_choice("constants rule", self.constants, CONSTANT_RULES)
+        check_choice("dq_subtract", self.dq_subtract, DQ_SUBTRACT)
+        check_choice("dq_multiply", self.dq_multiply, DQ_MULTIPLY)
+        check_choice("dq_form", self.dq_form, DQ_FORMS)
+        check_choice("reciprocal_inf", self.reciprocal_inf, ("keep", "one"))
+        check_choice("remainder_scale_op", self.remainder_scale_op, SCALE_OPS)
+        check_choice("remainder_rounding", self.remainder_rounding, ROUNDINGS)
+        if self.input_dtypes is not None:
+            object.__setattr__(self, "input_dtypes", tuple(self.input_dtypes))
+        if self.zero_point == "fused" and (self.scale_op != "reciprocal" or self.compute != "float32"):
+            raise QrefError("zero_point='fused' (an FMA) needs scale_op='reciprocal' and compute='float32'")
+        if not isinstance(self.simd_width, int) or isinstance(self.simd_width, bool) or self.simd_width < 0:
+            raise QrefError(f"simd_width must be an integer >= 0 (0: no vector loop), got {self.simd_width!r}")
+        if self.dq_form == "multiply_add" and (self.dq_subtract not in ("int64", "int32")
+                                               or self.dq_multiply not in ("float32", "float64")):
+            raise QrefError("dq_form='multiply_add' is defined for integer subtraction (dq_subtract int64/int32) "
+                            "and a float32/float64 multiply; set dq_form='subtract' otherwise")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        if d["input_dtypes"] is not None:
+            d["input_dtypes"] = list(d["input_dtypes"])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> UniformArithmetic:
+        """Inverse of ``to_dict`` (specs written before a field existed take its default)."""
+        ar = dict(d)
+        if ar.get("input_dtypes") is not None:
+            ar["input_dtypes"] = tuple(ar["input_dtypes"])
+        return cls(**ar)
+
+    def remainder(self) -> UniformArithmetic:
+        """The scalar remainder loop's arithmetic (simd_width > 0, uniform.md §2.4)."""
+        return dataclasses.replace(self, scale_op=self.remainder_scale_op, rounding=self.remainder_rounding,
+                                   dq_form="subtract", simd_width=0)
+
+
+ARITHMETIC_FIELDS = tuple(f.name for f in dataclasses.fields(UniformArithmetic))
+
+# ---------------------------------------------------------------------------------------------------------
+# profiles (uniform.md §4): data, each with the system and version it reproduces
+# ---------------------------------------------------------------------------------------------------------
+_ONNX = UniformArithmetic(compute="expressed", scale_op="divide", zero_point="after_rounding", clamp="integer",
+                          rounding="nearest_even", conversion="saturate", nan="unspecified", constants="round",
+                          dq_subtract="float32", dq_multiply="at_least_float32")
+_TFLITE_REF = UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="divide",
+                                zero_point="after_rounding", clamp="integer", rounding="nearest_away",
+                                conversion="int32", nan="unspecified", constants="round", dq_subtract="int64",
+                                dq_multiply="float64")
+_TFLITE_TEST = "tests/test_uniform_tflite.py"
+_BACKENDS = "tests/test_uniform_backends.py"
+
+
+def _rules(a: UniformArithmetic) -> dict[str, Any]:
+    return {"rules": a}
+
+
+PROFILES: tuple[Profile, ...] = (
+    Profile(
+        "stablehlo", "uniform", "StableHLO specification (docs/spec.md, 'Quantization computations')",
+        "q = round_nearest_even(clamp(lo, x / s + z, hi)) in the expressed type; NaN, and conversions the "
+        "expressed type cannot hold exactly, are TBD (unspecified); dequantize subtracts in the storage type.",
+        params=_rules(UniformArithmetic()),
+        sources=("openxla/stablehlo docs/spec.md §Quantization computations, §convert, §Errors",),
+        status="spec",
+        evidence=("specification: no code to run; the hand-derived examples of uniform.md §4.2 are "
+                  "tests/test_uniform.py",),
+    ),
+    Profile(
+        "stablehlo_lowering", "uniform", "StableHLO StablehloLegalizeQuantToMath (stablehlo 2026-08, IREE, "
+        "reference interpreter)",
+        "float32 input only; scale, zero point and storage bounds become float32 constants (RNE); "
+        "q = round_nearest_even(clamp(x / s + z)); dequantize subtracts in int32 and multiplies in float32.",
+        params=_rules(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="divide",
+                                        zero_point="before_rounding", clamp="float", rounding="nearest_even",
+                                        conversion="storage", nan="unspecified", constants="round",
+                                        dq_subtract="int32", dq_multiply="float32")),
+        sources=("openxla/stablehlo stablehlo/transforms/StablehloLegalizeQuantToMath.cpp",),
+        package="iree-base-compiler", versions="==3.13.*", status="verified",
+        evidence=(f"{_BACKENDS}::test_iree_stablehlo_uniform_quantize: IREE 3.13 compiles stablehlo."
+                  "uniform_quantize, per tensor int8/ui8 and per axis, tie-heavy inputs (> 5,000 compared), "
+                  "0 mismatches",
+                  "tests/test_harness.py::test_uniform_targets_on_temporary_cases: the StableHLO interpreter "
+                  "(torch-mlir 20261001) and IREE on the hand-built uniform cases, all pass"),
+    ),
+    Profile(
+        "onnx", "uniform", "ONNX QuantizeLinear/DequantizeLinear opsets 19-25 (onnx 1.23.2 reference, "
+        "onnxruntime 1.32)",
+        "y = saturate(round_half_even(x / y_scale) + zero_point), division in the scale's type (or "
+        "`precision`); fp8/fp4 outputs are a Cast with `saturate`; DequantizeLinear = (x - zp) * scale in "
+        "float32 (float64 for float64 scales), then cast to the output type.",
+        params=_rules(_ONNX),
+        sources=("onnx/defs QuantizeLinear-19..25, DequantizeLinear-19..25",
+                 "onnx/reference/ops/op_quantize_linear.py, op_dequantize_linear.py"),
+        package="onnx", versions="==1.23.2", status="verified",
+        evidence=(f"{_BACKENDS}::test_onnx_reference_*: the onnx 1.23.2 reference, opsets 19/21/23/25, "
+                  "int2..uint16, per axis, blocked, precision, fp8 saturate 0/1, DequantizeLinear f32/f16, "
+                  "tie-heavy sampled inputs, 0 mismatches",
+                  f"{_BACKENDS}::test_onnxruntime_*: onnxruntime 1.32.0 CPU int8/uint8/int16/uint16 with +-Inf "
+                  "and huge values, per axis, blocked (> 10,000 compared), 0 mismatches",
+                  "tests/test_uniform_onnx_interop.py: the 8 onnx backend node cases with a (1,) zero point "
+                  "and a scalar scale, against their expected outputs and onnxruntime 1.32 (7 of 8: onnxruntime "
+                  "has no float4e2m1 DequantizeLinear), 0 mismatches"),
+    ),
+    Profile(
+        "onnxruntime", "uniform", "onnxruntime 1.32 CPU QuantizeLinear/DequantizeLinear (int4..int16 outputs)",
+        "As 'onnx', with float16 x and scale widened to float32 for the division (x / s, round half even, + z); "
+        "ONNX's reference divides in float16. int2/uint2 (opset 25) divide in float16: use 'onnx' there.",
+        params=_rules(dataclasses.replace(_ONNX, compute="float32")),
+        sources=("onnxruntime/core/providers/cpu/quantization/quantize_linear.cc",
+                 "checked against onnxruntime 1.32.0 CPU (tests/test_uniform_backends.py)"),
+        package="onnxruntime", versions="==1.32.0", status="verified",
+        evidence=(f"{_BACKENDS}::test_onnxruntime_profile_float16_divides_in_float32: float16 x and scale, "
+                  "int4..int16, tie-heavy sampled inputs (> 2,000 compared), 0 mismatches",),
+    ),
+    Profile(
+        "mlir", "uniform", "MLIR quant dialect lower-quant-ops (LowerQuantOps.cpp, LLVM 2026)",
+        "q = fptosi(x / s + sitofp(z)) in the expressed type: truncation toward zero; results outside the "
+        "storage type are poison (unspecified); narrowed ranges are clamped in the integer domain; zero "
+        "points wrap to the storage width; dequantize = (sitofp(q) - sitofp(z)) * s in the expressed type.",
+        params=_rules(UniformArithmetic(compute="expressed", scale_op="divide", zero_point="before_rounding",
+                                        clamp="integer", rounding="toward_zero", conversion="storage",
+                                        nan="unspecified", zero_point_range="wrap", constants="round",
+                                        dq_subtract="expressed", dq_multiply="expressed")),
+        sources=("llvm-project mlir/lib/Dialect/Quant/Transforms/LowerQuantOps.cpp",
+                 "mlir/test/Dialect/Quant/lower-quant-ops.mlir", "LLVM LangRef fptosi/fptoui"),
+        package="torch-mlir", versions="==20261001", status="verified",
+        evidence=("tests/test_harness.py::test_uniform_targets_on_temporary_cases[mlir]: upstream MLIR's "
+                  "lower-quant-ops (torch-mlir 20261001) on the hand-built uniform cases (ties with odd zero "
+                  "points, per axis, blocked, all codes), all pass",),
+    ),
+    Profile(
+        "tflite", "uniform", "TFLite reference kernels (reference_ops::AffineQuantize / Dequantize; "
+        "ai-edge-litert 2.3 BUILTIN_REF, and every per-axis QUANTIZE/DEQUANTIZE)",
+        "q = clamp(static_cast<int32>(std::round(x / float(scale))) + z): round half away from zero in "
+        "float32; outside int32 the cast is undefined; dequantize = float(double(scale) * (q - z)).",
+        params=_rules(_TFLITE_REF),
+        sources=("tensorflow/lite/kernels/internal/reference/quantize.h",
+                 "tensorflow/lite/kernels/internal/reference/dequantize.h"),
+        package="ai-edge-litert", versions="==2.3.0", status="verified",
+        evidence=(f"{_TFLITE_TEST}: ai-edge-litert 2.3.0 Interpreter, QUANTIZE/DEQUANTIZE flatbuffers, "
+                  "OpResolverType.BUILTIN_REF, int8/uint8/int16, per tensor and per axis, ties and +-1..2 ulp at "
+                  "20 scales, zero points at the extremes, huge/NaN/Inf inputs; sampled, 0 mismatches on the "
+                  "specified elements (int32 overflow and NaN are unspecified: INT_MIN on x86-64)",),
+    ),
+    Profile(
+        "tflite_optimized", "uniform", "TFLite optimized kernels (optimized_ops::AffineQuantize / Dequantize "
+        "through NEON_2_SSE on x86-64; ai-edge-litert 2.3 BUILTIN_WITHOUT_DEFAULT_DELEGATES, and int16 "
+        "QUANTIZE under the default interpreter)",
+        "Per tensor: a vector loop over groups of 8 elements, q = clamp(cvt_rne(x * fl32(1 / s)) + z), "
+        "dequantize fl32(fl32(q * s) + fl32(-z * double(s))); the last n mod 8 elements and per-axis schemes "
+        "run the reference loop ('tflite'). Outside int32 and NaN: unspecified (INT_MIN on x86-64).",
+        params=_rules(dataclasses.replace(_TFLITE_REF, scale_op="reciprocal", rounding="nearest_even",
+                                          dq_form="multiply_add", simd_width=8, remainder_scale_op="divide",
+                                          remainder_rounding="nearest_away")),
+        sources=("tensorflow/lite/kernels/internal/optimized/optimized_ops.h AffineQuantize, Dequantize",
+                 "tensorflow/lite/kernels/quantize.cc, dequantize.cc"),
+        package="ai-edge-litert", versions="==2.3.0", status="verified",
+        evidence=(f"{_TFLITE_TEST}: OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES and the default "
+                  "interpreter's int16 path; ties at 20 scales in tensors whose length is not a multiple of 8, "
+                  "every int8/uint8 code dequantized at 25 scales and odd zero points; sampled, 0 mismatches",),
+    ),
+    Profile(
+        "tflite_xnnpack", "uniform", "TFLite's default interpreter on int8/uint8 per-tensor QUANTIZE / "
+        "DEQUANTIZE (the XNNPACK delegate, ai-edge-litert 2.3, x86-64)",
+        "q = clamp(round_half_even(x * fl32(1 / s)) + z), saturating (+-Inf -> the bounds); float32 FTZ/DAZ (a "
+        "subnormal x reads 0, a scale above 2^126 scales by 0); NaN unspecified (gives the upper bound here); "
+        "dequantize = fl32((q - z) * s). Not expressed: a scale below 2^-126 crashes the process; per-axis "
+        "and int16 QUANTIZE are not delegated (use 'tflite', 'tflite_optimized').",
+        params=_rules(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
+                                        zero_point="after_rounding", clamp="integer", rounding="nearest_even",
+                                        conversion="saturate", nan="unspecified", constants="round",
+                                        dq_subtract="int64", dq_multiply="float32", flush_subnormals=True)),
+        sources=("XNNPACK f32-qs8-vcvt / f32-qu8-vcvt, qs8-f32-vcvt microkernels (the TFLite XNNPACK delegate)",),
+        package="ai-edge-litert", versions="==2.3.0", status="verified",
+        evidence=(f"{_TFLITE_TEST}: OpResolverType.AUTO (XNNPACK delegate), int8/uint8 per tensor, ties at 20 "
+                  "scales, zero points at the extremes, subnormal inputs, scales above 2^126, +-Inf and huge "
+                  "inputs; sampled, 0 mismatches on the specified elements",),
+    ),
+    Profile(
+        "pytorch", "uniform", "PyTorch 2.13 CPU quantize_per_tensor (qint8/quint8, FBGEMM, x86-64 with FMA)",
+        "q = nearbyint(fma(x, 1.0f / float(scale), float(z))) then saturate: one rounding for x * inv + z; "
+        "dequantize = (float(q) - float(z)) * float(scale) in float32.",
+        params=_rules(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
+                                        zero_point="fused", clamp="integer", rounding="nearest_even",
+                                        conversion="saturate", nan="unspecified", constants="round",
+                                        dq_subtract="float32", dq_multiply="float32")),
+        sources=("pytorch aten/src/ATen/native/quantized/AffineQuantizer.cpp, fbgemm QuantUtilsAvx2",
+                 "checked against torch 2.13.0+cpu (tests/test_uniform_backends.py)"),
+        package="torch", versions="==2.13.0", status="verified",
+        evidence=(f"{_BACKENDS}::test_pytorch_quantize_per_tensor_and_channel, test_pytorch_dequantize: "
+                  "qint8/quint8 tie-heavy sampled inputs (> 100,000 compared), 0 mismatches",),
+    ),
+    Profile(
+        "pytorch_per_channel", "uniform", "PyTorch 2.13 CPU quantize_per_channel (and qint32 per tensor quantize)",
+        "q = nearbyint(fl(fl(x * (1.0f / float(scale))) + float(z))) then saturate; dequantize = "
+        "float((float(q) - float(z)) * double(scale)). qint32 per-tensor dequantize is 'pytorch' with "
+        "dq_subtract='int32' (q - z wrapping in int32, then float32).",
+        params=_rules(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
+                                        scale_source="float64", zero_point="before_rounding", clamp="integer",
+                                        rounding="nearest_even", conversion="saturate", nan="unspecified",
+                                        constants="round", dq_subtract="float32", dq_multiply="float64")),
+        sources=("pytorch aten/src/ATen/native/quantized/affine_quantizer_base.cpp quantize_val",
+                 "checked against torch 2.13.0+cpu (tests/test_uniform_backends.py)"),
+        package="torch", versions="==2.13.0", status="verified",
+        evidence=(f"{_BACKENDS}::test_pytorch_quantize_per_tensor_and_channel, test_pytorch_dequantize, "
+                  "test_pytorch_qint32_per_tensor_dequantize_subtracts_in_int32: per channel and qint32, "
+                  "tie-heavy sampled inputs, 0 mismatches",),
+    ),
+    Profile(
+        "jax", "uniform", "JAX 0.10.2 on XLA:CPU: jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage)",
+        "XLA rewrites x / broadcast(s) into x * broadcast(1 / s) (jit and eager alike, since eager ops are "
+        "jitted): q = fl(round_half_even(x * fl(1/s)) + z) in the input's dtype (bfloat16: x * fl32(1/s) "
+        "computed in float32 and rounded to bfloat16); astype saturates, NaN -> 0; float32 FTZ/DAZ.",
+        params=_rules(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="after_rounding_float",
+                                        clamp="integer", rounding="nearest_even", conversion="saturate",
+                                        nan="zero", constants="round", dq_subtract="expressed",
+                                        dq_multiply="expressed", bf16_upcast=True, flush_subnormals=True)),
+        sources=("XLA AlgebraicSimplifier (divide by broadcast)", "checked against jax 0.10.2 CPU"),
+        package="jax", versions="==0.10.2", status="verified",
+        evidence=(f"{_BACKENDS}::test_jax_jit_reciprocal_rewrite_and_full_divisor, "
+                  "test_jax_adds_the_zero_point_in_the_input_dtype, test_jax_qwix_aqt_bfloat16_inputs, "
+                  "test_xla_profiles_flush_subnormals_and_aqt_replaces_an_infinite_reciprocal: float32/float16/"
+                  "bfloat16, tie-heavy sampled inputs (> 20,000 compared), 0 mismatches",),
+    ),
+    Profile(
+        "jax_divide", "uniform", "JAX 0.10.2 on XLA:CPU with a full-shape divisor (no reciprocal rewrite)",
+        "As 'jax' with a true division: XLA keeps x / s when s is not a broadcast.",
+        params=_rules(UniformArithmetic(compute="input", scale_op="divide", zero_point="after_rounding_float",
+                                        clamp="integer", rounding="nearest_even", conversion="saturate",
+                                        nan="zero", constants="round", dq_subtract="expressed",
+                                        dq_multiply="expressed", flush_subnormals=True)),
+        sources=("checked against jax 0.10.2 CPU",),
+        package="jax", versions="==0.10.2", status="verified",
+        evidence=(f"{_BACKENDS}::test_jax_jit_reciprocal_rewrite_and_full_divisor: a full-shape divisor under "
+                  "jit, tie-heavy sampled inputs, 0 mismatches",),
+    ),
+    Profile(
+        "qwix", "uniform", "qwix 0.1.8 quantize_with_scale_zero_point / dequantize (jax 0.10.2, XLA:CPU)",
+        "q = round_half_even(x * fl(1/s) + z) in the input's dtype (XLA rewrites qwix's divide; bfloat16 "
+        "computes x * fl32(1/s) in float32), astype saturates (NaN -> 0); dequantize = (q - z) * s in the "
+        "scale's dtype.",
+        params=_rules(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="before_rounding",
+                                        clamp="integer", rounding="nearest_even", conversion="saturate",
+                                        nan="zero", constants="round", dq_subtract="expressed",
+                                        dq_multiply="expressed", bf16_upcast=True, flush_subnormals=True)),
+        sources=("qwix/_src/core/qarray.py, numerics.py", "checked against qwix 0.1.8"),
+        package="qwix", versions="==0.1.8", status="verified",
+        evidence=(f"{_BACKENDS}::test_qwix_quantize_with_scale_zero_point_and_calibration, "
+                  "test_jax_qwix_aqt_bfloat16_inputs, test_xla_profiles_flush_subnormals_*: int8/int4, "
+                  "tie-heavy sampled inputs (> 20,000 compared), 0 mismatches",),
+    ),
+    Profile(
+        "aqt", "uniform", "AQT (aqtp 0.9.0) IntSymmetric numerics, aqt_quantizer.quantizer_make(bits)",
+        "q = round_half_even(clip(x * reciprocal(s), -(2^(b-1) - 1), 2^(b-1) - 1)) in the input's dtype; "
+        "no zero point; an infinite reciprocal is 1; astype (NaN -> 0); dequantize = q * s; float32 FTZ/DAZ.",
+        params=_rules(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="before_rounding",
+                                        clamp="float", rounding="nearest_even", conversion="saturate", nan="zero",
+                                        narrow_symmetric=True, constants="round", dq_subtract="expressed",
+                                        dq_multiply="expressed", flush_subnormals=True, reciprocal_inf="one")),
+        sources=("aqt/jax/v2/numerics/int_numerics.py, aqt_tensor.py, calibration.py",
+                 "checked against aqtp 0.9.0"),
+        package="aqtp", versions="==0.9.0", status="verified",
+        evidence=(f"{_BACKENDS}::test_aqt_int8_and_int4, test_jax_qwix_aqt_bfloat16_inputs, "
+                  "test_xla_profiles_flush_subnormals_and_aqt_replaces_an_infinite_reciprocal: int8/int4, "
+                  "float32/bfloat16, sampled inputs, 0 mismatches",),
+    ),
+)
+for _p in PROFILES:
+    register_profile(_p, replace=True)
+
+DEFAULT_PROFILE = "stablehlo"
+
+
+def rules_of(profile: Profile) -> UniformArithmetic:
+    """The typed arithmetic record of a uniform profile (``profile.params["rules"]``)."""
+    r = profile.params.get("rules")
+    if not isinstance(r, UniformArithmetic):
+        raise QrefError(f"uniform profile {profile.key!r} has no UniformArithmetic under params['rules']")
+    return r

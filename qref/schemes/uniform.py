@@ -6,8 +6,9 @@ with their granularity (per tensor, per axis on any axis, or sub-channel blocks 
 ``UniformArithmetic`` record that pins every step a real system takes (uniform.md §3): the dtype of the
 arithmetic, division versus multiplication by a rounded reciprocal, where the zero point is added, where the
 clamp happens, the rounding mode, and which results the system leaves undefined. Named profiles (uniform.md
-§4: ``stablehlo``, ``stablehlo_lowering``, ``onnx``, ``mlir``, ``tflite``, ``pytorch``, ``pytorch_per_channel``,
-``jax``, ``jax_divide``, ``qwix``, ``aqt``) are records of those fields.
+§4: ``stablehlo``, ``stablehlo_lowering``, ``onnx``, ``onnxruntime``, ``mlir``, ``tflite``, ``tflite_optimized``,
+``tflite_xnnpack``, ``pytorch``, ``pytorch_per_channel``, ``jax``, ``jax_divide``, ``qwix``, ``aqt``) are records
+of those fields, kept with the record itself in qref/profiles/uniform.py (``profile.params["rules"]``).
 
 quantize (uniform.md §2.1), for each element with its scale s and zero point z:
     xc = cast(x, C)                         C = the compute dtype
@@ -38,264 +39,22 @@ from ..core.decode import decode
 from ..core.encode import encode
 from ..core.exact import as_source_array, decompose
 from ..core.rounding import round_to_quantum
-from ..errors import QrefError, check_choice, unknown_name
+from ..errors import QrefError, unknown_name
 from ..formats import FloatFormat, Format, IntFormat, get_format
-from ..policy import ROUNDING_MODES, STOCHASTIC_MODES
-from ..profiles import Profile, get_profile, profiles, register_profile
+from ..profiles import Profile, get_profile, profiles
+from ..profiles.uniform import ARITHMETIC_FIELDS, DEFAULT_PROFILE, UniformArithmetic, rules_of
 from .base import QArray, Scheme, normalize_axis, register_family
 from .block_arith import flush
-
-# ---------------------------------------------------------------------------------------------------------
-# arithmetic record (uniform.md §3)
-# ---------------------------------------------------------------------------------------------------------
-COMPUTE_DTYPES = ("expressed", "input", "float16", "bfloat16", "float32", "float64")
-SCALE_OPS = ("divide", "reciprocal")
-ZERO_POINT_STAGES = ("after_rounding", "after_rounding_float", "before_rounding", "fused")
-CLAMPS = ("integer", "float")
-CONVERSIONS = ("saturate", "storage", "int32")
-NAN_RULES = ("unspecified", "zero")
-ZERO_POINT_RANGES = ("check", "wrap")
-SCALE_SOURCES = ("expressed", "float64")
-DQ_SUBTRACT = ("expressed", "float32", "int64", "int32", "storage")
-DQ_MULTIPLY = ("expressed", "float32", "float64", "at_least_float32")
-CONSTANT_RULES = ("round", "unspecified")
-ROUNDINGS = tuple(m for m in ROUNDING_MODES if m not in STOCHASTIC_MODES and m != "ml_dtypes")
-
-
-@dataclass(frozen=True)
-class UniformArithmetic:
-    """Every step of uniform quantize/dequantize (uniform.md §3). Defaults are the ``stablehlo`` profile.
-
-    compute: dtype of the scaling arithmetic: "expressed" (the scheme's expressed type), "input" (the input
-        array's float dtype, as JAX libraries do), or a fixed "float16"/"bfloat16"/"float32"/"float64".
-    input_dtypes: input dtypes the system accepts (None: any real dtype); others raise QrefError.
-    scale_op: "divide" (x / s) or "reciprocal" (x * fl(1 / s), both roundings in the compute dtype).
-    scale_source: "expressed" (a scale is a value of the expressed type: it is rounded to it first) or
-        "float64" (the system keeps scales as float64 and rounds them straight to each step's dtype: PyTorch).
-    zero_point: "after_rounding" (round(q) + z exactly, in integers), "after_rounding_float" (fl(round(q) +
-        fl(z)) in the compute dtype: JAX's jnp.round(x / s) + z), "before_rounding" (fl(q + z) in the compute
-        dtype, then round) or "fused" (fl(x * fl(1/s) + z) with one rounding, an FMA; float32 only).
-    clamp: "float" (clamp to [cast(lo), cast(hi)] in the compute dtype before rounding) or "integer"
-        (saturate the rounded integer).
-    rounding: the rounding of the final float value to an integer (a qref rounding mode, not stochastic).
-    conversion: where the float-to-integer conversion is defined: "saturate" (everywhere: it saturates),
-        "storage" (only inside the full storage range, e.g. LLVM fptosi; outside: unspecified), "int32"
-        (only inside int32, e.g. C++ static_cast<int32_t>; outside: unspecified).
-    nan: a NaN input gives "unspecified" or the code of "zero" (XLA's convert).
-    narrow_symmetric: clamp to [-hi, hi] instead of [lo, hi] (AQT's symmetric clip).
-    zero_point_range: zero points outside the storage range "check" (raise) or "wrap" (modulo 2^bits, as an
-        MLIR integer attribute of the storage type does).
-    constants: a zero point or storage bound that the compute dtype cannot hold exactly is "round"ed (RNE)
-        or makes the affected results "unspecified" (StableHLO's convert is TBD there).
-    dq_subtract: dtype of (code - z) in dequantize: a float dtype name, "expressed", "int64" (exact),
-        "int32" (wraps, as XLA) or "storage" (the storage type: overflow is unspecified, StableHLO spec).
-    dq_multiply: dtype of the multiplication by the scale: "expressed", "float32", "float64",
-        "at_least_float32" (numpy promotion of float32 with the expressed type, ONNX's reference).
-    float_saturate: float storage only: overflow saturates to +-max (ONNX saturate=1) or follows the format's
-        default (NaN for E4M3FN, Inf for E5M2: ONNX saturate=0).
-    bf16_upcast: bfloat16 compute runs in float32, as XLA:CPU's bfloat16 normalization does: with
-        scale_op="reciprocal" the scaled value is fl_bf16(fl32(x * fl32(1 / s))) (the reciprocal is never rounded
-        to bfloat16); with "divide" it is fl_bf16(fl32(x / s)), which equals the bfloat16 division.
-    flush_subnormals: XLA:CPU's FTZ/DAZ when the compute dtype is float32 or bfloat16: x, s, fl(1 / s) and the
-        dequantize product below 2^-126 in magnitude read as zeros of their sign (uniform.md §2.3).
-    reciprocal_inf: "keep" (fl(1 / s) = Inf scales by Inf) or "one" (an infinite reciprocal becomes 1: AQT's
-        QTensor.quant, for s = 0, s flushed to 0, or 1 / s beyond the compute dtype's range).
-    """
-
-    compute: str = "expressed"
-    input_dtypes: tuple[str, ...] | None = None
-    scale_op: str = "divide"
-    scale_source: str = "expressed"
-    zero_point: str = "before_rounding"
-    clamp: str = "float"
-    rounding: str = "nearest_even"
-    conversion: str = "storage"
-    nan: str = "unspecified"
-    narrow_symmetric: bool = False
-    zero_point_range: str = "check"
-    constants: str = "unspecified"
-    dq_subtract: str = "storage"
-    dq_multiply: str = "expressed"
-    float_saturate: bool = True
-    bf16_upcast: bool = False
-    flush_subnormals: bool = False
-    reciprocal_inf: str = "keep"
-
-    def __post_init__(self) -> None:
-        check_choice("compute dtype", self.compute, COMPUTE_DTYPES)
-        check_choice("scale_op", self.scale_op, SCALE_OPS)
-        check_choice("scale_source", self.scale_source, SCALE_SOURCES)
-        check_choice("zero_point stage", self.zero_point, ZERO_POINT_STAGES)
-        check_choice("clamp", self.clamp, CLAMPS)
-        check_choice("rounding mode", self.rounding, ROUNDINGS)
-        check_choice("conversion", self.conversion, CONVERSIONS)
-        check_choice("nan rule", self.nan, NAN_RULES)
-        check_choice("zero_point_range", self.zero_point_range, ZERO_POINT_RANGES)
-        check_choice("constants rule", self.constants, CONSTANT_RULES)
-        check_choice("dq_subtract", self.dq_subtract, DQ_SUBTRACT)
-        check_choice("dq_multiply", self.dq_multiply, DQ_MULTIPLY)
-        check_choice("reciprocal_inf", self.reciprocal_inf, ("keep", "one"))
-        if self.input_dtypes is not None:
-            object.__setattr__(self, "input_dtypes", tuple(self.input_dtypes))
-        if self.zero_point == "fused" and (self.scale_op != "reciprocal" or self.compute != "float32"):
-            raise QrefError("zero_point='fused' (an FMA) needs scale_op='reciprocal' and compute='float32'")
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        if d["input_dtypes"] is not None:
-            d["input_dtypes"] = list(d["input_dtypes"])
-        return d
-
-
-ARITHMETIC_FIELDS = tuple(f.name for f in dataclasses.fields(UniformArithmetic))
-
-# ---------------------------------------------------------------------------------------------------------
-# profiles (uniform.md §4): data, each with the system and version it reproduces
-# ---------------------------------------------------------------------------------------------------------
-_ONNX = dict(compute="expressed", scale_op="divide", zero_point="after_rounding", clamp="integer",
-             rounding="nearest_even", conversion="saturate", nan="unspecified", constants="round",
-             dq_subtract="float32", dq_multiply="at_least_float32")
-_PROFILES: tuple[Profile, ...] = (
-    Profile(
-        "stablehlo", "uniform", "StableHLO specification (docs/spec.md, 'Quantization computations')",
-        "q = round_nearest_even(clamp(lo, x / s + z, hi)) in the expressed type; NaN, and conversions the "
-        "expressed type cannot hold exactly, are TBD (unspecified); dequantize subtracts in the storage type.",
-        params=dict(compute="expressed", scale_op="divide", zero_point="before_rounding", clamp="float",
-                    rounding="nearest_even", conversion="storage", nan="unspecified", constants="unspecified",
-                    dq_subtract="storage", dq_multiply="expressed"),
-        sources=("openxla/stablehlo docs/spec.md §Quantization computations, §convert, §Errors",),
-    ),
-    Profile(
-        "stablehlo_lowering", "uniform", "StableHLO StablehloLegalizeQuantToMath (stablehlo 2026-08, IREE, "
-        "reference interpreter)",
-        "float32 input only; scale, zero point and storage bounds become float32 constants (RNE); "
-        "q = round_nearest_even(clamp(x / s + z)); dequantize subtracts in int32 and multiplies in float32.",
-        params=dict(compute="float32", input_dtypes=("float32",), scale_op="divide", zero_point="before_rounding",
-                    clamp="float", rounding="nearest_even", conversion="storage", nan="unspecified",
-                    constants="round", dq_subtract="int32", dq_multiply="float32"),
-        sources=("openxla/stablehlo stablehlo/transforms/StablehloLegalizeQuantToMath.cpp",),
-    ),
-    Profile(
-        "onnx", "uniform", "ONNX QuantizeLinear/DequantizeLinear opsets 19-25 (onnx 1.23.2 reference, "
-        "onnxruntime 1.32)",
-        "y = saturate(round_half_even(x / y_scale) + zero_point), division in the scale's type (or "
-        "`precision`); fp8/fp4 outputs are a Cast with `saturate`; DequantizeLinear = (x - zp) * scale in "
-        "float32 (float64 for float64 scales), then cast to the output type.",
-        params=_ONNX,
-        sources=("onnx/defs QuantizeLinear-19..25, DequantizeLinear-19..25",
-                 "onnx/reference/ops/op_quantize_linear.py, op_dequantize_linear.py"),
-    ),
-    Profile(
-        "onnxruntime", "uniform", "onnxruntime 1.32 CPU QuantizeLinear/DequantizeLinear (int4..int16 outputs)",
-        "As 'onnx', with float16 x and scale widened to float32 for the division (x / s, round half even, + z); "
-        "ONNX's reference divides in float16. int2/uint2 (opset 25) divide in float16: use 'onnx' there.",
-        params={**_ONNX, "compute": "float32"},
-        sources=("onnxruntime/core/providers/cpu/quantization/quantize_linear.cc",
-                 "checked against onnxruntime 1.32.0 CPU (tests/test_uniform_backends.py)"),
-    ),
-    Profile(
-        "mlir", "uniform", "MLIR quant dialect lower-quant-ops (LowerQuantOps.cpp, LLVM 2026)",
-        "q = fptosi(x / s + sitofp(z)) in the expressed type: truncation toward zero; results outside the "
-        "storage type are poison (unspecified); narrowed ranges are clamped in the integer domain; zero "
-        "points wrap to the storage width; dequantize = (sitofp(q) - sitofp(z)) * s in the expressed type.",
-        params=dict(compute="expressed", scale_op="divide", zero_point="before_rounding", clamp="integer",
-                    rounding="toward_zero", conversion="storage", nan="unspecified", zero_point_range="wrap",
-                    constants="round", dq_subtract="expressed", dq_multiply="expressed"),
-        sources=("llvm-project mlir/lib/Dialect/Quant/Transforms/LowerQuantOps.cpp",
-                 "mlir/test/Dialect/Quant/lower-quant-ops.mlir", "LLVM LangRef fptosi/fptoui"),
-    ),
-    Profile(
-        "tflite", "uniform", "TFLite reference_ops::AffineQuantize / Dequantize (tensorflow/lite/kernels/"
-        "internal/reference/quantize.h, dequantize.h)",
-        "q = clamp(static_cast<int32>(std::round(x / float(scale))) + z): round half away from zero in "
-        "float32; outside int32 the cast is undefined; dequantize = float(double(scale) * (q - z)).",
-        params=dict(compute="float32", input_dtypes=("float32",), scale_op="divide", zero_point="after_rounding",
-                    clamp="integer", rounding="nearest_away", conversion="int32", nan="unspecified",
-                    constants="round", dq_subtract="int64", dq_multiply="float64"),
-        sources=("tensorflow/lite/kernels/internal/reference/quantize.h",
-                 "tensorflow/lite/kernels/internal/reference/dequantize.h"),
-    ),
-    Profile(
-        "pytorch", "uniform", "PyTorch 2.13 CPU quantize_per_tensor (qint8/quint8, FBGEMM, x86-64 with FMA)",
-        "q = nearbyint(fma(x, 1.0f / float(scale), float(z))) then saturate: one rounding for x * inv + z; "
-        "dequantize = (float(q) - float(z)) * float(scale) in float32.",
-        params=dict(compute="float32", input_dtypes=("float32",), scale_op="reciprocal", zero_point="fused",
-                    clamp="integer", rounding="nearest_even", conversion="saturate", nan="unspecified",
-                    constants="round", dq_subtract="float32", dq_multiply="float32"),
-        sources=("pytorch aten/src/ATen/native/quantized/AffineQuantizer.cpp, fbgemm QuantUtilsAvx2",
-                 "checked against torch 2.13.0+cpu (tests/test_uniform_backends.py)"),
-    ),
-    Profile(
-        "pytorch_per_channel", "uniform", "PyTorch 2.13 CPU quantize_per_channel (and qint32 per tensor quantize)",
-        "q = nearbyint(fl(fl(x * (1.0f / float(scale))) + float(z))) then saturate; dequantize = "
-        "float((float(q) - float(z)) * double(scale)). qint32 per-tensor dequantize is 'pytorch' with "
-        "dq_subtract='int32' (q - z wrapping in int32, then float32).",
-        params=dict(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
-                    scale_source="float64", zero_point="before_rounding", clamp="integer",
-                    rounding="nearest_even", conversion="saturate", nan="unspecified", constants="round",
-                    dq_subtract="float32", dq_multiply="float64"),
-        sources=("pytorch aten/src/ATen/native/quantized/affine_quantizer_base.cpp quantize_val",
-                 "checked against torch 2.13.0+cpu (tests/test_uniform_backends.py)"),
-    ),
-    Profile(
-        "jax", "uniform", "JAX 0.10.2 on XLA:CPU: jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage)",
-        "XLA rewrites x / broadcast(s) into x * broadcast(1 / s) (jit and eager alike, since eager ops are "
-        "jitted): q = fl(round_half_even(x * fl(1/s)) + z) in the input's dtype (bfloat16: x * fl32(1/s) "
-        "computed in float32 and rounded to bfloat16); astype saturates, NaN -> 0; float32 FTZ/DAZ.",
-        params=dict(compute="input", scale_op="reciprocal", zero_point="after_rounding_float", clamp="integer",
-                    rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
-                    dq_subtract="expressed", dq_multiply="expressed", bf16_upcast=True,
-                    flush_subnormals=True),
-        sources=("XLA AlgebraicSimplifier (divide by broadcast)", "checked against jax 0.10.2 CPU"),
-    ),
-    Profile(
-        "jax_divide", "uniform", "JAX 0.10.2 on XLA:CPU with a full-shape divisor (no reciprocal rewrite)",
-        "As 'jax' with a true division: XLA keeps x / s when s is not a broadcast.",
-        params=dict(compute="input", scale_op="divide", zero_point="after_rounding_float", clamp="integer",
-                    rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
-                    dq_subtract="expressed", dq_multiply="expressed", flush_subnormals=True),
-        sources=("checked against jax 0.10.2 CPU",),
-    ),
-    Profile(
-        "qwix", "uniform", "qwix 0.1.8 quantize_with_scale_zero_point / dequantize (jax 0.10.2, XLA:CPU)",
-        "q = round_half_even(x * fl(1/s) + z) in the input's dtype (XLA rewrites qwix's divide; bfloat16 "
-        "computes x * fl32(1/s) in float32), astype saturates (NaN -> 0); dequantize = (q - z) * s in the "
-        "scale's dtype.",
-        params=dict(compute="input", scale_op="reciprocal", zero_point="before_rounding", clamp="integer",
-                    rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
-                    dq_subtract="expressed", dq_multiply="expressed", bf16_upcast=True,
-                    flush_subnormals=True),
-        sources=("qwix/_src/core/qarray.py, numerics.py", "checked against qwix 0.1.8"),
-    ),
-    Profile(
-        "aqt", "uniform", "AQT (aqtp 0.9.0) IntSymmetric numerics, aqt_quantizer.quantizer_make(bits)",
-        "q = round_half_even(clip(x * reciprocal(s), -(2^(b-1) - 1), 2^(b-1) - 1)) in the input's dtype; "
-        "no zero point; an infinite reciprocal is 1; astype (NaN -> 0); dequantize = q * s; float32 FTZ/DAZ.",
-        params=dict(compute="input", scale_op="reciprocal", zero_point="before_rounding", clamp="float",
-                    rounding="nearest_even", conversion="saturate", nan="zero", narrow_symmetric=True,
-                    constants="round", dq_subtract="expressed", dq_multiply="expressed",
-                    flush_subnormals=True, reciprocal_inf="one"),
-        sources=("aqt/jax/v2/numerics/int_numerics.py, aqt_tensor.py, calibration.py",
-                 "checked against aqtp 0.9.0"),
-    ),
-)
-for _p in _PROFILES:
-    register_profile(_p, replace=True)
-
-DEFAULT_PROFILE = "stablehlo"
 
 
 def arithmetic_for(profile: str | Profile | None, **overrides: Any) -> UniformArithmetic:
     """The UniformArithmetic of a uniform profile with explicit field overrides (None values ignored)."""
-    base: dict[str, Any] = {}
-    if profile is not None:
-        base = dict(get_profile(profile, "uniform").params)
-    for k, v in overrides.items():
+    base = UniformArithmetic() if profile is None else rules_of(get_profile(profile, "uniform"))
+    for k in overrides:
         if k not in ARITHMETIC_FIELDS:
             raise unknown_name("uniform arithmetic option", k, ARITHMETIC_FIELDS)
-        if v is not None:
-            base[k] = v
-    return UniformArithmetic(**base)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return dataclasses.replace(base, **given) if given else base
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -537,6 +296,8 @@ class UniformScheme(Scheme):
             raise TypeError(f"UniformScheme.quantize takes no options, got {sorted(kwargs)}")
         A = self.arithmetic
         arr = as_source_array(x)
+        if A.simd_width:
+            return self._quantize_simd(arr)
         if A.input_dtypes is not None and arr.dtype.name not in A.input_dtypes:
             raise QrefError(f"profile {self.profile!r} accepts {', '.join(A.input_dtypes)} input only, got "
                             f"{arr.dtype} (convert it first, as the system would require)")
@@ -610,6 +371,31 @@ class UniformScheme(Scheme):
                       zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
                       meta={"profile": self.profile})
 
+    def _loops(self) -> tuple[UniformScheme, UniformScheme]:
+        """(vector loop, scalar remainder loop) schemes of a profile with simd_width > 0 (uniform.md §2.4)."""
+        A = self.arithmetic
+        return (dataclasses.replace(self, arithmetic=dataclasses.replace(A, simd_width=0)),
+                dataclasses.replace(self, arithmetic=A.remainder()))
+
+    def _tail(self, shape: tuple[int, ...]) -> np.ndarray:
+        """True where the scalar loop computes the element: flat positions >= floor(n / W) * W per tensor,
+        everything for per-axis and blocked schemes (uniform.md §2.4)."""
+        n = math.prod(shape)
+        if self.granularity != "per_tensor":
+            return np.ones(shape, dtype=bool)
+        w = self.arithmetic.simd_width
+        return (np.arange(n) >= n // w * w).reshape(shape)
+
+    def _quantize_simd(self, arr: np.ndarray) -> QArray:
+        body, rem = self._loops()
+        tail = self._tail(arr.shape)
+        qb, qr = body.quantize(arr), rem.quantize(arr)
+        assert qb.unspecified is not None and qr.unspecified is not None
+        return QArray(codes=np.where(tail, qr.codes, qb.codes).astype(self.codes_dtype), scheme=self,
+                      scales=self.scale_array.copy(), zero_points=self.zero_point_array.copy(),
+                      unspecified=np.where(tail, qr.unspecified, qb.unspecified), axis=self.axis,
+                      meta={"profile": self.profile})
+
     def _reciprocal(self, inv: np.ndarray) -> np.ndarray:
         """fl(1 / s) under reciprocal_inf (uniform.md §2.1): an infinite reciprocal becomes 1 with "one"."""
         if self.arithmetic.reciprocal_inf == "one":
@@ -645,6 +431,12 @@ class UniformScheme(Scheme):
         subtraction overflows the storage type) together with q.unspecified."""
         A = self.arithmetic
         codes = np.asarray(q.codes)
+        if A.simd_width:
+            body, rem = self._loops()
+            tail = self._tail(codes.shape)
+            vb, bb = body.dequantize_with_mask(dataclasses.replace(q, scheme=body), dtype)
+            vr, br = rem.dequantize_with_mask(dataclasses.replace(q, scheme=rem), dtype)
+            return np.where(tail, vr, vb), np.where(tail, br, bb)
         out_dt = _np_dtype(self.expressed) if dtype is None else np.dtype(dtype)
         E = _np_dtype(self.expressed)
         S, Z = self.expand(codes.shape)
@@ -679,7 +471,12 @@ class UniformScheme(Scheme):
             bad |= dm.astype(np.float64) != np.asarray(d, dtype=np.float64)
         sm = self._scale_in(S, md)
         with np.errstate(over="ignore", invalid="ignore"):
-            if A.flush_subnormals and md in _FTZ_DTYPES:  # DAZ of the scale, FTZ of the float32 product
+            if A.dq_form == "multiply_add":  # fl32(fl32(q * s) + fl32(-z * double(s))) (uniform.md §2.2)
+                s32 = np.asarray(self._scale_in(S, np.dtype(np.float32)))
+                c = (-np.asarray(Z, np.float64) * s32.astype(np.float64)).astype(np.float32)
+                p = np.asarray(codes.astype(np.float32) * s32).astype(np.float32)
+                vals = cast(np.asarray(p + c).astype(np.float32), md)
+            elif A.flush_subnormals and md in _FTZ_DTYPES:  # DAZ of the scale, FTZ of the float32 product
                 p = np.asarray(cast(np.asarray(d), np.float32) * _ftz(np.asarray(sm).astype(np.float32)))
                 vals = cast(_ftz(p.astype(np.float32)), md)
             else:
@@ -700,9 +497,6 @@ class UniformScheme(Scheme):
 
 
 def _from_spec(spec: dict[str, Any]) -> UniformScheme:
-    ar = dict(spec["arithmetic"])
-    if ar.get("input_dtypes") is not None:
-        ar["input_dtypes"] = tuple(ar["input_dtypes"])
     expressed = get_format(spec["expressed"])
     assert isinstance(expressed, FloatFormat)
     return UniformScheme(
@@ -710,7 +504,7 @@ def _from_spec(spec: dict[str, Any]) -> UniformScheme:
         scales=tuple(float(s) for s in spec["scales"]), zero_points=tuple(int(z) for z in spec["zero_points"]),
         scale_shape=tuple(spec["scale_shape"]), axis=spec.get("axis"),
         block_size=None if spec.get("block_size") is None else tuple(tuple(p) for p in spec["block_size"]),
-        profile=spec.get("profile"), arithmetic=UniformArithmetic(**ar),
+        profile=spec.get("profile"), arithmetic=UniformArithmetic.from_dict(spec["arithmetic"]),
         storage_range=None if spec.get("storage_range") is None else tuple(spec["storage_range"]),
         type_spelling=spec.get("type_spelling"),
     )
@@ -785,6 +579,8 @@ def build_uniform(
     Z = np.zeros(S.shape, dtype=np.int64) if zero_point is None else np.asarray(zero_point)
     if Z.dtype.kind == "f" and not np.all(np.round(Z) == Z):
         raise QrefError("zero points must be integers")
+    if S.ndim == 0 and Z.size == 1:  # uniform.md C7: a one-element zero point with a scalar scale (ONNX)
+        Z = Z.reshape(())
     try:
         Z = np.broadcast_to(Z.astype(np.int64), S.shape)
     except ValueError:
