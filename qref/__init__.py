@@ -20,7 +20,7 @@ from .formats import (
 )
 from .packing import LAYOUTS, pack, unpack
 from .policy import OVERFLOW_POLICIES, ROUNDING_MODES, CastPolicy
-from .profiles import Profile, get_profile, profiles, register_profile
+from .profiles import CastRule, Profile, get_profile, profiles, register_profile, resolve_profile
 from .schemes import QArray, Scheme, scheme, scheme_from_spec
 from .schemes.block import BlockScheme
 from .schemes.lookup import DoubleQuantized, LookupScheme, lookup_scheme_from_table
@@ -34,6 +34,7 @@ __all__ = [
     "ROUNDING_MODES",
     "BlockScheme",
     "CastPolicy",
+    "CastRule",
     "DoubleQuantized",
     "FloatFormat",
     "Format",
@@ -71,6 +72,7 @@ __all__ = [
     "register_format",
     "register_profile",
     "register_table",
+    "resolve_profile",
     "scheme",
     "scheme_from_spec",
     "unpack",

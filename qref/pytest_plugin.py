@@ -77,7 +77,8 @@ def _usage(msg: str) -> pytest.UsageError:
 
 
 def _check_profile(name: str) -> str:
-    known = {key.split("/", 1)[1] for key in profiles()}
+    recs = profiles().values()
+    known = {p.key for p in recs} | {p.name for p in recs}  # NAME@TAG and the plain NAME (profiles.md §2)
     if name not in known:
         from .errors import unknown_name
 
@@ -172,6 +173,7 @@ def qref_assert_codes(qref_config: QrefConfig) -> Callable[..., None]:
     """qref.testing.assert_codes_equal(actual, expected, fmt, ...) with nan=--qref-nan by default."""
 
     def check(actual: object, expected: object, fmt: str | Format, **kw: Any) -> None:
+        __tracebackhide__ = True
         kw.setdefault("nan", qref_config.nan)
         assert_codes_equal(actual, expected, fmt, **kw)
 
@@ -183,6 +185,7 @@ def qref_assert_values(qref_config: QrefConfig) -> Callable[..., None]:
     """qref.testing.assert_values_equal(actual, expected, ...) with nan=--qref-nan by default."""
 
     def check(actual: object, expected: object, **kw: Any) -> None:
+        __tracebackhide__ = True
         kw.setdefault("nan", qref_config.nan)
         assert_values_equal(actual, expected, **kw)
 
@@ -197,6 +200,7 @@ def qref_conforms(request: pytest.FixtureRequest, qref_config: QrefConfig, qref_
     scheme names and scheme objects keep their own profile unless profile= is passed."""
 
     def check(fn: Callable[[Any], Any], target: object = None, **kw: Any) -> None:
+        __tracebackhide__ = True
         if target is None:
             if "qref_format" not in request.fixturenames:
                 raise QrefError("qref_conforms(fn) without a target needs the qref_format fixture in the "

@@ -117,8 +117,8 @@ def sweep_chunk(args: tuple[str, str, str, dict[str, Any], int, int]) -> dict[st
     """Compare qref with ``against`` on input bit patterns [start, stop) of ``source`` (a picklable task)."""
     fmt_name, against, source, options, start, stop = args
     fmt = get_format(fmt_name)
-    policy = build_policy(**options)
     _, view, dtype = SOURCES[source]
+    policy = build_policy(fmt=fmt, source_dtype=dtype, **options)
     bits = np.arange(start, stop, dtype=np.uint64).astype(view)
     x = bits.view(dtype)
     mine = encode_flat(x, fmt, policy.resolve(fmt))
@@ -190,7 +190,7 @@ def sweep_many(
             raise unknown_name("sweep source dtype", source, SOURCES)
         if against not in AGAINST:
             raise unknown_name("sweep backend", against, AGAINST)
-        build_policy(**job).resolve(f)  # validate before starting workers
+        build_policy(fmt=f, source_dtype=SOURCES[source][2], **job).resolve(f)  # validate before starting workers
         results.append(SweepResult(f.name, against, source))
         tasks += [(j, (f.name, against, source, job, a, b)) for a, b in _ranges(source, chunk_bits, limit)]
     total = sum(t[1][5] - t[1][4] for t in tasks)

@@ -135,7 +135,8 @@ def test_input_subnormals_zero() -> None:
 
 
 def test_profiles_registry() -> None:
-    assert set(qref.profiles("element")) >= {"spec", "ml_dtypes", "saturating", "mlx"}
+    assert set(qref.profiles("element")) >= {"spec", "ml_dtypes@0.6", "ml_dtypes@0.7", "saturating", "mlx"}
+    assert qref.get_profile("ml_dtypes").name == "ml_dtypes"  # the installed release's record (profiles.md §2)
     mlx = qref.get_profile("mlx")
     x = np.array([np.nan, -np.nan, np.inf, 500.0], np.float32)
     assert list(qref.encode(x, "float8_e4m3fn", profile=mlx)) == [0x7E, 0xFE, 0x7E, 0x7E]

@@ -2,8 +2,9 @@
 boundary, the subnormal/normal boundary swept over all float32 values between, and 2^22 random float32 patterns.
 
 E8M0's spec default is nearest_even; ml_dtypes rounds its ties up, which the `ml_dtypes` profile reproduces.
-float64 inputs: ml_dtypes rounds them twice (via float32); the `ml_dtypes` profile reproduces that too, while the
-default rounds once (checked against the exact oracle in test_encode_oracle.py).
+float64 inputs: ml_dtypes 0.5-0.6 rounds them twice (via float32), 0.7 once. The plain name `ml_dtypes` resolves
+to the record of the installed release (profiles.md §2), so these tests verify that record live; the record of
+another release is held to its peer vectors in test_profile_peers.py.
 """
 
 from __future__ import annotations
@@ -120,9 +121,17 @@ def float64_near_ties(name: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", [n for n in FP_FORMATS if n != "float16"])
-def test_ml_dtypes_profile_reproduces_float64_double_rounding(name: str) -> None:
-    """ml_dtypes casts float64 through float32; the `ml_dtypes` profile does the same (elements.md §6)."""
+def test_ml_dtypes_profile_on_float64_near_ties(name: str) -> None:
+    """float64 inputs next to every tie: the installed release's `ml_dtypes` record (elements.md §6)."""
     check(float64_near_ties(name), name, profile="ml_dtypes")
+
+
+def test_plain_name_resolves_to_the_installed_release() -> None:
+    import importlib.metadata
+
+    installed = importlib.metadata.version("ml_dtypes")
+    res = qref.resolve_profile("ml_dtypes")
+    assert res.installed == installed and not res.drift and res.profile.covers(installed)
 
 
 def test_float64_to_float16_matches_numpy() -> None:
@@ -136,11 +145,13 @@ def test_float64_inputs_are_rounded_once() -> None:
     """The documented ml_dtypes double-rounding example (notes/elements.md): correct answer 1.125."""
     x = np.array([1.0625000000009663])
     assert qref.encode(x, "float8_e4m3fn")[0] == 0x39  # 1.125
-    assert qref.encode(x, "float8_e4m3fn", profile="ml_dtypes")[0] == 0x38  # 1.0, as ml_dtypes
-    assert reference(x, "float8_e4m3fn")[0] == 0x38
-    y = np.array([1.0 + 2**-8 + 2**-30])  # bfloat16 tie + tiny: correct 0x3F81, ml_dtypes 0x3F80
+    assert qref.encode(x, "float8_e4m3fn", profile="ml_dtypes@0.6")[0] == 0x38  # 1.0: via float32
+    assert qref.encode(x, "float8_e4m3fn", profile="ml_dtypes@0.7")[0] == 0x39  # rounded once
+    assert qref.encode(x, "float8_e4m3fn", profile="ml_dtypes")[0] == reference(x, "float8_e4m3fn")[0]
+    y = np.array([1.0 + 2**-8 + 2**-30])  # bfloat16 tie + tiny: correct 0x3F81, via float32 0x3F80
     assert qref.encode(y, "bfloat16")[0] == 0x3F81
-    assert qref.encode(y, "bfloat16", profile="ml_dtypes")[0] == reference(y, "bfloat16")[0] == 0x3F80
+    assert qref.encode(y, "bfloat16", profile="ml_dtypes@0.6")[0] == 0x3F80
+    assert qref.encode(y, "bfloat16", profile="ml_dtypes")[0] == reference(y, "bfloat16")[0]
 
 
 def test_e8m0_default_is_ties_to_even() -> None:
@@ -150,11 +161,12 @@ def test_e8m0_default_is_ties_to_even() -> None:
     got = qref.encode(ties, "float8_e8m0fnu").astype(int)
     lo = e + 127
     assert np.array_equal(got, np.where(lo % 2 == 0, lo, lo + 1))
-    assert np.array_equal(qref.encode(ties, "float8_e8m0fnu", profile="ml_dtypes").astype(int),
-                          np.minimum(lo + 1, 255))
-    # the float32 subnormal zone of ml_dtypes: (2^-127, 2^-126) -> 0x01, (0, 2^-127] -> 0x00
+    for rec in ("ml_dtypes@0.6", "ml_dtypes@0.7"):
+        assert np.array_equal(qref.encode(ties, "float8_e8m0fnu", profile=rec).astype(int), np.minimum(lo + 1, 255))
+    # the float32 subnormal zone: ml_dtypes 0.6 (2^-127, 2^-126) -> 0x01; 0.7 nearest, ties (1.5 * 2^-127) away
     sub = np.array([2**-127, 1.2 * 2**-127, 1.5 * 2**-127, 1.9 * 2**-127, 2**-140], dtype=np.float32)
-    assert list(qref.encode(sub, "float8_e8m0fnu", profile="ml_dtypes")) == [0, 1, 1, 1, 0]
+    assert list(qref.encode(sub, "float8_e8m0fnu", profile="ml_dtypes@0.6")) == [0, 1, 1, 1, 0]
+    assert list(qref.encode(sub, "float8_e8m0fnu", profile="ml_dtypes@0.7")) == [0, 0, 1, 1, 0]
     assert list(qref.encode(sub, "float8_e8m0fnu")) == [0, 0, 0, 1, 0]
 
 

@@ -25,17 +25,6 @@ CHUNK = 1 << 16  # elements per chunk: keeps every temporary cache-resident and 
 # ---------------------------------------------------------------------------------------------------------
 # reference path on exact triples
 # ---------------------------------------------------------------------------------------------------------
-def _mode_for(rp: ResolvedPolicy, fmt: FloatFormat, ex: Exact) -> str | np.ndarray:
-    """Map rounding="ml_dtypes" (elements.md §2.6) to plain modes; other modes pass through."""
-    if rp.rounding != "ml_dtypes":
-        return rp.rounding
-    if fmt.zero:
-        return "nearest_even"
-    # ml_dtypes' E8M0 rule on float32 bits: code = exponent field + (mantissa >= 2^22): ties up for float32
-    # normals (|x| >= 2^-126), and every float32 subnormal in (2^-127, 2^-126) goes up.
-    return "ml_dtypes_e8m0"
-
-
 def _round_float(ex: Exact, fmt: FloatFormat, mode: str, rbits: np.ndarray | None, nbits: int | None
                  ) -> tuple[np.ndarray, np.ndarray]:
     """Magnitude code (int64, before overflow/underflow handling) and E = floor(log2|x|) of finite inputs."""
@@ -43,7 +32,7 @@ def _round_float(ex: Exact, fmt: FloatFormat, mode: str, rbits: np.ndarray | Non
     E = ex.exp + bit_length(ex.sig) - 1
     q = np.maximum(E, fmt.qmin + M) - M
     base = ((q - fmt.qmin) << M) - fmt.code_offset
-    if mode == "ml_dtypes_e8m0":
+    if mode == "exponent_carry":  # elements.md §2.6: float32 exponent field + (first fraction bit)
         n_up, _ = round_to_quantum(ex.sig, ex.exp, q, ex.neg, "up", base)
         n_away, _ = round_to_quantum(ex.sig, ex.exp, q, ex.neg, "nearest_away", base)
         n = np.where(E >= -126, n_away, n_up)
@@ -74,8 +63,7 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
     # -- finite nonzero ----------------------------------------------------------------------------------
     fin = ex.cls == FINITE
     if fin.any():
-        mode = _mode_for(rp, fmt, ex)
-        code, E = _round_float(ex, fmt, mode, rbits, pol.stochastic_bits)
+        code, E = _round_float(ex, fmt, rp.rounding, rbits, pol.stochastic_bits)
         if not fmt.zero:
             code = np.maximum(code, 0)  # a format without zero clamps values below its minimum to the minimum
         if pol.subnormals == "flush" and fmt.subnormals:
@@ -160,8 +148,8 @@ def encode_int_exact(ex: Exact, fmt: IntFormat, rp: ResolvedPolicy, rbits: np.nd
     pol = rp.policy
     if pol.input_subnormals == "zero":
         ex = ex.flush_subnormal_inputs()
-    c_cast = rp.rounding == "ml_dtypes"  # numpy / ml_dtypes astype: a C cast on x86-64 (elements.md §2.9)
-    mode = "toward_zero" if c_cast else rp.rounding
+    c_cast = pol.int_cast != "direct"  # the C conversion through int32 on x86-64 (elements.md §2.9)
+    mode = rp.rounding
     E = ex.exp + bit_length(ex.sig) - 1
     big = E >= 62
     exp = np.where(big, 0, ex.exp)  # keeps the left shift in range; big values are handled below
@@ -174,7 +162,7 @@ def encode_int_exact(ex: Exact, fmt: IntFormat, rp: ResolvedPolicy, rbits: np.nd
         val = np.where(ex.cls == FINITE, val, U64(0))
         if c_cast:  # the x86-64 conversion to int32 gives 0x80000000 for NaN, +-Inf and |x| >= 2^31
             indefinite = (ex.cls == NAN) | (ex.cls == INF) | ((ex.cls == FINITE) & (E >= 31))
-            if fmt.bits < 8:  # ml_dtypes' own int1/2/4 (elements.md §2.6): also 2^31 - 1 < x < 2^31
+            if pol.int_cast == "via_int32_x86_checked":  # also 2^31 - 1 < x < 2^31 (elements.md §2.9)
                 indefinite |= (ex.cls == FINITE) & ~ex.neg & ~big & (n == U64(2**31 - 1)) & inexact
             val = np.where(indefinite, U64(0x80000000) & mask, val)
     else:
@@ -182,10 +170,13 @@ def encode_int_exact(ex: Exact, fmt: IntFormat, rp: ResolvedPolicy, rbits: np.nd
         pos_over = (~ex.neg) & (big | (n > U64(max(hi, 0))))
         neg_over = ex.neg & (big | (n > U64(max(-lo, 0))))
         v = np.where(ex.neg, -(n.astype(np.int64)), n.astype(np.int64))
-        v = np.where(pos_over, hi, np.where(neg_over, lo, v))
-        v = np.clip(v, lo, hi)  # narrowed ranges also clamp from the other side (e.g. negatives into uint)
         inf = ex.cls == INF
-        v = np.where(inf, np.where(ex.neg, lo, hi), v)
+        if rp.overflow == "zero":  # out of range (and +-Inf) -> 0 (elements.md §2.9)
+            v = np.where(pos_over | neg_over | (v < lo) | (v > hi) | inf, 0, v)
+        else:
+            v = np.where(pos_over, hi, np.where(neg_over, lo, v))
+            v = np.clip(v, lo, hi)  # narrowed ranges also clamp from the other side (e.g. negatives into uint)
+            v = np.where(inf, np.where(ex.neg, lo, hi), v)
         v = np.where(ex.cls == ZERO, np.clip(0, lo, hi), v)
         val = v.astype(U64) & mask
     isnan = ex.cls == NAN
@@ -275,9 +266,11 @@ def random_bits_from_seed(count: int, nbits: int, seed: object) -> np.ndarray:
 
 
 def build_policy(
-    profile: str | CastPolicy | None = None, **options: object
+    profile: str | CastPolicy | None = None, fmt: Format | None = None, source_dtype: object = None,
+    **options: object
 ) -> CastPolicy:
-    """A CastPolicy from a profile (name or record) plus explicit options (None = keep the profile's)."""
+    """A CastPolicy from a profile (name or record) plus explicit options (None = keep the profile's); a named
+    profile's policy is the one it gives for ``fmt`` from ``source_dtype`` (profiles.md §4)."""
     if profile is None:
         base = CastPolicy()
     elif isinstance(profile, CastPolicy):
@@ -285,7 +278,7 @@ def build_policy(
     else:
         from ..profiles import get_profile
 
-        base = get_profile(profile).cast
+        base = get_profile(profile).cast_for(fmt, source_dtype)
     return base.with_options(**options)
 
 
@@ -312,15 +305,13 @@ def encode(
     element from ``random_bits`` (integers in [0, 2^N), broadcast to x) or, if absent, from ``seed``.
     """
     f = get_format(fmt)
-    pol = build_policy(profile, rounding=rounding, overflow=overflow, subnormals=subnormals, nan=nan,
+    arr = as_source_array(x)
+    pol = build_policy(profile, f, arr.dtype, rounding=rounding, overflow=overflow, subnormals=subnormals, nan=nan,
                        input_subnormals=input_subnormals, source=source, stochastic_bits=stochastic_bits)
     rp = pol.resolve(f)
-    arr = as_source_array(x)
     shape = arr.shape
     flat = arr.reshape(-1)
-    # numpy's own float64 -> float16 cast rounds once; ml_dtypes' types round through float32 (elements.md §2.6)
-    numpy_native = pol.rounding == "ml_dtypes" and f.name == "float16"
-    if pol.source == "via_float32" and flat.dtype == np.float64 and isinstance(f, FloatFormat) and not numpy_native:
+    if pol.source == "via_float32" and flat.dtype == np.float64 and isinstance(f, FloatFormat):
         flat = encode_exact(decompose(flat), _F32, _TO_F32).astype(np.uint32).view(np.float32)
     rbits = None
     if pol.rounding in STOCHASTIC_MODES:

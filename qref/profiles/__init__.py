@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..errors import QrefError, unknown_name
+from ..formats import FloatFormat, Format, IntFormat
 from ..policy import CastPolicy
 
 FAMILIES = ("element", "uniform", "block", "lookup", "recipe")
@@ -35,6 +37,53 @@ STATUSES = (
     "peer_vectors",  # held bit for bit to committed vectors that the real code produced (script + commit recorded)
     "modelled",      # read from the system's source, never run: modelled, unverified
 )
+
+
+# Target and source classes a CastRule selects on (profiles.md §4).
+TARGET_CLASSES = ("any", "float", "float_without_zero", "integer", "integer_sub_byte")
+SOURCE_CLASSES = ("any", "extension", "native")
+
+
+def is_extension_dtype(dtype: object) -> bool:
+    """True for dtypes numpy does not implement itself: bfloat16 and every ml_dtypes type (profiles.md §4)."""
+    try:
+        dt = np.dtype(dtype)  # type: ignore[call-overload]
+    except TypeError:
+        return False
+    return dt.type.__module__.startswith("ml_dtypes")
+
+
+@dataclass(frozen=True)
+class CastRule:
+    """``policy`` is the conversion for targets of ``target`` (a class of TARGET_CLASSES or a format name) from
+    sources of ``source`` (a class of SOURCE_CLASSES or a dtype name such as "float64"); profiles.md §4."""
+
+    policy: CastPolicy
+    target: str = "any"
+    source: str = "any"
+
+    def matches(self, fmt: Format, source: object = None) -> bool:
+        t = self.target
+        if t == "float":
+            ok = isinstance(fmt, FloatFormat)
+        elif t == "float_without_zero":
+            ok = isinstance(fmt, FloatFormat) and not fmt.zero
+        elif t == "integer":
+            ok = isinstance(fmt, IntFormat)
+        elif t == "integer_sub_byte":
+            ok = isinstance(fmt, IntFormat) and fmt.bits < 8
+        else:
+            ok = t == "any" or fmt.name == t
+        if not ok or self.source == "any":
+            return ok
+        if source is None:
+            return False
+        if self.source in ("extension", "native"):
+            return is_extension_dtype(source) == (self.source == "extension")
+        try:
+            return np.dtype(source).name == self.source  # type: ignore[call-overload]
+        except TypeError:
+            return False
 
 
 @dataclass(frozen=True)
@@ -58,6 +107,7 @@ class Profile:
     version: str | None = None
     status: str = "modelled"
     evidence: tuple[str, ...] = ()
+    cast_rules: tuple[CastRule, ...] = ()
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -73,6 +123,15 @@ class Profile:
         if self.versions and not self.package:
             raise QrefError(f"profile {self.name!r}: versions= needs package= (the distribution it refers to)")
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+    def cast_for(self, fmt: Format | None = None, source: object = None) -> CastPolicy:
+        """The conversion policy into ``fmt`` from dtype ``source``: the first matching ``cast_rules`` entry,
+        else ``cast`` (profiles.md §4). Without ``fmt`` (or ``source``) only rules that need none apply."""
+        if fmt is not None:
+            for r in self.cast_rules:
+                if r.matches(fmt, source):
+                    return r.policy
+        return self.cast
 
     @property
     def key(self) -> str:
@@ -198,35 +257,5 @@ def profiles(family: str | None = None) -> dict[str, Profile]:
     return {n: p for (f, n), p in sorted(_PROFILES.items()) if f == family}
 
 
-# ---- element (cast) profiles: elements.md §6 ------------------------------------------------------------------
-for _p in (
-    Profile(
-        "spec", "element", "qref specification",
-        "Correct rounding from the exact input (nearest_even), each format's ecosystem overflow and NaN rules.",
-        CastPolicy(), sources=("docs/spec/elements.md",),
-    ),
-    Profile(
-        "ml_dtypes", "element", "ml_dtypes 0.6.0 astype",
-        "float64 inputs are rounded to float32 first (double rounding; float16, numpy's own type, rounds once); "
-        "E8M0 rounds ties up and float32 subnormals up; integer storage truncates and wraps (a C cast on x86-64; "
-        "int1/2/4 also give 0 for 2^31 - 1 < x < 2^31); everything else as 'spec'.",
-        CastPolicy(rounding="ml_dtypes", source="via_float32"),
-        sources=("ml_dtypes/include/float8.h ConvertImpl", "ml_dtypes PR 398 (E8M0 ties)", "PR 401 (float64)"),
-    ),
-    Profile(
-        "saturating", "element", "OCP OFP8 v1.0 saturating conversion; ONNX Cast saturate=1",
-        "nearest_even; finite overflow and +-Inf clamp to +-max; NaN stays NaN.",
-        CastPolicy(overflow="saturate"),
-        sources=("OCP OFP8 v1.0 §5 (conversion)", "onnx/reference/ops/op_cast.py saturate_cast"),
-    ),
-    Profile(
-        "mlx", "element", "MLX 0.32 mx.to_fp8 (float8_e4m3fn)",
-        "nearest_even; overflow and +-Inf saturate to +-448; NaN becomes +-448 by its sign bit.",
-        CastPolicy(overflow="saturate", nan="max"),
-        sources=("mlx/backend/cpu/quantized.cpp", "checked against mlx 0.32.4 CPU"),
-    ),
-):
-    register_profile(_p)
-
 # The family modules register their records on import (data only: they import the base above, never schemes).
-from . import block, lookup, uniform  # noqa: E402, F401
+from . import block, element, lookup, uniform  # noqa: E402, F401

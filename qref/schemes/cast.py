@@ -47,7 +47,7 @@ class CastScheme(Scheme):
 def _build(name: str | Format, *, profile: str | None = None, **options: Any) -> CastScheme:
     fmt = get_format(name)
     assert isinstance(fmt, FloatFormat)
-    return CastScheme(fmt, build_policy(profile, **options), profile)
+    return CastScheme(fmt, build_policy(profile, fmt, **options), profile)
 
 
 def _from_spec(spec: dict[str, Any]) -> CastScheme:

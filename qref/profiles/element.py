@@ -1,0 +1,78 @@
+"""Element (cast) profiles as data (spec: elements.md §6, profiles.md §4).
+
+Each record gives the conversion policy of one system; ``cast_rules`` select another policy by target format
+class and source dtype where the system's conversion differs by type (ml_dtypes: its own E8M0 routine, numpy's C
+cast for numpy's own dtypes, its own integer conversion for its own types).
+"""
+
+from __future__ import annotations
+
+from ..policy import CastPolicy
+from . import CastRule, Profile, register_profile
+
+_C_CAST = CastPolicy(rounding="toward_zero", int_cast="via_int32_x86")  # numpy's float -> int astype on x86-64
+
+PROFILES = (
+    Profile(
+        "spec", "element", "qref specification",
+        "Correct rounding from the exact input (nearest_even), each format's ecosystem overflow and NaN rules.",
+        CastPolicy(), sources=("docs/spec/elements.md",), status="spec",
+    ),
+    Profile(
+        "ml_dtypes", "element", "ml_dtypes 0.5-0.6 astype",
+        "float64 inputs are rounded to float32 first (double rounding; float16, numpy's own type, rounds once); "
+        "E8M0 takes the float32 exponent field plus the first fraction bit (ties up; float32 subnormals up); "
+        "integer storage truncates and wraps (the C cast through int32 on x86-64; int1/2/4 also give the "
+        "indefinite value for 2^31 - 1 < x < 2^31); everything else as 'spec'.",
+        CastPolicy(source="via_float32"),
+        sources=("ml_dtypes/include/float8.h ConvertImpl", "ml_dtypes PR 398 (E8M0 ties)", "PR 401 (float64)"),
+        package="ml_dtypes", versions=">=0.5,<0.7", version="0.6", status="peer_vectors",
+        evidence=("tests/test_encode_ml_dtypes.py against tests/peers/ml_dtypes_0.6 (vectors ml_dtypes 0.6.0 "
+                  "produced: every float16/bfloat16 input x 15 formats, ties +-1..3 ulp, float64 near ties, "
+                  "integer edges): 0 mismatches",),
+        cast_rules=(
+            CastRule(CastPolicy(), target="float16"),  # numpy's own float64 -> float16 cast rounds once
+            CastRule(CastPolicy(rounding="exponent_carry", source="via_float32"), target="float_without_zero"),
+            CastRule(CastPolicy(rounding="toward_zero", int_cast="via_int32_x86_checked"),
+                     target="integer_sub_byte"),
+            CastRule(_C_CAST, target="integer"),
+        ),
+    ),
+    Profile(
+        "ml_dtypes", "element", "ml_dtypes 0.7 astype",
+        "float64 inputs are rounded once; E8M0 rounds to nearest with ties away from zero (float32 subnormals "
+        "too); integer storage from an ml_dtypes type (bfloat16, float8...) or into int2/int4/uint2/uint4 "
+        "truncates and gives 0 for NaN, +-Inf and values outside the storage range; numpy's own casts (float16/"
+        "32/64 into int8..int32) stay the C cast through int32 on x86-64 (truncate, wrap); everything else as "
+        "'spec'.",
+        CastPolicy(),
+        sources=("ml_dtypes 0.7.0 include/ml_dtypes/float8.h, intn.h", "checked against ml_dtypes 0.7.0"),
+        package="ml_dtypes", versions=">=0.7,<0.8", version="0.7", status="verified",
+        evidence=("tests/test_encode_ml_dtypes.py against the installed ml_dtypes 0.7.0: every float16/bfloat16 "
+                  "input x 15 formats, every tie +-1..3 ulp, the subnormal/normal boundary, 2^22 random float32 "
+                  "per format, float64 near ties, integer storage edges: 0 mismatches",),
+        cast_rules=(
+            CastRule(CastPolicy(rounding="nearest_away"), target="float_without_zero"),
+            CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer_sub_byte"),
+            CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer", source="extension"),
+            CastRule(_C_CAST, target="integer"),
+        ),
+    ),
+    Profile(
+        "saturating", "element", "OCP OFP8 v1.0 saturating conversion; ONNX Cast saturate=1",
+        "nearest_even; finite overflow and +-Inf clamp to +-max; NaN stays NaN.",
+        CastPolicy(overflow="saturate"),
+        sources=("OCP OFP8 v1.0 §5 (conversion)", "onnx/reference/ops/op_cast.py saturate_cast"), status="spec",
+    ),
+    Profile(
+        "mlx", "element", "MLX 0.32 mx.to_fp8 (float8_e4m3fn)",
+        "nearest_even; overflow and +-Inf saturate to +-448; NaN becomes +-448 by its sign bit.",
+        CastPolicy(overflow="saturate", nan="max"),
+        sources=("mlx/backend/cpu/quantized.cpp", "checked against mlx 0.32.4 CPU"),
+        package="mlx", versions=">=0.32,<0.33", status="verified",
+        evidence=("qref run --backend mlx (mx.to_fp8 target) on the committed suite; tests/test_harness.py",),
+    ),
+)
+
+for _p in PROFILES:
+    register_profile(_p)
