@@ -41,6 +41,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # e.g. `qref table ... | head`
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; every command leaves its outputs as they were
+        print(f"qref {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # a file the command could not read or write: say which, no traceback
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"qref {args.command}: error:{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

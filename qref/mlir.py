@@ -48,6 +48,8 @@ UNSUPPORTED_FLOATS = ("f80", "f128")
 # float types upstream accepts as !quant.uniform storage (QuantStorageTypeInterface)
 UNIFORM_FLOAT_STORAGE = ("f8E5M2", "f8E4M3FN", "f4E2M1FN")
 MAX_STORAGE_BITS = 32
+MAX_NESTING = 32      # nested '{' of a sub-channel scale tensor (its rank)
+MAX_TEXT = 1 << 24    # characters of one type
 _INT_TYPE = re.compile(r"^(si|ui|i)([0-9]+)$")
 _U_KEYWORD = re.compile(r"^u([0-9]+)$")
 _DOUBLE = get_format("float64")
@@ -527,9 +529,14 @@ class _Parser:
         zps: list[int] = []
         sub: list[int] | None = None
         count = 0
+        self.depth = getattr(self, "depth", 0) + 1
+        if self.depth > MAX_NESTING:
+            raise self.err(f"scale lists nested more than {MAX_NESTING} deep (a tensor of rank {MAX_NESTING} at "
+                           "most; mlir-types.md §2 C6)")
         while True:
             if self.accept("{"):
                 s2, z2, d2 = self.param_tensor(expressed)
+                self.depth -= 1
                 scales += s2
                 zps += z2
             else:
@@ -801,14 +808,34 @@ def _trunc_signed(v: int, width: int) -> int:
     return w - (1 << width) if w >= (1 << (width - 1)) else w
 
 
-def parse_type(text: str) -> UniformScheme | QuantileType | AnyType | CalibratedType:
-    """Parse an MLIR quant type (mlir-types.md §2). ``!quant.uniform`` gives a UniformScheme with the ``mlir``
-    profile; ``!quant.quantile`` a QuantileType. Raises MlirParseError (position + expected token)."""
+def parse_type(text: str, profile: str = "mlir") -> UniformScheme | QuantileType | AnyType | CalibratedType:
+    """Parse an MLIR quant type (mlir-types.md §2). ``!quant.uniform`` gives a UniformScheme with the uniform
+    ``profile`` (default ``mlir``: what ``lower-quant-ops`` computes; e.g. ``stablehlo`` for the StableHLO
+    interpreter's arithmetic, mlir-types.md §2.4); ``!quant.quantile`` a QuantileType. Raises MlirParseError
+    (position + expected token); a text longer than MAX_TEXT or nested deeper than MAX_NESTING is refused."""
     if not isinstance(text, str):
         raise QrefError(f"parse_type expects a string, got {type(text).__name__}")
+    if not isinstance(profile, str):
+        raise QrefError(f"parse_type: profile must be a uniform profile name (e.g. 'mlir', 'stablehlo'), got "
+                        f"{type(profile).__name__} {profile!r}")
+    if len(text) > MAX_TEXT:
+        raise QrefError(f"parse_type: the text is {len(text)} characters; a quant type is at most {MAX_TEXT}")
     p = _Parser(text)
-    out = p.parse()
-    p.finish()
+    try:
+        out = p.parse()
+        p.finish()
+    except RecursionError:  # pragma: no cover - MAX_NESTING stops the parser first
+        raise QrefError("parse_type: the type is nested too deeply") from None
+    if profile != "mlir":
+        if not isinstance(out, UniformScheme):
+            raise QrefError(f"parse_type: profile={profile!r} applies to !quant.uniform types; "
+                            f"{type(out).__name__} records have no profile (use the default 'mlir')")
+        from .profiles import get_profile
+
+        get_profile(profile, "uniform")  # unknown names raise with close matches
+        from dataclasses import replace
+
+        out = replace(out, profile=profile, arithmetic=arithmetic_for(profile))
     return out  # type: ignore[no-any-return]
 
 

@@ -313,6 +313,7 @@ def compare_codes(actual: object, expected: object, fmt: str | Format, *, nan: s
                   inputs: object = None, where: object = None, max_report: int = 10,
                   what: str = "codes") -> MismatchReport | None:
     """The MismatchReport of comparing codes (None when equal); see assert_codes_equal."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not qref's internals
     f = get_format(fmt)
     _check_nan_policy(nan)
     a = _as_codes(actual, f, "actual")
@@ -360,6 +361,7 @@ def assert_codes_equal(actual: object, expected: object, fmt: str | Format, *, n
     number of mismatch lines shown (default 10). Raises CodeMismatchError (an AssertionError) with a report:
     per-class counts (MISMATCH_CLASSES) and the first lines (index, input bits, expected, got, class).
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not qref's internals
     report = compare_codes(actual, expected, fmt, nan=nan, inputs=inputs, where=where, max_report=max_report)
     if report is not None:
         raise CodeMismatchError(report)
@@ -370,6 +372,7 @@ def assert_values_equal(actual: object, expected: object, *, nan: str = "exact",
     """Assert that two float arrays of the same dtype (float64/32/16, bfloat16 or an ml_dtypes float type) are
     equal bit for bit: -0 differs from +0, and NaNs are compared by ``nan`` (default "exact": same bits).
     Other options as in assert_codes_equal."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not qref's internals
     a, e = _asarray(actual, "actual"), _asarray(expected, "expected")
     if a.dtype != e.dtype:
         raise AssertionError(f"values: dtypes differ: actual {a.dtype}, expected {e.dtype} (a bit-exact "
@@ -618,6 +621,7 @@ def assert_conforms(fn: Callable[[np.ndarray], Any], target: object, *,
     max_examples (default 200), seed (default None: hypothesis' own randomness; an int makes the search
     reproducible), nan (default "exact", see NAN_POLICIES), max_report (default 10).
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not qref's internals
     from . import strategies as qs
 
     _check_nan_policy(nan)

@@ -10,10 +10,15 @@ from ..errors import QrefError
 
 def _run(args: argparse.Namespace) -> int:
     from ..conformance.export import export_jsonl, export_mlir
+    from ..conformance.outputs import check_output_dir, check_output_file
     from ..conformance.suite import load_suite
 
     if not args.mlir and not args.jsonl:
         raise QrefError("nothing to export: give --mlir OUT_DIR and/or --jsonl OUT_FILE")
+    if args.mlir:
+        check_output_dir(args.mlir, "--mlir", args.force)
+    if args.jsonl:
+        check_output_file(args.jsonl, "--jsonl", args.force)
     suite = load_suite(args.suite)
 
     def cases():  # re-read per export: keeps memory bounded
@@ -42,4 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mlir", metavar="OUT_DIR", help="directory for the .mlir files (<case id>.mlir)")
     p.add_argument("--jsonl", metavar="OUT_FILE", help="JSON-lines file, one case per line")
     p.add_argument("--cases", metavar="GLOB", default=None, help="only case ids matching this glob pattern")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --jsonl file / non-empty --mlir "
+                   "directory")
     p.set_defaults(func=_run)

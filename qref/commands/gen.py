@@ -5,16 +5,31 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
+
+from ..errors import QrefError
+
+
+def _split(values: list[str] | None, what: str, one: str) -> list[str] | None:
+    """Comma/repeat lists of names; None when the option was not given, a QrefError when it names nothing."""
+    if values is None:
+        return None
+    names = [f.strip() for part in values for f in part.split(",") if f.strip()]
+    if not names:
+        raise QrefError(f"--{what} {','.join(values)!r} names no {one}; give at least one name or omit "
+                        "the option")
+    return names
 
 
 def _run(args: argparse.Namespace) -> int:
     from ..conformance.generate import generate
+    from ..conformance.suite import check_suite_target
 
-    families = None
-    if args.families:
-        families = [f for part in args.families for f in part.split(",") if f]
+    families = _split(args.families, "families", "family")
+    formats = _split(args.formats, "formats", "format")
+    check_suite_target(Path(args.out), args.force)  # before the work: refuse early
     start = time.monotonic()
-    m = generate(args.out, families=families, full=args.full, overwrite=args.force,
+    m = generate(args.out, families=families, full=args.full, overwrite=args.force, formats=formats,
                  progress=None if args.quiet else sys.stderr)
     s = m["summary"]
     if not args.quiet:
@@ -30,14 +45,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "gen", help="generate a conformance suite (golden vectors) into a directory",
         description="Generate a conformance suite: manifest.json, schema.json and content-addressed .npy arrays. "
         "With no options it writes exactly the committed corpus conformance/v1 (deterministic, byte-identical "
-        "across runs, machines and numpy versions). Example: qref gen /tmp/v1 && qref verify /tmp/v1",
+        "across runs, machines and numpy versions). The suite is written into a temporary sibling directory and "
+        "swapped in only when complete: an error or Ctrl-C leaves OUT as it was. Example: qref gen /tmp/v1 && "
+        "qref verify /tmp/v1",
     )
     p.add_argument("out", metavar="OUT", help="output directory (must be empty unless --force)")
     p.add_argument("--families", action="append", metavar="F[,F...]",
                    help=f"only these case families (known: {', '.join(family_names())})")
+    p.add_argument("--formats", action="append", metavar="FMT[,FMT...]",
+                   help="only the cases of these element formats (e.g. float8_e4m3fn; any alias)")
     p.add_argument("--full", action="store_true",
                    help="add the large exhaustive sets that are not committed (every rounding mode on all 16-bit "
                    "sources for every format, larger random sets)")
-    p.add_argument("--force", action="store_true", help="replace an existing suite in OUT")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing suite in OUT (only once the new one is complete; a directory holding "
+                   "files qref did not write is refused)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=_run)

@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run", help="run real backends (ml_dtypes, jax, mlx, iree, mlir, stablehlo, onnxruntime) on the suite",
         description="Run backends on a conformance suite; compare as unsigned bits with the spec default and each "
         "backend's qref profile; classify differences; write results.json and a markdown report. Exit status 1 "
-        "on unexpected failures (not covered by an xfail entry) or stale xfail entries.")
+        "on unexpected failures (not covered by an xfail entry) or stale xfail entries. Existing --out / --report "
+        "files are refused unless --force, before the run starts.")
     p.add_argument("--backend", "-b", action="append", required=True, metavar="NAME",
                    help=f"backend to run (repeatable): {', '.join(BACKENDS)} or all")
     p.add_argument("--suite", default=None, help="suite directory (default: $QREF_SUITE or conformance/v1)")
@@ -28,13 +29,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, metavar="DIR", help="write DIR/results.json and DIR/report.md")
     p.add_argument("--report", default=None, metavar="FILE", help="write the markdown report to FILE "
                    "(docs/conformance.md for the committed one)")
+    p.add_argument("--force", action="store_true", help="overwrite existing --out / --report files")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..conformance.outputs import check_output_dir, check_output_file
     from ..harness import report, runner
 
+    # the outputs are checked before the run (which can take minutes), so a bad path loses nothing
+    if args.out:
+        check_output_dir(args.out, "--out", args.force, ("results.json", "report.md"))
+    if args.report:
+        check_output_file(args.report, "--report", args.force)
     backends = "all" if "all" in args.backend else args.backend
     xf = [] if args.no_xfail else args.xfail
     res = runner.run(backends, args.suite, include=args.include, exclude=args.exclude, xfail_files=xf,

@@ -42,7 +42,9 @@ def _values(name: str, v: np.ndarray, fmt: str | None) -> list[str]:
             vals = decode(flat, f, dtype=np.float64)
             return [str(int(x)) if getattr(f, "kind", "") == "int" else _float_text(float(x)) for x in vals]
     if flat.dtype.kind in "fV":
-        return [_float_text(float(x)) for x in flat.astype(np.float64)]
+        with np.errstate(invalid="ignore"):  # a signaling NaN raises FE_INVALID when widened; its hex shows it
+            wide = flat.astype(np.float64)
+        return [_float_text(float(x)) for x in wide]
     if flat.dtype == np.bool_:
         return ["true" if b else "false" for b in flat]
     return [str(int(x)) for x in flat]

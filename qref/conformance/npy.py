@@ -13,7 +13,9 @@ Any .npy reader (numpy.load with allow_pickle=False, cnpy, libnpy...) reads thes
 
 from __future__ import annotations
 
-import io
+import ast
+import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -44,11 +46,55 @@ def npy_bytes(arr: np.ndarray) -> bytes:
     return MAGIC + len(header_bytes).to_bytes(2, "little") + header_bytes + data
 
 
-def read_npy(data: bytes, where: str) -> np.ndarray:
-    """Parse .npy bytes with numpy (allow_pickle=False); errors name ``where``."""
+def _header(data: bytes, where: str) -> tuple[str, bool, tuple[int, ...], int]:
+    """(descr, fortran_order, shape, data offset) of .npy bytes, parsed as a Python literal of plain values;
+    nothing is allocated from it."""
     if not data.startswith(b"\x93NUMPY"):
         raise QrefError(f"{where}: not a .npy file (bad magic bytes)")
+    if len(data) < 10:
+        raise QrefError(f"{where}: truncated .npy file ({len(data)} bytes, no header)")
+    major = data[6]
+    if major == 1:
+        hlen, start = int.from_bytes(data[8:10], "little"), 10
+    elif major in (2, 3) and len(data) >= 12:
+        hlen, start = int.from_bytes(data[8:12], "little"), 12
+    else:
+        raise QrefError(f"{where}: unsupported .npy version {data[6]}.{data[7]} (qref writes 1.0)")
+    if hlen > 4096 or start + hlen > len(data):
+        raise QrefError(f"{where}: .npy header of {hlen} bytes is truncated or too long (qref writes < 128)")
     try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise QrefError(f"{where}: unreadable .npy file: {exc}") from None
+        text = data[start:start + hlen].decode("latin1")
+        header = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError) as exc:
+        raise QrefError(f"{where}: unreadable .npy header ({type(exc).__name__})") from None
+    if (not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}
+            or not isinstance(header["descr"], str) or not isinstance(header["fortran_order"], bool)
+            or not isinstance(header["shape"], tuple)
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in header["shape"])):
+        raise QrefError(f"{where}: malformed .npy header {text.strip()[:120]!r}")
+    return header["descr"], header["fortran_order"], header["shape"], start + hlen
+
+
+def read_npy(data: bytes, where: str, *, storage: str | None = None, shape: Sequence[int] | None = None
+             ) -> np.ndarray:
+    """Parse .npy bytes of a bool or integer array (never a pickle, never an object array). The header's dtype
+    and shape are compared with ``storage`` / ``shape`` (the manifest's) and the data length with the header
+    before any array exists; the result is a read-only view of ``data``. Errors name ``where``."""
+    descr, fortran, got_shape, offset = _header(data, where)
+    try:
+        dt = np.dtype(descr)
+    except (TypeError, ValueError):
+        raise QrefError(f"{where}: .npy dtype {descr!r} is not a plain numeric dtype") from None
+    if dt.kind not in "biu" or dt.hasobject or dt.fields is not None or dt.shape != ():
+        raise QrefError(f"{where}: .npy dtype {descr!r}: suite arrays are bool or unsigned/signed integers")
+    if storage is not None and dt.newbyteorder("=") != np.dtype(storage):
+        raise QrefError(f"{where}: the file holds {dt}, the manifest says {storage}")
+    if shape is not None and list(got_shape) != list(shape):
+        raise QrefError(f"{where}: the file's shape is {list(got_shape)}, the manifest says {list(shape)}")
+    n = math.prod(got_shape)
+    if len(data) - offset != n * dt.itemsize:
+        raise QrefError(f"{where}: truncated or padded .npy data: {len(data) - offset} bytes after the header, "
+                        f"the header's {dt}{list(got_shape)} needs {n * dt.itemsize}")
+    arr = np.frombuffer(data, dtype=dt, count=n, offset=offset)
+    arr = arr.reshape(got_shape[::-1]).T if fortran else arr.reshape(got_shape)
+    return arr

@@ -1,16 +1,26 @@
-"""The manifest's JSON Schema (draft 2020-12) and a dependency-free validator for it (docs/vectors.md §3).
+"""The manifest's JSON Schema (draft 2020-12) and its validator (docs/vectors.md §3, §3.2).
 
-``SCHEMA`` is the single source of truth: ``qref gen`` writes it next to the manifest as ``schema.json``, and
-``validate_manifest`` interprets the subset of JSON Schema it uses (type, const, enum, pattern, minimum,
-properties, required, additionalProperties, items, minItems, $ref into $defs), then adds the checks a schema
-cannot express (unique ids, storage dtype of each logical dtype, file names derived from the hash).
+``SCHEMA`` is the interchange schema: ``qref gen`` writes it next to the manifest as ``schema.json`` (its bytes
+are part of the committed suite). ``validate_manifest`` checks a parsed manifest with the ``jsonschema`` library
+against ``SCHEMA`` *and* ``LOAD_RULES`` (the bounds a reader needs: safe relative paths in ``files``, at most
+64-bit formats, known policy values, bounded shapes, nesting depth), then adds the checks a schema cannot
+express (unique ids, storage dtype of each logical dtype, file names derived from the hash, format records equal
+to qref's, policies and schemes that qref can rebuild, array sizes within ``MAX_ARRAY_BYTES``).
 """
 
 from __future__ import annotations
 
-import re
+import copy
+import functools
+import json
+import math
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
+from ..errors import QrefError
+from ..policy import NAN_POLICIES, OVERFLOW_POLICIES, ROUNDING_MODES
 from .case import ID_RE, NAME_RE, POLICY_KEYS, STORAGE, WORD_RE
 
 SCHEMA_VERSION = 1
@@ -112,70 +122,178 @@ SCHEMA: dict[str, Any] = {
     "$defs": {"array": _ARRAY, "arrays": _ARRAYS, "format": _FORMAT, "policy": _POLICY, "case": _CASE},
 }
 
-_TYPES = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
+#: Reader bounds (docs/vectors.md §3.2). A manifest or file beyond them is refused before it is read or allocated.
+MAX_DEPTH = 32                  # JSON nesting depth of manifest.json (the suite's own manifests reach 6)
+MAX_MANIFEST_BYTES = 1 << 30    # manifest.json size
+MAX_ARRAY_BYTES = 1 << 30       # one .npy file's data (prod(shape) * itemsize)
+MAX_RANK = 32                   # numpy's own limit is 64
+MAX_BITS = 64                   # element formats of at most 64 bits
+#: A path inside the suite: '/'-separated names of letters, digits and _.- that do not start with '.' (so no
+#: '..', no hidden names, no absolute paths, no drive letters or backslashes).
+SAFE_PATH_RE = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(/[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}){0,7}$"
+
+#: Constraints a reader adds to SCHEMA (merged into a copy for validation; schema.json stays byte-stable).
+LOAD_RULES: dict[str, Any] = {
+    "properties": {
+        "files": {"propertyNames": {"pattern": SAFE_PATH_RE}, "maxProperties": 1024},
+    },
+    "$defs": {
+        "array": {"properties": {"shape": {"maxItems": MAX_RANK, "items": {"maximum": MAX_ARRAY_BYTES}}}},
+        "format": {"properties": {
+            "bits": {"maximum": MAX_BITS}, "exponent_bits": {"maximum": MAX_BITS},
+            "mantissa_bits": {"maximum": MAX_BITS}, "bias": {"minimum": -(1 << 20), "maximum": 1 << 20},
+            "min": {"minimum": -(1 << 64), "maximum": 1 << 64}, "max": {"minimum": -(1 << 64), "maximum": 1 << 64},
+            "name": {"maxLength": 200}}},
+        "policy": {"properties": {
+            "rounding": {"enum": list(ROUNDING_MODES)}, "overflow": {"enum": list(OVERFLOW_POLICIES)},
+            "nan": {"enum": list(NAN_POLICIES)}, "stochastic_bits": {"maximum": 32}}},
+    },
 }
 
 
-def _validate(v: Any, s: dict[str, Any], path: str, out: list[str], limit: int) -> None:
-    if len(out) >= limit:
-        return
-    if "$ref" in s:
-        name = s["$ref"].rsplit("/", 1)[-1]
-        _validate(v, SCHEMA["$defs"][name], path, out, limit)
-        s = {k: x for k, x in s.items() if k != "$ref"}
-    if "const" in s and v != s["const"]:
-        out.append(f"{path}: expected {s['const']!r}, got {v!r}")
-        return
-    if "enum" in s and v not in s["enum"]:
-        out.append(f"{path}: {v!r} is not one of {s['enum']}")
-        return
-    if "type" in s:
-        types = s["type"] if isinstance(s["type"], list) else [s["type"]]
-        if not any(_TYPES[t](v) for t in types):
-            out.append(f"{path}: expected {' or '.join(types)}, got {type(v).__name__} {str(v)[:60]!r}")
-            return
-    if isinstance(v, str) and "pattern" in s and not re.search(s["pattern"], v):
-        out.append(f"{path}: {v!r} does not match {s['pattern']}")
-    if isinstance(v, int) and not isinstance(v, bool) and "minimum" in s and v < s["minimum"]:
-        out.append(f"{path}: {v} is below the minimum {s['minimum']}")
-    if isinstance(v, dict):
-        for k in s.get("required", ()):
-            if k not in v:
-                out.append(f"{path}: missing required key {k!r}")
-        if len(v) < s.get("minProperties", 0):
-            out.append(f"{path}: needs at least {s['minProperties']} entr{'y' if s['minProperties'] == 1 else 'ies'}")
-        props = s.get("properties", {})
-        extra = s.get("additionalProperties", True)
-        names = s.get("propertyNames")
-        for k, x in v.items():
-            if names is not None and not re.search(names["pattern"], k):
-                out.append(f"{path}: key {k!r} does not match {names['pattern']}")
-            if k in props:
-                _validate(x, props[k], f"{path}.{k}", out, limit)
-            elif extra is False:
-                out.append(f"{path}: unknown key {k!r} (allowed: {', '.join(props)})")
-            elif isinstance(extra, dict):
-                _validate(x, extra, f"{path}.{k}", out, limit)
-    if isinstance(v, list) and "items" in s:
-        for i, x in enumerate(v):
-            _validate(x, s["items"], f"{path}[{i}]", out, limit)
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> Any:
+    import jsonschema
+
+    schema = _merge(SCHEMA, LOAD_RULES)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def json_depth(obj: Any, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth of parsed JSON (a scalar is 0), counted iteratively; stops counting past ``limit``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            d += 1
+            deepest = max(deepest, d)
+            if d > limit:
+                return d
+            stack.extend((x, d) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def _where(path: Any) -> str:
+    out = "manifest"
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+def _schema_problems(m: Any, limit: int) -> list[str]:
+    out = []
+    errors: Iterator[Any] = _validator().iter_errors(m)
+    for e in errors:
+        msg = e.message if len(e.message) <= 300 else e.message[:300] + "..."
+        if e.validator == "pattern" and e.validator_value == SAFE_PATH_RE:
+            msg = (f"{e.instance!r} is not a path inside the suite (relative, '/'-separated names of letters, "
+                   "digits and _.- not starting with '.': no '..', no absolute paths)")
+        out.append(f"{_where(e.absolute_path)}: {msg}")
+        if len(out) >= limit:
+            break
+    return sorted(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _format_problem(text: str) -> str | None:
+    from ..formats import get_format
+
+    rec = json.loads(text)
+    try:
+        f = get_format(rec["name"])
+    except QrefError:
+        f = None
+    if f is not None:
+        from .case import format_record
+
+        want = {k: v for k, v in format_record(f).items() if k != "aliases"}
+        got = {k: v for k, v in rec.items() if k != "aliases"}
+        if f.name == rec["name"] and got != want:
+            diff = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+            return f"the record of {rec['name']} differs from qref's in {', '.join(diff)}"
+        return None
+    if rec["kind"] == "float":
+        need = ("exponent_bits", "mantissa_bits", "bias", "signed", "subnormals", "zero", "nan", "inf")
+        missing = [k for k in need if k not in rec]
+        if missing:
+            return f"a float format record needs {', '.join(missing)}"
+        if rec["bits"] != rec["exponent_bits"] + rec["mantissa_bits"] + int(rec["signed"]):
+            return "bits must equal exponent_bits + mantissa_bits + (1 if signed)"
+        return None
+    missing = [k for k in ("signed", "min", "max") if k not in rec]
+    if missing:
+        return f"an integer format record needs {', '.join(missing)}"
+    lo, hi = (-(1 << (rec["bits"] - 1)), (1 << (rec["bits"] - 1)) - 1) if rec["signed"] else (0, (1 << rec["bits"]) - 1)
+    if not lo <= rec["min"] <= rec["max"] <= hi:
+        return f"min/max must satisfy {lo} <= min <= max <= {hi} for {rec['bits']}-bit storage"
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _policy_problem(text: str, fmt_name: str | None) -> str | None:
+    from ..formats import get_format
+    from ..policy import CastPolicy
+    from .case import policy_record
+
+    rec = json.loads(text)
+    try:
+        pol = CastPolicy(**rec)
+        if fmt_name is not None:
+            f = get_format(fmt_name)
+            again = policy_record(pol, f)
+            if again != rec:
+                diff = sorted(k for k in rec if again.get(k) != rec.get(k))
+                return f"resolves differently for {f.name} in {', '.join(diff)}"
+    except QrefError as exc:
+        return str(exc)
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _scheme_problem(text: str) -> str | None:
+    from ..schemes.base import scheme_from_spec
+
+    try:
+        scheme_from_spec(json.loads(text))
+    except QrefError as exc:
+        return f"qref cannot rebuild the scheme: {exc}"
+    except (TypeError, KeyError, ValueError, AttributeError, IndexError, OverflowError) as exc:
+        return f"qref cannot rebuild the scheme: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _canon(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
 def validate_manifest(m: Any, limit: int = 50) -> list[str]:
-    """Problems of a parsed manifest against SCHEMA plus the cross-field rules; [] when valid."""
-    out: list[str] = []
+    """Problems of a parsed manifest against SCHEMA + LOAD_RULES (jsonschema) and the cross-field and semantic
+    rules of docs/vectors.md §3.2; [] when valid."""
     if isinstance(m, dict) and m.get("suite") == SUITE_KIND and m.get("schema_version") != SCHEMA_VERSION:
         return [f"manifest: schema_version {m.get('schema_version')!r} is not supported by this qref (reads "
                 f"version {SCHEMA_VERSION}); use the qref release that wrote the suite"]
-    _validate(m, SCHEMA, "manifest", out, limit)
+    depth = json_depth(m)
+    if depth > MAX_DEPTH:
+        return [f"manifest: nested more than {MAX_DEPTH} levels deep (a qref manifest needs about 6)"]
+    out = _schema_problems(m, limit)
     if out:
         return out
+    for name, rec in m["formats"].items():
+        if rec["name"] != name:
+            out.append(f"manifest.formats.{name}: the record names {rec['name']!r}")
+        problem = _format_problem(_canon(rec))
+        if problem:
+            out.append(f"manifest.formats.{name}: {problem}")
     seen: set[str] = set()
     for i, c in enumerate(m["cases"]):
         where = f"manifest.cases[{i}] ({c['id']})"
@@ -188,6 +306,16 @@ def validate_manifest(m: Any, limit: int = 50) -> list[str]:
             out.append(f"{where}: format {c['format']!r} is not in manifest.formats")
         if c["family"] not in m["families"]:
             out.append(f"{where}: family {c['family']!r} is not listed in manifest.families")
+        if c["policy"] is not None:
+            fmt = c["format"] if c["format"] in m["formats"] and "name" in m["formats"][c["format"]] else None
+            known = fmt is not None and _format_problem(_canon(m["formats"][fmt])) is None
+            problem = _policy_problem(_canon(c["policy"]), m["formats"][fmt]["name"] if known else None)
+            if problem:
+                out.append(f"{where}.policy: {problem}")
+        if c["scheme"] is not None:
+            problem = _scheme_problem(_canon(c["scheme"]))
+            if problem:
+                out.append(f"{where}.scheme: {problem}")
         for group in ("inputs", "expected", "unspecified"):
             for name, a in c[group].items():
                 if STORAGE[a["dtype"]] != a["storage"]:
@@ -197,6 +325,10 @@ def validate_manifest(m: Any, limit: int = 50) -> list[str]:
                     out.append(f"{where}.{group}.{name}: format {a['format']!r} is not in manifest.formats")
                 if a["file"] != f"arrays/{a['sha256'][:2]}/{a['sha256']}.npy":
                     out.append(f"{where}.{group}.{name}: file name must be arrays/<sha256[:2]>/<sha256>.npy")
+                nbytes = math.prod(a["shape"]) * np.dtype(a["storage"]).itemsize
+                if nbytes > MAX_ARRAY_BYTES:
+                    out.append(f"{where}.{group}.{name}: shape {a['shape']} is {nbytes} bytes, above the "
+                               f"{MAX_ARRAY_BYTES}-byte limit of one array")
         for name, a in c["unspecified"].items():
             if name not in c["expected"]:
                 out.append(f"{where}.unspecified.{name}: no expected array of that name")

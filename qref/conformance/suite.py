@@ -12,11 +12,18 @@ depend only on its cases.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
+import signal
+import stat
+import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +34,15 @@ import numpy as np
 from ..errors import QrefError, unknown_name
 from .case import STORAGE, Case, _plain, format_record, from_storage, logical_dtype_name, to_storage
 from .npy import npy_bytes, read_npy
-from .schema import SCHEMA, SCHEMA_VERSION, SUITE_KIND, validate_manifest
+from .schema import (
+    MAX_ARRAY_BYTES,
+    MAX_MANIFEST_BYTES,
+    SAFE_PATH_RE,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SUITE_KIND,
+    validate_manifest,
+)
 
 
 class SuiteError(QrefError):
@@ -67,48 +82,139 @@ def sha256(data: bytes) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# files inside a suite (docs/vectors.md §3.2)
+# ---------------------------------------------------------------------------------------------------------
+_SAFE_PATH = re.compile(SAFE_PATH_RE)
+_OWNED = re.compile(r"^(manifest\.json|schema\.json|arrays/([0-9a-f]{2})/\2[0-9a-f]{62}\.npy)$")
+
+
+def suite_file(root: Path, rel: str, where: str = "", *, max_bytes: int = MAX_ARRAY_BYTES + 4096
+               ) -> tuple[Path, int]:
+    """(path, size) of the regular file ``rel`` inside the suite ``root``, or a SuiteError: ``rel`` must be a
+    safe relative path (no absolute path, no '..', no hidden names), no component may be a symlink that leaves
+    the suite, the file must be a regular file (not a device, FIFO or directory) of at most ``max_bytes``."""
+    where = where or rel
+    if not isinstance(rel, str) or not _SAFE_PATH.match(rel):
+        raise SuiteError(f"{where}: {rel!r} is not a path inside the suite (relative, '/'-separated names of "
+                         "letters, digits and _.-, no '..', no absolute paths)")
+    top = root.resolve()
+    path = root / rel
+    try:
+        real = path.resolve(strict=True)
+    except FileNotFoundError:
+        raise SuiteError(f"{where}: file {rel} is missing from {root}") from None
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a permission problem
+        raise SuiteError(f"{where}: cannot resolve {rel} in {root}: {exc}") from None
+    if not real.is_relative_to(top):
+        raise SuiteError(f"{where}: {rel} is a symlink to {real}, outside the suite {root}; a suite holds its own "
+                         "files (copy the file in or regenerate the suite)")
+    st = real.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise SuiteError(f"{where}: {rel} is not a regular file (a directory, device or pipe); a suite holds "
+                         "plain .npy and .json files")
+    if st.st_size > max_bytes:
+        raise SuiteError(f"{where}: {rel} is {st.st_size} bytes, above the {max_bytes}-byte limit for it")
+    return real, st.st_size
+
+
+def _read_bounded(path: Path, size: int, where: str) -> bytes:
+    with path.open("rb") as f:
+        data = f.read(size + 1)
+    if len(data) != size:
+        raise SuiteError(f"{where}: {path} changed size while it was read ({size} -> {len(data)} bytes)")
+    return data
+
+
+def _user_files(root: Path) -> list[str]:
+    """Entries under a suite directory that qref did not write (anything but manifest.json, schema.json and
+    content-addressed arrays/<h[:2]>/<h>.npy regular files); symlinks are always reported, never followed."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        d = Path(dirpath)
+        for name in [*dirnames, *filenames]:
+            p = d / name
+            rel = p.relative_to(root).as_posix()
+            if p.is_symlink():
+                found.append(rel + " (a symlink)")
+            elif p.is_dir():
+                if rel != "arrays" and not re.fullmatch(r"arrays/[0-9a-f]{2}", rel):
+                    found.append(rel + "/")
+            elif not (_OWNED.match(rel) and p.is_file()):
+                found.append(rel)
+    return sorted(found)
+
+
+def _remove_owned(root: Path) -> list[str]:
+    """Delete the files qref wrote under ``root`` (never following a symlink) and the directories left empty;
+    returns what remains."""
+    for dirpath, _dirs, filenames in os.walk(root, topdown=False, followlinks=False):
+        d = Path(dirpath)
+        for name in filenames:
+            p = d / name
+            if _OWNED.match(p.relative_to(root).as_posix()) and not p.is_symlink():
+                p.unlink()
+        if d != root and not d.is_symlink():
+            with contextlib.suppress(OSError):
+                d.rmdir()
+    with contextlib.suppress(OSError):
+        root.rmdir()
+    return _user_files(root) if root.exists() else []
+
+
+@contextlib.contextmanager
+def _deferred_interrupt() -> Iterator[None]:
+    """Hold SIGINT (Ctrl-C) until the block ends, so a swap of directories is never left half done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[Any] = []
+    old = signal.signal(signal.SIGINT, lambda *a: got.append(a))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if got:
+            raise KeyboardInterrupt
+
+
+# ---------------------------------------------------------------------------------------------------------
 # writing
 # ---------------------------------------------------------------------------------------------------------
 class SuiteWriter:
-    """Streams cases into a directory; ``close()`` writes manifest.json and schema.json."""
+    """Streams cases into a temporary sibling directory of ``out``; ``close()`` writes manifest.json and
+    schema.json there and only then swaps it in for ``out`` (docs/vectors.md §5.1). ``abort()`` (also on any
+    exception in ``write_suite``/``generate``, Ctrl-C included) removes the temporary directory and leaves
+    ``out`` as it was.
+
+    ``overwrite``: replace an existing suite. The old suite is removed only after the new one is in place, and
+    only if qref wrote every file in it: a directory holding anything else (a user file under arrays/, a
+    symlink) is refused before any work starts."""
 
     def __init__(self, out: str | os.PathLike[str], *, name: str = "v1", families: Iterable[str] = (),
-                 full: bool = False, overwrite: bool = False) -> None:
+                 full: bool = False, overwrite: bool = False, generator: Mapping[str, Any] | None = None
+                 ) -> None:
         self.out = Path(out)
         self.name = name
         self.families = list(families)
         self.full = full
-        self._prepare(overwrite)
+        self.generator_extra = dict(generator or {})
+        self.leftover: Path | None = None
+        check_suite_target(self.out, overwrite)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.qref-tmp-", dir=self.out.parent))
+        (self.tmp / "arrays").mkdir()
+        self.overwrite = overwrite
         self.cases: list[dict[str, Any]] = []
         self.formats: dict[str, dict[str, Any]] = {}
         self.ids: set[str] = set()
         self.arrays: dict[str, int] = {}
-
-    def _prepare(self, overwrite: bool) -> None:
-        out = self.out
-        if out.exists() and not out.is_dir():
-            raise SuiteError(f"{out} exists and is not a directory")
-        if out.exists() and any(out.iterdir()):
-            if not overwrite:
-                raise SuiteError(f"{out} is not empty; pass overwrite=True (qref gen --force) to replace a suite")
-            manifest = out / "manifest.json"
-            unknown = sorted(p.name for p in out.iterdir() if p.name not in ("manifest.json", "schema.json", "arrays"))
-            if not manifest.exists() or unknown:
-                raise SuiteError(
-                    f"refusing to overwrite {out}: it is not a qref suite"
-                    + (f" (it holds {', '.join(unknown[:5])})" if unknown else " (no manifest.json)")
-                )
-            shutil.rmtree(out / "arrays", ignore_errors=True)
-            manifest.unlink()
-            (out / "schema.json").unlink(missing_ok=True)
-        (out / "arrays").mkdir(parents=True, exist_ok=True)
 
     def _array(self, arr: np.ndarray, fmt: str | None) -> dict[str, Any]:
         data = npy_bytes(to_storage(arr))
         h = sha256(data)
         rel = f"arrays/{h[:2]}/{h}.npy"
         if h not in self.arrays:
-            path = self.out / rel
+            path = self.tmp / rel
             path.parent.mkdir(exist_ok=True)
             path.write_bytes(data)
             self.arrays[h] = len(data)
@@ -147,13 +253,29 @@ class SuiteWriter:
             "profiles": list(case.profiles), "description": case.description,
         })
 
+    def abort(self) -> None:
+        """Remove the temporary directory; ``out`` is untouched."""
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
     def close(self) -> dict[str, Any]:
+        try:
+            manifest = self._finish()
+        except BaseException:
+            self.abort()
+            raise
+        self._swap()
+        return manifest
+
+    def _finish(self) -> dict[str, Any]:
+        if not self.cases:
+            raise SuiteError(f"no cases to write to {self.out} (the selection is empty); the previous contents "
+                             "are untouched")
         schema_text = dumps_json(SCHEMA).encode("ascii")
-        (self.out / "schema.json").write_bytes(schema_text)
+        (self.tmp / "schema.json").write_bytes(schema_text)
         families = self.families or sorted({c["family"] for c in self.cases})
         manifest = {
             "suite": SUITE_KIND, "schema_version": SCHEMA_VERSION, "name": self.name,
-            "generator": {"tool": "qref gen", "families": families, "full": self.full},
+            "generator": {"tool": "qref gen", "families": families, "full": self.full, **self.generator_extra},
             "families": families,
             "formats": self.formats,
             "files": {"schema.json": {"sha256": sha256(schema_text)}},
@@ -163,47 +285,111 @@ class SuiteWriter:
         problems = validate_manifest(manifest)
         if problems:
             raise SuiteError("the generated manifest is invalid:\n  " + "\n  ".join(problems))
-        (self.out / "manifest.json").write_bytes(dumps_manifest(manifest).encode("ascii"))
+        (self.tmp / "manifest.json").write_bytes(dumps_manifest(manifest).encode("ascii"))
         return manifest
+
+    def _swap(self) -> None:
+        out = self.out
+        with _deferred_interrupt():
+            if out.is_symlink() or out.exists():
+                try:
+                    check_suite_target(out, self.overwrite)  # again: files may have appeared meanwhile
+                except SuiteError:
+                    self.abort()
+                    raise
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.qref-old-", dir=out.parent))
+                old.rmdir()
+                out.rename(old)
+                try:
+                    self.tmp.rename(out)
+                except BaseException:
+                    old.rename(out)
+                    self.abort()
+                    raise
+                left = _remove_owned(old)
+                if left:
+                    self.leftover = old
+            else:
+                self.tmp.rename(out)
+
+
+def check_suite_target(out: Path, overwrite: bool) -> None:
+    """Refuse a suite output directory that cannot be written or replaced (before any work starts)."""
+    if out.is_symlink():
+        raise SuiteError(f"{out} is a symlink; give the real directory (qref never writes through a symlink)")
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise SuiteError(f"{out} exists and is not a directory")
+    if not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise SuiteError(f"{out} is not empty; pass overwrite=True (qref gen --force) to replace a suite")
+    user = _user_files(out)
+    if user:
+        raise SuiteError(f"refusing to replace {out}: it holds files qref did not write ({', '.join(user[:5])}"
+                         + (f" and {len(user) - 5} more" if len(user) > 5 else "") + "); move them away first")
 
 
 def write_suite(cases: Iterable[Case], out: str | os.PathLike[str], *, name: str = "v1",
                 families: Iterable[str] = (), full: bool = False, overwrite: bool = False,
                 on_case: Callable[[Case], None] | None = None) -> dict[str, Any]:
-    """Write ``cases`` as a suite directory ``out`` and return the manifest (see module docstring)."""
+    """Write ``cases`` as a suite directory ``out`` (atomically: see SuiteWriter) and return the manifest."""
     w = SuiteWriter(out, name=name, families=families, full=full, overwrite=overwrite)
-    for c in cases:
-        w.add(c)
-        if on_case is not None:
-            on_case(c)
+    try:
+        for c in cases:
+            w.add(c)
+            if on_case is not None:
+                on_case(c)
+    except BaseException:
+        w.abort()
+        raise
     return w.close()
 
 
 # ---------------------------------------------------------------------------------------------------------
 # reading
 # ---------------------------------------------------------------------------------------------------------
+_VALID: dict[str, bool] = {}  # sha256 of manifest.json bytes -> validated (the same bytes validate the same)
+
+
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Parse and validate ``<suite>/manifest.json``; SuiteError with every problem found."""
+    """Parse and validate ``<suite>/manifest.json`` (schema + LOAD_RULES + semantic rules, schema.py); a
+    SuiteError naming the file and every problem found."""
     root = Path(path)
-    mpath = root / "manifest.json" if root.is_dir() or not root.name.endswith(".json") else root
-    if not mpath.exists():
-        raise SuiteError(f"{mpath}: missing; a suite directory holds manifest.json (make one with `qref gen DIR`)")
+    is_file = not root.is_dir() and root.name.endswith(".json")
+    mpath = root if is_file else root / "manifest.json"
     try:
-        m = json.loads(mpath.read_text(encoding="utf-8"))
+        real, size = suite_file(root.parent if is_file else root, mpath.name, str(mpath),
+                                max_bytes=MAX_MANIFEST_BYTES)
+    except SuiteError as exc:
+        if not mpath.exists() and not mpath.is_symlink():
+            raise SuiteError(f"{mpath}: missing; a suite directory holds manifest.json (make one with "
+                             "`qref gen DIR`)") from None
+        raise SuiteError(str(exc)) from None
+    data = _read_bounded(real, size, str(mpath))
+    key = sha256(data)
+    try:
+        m = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise SuiteError(f"{mpath}: malformed manifest, not UTF-8 text ({exc})") from None
     except json.JSONDecodeError as exc:
         raise SuiteError(f"{mpath}: malformed manifest, invalid JSON at line {exc.lineno} column {exc.colno}: "
                          f"{exc.msg}") from None
+    except RecursionError:
+        raise SuiteError(f"{mpath}: malformed manifest, nested too deeply to parse (a qref manifest is about 6 "
+                         "levels deep)") from None
     if not isinstance(m, dict) or m.get("suite") != SUITE_KIND:
         raise SuiteError(f"{mpath}: malformed manifest, not a qref conformance manifest "
                          f"(expected \"suite\": \"{SUITE_KIND}\")")
     if m.get("schema_version") != SCHEMA_VERSION:
         raise SuiteError(f"{mpath}: schema_version {m.get('schema_version')!r} is not supported by this qref (it "
                          f"reads version {SCHEMA_VERSION}); use the qref release that wrote the suite")
-    problems = validate_manifest(m)
-    if problems:
-        raise SuiteError(f"{mpath}: malformed manifest:\n  " + "\n  ".join(problems))
+    if key not in _VALID:
+        problems = validate_manifest(m)
+        if problems:
+            raise SuiteError(f"{mpath}: malformed manifest:\n  " + "\n  ".join(problems))
+        _VALID[key] = True
     return m
 
 
@@ -268,21 +454,42 @@ class Suite:
             yield self._case(entry)
 
     def read_array(self, ref: Mapping[str, Any], where: str = "") -> np.ndarray:
-        """The logical-dtype array of a manifest array reference, after checking the file's sha256."""
-        path = self.root / ref["file"]
-        where = where or ref["file"]
-        if not path.exists():
-            raise SuiteError(f"{where}: file {ref['file']} is missing from {self.root}")
-        data = path.read_bytes()
+        """The logical-dtype array of a manifest array reference. The file must be a regular file inside the
+        suite (suite_file); its sha256 is checked, then its .npy header against the manifest's storage dtype and
+        shape, before the (read-only) array is made from the bytes (docs/vectors.md §3.2)."""
+        where = where or str(ref.get("file"))
+        storage, shape = ref["storage"], ref["shape"]
+        nbytes = math.prod(shape) * np.dtype(storage).itemsize
+        path, size = suite_file(self.root, ref["file"], where, max_bytes=min(nbytes, MAX_ARRAY_BYTES) + 4096)
+        data = _read_bounded(path, size, where)
         got = sha256(data)
         if got != ref["sha256"]:
             raise SuiteError(f"{where}: sha256 mismatch for {ref['file']}: manifest {ref['sha256'][:16]}..., "
                              f"file {got[:16]}... (the file was modified or corrupted; regenerate or re-download)")
-        arr = read_npy(data, f"{where} ({ref['file']})")
-        if arr.dtype != np.dtype(ref["storage"]) or list(arr.shape) != list(ref["shape"]):
-            raise SuiteError(f"{where}: {ref['file']} holds {arr.dtype}{list(arr.shape)}, the manifest says "
-                             f"{ref['storage']}{ref['shape']}")
+        try:
+            arr = read_npy(data, f"{where} ({ref['file']})", storage=storage, shape=shape)
+        except SuiteError:
+            raise
+        except QrefError as exc:
+            raise SuiteError(str(exc)) from None
         return from_storage(arr, ref["dtype"])
+
+    def case_problems(self, case_id: str) -> list[str]:
+        """Every problem of one case's files (the per-case part of verify_suite); [] when it verifies."""
+        entry = self.entry(case_id)
+        out = []
+        for g in ("inputs", "expected", "unspecified"):
+            for k, r in entry[g].items():
+                try:
+                    self.read_array(r, f"case {case_id} {g}.{k}")
+                except QrefError as exc:
+                    out.append(str(exc))
+        return out
+
+    def verify_case(self, case_id: str) -> Case:
+        """The case, after checking every one of its files; a SuiteError naming the file and the problem
+        otherwise (for consumers that load a subset of a suite; reading a case always does these checks)."""
+        return self[case_id]
 
     def _case(self, entry: Mapping[str, Any]) -> Case:
         cid = entry["id"]
@@ -311,13 +518,20 @@ def _applies(entry: Mapping[str, Any], policy: Mapping[str, Any]) -> bool:
                for c in (base, *({**base, **e} for e in entry["equivalent"])))
 
 
-def load_suite(path: str | os.PathLike[str] | None = None) -> Suite:
-    """Open a suite directory (default: the committed corpus, see ``default_suite_path``); arrays are read and
-    hash-checked lazily as cases are accessed. Raises SuiteError for a missing or malformed manifest or an
-    unknown schema version."""
+def load_suite(path: str | os.PathLike[str] | None = None, *, verify: bool = False) -> Suite:
+    """Open a suite directory (default: ``default_suite_path()``). The manifest is always checked in full
+    (read_manifest: schema, bounds, semantic rules); every array file is checked when a case is read
+    (read_array). ``verify=True`` also checks every file now, as ``qref verify`` does (verify_suite, strict), and
+    raises a SuiteError listing each problem, so a caller never runs on a suite that does not verify."""
     root = Path(path) if path is not None else default_suite_path()
     if not root.is_dir():
         raise SuiteError(f"{root}: not a directory; a suite is a directory with manifest.json")
+    if verify:
+        rep = verify_suite(root)
+        if not rep.ok:
+            raise SuiteError(f"{root}: the suite does not verify ({len(rep.problems)} problem(s)):\n  "
+                             + "\n  ".join(rep.problems[:20]))
+        return Suite(root, read_manifest(root))
     return Suite(root, read_manifest(root))
 
 
@@ -350,11 +564,14 @@ class VerifyReport:
 
 
 def verify_suite(path: str | os.PathLike[str], *, strict: bool = True, limit: int = 100) -> VerifyReport:
-    """Check a suite: manifest against the schema, schema.json, every array file present with the manifest's
-    sha256, dtype and shape, and (``strict``) no file the manifest does not list. Collects every problem."""
+    """Check a suite: the manifest (read_manifest), every file of ``files`` and every array file (inside the
+    suite, regular, within the size bounds, sha256, .npy header dtype and shape: read_array), and (``strict``)
+    no file, directory or symlink the manifest does not list. Collects every problem (at most ``limit``)."""
     root = Path(path)
     rep = VerifyReport(root)
     try:
+        if not root.is_dir():
+            raise SuiteError(f"{root}: not a directory; a suite is a directory with manifest.json")
         m = read_manifest(root)
     except SuiteError as exc:
         rep.problems.append(str(exc))
@@ -367,30 +584,40 @@ def verify_suite(path: str | os.PathLike[str], *, strict: bool = True, limit: in
             for k, r in c[g].items():
                 listed.setdefault(r["file"], {**r, "_where": f"case {c['id']} {g}.{k}"})
     for rel, info in m["files"].items():
-        p = root / rel
-        if not p.exists():
-            rep.problems.append(f"{rel}: missing")
-        elif sha256(p.read_bytes()) != info["sha256"]:
+        try:
+            p, size = suite_file(root, rel, f"files.{rel}", max_bytes=MAX_MANIFEST_BYTES)
+            data = _read_bounded(p, size, rel)
+        except SuiteError as exc:
+            rep.problems.append(str(exc))
+            continue
+        if sha256(data) != info["sha256"]:
             rep.problems.append(f"{rel}: sha256 mismatch (the file was modified)")
-        elif rel == "schema.json" and p.read_bytes() != dumps_json(SCHEMA).encode("ascii"):
+        elif rel == "schema.json" and data != dumps_json(SCHEMA).encode("ascii"):
             rep.problems.append("schema.json: differs from this qref's schema for version "
                                 f"{SCHEMA_VERSION}")
+    if "schema.json" not in m["files"]:
+        rep.problems.append("manifest.files: schema.json is not listed (every suite carries its schema)")
     for rel, ref in sorted(listed.items()):
         if len(rep.problems) >= limit:
             rep.problems.append(f"... stopped after {limit} problems")
             return rep
         try:
-            arr = suite.read_array(ref, ref["_where"])
+            suite.read_array(ref, ref["_where"])
         except QrefError as exc:
             rep.problems.append(str(exc))
             continue
         rep.files += 1
         rep.bytes += (root / rel).stat().st_size
-        del arr
     if strict:
         known = set(listed) | set(m["files"]) | {"manifest.json"}
-        for p in sorted(root.rglob("*")):
-            rel = p.relative_to(root).as_posix()
-            if p.is_file() and rel not in known:
-                rep.problems.append(f"{rel}: not listed in the manifest (remove it or regenerate the suite)")
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            d = Path(dirpath)
+            for name in sorted([*dirnames, *filenames]):
+                p = d / name
+                rel = p.relative_to(root).as_posix()
+                if p.is_symlink():
+                    if rel not in known:
+                        rep.problems.append(f"{rel}: a symlink the manifest does not list (remove it)")
+                elif not p.is_dir() and rel not in known:
+                    rep.problems.append(f"{rel}: not listed in the manifest (remove it or regenerate the suite)")
     return rep

@@ -156,10 +156,15 @@ def _is_ml_float(dt: np.dtype) -> bool:
 
 def as_source_array(x: object) -> np.ndarray:
     """np.asarray with a clear error for non-numeric input; Python floats become float64, ints int64."""
+    if isinstance(x, np.ma.MaskedArray):  # schemes.md §1: refused, np.asarray would drop the mask silently
+        raise QrefError("masked arrays are not accepted (the mask would be lost): pass x.filled(v) for a fill "
+                        "value or x.compressed() for the unmasked elements, and re-apply the mask to the result")
     try:
         arr = np.asarray(x)
     except Exception as exc:  # pragma: no cover - numpy raises various types
         raise QrefError(f"cannot read the input as an array: {exc}") from exc
+    if arr.dtype.kind in "fiu" and not arr.dtype.isnative:  # '>f4' on a little-endian machine: same values
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     if arr.dtype.kind == "O" and not all(_is_rational(v) for v in arr.reshape(-1)):
         raise QrefError("expected a real numeric array; got Python objects (mixed or non-numeric values; exact "
                         "rationals must all be fractions.Fraction or int)")

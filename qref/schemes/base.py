@@ -12,6 +12,7 @@ first (``mxfp4``, ``nf4``, ``mlx_affine``...), then by the element format's kind
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,9 +24,21 @@ from ..formats import Format, formats, get_format
 
 
 class Scheme:
-    """Base class: subclasses are frozen dataclasses with ``name``, ``family`` and ``profile`` fields."""
+    """Base class: subclasses are frozen dataclasses with ``name``, ``family`` and ``profile`` fields.
+
+    Every subclass's ``dequantize`` / ``dequantize_with_mask`` is wrapped by ``checked_dequantize`` (schemes.md
+    §1.1): the QArray must have been made by an equal scheme, ``dtype`` must be a floating dtype, and a QArray
+    whose side data does not fit (tampered scales) gives a QrefError instead of a numpy exception or a result
+    of the wrong shape."""
 
     family: str = "abstract"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("dequantize", "dequantize_with_mask"):
+            fn = cls.__dict__.get(name)
+            if fn is not None and not getattr(fn, "_qref_checked", False):
+                setattr(cls, name, checked_dequantize(fn))
 
     def quantize(self, x: object, **kwargs: Any) -> QArray:  # pragma: no cover - interface
         raise NotImplementedError
@@ -67,6 +80,90 @@ class QArray:
     def dequantize(self, dtype: object = np.float32) -> np.ndarray:
         """Values represented by this QArray, as ``dtype``."""
         return self.scheme.dequantize(self, dtype=dtype)
+
+
+def _same_scheme(a: object, b: object) -> bool:
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except (ValueError, TypeError):  # fields holding arrays: compare the JSON-able specs
+        try:
+            return bool(a.to_spec() == b.to_spec())  # type: ignore[attr-defined]
+        except Exception:  # pragma: no cover - a scheme without a comparable spec
+            return False
+
+
+def _describe(s: object) -> str:
+    name = getattr(s, "name", None)
+    return f"{type(s).__name__}({name})" if name is not None else type(s).__name__
+
+
+def check_dequantize_dtype(dtype: object) -> np.dtype | None:
+    """None (the scheme's default) or a floating numpy dtype (float64/32/16, bfloat16 or another ml_dtypes float
+    type); a QrefError naming the ``dtype`` parameter otherwise (schemes.md §1.1)."""
+    if dtype is None:
+        return None
+    try:
+        dt = np.dtype(dtype)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise QrefError(f"dequantize: dtype={dtype!r} is not a numpy dtype; use np.float32 (default), np.float64, "
+                        "np.float16, ml_dtypes.bfloat16 or another ml_dtypes float type") from None
+    is_float = dt.kind == "f"
+    if dt.kind == "V":
+        import ml_dtypes
+
+        try:
+            ml_dtypes.finfo(dt)
+            is_float = True
+        except (ValueError, TypeError, KeyError):
+            is_float = False
+    if not is_float:
+        raise QrefError(f"dequantize: dtype={dtype!r} ({dt}) is not a floating dtype: dequantized values are "
+                        "reals; use np.float32 (default), np.float64, np.float16 or an ml_dtypes float type "
+                        "(the codes themselves are q.codes)")
+    return dt
+
+
+def checked_dequantize(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a Scheme's ``dequantize(q, dtype=...)`` with the checks of schemes.md §1.1."""
+
+    @functools.wraps(fn)
+    def dequantize(self: Scheme, q: object, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        if not isinstance(q, QArray):
+            raise QrefError(f"{type(self).__name__}.dequantize takes a QArray (from scheme.quantize(x)), got "
+                            f"{type(q).__name__}")
+        if q.scheme is not None and not _same_scheme(q.scheme, self):
+            raise QrefError(f"{_describe(self)}.dequantize: this QArray was made by {_describe(q.scheme)} "
+                            f"(family {getattr(q.scheme, 'family', '?')}); its codes mean nothing under another "
+                            "scheme: use q.dequantize() or the scheme that made it")
+        if args or "dtype" in kwargs:
+            check_dequantize_dtype(args[0] if args else kwargs["dtype"])
+        codes = np.asarray(q.codes)
+        try:
+            out = fn(self, q, *args, **kwargs)
+        except QrefError:
+            raise
+        except (IndexError, ValueError) as exc:  # numpy's AxisError is both
+            raise QrefError(f"{_describe(self)}.dequantize: the QArray's side data does not fit its codes "
+                            f"(codes {codes.shape}{_shapes(q)}): {type(exc).__name__}: {exc}") from None
+        values = out[0] if isinstance(out, tuple) else out
+        if np.shape(values) != codes.shape:
+            raise QrefError(f"{_describe(self)}.dequantize: the QArray's side data does not fit its codes "
+                            f"(codes {codes.shape}{_shapes(q)}; the result would have shape {np.shape(values)})")
+        return out
+
+    dequantize._qref_checked = True  # type: ignore[attr-defined]
+    return dequantize
+
+
+def _shapes(q: QArray) -> str:
+    parts = [f", {k} {np.shape(v)}" for k in ("scales", "zero_points", "biases", "global_scale")
+             if (v := getattr(q, k)) is not None]
+    return "".join(parts)
 
 
 Claims = Callable[[Format, Mapping[str, Any]], bool]
