@@ -113,16 +113,19 @@ def test_profile_equals_reference_on_all_distributions(prof: str, name: str, dty
 
 
 def test_plans_cover_the_profiles() -> None:
-    """Which configurations run fast: every profile but jax (FTZ arithmetic) on the three input dtypes."""
+    """Which configurations run fast: every profile but jax (FTZ arithmetic) on the three input dtypes, except
+    microxcaling on float32 (its scaled-integer element step in float32 reads more than the rounding bits, §4.7.1;
+    on 16-bit inputs it is a table over the 65536 values)."""
     for prof, name in schemes():
         s = qref.scheme(name, profile=prof)
         for dt in DTYPES:
             plan = bf.mx_plan(s, dt) if s.kind == "mx" else None
             if s.kind == "mx":
-                assert (plan is None) == (prof == "jax"), (prof, name, dt)
+                assert (plan is None) == (prof == "jax" or (prof == "microxcaling" and dt == F32)), (prof, name, dt)
             if plan is not None and prof == "mlx" and dt != F32:
                 assert plan.mode == "t16"
         assert bf.mx_plan(s, np.dtype(np.float64)) is None
+    assert bf.element_key_table(qref.scheme("mxfp6_e2m3", profile="microxcaling")) is None
 
 
 @pytest.mark.parametrize("prof,name", [("mlx", "mxfp8_e4m3"), ("mlx", "mxfp4"), ("mlx", "nvfp4"),
@@ -257,7 +260,8 @@ def check_rows16(s: object, plan: bf.MXPlan, dtype: np.dtype, es: np.ndarray) ->
     C = plan.C
     xc = np.tile(x, (es.size, 1)) if C is None or dtype == C else np.tile(x.astype(C), (es.size, 1))
     nb = es.size
-    sc = bm.MXScales(byte=np.zeros(nb, np.int64), e_div=es.astype(np.int64), special=np.full(nb, np.nan),
+    sc = bm.MXScales(byte=np.zeros(nb, np.int64), e_div=es.astype(np.int64), flushed=np.zeros(nb, bool),
+                     special=np.full(nb, np.nan),
                      scale_nan=np.zeros(nb, bool), folded=np.zeros(nb, bool), zero=np.zeros(nb, bool),
                      open_case=np.zeros(nb, bool), nan_blk=np.zeros(nb, bool), inf_blk=np.zeros(nb, bool),
                      nonfinite=np.zeros(nb, bool))
@@ -308,7 +312,7 @@ def test_scale_exponent_and_block_scales_exhaustive(prof: str, over: dict[str, s
             e_ref, z_ref = bm._scale_exponent(s, amax, C, False)
             e_fast, z_fast = bf.fast_scale_exponent(s, amax, C, False)
         assert (z_ref == z_fast).all() and (e_ref[~z_ref] == e_fast[~z_ref]).all(), name
-        if s.byte0_divisor == "jax":
+        if s.byte0_divisor == "folded_stand_in":
             continue
         no = np.zeros(amax.size, dtype=bool)
         with np.errstate(all="ignore"):
@@ -320,7 +324,7 @@ def test_scale_exponent_and_block_scales_exhaustive(prof: str, over: dict[str, s
 
 
 @pytest.mark.parametrize("prof,name", [("mlx", "mxfp8_e4m3"), ("mlx", "mxfp4"), ("ocp", "mxfp8_e5m2"),
-                                       ("ocp", "mxint8"), ("ocp", "mxfp6_e3m2"), ("microxcaling", "mxfp6_e2m3"),
+                                       ("ocp", "mxint8"), ("ocp", "mxfp6_e3m2"), ("torchao_floor", "mxfp6_e2m3"),
                                        ("nvidia", "mxfp8_e4m3"), ("mlx", "nvfp4"), ("nvidia", "nvfp4")])
 def test_sticky_key_tables(prof: str, name: str) -> None:
     """table[key(y)] equals the reference element step for every key class: all (33 - low)-bit heads, each

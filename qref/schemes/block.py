@@ -27,6 +27,7 @@ from ..errors import QrefError, check_choice, unknown_name
 from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..policy import CastPolicy
 from ..profiles import Profile, get_profile, profiles
+from ..profiles.block import rules_of
 from . import block_arith as ar
 from .base import QArray, Scheme, normalize_axis, register_family
 
@@ -46,14 +47,19 @@ DEFAULT_PROFILE = {"mx": "ocp", "float_scale": "ocp", "affine": "mlx", "nvfp4": 
 
 # every field's allowed values (block.md §2)
 CHOICES: dict[str, tuple[str, ...]] = {
-    "scale_rule": ("floor", "ceil", "even", "rceil", "floor_log2_float32", "rceil_log2_float32"),
+    "scale_rule": ("floor", "ceil", "even", "rceil", "floor_log2_float32", "floor_log2_in_dtype",
+                   "rceil_log2_float32"),
     "zero_block": ("min_scale", "unit_scale", "min_normal_amax"),
     "scale_range": ("clamp", "clamp_nan", "wrap"),
-    "nonfinite_block": ("nan_scale", "nan255_inf_e128", "nan255_inf254", "mlx", "jax"),
-    "byte0_divisor": ("exact", "float32_min_normal", "one", "jax"),
-    "global_scale_rule": ("exact", "nvidia", "torchao", "mlx", "jax"),
+    "nonfinite_block": ("nan_scale", "nan255_inf_e128", "nan255_inf254", "zero_divisor", "nan_wraps_inf_divisor"),
+    "byte0_divisor": ("exact", "float32_min_normal", "one", "folded_stand_in"),
+    "global_scale_rule": ("exact", "amax_encode_reciprocal", "tensor_scale_clamped", "input_dtype_encode",
+                          "prescaled_divide"),
     "zero_sign": ("keep", "positive", "scaled_zero_positive"),
     "out_of_range": ("encode", "lut_argmin"),
+    "element_exponent": ("exact", "floor_log2_in_dtype"),
+    "divisor_out_of_range": ("divide", "nan_block"),
+    "round_arith": ("exact", "in_dtype"),
     "compute_dtype": ar.COMPUTE_DTYPES,
     "scale_arith": ("divide", "reciprocal"),
     "quotient_arith": ("divide", "reciprocal"),
@@ -83,7 +89,8 @@ class BlockScheme(Scheme):
     nonfinite_block (mx): nan_scale | nan255_inf_e128 | nan255_inf254 | mlx | jax. Default "nan_scale".
     byte0_divisor (mx): exact (2^-127) | float32_min_normal (2^-126) | one (1) | jax (2^-15 in float16, else
         2^-127). Default "exact".
-    global_scale_rule (float_scale): exact | nvidia | torchao | mlx | jax. Default "exact".
+    global_scale_rule (float_scale): exact | amax_encode_reciprocal | tensor_scale_clamped | input_dtype_encode |
+        prescaled_divide (block.md §5.2). Default "exact".
     rounding, overflow, nan: the element CastPolicy (core rounding modes; overflow "saturate" = the OCP clamp;
         nan None = the format's default). Defaults "nearest_even", "saturate", None.
     zero_sign: keep | positive (every -0 result becomes +0, MLX FP4) | scaled_zero_positive (a scaled value
@@ -128,6 +135,10 @@ class BlockScheme(Scheme):
     scale_arith: str = "divide"
     quotient_arith: str = "divide"
     flush_subnormals: bool = False
+    flush_subnormal_blocks: bool = False
+    divisor_out_of_range: str = "divide"
+    element_exponent: str = "exact"
+    round_arith: str = "exact"
     dequant: str = "exact"
     dequant_nan_scale: str = "nan"
     pad: str = "zero"
@@ -152,7 +163,7 @@ class BlockScheme(Scheme):
             if self.scale_format is None or self.scale_format.name != "float8_e8m0fnu":
                 raise QrefError("MX blocks take scale_format='float8_e8m0fnu' (OCP MX v1.0 §5.4); for other "
                                 "float scale formats pass a format with mantissa bits (float_scale kind)")
-            if exact and (self.nonfinite_block in ("mlx", "jax") or self.flush_subnormals):
+            if exact and (self.nonfinite_block in ("zero_divisor", "nan_wraps_inf_divisor") or self.flush_subnormals):
                 raise QrefError(f"nonfinite_block={self.nonfinite_block!r} and flush_subnormals describe "
                                 "floating-point arithmetic; they need compute_dtype 'input', 'float32', ...")
             if exact and self.scale_rule.endswith("float32"):
@@ -218,9 +229,10 @@ class BlockScheme(Scheme):
     def quantize(self, x: object, axis: int = -1, global_scale: object = None, **kwargs: Any) -> QArray:
         """Quantize blocks of ``block_size`` consecutive elements along ``axis`` (default -1).
 
-        global_scale: NVFP4 two-level scale in the rule's own terms (nvidia and mlx: the tensor amax g;
-        torchao: pts = amax / 2688; jax: the divisor gs). None: nvidia computes g = max|x| over the tensor,
-        jax uses gs = 1, torchao and mlx quantize single-level."""
+        global_scale: NVFP4 two-level scale in the rule's own terms (amax_encode_reciprocal and
+        input_dtype_encode: the tensor amax g; tensor_scale_clamped: pts = amax / 2688; prescaled_divide: the
+        divisor gs). None: amax_encode_reciprocal computes g = max|x| over the tensor, prescaled_divide uses
+        gs = 1, the other two quantize single-level."""
         if kwargs:
             raise TypeError(f"{type(self).__name__}.quantize takes axis= and global_scale=, got {sorted(kwargs)}")
         arr = as_source_array(x)
@@ -231,8 +243,8 @@ class BlockScheme(Scheme):
         if global_scale is not None:
             if self.kind != "float_scale" or self.global_scale_rule == "exact":
                 raise QrefError(f"{self.name} with global_scale_rule={self.global_scale_rule!r} takes no "
-                                "global scale; NVFP4 two-level scaling needs global_scale_rule 'nvidia', "
-                                "'torchao', 'mlx' or 'jax'")
+                                "global scale; NVFP4 two-level scaling needs a global_scale_rule other than "
+                                "'exact' (e.g. profile='nvidia', 'torchao_floor', 'mlx' or 'jax')")
             gs = np.float32(np.asarray(global_scale, dtype=np.float64).reshape(-1)[0])
             if np.asarray(global_scale).size != 1:
                 raise QrefError("global_scale must be a single float32 value")
@@ -243,7 +255,7 @@ class BlockScheme(Scheme):
         elif self.kind == "float_scale":
             from .block_nvfp4 import quantize_float_scaled_blocks, tensor_amax
 
-            if gs is None and self.global_scale_rule == "nvidia":
+            if gs is None and self.global_scale_rule == "amax_encode_reciprocal":
                 gs = tensor_amax(arr)
             out = quantize_float_scaled_blocks(self, xb, gs)
         else:
@@ -322,12 +334,13 @@ def _from_spec(spec: dict[str, Any]) -> BlockScheme:
 
 
 def _profile_section(prof: Profile, kind: str, name: str) -> dict[str, Any]:
-    sect = prof.params.get(kind)
+    """The BlockScheme field values of profile ``prof`` for scheme kind ``kind`` (its typed rules, block.md §8)."""
+    sect = rules_of(prof).kind(kind)
     if sect is None:
-        have = sorted(n for n, p in profiles("block").items() if kind in p.params)
+        have = sorted(n for n, p in profiles("block").items() if rules_of(p).kind(kind) is not None)
         raise QrefError(f"block profile {prof.name!r} ({prof.system}) defines no {kind} rules for {name!r}; "
                         f"profiles with {kind} rules: {', '.join(have)}")
-    return dict(sect)
+    return sect.values()
 
 
 def _build(name: str | Format, *, profile: str | None = None, block_size: int | None = None,
@@ -372,16 +385,17 @@ def _build(name: str | Format, *, profile: str | None = None, block_size: int | 
     pname = profile or (DEFAULT_PROFILE["nvfp4"] if sname == "nvfp4" else DEFAULT_PROFILE[kind])
     prof = get_profile(pname, "block")
     params = _profile_section(prof, kind, sname)
-    support = prof.params.get("support", {}).get(kind, {})
-    elems = support.get("elements")
-    override_elem = prof.params.get("element_overrides", {}).get(element.name, {})
+    rules = rules_of(prof)
+    support = rules.support(kind)
+    elems = support.elements
+    override_elem = rules.for_element(element.name)
     if elems is not None and element.name not in elems:
         raise QrefError(f"profile {pname!r} ({prof.system}) has no {sname} ({element.name} elements); it supports "
                         f"{', '.join(elems)}")
-    sizes = support.get("block_sizes")
+    sizes = support.block_sizes
     if sizes is not None and k not in sizes:
         raise QrefError(f"profile {pname!r} ({prof.system}) takes block sizes {sizes} for {kind} schemes, got {k}")
-    bits_ok = support.get("bits")
+    bits_ok = support.bits
     if bits_ok is not None and element.bits not in bits_ok:
         raise QrefError(f"profile {pname!r} ({prof.system}) takes bits {bits_ok}, got {element.bits}")
     params.update(override_elem)
@@ -403,7 +417,5 @@ def _claims(fmt: Format, kw: dict[str, Any]) -> bool:
 
 register_family("block", builder=_build, from_spec=_from_spec, names=tuple(NAMED_SCHEMES), claims=_claims,
                 order=200)
-
-from . import block_profiles  # noqa: E402,F401  (registers the block profiles)
 
 __all__ = ["CHOICES", "NAMED_SCHEMES", "BlockScheme"]

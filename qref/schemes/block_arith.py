@@ -181,6 +181,21 @@ def round_half_up_exponent(v: np.ndarray, mbits: int) -> np.ndarray:
     return (exp + L - 1 + carry).reshape(np.shape(v))
 
 
+def log2_in(v: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
+    """log2 of v computed as torch does on CPU in ``dtype`` (block.md §3.3): the correctly rounded float32 log2
+    of v rounded to float32, then rounded once more to a 16-bit dtype (torch evaluates 16-bit elementwise
+    functions in float32); dtype None or float32: log2_float32."""
+    out = log2_float32(round_to(np.asarray(v), F32))
+    return out if dtype is None or dtype == F32 else round_to(out, dtype)
+
+
+def fl_in(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """v (float64, exact or correctly rounded) rounded to float32 and then, for a 16-bit ``dtype``, once more:
+    how torch computes one elementwise operation on a 16-bit tensor on CPU (in float32, stored back)."""
+    r = round_to(v, F32)
+    return r if dtype == F32 else round_to(r, dtype)
+
+
 def log2_float32(v: np.ndarray) -> np.ndarray:
     """The correctly rounded float32 log2 of float32 values (what torch.log2 gives on CPU); log2(0) = -Inf."""
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -271,9 +271,9 @@ def finite_block_scales(s: BlockScheme, amax: np.ndarray, C: np.dtype | None
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(byte, e_div, scale_nan, rows_unspec, scales_unspec) of blocks without NaN or Inf: block_mx.mx_block_scales
     and mx_row_flags with every non-finite branch dropped (no special or folded divisor can arise), in int32.
-    Not for byte0_divisor 'jax' (the fast path never runs it). tests/test_block_fastpath.py checks it against
-    mx_block_scales on every float16 / bfloat16 amax and on float32 patterns."""
-    from .block_mx import E8M0_BIAS, _scale_exponent
+    Not for byte0_divisor 'folded_stand_in' (the fast path never runs it). tests/test_block_fastpath.py checks it
+    against mx_block_scales on every float16 / bfloat16 amax and on float32 patterns."""
+    from .block_mx import E8M0_BIAS, min_normal_amax_exponent
 
     e, zero = fast_scale_exponent(s, amax, C, False)
     if s.zero_block == "min_scale":
@@ -281,8 +281,7 @@ def finite_block_scales(s: BlockScheme, amax: np.ndarray, C: np.dtype | None
     elif s.zero_block == "unit_scale":
         e = np.where(zero, 0, e)
     elif zero.any():  # min_normal_amax
-        e0, _ = _scale_exponent(s, np.full(1, ar.F32_MIN_NORMAL, dtype=amax.dtype), C, False)
-        e = np.where(zero, int(e0[0]), e)
+        e = np.where(zero, min_normal_amax_exponent(s, amax.dtype, C, False), e)
     e = e.astype(np.int32, copy=False)
     if s.scale_range == "wrap":
         byte = (e + E8M0_BIAS) & 0xFF
@@ -295,8 +294,13 @@ def finite_block_scales(s: BlockScheme, amax: np.ndarray, C: np.dtype | None
         byte = np.where(scale_nan, 255, e_div + E8M0_BIAS)
         if s.byte0_divisor in ("float32_min_normal", "one"):
             e_div = np.where((byte == 0) & ~scale_nan, -126 if s.byte0_divisor != "one" else 0, e_div)
-        elif s.byte0_divisor != "exact":  # pragma: no cover - the plan excludes 'jax'
+        elif s.byte0_divisor != "exact":  # pragma: no cover - the plan excludes 'folded_stand_in'
             raise AssertionError(s.byte0_divisor)
+    if s.divisor_out_of_range == "nan_block" and C is not None:  # as block_mx.mx_block_scales (§4.6)
+        d = ar.f64(ar.pow2(e_div, C))
+        under = ((d == 0) | np.isinf(d)) & ~scale_nan
+        scale_nan = scale_nan | under
+        byte = np.where(under, 255, byte)
     rows = scale_nan
     if s.unspecified_open_cases:
         open_case = (e < -E8M0_BIAS) | (e > E8M0_BIAS) | zero
@@ -391,14 +395,18 @@ def mx_plan(s: BlockScheme, dtype: np.dtype) -> MXPlan | None:
     Covered: float32 / float16 / bfloat16 inputs; compute dtype 'exact' (then y = fl32(x * 2^-e_div) stands for
     the exact x * 2^-e_div: equal when no tiny result is rounded, and otherwise the same code by
     _underflow_safe; the reference's exact path does not apply lut_argmin), float32 (y is the reference's
-    fl32(x / 2^e_div) itself), or the input's own 16-bit dtype. Not covered: flush_subnormals, other dtype
-    pairs, scaled_zero_positive with exact scaling."""
+    fl32(x / 2^e_div) itself), or the input's own 16-bit dtype. Not covered: flush_subnormals,
+    flush_subnormal_blocks, the scaled-integer element step on float32 (§4.7.1), other dtype pairs,
+    scaled_zero_positive with exact scaling."""
     from .block_mx import apply_zero_sign, element_policy, encode_elements, encode_exact_shifted
 
-    if s.kind != "mx" or s.flush_subnormals or s.byte0_divisor == "jax" or dtype not in (ar.F32, ar.F16, ar.BF16):
+    if (s.kind != "mx" or s.flush_subnormals or s.flush_subnormal_blocks or s.byte0_divisor == "folded_stand_in"
+            or dtype not in (ar.F32, ar.F16, ar.BF16)):
         return None
     C = ar.resolve_compute_dtype(s.compute_dtype, dtype)
     if C is None or C == ar.F32:
+        if s.element_exponent != "exact" or s.round_arith != "exact":
+            return None  # the scaled-integer step (block.md §4.7.1) reads more of y than its rounding bits
         low = sticky_low(s)
         if low is None:
             return None
@@ -515,7 +523,7 @@ def element_key_table(s: BlockScheme) -> tuple[int, np.ndarray] | None:
     from .block_mx import encode_elements
 
     low = sticky_low(s)
-    if low is None:
+    if low is None or s.element_exponent != "exact" or s.round_arith != "exact":
         return None
     with np.errstate(invalid="ignore", over="ignore"):
         table, _ = encode_elements(s, key_representatives(low))
@@ -595,15 +603,16 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
     from .block_nvfp4 import _encode_scale, nvidia_block_scales, quantize_float_scaled_reference, torchao_block_scales
 
     rule = s.global_scale_rule
-    if (not FAST_PATH or rule not in ("mlx", "nvidia", "torchao") or xb.ndim != 2 or xb.shape[0] == 0
-            or xb.shape[1] == 0 or xb.dtype not in (ar.F32, ar.F16, ar.BF16) or s.flush_subnormals
-            or s.unspecified_open_cases or (rule == "nvidia" and global_scale is None)):
+    if (not FAST_PATH or rule not in ("input_dtype_encode", "amax_encode_reciprocal", "tensor_scale_clamped")
+            or xb.ndim != 2 or xb.shape[0] == 0 or xb.shape[1] == 0 or xb.dtype not in (ar.F32, ar.F16, ar.BF16)
+            or s.flush_subnormals
+            or s.unspecified_open_cases or (rule == "amax_encode_reciprocal" and global_scale is None)):
         return None
     keyed = element_key_table(s)
     if keyed is None:
         return None
     low, ktable = keyed
-    T = ar.resolve_compute_dtype("input", xb.dtype) if rule == "mlx" else ar.F32
+    T = ar.resolve_compute_dtype("input", xb.dtype) if rule == "input_dtype_encode" else ar.F32
     M, _ = element_constants(s)
     S = float(s.scale_format.max_value)
     limit = np.float32(lut_table_limit(s))
@@ -612,9 +621,9 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
     gs_out = enc = None
     if global_scale is not None:
         gs_out = np.float32(global_scale)
-        if rule == "mlx":
+        if rule == "input_dtype_encode":
             enc = ar.div(np.float32(M * S), gs_out, ar.F32)
-    rows16 = scale_rows16(s, T) if rule == "mlx" and T != ar.F32 and enc is None else None
+    rows16 = scale_rows16(s, T) if rule == "input_dtype_encode" and T != ar.F32 and enc is None else None
     codes = np.empty((nb, k), dtype=s.element.code_dtype)
     scales = np.empty(nb, dtype=s.scale_format.code_dtype)
     slow = np.empty(nb, dtype=bool)
@@ -628,7 +637,7 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
             amax32 = to_float32((a2 >> a2.dtype.type(1)).view(xb.dtype))
             # ---- per block: the reference's steps, in native float32 where that is exact -------------------
             fast = ~nonfinite
-            if rule == "mlx":
+            if rule == "input_dtype_encode":
                 # r = fl_T(amax / M) and sv = fl32(r * enc): one IEEE float32 operation each (divide_in for T)
                 r = divide_in(amax32, np.float32(M), T, np.empty(b1 - b0, dtype=np.float32))
                 sv = r if enc is None else r * enc
@@ -641,7 +650,7 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
                 if enc is not None:
                     ymax *= enc
             else:
-                byte, factor = (nvidia_block_scales(s, amax32, gs_out) if rule == "nvidia"
+                byte, factor = (nvidia_block_scales(s, amax32, gs_out) if rule == "amax_encode_reciprocal"
                                 else torchao_block_scales(s, amax32, gs_out))
                 fast &= np.isfinite(factor)  # an infinite factor (tiny global scale): 0 * inf is NaN, the reference
                 factor = np.where(fast, factor, np.float32(1)).astype(np.float32)
@@ -661,7 +670,7 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
                     continue
                 y = work.y[:n]
                 y2 = y.reshape(r1 - r0, k)
-                if rule == "mlx":
+                if rule == "input_dtype_encode":
                     divide_in(to_float32(xb[r0:r1]), factor[r0 - b0:r1 - b0, None], T, y2)
                     if enc is not None:
                         np.multiply(y, enc, out=y)

@@ -72,6 +72,60 @@ def lut_argmin(y: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     return codes[first].astype(fmt.code_dtype)
 
 
+def integer_step_values(s: BlockScheme, y: np.ndarray) -> np.ndarray:
+    """The element values (float64) that the scaled-integer element step gives for scaled values y of a
+    compute dtype T = y.dtype (block.md §4.7.1):
+
+        p = max(floor(log2 |y|), emin)      element_exponent: exact, or floor(fl_T(log2(fl_T(|y| + [y = 0]))))
+        m = |y| * 2^(mbits - p)             (integer elements: m = |y| * 2^-element_scale_exp, no p)
+        r = floor(m) (toward_zero) | floor(h) (nearest_away) | floor(h) - [l is an even integer] (nearest_even)
+            with h = m + 1/2, l = m - 1/2 exact, or h = fl_T(m + 1/2), l = fl_T(m - 1/2) (round_arith in_dtype)
+        v = clamp(sign(y) * r * 2^(p - mbits), -max, max)     (sign(+-0) = 0: a zero y gives +0)
+
+    T's operations are the float32 result rounded once more for 16-bit T (ar.fl_in)."""
+    fmt = s.element
+    T = y.dtype
+    yf = ar.f64(y)
+    a = np.abs(yf)
+    fin = np.isfinite(a)
+    a0 = np.where(fin, a, 0.0)
+    if isinstance(fmt, FloatFormat):
+        mb = fmt.mantissa_bits
+        emin = 1 - fmt.bias
+        if s.element_exponent == "floor_log2_in_dtype":
+            lg = ar.f64(ar.log2_in(ar.fl_in(a0 + (a0 == 0), T), T))
+            p = np.floor(lg).astype(np.int64)
+        else:
+            p = np.zeros(a0.shape, dtype=np.int64)
+            pos = a0 > 0
+            p[pos] = ar.floor_log2(a0[pos])
+        p = np.maximum(p, emin)
+        shift = mb - p
+        # 2^p is Inf in T (float16, p = 16: log2 rounded up to 16): y / Inf * 2^mbits = 0, then 0 * Inf = NaN
+        p_over = np.isinf(ar.f64(ar.pow2(p, T)))
+    else:
+        shift = np.full(a0.shape, -s.element_scale_exp, dtype=np.int64)
+        p_over = np.zeros(a0.shape, dtype=bool)
+    m = np.ldexp(a0, shift)  # exact: a power-of-two scaling of a value of T, within T's range
+    if s.round_arith == "in_dtype":
+        def fl(v: np.ndarray) -> np.ndarray:
+            return ar.f64(ar.fl_in(v, T))
+    else:
+        def fl(v: np.ndarray) -> np.ndarray:
+            return v
+    if s.rounding == "toward_zero":
+        r = np.floor(m)
+    else:
+        r = np.floor(fl(m + 0.5))
+        if s.rounding == "nearest_even":
+            low = fl(m - 0.5)
+            r = r - ((np.floor(low) == low) & (np.mod(low, 2.0) == 0))
+    lim = float(s.element_max)
+    with np.errstate(invalid="ignore"):
+        v = np.clip(np.sign(yf) * np.ldexp(r, -shift), -lim, lim)
+    return np.where(fin, np.where(p_over, np.nan, v), yf)
+
+
 def encode_elements(s: BlockScheme, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Codes of scaled values y (a float array in the compute dtype) and the unspecified mask (block.md §4.7).
 
@@ -83,13 +137,17 @@ def encode_elements(s: BlockScheme, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
     fmt = s.element
     policy = element_policy(s)
     ses = s.element_scale_exp
+    y64 = ar.f64(y)
+    if s.element_exponent != "exact" or s.round_arith != "exact":
+        # the scaled-integer element step (§4.7.1) picks the value; it is exact in the element format
+        y = integer_step_values(s, y)
+        policy = CastPolicy(rounding="nearest_even", overflow=s.overflow, nan=s.nan)
     yflat = np.ascontiguousarray(y).reshape(-1)
     if isinstance(fmt, IntFormat) or ses != 0:
         codes = encode_exact_shifted(yflat, np.full(yflat.size, -ses, dtype=np.int64), fmt, policy)
     else:
         codes = encode_flat(yflat, fmt, policy.resolve(fmt))
     codes = apply_zero_sign(s, codes.reshape(y.shape))
-    y64 = ar.f64(y)
     if s.zero_sign == "scaled_zero_positive" and isinstance(fmt, FloatFormat) and fmt.has_negative_zero:
         codes = np.where(y64 == 0, np.where(codes == fmt.sign_mask, 0, codes), codes).astype(fmt.code_dtype)
     unspec = np.zeros(y.shape, dtype=bool)
@@ -111,7 +169,7 @@ def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: b
     emax, max_elem = s.element_emax, s.element_max
     rule = s.scale_rule
     e = np.zeros(amax.shape, dtype=np.int64)
-    if rule in ("floor", "ceil", "even", "floor_log2_float32"):
+    if rule in ("floor", "ceil", "even", "floor_log2_float32", "floor_log2_in_dtype"):
         zero = amax == 0
         pos = ~zero
         a = amax[pos]
@@ -121,8 +179,10 @@ def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: b
             e[pos] = ar.ceil_log2(a) - emax
         elif rule == "even":
             e[pos] = ar.round_half_up_exponent(a, s.element_mantissa_bits) - emax
-        else:
+        elif rule == "floor_log2_float32":
             e[pos] = np.floor(ar.log2_float32(ar.round_to(a, ar.F32))).astype(np.int64) - emax
+        else:  # floor_log2_in_dtype (block.md §3.3): the float32 logarithm rounded once more to a 16-bit C
+            e[pos] = np.floor(ar.f64(ar.log2_in(a, C))).astype(np.int64) - emax
         return e, zero
     # rceil family: r = amax / max_elem, exact or rounded to the compute dtype
     if C is None:
@@ -145,6 +205,16 @@ def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: b
     return e, zero
 
 
+def min_normal_amax_exponent(s: BlockScheme, dtype: np.dtype, C: np.dtype | None, ftz: bool) -> int:
+    """The scale exponent of a zero block under zero_block="min_normal_amax" (block.md §4.3): the rule applied to
+    the stand-in 2^-126 held in the amax's dtype; where that dtype flushes it to 0 (float16), log2 0 = -Inf and
+    the exponent is below every range (it clamps to -127)."""
+    stand = np.full(1, ar.F32_MIN_NORMAL, dtype=dtype) if dtype.kind in "fV" else np.full(1, ar.F32_MIN_NORMAL)
+    if not stand[0] > 0:
+        return -(1 << 30)
+    return int(_scale_exponent(s, stand, C, ftz)[0][0])
+
+
 ScaleExponent = Callable[["BlockScheme", np.ndarray, "np.dtype | None", bool], tuple[np.ndarray, np.ndarray]]
 
 
@@ -152,13 +222,15 @@ ScaleExponent = Callable[["BlockScheme", np.ndarray, "np.dtype | None", bool], t
 class MXScales:
     """Per-block results of the scale steps (block.md §4.2-4.5), shared by the reference and the fast path.
 
-    byte: the stored E8M0 byte; e_div: the exponent the elements are divided by (2^e_div); special: a divisor
+    byte: the stored E8M0 byte; e_div: the exponent the elements are divided by (2^e_div); flushed: blocks whose
+    elements become zeros of their sign first (flush_subnormal_blocks, §4.6); special: a divisor
     that overrides 2^e_div (NaN = none; 0 for MLX non-finite blocks, +Inf for JAX Inf blocks); scale_nan: byte
     255 with codes 0; folded: JAX's compile-time reciprocal of byte 0; zero: zero blocks; open_case: scales
     OCP leaves open; nan_blk / inf_blk / nonfinite: blocks holding NaN / Inf (no NaN) / either."""
 
     byte: np.ndarray
     e_div: np.ndarray
+    flushed: np.ndarray
     special: np.ndarray
     scale_nan: np.ndarray
     folded: np.ndarray
@@ -179,13 +251,14 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
 
     # ---- scale exponent (§4.2-4.3) ----------------------------------------------------------------------
     e, zero = (scale_exponent or _scale_exponent)(s, amax, C, ftz)
+    # flush_subnormal_blocks (§4.6): the rule's amax exponent e + emax below the float32 normal range
+    flushed = (e + s.element_emax < -126) & ~zero if s.flush_subnormal_blocks else np.zeros(nb, dtype=bool)
     if s.zero_block == "min_scale":
         e = np.where(zero, -E8M0_BIAS, e)
     elif s.zero_block == "unit_scale":
         e = np.where(zero, 0, e)
     elif s.zero_block == "min_normal_amax" and zero.any():
-        e0, _ = _scale_exponent(s, np.full(1, ar.F32_MIN_NORMAL, dtype=amax.dtype), C, ftz)
-        e = np.where(zero, e0[0], e)
+        e = np.where(zero, min_normal_amax_exponent(s, amax.dtype, C, ftz), e)
     open_case = (e < -E8M0_BIAS) | (e > E8M0_BIAS) | zero  # OCP leaves these scales open
 
     # ---- range (§4.4) ---------------------------------------------------------------------------------
@@ -219,10 +292,10 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
             scale_nan |= nan_blk
             byte = np.where(inf_blk, 254, byte)
             e_div = np.where(inf_blk, E8M0_BIAS, e_div)
-        elif pol == "mlx":
+        elif pol == "zero_divisor":
             byte = np.where(nonfinite, 128 if C == ar.F32 else 0, byte)
             special = np.where(nonfinite, 0.0, special)
-        elif pol == "jax":
+        elif pol == "nan_wraps_inf_divisor":
             byte = np.where(nan_blk, 0, np.where(inf_blk, 255, byte))
             special = np.where(inf_blk, np.inf, special)
         else:  # pragma: no cover - validated in BlockScheme
@@ -237,17 +310,23 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
             e_div = np.where(b0, -126, e_div)
         elif s.byte0_divisor == "one":
             e_div = np.where(b0, 0, e_div)
-        elif s.byte0_divisor == "jax":
+        elif s.byte0_divisor == "folded_stand_in":
             e_div = np.where(b0, -15 if C == ar.F16 else -E8M0_BIAS, e_div)
             folded = b0
-    return MXScales(byte, e_div, special, scale_nan, folded, zero, open_case, nan_blk, inf_blk, nonfinite)
+    if s.divisor_out_of_range == "nan_block" and C is not None:
+        # §4.6: 2^e_div is 0 or Inf in C: x / 0 or x / Inf, then that times 0 or Inf again, is NaN
+        d = ar.f64(ar.pow2(e_div, C))
+        under = ((d == 0) | np.isinf(d)) & np.isnan(special) & ~scale_nan
+        scale_nan |= under
+        byte = np.where(under, 255, byte)
+    return MXScales(byte, e_div, flushed, special, scale_nan, folded, zero, open_case, nan_blk, inf_blk, nonfinite)
 
 
 def mx_row_flags(s: BlockScheme, sc: MXScales) -> tuple[np.ndarray, np.ndarray]:
     """(blocks whose every code is unspecified, blocks whose scale is unspecified) (block.md §4.5, §4.9)."""
     rows = sc.scale_nan.copy()
     scales_unspec = np.zeros(sc.byte.shape[0], dtype=bool)
-    if s.nonfinite_block == "jax":
+    if s.nonfinite_block == "nan_wraps_inf_divisor":
         # XLA:CPU's vectorized max reduction propagates a NaN or drops it depending on the array's shape: the
         # scale of a block holding NaN, and so its codes, are unspecified (block.md §4.5)
         rows |= sc.nan_blk
@@ -320,10 +399,14 @@ def quantize_mx_reference(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarra
     # amax is a value of the compute (or input) dtype: exact in float64; hand it back in that dtype
     amax = amax64.astype(xc.dtype) if xc.dtype.kind in "fV" else amax64
     sc = mx_block_scales(s, amax, nan_blk, inf_blk, C, ftz)
+    if sc.flushed.any():  # x * 0: zeros of the elements' signs (§4.6)
+        with np.errstate(invalid="ignore"):
+            xc = np.where(sc.flushed[:, None], ar.round_to(xf * 0.0, xc.dtype), xc)
+        xf = ar.f64(xc)
     codes, unspec = mx_element_codes(s, xc, xf, sc, C, ftz)
     codes = np.where(sc.scale_nan[:, None], 0, codes).astype(s.element.code_dtype)
     rows, scales_unspec = mx_row_flags(s, sc)
-    if C == ar.BF16 and s.byte0_divisor == "jax" and s.scale_arith == "reciprocal":
+    if C == ar.BF16 and s.byte0_divisor == "folded_stand_in" and s.scale_arith == "reciprocal":
         rows = rows | sc.folded  # XLA:CPU: 1/0 = +Inf or the folded float32 2^127, by fusion (block.md §4.4)
     unspec = unspec | rows[:, None]
     return {"codes": codes, "scales": sc.byte.astype(np.uint8), "unspecified": unspec,

@@ -4,12 +4,16 @@ format with a non-power-of-two scale format (spec: block.md §5).
 Each ``global_scale_rule`` is one documented formula (block.md §5.2); ``M`` is the element maximum (6 for E2M1),
 ``S`` the scale format maximum (448 for E4M3), fl32 / fl_T round to float32 / the input dtype:
 
-exact    s = scale_fmt(amax / M); y = x / s                    (exact quotients; no global scale)
-nvidia   S_enc = fl32(M S / g) (g = 0 or S_enc = 0: 1); s = e4m3(fl32(amax * fl32(S_enc * fl32(1/M))));
-         y = fl32(x * min(fl32(1 / fl32(s * fl32(1/S_enc))), FLT_MAX))      (TransformerEngine)
-torchao  s = e4m3(clamp(fl32(fl32(amax / M) [/ pts]), 2^-6, S)); y = fl32(x * fl32([fl32(1/pts)] / s))
-mlx      s = to_fp8(fl_T(amax / M) [* fl32(M S / g)]); y = fl_T(x / s) [* fl32(M S / g)]
-jax      x' = fl32(x / gs) (gs = 1 by default); s = e4m3(clip(fl32(amax' / M), 0, S)); y = fl32(x' / s);
+exact                   s = scale_fmt(amax / M); y = x / s        (exact quotients; no global scale)
+amax_encode_reciprocal  (TransformerEngine)
+         S_enc = fl32(M S / g) (g = 0 or S_enc = 0: 1); s = e4m3(fl32(amax * fl32(S_enc * fl32(1/M))));
+         y = fl32(x * min(fl32(1 / fl32(s * fl32(1/S_enc))), FLT_MAX))
+tensor_scale_clamped  (torchao)
+         s = e4m3(clamp(fl32(fl32(amax / M) [/ pts]), 2^-6, S)); y = fl32(x * fl32([fl32(1/pts)] / s))
+input_dtype_encode  (MLX)
+         s = to_fp8(fl_T(amax / M) [* fl32(M S / g)]); y = fl_T(x / s) [* fl32(M S / g)]
+prescaled_divide  (JAX)
+         x' = fl32(x / gs) (gs = 1 by default); s = e4m3(clip(fl32(amax' / M), 0, S)); y = fl32(x' / s);
          under jit XLA turns each division into a multiplication by the float32 reciprocal and folds the two
          element multiplications: y = fl32(x * fl32(fl32(1/gs) * fl32(1/s))) (scale_arith and quotient_arith
          = "reciprocal")
@@ -31,7 +35,8 @@ from .block_mx import encode_elements
 if TYPE_CHECKING:
     from .block import BlockScheme
 
-GLOBAL_SCALE_RULES = ("exact", "nvidia", "torchao", "mlx", "jax")
+GLOBAL_SCALE_RULES = ("exact", "amax_encode_reciprocal", "tensor_scale_clamped", "input_dtype_encode",
+                      "prescaled_divide")
 
 
 def _block_amax(x: np.ndarray, nan: str) -> np.ndarray:
@@ -93,7 +98,7 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
     gs_out = None
     if rule == "exact":
         if global_scale is not None:
-            raise QrefError("global_scale_rule='exact' has no global scale; use 'nvidia', 'torchao', 'mlx' or 'jax'")
+            raise QrefError("global_scale_rule='exact' has no global scale; use another rule (block.md §5.2)")
         x64 = _exact_input(s, xb)
         amax = _block_amax(x64, "propagate")
         with np.errstate(invalid="ignore"):
@@ -102,17 +107,17 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
         with np.errstate(divide="ignore", invalid="ignore"):
             # a scale that rounds to zero keeps the elements' signs: y = +-0 (tiny blocks are unspecified below)
             y = np.where(d == 0, x64 * 0.0, x64 / np.where(d == 0, 1.0, d))
-    elif rule == "nvidia":
+    elif rule == "amax_encode_reciprocal":
         xc = ar.round_to(xb, f32)
         gs_out = np.float32(global_scale)
         byte, coef = nvidia_block_scales(s, _block_amax(xc, "ignore"), gs_out)
         y = ar.mul(xc, coef[:, None], f32)
-    elif rule == "torchao":
+    elif rule == "tensor_scale_clamped":
         xc = ar.round_to(xb, f32)
         gs_out = None if global_scale is None else np.float32(global_scale)
         byte, r = torchao_block_scales(s, _block_amax(xc, "propagate"), gs_out)
         y = ar.mul(xc, r[:, None], f32)
-    elif rule == "mlx":
+    elif rule == "input_dtype_encode":
         T = ar.resolve_compute_dtype("input", xb.dtype)
         xT = ar.round_to(xb, T)
         amax = _block_amax(xT, "propagate").astype(T)
@@ -129,7 +134,7 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
         # MLX multiplies by the float32 encode scale (1.0 without a global scale): y and the table distances
         # are float32 from here on
         y = ar.mul(y, enc, f32) if global_scale is not None else ar.round_to(y, f32)
-    elif rule == "jax":
+    elif rule == "prescaled_divide":
         T = ar.resolve_compute_dtype("input", xb.dtype)
         gs_out = np.float32(1.0 if global_scale is None else global_scale)
         xT = ar.round_to(xb, T)
@@ -156,12 +161,12 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
     dv = decode(byte, s.scale_format, dtype=np.float64)
     unspec |= np.isnan(dv)[:, None]  # a NaN scale makes every value of the block NaN
     scales_unspec = np.zeros(nb, dtype=bool)
-    if rule == "jax":  # XLA:CPU's max reduction may drop a NaN depending on the shape (block.md §5.2): a NaN
-        # input, or one made by x * fl32(1 / gs) (0 * inf, inf * 0)
+    if rule == "prescaled_divide":  # XLA:CPU's max reduction may drop a NaN depending on the shape (block.md §5.2):
+        # a NaN input, or one made by x * fl32(1 / gs) (0 * inf, inf * 0)
         nan_blk = np.isnan(ar.f64(xb)).any(axis=1) | np.isnan(ar.f64(xc)).any(axis=1)
         unspec |= nan_blk[:, None]
         scales_unspec |= nan_blk
-    if rule == "torchao":  # 0 * inf (a tiny per-tensor scale): torchao's E2M1 cast reads the NaN's sign (§5.2)
+    if rule == "tensor_scale_clamped":  # 0 * inf (tiny per-tensor scale): torchao's E2M1 cast reads the NaN sign (§5.2)
         unspec |= np.isnan(ar.f64(y))
     if rule == "exact":  # qref's own rule leaves non-finite and tiny blocks open (block.md §5.3)
         x64 = ar.f64(xb)
@@ -258,13 +263,14 @@ def dequantize_float_scaled_reference(s: BlockScheme, codes: np.ndarray, scales:
     MS = np.float32(float(s.element_max) * float(s.scale_format.max_value))
     g = None if global_scale is None else np.float32(global_scale)
     with np.errstate(invalid="ignore", over="ignore"):
-        if rule in ("exact", "jax") or (rule in ("torchao", "mlx") and g is None):
-            v = p * d if g is None or rule != "jax" else p * d * np.float64(g)
+        single = rule in ("tensor_scale_clamped", "input_dtype_encode") and g is None
+        if rule in ("exact", "prescaled_divide") or single:
+            v = p * d if g is None or rule != "prescaled_divide" else p * d * np.float64(g)
             return ar.round_to(v, dt)
-        if rule == "nvidia":
+        if rule == "amax_encode_reciprocal":
             fs = ar.mul(ar.mul(d, g, f32), np.float32(1.0 / float(MS)), f32)
             return ar.round_to(ar.mul(p, fs, f32), dt)
-        if rule == "torchao":
+        if rule == "tensor_scale_clamped":
             return ar.round_to(ar.mul(p, ar.mul(g, d, f32), f32), dt)
         inv = ar.div(g, MS, f32)  # mlx
         return ar.round_to(ar.mul(p, ar.mul(d, inv, f32), f32), dt)
