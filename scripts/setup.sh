@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install qref with every optional backend, from this repository's own files.
-# Safe to re-run. Usage: bash scripts/setup.sh
+# Create .venv (if missing) and install qref with every optional backend at the locked versions
+# (requirements/lock.txt: the versions the profiles were verified with, profiles.md §2).
+# Safe to re-run. Usage: bash scripts/setup.sh        (QREF_UNPINNED=1: newest releases instead; see README)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
+VENV=${QREF_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
 fi
-. .venv/bin/activate
+. "$VENV/bin/activate"
 python -m pip install -q --upgrade pip
-# torch first and pinned, so the CPU wheel is used and bitsandbytes/torchao do not pull a GPU build.
-python -m pip install -q "torch==2.13.0" || python -m pip install -q "torch>=2.4,<2.15" --index-url https://download.pytorch.org/whl/cpu
-python -m pip install -q -e ".[all]"
-python -c "import qref; print('qref', qref.__version__, 'installed in .venv')"
+if [ "${QREF_UNPINNED:-0}" = 1 ]; then
+  LOCK=()
+else
+  LOCK=(-c requirements/lock.txt)
+fi
+# torch first, so the CPU wheel is used and bitsandbytes/torchao do not pull a GPU build.
+python -m pip install -q "${LOCK[@]}" "torch==2.13.0" || \
+  python -m pip install -q "${LOCK[@]}" "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
+python -m pip install -q "${LOCK[@]}" -e ".[all]"
+python -c "import qref; print('qref', qref.__version__, 'installed in $VENV')"

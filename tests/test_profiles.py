@@ -97,3 +97,21 @@ def test_no_field_value_names_a_system() -> None:
                 if hit:
                     bad.append(f"{path} = {v!r}")
     assert not bad, "field values naming systems (name the mechanism instead):\n" + "\n".join(bad)
+
+
+def test_harness_reports_drift_not_failure() -> None:
+    """With the installed ml_dtypes' record the E8M0 tasks conform; forcing the 0.6 record turns its differences
+    into drift (exit status 3), never into unexpected failures (profiles.md §2)."""
+    from qref.cli import main
+    from qref.harness import runner
+
+    inc = ["elements/float8_e8m0fnu/*", "elements/int4/*"]
+    live = runner.run(["ml_dtypes"], include=inc, isolate=False)
+    assert live.ok and not live.drifted and live.results
+    assert {t.profile for t in live.targets} == {qref.get_profile("ml_dtypes").key}
+    other = "ml_dtypes@0.6" if qref.get_profile("ml_dtypes").key == "ml_dtypes@0.7" else "ml_dtypes@0.7"
+    forced = runner.run(["ml_dtypes"], include=inc, isolate=False, records={"ml_dtypes": other})
+    assert forced.drifted and not forced.unexpected and forced.ok
+    assert all(t.drift for t in forced.targets)
+    argv = ["run", "--backend", "ml_dtypes", "-q", "--record", other] + [a for p in inc for a in ("--include", p)]
+    assert main(argv) == 3

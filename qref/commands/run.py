@@ -13,9 +13,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run", help="run real backends (ml_dtypes, jax, mlx, iree, mlir, stablehlo, onnxruntime) on the suite",
         description="Run backends on a conformance suite; compare as unsigned bits with the spec default and each "
-        "backend's qref profile; classify differences; write results.json and a markdown report. Exit status 1 "
-        "on unexpected failures (not covered by an xfail entry) or stale xfail entries. Existing --out / --report "
-        "files are refused unless --force, before the run starts.")
+        "backend's qref profile; classify differences; write results.json and a markdown report. Exit status: 0 "
+        "when everything conforms or is expected; 1 on unexpected failures or crashes (not covered by an xfail "
+        "entry), stale xfail entries, or a backend that could not be run; 3 when the only differences are drift "
+        "(the installed version is outside every record of its profile, or --record forced another version's "
+        "record: profiles.md §2). Existing --out / --report files are refused unless --force, before the run "
+        "starts.")
     p.add_argument("--backend", "-b", action="append", required=True, metavar="NAME",
                    help=f"backend to run (repeatable): {', '.join(BACKENDS)} or all")
     p.add_argument("--suite", default=None, help="suite directory (default: $QREF_SUITE or conformance/v1)")
@@ -26,6 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--xfail", action="append", default=None, metavar="FILE",
                    help="expected-failure file (repeatable; default: conformance/xfails/<backend>.txt)")
     p.add_argument("--no-xfail", action="store_true", help="ignore every expected-failure file")
+    p.add_argument("--record", action="append", default=[], metavar="NAME@TAG",
+                   help="compare against this profile record instead of the installed version's (repeatable, "
+                   "e.g. ml_dtypes@0.6); differences from a record that does not cover the installed version "
+                   "are drift")
     p.add_argument("--out", default=None, metavar="DIR", help="write DIR/results.json and DIR/report.md")
     p.add_argument("--report", default=None, metavar="FILE", help="write the markdown report to FILE "
                    "(docs/conformance.md for the committed one)")
@@ -43,10 +50,17 @@ def _run(args: argparse.Namespace) -> int:
         check_output_dir(args.out, "--out", args.force, ("results.json", "report.md"))
     if args.report:
         check_output_file(args.report, "--report", args.force)
+    from ..errors import QrefError
+
+    records = {}
+    for r in args.record:
+        if "@" not in r:
+            raise QrefError(f"--record {r!r}: give NAME@TAG, e.g. ml_dtypes@0.6 (qref profiles lists the records)")
+        records[r.split("@", 1)[0]] = r
     backends = "all" if "all" in args.backend else args.backend
     xf = [] if args.no_xfail else args.xfail
     res = runner.run(backends, args.suite, include=args.include, exclude=args.exclude, xfail_files=xf,
-                     targets=args.target, progress=None if args.quiet else sys.stderr)
+                     targets=args.target, progress=None if args.quiet else sys.stderr, records=records)
     if args.out:
         report.write_results(res, args.out)
         report.write_report(res, f"{args.out}/report.md")
@@ -54,4 +68,6 @@ def _run(args: argparse.Namespace) -> int:
         report.write_report(res, args.report)
     print(runner.summary_line(res))
     runner.print_failures(res, sys.stderr)
-    return 0 if res.ok else 1
+    if not res.ok:
+        return 1
+    return 3 if res.drifted else 0

@@ -42,7 +42,7 @@ OPERATIONS = ("encode", "decode", "quantize", "dequantize", "uniform_quantize", 
               "block_quantize", "block_dequantize", "lookup_quantize", "lookup_dequantize", "pack", "unpack",
               "delayed_scaling", "scaled_qdq", "block_matmul", "qdq_matmul")
 
-ID_RE = re.compile(r"^[a-z][a-z0-9_]*(/[A-Za-z0-9_.:<>=+,-]+)+$")
+ID_RE = re.compile(r"^[a-z][a-z0-9_]*(/[A-Za-z0-9_.:<>=+,@-]+)+$")
 NAME_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
 WORD_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 POLICY_KEYS = ("rounding", "overflow", "nan", "subnormals", "input_subnormals", "source", "stochastic_bits")
@@ -97,8 +97,11 @@ def policy_record(policy: CastPolicy | ResolvedPolicy, fmt: Format | str) -> dic
     """A cast policy with every knob explicit: the format defaults (overflow, nan) filled in (elements.md §2)."""
     rp = policy if isinstance(policy, ResolvedPolicy) else policy.resolve(get_format(fmt))
     p = rp.policy
-    return {"rounding": p.rounding, "overflow": rp.overflow, "nan": rp.nan, "subnormals": p.subnormals,
-            "input_subnormals": p.input_subnormals, "source": p.source, "stochastic_bits": p.stochastic_bits}
+    rec = {"rounding": p.rounding, "overflow": rp.overflow, "nan": rp.nan, "subnormals": p.subnormals,
+           "input_subnormals": p.input_subnormals, "source": p.source, "stochastic_bits": p.stochastic_bits}
+    if p.int_cast != "direct":  # recorded only when it is not the default, so other records stay as they were
+        rec["int_cast"] = p.int_cast
+    return rec
 
 
 def _freeze(m: Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -92,6 +92,24 @@ def render(res: RunResults) -> str:
           ""]
     if res.skipped:
         L += ["Skipped backends: " + "; ".join(f"{k} ({v})" for k, v in sorted(res.skipped.items())), ""]
+    if res.errors:
+        L += ["**Backends that could not be run** (exit status 1): " + "; ".join(
+            f"{k} ({v})" for k, v in sorted(res.errors.items())), ""]
+    drift_targets = [t for t in targets if t.drift]
+    if drift_targets:  # profiles.md §2: a record for another version is the reference; differences are drift
+        L += ["## Drift", "", "These targets run a version outside every verified record of their profile (or a "
+              "record was forced with `--record`); the newest (or forced) record is their reference, and tasks that "
+              "differ from it are *drift*: a new behaviour to study or to make a record of, not a failure "
+              "(`qref run` exits 3 when drift is all it found).", "",
+              "| target | record | note | drift tasks | classes |", "|---|---|---|---|---|"]
+        for t in drift_targets:
+            rs = [r for r in by.get(t.name, []) if r.status == "drift"]
+            cls: Counter = Counter()
+            for r in rs:
+                if r.vs_profile is not None:
+                    cls.update({c: 1 for c in r.vs_profile.classes})
+            L.append(f"| `{t.name}` | `{t.profile}` | {t.drift} | {len(rs)} | {_fmt_classes(cls) or '-'} |")
+        L.append("")
     # ---- 1. matrix --------------------------------------------------------------------------------------
     L += ["## 1. Matrix", "",
           "| target | family | profile | tasks | conform to profile | expected failures | unexpected | unsupported | "
@@ -149,6 +167,10 @@ def render(res: RunResults) -> str:
         if bad:
             L.append(f"- **Unexpected failures ({len(bad)} tasks)**: " + ", ".join(f"`{r.task}`" for r in bad[:10])
                      + (" ..." if len(bad) > 10 else ""))
+        dr = [r for r in rs if r.status == "drift"]
+        if dr:
+            L.append(f"- Drift ({len(dr)} tasks; {t.drift}): " + ", ".join(f"`{r.task}`" for r in dr[:10])
+                     + (" ..." if len(dr) > 10 else ""))
         uns = Counter(r.reason for r in rs if r.status == "unsupported")
         if uns:
             L.append(f"- Unsupported ({st['unsupported']} tasks):")

@@ -8,11 +8,16 @@ batch, and compares the outputs as unsigned bits with two expectations: the targ
 else the spec default) and the spec default. Differences are classified (classify.py). A task whose reference
 comparison fails is "fail" unless an xfail entry covers every class ("xfail"); a task the backend cannot express
 is "unsupported" (never a pass); an exception while running a supported task is "crash".
+
+Profiles are versioned (profiles.md §2): a target's profile name resolves to the record of the installed version;
+when the installed version is outside every record's range, the newest record is the reference and a failing task
+is "drift" (a new behaviour to study), not "fail". A backend whose process fails is an error, never a skip.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import fnmatch
 import hashlib
 import inspect
@@ -20,7 +25,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,13 +36,14 @@ import numpy as np
 from ..conformance.case import Case
 from ..conformance.suite import Suite, load_suite
 from ..errors import QrefError
+from ..profiles import resolve_profile
 from . import adapters
 from .classify import compare
 from .families import Expectation, get_family
-from .model import BackendMissing, Comparison, Target, TaskResult, Unsupported, bits, first_line
+from .model import PROFILE_FAMILY, BackendMissing, Comparison, Target, TaskResult, Unsupported, bits, first_line
 from .xfail import Xfails, default_xfail_dir, load_xfails
 
-STATUSES = ("pass", "fail", "xfail", "unsupported", "crash")
+STATUSES = ("pass", "fail", "xfail", "unsupported", "crash", "drift")
 
 
 @dataclass
@@ -65,10 +71,14 @@ class TargetInfo:
     api: str
     profile: str | None
     notes: str = ""
+    drift: str = ""  # set when the installed version is outside every record of the profile (profiles.md §2)
 
     def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "name": self.name, "family": self.family, "api": self.api,
-                "profile": self.profile, "notes": self.notes}
+        d = {"backend": self.backend, "name": self.name, "family": self.family, "api": self.api,
+             "profile": self.profile, "notes": self.notes}
+        if self.drift:
+            d["drift"] = self.drift
+        return d
 
 
 @dataclass
@@ -80,6 +90,7 @@ class RunResults:
     backends: list[str]
     versions: dict[str, dict[str, str]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # backends whose run failed as a whole
     targets: list[TargetInfo] = field(default_factory=list)
     results: list[TaskResult] = field(default_factory=list)
     stale_xfails: list[str] = field(default_factory=list)
@@ -91,14 +102,19 @@ class RunResults:
         return [r for r in self.results if r.status in ("fail", "crash")]
 
     @property
+    def drifted(self) -> list[TaskResult]:
+        return [r for r in self.results if r.status == "drift"]
+
+    @property
     def ok(self) -> bool:
-        return not self.unexpected and not self.stale_xfails
+        return not self.unexpected and not self.stale_xfails and not self.errors
 
     def to_json(self) -> dict[str, Any]:
         return {
             "suite": self.suite, "suite_cases": self.suite_cases, "backends": self.backends,
             "versions": {k: dict(sorted(v.items())) for k, v in sorted(self.versions.items())},
             "skipped": dict(sorted(self.skipped.items())),
+            **({"errors": dict(sorted(self.errors.items()))} if self.errors else {}),
             "targets": [t.to_json() for t in sorted(self.targets, key=lambda t: t.name)],
             "results": [r.to_json() for r in sorted(self.results, key=lambda r: (r.target, r.task))],
             "stale_xfails": sorted(self.stale_xfails), "filtered": self.filtered,
@@ -342,15 +358,28 @@ def judge(results: list[TaskResult], xfails: Xfails) -> None:
         if r.status == "unsupported":
             continue
         failing = {"crash"} if r.status == "crash" else (set(r.vs_profile.classes) if r.vs_profile else set())
-        expected, why = xfails.check(r.target, r.cases, failing if r.status in ("fail", "crash") else set())
+        expected, why = xfails.check(r.target, r.cases, failing if r.status in ("fail", "crash", "drift") else set())
         if expected:
-            r.reason = why if r.status == "fail" else f"{why} (crash: {r.reason})"
+            r.reason = why if r.status in ("fail", "drift") else f"{why} (crash: {r.reason})"
             r.status = "xfail"
 
 
+def resolve_target(tg: Target, records: Mapping[str, str] | None = None) -> tuple[Target, str]:
+    """The target with its profile resolved to a record key (``NAME@TAG`` for versioned profiles) and the drift
+    note ("" when the installed version is covered). ``records`` forces a record per profile name, e.g.
+    {"ml_dtypes": "ml_dtypes@0.6"} (profiles.md §2)."""
+    if tg.profile is None:
+        return tg, ""
+    name = (records or {}).get(tg.profile.split("@", 1)[0], tg.profile)
+    res = resolve_profile(name, PROFILE_FAMILY[tg.family])
+    return dataclasses.replace(tg, profile=res.profile.key), (res.note if res.drift else "")
+
+
 def run_backend(name: str, suite_path: str | None, include: Sequence[str], exclude: Sequence[str],
-                targets: Sequence[str]) -> tuple[list[TargetInfo], list[TaskResult], str | None]:
-    """Run every (selected) target of one backend: (targets, results, skip reason). Used in a child process."""
+                targets: Sequence[str], records: Mapping[str, str] | None = None
+                ) -> tuple[list[TargetInfo], list[TaskResult], str | None]:
+    """Run every (selected) target of one backend: (targets, results, skip reason). Used in a child process.
+    Only a missing backend is a skip; any other failure (a suite that does not load, an adapter error) raises."""
     try:
         tgts = adapters.load_targets(name)
     except BackendMissing as exc:
@@ -360,16 +389,19 @@ def run_backend(name: str, suite_path: str | None, include: Sequence[str], exclu
     for tg in tgts:
         if targets and not any(fnmatch.fnmatchcase(tg.name, p) for p in targets):
             continue
-        infos.append(TargetInfo(tg.backend, tg.name, tg.family, tg.api, tg.profile, tg.notes))
-        try:
-            fam_cases = cache.family(tg.family)
-        except QrefError:
-            fam_cases = []
-        results.extend(run_target(tg, select_tasks(tg, fam_cases, include, exclude)))
+        tg, drift = resolve_target(tg, records)
+        infos.append(TargetInfo(tg.backend, tg.name, tg.family, tg.api, tg.profile, tg.notes, drift))
+        mine = run_target(tg, select_tasks(tg, cache.family(tg.family), include, exclude))
+        if drift:  # the reference is a record for another version: its differences are drift, not failures
+            for r in mine:
+                if r.status == "fail":
+                    r.status, r.reason = "drift", drift
+        results.extend(mine)
     return infos, results, None
 
 
-def _child(args: tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...]]) -> Any:
+def _child(args: tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...], dict[str, str]]
+           ) -> Any:
     return run_backend(*args)
 
 
@@ -385,14 +417,16 @@ def _offer(best: dict[tuple[str, str], Any], res: TaskResult, task: Task, attr: 
 
 def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | Suite | None = None, *,
         include: Sequence[str] = (), exclude: Sequence[str] = (), xfail_files: Sequence[str | os.PathLike[str]]
-        | None = None, targets: Sequence[str] = (), progress: TextIO | None = None, isolate: bool = True
-        ) -> RunResults:
+        | None = None, targets: Sequence[str] = (), progress: TextIO | None = None, isolate: bool = True,
+        records: Mapping[str, str] | None = None) -> RunResults:
     """Run ``backends`` ("all" or names) on ``suite`` (default: the committed corpus).
 
     isolate: run each backend in its own (spawned) process (default; in one process torch-mlir's StableHLO
     interpreter gives wrong uniform_quantize results after the upstream-MLIR ExecutionEngine has run).
     include / exclude: case-id globs. xfail_files: None = conformance/xfails/<backend>.txt of each backend that
-    has one; [] = no expected failures. targets: target-name globs to restrict to (default all).
+    has one; [] = no expected failures. targets: target-name globs to restrict to (default all). records: force
+    a profile record per profile name ({"ml_dtypes": "ml_dtypes@0.6"}); differences from a record that does not
+    cover the installed version are reported as drift (profiles.md §2).
     """
     names = list(adapters.BACKENDS) if backends == "all" or backends == ["all"] else list(backends)
     for n in names:
@@ -407,16 +441,18 @@ def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | S
     for n in names:
         res.versions[n] = adapters.versions(n)
         t0 = time.monotonic()
-        args = (n, str(s.root), tuple(include), tuple(exclude), tuple(targets))
-        if isolate:  # each backend in its own process: libraries cannot disturb one another, a crash stays local
-            with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
-                try:
+        args = (n, str(s.root), tuple(include), tuple(exclude), tuple(targets), dict(records or {}))
+        try:
+            if isolate:  # each backend in its own process: libraries cannot disturb one another, a crash stays local
+                with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
                     infos, results, skipped = pool.submit(_child, args).result()
-                except Exception as exc:
-                    infos, results = [], []
-                    skipped = f"the backend's process failed: {first_line(exc)}"
-        else:
-            infos, results, skipped = run_backend(*args)
+            else:
+                infos, results, skipped = run_backend(*args)
+        except Exception as exc:  # never a skip: the backend could not be run (exit status 1)
+            res.errors[n] = f"the backend's run failed: {first_line(exc)}"
+            if progress is not None:
+                print(f"qref run: {n}: ERROR: {res.errors[n]}", file=progress)
+            continue
         if skipped:
             res.skipped[n] = skipped
             if progress is not None:
@@ -442,7 +478,8 @@ def summary_line(r: RunResults) -> str:
     counts = {s_: sum(x.status == s_ for x in r.results) for s_ in STATUSES}
     return ("qref run: " + ", ".join(f"{v} {k}" for k, v in counts.items()) +
             f"; {len(r.stale_xfails)} stale xfail entries" + (f"; skipped: {', '.join(r.skipped)}" if r.skipped
-                                                                 else ""))
+                                                                 else "") +
+            (f"; ERRORS: {', '.join(r.errors)}" if r.errors else ""))
 
 
 def print_failures(r: RunResults, stream: TextIO = sys.stderr, limit: int = 50) -> None:
@@ -453,3 +490,10 @@ def print_failures(r: RunResults, stream: TextIO = sys.stderr, limit: int = 50) 
         print(f"UNEXPECTED {x.status.upper()} {x.target} {x.task}: {detail}", file=stream)
     for s_ in r.stale_xfails:
         print(f"STALE XFAIL {s_}", file=stream)
+    for n, why in sorted(r.errors.items()):
+        print(f"ERROR {n}: {why}", file=stream)
+    drifted = r.drifted
+    if drifted:
+        notes = sorted({t.drift for t in r.targets if t.drift})
+        print(f"DRIFT {len(drifted)} task(s) differ from a record made for another version: " + "; ".join(notes),
+              file=stream)

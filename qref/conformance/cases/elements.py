@@ -324,9 +324,10 @@ def _grid(fmt: Format, roundings: tuple[str, ...], **knobs: object) -> list[Cand
     return out
 
 
-def _profile_candidates(fmt: Format) -> list[Candidate]:
-    return [Candidate(p.cast, name, f"profile/{name}") for name, p in profiles("element").items()
-            if _valid(p.cast, fmt)]
+def _profile_candidates(fmt: Format, src: str) -> list[Candidate]:
+    """Every element profile record's policy for ``fmt`` from ``src`` (profiles.md §4), named ``NAME[@TAG]``."""
+    pols = [(p.cast_for(fmt, _NPDT[src]), key) for key, p in profiles("element").items()]
+    return [Candidate(pol, key, f"profile/{key}") for pol, key in pols if _valid(pol, fmt)]
 
 
 def _stochastic_grid(fmt: Format) -> list[Candidate]:
@@ -362,13 +363,14 @@ def _emit(fmt: Format, src_key: str, cat_name: str, cands: list[Candidate], outs
         equivalent: list[dict[str, object]] = []
         for i in members[1:]:
             rec = policy_record(cands[i].policy, fmt)
-            diff = {k: v for k, v in rec.items() if rep_rec[k] != v}
+            diff = {k: v for k, v in rec.items() if rep_rec.get(k) != v}
             if diff and diff not in equivalent:
                 equivalent.append(diff)
         prof = tuple(dict.fromkeys(cands[i].profile for i in members if cands[i].profile))
         all_tags = tags + (("profile",) if rep.profile else ()) + (
             ("stochastic",) if rep.policy.stochastic_bits else ())
-        extra_spec = (SPEC["ml_dtypes"],) if rep.policy.rounding == "ml_dtypes" else ()
+        extra_spec = (SPEC["ml_dtypes"],) if (rep.policy.rounding == "exponent_carry" or
+                                               rep.policy.int_cast != "direct") else ()
         extra_spec += (SPEC["profiles"],) if rep.profile else ()
         yield Case(
             id=f"{FAMILY}/{fmt.name}/{src_key}/{rep.segment}/{cat_name}",
@@ -393,7 +395,7 @@ def _encode_cases(fmt: Format, src_key: str, full: bool) -> Iterator[Case]:
     cats = _categories(fmt, src, full, label)
     if src_key == "f64" and not full:  # float64 sources matter where double rounding would differ
         cats = [c for c in cats if c.name in F64_CATEGORIES]
-    cands = _grid(fmt, DETERMINISTIC) + _profile_candidates(fmt)
+    cands = _grid(fmt, DETERMINISTIC) + _profile_candidates(fmt, src)
     xs = [_src_array(c.bits, src) for c in cats]
     allx = np.concatenate(xs)
     outs_all = _encode_all(allx, fmt, cands)
@@ -469,7 +471,7 @@ def _exhaustive_cases(fmt: Format, src_key: str, full: bool) -> Iterator[Case]:
         cands = _grid(fmt, DETERMINISTIC)
     else:  # committed: the default overflow (ml_dtypes, MLIR) and saturation (OCP saturating, ONNX saturate=1)
         cands = [c for c in _grid(fmt, ("nearest_even",)) if c.policy.overflow in (fmt.default_overflow, "saturate")]
-    cands += _profile_candidates(fmt)
+    cands += _profile_candidates(fmt, src)
     outs = _encode_all(x, fmt, cands)
     spec = (SPEC["int"],) if isinstance(fmt, IntFormat) else (SPEC["round"], SPEC["overflow"], SPEC["special"])
     yield from _emit(fmt, src_key, "exhaustive", cands, outs, {"x": x}, ("exhaustive",), spec,

@@ -7,6 +7,7 @@ Mismatch classes are named by the policy change that reproduces the backend's co
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,7 +39,7 @@ CLASS_SECTIONS = {
 
 # single policy changes, in the order they are tried; a class is the first (or first pair) that reproduces
 _ROUNDING_ALTS = (("tie_rule", {"rounding": "nearest_away"}), ("tie_rule", {"rounding": "nearest_toward_zero"}),
-                  ("tie_rule", {"rounding": "ml_dtypes"}), ("truncation", {"rounding": "toward_zero"}),
+                  ("tie_rule", {"rounding": "exponent_carry"}), ("truncation", {"rounding": "toward_zero"}),
                   ("directed_rounding", {"rounding": "toward_max_magnitude"}),
                   ("directed_rounding", {"rounding": "up"}), ("directed_rounding", {"rounding": "down"}))
 _OTHER_ALTS = (("saturation_nan_inf", {"overflow": "saturate"}), ("saturation_nan_inf", {"overflow": "inf"}),
@@ -71,12 +72,15 @@ def holds(case: Case, profile: str) -> bool:
     return case.operation == "decode" or profile in case.profiles
 
 
-def _policy(profile: str, **overrides: Any) -> CastPolicy:
-    base = get_profile(profile, "element").cast
-    fields = {k: getattr(base, k) for k in ("rounding", "overflow", "nan", "subnormals", "input_subnormals", "source",
-                                            "stochastic_bits")}
-    fields.update(overrides)
-    return CastPolicy(**fields)
+def _policy(case: Case, profile: str, **overrides: Any) -> CastPolicy | None:
+    """The profile's policy for the case's format and input dtype (profiles.md §4) with ``overrides``; None when
+    the changed policy is not a valid one."""
+    x = case.inputs.get("x")
+    base = get_profile(profile, "element").cast_for(fmt_of(case), None if x is None else x.dtype)
+    try:
+        return dataclasses.replace(base, **overrides)
+    except QrefError:
+        return None
 
 
 def _outputs(case: Case, policy: CastPolicy, absolute: bool = False) -> dict[str, np.ndarray]:
@@ -100,7 +104,9 @@ def expectation(case: Case, profile: str) -> Expectation:
     """The outputs ``profile`` gives on the case's inputs: the case's own when it holds, else qref's."""
     if holds(case, profile):
         return Expectation({k: v for k, v in case.expected.items()}, dict(case.unspecified))
-    return Expectation(_outputs(case, _policy(profile)))
+    pol = _policy(case, profile)
+    assert pol is not None
+    return Expectation(_outputs(case, pol))
 
 
 def _valid(policy: CastPolicy, fmt: Format) -> bool:
@@ -120,24 +126,28 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
                if not (isinstance(fmt, IntFormat) and "nan" in a[1])]
     seen: set[str] = set()
     for cls, ov in singles:
-        pol = _policy(profile, **ov)
+        pol = _policy(case, profile, **ov)
         key = repr(pol)
-        if key in seen or not _valid(pol, fmt):
+        if pol is None or key in seen or not _valid(pol, fmt):
             continue
         seen.add(key)
         yield cls, _outputs(case, pol)
     for cls_r, ov_r in _ROUNDING_ALTS:
         for cls_o, ov_o in _OTHER_ALTS:
-            pol = _policy(profile, **ov_r, **ov_o)
+            pol = _policy(case, profile, **ov_r, **ov_o)
             key = repr(pol)
-            if key in seen or not _valid(pol, fmt):
+            if pol is None or key in seen or not _valid(pol, fmt):
                 continue
             seen.add(key)
             yield f"{cls_r}+{cls_o}", _outputs(case, pol)
     if isinstance(fmt, FloatFormat) and not fmt.signed:  # unsigned formats: negative inputs read as |x|
-        yield "negative_input", _outputs(case, _policy(profile), absolute=True)
+        base = _policy(case, profile)
+        assert base is not None
+        yield "negative_input", _outputs(case, base, absolute=True)
         for cls_r, ov_r in _ROUNDING_ALTS:
-            yield f"{cls_r}+negative_input", _outputs(case, _policy(profile, **ov_r), absolute=True)
+            pol = _policy(case, profile, **ov_r)
+            if pol is not None and _valid(pol, fmt):
+                yield f"{cls_r}+negative_input", _outputs(case, pol, absolute=True)
 
 
 def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
