@@ -258,4 +258,4 @@ def profiles(family: str | None = None) -> dict[str, Profile]:
 
 
 # The family modules register their records on import (data only: they import the base above, never schemes).
-from . import block, element, lookup, uniform  # noqa: E402, F401
+from . import block, element, lookup, recipe, uniform  # noqa: E402, F401

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import QrefError, check_choice
-from ..profiles import Profile, register_profile
+from ..profiles import profiles
 from ..schemes.base import QArray
 from ._exact import acc_format, add_round, f64, mul_round, np_dtype, round_values
 from .ops import Accumulation, MatmulResult, exact_matmul
@@ -94,22 +94,10 @@ class HybridRecipe:
         return scaled_dequantize(codes, ds.fmt, s, dtype=dt, ftz=self.ftz), new
 
 
+# built from the recipe profile records (qref/profiles/recipe.py), the one place their values live
 PRESETS: dict[str, HybridRecipe] = {
-    # flax 0.12.8 on XLA:CPU, eager: x / s divides; the Dense epilogue rounds twice
-    "flax": HybridRecipe(),
-    # the same under jax.jit: XLA rewrites x / s into x * (1 / s) and fuses dot * s + bias into one fma
-    "flax_jit": HybridRecipe(division="reciprocal", fuse_bias=True),
+    name: HybridRecipe(**dataclasses.asdict(p.params["rules"])) for name, p in profiles("recipe").items()
 }
-
-for _name, _system, _desc in (
-    ("flax", "flax 0.12.8 linen fp8_ops on XLA:CPU, eager (Fp8DirectDotGeneralOp, delayed scaling)",
-     "E4M3 forward / E5M2 gradients with separate delayed scales; q = clip(x / s, -max, max) cast RNE; the Dense "
-     "epilogue (dot * s) + bias rounds twice."),
-    ("flax_jit", "flax 0.12.8 linen fp8_ops under jax.jit on XLA:CPU",
-     "As flax, but XLA rewrites x / s into x * (1 / s) and fuses dot * s + bias into one fma."),
-):
-    register_profile(Profile(_name, "recipe", _system, _desc, params=dataclasses.asdict(PRESETS[_name]),
-                             sources=("flax/linen/fp8_ops.py", "docs/spec/recipes.md §4")))
 
 
 @dataclass(frozen=True)
