@@ -1,0 +1,483 @@
+"""Fused dot-product-add algorithms of matrix units, one frozen record per family (spec: mma.md §3).
+
+Each record computes d = DPA(a, b, c) for batches of inner products along the last axis; a long K is cut
+into chunks of ``chunk`` terms, each chunk's result feeding the next chunk as c (mma.md §3.1). Field values
+name mechanisms (fractional bits, chunk length, group size, rounding, zero exponent), never systems.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import QrefError, check_choice
+from ._bits import (
+    Parts,
+    bits_to_float,
+    decode,
+    fma32,
+    fma64,
+    ilog2,
+    round_nearest_even,
+    round_toward_zero,
+    second_nan,
+    shift_floor,
+    shift_trunc,
+    two_sum,
+)
+
+ROUNDINGS = ("toward_zero", "nearest_even")
+_NAN = {"float32": 0x7FFFFFFF, "float16": 0x7FFF}
+_INF = {"float32": 0x7F800000, "float16": 0x7C00}
+_SIGN = {"float32": 1 << 31, "float16": 1 << 15}
+_EXCLUDED = -(1 << 20)  # exponent of a zero product that takes no part in the maximum (mma.md §3.4)
+
+
+def _quiet(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """Run an algorithm with IEEE overflow / invalid / underflow as values, not warnings (they are semantics)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _chunks(K: int, chunk: int, what: str) -> int:
+    L = min(K, chunk)
+    if L < 1 or K % L:
+        raise QrefError(f"{what}: K = {K} is not a multiple of the chunk length {L}; pad K with zeros")
+    return L
+
+
+@dataclass
+class _Products:
+    """Products a_k * b_k (* scales) as integers: value = sig * 2^(e - frac) (mma.md §3.2)."""
+
+    sig: np.ndarray
+    e: np.ndarray
+    frac: int
+    neg: np.ndarray
+    nan: np.ndarray
+    inf: np.ndarray
+
+
+def _products(pa: Parts, pb: Parts, scales: tuple[Parts, Parts] | None = None) -> _Products:
+    sig = pa.sig * pb.sig
+    e = pa.e + pb.e
+    frac = pa.frac + pb.frac
+    zero = (pa.sig == 0) & ~pa.nan & ~pa.inf | (pb.sig == 0) & ~pb.nan & ~pb.inf
+    nan = pa.nan | pb.nan | (pa.inf & zero) | (pb.inf & zero)
+    inf = (pa.inf | pb.inf) & ~nan
+    if scales is not None:
+        sa, sb = scales
+        sig = sig * sa.sig * sb.sig
+        e = e + sa.e + sb.e
+        frac += sa.frac + sb.frac
+        nan = nan | sa.nan | sb.nan
+        inf = inf & ~nan
+    return _Products(sig, e, frac, pa.neg ^ pb.neg, nan, inf)
+
+
+def _specials(bits: np.ndarray, nan: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, fmt: str) -> np.ndarray:
+    """NaN (canonical all-ones code) if any NaN, inf * 0 or +inf with -inf, else the infinity (mma.md §3.1 C3)."""
+    nan = nan | (pinf & ninf)
+    out = np.where(pinf, _INF[fmt], np.where(ninf, _INF[fmt] | _SIGN[fmt], bits))
+    return np.where(nan, _NAN[fmt], out)
+
+
+def _inf_flags(p: _Products, cp: Parts, sl: slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    nan = p.nan[..., sl].any(-1) | cp.nan
+    pinf = (p.inf[..., sl] & ~p.neg[..., sl]).any(-1) | (cp.inf & ~cp.neg)
+    ninf = (p.inf[..., sl] & p.neg[..., sl]).any(-1) | (cp.inf & cp.neg)
+    return nan, pinf, ninf
+
+
+def _expand(s: np.ndarray, K: int, what: str) -> tuple[np.ndarray, int]:
+    nb = s.shape[-1]
+    if nb < 1 or K % nb:
+        raise QrefError(f"{what}: K = {K} is not a multiple of the number of scale blocks {nb}")
+    return np.repeat(s, K // nb, axis=-1), K // nb
+
+
+@dataclass(frozen=True)
+class _Algorithm:
+    family: ClassVar[str] = ""
+    scaled: ClassVar[bool] = False
+
+    def describe(self) -> dict[str, object]:
+        """The record's fields and family as a plain dict."""
+        d: dict[str, object] = {"family": self.family}
+        d.update({k: getattr(self, k) for k in self.__dataclass_fields__})
+        return d
+
+
+@dataclass(frozen=True)
+class TruncatedFusedDot(_Algorithm):
+    """T-FDPA (mma.md §3.2): per chunk, every product a_k b_k and c is aligned to the largest exponent and
+    truncated to ``frac_bits`` fractional bits, the aligned terms are summed exactly, and the sum is rounded
+    once to the output (``output_rounding``; ``output_frac_bits`` kept for toward_zero). Zero terms take the
+    exponent ``zero_exponent``; zero results are +0; NaN results are the all-ones code (``nan_output``).
+
+    d = round(sum_k trunc(a_k b_k 2^(F - e_max)) 2^(e_max - F)),  e_max = max(e(a_k b_k), e(c)).
+    """
+
+    frac_bits: int
+    chunk: int
+    zero_exponent: int
+    output_rounding: str = "toward_zero"
+    output_frac_bits: int = 23
+    nan_output: str = "all_ones"
+    zero_sign: str = "positive"
+    family: ClassVar[str] = "T-FDPA"
+
+    def __post_init__(self) -> None:
+        check_choice("output rounding", self.output_rounding, ROUNDINGS)
+        if self.frac_bits < 1 or self.chunk < 1:
+            raise QrefError(f"{self.family}: frac_bits and chunk must be >= 1, got {self.frac_bits}, {self.chunk}")
+
+    def _round(self, S: np.ndarray, unit: np.ndarray, fd: str) -> np.ndarray:
+        if self.output_rounding == "toward_zero":
+            return round_toward_zero(S, unit, fd, self.output_frac_bits)
+        return round_nearest_even(S, unit, fd)
+
+    @_quiet
+    def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
+            scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None, fs: str | None = None
+            ) -> np.ndarray:
+        """d (..., ) of inner products of a, b (..., K) plus c (...), chunk by chunk (mma.md §3.1)."""
+        K = a.shape[-1]
+        L = _chunks(K, self.chunk, self.family)
+        scales = None
+        if self.scaled:
+            assert scale_a is not None and scale_b is not None and fs is not None
+            sa, _blk = _expand(scale_a, K, self.family)
+            sb, _ = _expand(scale_b, K, self.family)
+            scales = (decode(sa, fs), decode(sb, fs))
+        p = _products(decode(a, fa), decode(b, fb), scales)
+        F = self.frac_bits
+        out = c
+        fcur = fc
+        for i in range(0, K, L):
+            sl = slice(i, i + L)
+            cp = decode(out, fcur)
+            sig = p.sig[..., sl]
+            e = np.where(sig == 0, self.zero_exponent, p.e[..., sl])
+            ec = np.where(cp.sig == 0, self.zero_exponent, cp.e)
+            emax = np.maximum(e.max(-1), ec)
+            S = shift_trunc(sig, e - emax[..., None] + (F - p.frac)).sum(-1)
+            S = S + shift_trunc(cp.sig, ec - emax + (F - cp.frac))
+            bits = self._round(S, emax - F, fd)
+            bits = _specials(bits, *_inf_flags(p, cp, sl), fd)
+            out = bits_to_float(bits, fd)
+            fcur = fd
+        return out
+
+
+@dataclass(frozen=True)
+class ScaledTruncatedFusedDot(TruncatedFusedDot):
+    """ST-FDPA (mma.md §3.3): T-FDPA whose products carry their block scales, a_k b_k sa_(k/B) sb_(k/B), before
+    the alignment (scale exponents add to the product exponent; a NaN scale makes the result NaN)."""
+
+    family: ClassVar[str] = "ST-FDPA"
+    scaled: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class GroupScaledFusedDot(_Algorithm):
+    """GST-FDPA (mma.md §3.4): products are summed exactly in groups of ``group_size``; each group sum p_g is
+    multiplied by its block's scale product s_g and aligned on the scale exponent alone (not on |p_g|):
+    term_g = trunc(p_g s_g 2^(F - e_max)), e_max = max(e(s_g), e(c)); a group whose products are all zero, or
+    whose scale is zero, takes ``zero_exponent``. Output as T-FDPA."""
+
+    group_size: int
+    frac_bits: int
+    chunk: int
+    zero_exponent: int
+    output_rounding: str = "toward_zero"
+    output_frac_bits: int = 23
+    nan_output: str = "all_ones"
+    zero_sign: str = "positive"
+    family: ClassVar[str] = "GST-FDPA"
+    scaled: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_choice("output rounding", self.output_rounding, ROUNDINGS)
+
+    @_quiet
+    def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
+            scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None, fs: str | None = None
+            ) -> np.ndarray:
+        """d of inner products with per-block scales (mma.md §3.4)."""
+        assert scale_a is not None and scale_b is not None and fs is not None
+        K = a.shape[-1]
+        G = self.group_size
+        L = _chunks(K, self.chunk, self.family)
+        if L % G:
+            raise QrefError(f"{self.family}: chunk {L} is not a multiple of the group size {G}")
+        sa, blk = _expand(scale_a, K, self.family)
+        if blk % G:
+            raise QrefError(f"{self.family}: block size {blk} is not a multiple of the group size {G}")
+        sb, _ = _expand(scale_b, K, self.family)
+        pa, pb = decode(a, fa), decode(b, fb)
+        p = _products(pa, pb)
+        # exact group sums in units of 2^(emin_a + emin_b - frac) (mma.md §3.4 C2)
+        e0 = int(_min_exp(fa) + _min_exp(fb))
+        P = np.left_shift(p.sig, np.clip(p.e - e0, 0, 62))
+        shp = (*P.shape[:-1], K // G, G)
+        Pg = P.reshape(shp)
+        psum = Pg.sum(-1)
+        allzero = (Pg == 0).all(-1)
+        gnan = p.nan.reshape(shp).any(-1)
+        ginf_p = (p.inf & ~p.neg).reshape(shp).any(-1)
+        ginf_n = (p.inf & p.neg).reshape(shp).any(-1)
+        ssa, ssb = decode(sa[..., ::G], fs), decode(sb[..., ::G], fs)
+        ssig = ssa.sig * ssb.sig
+        se = ssa.e + ssb.e
+        sfrac = ssa.frac + ssb.frac
+        gnan = gnan | ssa.nan | ssb.nan
+        ez = allzero | (ssig == 0)
+        se = np.where(ez, self.zero_exponent, se)
+        val = psum * ssig  # value = val * 2^(se + e0 - p.frac - sfrac)
+        F = self.frac_bits
+        out, fcur = c, fc
+        ng = L // G
+        for i in range(0, K // G, ng):
+            sl = slice(i, i + ng)
+            cp = decode(out, fcur)
+            ec = np.where(cp.sig == 0, self.zero_exponent, cp.e)
+            e = se[..., sl]
+            emax = np.maximum(e.max(-1), ec)
+            S = shift_trunc(val[..., sl], e - emax[..., None] + (F + e0 - p.frac - sfrac)).sum(-1)
+            S = S + shift_trunc(cp.sig, ec - emax + (F - cp.frac))
+            if self.output_rounding == "toward_zero":
+                bits = round_toward_zero(S, emax - F, fd, self.output_frac_bits)
+            else:
+                bits = round_nearest_even(S, emax - F, fd)
+            nan = gnan[..., sl].any(-1) | cp.nan
+            pinf = ginf_p[..., sl].any(-1) | (cp.inf & ~cp.neg)
+            ninf = ginf_n[..., sl].any(-1) | (cp.inf & cp.neg)
+            out = bits_to_float(_specials(bits, nan, pinf, ninf, fd), fd)
+            fcur = fd
+        return out
+
+
+def _min_exp(fmt: str) -> int:
+    from ._bits import _fmt
+
+    f = _fmt(fmt)
+    return 1 - f.bias if f.zero else -f.bias
+
+
+@dataclass(frozen=True)
+class TwoStageFusedDot(_Algorithm):
+    """TR-FDPA / GTR-FDPA (mma.md §3.5): two-stage sum. Stage 1: the products of each of ``interleave``
+    interleaved groups (k mod interleave) are aligned to the group's largest exponent and truncated to
+    ``frac_bits`` (F), summed exactly, and the group sums are floored onto the largest group exponent at F bits.
+    Stage 2: the dot sum (floored to ``sum_frac_bits`` + 1 bits) and c (floored to F bits, or dropped when
+    more than F + 1 binades below: ``addend_below_window`` = "zero") are aligned to e_max = max(e_dot, e_c)
+    and added; the sum is normalized, floored to ``sum_frac_bits`` (F2) fractional bits and rounded to
+    nearest even in float32. Zero products take no part in the maximum; a product of magnitude >= 2^128
+    becomes infinite (``product_overflow`` = "inf")."""
+
+    frac_bits: int
+    sum_frac_bits: int
+    chunk: int
+    interleave: int = 1
+    addend_below_window: str = "floor"
+    product_overflow: str = "inf"
+    output_rounding: str = "nearest_even"
+    nan_output: str = "all_ones"
+    zero_sign: str = "positive"
+    family: ClassVar[str] = "TR-FDPA"
+
+    def __post_init__(self) -> None:
+        check_choice("addend below window", self.addend_below_window, ("floor", "zero"))
+        check_choice("product overflow", self.product_overflow, ("inf",))
+        check_choice("output rounding", self.output_rounding, ("nearest_even",))
+
+    @_quiet
+    def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
+            scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None, fs: str | None = None
+            ) -> np.ndarray:
+        """d of inner products (mma.md §3.5); fd must be float32."""
+        if fd != "float32":
+            raise QrefError(f"{self.family}: the output format must be float32, got {fd}")
+        K = a.shape[-1]
+        L = _chunks(K, self.chunk, self.family)
+        I = self.interleave
+        if L % I:
+            raise QrefError(f"{self.family}: chunk {L} is not a multiple of the interleave {I}")
+        p = _products(decode(a, fa), decode(b, fb))
+        pz = p.sig == 0
+        over = ~pz & (ilog2(np.abs(p.sig)) + p.e - p.frac >= 128)
+        inf = p.inf | (over & ~p.nan)
+        p = _Products(p.sig, p.e, p.frac, p.neg, p.nan, inf)
+        e_all = np.where(pz | inf | p.nan, _EXCLUDED, p.e)
+        F, F2 = self.frac_bits, self.sum_frac_bits
+        out, fcur = c, fc
+        for i in range(0, K, L):
+            sl = slice(i, i + L)
+            cp = decode(out, fcur)
+            eg, Sg = [], []
+            for g in range(I):
+                gs = slice(i + g, i + L, I)
+                e = e_all[..., gs]
+                em = e.max(-1)
+                sig = np.where(inf[..., gs], 0, p.sig[..., gs])
+                Sg.append(shift_trunc(sig, e - em[..., None] + (F - p.frac)).sum(-1))
+                eg.append(em)
+            edot = np.maximum.reduce(eg) if I > 1 else eg[0]
+            D = sum(shift_floor(S, em - edot) for S, em in zip(Sg, eg)) if I > 1 else Sg[0]
+            cspecial = cp.nan | cp.inf
+            ec = np.where(cspecial, -1, cp.e)  # a NaN / Inf addend carries exponent -1 (mma.md §3.5 C4)
+            emax = np.maximum(edot, ec)
+            D2 = shift_floor(D, edot - emax + (F2 + 1 - F))
+            C2 = np.left_shift(shift_floor(cp.sig, ec - emax + (F - cp.frac)), F2 + 1 - F)
+            if self.addend_below_window == "zero":
+                drop = ec < emax - F - 1
+                C2 = np.where(drop, 0, C2)
+                cp = Parts(cp.sig, cp.e, cp.frac, cp.neg, cp.nan & ~drop, cp.inf & ~drop)
+            T = D2 + C2  # units 2^(emax - F2 - 1)
+            unit = emax - F2 - 1
+            En = np.where(T == 0, -126, np.maximum(ilog2(np.abs(T)) + unit, -126))
+            R = shift_floor(T, unit - (En - F2))
+            bits = round_nearest_even(R, En - F2, "float32", signed_zero=True)
+            out = bits_to_float(_specials(bits, *_inf_flags(p, cp, sl), "float32"), "float32")
+            fcur = fd
+        return out
+
+
+@dataclass(frozen=True)
+class ExactFusedDot(_Algorithm):
+    """E-FDPA (mma.md §3.6): per chunk, the exact sum of the products and c, rounded once to nearest even in
+    float32 (overflow to inf). Non-finite sums are the float64 sequential sum c + p_0 + ... cast to float32
+    (IEEE NaN propagation: the first NaN operand, else the default NaN)."""
+
+    chunk: int
+    output_rounding: str = "nearest_even"
+    nan_output: str = "ieee_propagate"
+    family: ClassVar[str] = "E-FDPA"
+
+    @_quiet
+    def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
+            scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None, fs: str | None = None
+            ) -> np.ndarray:
+        """d of inner products (mma.md §3.6)."""
+        K = a.shape[-1]
+        L = _chunks(K, self.chunk, self.family)
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        with np.errstate(all="ignore"):
+            prod = second_nan(a64 * b64, a64, b64)
+        out = c.astype(np.float32)
+        for i in range(0, K, L):
+            terms = [prod[..., k] for k in range(i, i + L)] + [out.astype(np.float64)]
+            out = exact_sum_f32(terms)
+        return out
+
+
+def exact_sum_f32(terms: list[np.ndarray]) -> np.ndarray:
+    """RNE_float32(sum of float64 terms), exactly (mma.md §3.6 C1): repeated two_sum passes give a
+    non-overlapping expansion h + r; h rounds to float32 unless h is a float32 tie, where r's sign decides."""
+    n = len(terms)
+    naive = terms[0]
+    with np.errstate(all="ignore"):
+        for t in terms[1:]:
+            naive = naive + t  # a reduction: the first NaN in term order wins (mma.md §3.6 C3)
+    fin = np.isfinite(naive)
+    x = [np.where(fin, t, 0.0) for t in terms]
+    for _ in range(n + 1):
+        for k in range(1, n):
+            x[k], x[k - 1] = two_sum(x[k], x[k - 1])
+    h = x[-1]
+    r = x[0]
+    for t in x[1:-1]:
+        r = r + t
+    x32 = h.astype(np.float32)
+    y = h - x32.astype(np.float64)
+    up = np.nextafter(x32, np.float32(np.inf)).astype(np.float64) - x32.astype(np.float64)
+    dn = x32.astype(np.float64) - np.nextafter(x32, np.float32(-np.inf)).astype(np.float64)
+    tie = ((y > 0) & (2 * y == up)) | ((y < 0) & (-2 * y == dn))
+    away = tie & (r != 0) & ((r > 0) == (y > 0)) & np.isfinite(x32)
+    x32 = np.where(away, np.nextafter(x32, np.where(y > 0, np.float32(np.inf), np.float32(-np.inf))), x32)
+    return np.where(fin, x32, naive.astype(np.float32))
+
+
+@dataclass(frozen=True)
+class FMAChain(_Algorithm):
+    """FMA chain (mma.md §3.7): c = fma(a_k, b_k, c) for k = 0..K-1, each an IEEE fused multiply-add rounded
+    to nearest even in the operand format (float32 or float64)."""
+
+    output_rounding: str = "nearest_even"
+    nan_output: str = "ieee_propagate"
+    family: ClassVar[str] = "FMA"
+
+    @_quiet
+    def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
+            scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None, fs: str | None = None
+            ) -> np.ndarray:
+        """d of inner products (mma.md §3.7)."""
+        f = fma64 if fd == "float64" else fma32
+        out = c
+        for k in range(a.shape[-1]):
+            out = f(a[..., k], b[..., k], out)
+        return out
+
+
+@dataclass(frozen=True)
+class FlushedMulAdd(_Algorithm):
+    """FTZ multiply-add (mma.md §3.8): subnormal inputs and c flush to +0; products are float32 products
+    of the 16-bit operands with subnormal results flushed to a signed zero; ``adder_width`` products are
+    summed pairwise in float32 (flushing) and added to c: c = ftz(c + ftz(p0 + p1)) (width 2) or
+    c = ftz(c + ftz(ftz(p0 + p1) + ftz(p2 + p3))) (width 4)."""
+
+    adder_width: int
+    flush_subnormals: str = "inputs_and_results"
+    nan_output: str = "ieee_propagate"
+    family: ClassVar[str] = "FTZ-MUL-ADD"
+
+    def __post_init__(self) -> None:
+        if self.adder_width not in (2, 4):
+            raise QrefError(f"{self.family}: adder_width must be 2 or 4, got {self.adder_width}")
+
+    @_quiet
+    def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
+            scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None, fs: str | None = None
+            ) -> np.ndarray:
+        """d of inner products (mma.md §3.8)."""
+        K = a.shape[-1]
+        P = self.adder_width
+        if K % P:
+            raise QrefError(f"{self.family}: K = {K} is not a multiple of the adder width {P}")
+        tiny = np.float32(2.0 ** -126)
+
+        def flush_in(x: np.ndarray, t: float) -> np.ndarray:
+            return np.where(np.abs(x) < t, np.zeros_like(x), x)
+
+        def ftz(x: np.ndarray) -> np.ndarray:
+            return np.where(np.abs(x) < tiny, x * np.float32(0.0), x)
+
+        t_in = 2.0 ** (-14 if fa == "float16" else -126)
+        a32 = flush_in(a, t_in).astype(np.float32)
+        b32 = flush_in(b, t_in).astype(np.float32)
+        def add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            return ftz(second_nan(x + y, x, y))
+
+        with np.errstate(all="ignore"):
+            prod = ftz(second_nan(a32 * b32, a32, b32))
+            out = flush_in(c, tiny).astype(np.float32)
+            for i in range(0, K, P):
+                s = add(prod[..., i], prod[..., i + 1])
+                if P == 4:
+                    s = add(s, add(prod[..., i + 2], prod[..., i + 3]))
+                out = add(out, s)
+        return out
+
+
+ALGORITHMS = (TruncatedFusedDot, ScaledTruncatedFusedDot, GroupScaledFusedDot, TwoStageFusedDot, ExactFusedDot,
+              FMAChain, FlushedMulAdd)
