@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from test_lookup_oracle import (
     blocks_with_unit_absmax,
     code_argmin,
+    code_decimal_midpoints,
     code_exact,
     code_f32_midpoints,
     frac,
@@ -88,7 +89,7 @@ def test_spec_round_trip_and_pad_code() -> None:
 PROFILE_RULES = {
     "spec": lambda s, vals: code_exact(s, vals, "even_code"),
     "bitsandbytes": lambda s, vals: code_f32_midpoints(s, vals, "lower_value"),
-    "openvino": lambda s, vals: code_f32_midpoints(s, vals, "lower_value"),
+    "openvino": lambda s, vals: code_decimal_midpoints(s, vals, "lower_value"),
     "qwix": lambda s, vals: code_argmin(s, vals, "float32"),
 }
 
@@ -197,7 +198,7 @@ EDGE = {
     #           elements of the inf block, subnormal-block code, partial zero block scale)
     "spec": (0.0, 7, None, None, 7, 15, 0.0),
     "bitsandbytes": (0.0, 7, 15, 15, 7, 7, float(np.float32(1e-38))),
-    "openvino": (0.0, 7, 0, 0, 7, 15, 0.0),
+    "openvino": (2.0**-23, 7, 0, 0, 7, 7, 2.0**-23),  # NNCF: a = max(absmax, 2^-23), stored in float16
     "torchao": (0.0, 0, 0, 0, 7, 15, 0.0),
     "qwix": (1.0, 7, 0, 0, 7, 7, 1.0),
 }

@@ -89,6 +89,16 @@ def code_f32_midpoints(s: Fraction, vals: list[Fraction], tie: str) -> int:
     return pick(srt[low:high + 1], tie)
 
 
+def code_decimal_midpoints(s: Fraction, vals: list[Fraction], tie: str) -> int:
+    """Decision points written as C float literals: the exact midpoint (a float64 value for float32 entries),
+    its shortest round-trip decimal repr(float(m)), rounded to float32 from that decimal (lut.md §3.3)."""
+    srt = sorted_entries(vals)
+    b = [rnd(Fraction(repr(float((srt[j][0] + srt[j + 1][0]) / 2)))) for j in range(len(srt) - 1)]
+    low = sum(1 for m in b if m < s)
+    high = sum(1 for m in b if m <= s)
+    return pick(srt[low:high + 1], tie)
+
+
 def code_thresholds(s: Fraction, thr: list[Fraction], tie: str = "lower_value") -> int:
     low = sum(1 for m in thr if m < s)
     high = sum(1 for m in thr if m <= s)
@@ -179,3 +189,16 @@ def test_rules_on_a_hand_made_table() -> None:
     assert code_exact(Fraction(-1, 2), vals, "lower_code") == 0
     assert code_f32_midpoints(Fraction(1, 4), vals, "lower_value") == 1
     assert code_argmin(Fraction(1, 4), vals, "float32") == 1
+
+
+def test_decimal_literal_points_differ_from_float32_midpoints_at_four_nf4_points() -> None:
+    """The NF4 midpoints of float32 entries are float32 ties; their 16-17 digit decimals (OpenVINO's ConvertNF4
+    literals, e.g. 0.1202552504837513f) round to the other neighbour at sorted positions 0, 8, 12 and 14."""
+    from qref.tables import NF4
+
+    srt = sorted_entries(values_of(NF4.values))
+    mids = [(srt[j][0] + srt[j + 1][0]) / 2 for j in range(15)]
+    lit = [rnd(Fraction(repr(float(m)))) for m in mids]
+    f32 = [rnd(m) for m in mids]
+    assert [j for j in range(15) if lit[j] != f32[j]] == [0, 8, 12, 14]
+    assert lit[8] == rnd(Fraction("0.1202552504837513")) and lit[8] > mids[8] > f32[8]

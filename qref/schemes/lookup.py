@@ -23,7 +23,22 @@ from ..core.encode import encode
 from ..core.exact import as_source_array
 from ..errors import QrefError, check_choice, unknown_name
 from ..formats import IntFormat, get_format
-from ..profiles import Profile, get_profile, register_profile
+from ..profiles import get_profile
+from ..profiles.lookup import (
+    COMPUTE_DTYPES,
+    DQ_KINDS,
+    PARTIAL_SCALINGS,
+    SCALE_DTYPES,
+    SCALE_MIN_RULES,
+    SCALE_MODES,
+    SCALINGS,
+    SCHEME_NAMES,
+    STORE_GUARDED,
+    TABLE_DTYPES,
+    ZERO_BLOCKS,
+    LookupRules,
+    rules_of,
+)
 from ..tables import Table, get_table, tables
 from . import block_arith as ar
 from .base import QArray, Scheme, normalize_axis, register_family
@@ -38,16 +53,6 @@ __all__ = [
     "lookup_scheme_from_table",
 ]
 
-SCHEME_NAMES = ("nf4", "af4", "fp4_bnb", "dynamic8", "lut")
-SCALE_MODES = ("absmax", "static")
-SCALINGS = ("reciprocal", "divide")
-PARTIAL_SCALINGS = ("same", "divide")
-COMPUTE_DTYPES = ("float32", "float16", "bfloat16", "input")
-TABLE_DTYPES = ("float32", "input")
-SCALE_MIN_RULES = ("clamp", "one")
-STORE_GUARDED = ("all", "partial", "none")
-ZERO_BLOCKS = ("compute", "zero_code", "code0")
-DQ_KINDS = ("lookup", "int8_absmax")
 
 
 def _op(a: object, b: object, fn: Any, dtype: str) -> np.ndarray:
@@ -194,13 +199,14 @@ class LookupScheme(Scheme):
     into blocks; k = blocks of contiguous elements along axis k; a short last block is a partial block.
     scale: "absmax" or "static" (static_scales / static_zero_points per tensor or per index along axis).
     scaling: "reciprocal" (s = x * fl(1 / a)) or "divide" (s = x / a); partial_scaling: "same" or "divide".
-    compute_dtype: the dtype every operation rounds to ("input": the input's); table_dtype /
-    dequant_table_dtype: "float32" or "input" (entries cast to the input dtype for the decision / for
-    dequantization). scale_min / scale_min_rule ("clamp" | "one") / store_guarded
-    ("all" | "partial" | "none"): the small-absmax guard. clamp: clip s to [-1, 1]. rule, midpoints, tie,
-    distance_dtype: the decision (lookup_core). nan: the code of NaN scaled values. zero_block: "compute",
-    "zero_code" or "code0". double_quant: DoubleQuant or None. input_dtypes: accepted input dtypes.
-    numel_multiple: required divisor of the element count. dequant_flush: output dtypes into which a float32
+    compute_dtype: the dtype every operation rounds to ("input": the input's); table_dtype / dequant_table_dtype:
+    "float32", "input" or "float16" (entries cast to the input dtype, or to float16, for the decision / for
+    dequantization). scale_dtype: "float32" or "float16": the stored block scales are rounded to it (the decision
+    still divides by the float32 value). scale_min / scale_min_rule ("clamp" | "one") / store_guarded ("all" |
+    "partial" | "none"): the small-absmax guard. clamp: clip s to [-1, 1]. rule, midpoints, tie, distance_dtype: the
+    decision (lookup_core). nan: the code of NaN scaled values. zero_block: "compute", "zero_code" or "code0".
+    double_quant: DoubleQuant or None. input_dtypes: accepted input dtypes. numel_multiple: required divisor of the
+    element count. dequant_flush: output dtypes into which a float32
     result below 2^-126 converts to a zero of its sign, when the last dimension is even and block_size < 2048
     (bitsandbytes' AVX512-BF16 dequantize_4bit kernel; its fallback path for other shapes does not flush).
     scale_min="sqrt_tiny": the threshold is sqrt(smallest normal of the compute dtype) (2^-63 for float32 and
@@ -223,6 +229,7 @@ class LookupScheme(Scheme):
     compute_dtype: str = "float32"
     table_dtype: str = "float32"
     dequant_table_dtype: str = "float32"
+    scale_dtype: str = "float32"
     scale_min: float | str | None = None
     scale_min_rule: str = "clamp"
     store_guarded: str = "none"
@@ -249,6 +256,7 @@ class LookupScheme(Scheme):
             ("partial_scaling", self.partial_scaling, PARTIAL_SCALINGS),
             ("compute_dtype", self.compute_dtype, COMPUTE_DTYPES), ("table_dtype", self.table_dtype, TABLE_DTYPES),
             ("dequant_table_dtype", self.dequant_table_dtype, TABLE_DTYPES),
+            ("scale_dtype", self.scale_dtype, SCALE_DTYPES),
             ("scale_min_rule", self.scale_min_rule, SCALE_MIN_RULES),
             ("store_guarded", self.store_guarded, STORE_GUARDED), ("lookup rule", self.rule, RULES),
             ("midpoints", self.midpoints, MIDPOINTS), ("tie rule", self.tie, TIES),
@@ -272,7 +280,7 @@ class LookupScheme(Scheme):
             raise QrefError(f"rule 'grid65536' needs a table sorted ascending; {self.table.name!r} is not")
         if self.table.thresholds is not None and self.rule != "nearest":
             raise QrefError(f"table {self.table.name!r} has explicit thresholds; they need rule='nearest'")
-        if self.table_dtype == "input" and self.rule != "argmin":
+        if self.table_dtype != "float32" and self.rule != "argmin":
             raise QrefError("table_dtype='input' is only meaningful with rule='argmin' (torchao)")
         if not isinstance(self.numel_multiple, int) or self.numel_multiple < 1:
             raise QrefError(f"numel_multiple must be a positive integer, got {self.numel_multiple!r}")
@@ -295,9 +303,11 @@ class LookupScheme(Scheme):
     # ---- helpers -------------------------------------------------------------------------------------------
     def _entries(self, cd: str, which: str = "table_dtype") -> np.ndarray:
         """Table entries as the decision (which="table_dtype") or the dequantization (which=
-        "dequant_table_dtype") sees them: float32, or rounded to the compute dtype cd ("input")."""
+        "dequant_table_dtype") sees them: float32, rounded to the compute dtype cd ("input") or to float16."""
         v = self.table.values.astype(np.float32)
-        return round_to(v, cd).astype(np.float32) if getattr(self, which) == "input" and cd != "float32" else v
+        rule = getattr(self, which)
+        target = cd if rule == "input" else rule
+        return v if target == "float32" else round_to(v, target).astype(np.float32)
 
     @property
     def storage_format(self) -> Any:
@@ -414,6 +424,8 @@ class LookupScheme(Scheme):
             div = np.where(absmax < smin, round_to(np.array([repl]), cd)[0], absmax)
             div = div.astype(np.float32)
         stored = {"all": div, "none": absmax, "partial": np.where(partial, div, absmax)}[self.store_guarded]
+        if self.scale_dtype != "float32":  # lut.md §3.2: the stored scale, rounded once (overflow to +-Inf)
+            stored = round_to(stored, self.scale_dtype).astype(np.float32)
         dcol = div[:, None]
         if self.scaling == "reciprocal":
             r = _op(1, dcol, np.divide, "float32" if self.bf16_upcast and cd == "bfloat16" else cd)
@@ -543,82 +555,10 @@ def _from_spec(spec: dict[str, Any]) -> LookupScheme:
 _FIELDS = {f.name for f in fields(LookupScheme)} - {"name", "table", "profile", "double_quant"}
 _DEFAULT_TABLES = {"nf4": "nf4", "af4": "af4", "fp4_bnb": "fp4_bnb", "dynamic8": "dynamic8"}
 
-_BNB_8BIT = {"rule": "grid65536", "scaling": "reciprocal", "partial_scaling": "same", "scale_min": None,
-             "store_guarded": "none", "clamp": True, "zero_block": "code0", "nan": "unspecified",
-             "block_size": 4096, "dequant_flush": ()}
-
-for _p in (
-    Profile(
-        "spec", "lookup", "qref specification (lut.md §3)",
-        "s = float32(x / absmax) per block; the nearest entry by exact distance, ties to the even code; an "
-        "all-zero block takes the code nearest 0; NaN (NaN inputs, inf/inf) is unspecified.",
-        params={"block_size": 64},
-        sources=("docs/spec/lut.md",),
-    ),
-    Profile(
-        "bitsandbytes", "lookup", "bitsandbytes 0.50.2 CPU quantize_4bit / dequantize_4bit / quantize_blockwise",
-        "quantize_4bit: s = clamp(x * float32(1 / max(absmax, 1e-38)), -1, 1) (the partial last block divides "
-        "and stores the clamped absmax); code = bucketize(s, float32 midpoints of the sorted table): ties to "
-        "the lower value; NaN -> the largest entry's code. double_quant (compress_statistics): absmax - mean "
-        "quantized with dynamic8 in blocks of 256. dynamic8 (quantize_blockwise): the CPU 65536-point grid "
-        "quantizer, zero blocks -> code 0, block size 4096.",
-        params={"block_size": 64, "scaling": "reciprocal", "partial_scaling": "divide", "scale_min": 1e-38,
-                "scale_min_rule": "clamp", "store_guarded": "partial", "clamp": True, "rule": "nearest",
-                "midpoints": "float32", "tie": "lower_value", "nan": "max_value", "zero_block": "compute",
-                "input_dtypes": ("float32", "float16", "bfloat16"), "dequant_flush": ("bfloat16",),
-                "double_quant": {"kind": "lookup", "block_size": 256, "inner": "dynamic8"},
-                "overrides": {"dynamic8": _BNB_8BIT}},
-        sources=("bitsandbytes/backends/default/ops.py quantize_4bit (the CPU kernel)",
-                 "csrc/cpu_ops.cpp quantize_cpu_impl, build_quantize_lut, dequantizeBlockwise4bitCpu",
-                 "bitsandbytes/functional.py quantize_4bit (compress_statistics)",
-                 "checked against bitsandbytes 0.50.2 + torch 2.13.0 CPU"),
-    ),
-    Profile(
-        "torchao", "lookup", "torchao 0.18.0 to_nf4 (NF4Tensor)",
-        "Table: the 4-digit NF4 literals cast to the input dtype; s = x / absmax in the input dtype; code = "
-        "first argmin of |s - t| rounded to the input dtype (NaN, 0/0, inf/inf -> code 0); always double "
-        "quantized: int8 per 256 scales, factor 256 / (2 max|absmax - mean|); numel a multiple of "
-        "block_size * 256.",
-        params={"block_size": 64, "scaling": "divide", "compute_dtype": "input", "table_dtype": "input",
-                "dequant_table_dtype": "input", "rule": "argmin", "distance_dtype": "input", "nan": "first_index",
-                "zero_block": "compute",
-                "clamp": False, "input_dtypes": ("float32", "float16", "bfloat16"),
-                "tables": {"nf4": "nf4_torchao"},
-                "double_quant": {"kind": "int8_absmax", "block_size": 256, "compute": "input"},
-                "double_quant_default": True, "numel_multiple_blocks": 256},
-        sources=("torchao/quantization/quantize_/workflows/nf4/nf4_tensor.py (from_tensor, "
-                 "double_quantize_scalers, quantize_tensor_nearest, get_original_weight)",
-                 "checked against torchao 0.18.0 + torch 2.13.0 CPU"),
-    ),
-    Profile(
-        "openvino", "lookup", "OpenVINO ConvertNF4 (src/core/src/type/nf4.cpp) on per-group absmax scaling",
-        "code = ConvertNF4::quantize(x / absmax): strict '>' against the float32 midpoints (ties to the lower "
-        "value), NaN -> code 0; groups of block_size along the last axis. Read from the source, not run.",
-        params={"block_size": 64, "axis": -1, "scaling": "divide", "rule": "nearest", "midpoints": "float32",
-                "tie": "lower_value", "nan": "min_value", "zero_block": "zero_code", "clamp": False,
-                "input_dtypes": ("float32", "float16", "bfloat16")},
-        sources=("openvino src/core/src/type/nf4.cpp ConvertNF4::quantize / dequantize",),
-    ),
-    Profile(
-        "qwix", "lookup", "qwix 0.1.8 quantize_api(x, 'nf4', tiled_axes={axis: block_size}) on jax 0.10.2 XLA:CPU",
-        "scale = absmax per tile, 1 when below sqrt(tiny) of the input dtype (float16: 2^-7, else 2^-63); "
-        "s = x * fl(1/scale) in the input dtype (XLA rewrites qwix's divide by the broadcast scale; bfloat16 "
-        "computes x * fl32(1/scale) in float32); code = first argmin of |buckets - s| in float32 (NaN -> code "
-        "0); dequantize buckets[code] * scale in the input dtype with float32 FTZ/DAZ (XLA:CPU).",
-        params={"block_size": 64, "axis": -1, "scaling": "reciprocal", "bf16_upcast": True,
-                "compute_dtype": "input", "scale_min": "sqrt_tiny", "scale_min_rule": "one",
-                "store_guarded": "all", "rule": "argmin", "distance_dtype": "float32", "nan": "first_index",
-                "dequant_table_dtype": "input", "ftz": True,
-                "zero_block": "compute", "clamp": False, "input_dtypes": ("float32", "float16", "bfloat16")},
-        sources=("qwix/_src/core/qarray.py (calibrate, compute_scale_zero_point, quantize_with_scale_zero_point)",
-                 "qwix/_src/core/numerics.py (fp_to_nf4, nf4_to_fp)", "XLA AlgebraicSimplifier (divide by broadcast)",
-                 "checked against qwix 0.1.8 + jax 0.10.2 CPU"),
-    ),
-):
-    register_profile(_p)
+_DIGIT_TABLES = {("nf4", 4): "nf4_torchao"}  # NF4 entries as 4-digit literals (LookupRules.entry_digits)
 
 
-def _resolve_table(name: str, table: object, params: dict[str, Any]) -> Table:
+def _resolve_table(name: str, table: object, rules: LookupRules) -> Table:
     if name == "lut":
         if table is None:
             raise QrefError("scheme 'lut' needs table=: a Table, a registered table name "
@@ -628,7 +568,9 @@ def _resolve_table(name: str, table: object, params: dict[str, Any]) -> Table:
         return Table.from_values("user", np.asarray(table))
     if table is not None:
         raise QrefError(f"scheme {name!r} has its own table; use qref.scheme('lut', table=...) for another one")
-    return get_table(params.get("tables", {}).get(name, _DEFAULT_TABLES[name]))
+    if rules.entry_digits is not None and name == "nf4":
+        return get_table(_DIGIT_TABLES[(name, rules.entry_digits)])
+    return get_table(_DEFAULT_TABLES[name])
 
 
 def lookup_scheme(
@@ -646,39 +588,37 @@ def lookup_scheme(
     float32 values). profile: None = "spec"; "bitsandbytes", "torchao", "openvino", "qwix". block_size: None
     = the profile's (64; bitsandbytes dynamic8: 4096). double_quant: None = the profile's default (torchao
     on, others off); True = the profile's double quantization. options: LookupScheme fields overriding the
-    profile (scaling, tie, rule, nan, axis, ...).
+    profile (scaling, tie, rule, nan, axis, ...). The profile's rules are ``LookupRules`` (qref.profiles.lookup).
     """
     if name not in SCHEME_NAMES:
         raise unknown_name("lookup scheme", name, SCHEME_NAMES)
     prof = get_profile(profile or "spec", "lookup")
-    params = dict(prof.params)
-    params.update(params.pop("overrides", {}).get(name, {}))
-    tbl = _resolve_table(name, table, params)
-    params.pop("tables", None)
-    dq_spec = params.pop("double_quant", None)
-    dq_default = bool(params.pop("double_quant_default", False))
-    per_blocks = params.pop("numel_multiple_blocks", None)
+    rules = rules_of(prof).for_scheme(name)
+    tbl = _resolve_table(name, table, rules)
     bad = sorted(set(options) - _FIELDS)
     if bad:
         raise unknown_name("lookup scheme option", bad[0], sorted(_FIELDS),
                            hint="options are LookupScheme fields; see lut.md §3.1")
+    params = rules.scheme_options()
     params.update(options)
     if block_size is not None:
         params["block_size"] = block_size
     if params.get("scale") == "static":
         params["block_size"] = None
-    use_dq = dq_default if double_quant is None else bool(double_quant)
+    use_dq = rules.double_quant_default if double_quant is None else bool(double_quant)
     dq = None
     if use_dq:
-        if dq_spec is None:
+        spec = rules.double_quant
+        if spec is None:
             raise QrefError(f"profile {prof.name!r} has no double quantization; bitsandbytes and torchao have")
         inner = None
-        if dq_spec["kind"] == "lookup":
-            inner = lookup_scheme(dq_spec["inner"], profile=prof.name, block_size=dq_spec["block_size"])
-        dq = DoubleQuant(dq_spec["kind"], dq_spec["block_size"], inner, dq_spec.get("compute", "float32"))
-        if per_blocks is not None and "numel_multiple" not in options:
-            params["numel_multiple"] = int(params["block_size"]) * int(per_blocks)
-    for key in ("input_dtypes", "static_scales", "static_zero_points"):
+        if spec.kind == "lookup":
+            assert spec.inner is not None
+            inner = lookup_scheme(spec.inner, profile=prof.name, block_size=spec.block_size)
+        dq = DoubleQuant(spec.kind, spec.block_size, inner, spec.compute)
+        if rules.numel_multiple_blocks is not None and "numel_multiple" not in options:
+            params["numel_multiple"] = int(params["block_size"]) * int(rules.numel_multiple_blocks)
+    for key in ("input_dtypes", "static_scales", "static_zero_points", "dequant_flush"):
         if params.get(key) is not None:
             params[key] = tuple(params[key])
     return LookupScheme(name=name, table=tbl, profile=prof.name, double_quant=dq, **params)

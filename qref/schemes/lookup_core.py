@@ -4,7 +4,10 @@
 
 - ``"nearest"``: the entry nearest to s. Candidates come from the decision points between neighbouring sorted
   entries: their exact midpoints (``midpoints="exact"``), their float32 midpoints fl32((a + b) / 2)
-  (``"float32"``: bitsandbytes' bucketize bounds, its CUDA thresholds and OpenVINO's ConvertNF4 literals), or
+  (``"float32"``: bitsandbytes' bucketize bounds), the midpoints written as C float literals
+  (``"decimal_literal"``: the shortest decimal that round-trips the float64 midpoint, rounded to float32 from
+  that decimal; the literals of OpenVINO's ConvertNF4, which differ from ``"float32"`` by one ulp on 4 of the 15
+  NF4 points: the midpoints are float32 ties, and the 16-17 digit decimal lands on either side; lut.md §3.3), or
   the table's explicit thresholds when it has them. A value on a decision point is a tie, resolved by ``tie``:
   ``"lower_value"`` (bitsandbytes, OpenVINO: searchsorted side='left'), ``"upper_value"``, ``"lower_code"``
   (the smaller code: exact argmin's first index) or ``"even_code"`` (the even code; the lower value when neither
@@ -20,18 +23,15 @@ NaN inputs are not handled here: the caller applies the scheme's NaN rule (``nan
 
 from __future__ import annotations
 
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
 
 from ..errors import QrefError, check_choice
+from ..profiles.lookup import MIDPOINTS, NAN_RULES, RULES, TIES
 from ..tables import Table
-from .lookup_arith import round_to
-
-RULES = ("nearest", "argmin", "grid65536")
-MIDPOINTS = ("exact", "float32")
-TIES = ("lower_value", "upper_value", "lower_code", "even_code")
-NAN_RULES = ("max_value", "min_value", "first_index", "unspecified", "error")
+from .lookup_arith import fractions_to_float32, round_to
 
 _ROWS = 1 << 14  # argmin chunk: rows x table entries temporaries stay a few MB
 
@@ -55,8 +55,21 @@ def decision_points(table: Table, midpoints: str) -> tuple[np.ndarray, np.ndarra
     if midpoints == "float32":
         hi = ((v[:-1] + v[1:]) * np.float32(0.5)).astype(np.float32).astype(np.float64)
         return hi, np.zeros_like(hi)
+    if midpoints == "decimal_literal":
+        return _decimal_literals(table), np.zeros(table.size - 1)
     s, e = _two_sum(v[:-1].astype(np.float64), v[1:].astype(np.float64))
     return s * 0.5, e * 0.5  # halving is exact: float64 has ample range below float32's
+
+
+@lru_cache(maxsize=16)
+def _decimal_literals(table: Table) -> np.ndarray:
+    """Decision points as C float literals (lut.md §3.3): m = (a + b) / 2 exactly in float64 (a, b float32),
+    written as repr(m) (the shortest round-trip decimal) and rounded once to float32 from that decimal."""
+    v = table.values[table.order].astype(np.float64)
+    mids = (v[:-1] + v[1:]) * 0.5  # exact: a + b of two float32 values fits in float64
+    out = fractions_to_float32([Fraction(repr(float(m))) for m in mids]).astype(np.float64)
+    out.setflags(write=False)
+    return out
 
 
 def _nearest(s: np.ndarray, table: Table, midpoints: str, tie: str) -> np.ndarray:
