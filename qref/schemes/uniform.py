@@ -579,7 +579,7 @@ def build_uniform(
     Z = np.zeros(S.shape, dtype=np.int64) if zero_point is None else np.asarray(zero_point)
     if Z.dtype.kind == "f" and not np.all(np.round(Z) == Z):
         raise QrefError("zero points must be integers")
-    if S.ndim == 0 and Z.size == 1:  # uniform.md C7: a one-element zero point with a scalar scale (ONNX)
+    if S.ndim == 0 and Z.size == 1:  # uniform.md §1 C7: a one-element zero point with a scalar scale (ONNX)
         Z = Z.reshape(())
     try:
         Z = np.broadcast_to(Z.astype(np.int64), S.shape)
