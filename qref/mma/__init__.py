@@ -18,11 +18,25 @@ from .algorithms import (
     TruncatedFusedDot,
     TwoStageFusedDot,
 )
-from .gemm import matmul
+from .gemm import MMAAccumulation, as_mma_accumulation, matmul
 from .isa import ARCHS, KINDS, Instruction, custom, get, instructions
 
 __all__ = [
-    "ALGORITHMS", "ARCHS", "KINDS", "ExactFusedDot", "FMAChain", "FlushedMulAdd", "GroupScaledFusedDot",
-    "Instruction", "ScaledTruncatedFusedDot", "TruncatedFusedDot", "TwoStageFusedDot", "custom", "get",
-    "instructions", "matmul",
+    "ALGORITHMS",
+    "ARCHS",
+    "KINDS",
+    "ExactFusedDot",
+    "FMAChain",
+    "FlushedMulAdd",
+    "GroupScaledFusedDot",
+    "Instruction",
+    "MMAAccumulation",
+    "ScaledTruncatedFusedDot",
+    "TruncatedFusedDot",
+    "TwoStageFusedDot",
+    "as_mma_accumulation",
+    "custom",
+    "get",
+    "instructions",
+    "matmul",
 ]

@@ -9,6 +9,7 @@ which is the promotion of partial sums into FP32 registers of DeepSeek-V3's FP8 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -175,3 +176,41 @@ def _matmul_dask(A: np.ndarray, B: np.ndarray, C: np.ndarray, ins: Instruction, 
             out[i:i + d.shape[0], j:j + d.shape[1]] = d
     assert out is not None
     return out
+
+
+@dataclass(frozen=True)
+class MMAAccumulation:
+    """An accumulation that is a matrix-unit instruction (mma.md §7.2): the recipes' ``accumulation=``.
+
+    instruction: the model; promote_every / k_tile: as ``matmul``. The recipes pass the quantized operands'
+    codes (and, for block_matmul, the E8M0 block scales) to ``matmul`` and apply their post-scale after it."""
+
+    instruction: Instruction
+    promote_every: int | None = None
+    k_tile: int | None = None
+
+    def run(self, a_codes: np.ndarray, b_codes: np.ndarray, scale_a: np.ndarray | None = None,
+            scale_b: np.ndarray | None = None) -> np.ndarray:
+        """D of codes A (M, K), B (K, N) (integer storage codes of the instruction's operand formats)."""
+        ins = self.instruction
+        a = np.ascontiguousarray(a_codes).view(storage_dtype(ins.a_format))
+        b = np.ascontiguousarray(b_codes).view(storage_dtype(ins.b_format))
+        sa = sb = None
+        if ins.scaled:
+            assert ins.scale_format is not None and scale_a is not None and scale_b is not None
+            sa = np.ascontiguousarray(scale_a).view(storage_dtype(ins.scale_format))
+            sb = np.ascontiguousarray(scale_b).view(storage_dtype(ins.scale_format))
+        return matmul(a, b, instruction=ins, scale_a=sa, scale_b=sb, promote_every=self.promote_every,
+                      k_tile=self.k_tile)
+
+
+def as_mma_accumulation(acc: object) -> MMAAccumulation | None:
+    """An MMAAccumulation from an Instruction, an "arch/instruction/qualifier" string or an MMAAccumulation;
+    None for anything else (the recipes' own Accumulation models)."""
+    if isinstance(acc, MMAAccumulation):
+        return acc
+    if isinstance(acc, Instruction):
+        return MMAAccumulation(acc)
+    if isinstance(acc, str) and acc.count("/") == 2:
+        return MMAAccumulation(resolve(acc))
+    return None

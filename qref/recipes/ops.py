@@ -376,9 +376,45 @@ def qdq_matmul(a: object, b: object, *, a_format: str = "float8_e4m3fn", b_forma
     with np.errstate(over="ignore"):
         s = round_values(round_values(f64(sa) * f64(sb), acc_format(compute_dtype), ftz=ftz),
                          acc_format(out_dtype), ftz=ftz)
+    meta = {"a_codes": qa, "b_codes": qb, "a_scale": sa, "b_scale": sb}
+    mma_acc = _mma_accumulation(accumulation)
+    if mma_acc is not None:  # a matrix-unit instruction accumulates the codes (mma.md §7.2)
+        _check_mma_formats(mma_acc, a_format, b_format)
+        return _mma_result(va, vb, mma_acc.run(qa, qb), s, out_dtype, mma_acc, meta)
     acc = _as_accumulation(accumulation)
     return exact_matmul(va, vb, accumulation=replace_ftz(acc, ftz), out_dtype=out_dtype, post_scale=s,
-                        meta={"a_codes": qa, "b_codes": qb, "a_scale": sa, "b_scale": sb})
+                        meta=meta)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# matrix-unit instructions as the accumulation (mma.md §7.2)
+# ---------------------------------------------------------------------------------------------------------
+def _mma_accumulation(acc: object) -> Any:
+    from ..mma import as_mma_accumulation
+
+    return as_mma_accumulation(acc)
+
+
+def _check_mma_formats(mma_acc: Any, a_format: str, b_format: str) -> None:
+    ins = mma_acc.instruction
+    if (ins.a_format, ins.b_format) != (get_format(a_format).name, get_format(b_format).name):
+        raise QrefError(f"{ins.name} multiplies {ins.a_format} x {ins.b_format}; the operands are {a_format} x "
+                        f"{b_format}: pick an instruction of those formats or quantize to its formats")
+
+
+def _mma_result(va: np.ndarray, vb: np.ndarray, d: np.ndarray, s: object, out_dtype: str, mma_acc: Any,
+                meta: dict[str, Any]) -> MatmulResult:
+    """value = fl_out(D * s) with D the instruction model's GEMM; exact / special as the exact op; bound 0:
+    the model defines one result (mma.md §7.2 C2)."""
+    ref = exact_matmul(va, vb, accumulation="exact", out_dtype=out_dtype, post_scale=s, meta=meta)
+    fmt = acc_format(out_dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        v = d.astype(np.float64) if s is None else d.astype(np.float64) * f64(s)
+        value = round_values(v, fmt).astype(np_dtype(fmt))
+    m = dict(ref.meta)
+    m.update({"accumulation": mma_acc, "instruction": mma_acc.instruction.name, "mma_d": d})
+    zero = np.zeros(value.shape)
+    return MatmulResult(value, ref.exact, ref.special, ref.is_special, zero, zero.astype(bool), fmt.name, m)
 
 
 def _operand_scale(x: np.ndarray, scale: object, fmt: str, formula: str, dtype: str, ftz: bool, nm: str,
@@ -457,10 +493,31 @@ def block_matmul(a: QArray, b: QArray, *, accumulation: Accumulation | str | Non
         raise QrefError(f"block sizes differ ({ka} and {kb}); OCP MX §6.2 needs aligned blocks of the same size")
     if va.shape[1] != vb.shape[0]:
         raise QrefError(f"contraction lengths differ: {va.shape[1]} and {vb.shape[0]}")
+    mma_acc = _mma_accumulation(accumulation)
+    if mma_acc is not None:  # a block-scaled matrix-unit instruction (mma.md §7.2)
+        return _block_mma(a, b, va, vb, ka, out_dtype, mma_acc)
     acc = _as_accumulation(accumulation)
     if acc.order == "blocked" and acc.block is None:  # pragma: no cover - Accumulation validates block
         acc = Accumulation("blocked", acc.dtype, ka, acc.products, acc.ftz)
     return exact_matmul(va, vb, accumulation=acc, out_dtype=out_dtype, meta={"block_size": ka})
+
+
+def _block_mma(a: QArray, b: QArray, va: np.ndarray, vb: np.ndarray, k: int, out_dtype: str, mma_acc: Any
+               ) -> MatmulResult:
+    """block_matmul with a block-scaled instruction: element codes and E8M0 scale bytes go to the unit as they
+    are (mma.md §7.2 C3); the result is rounded to out_dtype."""
+    ins = mma_acc.instruction
+    for q, nm in ((a, "lhs"), (b, "rhs")):
+        sch: Any = q.scheme
+        if sch.kind != "mx" or sch.element_scale_exp != 0 or q.global_scale is not None:
+            raise QrefError(f"{nm}: an MMA instruction takes MX block QArrays (E8M0 scales, no global scale)")
+    if not ins.scaled or ins.block_size != k or ins.scale_format != "float8_e8m0fnu":
+        raise QrefError(f"{ins.name}: block_matmul needs a block-scaled instruction with ue8m0 scales per {k}")
+    fa, fb = a.scheme.element.name, b.scheme.element.name  # type: ignore[attr-defined]
+    _check_mma_formats(mma_acc, fa, fb)
+    bc, bs = (b.codes, b.scales) if b.axis == 0 else (b.codes.T, np.asarray(b.scales).T)
+    d = mma_acc.run(a.codes, bc, np.asarray(a.scales), bs)
+    return _mma_result(va, vb, d, None, out_dtype, mma_acc, {"block_size": k})
 
 
 def block_dot(a: QArray, b: QArray, *, accumulation: Accumulation | str | None = None,
