@@ -19,8 +19,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(the installed version is outside every record of its profile, or --record forced another version's "
         "record: profiles.md §2). Existing --out / --report files are refused unless --force, before the run "
         "starts.")
-    p.add_argument("--backend", "-b", action="append", required=True, metavar="NAME",
+    p.add_argument("--backend", "-b", action="append", default=[], metavar="NAME",
                    help=f"backend to run (repeatable): {', '.join(BACKENDS)} or all")
+    p.add_argument("--callable", dest="callable_", default=None, metavar="MODULE:FUNCTION",
+                   help="your own implementation instead of a backend: MODULE:FUNCTION or path/to/file.py:FUNCTION, "
+                   "called as FUNCTION(operation, inputs, spec) -> outputs (or FUNCTION(x, format) -> codes for "
+                   "element encoders; docs/user-backends.md); needs --family")
+    p.add_argument("--family", choices=("elements", "uniform", "block", "lookup"), default=None,
+                   help="the case family --callable implements")
+    p.add_argument("--profile", default=None, metavar="NAME",
+                   help="with --callable: the reference profile record of the family (default: the spec)")
+    p.add_argument("--policy", action="append", default=[], metavar="KEY=VALUE",
+                   help="with --callable --family elements: the reference cast policy, e.g. overflow=saturate "
+                   "(repeatable; fields of qref.CastPolicy)")
     p.add_argument("--suite", default=None, help="suite directory (default: $QREF_SUITE or conformance/v1)")
     p.add_argument("--include", action="append", default=[], metavar="PATTERN", help="case-id glob to include")
     p.add_argument("--exclude", action="append", default=[], metavar="PATTERN", help="case-id glob to exclude")
@@ -57,10 +68,18 @@ def _run(args: argparse.Namespace) -> int:
         if "@" not in r:
             raise QrefError(f"--record {r!r}: give NAME@TAG, e.g. ml_dtypes@0.6 (qref profiles lists the records)")
         records[r.split("@", 1)[0]] = r
-    backends = "all" if "all" in args.backend else args.backend
     xf = [] if args.no_xfail else args.xfail
-    res = runner.run(backends, args.suite, include=args.include, exclude=args.exclude, xfail_files=xf,
-                     targets=args.target, progress=None if args.quiet else sys.stderr, records=records)
+    if args.callable_ is not None:
+        res = _run_callable(args, xf)
+    else:
+        if not args.backend:
+            raise QrefError("qref run needs --backend NAME (or all), or --callable MODULE:FUNCTION --family F")
+        if args.family or args.profile or args.policy:
+            raise QrefError("--family, --profile and --policy go with --callable; a backend's targets name their "
+                            "own profiles (use --record NAME@TAG to force a record)")
+        backends = "all" if "all" in args.backend else args.backend
+        res = runner.run(backends, args.suite, include=args.include, exclude=args.exclude, xfail_files=xf,
+                         targets=args.target, progress=None if args.quiet else sys.stderr, records=records)
     if args.out:
         report.write_results(res, args.out)
         report.write_report(res, f"{args.out}/report.md")
@@ -71,3 +90,25 @@ def _run(args: argparse.Namespace) -> int:
     if not res.ok:
         return 1
     return 3 if res.drifted else 0
+
+
+def _run_callable(args: argparse.Namespace, xfail_files: list[str] | None) -> object:
+    from ..errors import QrefError
+    from ..harness import user
+
+    if args.backend:
+        raise QrefError("give --backend or --callable, not both")
+    if args.family is None:
+        raise QrefError(f"--callable needs --family (one of {', '.join(user.OPERATIONS)})")
+    policy = None
+    if args.policy:
+        policy = {}
+        for kv in args.policy:
+            key, sep, value = kv.partition("=")
+            if not sep:
+                raise QrefError(f"--policy {kv!r}: give KEY=VALUE, e.g. overflow=saturate")
+            policy[key] = int(value) if value.isdigit() else value
+    fn = user.load_callable(args.callable_)
+    return user.check(fn, args.family, profile=args.profile, policy=policy, suite=args.suite,
+                      include=args.include, exclude=args.exclude, xfail_files=xfail_files or [],
+                      name=f"user.{args.callable_.rpartition(':')[2]}")

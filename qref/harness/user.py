@@ -1,0 +1,183 @@
+"""Your own backend under the harness: ``qref run --callable MODULE:FUNCTION --family F`` and
+``qref.harness.check(fn, family=F)`` (docs/user-backends.md).
+
+Calling convention (every family): ``fn(operation, inputs, spec) -> outputs``.
+
+- ``operation``: the case's operation ("encode", "decode", "quantize", "uniform_quantize", "block_quantize", ...);
+- ``inputs``: name -> numpy array (copies; e.g. {"x": ...}, {"codes": ...});
+- ``spec``: plain data describing the case: {"id", "format" (the element format record), "policy" (the resolved
+  cast policy record), "scheme" (the scheme spec: storage, scales, zero points, block size, axis...), "params"};
+- ``outputs``: name -> array, named as the case's expected outputs ("codes", "y", "scales", ...; a subset is
+  compared). Codes are compared as unsigned integers of the format's width, values as bit patterns.
+- Raise ``qref.harness.Unsupported`` (or NotImplementedError) for a case the implementation does not claim: the
+  task is "unsupported", with your message. Any other exception is a crash.
+
+Shortcut for element encoders: a function of two parameters ``fn(x, format_name) -> codes`` is called on the
+``encode`` cases only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..conformance.case import Case, _plain
+from ..errors import QrefError, unknown_name
+from ..formats import get_format
+from ..policy import CastPolicy
+from ..profiles import Profile, register_profile
+from .model import PROFILE_FAMILY, Target, Unsupported
+from .runner import RunResults, TargetInfo, judge, run_target, select_tasks
+
+#: harness family -> operations a user function is asked for
+OPERATIONS = {
+    "elements": ("encode", "decode", "quantize"),
+    "uniform": ("uniform_quantize", "uniform_dequantize"),
+    "block": ("block_quantize", "block_dequantize"),
+    "lookup": ("lookup_quantize", "lookup_dequantize"),
+}
+
+
+def load_callable(spec: str) -> Callable[..., Any]:
+    """``"package.module:function"`` or ``"path/to/file.py:function"`` -> the function."""
+    if ":" not in spec:
+        raise QrefError(f"--callable {spec!r}: give MODULE:FUNCTION or path/to/file.py:FUNCTION")
+    where, _, name = spec.rpartition(":")
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise QrefError(f"--callable {spec!r}: no file {path}")
+        mod_name = f"qref_user_{abs(hash(str(path.resolve())))}"
+        loader_spec = importlib.util.spec_from_file_location(mod_name, path)
+        if loader_spec is None or loader_spec.loader is None:
+            raise QrefError(f"--callable {spec!r}: cannot load {path} as a Python module")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[mod_name] = module
+        loader_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            raise QrefError(f"--callable {spec!r}: cannot import {where} ({exc})") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise QrefError(f"--callable {spec!r}: {where} has no function {name!r}")
+    return fn
+
+
+def _as_expected(case: Case, name: str, arr: np.ndarray) -> np.ndarray:
+    """Integer codes in any integer dtype -> the case's unsigned storage (two's complement masked to the format's
+    width); other outputs are compared as they are (as bit patterns of their width)."""
+    want = case.expected.get(name)
+    if want is None or want.dtype.kind != "u" or arr.dtype.kind not in "iub":
+        return arr
+    fmt = case.array_formats.get(name)
+    nbits = get_format(fmt).bits if fmt else 8 * want.dtype.itemsize
+    if nbits >= 64:
+        return arr.astype(np.int64).view(np.uint64).astype(want.dtype)
+    return (arr.astype(np.int64) & ((1 << nbits) - 1)).astype(want.dtype)
+
+
+def _spec_of(case: Case) -> dict[str, Any]:
+    return {"id": case.id, "format": _plain(case.format), "policy": _plain(case.policy),
+            "scheme": _plain(case.scheme), "params": _plain(case.params)}
+
+
+def _is_shortcut(fn: Callable[..., Any]) -> bool:
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    except (TypeError, ValueError):
+        return False
+    return len(params) == 2
+
+
+def callable_target(fn: Callable[..., Any], family: str, *, name: str | None = None, profile: str | None = None,
+                    source: str | None = None) -> Target:
+    """A harness Target calling ``fn`` (module docstring: the calling convention) on the cases of ``family``,
+    compared with ``profile`` (a profile record name of the family; None: the spec default)."""
+    if family not in OPERATIONS:
+        raise unknown_name("user backend family", family, OPERATIONS)
+    shortcut = family == "elements" and _is_shortcut(fn)
+    ops = ("encode",) if shortcut else OPERATIONS[family]
+    label = name or f"user.{getattr(fn, '__name__', 'fn')}"
+
+    def supports(case: Case) -> str | None:
+        return None if case.operation in ops else f"{label} is not asked for {case.operation}"
+
+    def one(case: Case) -> Any:
+        inputs = {k: np.array(v, copy=True) for k, v in case.inputs.items()}
+        try:
+            if shortcut:
+                out = {"codes": np.asarray(fn(inputs["x"], case.format["name"]))}
+            else:
+                out = fn(case.operation, inputs, _spec_of(case))
+        except NotImplementedError as exc:
+            return Unsupported(f"{label}: {exc}" if str(exc) else f"{label}: not implemented")
+        except Unsupported as exc:
+            return exc
+        except Exception as exc:
+            return exc
+        if not isinstance(out, Mapping):
+            return QrefError(f"{label} returned {type(out).__name__}; the convention is a dict name -> array")
+        return {k: _as_expected(case, k, np.asarray(v)) for k, v in out.items()}
+
+    def run(cases: Sequence[Case]) -> list[Any]:
+        return [one(c) for c in cases]
+
+    def snippet(case: Case, i: int) -> str:
+        x = {k: v.reshape(-1)[i: i + 1].tolist() for k, v in case.inputs.items()}
+        return (f"{label}: call with operation={case.operation!r}, element {i} of inputs "
+                f"{json.dumps({k: [repr(e) for e in v] for k, v in x.items()})} and the spec of "
+                f"`qref show {case.id}`")
+
+    return Target("user", label, family, source or f"{label}(operation, inputs, spec)", profile, ops, supports, run,
+                  snippet)
+
+
+def policy_profile(family: str, policy: Mapping[str, Any], name: str = "user_policy") -> str:
+    """Register an element profile whose cast policy is ``policy`` (e.g. {"overflow": "saturate"}) and return its
+    name: the reference for ``--policy KEY=VALUE`` (element family only)."""
+    if family != "elements":
+        raise QrefError(f"--policy sets an element cast policy; for the {family} family choose a --profile")
+    pol = CastPolicy(**dict(policy))
+    register_profile(Profile(name, "element", "a policy given on the command line", repr(pol), pol,
+                             sources=("qref run --policy",), status="spec"), replace=True)
+    return name
+
+
+def check(fn: Callable[..., Any], family: str = "elements", *, profile: str | None = None,
+          policy: Mapping[str, Any] | None = None, suite: object = None, include: Sequence[str] = (),
+          exclude: Sequence[str] = (), xfail_files: Sequence[str] = (), name: str | None = None) -> RunResults:
+    """Run ``fn`` on the suite's cases of ``family`` (in this process) and return the results (``res.ok``,
+    ``qref.harness.render(res)`` for the report). ``profile``/``policy`` choose the reference (default: spec)."""
+    from ..conformance.suite import Suite, load_suite
+    from .xfail import load_xfails
+
+    if profile is not None and policy is not None:
+        raise QrefError("give a reference profile or a policy, not both")
+    ref = policy_profile(family, policy) if policy is not None else profile
+    if ref is not None:
+        from ..profiles import get_profile
+
+        get_profile(ref, PROFILE_FAMILY[family])  # unknown names raise with close matches
+    tg = callable_target(fn, family, name=name, profile=ref)
+    s = suite if isinstance(suite, Suite) else load_suite(suite)  # type: ignore[arg-type]
+    cases = list(s.select(family=family))
+    results = run_target(tg, select_tasks(tg, cases, include, exclude))
+    xf = load_xfails(list(xfail_files))
+    judge(results, xf)
+    res = RunResults(suite=str(s.manifest.get("name", Path(s.root).name)), suite_cases=len(s), backends=["user"],
+                     filtered=bool(include or exclude))
+    res.targets.append(TargetInfo("user", tg.name, family, tg.api, tg.profile))
+    res.results.extend(results)
+    res.stale_xfails = [f"{e.where}: {e.target} {e.cases}" for e in xf.stale()]
+    return res
