@@ -48,6 +48,13 @@ def _quiet(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
     return wrapper
 
 
+def _check_int(family: str, **fields: tuple[int, int, int]) -> None:
+    """Range constraints of mma.md §3 (C1 of each family): aligned terms stay below 2^62 in int64."""
+    for name, (v, lo, hi) in fields.items():
+        if not isinstance(v, int) or not lo <= v <= hi:
+            raise QrefError(f"{family}: {name} must be an integer in [{lo}, {hi}], got {v!r}")
+
+
 def _chunks(K: int, chunk: int, what: str) -> int:
     L = min(K, chunk)
     if L < 1 or K % L:
@@ -138,8 +145,8 @@ class TruncatedFusedDot(_Algorithm):
 
     def __post_init__(self) -> None:
         check_choice("output rounding", self.output_rounding, ROUNDINGS)
-        if self.frac_bits < 1 or self.chunk < 1:
-            raise QrefError(f"{self.family}: frac_bits and chunk must be >= 1, got {self.frac_bits}, {self.chunk}")
+        _check_int(self.family, frac_bits=(self.frac_bits, 1, 48), chunk=(self.chunk, 1, 256),
+                   output_frac_bits=(self.output_frac_bits, 1, 23))
 
     def _round(self, S: np.ndarray, unit: np.ndarray, fd: str) -> np.ndarray:
         if self.output_rounding == "toward_zero":
@@ -208,6 +215,8 @@ class GroupScaledFusedDot(_Algorithm):
 
     def __post_init__(self) -> None:
         check_choice("output rounding", self.output_rounding, ROUNDINGS)
+        _check_int(self.family, group_size=(self.group_size, 1, 64), frac_bits=(self.frac_bits, 1, 36),
+                   chunk=(self.chunk, 1, 256), output_frac_bits=(self.output_frac_bits, 1, 23))
 
     @_quiet
     def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
@@ -297,6 +306,8 @@ class TwoStageFusedDot(_Algorithm):
     family: ClassVar[str] = "TR-FDPA"
 
     def __post_init__(self) -> None:
+        _check_int(self.family, frac_bits=(self.frac_bits, 1, 40), sum_frac_bits=(self.sum_frac_bits, self.frac_bits,
+                   40), chunk=(self.chunk, 1, 256), interleave=(self.interleave, 1, 8))
         check_choice("addend below window", self.addend_below_window, ("floor", "zero"))
         check_choice("product overflow", self.product_overflow, ("inf",))
         check_choice("output rounding", self.output_rounding, ("nearest_even",))
@@ -363,6 +374,9 @@ class ExactFusedDot(_Algorithm):
     output_rounding: str = "nearest_even"
     nan_output: str = "ieee_propagate"
     family: ClassVar[str] = "E-FDPA"
+
+    def __post_init__(self) -> None:
+        _check_int(self.family, chunk=(self.chunk, 1, 64))
 
     @_quiet
     def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,

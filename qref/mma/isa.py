@@ -66,6 +66,11 @@ class Instruction:
     scale_format: str | None = None
     block_size: int | None = None
     source: str = field(default="mmasim 2.1.1 (nv_ptx/sim.py, amd/sim.py); mma.md §5", compare=False)
+    status: str = field(default="verified", compare=False)
+    evidence: tuple[str, ...] = field(default=(
+        "tests/test_mma.py: record parameters equal mmasim 2.1.1's object (all 4999 instructions)",
+        "tests/test_mma.py: outputs bit for bit vs mmasim 2.1.1 on seeded random + 9 adversarial patterns "
+        "(sampled), 0 mismatches"), compare=False)
 
     @property
     def name(self) -> str:
@@ -370,4 +375,4 @@ def custom(name: str, m: int, n: int, k: int, a_format: str, b_format: str, c_fo
     if arithmetic.scaled != (scale_format is not None):
         raise QrefError(f"{name}: {arithmetic.family} {'needs' if arithmetic.scaled else 'takes no'} scale_format")
     return Instruction("custom", "custom", name, m, n, k, a_format, b_format, c_format, d_format, arithmetic,
-                       scale_format, block_size, source="user-defined")
+                       scale_format, block_size, source="user-defined", status="spec", evidence=())
