@@ -122,3 +122,156 @@ def test_each_microxcaling_mechanism_is_needed(mxx: tuple[dict[str, Any], dict[s
     _, z = mxx
     _, bad, negzero = mxx_differences(z, dt, fmt, rnd, flush, **over)
     assert bad - negzero > 0, over
+
+
+# ---------------------------------------------------------------------------------------------------------
+# TransformerEngine's pure-PyTorch references (the CUDA kernels need a Blackwell GPU)
+# ---------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def te() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    return load("transformer_engine")
+
+
+def te_tensors(kind: str) -> list[str]:
+    man = json.loads((PEERS / "transformer_engine" / "manifest.json").read_text())
+    nonfinite = [t for t in man["tensors"] if t.split("__")[1] in ("nan", "inf")]
+    return nonfinite if kind == "nonfinite" else [t for t in man["tensors"] if t not in nonfinite]
+
+
+def te_input(z: dict[str, np.ndarray], tensor: str) -> np.ndarray:
+    return z[f"{tensor}__x"].view(DT[tensor.split("__")[0]])
+
+
+def te_nvfp4(z: dict[str, np.ndarray], tensor: str, profile: str = "nvidia", **over: Any
+             ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """{name: (qref, reference, qref's unspecified mask)} for the rowwise and columnwise (x.T) NVFP4 codes, scale
+    bytes and the global amax (float32 bits)."""
+    sch = qref.scheme("nvfp4", profile=profile, **over)
+    x = te_input(z, tensor)
+    with np.errstate(all="ignore"):
+        q, qt = sch.quantize(x), sch.quantize(np.ascontiguousarray(x.T))
+    if np.isfinite(x.astype(np.float64)).all():
+        assert not q.unspecified.any() and not qt.unspecified.any()
+    g = np.asarray(q.global_scale, np.float32).reshape(1)
+    return {"codes": (q.codes, z[f"{tensor}__nvfp4_codes"], q.unspecified),
+            "scales": (q.scales, z[f"{tensor}__nvfp4_scales"], q.meta["scales_unspecified"]),
+            "codes_t": (qt.codes, z[f"{tensor}__nvfp4_codes_t"], qt.unspecified),
+            "scales_t": (qt.scales, z[f"{tensor}__nvfp4_scales_t"], qt.meta["scales_unspecified"]),
+            "global_amax": (g.view(np.uint32), z[f"{tensor}__nvfp4_global_amax"], np.isnan(g))}
+
+
+@pytest.mark.parametrize("tensor", te_tensors("finite") + te_tensors("nonfinite")[1::2], ids=lambda v: v)
+def test_nvidia_nvfp4_equals_te_reference(te: tuple[dict[str, Any], dict[str, np.ndarray]], tensor: str) -> None:
+    """Codes, scale bytes and the global amax bit for bit on finite (and Inf) tensors, except where the reference
+    differs from the kernel by its source: a scaled value that is exactly -0 gets code 0 from the reference's
+    comparisons (x < -0.0 is false) and 0x8 from the kernel's cvt; zero_sign='scaled_zero_positive' is that rule."""
+    _, z = te
+    negzero = 0
+    for name, (got, want, _) in te_nvfp4(z, tensor).items():
+        diff = got != want
+        if name.startswith("codes"):
+            assert ((got[diff] == 0x8) & (want[diff] == 0)).all(), name
+            negzero += int(diff.sum())
+        else:
+            assert not diff.any(), name
+    for name, (got, want, _) in te_nvfp4(z, tensor, zero_sign="scaled_zero_positive").items():
+        assert (got == want).all(), name
+    if tensor.split("__")[1] in ("zeros", "e2m1_ties", "tiny"):
+        assert negzero > 0
+
+
+@pytest.mark.parametrize("tensor", te_tensors("nonfinite")[0::2], ids=lambda v: v)
+def test_te_nvfp4_reference_propagates_nan(te: tuple[dict[str, Any], dict[str, np.ndarray]], tensor: str) -> None:
+    """One NaN input: the reference's torch.max makes the global amax NaN, so every scale is NaN (0xFF) and every
+    code 0; the kernel (PTX max) and the nvidia profile skip the NaN (block.md §5.2)."""
+    _, z = te
+    assert tensor.split("__")[1] == "nan"
+    out = te_nvfp4(z, tensor)
+    assert np.isnan(z[f"{tensor}__nvfp4_global_amax"].view(np.float32)).all()
+    for name in ("codes", "codes_t"):
+        assert (out[name][1] == 0).all() and (out[name][0] != 0).any()
+    for name in ("scales", "scales_t"):
+        assert (out[name][1] == 0xFF).all() and (out[name][0] != 0xFF).all()
+
+
+def te_mxfp8(z: dict[str, np.ndarray], tensor: str, profile: str = "nvidia", **over: Any
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, scales, unspecified) of the nvidia MX profile on the reference's 32 x 32 tiles (one block of 1024
+    elements per tile: the tile is the reference's block, and every MX step is per block)."""
+    x = te_input(z, tensor)
+    R, C = x.shape
+    tiles = x.reshape(R // 32, 32, C // 32, 32).transpose(0, 2, 1, 3).reshape(-1, 1024)
+    sch = qref.scheme("mxfp8_e4m3", profile=profile, block_size=1024, **over)
+    with np.errstate(all="ignore"):
+        q = sch.quantize(tiles)
+
+    def back(a: np.ndarray) -> np.ndarray:
+        return a.reshape(R // 32, C // 32, 32, 32).transpose(0, 2, 1, 3).reshape(R, C)
+
+    return back(q.codes), q.scales.reshape(R // 32, C // 32), back(q.unspecified)
+
+
+@pytest.mark.parametrize("tensor", te_tensors("finite"), ids=lambda v: v)
+def test_nvidia_mxfp8_equals_te_reference_on_finite_tiles(te: tuple[dict[str, Any], dict[str, np.ndarray]],
+                                                          tensor: str) -> None:
+    _, z = te
+    codes, scales, unspec = te_mxfp8(z, tensor)
+    assert not unspec.any()
+    assert (codes == z[f"{tensor}__mxfp8_codes"]).all()
+    assert (scales == z[f"{tensor}__mxfp8_scales"]).all()
+
+
+def test_nvidia_mxfp8_byte0_blocks_multiply_by_2_127(te: tuple[dict[str, Any], dict[str, np.ndarray]]) -> None:
+    """TE's exp2f_rcp(0) is 2^127 and its reference divides by 2^-127: byte-0 blocks are not multiplied by 1 (the
+    record's earlier byte0_divisor='one' differs on the bfloat16 subnormal tiles)."""
+    _, z = te
+    t = "bfloat16__zeros__1"
+    codes, _, _ = te_mxfp8(z, t, byte0_divisor="one")
+    assert (codes != z[f"{t}__mxfp8_codes"]).sum() > 1000
+    codes, _, _ = te_mxfp8(z, t)
+    assert (codes == z[f"{t}__mxfp8_codes"]).all()
+
+
+@pytest.mark.parametrize("tensor", te_tensors("nonfinite"), ids=lambda v: v)
+def test_te_mxfp8_reference_nonfinite_tiles(te: tuple[dict[str, Any], dict[str, np.ndarray]], tensor: str) -> None:
+    """Tiles holding NaN or Inf: the reference wraps the NaN exponent to byte 0 (255 + 1 in uint8) and stores 255
+    for Inf (x / 2^128 = x / Inf), where the kernel's float_to_e8m0 gives 0xFF and 0xFE; every other tile is
+    equal. The nvidia profile models the kernel."""
+    _, z = te
+    x = te_input(z, tensor).astype(np.float64)
+    R, C = x.shape
+    bad = ~np.isfinite(x).reshape(R // 32, 32, C // 32, 32).all(axis=(1, 3))
+    nan_tile = np.isnan(x).reshape(R // 32, 32, C // 32, 32).any(axis=(1, 3))
+    codes, scales, _ = te_mxfp8(z, tensor)
+    want = z[f"{tensor}__mxfp8_scales"]
+    assert (scales[~bad] == want[~bad]).all()
+    assert (want[nan_tile] == 0).all() and (scales[nan_tile] == 255).all()
+    assert (want[bad & ~nan_tile] == 255).all() and (scales[bad & ~nan_tile] == 254).all()
+    tile_el = np.repeat(np.repeat(bad, 32, axis=0), 32, axis=1)
+    assert (codes[~tile_el] == z[f"{tensor}__mxfp8_codes"][~tile_el]).all()
+
+
+def test_te_vectors_record_the_run(te: tuple[dict[str, Any], dict[str, np.ndarray]]) -> None:
+    man, z = te
+    assert man["commit"] == "d0067d0da6cb01811b8072a7d304f0e00344ce2b" and man["device"] == "cpu"
+    assert man["torch"].startswith("2.13.0")
+    assert all(a.dtype.kind == "u" for a in z.values())
+
+
+@pytest.mark.parametrize("tensor", te_tensors("finite") + te_tensors("nonfinite"), ids=lambda v: v)
+def test_transformer_engine_reference_profile(te: tuple[dict[str, Any], dict[str, np.ndarray]], tensor: str) -> None:
+    """The transformer_engine_reference profile equals both references on every tensor: every NVFP4 code (NaN
+    tensors included: code 0), every scale byte whose value is not a NaN of unspecified sign, the global amax,
+    every MXFP8 code except NaN codes (NaN inputs, Inf / Inf: the sign of an arithmetic NaN is unspecified) and
+    every MXFP8 scale byte."""
+    _, z = te
+    for name, (got, want, unspec) in te_nvfp4(z, tensor, profile="transformer_engine_reference").items():
+        if name.startswith("codes"):
+            assert (got == want).all(), name
+        else:
+            assert (got[~unspec] == want[~unspec]).all() and (unspec.any() == ("nan" in tensor)), name
+    codes, scales, unspec = te_mxfp8(z, tensor, profile="transformer_engine_reference")
+    x = te_input(z, tensor).astype(np.float64)
+    assert (unspec >= np.isnan(x)).all() and (unspec <= ~np.isfinite(x)).all()  # NaN codes (x / Inf, NaN inputs)
+    assert (codes[~unspec] == z[f"{tensor}__mxfp8_codes"][~unspec]).all()
+    assert (scales == z[f"{tensor}__mxfp8_scales"]).all()

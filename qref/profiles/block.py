@@ -60,6 +60,7 @@ class FloatScaleRules:
     """BlockScheme fields of float-scaled schemes (NVFP4: E4M3 block scales, optional global scale), block.md §5."""
 
     global_scale_rule: str = "exact"
+    amax_nan: str = "propagate"
     compute_dtype: str = "exact"
     flush_subnormals: bool = False
     scale_arith: str = "divide"
@@ -159,8 +160,8 @@ _NVFP4 = Support(elements=("float4_e2m1fn",), block_sizes=(16,))
 # torchao's FLOOR and RCEIL share the NVFP4 rules
 _TORCHAO_NVFP4 = FloatScaleRules(global_scale_rule="tensor_scale_clamped", compute_dtype="float32", pad="error",
                                  unspecified_open_cases=False)
-_TE_NVFP4 = FloatScaleRules(global_scale_rule="amax_encode_reciprocal", compute_dtype="float32", pad="error",
-                            unspecified_open_cases=False)
+_TE_NVFP4 = FloatScaleRules(global_scale_rule="amax_encode_reciprocal", amax_nan="skip", compute_dtype="float32",
+                            pad="error", unspecified_open_cases=False)
 
 _TE_EVIDENCE_NOTE = ("the CUDA kernels (core_nvfp4.cuh, the MXFP8 cast) need a Blackwell GPU and were not run; "
                      "TransformerEngine's pure-PyTorch references ran on CPU (tests/test_block_peers.py)")
@@ -300,18 +301,56 @@ PROFILES = (
         "nvidia", "block", "NVIDIA NVFP4 two-level scaling (TransformerEngine) and MXFP8 RCEIL (cuBLAS)",
         "NVFP4: S_enc = 2688 / g (g = tensor amax), s = e4m3(fl32(amax * fl32(S_enc / 6))), elements "
         "x * fl32(1 / (s / S_enc)) in float32, RNE saturating; dequantize e2m1 * (s * g / 2688). MX: "
-        "byte = cvt.rp.satfinite.ue8m0(fl32(amax / max)) (exact ceil), elements x * 2^(127-byte) (byte 0: x * 1).",
+        "byte = cvt.rp.satfinite.ue8m0(fl32(amax * fl32(1 / max))) (exact ceil), elements x * exp2f_rcp(byte) = "
+        "x * 2^(127-byte) (byte 0: x * 2^127; byte 254: x * 2^-127).",
         CastPolicy(overflow="saturate"),
         params={"rules": BlockRules(
             mx=MXRules(**_SYSTEM, scale_rule="rceil", scale_range="clamp", nonfinite_block="nan255_inf254",
-                       byte0_divisor="one", compute_dtype="float32", scale_arith="reciprocal",
-                       quotient_arith="reciprocal", pad="error"),
+                       compute_dtype="float32", scale_arith="reciprocal", quotient_arith="reciprocal", pad="error"),
             float_scale=_TE_NVFP4, mx_support=Support(elements=_FP_ELEMENTS), float_scale_support=_NVFP4)},
         sources=("TransformerEngine transformer_engine/common/cast/nvfp4/core_nvfp4.cuh, dequantize_nvfp4.cuh",
+                 "transformer_engine/common/util/ptx.cuh exp2f_rcp, ptx_arch_spec.cuh float_to_e8m0",
                  "cuBLAS documentation: block scaling factors (cvt.rp.satfinite.ue8m0x2.f32)",
                  _TE_EVIDENCE_NOTE),
         status="modelled",
-        evidence=("read from the CUDA sources; not run (no Blackwell GPU)",),
+        evidence=("read from the CUDA sources (TE commit d0067d0); the kernels were not run (they need a Blackwell "
+                  "GPU)",
+                  "tests/test_block_peers.py against tests/peers/transformer_engine (TE's pure-PyTorch references "
+                  "run on CPU, commit d0067d0): NVFP4 codes rowwise and columnwise, scale bytes and global amax "
+                  "equal on 36 finite and Inf tensors (589 824 codes) except the 23 484 codes of scaled values "
+                  "that are exactly -0 (the reference's comparisons give +0, the kernel's cvt keeps -0); MXFP8 "
+                  "codes and scale bytes equal on 32 x 32 tiles of the finite tensors (294 912 codes); NaN and Inf "
+                  "blocks differ where the references' source differs from the kernels' (block.md §5.2, §4.5)",
+                  "fixed against the kernel source and the reference: byte-0 MX blocks are multiplied by "
+                  "exp2f_rcp(0) = 2^127, not by 1 (2070 of the reference's codes differed before)"),
+    ),
+    Profile(
+        "transformer_engine_reference", "block",
+        "TransformerEngine's pure-PyTorch references (commit d0067d0, torch 2.13 CPU): NVFP4QuantizerRef (1 x 16 "
+        "tiles, no RHT) and the MXFP8 tile reference of tests/pytorch/test_mxfp8_2d_quantize.py",
+        "NVFP4 as 'nvidia' with the reference's torch arithmetic: torch.max and torch.amax propagate a NaN into "
+        "the tensor and block amax (every scale NaN, every code 0), a scaled value that is exactly -0 gets code "
+        "0, NaN elements code 0, and widths that are not a multiple of 16 are padded with zeros. MXFP8 (per block: "
+        "the reference's 32 x 32 tile is one block of 1024): byte from the float32 bits of fl32(amax / 448) "
+        "with the ceil rule (exact ceil, clamped: rceil with a division), a NaN amax wraps to byte 0 (then "
+        "x / 2^-127), an Inf amax gives byte 255 (x / Inf), elements fl32(x / 2^(byte - 127)) cast by torch to "
+        "float8_e4m3fn (RNE, saturating: torch 2.13 maps |y| > 464 and +-Inf to +-448).",
+        CastPolicy(overflow="saturate"),
+        params={"rules": BlockRules(
+            mx=MXRules(**_SYSTEM, scale_rule="rceil", scale_range="clamp", nonfinite_block="exponent_bits_wrap",
+                       compute_dtype="float32", pad="error"),
+            float_scale=FloatScaleRules(global_scale_rule="amax_encode_reciprocal", compute_dtype="float32",
+                                        zero_sign="scaled_zero_positive", nan="zero", unspecified_open_cases=False),
+            mx_support=Support(elements=("float8_e4m3fn",)), float_scale_support=_NVFP4)},
+        sources=("TransformerEngine transformer_engine/pytorch/custom_recipes/reference_nvfp4.py "
+                 "(NVFP4QuantizerRef._quantize_blockwise_reference, cast_to_fp4x2)",
+                 "tests/pytorch/test_mxfp8_2d_quantize.py (_float_to_e8m0, _e8m0_to_scale_inv, "
+                 "_mxfp8_2d_quantize_reference)", "scripts/peers/transformer_engine.py (runs them)"),
+        status="peer_vectors",
+        evidence=("tests/test_block_peers.py against tests/peers/transformer_engine (commit d0067d0, torch 2.13.0 "
+                  "CPU): 40 tensors (float32 and bfloat16, 9 distributions +-1 ulp, a NaN and an Inf tensor each): "
+                  "NVFP4 codes rowwise and columnwise (655 360), scale bytes, global amax; MXFP8 codes (327 680) "
+                  "and scale bytes of 32 x 32 tiles; 0 mismatches outside the unspecified NaN signs",),
     ),
 )
 

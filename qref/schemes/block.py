@@ -51,7 +51,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
                    "rceil_log2_float32"),
     "zero_block": ("min_scale", "unit_scale", "min_normal_amax"),
     "scale_range": ("clamp", "clamp_nan", "wrap"),
-    "nonfinite_block": ("nan_scale", "nan255_inf_e128", "nan255_inf254", "zero_divisor", "nan_wraps_inf_divisor"),
+    "nonfinite_block": ("nan_scale", "nan255_inf_e128", "nan255_inf254", "zero_divisor", "nan_wraps_inf_divisor",
+                        "exponent_bits_wrap"),
     "byte0_divisor": ("exact", "float32_min_normal", "one", "folded_stand_in"),
     "global_scale_rule": ("exact", "amax_encode_reciprocal", "tensor_scale_clamped", "input_dtype_encode",
                           "prescaled_divide"),
@@ -59,6 +60,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "out_of_range": ("encode", "lut_argmin"),
     "element_exponent": ("exact", "floor_log2_in_dtype"),
     "divisor_out_of_range": ("divide", "nan_block"),
+    "amax_nan": ("propagate", "skip"),
     "round_arith": ("exact", "in_dtype"),
     "compute_dtype": ar.COMPUTE_DTYPES,
     "scale_arith": ("divide", "reciprocal"),
@@ -81,7 +83,8 @@ class BlockScheme(Scheme):
     kind: "mx", "float_scale" or "affine".
     profile: the profile the fields came from (None when built by hand).
     element_scale_exp: element value = code value * 2^element_scale_exp (MXINT8: -6). Default 0.
-    scale_rule (mx): floor | ceil | even | rceil | floor_log2_float32 | rceil_log2_float32. Default "floor".
+    scale_rule (mx): floor | ceil | even | rceil | floor_log2_float32 | floor_log2_in_dtype | rceil_log2_float32.
+        Default "floor".
     zero_block (mx): min_scale (byte 0) | unit_scale (byte 127) | min_normal_amax (rule on 2^-126).
         Default "min_scale".
     scale_range (mx): clamp | clamp_nan (above 127: NaN scale) | wrap (byte = e + 127 mod 256). Default
@@ -91,6 +94,8 @@ class BlockScheme(Scheme):
         2^-127). Default "exact".
     global_scale_rule (float_scale): exact | amax_encode_reciprocal | tensor_scale_clamped | input_dtype_encode |
         prescaled_divide (block.md §5.2). Default "exact".
+    amax_nan (float_scale, amax_encode_reciprocal): propagate (a NaN input makes the block and tensor amax NaN:
+        torch.amax) | skip (NaN skipped: PTX max). Default "propagate".
     rounding, overflow, nan: the element CastPolicy (core rounding modes; overflow "saturate" = the OCP clamp;
         nan None = the format's default). Defaults "nearest_even", "saturate", None.
     zero_sign: keep | positive (every -0 result becomes +0, MLX FP4) | scaled_zero_positive (a scaled value
@@ -104,6 +109,14 @@ class BlockScheme(Scheme):
     quotient_arith (rceil rules): divide (fl(amax / max_elem)) | reciprocal (fl(amax * fl(1/max_elem))).
         Default "divide".
     flush_subnormals: XLA:CPU FTZ/DAZ in the compute steps. Default False.
+    flush_subnormal_blocks (mx): blocks whose floor(log2 amax) is below -126 become zeros of their elements' signs
+        before scaling (microxcaling's mx_flush_fp32_subnorms). Default False.
+    divisor_out_of_range: divide (x / 0 and x / Inf as IEEE) | nan_block (a divisor 2^e_div that is 0 or Inf in
+        the compute dtype makes the block NaN: byte 255). Default "divide".
+    element_exponent: exact | floor_log2_in_dtype (the scaled-integer element step's exponent is
+        floor(fl_T(log2 |y|)), block.md §4.7.1). Default "exact".
+    round_arith: exact | in_dtype (the step's |m| + 1/2 and |m| - 1/2 are rounded in the compute dtype,
+        block.md §4.7.1). Default "exact".
     dequant: exact (rounded once) | in_dtype (scale rounded to the output dtype, then the product). Default
         "exact".
     dequant_nan_scale: nan | power (byte 255 dequantizes as 2^128, MLX). Default "nan".
@@ -126,6 +139,7 @@ class BlockScheme(Scheme):
     nonfinite_block: str = "nan_scale"
     byte0_divisor: str = "exact"
     global_scale_rule: str = "exact"
+    amax_nan: str = "propagate"
     rounding: str = "nearest_even"
     overflow: str = "saturate"
     nan: str | None = None
@@ -163,12 +177,13 @@ class BlockScheme(Scheme):
             if self.scale_format is None or self.scale_format.name != "float8_e8m0fnu":
                 raise QrefError("MX blocks take scale_format='float8_e8m0fnu' (OCP MX v1.0 §5.4); for other "
                                 "float scale formats pass a format with mantissa bits (float_scale kind)")
-            if exact and (self.nonfinite_block in ("zero_divisor", "nan_wraps_inf_divisor") or self.flush_subnormals):
+            float_nonfinite = ("zero_divisor", "nan_wraps_inf_divisor", "exponent_bits_wrap")
+            if exact and (self.nonfinite_block in float_nonfinite or self.flush_subnormals):
                 raise QrefError(f"nonfinite_block={self.nonfinite_block!r} and flush_subnormals describe "
                                 "floating-point arithmetic; they need compute_dtype 'input', 'float32', ...")
-            if exact and self.scale_rule.endswith("float32"):
-                raise QrefError(f"scale_rule={self.scale_rule!r} takes a float32 logarithm: set "
-                                "compute_dtype='float32'")
+            if exact and (self.scale_rule.endswith("float32") or self.scale_rule.endswith("in_dtype")):
+                raise QrefError(f"scale_rule={self.scale_rule!r} takes a floating-point logarithm: set "
+                                "compute_dtype='float32' or 'input'")
         elif self.kind == "float_scale":
             if not isinstance(self.scale_format, FloatFormat) or self.scale_format.mantissa_bits == 0:
                 raise QrefError("float-scaled blocks need a scale format with mantissa bits (e.g. "
@@ -180,6 +195,22 @@ class BlockScheme(Scheme):
                 raise QrefError("affine groups take unsigned 1..8-bit codes (bits=1..8)")
             if self.scale_format is not None:
                 raise QrefError("affine groups store float scales in the input dtype: scale_format must be None")
+        if self.amax_nan == "skip" and not (self.kind == "float_scale"
+                                            and self.global_scale_rule == "amax_encode_reciprocal"):
+            raise QrefError("amax_nan='skip' is modelled for global_scale_rule='amax_encode_reciprocal' only "
+                            "(block.md §5.2); the other rules take the NaN-propagating maximum")
+        if self.flush_subnormal_blocks and (self.kind != "mx" or self.scale_rule not in (
+                "floor", "floor_log2_float32", "floor_log2_in_dtype")):
+            raise QrefError("flush_subnormal_blocks is an MX rule that reads the block's floor(log2 amax): it takes "
+                            "scale_rule 'floor', 'floor_log2_float32' or 'floor_log2_in_dtype' (block.md §4.6)")
+        if exact and (self.element_exponent != "exact" or self.round_arith != "exact"
+                      or self.divisor_out_of_range != "divide"):
+            raise QrefError("element_exponent, round_arith and divisor_out_of_range describe floating-point "
+                            "arithmetic: set compute_dtype='input', 'float32', ... (block.md §4.6, §4.7.1)")
+        if (self.element_exponent != "exact" or self.round_arith != "exact") and self.rounding not in (
+                "nearest_away", "toward_zero", "nearest_even"):
+            raise QrefError(f"the scaled-integer element step (element_exponent / round_arith, block.md §4.7.1) "
+                            f"rounds nearest_away, toward_zero or nearest_even, not {self.rounding!r}")
 
     # ---- derived element constants ------------------------------------------------------------------------
     @property
@@ -256,7 +287,7 @@ class BlockScheme(Scheme):
             from .block_nvfp4 import quantize_float_scaled_blocks, tensor_amax
 
             if gs is None and self.global_scale_rule == "amax_encode_reciprocal":
-                gs = tensor_amax(arr)
+                gs = tensor_amax(arr, skip_nan=self.amax_nan == "skip")
             out = quantize_float_scaled_blocks(self, xb, gs)
         else:
             from .block_affine import quantize_affine_blocks

@@ -606,7 +606,8 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
     if (not FAST_PATH or rule not in ("input_dtype_encode", "amax_encode_reciprocal", "tensor_scale_clamped")
             or xb.ndim != 2 or xb.shape[0] == 0 or xb.shape[1] == 0 or xb.dtype not in (ar.F32, ar.F16, ar.BF16)
             or s.flush_subnormals
-            or s.unspecified_open_cases or (rule == "amax_encode_reciprocal" and global_scale is None)):
+            or s.unspecified_open_cases or (rule == "amax_encode_reciprocal" and global_scale is None)
+            or (global_scale is not None and np.isnan(global_scale))):
         return None
     keyed = element_key_table(s)
     if keyed is None:

@@ -295,6 +295,10 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
         elif pol == "zero_divisor":
             byte = np.where(nonfinite, 128 if C == ar.F32 else 0, byte)
             special = np.where(nonfinite, 0.0, special)
+        elif pol == "exponent_bits_wrap":  # fl32(amax / M)'s exponent field: NaN 255 + 1 -> byte 0, Inf 255
+            byte = np.where(nan_blk, 0, np.where(inf_blk, 255, byte))
+            e_div = np.where(nan_blk, -E8M0_BIAS, e_div)
+            special = np.where(inf_blk, np.inf, special)
         elif pol == "nan_wraps_inf_divisor":
             byte = np.where(nan_blk, 0, np.where(inf_blk, 255, byte))
             special = np.where(inf_blk, np.inf, special)

@@ -56,10 +56,10 @@ def _encode_scale(s: BlockScheme, v: np.ndarray, nan: str | None = None) -> np.n
     return encode_flat(np.ascontiguousarray(v).reshape(-1), fmt, pol).reshape(np.shape(v))
 
 
-def tensor_amax(x: np.ndarray) -> np.float32:
-    """max |x| over the whole tensor, NaN ignored (0 when every element is NaN or there is none), rounded to
-    float32 (the global amax of NVIDIA and MLX). float32 / float16 / bfloat16 inputs without NaN: one integer
-    maximum of the bit patterns."""
+def tensor_amax(x: np.ndarray, skip_nan: bool = True) -> np.float32:
+    """max |x| over the whole tensor, NaN skipped (0 when every element is NaN or there is none; with
+    skip_nan=False a NaN makes it NaN), rounded to float32 (the global amax of NVIDIA and MLX). float32 / float16 /
+    bfloat16 inputs without NaN: one integer maximum of the bit patterns."""
     arr = np.asarray(x)
     if arr.size and arr.dtype in (ar.F32, ar.F16, ar.BF16):
         # (bits << 1) orders non-NaN magnitudes; a maximum at or below Inf's pattern means no NaN was present
@@ -70,6 +70,8 @@ def tensor_amax(x: np.ndarray) -> np.float32:
             return np.float32(np.array([top >> 1], dtype=ut).view(arr.dtype)[0])
     with np.errstate(invalid="ignore"):  # signaling NaN patterns
         a = np.abs(np.asarray(x, dtype=np.float64))
+    if not skip_nan and np.isnan(a).any():
+        return np.float32(np.nan)
     a = a[~np.isnan(a)]
     return np.float32(a.max() if a.size else 0.0)
 
@@ -110,7 +112,8 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
     elif rule == "amax_encode_reciprocal":
         xc = ar.round_to(xb, f32)
         gs_out = np.float32(global_scale)
-        byte, coef = nvidia_block_scales(s, _block_amax(xc, "ignore"), gs_out)
+        byte, coef = nvidia_block_scales(s, _block_amax(xc, "ignore" if s.amax_nan == "skip" else "propagate"),
+                                         gs_out)
         y = ar.mul(xc, coef[:, None], f32)
     elif rule == "tensor_scale_clamped":
         xc = ar.round_to(xb, f32)
@@ -166,6 +169,8 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
         nan_blk = np.isnan(ar.f64(xb)).any(axis=1) | np.isnan(ar.f64(xc)).any(axis=1)
         unspec |= nan_blk[:, None]
         scales_unspec |= nan_blk
+    if rule == "amax_encode_reciprocal" and s.amax_nan == "propagate":
+        scales_unspec |= np.isnan(dv)  # a NaN scale code: the sign of an arithmetic NaN is unspecified (§4.7)
     if rule == "tensor_scale_clamped":  # 0 * inf (tiny per-tensor scale): torchao's E2M1 cast reads the NaN sign (§5.2)
         unspec |= np.isnan(ar.f64(y))
     if rule == "exact":  # qref's own rule leaves non-finite and tiny blocks open (block.md §5.3)
@@ -186,8 +191,8 @@ def nvidia_block_scales(s: BlockScheme, amax: np.ndarray, g: np.float32) -> tupl
     S = float(s.scale_format.max_value)
     s_enc = ar.div(np.float32(M * S), g, f32)
     s_enc = np.minimum(s_enc, np.float32(ar.FLT_MAX))
-    if g == 0 or s_enc == 0 or np.isnan(s_enc):
-        s_enc = np.float32(1.0)
+    if g == 0 or s_enc == 0 or (np.isnan(s_enc) and s.amax_nan == "skip"):
+        s_enc = np.float32(1.0)  # amax_nan="propagate": a NaN tensor amax stays NaN (every scale NaN)
     k_m = ar.mul(s_enc, np.float32(1.0 / M), f32)
     byte = _encode_scale(s, ar.mul(amax, k_m, f32))
     d = decode(byte, s.scale_format, dtype=f32)
