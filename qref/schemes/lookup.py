@@ -532,6 +532,8 @@ class LookupScheme(Scheme):
                 spec["double_quant"] = None if val is None else val.to_spec()
             elif isinstance(val, tuple):
                 spec[f.name] = list(val)
+            elif f.name == "scale_dtype" and val == "float32":
+                continue  # left out at its default: specs written before the field existed read the same
             else:
                 spec[f.name] = val
         return spec
