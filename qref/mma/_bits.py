@@ -170,7 +170,8 @@ def _pack(neg: np.ndarray, En: np.ndarray, q: np.ndarray, fmt: str, P: int, sign
     return (bits | np.where(neg & ((bits != 0) | signed_zero), 1 << (E + M), 0)).astype(np.int64)
 
 
-def round_toward_zero(S: np.ndarray, unit: np.ndarray, fmt: str, P: int) -> np.ndarray:
+def round_toward_zero(S: np.ndarray, unit: np.ndarray, fmt: str, P: int, signed_zero: bool = False
+                      ) -> np.ndarray:
     """Bits of S * 2^unit truncated to P fractional bits in ``fmt`` (subnormals kept, overflow to inf).
 
     mma.md §2.4 'toward_zero': q = trunc(|S| * 2^(unit - En + P)), En = max(floor(log2 |S| 2^unit), emin).
@@ -180,7 +181,7 @@ def round_toward_zero(S: np.ndarray, unit: np.ndarray, fmt: str, P: int) -> np.n
     En = np.where(a == 0, 1 - bias, np.maximum(ilog2(a) + unit, 1 - bias))
     sh = En - P - unit
     q = np.where(sh > 0, np.right_shift(a, np.clip(sh, 0, 63)), np.left_shift(a, np.clip(-sh, 0, 62)))
-    return _pack(S < 0, En, q, fmt, P)
+    return _pack(S < 0, En, q, fmt, P, signed_zero)
 
 
 def round_nearest_even(S: np.ndarray, unit: np.ndarray, fmt: str, signed_zero: bool = False) -> np.ndarray:
@@ -207,7 +208,7 @@ def float_bits(x: np.ndarray) -> np.ndarray:
 
 
 # -------------------------------------------------------------------------------------------------------------
-# IEEE fused multiply-add without fma in numpy (mma.md §3.6)
+# IEEE fused multiply-add without fma in numpy (mma.md §3.7)
 # -------------------------------------------------------------------------------------------------------------
 def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """s = fl(a + b) and the exact error t = a + b - s (Knuth; exact barring overflow)."""
@@ -263,7 +264,7 @@ def second_nan(r: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def _nan_select(a: np.ndarray, b: np.ndarray, c: np.ndarray, quiet: int, default: int,
                 r: np.ndarray) -> np.ndarray:
     """IEEE specials of fma(a, b, c) as bits: the first NaN of a, b, c (quietened), else the default NaN for
-    an invalid operation (inf * 0, inf - inf), else the bits of r (mma.md §3.6 C3)."""
+    an invalid operation (inf * 0, inf - inf), else the bits of r (mma.md §3.7 C3)."""
     ab, bb, cb = (float_bits(v) for v in (a, b, c))
     inv = (np.isinf(a) & (b == 0)) | (np.isinf(b) & (a == 0))
     prod_inf = (np.isinf(a) | np.isinf(b)) & ~inv & ~np.isnan(a) & ~np.isnan(b)
@@ -279,7 +280,7 @@ def _nan_select(a: np.ndarray, b: np.ndarray, c: np.ndarray, quiet: int, default
 
 @np.errstate(all="ignore")
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """RNE(a * b + c) in float32 with one rounding (mma.md §3.6): a * b is exact in float64, the sum is
+    """RNE(a * b + c) in float32 with one rounding (mma.md §3.7 C2): a * b is exact in float64, the sum is
     rounded to odd in float64 (53 >= 24 + 2 bits), then once to float32."""
     a64, b64, c64 = (v.astype(np.float64) for v in (a, b, c))
     fin = np.isfinite(a64) & np.isfinite(b64) & np.isfinite(c64)
@@ -313,13 +314,13 @@ def _round_to_grid(terms: list[np.ndarray], g: np.ndarray) -> np.ndarray:
 
 @np.errstate(all="ignore")
 def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """RNE(a * b + c) in float64 with one rounding (mma.md §3.6).
+    """RNE(a * b + c) in float64 with one rounding (mma.md §3.7 C4).
 
     Finite operands: a = ma 2^ea, b = mb 2^eb with ma, mb in [1, 2); ma * mb = uh + ul exactly (Dekker);
     c' = c 2^-(ea+eb) (c clamped to a sticky stand-in when it lies more than 2^-160 below the product or the
     product lies that far below c); (th, tl) = two_sum(c', uh); v = RO(tl + ul); z = RN(th + v) 2^(ea+eb)
-    (Boldo-Melquiond three-term sum). Results below 2^-1022: RO(th + v) 2^(ea+eb), rounded once onto the
-    subnormal grid by ldexp (mma.md §3.6 C4 states where this is checked)."""
+    (Boldo-Melquiond three-term sum). Results at or below 2^-1022: the exact th + tl + ul rounded once onto the
+    grid 2^-1074 (``_round_to_grid``; ldexp does not round subnormal results to nearest)."""
     fin = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
     az, bz, cz = (np.where(fin, v, 1.0) for v in (a, b, c))
     pz = (az == 0) | (bz == 0)

@@ -31,6 +31,7 @@ from ._bits import (
 )
 
 ROUNDINGS = ("toward_zero", "nearest_even")
+ZERO_SIGNS = ("positive", "value_sign")  # every zero is +0 / a nonzero sum rounded to zero keeps its sign
 _NAN = {"float32": 0x7FFFFFFF, "float16": 0x7FFF}
 _INF = {"float32": 0x7F800000, "float16": 0x7C00}
 _SIGN = {"float32": 1 << 31, "float16": 1 << 15}
@@ -147,11 +148,13 @@ class TruncatedFusedDot(_Algorithm):
         check_choice("output rounding", self.output_rounding, ROUNDINGS)
         _check_int(self.family, frac_bits=(self.frac_bits, 1, 48), chunk=(self.chunk, 1, 256),
                    output_frac_bits=(self.output_frac_bits, 1, 23))
+        check_choice("zero sign", self.zero_sign, ZERO_SIGNS)
 
     def _round(self, S: np.ndarray, unit: np.ndarray, fd: str) -> np.ndarray:
+        sz = self.zero_sign == "value_sign"
         if self.output_rounding == "toward_zero":
-            return round_toward_zero(S, unit, fd, self.output_frac_bits)
-        return round_nearest_even(S, unit, fd)
+            return round_toward_zero(S, unit, fd, self.output_frac_bits, sz)
+        return round_nearest_even(S, unit, fd, sz)
 
     @_quiet
     def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
@@ -302,7 +305,7 @@ class TwoStageFusedDot(_Algorithm):
     product_overflow: str = "inf"
     output_rounding: str = "nearest_even"
     nan_output: str = "all_ones"
-    zero_sign: str = "positive"
+    zero_sign: str = "value_sign"
     family: ClassVar[str] = "TR-FDPA"
 
     def __post_init__(self) -> None:
@@ -311,6 +314,7 @@ class TwoStageFusedDot(_Algorithm):
         check_choice("addend below window", self.addend_below_window, ("floor", "zero"))
         check_choice("product overflow", self.product_overflow, ("inf",))
         check_choice("output rounding", self.output_rounding, ("nearest_even",))
+        check_choice("zero sign", self.zero_sign, ZERO_SIGNS)
 
     @_quiet
     def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
@@ -358,7 +362,7 @@ class TwoStageFusedDot(_Algorithm):
             unit = emax - F2 - 1
             En = np.where(T == 0, -126, np.maximum(ilog2(np.abs(T)) + unit, -126))
             R = shift_floor(T, unit - (En - F2))
-            bits = round_nearest_even(R, En - F2, "float32", signed_zero=True)
+            bits = round_nearest_even(R, En - F2, "float32", signed_zero=self.zero_sign == "value_sign")
             out = bits_to_float(_specials(bits, *_inf_flags(p, cp, sl), "float32"), "float32")
             fcur = fd
         return out
