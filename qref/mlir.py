@@ -63,7 +63,8 @@ class MlirParseError(QrefError):
         line = text.count("\n", 0, pos) + 1
         col = pos - (text.rfind("\n", 0, pos) + 1) + 1
         self.text, self.pos, self.line, self.column = text, pos, line, col
-        src = text.splitlines()[line - 1] if text else ""
+        lines = text.split("\n")
+        src = lines[line - 1] if line <= len(lines) else ""
         super().__init__(f"{line}:{col}: {message}\n  {src}\n  {' ' * (col - 1)}^")
 
 
@@ -532,7 +533,7 @@ class _Parser:
         self.depth = getattr(self, "depth", 0) + 1
         if self.depth > MAX_NESTING:
             raise self.err(f"scale lists nested more than {MAX_NESTING} deep (a tensor of rank {MAX_NESTING} at "
-                           "most; mlir-types.md §2 C6)")
+                           "most; mlir-types.md §2.1 C6)")
         while True:
             if self.accept("{"):
                 s2, z2, d2 = self.param_tensor(expressed)
@@ -811,8 +812,8 @@ def _trunc_signed(v: int, width: int) -> int:
 def parse_type(text: str, profile: str = "mlir") -> UniformScheme | QuantileType | AnyType | CalibratedType:
     """Parse an MLIR quant type (mlir-types.md §2). ``!quant.uniform`` gives a UniformScheme with the uniform
     ``profile`` (default ``mlir``: what ``lower-quant-ops`` computes; e.g. ``stablehlo`` for the StableHLO
-    interpreter's arithmetic, mlir-types.md §2.4); ``!quant.quantile`` a QuantileType. Raises MlirParseError
-    (position + expected token); a text longer than MAX_TEXT or nested deeper than MAX_NESTING is refused."""
+    interpreter's arithmetic, mlir-types.md §1); ``!quant.quantile`` a QuantileType. Raises MlirParseError
+    (position + expected token); a text longer than MAX_TEXT or nested deeper than MAX_NESTING is refused (§2.1 C6)."""
     if not isinstance(text, str):
         raise QrefError(f"parse_type expects a string, got {type(text).__name__}")
     if not isinstance(profile, str):

@@ -44,8 +44,23 @@ def _bits_of(q: QArray) -> int:
     raise QrefError(f"cannot tell the code width of a {type(sch).__name__} QArray; pass bits=")
 
 
+def _asarray(x: object, what: str) -> np.ndarray:
+    try:
+        return np.asarray(x)
+    except (ValueError, TypeError) as exc:  # ragged lists, objects numpy cannot read
+        raise QrefError(f"{what} must be an integer array, got {type(x).__name__} ({exc})") from None
+
+
+def _count(v: object, what: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise QrefError(f"{what} must be a non-negative integer or None, got {v!r}")
+    return int(v)
+
+
 def _as_codes(codes: object, bits: int) -> np.ndarray:
-    arr = np.asarray(codes)
+    arr = _asarray(codes, "codes")
     if arr.dtype.kind not in "iu":
         raise QrefError(f"codes must be an integer array, got dtype {arr.dtype}")
     if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 32:
@@ -115,8 +130,12 @@ def pack(data: QArray | np.ndarray, layout: str, *, bits: int | None = None, axi
         nb = c.shape[-1] // block
         cb = c.reshape((*c.shape[:-1], nb, block))
         body = _stream(cb, b, msb=True)
-        sc = np.moveaxis(scales, ax, -1).astype(np.uint8)[..., None]
-        out = np.concatenate([sc, body], axis=-1).reshape((*c.shape[:-1], -1))
+        sc = np.moveaxis(scales, ax, -1)
+        if sc.shape != (*c.shape[:-1], nb):
+            raise QrefError(f"the QArray's scales {scales.shape} do not match its codes {np.shape(codes)} in blocks of "
+                            f"{block} along axis {ax}")
+        sc = sc.astype(np.uint8)[..., None]
+        out = np.concatenate([sc, body], axis=-1).reshape((*c.shape[:-1], nb * (1 + body.shape[-1])))
     elif layout == "mlx":
         by = _stream(c, b, msb=False)
         pad = (-by.shape[-1]) % 4
@@ -133,7 +152,9 @@ def unpack(packed: object, layout: str, *, bits: int, count: int | None = None, 
     """Inverse of ``pack``: codes (uint8/16/32) with ``count`` codes per row along ``axis`` (default: every whole
     code the row holds). For "ocp_mx_block" pass block_size and get (codes, scale bytes)."""
     check_choice("packing layout", layout, LAYOUTS)
-    arr = np.asarray(packed)
+    arr = _asarray(packed, "packed")
+    count = _count(count, "count")
+    block_size = _count(block_size, "block_size")
     if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 32:
         raise QrefError(f"bits must be an integer in 1..32, got {bits!r}")
     if layout in ("nibble_low_first", "nibble_high_first") and bits != 4:
@@ -153,8 +174,8 @@ def unpack(packed: object, layout: str, *, bits: int, count: int | None = None, 
         n = by.shape[-1] * 8 // bits if count is None else count
         out = _unstream(by, bits, n, msb=False)
     elif layout == "ocp_mx_block":
-        if block_size is None:
-            raise QrefError("unpack(..., 'ocp_mx_block') needs block_size=")
+        if not block_size:
+            raise QrefError(f"unpack(..., 'ocp_mx_block') needs block_size= (a positive integer), got {block_size}")
         if a.dtype != np.uint8:
             raise QrefError(f"ocp_mx_block bytes are uint8, got {a.dtype}")
         per = 1 + (block_size * bits + 7) // 8

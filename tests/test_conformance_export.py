@@ -10,12 +10,15 @@ Every mismatch a tool shows is classified; the test fails on any mismatch outsid
 
 from __future__ import annotations
 
+import collections
+import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import qref
 from qref.conformance import Case, load_suite
 from qref.conformance.export import export_jsonl, export_mlir, mlir_expressible, returning_module, to_mlir
 from qref.core.decode import decode
@@ -215,3 +218,53 @@ def test_jsonl_round_trip(tmp_path):
                 assert all(len(h) == width for h in d["hex"])
                 back = np.array([int(h, 16) for h in d["hex"]], dtype=f"u{arr.dtype.itemsize}")
                 assert np.array_equal(back, _bits(arr))
+
+
+def test_to_mlir_says_why_it_cannot_export():
+    """to_mlir raises NotExpressible naming the reason (it returned None before); export_mlir counts reasons."""
+    from qref.conformance.export import NotExpressible, mlir_reason
+
+    suite = load_suite(COMMITTED)
+    blocked = next(iter(suite.select(family="block")))
+    with pytest.raises(NotExpressible, match="family block"):
+        to_mlir(blocked)
+    rec = next(c for c in suite.select(family="elements") if c.format["name"].startswith("binary"))
+    assert "no MLIR builtin type" in mlir_reason(rec)
+    skipped: collections.Counter[str] = collections.Counter()
+    assert export_mlir([blocked, rec], Path("/nonexistent-never-written"), skipped=skipped) == []
+    assert sum(skipped.values()) == 2
+
+
+def test_nd_element_case_exports_with_its_shape(tmp_path):
+    """An N-D element case keeps its shape (tensor<2x3xf32>); the interpreter checks it bit for bit."""
+    x = np.array([[1.0, -0.0, 448.5], [2.0**-9, 300.0, -1e9]], dtype=np.float32)
+    c = Case(id="elements/nd/a", family="elements", operation="encode", format="float8_e4m3fn",
+             policy=qref.CastPolicy(), inputs={"x": x}, expected={"codes": qref.encode(x, "float8_e4m3fn")},
+             array_formats={"codes": "float8_e4m3fn"})
+    text = to_mlir(c)
+    assert "(tensor<2x3xf32>) -> tensor<2x3xf8E4M3FN>" in text and "tensor<2x3xui8>" in text
+    if importlib.util.find_spec("torch_mlir") is not None:
+        got, want = _interpreter()(text)
+        assert np.array_equal(got, want) and got.size == 6
+
+
+def test_per_axis_nd_uniform_cases_export_and_run_in_iree():
+    """N-D per-axis uniform cases: the per-axis type form, and the per-tensor slices form run by IREE (whose
+    StableHLO quant lowering has no per-axis support) with 0 mismatches."""
+    suite = load_suite(COMMITTED)
+    cases = [c for c in suite.select(family="uniform") if mlir_expressible(c) and c.inputs["x"].ndim > 1]
+    assert len(cases) >= 2
+    for c in cases:
+        assert f"!quant.uniform<i8:f32:{c.scheme['axis']}, {{" in to_mlir(c)
+    ic = pytest.importorskip("iree.compiler", reason="IREE compiler (iree-base-compiler)")
+    rt = pytest.importorskip("iree.runtime", reason="IREE runtime (iree-base-runtime)")
+    n = 0
+    for c in cases:
+        vm = ic.compile_str(returning_module(to_mlir(c, per_axis="slices")), target_backends=["llvm-cpu"],
+                            input_type="stablehlo", extra_args=["--iree-llvmcpu-target-cpu=generic"])
+        ctx = rt.SystemContext(config=rt.Config("local-task"))
+        ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vm))
+        got, want = (np.asarray(o) for o in ctx.modules.qref_case.main())
+        assert got.shape == c.inputs["x"].shape and np.array_equal(got, want), c.id
+        n += got.size
+    assert n >= 1000

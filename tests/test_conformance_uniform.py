@@ -527,7 +527,7 @@ def test_stablehlo_interpreter_runs_the_exported_uniform_cases(cases):
     ir = pytest.importorskip("torch_mlir.ir", reason="the StableHLO interpreter ships in torch-mlir")
     from torch_mlir._mlir_libs import _stablehlo as shlo
 
-    from qref.conformance.export import returning_module, to_mlir
+    from qref.conformance.export import mlir_expressible, returning_module, to_mlir
 
     ctx = ir.Context()
     shlo.register_dialect(ctx)
@@ -537,9 +537,10 @@ def test_stablehlo_interpreter_runs_the_exported_uniform_cases(cases):
         if (case.operation != "uniform_quantize" or "stablehlo" not in case.profiles
                 or case.inputs["x"].dtype != np.float32):
             continue
-        text = to_mlir(case)  # the exported self-checking file (qref export --mlir)
-        if text is None:
+        if not mlir_expressible(case):
             continue
+        text = to_mlir(case, per_axis="slices")  # the exported file (per-axis as per-tensor slices: the lowering
+        # here has no per-axis support)
         with ctx:
             got, want = (np.array([int(v) for v in ir.DenseIntElementsAttr(o)], dtype=np.int64)
                          for o in shlo.eval_module(ir.Module.parse(returning_module(text)), []))

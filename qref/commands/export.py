@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 
 from ..errors import QrefError
 
@@ -25,9 +26,12 @@ def _run(args: argparse.Namespace) -> int:
         return suite.select(args.cases)
 
     if args.mlir:
-        paths = export_mlir(cases(), args.mlir, suite.manifest["name"])
-        print(f"wrote {len(paths)} MLIR files under {args.mlir} (cases MLIR can express: element casts under the "
-              "default policy)")
+        skipped: Counter[str] = Counter()
+        paths = export_mlir(cases(), args.mlir, suite.manifest["name"], skipped=skipped)
+        print(f"wrote {len(paths)} MLIR files under {args.mlir}; {sum(skipped.values())} cases MLIR cannot express "
+              "were skipped" + (":" if skipped else ""))
+        for why, n in skipped.most_common(8):
+            print(f"  {n:6d}  {why}")
     if args.jsonl:
         n = export_jsonl(cases(), args.jsonl)
         print(f"wrote {n} cases to {args.jsonl}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..core.decode import decode
+from ..errors import QrefError
 from ..policy import CastPolicy
 from .case import Case, _plain, policy_record, to_storage
 
@@ -47,39 +49,65 @@ def _hex_dense(arr: np.ndarray) -> str:
     return "0x" + to_storage(arr).tobytes().hex().upper()
 
 
-def _tensor(n: int, t: str) -> str:
-    return f"tensor<{n}x{t}>"
+def _tensor(n: int | tuple[int, ...], t: str) -> str:
+    """``tensor<4xf32>`` / ``tensor<2x3xf32>`` / ``tensor<f32>`` of a size or a shape."""
+    dims = (n,) if isinstance(n, int) else tuple(n)
+    return "tensor<" + "".join(f"{d}x" for d in dims) + t + ">"
 
 
 _UNIFORM_STORAGE = {"int8": "i8", "uint8": "ui8", "int16": "i16", "uint16": "ui16"}
 
 
-def _uniform_expressible(case: Case) -> bool:
-    """1-D float32 uniform_quantize cases of 8/16-bit integer storage claiming StableHLO's semantics."""
+class NotExpressible(QrefError):
+    """``to_mlir`` of a case MLIR cannot express; the message says why (mlir_reason)."""
+
+
+def _uniform_reason(case: Case) -> str | None:
     sch = case.scheme or {}
     x = case.inputs.get("x")
-    return (case.operation == "uniform_quantize" and x is not None and x.ndim == 1 and x.dtype == np.float32
-            and sch.get("expressed") == "float32" and case.array_formats.get("codes") in _UNIFORM_STORAGE
-            and not sch.get("block_size") and bool({"stablehlo", "stablehlo_lowering"} & set(case.profiles))
-            and bool((~case.unspecified.get("codes", np.zeros(x.shape, bool))).any()))
+    if case.operation != "uniform_quantize":
+        return f"uniform operation {case.operation} (only uniform_quantize is exported)"
+    if x is None or x.dtype != np.float32 or x.size == 0:
+        return "the input is not a non-empty float32 tensor (StableHLO's quantize lowering takes float32)"
+    if sch.get("expressed") != "float32":
+        return f"expressed type {sch.get('expressed')} (StableHLO's lowering takes float32)"
+    if case.array_formats.get("codes") not in _UNIFORM_STORAGE:
+        return f"storage {case.array_formats.get('codes')} (exported: {', '.join(_UNIFORM_STORAGE)})"
+    if sch.get("block_size"):
+        return "sub-channel (blocked) scales: StableHLO's quant types are per tensor or per axis"
+    if not {"stablehlo", "stablehlo_lowering"} & set(case.profiles):
+        return "the expected codes do not hold under StableHLO's semantics (profiles stablehlo, stablehlo_lowering)"
+    if not (~case.unspecified.get("codes", np.zeros(x.shape, bool))).any():
+        return "every element is unspecified"
+    return None
+
+
+def mlir_reason(case: Case) -> str | None:
+    """Why MLIR cannot express ``case`` (None when it can): exported are element encode / decode / quantize cases
+    of MLIR float types, of any rank, valid under the default policy, and float32 uniform_quantize cases of
+    8/16-bit integer storage, per tensor or per axis, of any rank, under StableHLO's semantics."""
+    if case.family == "uniform":
+        return _uniform_reason(case)
+    if case.family != "elements":
+        return f"family {case.family} (exported: elements and uniform)"
+    if case.format is None or case.format["name"] not in MLIR_TYPES:
+        return f"format {case.format['name'] if case.format else None} has no MLIR builtin type"
+    if any(v.ndim == 0 or v.size == 0 for v in (*case.inputs.values(), *case.expected.values())):
+        return "a scalar or empty array"
+    if case.operation == "decode":
+        return None if case.params.get("dtype") in MLIR_TYPES else f"decode to {case.params.get('dtype')}"
+    if case.operation not in ("encode", "quantize") or set(case.inputs) != {"x"}:
+        return f"operation {case.operation} (exported: encode, decode, quantize)"
+    if case.inputs["x"].dtype.name not in MLIR_TYPES:
+        return f"input dtype {case.inputs['x'].dtype.name} has no MLIR type"
+    if not case.applies_to(policy_record(CastPolicy(), case.format["name"])):
+        return "the expected codes do not hold under the default policy (MLIR's APFloat conversion: nearest_even)"
+    return None
 
 
 def mlir_expressible(case: Case) -> bool:
-    """True for element encode / decode / quantize cases of MLIR float types valid under the default policy, and
-    for 1-D float32 uniform_quantize cases of 8/16-bit storage under StableHLO's semantics."""
-    if case.family == "uniform":
-        return _uniform_expressible(case)
-    if case.family != "elements" or case.format is None or case.format["name"] not in MLIR_TYPES:
-        return False
-    if any(v.ndim != 1 or v.size == 0 for v in (*case.inputs.values(), *case.expected.values())):
-        return False
-    if case.operation == "decode":
-        return case.params.get("dtype") in MLIR_TYPES
-    if case.operation not in ("encode", "quantize") or set(case.inputs) != {"x"}:
-        return False
-    if case.inputs["x"].dtype.name not in MLIR_TYPES:
-        return False
-    return case.applies_to(policy_record(CastPolicy(), case.format["name"]))
+    """True when ``mlir_reason(case)`` is None."""
+    return mlir_reason(case) is None
 
 
 class _Body:
@@ -94,7 +122,7 @@ class _Body:
         return name
 
 
-def _read_bits(b: _Body, value: str, n: int, t: str) -> tuple[str, str]:
+def _read_bits(b: _Body, value: str, n: int | tuple[int, ...], t: str) -> tuple[str, str]:
     """(SSA value, type) holding the bits of ``value`` (tensor of float type t) as unsigned integers; f6 types,
     which have no integer of their width, are converted exactly to f32 first."""
     width = _BITS[t]
@@ -116,19 +144,26 @@ def _expected_bits(arr: np.ndarray, fmt_name: str | None, t: str) -> np.ndarray:
     return arr
 
 
-def to_mlir(case: Case, suite_name: str = "") -> str | None:
-    """The self-checking StableHLO file of a case, or None when MLIR cannot express it."""
-    if not mlir_expressible(case):
-        return None
+def to_mlir(case: Case, suite_name: str = "", *, per_axis: str = "type") -> str:
+    """The self-checking StableHLO file of a case; NotExpressible (a QrefError saying why, mlir_reason) when
+    MLIR cannot express it. per_axis (uniform per-axis cases): "type" quantizes to the per-axis
+    ``!quant.uniform<..:axis, {...}>`` type; "slices" slices the input along the axis, quantizes each slice to
+    its per-tensor type and concatenates the codes (the same values by StableHLO's definition of per-axis
+    quantization; for tools whose lowering has no per-axis support, e.g. StablehloLegalizeQuantToMath)."""
+    if per_axis not in ("type", "slices"):
+        raise QrefError(f"to_mlir: per_axis must be 'type' or 'slices', got {per_axis!r}")
+    why = mlir_reason(case)
+    if why is not None:
+        raise NotExpressible(f"case {case.id}: not exported to MLIR: {why}")
     if case.family == "uniform":
-        return _uniform_to_mlir(case, suite_name)
+        return _uniform_to_mlir(case, suite_name, per_axis)
     fname = case.format["name"]
     ft = MLIR_TYPES[fname]
     b = _Body()
     checks: list[tuple[str, str, str]] = []
     if case.operation == "decode":
         codes = case.inputs["codes"]
-        n = codes.size
+        n = codes.shape
         dt = MLIR_TYPES[case.params["dtype"]]
         width = _BITS[ft]
         if width in _UINT_OF_WIDTH:  # codes as unsigned integers, bitcast to the format
@@ -145,7 +180,7 @@ def to_mlir(case: Case, suite_name: str = "") -> str | None:
         exp = case.expected["y"]
     else:
         x = case.inputs["x"]
-        n = x.size
+        n = x.shape
         st = MLIR_TYPES[x.dtype.name]
         xv = b.op(f'stablehlo.constant dense<"{_hex_dense(x)}"> : {_tensor(n, st)}', "x")
         y = b.op(f"stablehlo.convert {xv} : ({_tensor(n, st)}) -> {_tensor(n, ft)}", "y")
@@ -173,9 +208,14 @@ def to_mlir(case: Case, suite_name: str = "") -> str | None:
     return "\n".join(head + b.lines + tail)
 
 
-def _uniform_to_mlir(case: Case, suite_name: str) -> str:
-    """stablehlo.uniform_quantize of the case's input to its !quant.uniform type (qref.mlir.format_type), the
-    codes read with bitcast_convert; elements the case marks unspecified are left out (check.expect_eq has no
+def _i64s(v: Iterable[int]) -> str:
+    return "array<i64: " + ", ".join(str(int(i)) for i in v) + ">"
+
+
+def _uniform_to_mlir(case: Case, suite_name: str, per_axis: str = "type") -> str:
+    """stablehlo.uniform_quantize of the case's input to its !quant.uniform type (qref.mlir.format_type; per
+    tensor or per axis, any rank), the codes read with bitcast_convert. Elements the case marks unspecified are
+    left out: a 1-D case drops them, an N-D case ANDs both sides with a 0x00/0xFF.. mask (check.expect_eq has no
     mask). Unsigned storage is spelled ui8/ui16 (StableHLO's lowering reads u8 as signless)."""
     from ..mlir import format_type
     from ..schemes.base import scheme_from_spec
@@ -187,24 +227,56 @@ def _uniform_to_mlir(case: Case, suite_name: str) -> str:
         spec["type_spelling"] = it
     qt = format_type(scheme_from_spec(spec))
     x = case.inputs["x"]
+    codes = case.expected["codes"]
     keep = ~case.unspecified.get("codes", np.zeros(x.shape, bool))
-    xk, codes = x[keep], case.expected["codes"][keep]
-    n = xk.size
+    masked = x.ndim > 1 and not keep.all()
+    if x.ndim == 1:
+        x, codes = x[keep], codes[keep]
+    shape = x.shape
     b = _Body()
-    xv = b.op(f'stablehlo.constant dense<"{_hex_dense(xk)}"> : {_tensor(n, "f32")}', "x")
-    q = b.op(f"stablehlo.uniform_quantize {xv} : ({_tensor(n, 'f32')}) -> {_tensor(n, qt)}", "q")
-    got = b.op(f"stablehlo.bitcast_convert {q} : ({_tensor(n, qt)}) -> {_tensor(n, it)}", "codes")
-    e = b.op(f'stablehlo.constant dense<"{_hex_dense(np.ascontiguousarray(codes))}"> : {_tensor(n, it)}', "expected")
+    xv = b.op(f'stablehlo.constant dense<"{_hex_dense(x)}"> : {_tensor(shape, "f32")}', "x")
+    axis = spec.get("axis")
+    if per_axis == "slices" and axis is not None:
+        parts = []
+        for i in range(shape[axis]):
+            one = {**spec, "scales": [spec["scales"][i]], "zero_points": [spec["zero_points"][i]], "scale_shape": [],
+                   "axis": None}
+            qti = format_type(scheme_from_spec(one))
+            sub = tuple(1 if d == axis else n for d, n in enumerate(shape))
+            lo = [i if d == axis else 0 for d in range(len(shape))]
+            hi = [i + 1 if d == axis else n for d, n in enumerate(shape)]
+            sl = b.op(f'"stablehlo.slice"({xv}) {{start_indices = {_i64s(lo)}, limit_indices = {_i64s(hi)}, '
+                      f'strides = {_i64s([1] * len(shape))}}} : ({_tensor(shape, "f32")}) -> {_tensor(sub, "f32")}',
+                      "x")
+            qi = b.op(f"stablehlo.uniform_quantize {sl} : ({_tensor(sub, 'f32')}) -> {_tensor(sub, qti)}", "q")
+            parts.append(b.op(f"stablehlo.bitcast_convert {qi} : ({_tensor(sub, qti)}) -> {_tensor(sub, it)}",
+                              "codes"))
+        types = ", ".join(_tensor(tuple(1 if d == axis else n for d, n in enumerate(shape)), it) for _ in parts)
+        got = b.op(f'"stablehlo.concatenate"({", ".join(parts)}) {{dimension = {axis} : i64}} : ({types}) -> '
+                   f"{_tensor(shape, it)}", "codes")
+    else:
+        q = b.op(f"stablehlo.uniform_quantize {xv} : ({_tensor(shape, 'f32')}) -> {_tensor(shape, qt)}", "q")
+        got = b.op(f"stablehlo.bitcast_convert {q} : ({_tensor(shape, qt)}) -> {_tensor(shape, it)}", "codes")
+    exp = np.ascontiguousarray(codes)
+    if masked:
+        ones = np.array(-1 if it.startswith("i") else np.iinfo(exp.dtype).max).astype(exp.dtype)
+        mask = np.where(keep, ones, exp.dtype.type(0)).astype(exp.dtype)
+        m = b.op(f'stablehlo.constant dense<"{_hex_dense(mask)}"> : {_tensor(shape, it)}', "mask")
+        got = b.op(f"stablehlo.and {got}, {m} : {_tensor(shape, it)}", "codes")
+        exp = exp & mask
+    e = b.op(f'stablehlo.constant dense<"{_hex_dense(exp)}"> : {_tensor(shape, it)}', "expected")
+    omitted = int((~keep).sum())
     head = [
         "// RUN: stablehlo-translate --interpret %s",
         f"// qref conformance case {case.id}" + (f" (suite {suite_name})" if suite_name else ""),
         f"// operation: {case.operation}; profiles: {', '.join(case.profiles)}; spec: {', '.join(case.spec)}",
-        f"// {int((~keep).sum())} element(s) the spec leaves unspecified are omitted.",
+        f"// {omitted} element(s) the spec leaves unspecified are "
+        + ("masked out of the comparison." if masked else "omitted."),
         "",
         "module @qref_case {",
         "  func.func public @main() {",
     ]
-    tail = [f"    check.expect_eq {got}, {e} : {_tensor(n, it)}", "    func.return", "  }", "}", ""]
+    tail = [f"    check.expect_eq {got}, {e} : {_tensor(shape, it)}", "    func.return", "  }", "}", ""]
     return "\n".join(head + b.lines + tail)
 
 
@@ -233,14 +305,19 @@ def _safe_path(case_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_./-]", "_", case_id)
 
 
-def export_mlir(cases: Iterable[Case], out: str | os.PathLike[str], suite_name: str = "") -> list[Path]:
-    """Write <out>/<case id>.mlir for every case MLIR can express; returns the paths written."""
+def export_mlir(cases: Iterable[Case], out: str | os.PathLike[str], suite_name: str = "",
+                skipped: Counter[str] | None = None) -> list[Path]:
+    """Write <out>/<case id>.mlir for every case MLIR can express; returns the paths written. ``skipped``
+    (optional) counts the other cases by reason (mlir_reason)."""
     root = Path(out)
     written = []
     for case in cases:
-        text = to_mlir(case, suite_name)
-        if text is None:
+        why = mlir_reason(case)
+        if why is not None:
+            if skipped is not None:
+                skipped[why] += 1
             continue
+        text = to_mlir(case, suite_name)
         p = root / (_safe_path(case.id) + ".mlir")
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
@@ -290,5 +367,5 @@ def export_jsonl(cases: Iterable[Case], path: str | os.PathLike[str]) -> int:
     return n
 
 
-__all__ = ["MLIR_TYPES", "export_jsonl", "export_mlir", "mlir_expressible", "returning_module", "to_jsonl",
-           "to_mlir"]
+__all__ = ["MLIR_TYPES", "NotExpressible", "export_jsonl", "export_mlir", "mlir_expressible", "mlir_reason",
+           "returning_module", "to_jsonl", "to_mlir"]

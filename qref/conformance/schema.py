@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import QrefError
-from ..policy import NAN_POLICIES, OVERFLOW_POLICIES, ROUNDING_MODES
+from ..policy import INT_CASTS, NAN_POLICIES, OVERFLOW_POLICIES, ROUNDING_MODES
 from .case import ID_RE, NAME_RE, POLICY_KEYS, STORAGE, WORD_RE
 
 SCHEMA_VERSION = 1
@@ -69,6 +69,8 @@ _POLICY = {
         "subnormals": {"enum": ["keep", "flush"]}, "input_subnormals": {"enum": ["keep", "zero"]},
         "source": {"enum": ["exact", "via_float32"]},
         "stochastic_bits": {"type": ["integer", "null"], "minimum": 1},
+        "int_cast": {"type": "string", "description": "integer storage only, recorded when not 'direct' "
+                                                      "(elements.md §2.9)"},
     },
 }
 _CASE = {
@@ -146,7 +148,8 @@ LOAD_RULES: dict[str, Any] = {
             "name": {"maxLength": 200}}},
         "policy": {"properties": {
             "rounding": {"enum": list(ROUNDING_MODES)}, "overflow": {"enum": list(OVERFLOW_POLICIES)},
-            "nan": {"enum": list(NAN_POLICIES)}, "stochastic_bits": {"maximum": 32}}},
+            "nan": {"enum": list(NAN_POLICIES)}, "stochastic_bits": {"maximum": 32},
+            "int_cast": {"enum": list(INT_CASTS)}}},
     },
 }
 

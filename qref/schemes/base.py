@@ -238,6 +238,10 @@ def scheme_from_spec(spec: Mapping[str, Any]) -> Scheme:
 
 
 def normalize_axis(axis: int, ndim: int) -> int:
+    """``axis`` in [0, ndim): negative axes count from the end; a QrefError for anything else."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise QrefError(f"axis must be an integer in [-{ndim}, {ndim}), got {type(axis).__name__} {axis!r}")
+    axis = int(axis)
     if not -ndim <= axis < ndim:
         raise QrefError(f"axis {axis} is out of range for an array of {ndim} dimension(s)")
     return axis % ndim

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,7 @@ import numpy as np
 from ..core.decode import decode
 from ..core.encode import build_policy, encode
 from ..core.exact import as_source_array
+from ..errors import QrefError, unknown_name
 from ..formats import FloatFormat, Format, get_format
 from ..policy import CastPolicy
 from .base import QArray, Scheme, register_family
@@ -30,7 +32,8 @@ class CastScheme(Scheme):
 
     def quantize(self, x: object, **kwargs: Any) -> QArray:
         if kwargs:
-            raise TypeError(f"CastScheme.quantize takes no options, got {sorted(kwargs)}")
+            raise QrefError(f"CastScheme.quantize takes no options, got {sorted(kwargs)}; the policy is the "
+                            f"scheme's: qref.scheme({self.format.name!r}, rounding=..., overflow=...)")
         arr = as_source_array(x)
         return QArray(codes=encode(arr, self.format, profile=self.policy), scheme=self)
 
@@ -47,6 +50,11 @@ class CastScheme(Scheme):
 def _build(name: str | Format, *, profile: str | None = None, **options: Any) -> CastScheme:
     fmt = get_format(name)
     assert isinstance(fmt, FloatFormat)
+    known = [f.name for f in dataclasses.fields(CastPolicy)]
+    for k in options:
+        if k not in known:
+            raise unknown_name(f"option of the cast scheme {fmt.name}", k, known,
+                               hint="scale=, axis= or block_size= choose a scaled scheme")
     return CastScheme(fmt, build_policy(profile, fmt, **options), profile)
 
 
