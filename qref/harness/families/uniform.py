@@ -53,6 +53,9 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("dequantize_arithmetic", {"dq_subtract": "int64"}), ("dequantize_arithmetic", {"dq_subtract": "float32"}),
     ("dequantize_arithmetic", {"dq_subtract": "expressed"}), ("dequantize_arithmetic", {"dq_multiply": "float32"}),
     ("dequantize_arithmetic", {"dq_multiply": "float64"}),
+    ("dequantize_arithmetic", {"dq_form": "multiply_add", "dq_subtract": "int64", "dq_multiply": "float32"}),
+    ("scale_arithmetic", {"simd_width": 8, "scale_op": "reciprocal", "rounding": "nearest_even",
+                          "remainder_scale_op": "divide", "remainder_rounding": "nearest_away"}),
 )
 
 
