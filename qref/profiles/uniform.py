@@ -128,9 +128,14 @@ class UniformArithmetic:
                             "and a float32/float64 multiply; set dq_form='subtract' otherwise")
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as JSON values; dq_form and the vector-loop fields are left out at their defaults, so the
+        specs of schemes without a vector loop read exactly as before those fields existed."""
         d = dataclasses.asdict(self)
         if d["input_dtypes"] is not None:
             d["input_dtypes"] = list(d["input_dtypes"])
+        for f in _OPTIONAL_FIELDS:
+            if d[f] == _DEFAULTS[f]:
+                del d[f]
         return d
 
     @classmethod
@@ -148,6 +153,8 @@ class UniformArithmetic:
 
 
 ARITHMETIC_FIELDS = tuple(f.name for f in dataclasses.fields(UniformArithmetic))
+_OPTIONAL_FIELDS = ("dq_form", "simd_width", "remainder_scale_op", "remainder_rounding")
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(UniformArithmetic)}
 
 # ---------------------------------------------------------------------------------------------------------
 # profiles (uniform.md §4): data, each with the system and version it reproduces
