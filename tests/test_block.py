@@ -382,3 +382,61 @@ def test_bfloat16_and_float16_inputs_dequantize_in_dtype() -> None:
     v = q.dequantize(ml_dtypes.bfloat16)
     assert v.dtype == ml_dtypes.bfloat16 and v.shape == x.shape
     assert q.meta["input_dtype"] == "bfloat16"
+
+
+SYSTEM_WORDS = {"mlx", "jax", "nvidia", "torchao", "ml_dtypes", "microxcaling", "transformer", "engine", "te",
+                "xla", "cuda", "cublas", "torch", "pytorch", "onnx", "tflite", "qwix", "aqt"}
+
+
+def _walk(v: object) -> list[object]:
+    import dataclasses
+
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return [x for f in dataclasses.fields(v) for x in _walk(getattr(v, f.name))]
+    if isinstance(v, (tuple, list)):
+        return [x for e in v for x in _walk(e)]
+    return [v]
+
+
+def test_block_profile_records_are_typed_and_name_mechanisms() -> None:
+    """Every block profile holds one BlockRules record whose field values name mechanisms, never systems; every
+    kind it offers builds a scheme; verified and peer_vectors records cite a test file that exists."""
+    from pathlib import Path
+
+    from qref.profiles.block import BlockRules, rules_of
+
+    root = Path(__file__).parent.parent
+    recs = qref.profiles("block")
+    assert {"ocp", "microxcaling", "nvidia", "transformer_engine_reference"} <= set(recs)
+    for key, prof in recs.items():
+        rules = rules_of(prof)
+        assert isinstance(rules, BlockRules) and set(prof.params) == {"rules"}, key
+        for v in _walk(rules):
+            if isinstance(v, str) and not v.startswith(("float", "int", "uint")):
+                assert not set(v.split("_")) & SYSTEM_WORDS, (key, v)
+        for kind, name in (("mx", "mxfp8_e4m3"), ("float_scale", "nvfp4"), ("affine", "mlx_affine")):
+            if rules.kind(kind) is not None:  # every profile with MX rules offers E4M3, with float rules NVFP4
+                assert qref.scheme(name, profile=prof.name).kind == kind
+        if prof.status in ("verified", "peer_vectors"):
+            tests = [w for e in prof.evidence for w in e.replace(",", " ").split() if w.startswith("tests/")]
+            assert tests and all((root / t.rstrip(":")).exists() for t in tests), (key, tests)
+        assert prof.status != "verified" or prof.package, key
+
+
+def test_microxcaling_scaled_integer_step_examples() -> None:
+    """block.md §4.7.1: the round-half step and the element exponent in float32 (values checked against
+    microxcaling's quantize_mx_op by tests/test_block_peers.py)."""
+    def vals(name: str, x1: float, amax: float, **kw: object) -> tuple[float, float]:
+        x = np.zeros((1, 32), np.float32)
+        x[0, 0], x[0, 1] = amax, x1
+        out = {}
+        for p in ("microxcaling", "ocp"):
+            extra = dict(kw) if p == "microxcaling" else {"rounding": kw.get("rounding", "nearest_away")}
+            s = qref.scheme(name, profile=p, **extra)
+            out[p] = float(s.dequantize(s.quantize(x))[0, 1])
+        return out["microxcaling"], out["ocp"]
+
+    assert vals("mxfp4", float(np.float32(0.25 - 2.0**-26)), 6.0) == (0.5, 0.0)
+    mxx, exact = vals("mxint8", -float(np.float32(2.0**-7 - 2.0**-31)), 1.5)
+    assert mxx == -2.0**-6 and exact == 0.0
+    assert vals("mxfp8_e4m3", float(np.float32(8 * (1 - 2.0**-24))), 400.0, rounding="toward_zero") == (7.0, 7.5)
