@@ -36,18 +36,22 @@ CLASS_SECTIONS = {
 # BlockScheme field changes tried for classification: (class, overrides)
 _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     *(("scale_rule", {"scale_rule": r}) for r in ("floor", "ceil", "even", "rceil", "floor_log2_float32",
-                                                    "rceil_log2_float32")),
+                                                    "floor_log2_in_dtype", "rceil_log2_float32")),
     ("tie_rule", {"rounding": "nearest_away"}), ("tie_rule", {"rounding": "nearest_toward_zero"}),
     ("tie_rule", {"rounding": "nearest_even"}), ("truncation", {"rounding": "toward_zero"}),
     ("tie_rule", {"out_of_range": "lut_argmin"}), ("tie_rule", {"out_of_range": "encode"}),
     *(("zero_block", {"zero_block": z}) for z in ("min_scale", "unit_scale", "min_normal_amax")),
     *(("saturation_nan_inf", {"scale_range": r}) for r in ("clamp", "clamp_nan", "wrap")),
     *(("nan_sign_or_code", {"nonfinite_block": r}) for r in ("nan_scale", "nan255_inf_e128", "nan255_inf254",
-                                                               "zero_divisor", "nan_wraps_inf_divisor")),
+                                                               "zero_divisor", "nan_wraps_inf_divisor",
+                                                               "exponent_bits_wrap")),
     ("scale_arithmetic", {"scale_arith": "divide"}), ("scale_arithmetic", {"scale_arith": "reciprocal"}),
     ("scale_arithmetic", {"quotient_arith": "divide"}), ("scale_arithmetic", {"quotient_arith": "reciprocal"}),
     ("compute_precision", {"compute_dtype": "float32"}), ("compute_precision", {"compute_dtype": "exact"}),
-    ("subnormal_flush", {"flush_subnormals": True}),
+    ("subnormal_flush", {"flush_subnormals": True}), ("subnormal_flush", {"flush_subnormal_blocks": True}),
+    ("compute_precision", {"element_exponent": "floor_log2_in_dtype"}),
+    ("compute_precision", {"round_arith": "in_dtype"}), ("compute_precision", {"divisor_out_of_range": "nan_block"}),
+    ("nan_sign_or_code", {"amax_nan": "skip"}), ("nan_sign_or_code", {"amax_nan": "propagate"}),
 )
 
 
