@@ -7,7 +7,8 @@ quantization stores the block scales themselves quantized in ``QArray.meta["doub
 ``DoubleQuantized``). dequantize: entry[code] * scale (lut.md §4).
 
 Everything a real system does differently is a field of ``LookupScheme`` set from a ``Profile`` of family
-"lookup": ``spec`` (the default), ``bitsandbytes``, ``torchao``, ``openvino``, ``qwix`` (lut.md §6).
+"lookup": ``spec`` (the default), ``bitsandbytes``, ``torchao``, ``openvino``, ``qwix`` (lut.md §6). The
+profiles are typed ``LookupRules`` records in qref/profiles/lookup.py (``profile.params["rules"]``).
 """
 
 from __future__ import annotations
