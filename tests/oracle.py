@@ -116,8 +116,9 @@ def _prepare(s: Spec, a: Fraction) -> tuple[int, Fraction, int, Fraction, bool]:
 def _decide(mode: str, eta: Fraction, lo_odd: bool, negative: bool, a: Fraction, s: Spec,
             rbits: int | None, nbits: int | None) -> bool:
     half = Fraction(1, 2)
-    if mode == "ml_dtypes":  # E8M0 rule of ml_dtypes (elements.md §2.6); nearest_even otherwise
-        mode = ("nearest_away" if floor_log2(a) >= -126 else "up") if not s.zero else "nearest_even"
+    if mode == "exponent_carry":  # the float32-bit rule of exponent-only formats (elements.md §2.6)
+        assert not s.zero and s.M == 0, "exponent_carry is for exponent-only formats without zero"
+        mode = "nearest_away" if floor_log2(a) >= -126 else "up"
     if mode == "nearest_even":
         return eta > half or (eta == half and lo_odd)
     if mode == "nearest_away":
