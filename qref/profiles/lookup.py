@@ -231,10 +231,10 @@ PROFILES: tuple[Profile, ...] = (
                   "decision points, 10^5 uniform values, NaN/+-Inf/subnormals (190,047 values): 0 mismatches (8 "
                   "before the decimal-literal midpoints); the nf4 -> f32 table exact",
                   "tests/test_lookup_openvino.py::test_nncf_peer_vectors: tests/peers/openvino (scripts/peers/"
-                  "openvino.py: nncf 3.4.0 + openvino 2026.4.1, float32 weights, group sizes 32/64/128, planted "
-                  "midpoints, zero/tiny/huge groups; 110,592 weights, 2,016 scales): codes, float16 scales and "
-                  "CPU-decompressed weights, 0 mismatches (the profile before: 6,792 codes, 2,014 scales and "
-                  "102,912 decompressed values differed)"),
+                  "openvino.py: nncf 3.4.0 + openvino 2026.4.1, float32 weights with group sizes 32/64/128 and "
+                  "float16 weights with 64, planted midpoints, zero/tiny/huge groups; 147,456 weights, 2,592 "
+                  "scales): codes, float16 scales and CPU-decompressed weights, 0 mismatches (the profile before: "
+                  "6,792 codes, 2,033 scales and 133,499 decompressed values differed)"),
     ),
     Profile(
         "qwix", "lookup", "qwix 0.1.8 quantize_api(x, 'nf4', tiled_axes={axis: block_size}) on jax 0.10.2 XLA:CPU",

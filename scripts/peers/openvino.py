@@ -5,11 +5,12 @@ Run in an environment with nncf and openvino (an oracle environment: nncf is not
     pip install --target /tmp/nncf --no-deps nncf==3.4.0 ...   # the list: manifest 'oracle_environment'
     PYTHONPATH=/tmp/nncf .venv/bin/python scripts/peers/openvino.py tests/peers/openvino
 
-For each group size, a float32 weight matrix (rows spanning 10^-4..10^2, half of the elements planted exactly on
-absmax * the float32 NF4 midpoints, plus all-zero, tiny, subnormal and float16-overflowing rows) is compressed
-by ``nncf.compress_weights(mode=NF4, group_size=G, ratio=1, all_layers=True)``. Saved per group size (npz, no
-object arrays): the weights (float32 bits), the nf4 codes (unpacked, uint8), the float16 scales (bits) and the
-decompressed weights computed by the CPU plugin (float32 bits), with a JSON manifest of versions and inputs.
+For each group size, a float32 weight matrix (for group size 64 also a float16 one; rows spanning 10^-4..10^2, half
+of the elements planted exactly on absmax * the float32 NF4 midpoints, plus all-zero, tiny, subnormal and
+float16-overflowing rows) is compressed by ``nncf.compress_weights(mode=NF4, group_size=G, ratio=1,
+all_layers=True)``. Saved per file (npz, no object arrays): the weights (float32 or float16 bits), the nf4 codes
+(unpacked, uint8), the float16 scales (bits) and the decompressed weights computed by the CPU plugin (float32 bits),
+with a JSON manifest of versions and inputs.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 ROWS, COLS = 96, 384
 GROUPS = (32, 64, 128)
+FLOAT16_GROUPS = (64,)  # float16 weights (a Constant f16 -> Convert f32 decompression pattern)
 SEED = 2026
 
 
@@ -64,7 +66,8 @@ def compress(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     from openvino import opset13 as ops
 
     p = ops.parameter([1, w.shape[1]], ov.Type.f32, name="x")
-    model = ov.Model([ops.matmul(p, ops.constant(w), transpose_a=False, transpose_b=True)], [p], "m")
+    wt = ops.constant(w) if w.dtype == np.float32 else ops.convert(ops.constant(w), ov.Type.f32)
+    model = ov.Model([ops.matmul(p, wt, transpose_a=False, transpose_b=True)], [p], "m")
     cm = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.NF4, group_size=group, ratio=1.0,
                                all_layers=True)
     codes = scale = dq = None
@@ -91,15 +94,19 @@ def main(out_dir: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(SEED)
     files = {}
-    for g in GROUPS:
-        w = weights(g, rng)
-        with np.errstate(over="ignore", invalid="ignore"):
-            codes, scale, dq = compress(w, g)
-        name = f"nncf_nf4_g{g}.npz"
-        np.savez_compressed(out / name, weights=w.view(np.uint32), codes=codes, scales=scale.view(np.uint16),
-                            dequantized=dq.view(np.uint32))
-        files[name] = {"group_size": g, "shape": [ROWS, COLS], "codes_shape": list(codes.shape),
-                       "scales_shape": list(scale.shape)}
+    for dtype, groups in (("float32", GROUPS), ("float16", FLOAT16_GROUPS)):
+        for g in groups:
+            w = weights(g, rng)
+            with np.errstate(over="ignore", invalid="ignore"):
+                if dtype == "float16":
+                    w = w.astype(np.float16)
+                codes, scale, dq = compress(w, g)
+            name = f"nncf_nf4_g{g}.npz" if dtype == "float32" else f"nncf_nf4_g{g}_{dtype}.npz"
+            bits = w.view(np.uint32 if dtype == "float32" else np.uint16)
+            np.savez_compressed(out / name, weights=bits, codes=codes, scales=scale.view(np.uint16),
+                                dequantized=dq.view(np.uint32))
+            files[name] = {"group_size": g, "dtype": dtype, "shape": [ROWS, COLS], "codes_shape": list(codes.shape),
+                           "scales_shape": list(scale.shape)}
     manifest = {
         "producer": "scripts/peers/openvino.py",
         "versions": {p: version(p) for p in ("nncf", "openvino", "numpy")},
@@ -110,7 +117,8 @@ def main(out_dir: str) -> None:
                               "narwhals==2.29.0 pydot==4.0.1 safetensors==0.8.0 scikit-learn==1.9.1 "
                               "tabulate==0.10.0 threadpoolctl==3.8.0; PYTHONPATH=DIR",
         "seed": SEED,
-        "arrays": {"weights": "float32 bits (uint32)", "codes": "nf4 codes, unpacked (uint8), (rows, groups, G)",
+        "arrays": {"weights": "float32 bits (uint32), or float16 bits (uint16) for dtype float16",
+                   "codes": "nf4 codes, unpacked (uint8), (rows, groups, G)",
                    "scales": "float16 bits (uint16), (rows, groups, 1)",
                    "dequantized": "float32 bits (uint32), (rows, cols)"},
         "files": files,
