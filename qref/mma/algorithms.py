@@ -118,6 +118,11 @@ class _Algorithm:
     family: ClassVar[str] = ""
     scaled: ClassVar[bool] = False
 
+    @property
+    def variant(self) -> str:
+        """The family name of this parameterisation (GTR-FDPA for an interleaved two-stage sum)."""
+        return "GTR-FDPA" if getattr(self, "interleave", 1) > 1 else self.family
+
     def describe(self) -> dict[str, object]:
         """The record's fields and family as a plain dict."""
         d: dict[str, object] = {"family": self.family}
