@@ -628,3 +628,18 @@ def test_ctrl_c_in_any_command_prints_one_line(monkeypatch, capsys):
     monkeypatch.setattr(qref.cli, "build_parser", build)
     assert main(["table", "float8_e4m3fn"]) == 130
     assert capsys.readouterr().err == "qref table: interrupted\n"
+
+
+def test_run_refuses_a_suite_that_does_not_verify(tmp_path, monkeypatch, capsys):
+    """One flipped byte: `qref run` stops before any backend runs (it reported 0 cases and exit 0 before)."""
+    from qref.harness import runner
+
+    def no_run(*a, **k):
+        raise AssertionError("the run must not start")
+
+    monkeypatch.setattr(runner, "run", no_run)
+    root = _suite(tmp_path)
+    c_flip(root)
+    assert main(["run", "--backend", "ml_dtypes", "--suite", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "does not verify" in err and "sha256 mismatch" in err

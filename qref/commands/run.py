@@ -69,6 +69,10 @@ def _run(args: argparse.Namespace) -> int:
             raise QrefError(f"--record {r!r}: give NAME@TAG, e.g. ml_dtypes@0.6 (qref profiles lists the records)")
         records[r.split("@", 1)[0]] = r
     xf = [] if args.no_xfail else args.xfail
+    from ..conformance.suite import load_suite
+
+    # a suite that does not verify (a damaged, missing or foreign file: vectors.md §3.2) is refused before the run
+    load_suite(args.suite, verify=True)
     if args.callable_ is not None:
         res = _run_callable(args, xf)
     else:
