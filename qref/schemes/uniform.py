@@ -414,7 +414,9 @@ class UniformScheme(Scheme):
             raise QrefError(f"a narrowed float storage range {self.storage_range} has no defined quantize "
                             "(no system implements it); use the full range")
         overflow = "saturate" if A.float_saturate else None
-        codes = encode(q, fmt, rounding=A.rounding, overflow=overflow, profile="ml_dtypes" if
+        # ml_dtypes' conversion, the record the lock verifies (a fixed record: results never depend on what is
+        # installed; uniform.md §2.1)
+        codes = encode(q, fmt, rounding=A.rounding, overflow=overflow, profile="ml_dtypes@0.7" if
                        not A.float_saturate else None)
         return QArray(codes=codes.astype(self.codes_dtype), scheme=self, scales=self.scale_array.copy(),
                       zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
