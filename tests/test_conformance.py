@@ -345,3 +345,20 @@ def test_committed_corpus_verifies(tmp_path):
     copy = tmp_path / "v1"
     shutil.copytree(COMMITTED, copy)
     assert verify_suite(copy).ok
+
+
+def test_vectors_md_counts_match_the_committed_suite():
+    """docs/vectors.md states the committed suite's case count, size and cases per family; they must be the
+    manifest's (the README and the docs disagreed: 4,046 vs 4,474)."""
+    import collections
+    import re
+
+    text = (COMMITTED.parents[1] / "docs" / "vectors.md").read_text()
+    m = re.search(r"`conformance/v1/` \(([\d,]+) cases, (\d+) MB of arrays: ([^)]*)\)", text.replace("\n  ", " "))
+    assert m, "docs/vectors.md no longer states the suite's counts in the expected sentence"
+    manifest = json.loads((COMMITTED / "manifest.json").read_text())
+    families = collections.Counter(c["family"] for c in manifest["cases"])
+    stated = {name: int(n.replace(",", "")) for name, n in re.findall(r"([a-z_]+) ([\d,]+)", m[3])}
+    assert int(m[1].replace(",", "")) == manifest["summary"]["cases"]
+    assert int(m[2]) == round(manifest["summary"]["bytes"] / 1e6)
+    assert stated == dict(families), (stated, dict(families))
