@@ -49,7 +49,8 @@ from .. import random as qrandom
 from ..case import Case
 
 FAMILY = "block"
-PROFILE_ORDER = ("ocp", "microxcaling", "torchao_floor", "torchao_rceil", "mlx", "jax", "nvidia")
+PROFILE_ORDER = ("ocp", "microxcaling", "torchao_floor", "torchao_rceil", "mlx", "jax", "nvidia",
+                 "transformer_engine_reference")
 MX_NAMES = ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8")
 #: schemes whose profiles compute in the input dtype (MLX, JAX): float16 / bfloat16 sources matter there
 HALF_SOURCES = ("mxfp8_e4m3", "mxfp4", "nvfp4")
@@ -347,7 +348,8 @@ def _dequantize_cases(prefix: str, cands: list[tuple[str, BlockScheme]], x: np.n
         for dt in out_dtypes:
             groups: dict[bytes, list[Any]] = {}
             for p, sch in cands:
-                if sch.kind == "float_scale" and sch.global_scale_rule == "nvidia" and global_scale is None:
+                if sch.kind == "float_scale" and sch.global_scale_rule == "amax_encode_reciprocal" and \
+                        global_scale is None:
                     continue  # TransformerEngine always dequantizes with the global amax
                 q = QArray(codes=inputs["codes"], scheme=sch, scales=inputs["scales"], biases=inputs.get("biases"),
                            global_scale=global_scale, axis=1)
