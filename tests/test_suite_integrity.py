@@ -643,3 +643,10 @@ def test_run_refuses_a_suite_that_does_not_verify(tmp_path, monkeypatch, capsys)
     assert main(["run", "--backend", "ml_dtypes", "--suite", str(root)]) == 2
     err = capsys.readouterr().err
     assert "does not verify" in err and "sha256 mismatch" in err
+
+
+def test_written_suite_has_a_plain_directory_mode(tmp_path):
+    root = _suite(tmp_path)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert (root.stat().st_mode & 0o777) == 0o777 & ~umask

@@ -202,6 +202,9 @@ class SuiteWriter:
         check_suite_target(self.out, overwrite)
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.qref-tmp-", dir=self.out.parent))
+        umask = os.umask(0o022)
+        os.umask(umask)
+        self.tmp.chmod(0o777 & ~umask)  # mkdtemp makes it 0700; the suite gets a plain directory's mode
         (self.tmp / "arrays").mkdir()
         self.overwrite = overwrite
         self.cases: list[dict[str, Any]] = []
