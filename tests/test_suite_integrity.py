@@ -4,7 +4,8 @@ MemoryError, RecursionError or a silent pass); ``qref gen`` replaces a suite ato
 it did not write; command outputs are checked before the work starts.
 
 Each ``CORRUPTIONS`` entry changes a freshly written suite in place and returns the id of the case whose data
-it damaged ("" for the manifest or the suite as a whole); ``outcome`` classifies what the loader does with it."""
+it damaged ("" for the manifest or the suite as a whole, UNLISTED for an entry no manifest names: `qref verify`
+reports it, a load ignores it); ``outcome`` classifies what the loader does with it."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from qref.policy import CastPolicy
 
 gen_mod = importlib.import_module("qref.conformance.generate")  # the package exports a function of that name
 CASE_A = "elements/t/a"
+UNLISTED = "<unlisted>"  # an entry the manifest does not list: qref verify reports it; a load never reads it
 
 
 def _cases() -> list[Case]:
@@ -333,12 +335,12 @@ def c_shape_huge(root: Path) -> str:
 
 def c_unlisted_file(root: Path) -> str:
     (root / "arrays" / "notes.txt").write_text("mine")
-    return ""
+    return UNLISTED
 
 
 def c_unlisted_symlink(root: Path) -> str:
     (root / "arrays" / "link").symlink_to("/etc")
-    return ""
+    return UNLISTED
 
 
 def c_schema_edit(root: Path) -> str:
@@ -369,6 +371,9 @@ def outcome(fn: Callable[[Path], str], tmp: Path) -> tuple[str, str]:
         if rep.ok:
             return "wrong", "verify_suite says ok"
         detail = rep.problems[0]
+        if case_id == UNLISTED:
+            load_suite(root, verify=True)  # never read, so no reason to refuse a run
+            return "clear", detail
         try:
             load_suite(root, verify=True)
             return "wrong", "load_suite(verify=True) accepted it"
