@@ -38,7 +38,7 @@ element profile is `mx.to_fp8`, the `mlx` block profile is `mx.quantize`). This 
 | `version` | the record's tag where a system has several records: the record is named `NAME@TAG` |
 | `status`, `evidence` | how the claim was established (§3) and the tests, input counts and mismatch counts behind it |
 | `cast`, `cast_rules` | element conversions: the policy, and per-target/source overrides (§4) |
-| `params` | the family's typed rules record (`params["rules"]` or the family's documented keys) |
+| `rules` | the family's typed, frozen rules record (UniformArithmetic, BlockRules, LookupRules, HybridRules) |
 
 ## 2. Versions and drift
 

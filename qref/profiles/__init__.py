@@ -14,10 +14,9 @@ package is not installed.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -88,7 +87,8 @@ class CastRule:
 
 @dataclass(frozen=True)
 class Profile:
-    """One real system's behaviour: ``cast`` for element conversions, ``params`` for the family's schemes.
+    """One real system's behaviour: ``cast`` (and ``cast_rules``) for element conversions, ``rules`` (the family's
+    typed, frozen rules record: UniformArithmetic, BlockRules, LookupRules, HybridRules) for its schemes.
 
     ``version`` is the record's tag (``NAME@TAG``) when the system has several records; ``package`` the
     distribution whose installed version selects among them; ``versions`` the PEP 440 range this record
@@ -100,7 +100,7 @@ class Profile:
     system: str
     description: str
     cast: CastPolicy = field(default_factory=CastPolicy)
-    params: Mapping[str, Any] = field(default_factory=dict)
+    rules: Any = None
     sources: tuple[str, ...] = ()
     package: str | None = None
     versions: str = ""
@@ -122,7 +122,10 @@ class Profile:
             raise QrefError(f"profile {self.name!r}: versions={self.versions!r} is not a PEP 440 specifier") from e
         if self.versions and not self.package:
             raise QrefError(f"profile {self.name!r}: versions= needs package= (the distribution it refers to)")
-        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+        if self.rules is not None and not (dataclasses.is_dataclass(self.rules) and
+                                           type(self.rules).__dataclass_params__.frozen):  # type: ignore[attr-defined]
+            raise QrefError(f"profile {self.name!r}: rules must be a frozen dataclass record, got "
+                            f"{type(self.rules).__name__}")
 
     def cast_for(self, fmt: Format | None = None, source: object = None) -> CastPolicy:
         """The conversion policy into ``fmt`` from dtype ``source``: the first matching ``cast_rules`` entry,

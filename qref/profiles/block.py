@@ -1,6 +1,6 @@
 """Block profiles as typed records (spec: block.md §8, profiles.md): one record per real system.
 
-A block profile's ``params["rules"]`` is one frozen ``BlockRules``: the BlockScheme field values of each scheme
+A block profile's ``rules`` is one frozen ``BlockRules``: the BlockScheme field values of each scheme
 kind the system offers (``mx``: ``MXRules``, ``float_scale``: ``FloatScaleRules``, ``affine``: ``AffineRules``;
 None: the system has no such schemes), what the system offers per kind (``Support``: element formats, block
 sizes, bits; a combination outside it is an error rather than a guess) and the fields that depend on the element
@@ -119,7 +119,7 @@ class ElementRules:
 
 @dataclass(frozen=True)
 class BlockRules:
-    """Everything one block profile says (``profile.params["rules"]``)."""
+    """Everything one block profile says (``profile.rules``)."""
 
     mx: MXRules | None = None
     float_scale: FloatScaleRules | None = None
@@ -147,9 +147,9 @@ class BlockRules:
 
 def rules_of(profile: Profile) -> BlockRules:
     """The typed rules of a block profile."""
-    r = profile.params.get("rules")
+    r = profile.rules
     if not isinstance(r, BlockRules):
-        raise TypeError(f"block profile {profile.key!r} has no BlockRules in params['rules']")
+        raise TypeError(f"block profile {profile.key!r} has no BlockRules")
     return r
 
 
@@ -174,7 +174,7 @@ PROFILES = (
         "for them: zero blocks X = 2^-127, exponents below -127 clamp, above 127 and NaN/Inf blocks give a NaN "
         "scale. Float scale formats (float_scale): qref's exact single-level rule, s = RNE(amax / max_elem).",
         CastPolicy(overflow="saturate"),
-        params={"rules": BlockRules(mx=MXRules(), float_scale=FloatScaleRules())},
+        rules=BlockRules(mx=MXRules(), float_scale=FloatScaleRules()),
         sources=("OCP Microscaling Formats (MX) v1.0 §5.3-5.4, §6.3", "docs/spec/block.md §4"),
         status="spec",
         evidence=("tests/test_block.py: an exact Fraction oracle written in the test, all six MX names x float32, "
@@ -194,10 +194,10 @@ PROFILES = (
         "flush_subnormal_blocks=True (mx_flush_fp32_subnorms). Not expressible: MXINT8 elements that round to "
         "-0 (int8 codes have no -0; qref gives +0).",
         CastPolicy(rounding="nearest_away", overflow="saturate"),
-        params={"rules": BlockRules(mx=MXRules(
+        rules=BlockRules(mx=MXRules(
             **_SYSTEM, scale_rule="floor_log2_in_dtype", zero_block="min_normal_amax", rounding="nearest_away",
             compute_dtype="input", zero_sign="scaled_zero_positive", element_exponent="floor_log2_in_dtype",
-            round_arith="in_dtype", divisor_out_of_range="nan_block"))},
+            round_arith="in_dtype", divisor_out_of_range="nan_block")),
         sources=("github.com/microsoft/microxcaling mx/mx_ops.py _shared_exponents, _quantize_mx, quantize_mx_op",
                  "mx/elemwise_ops.py _round_mantissa, _quantize_elemwise_core", "mx/formats.py",
                  "scripts/peers/microxcaling.py (runs it)"),
@@ -216,10 +216,10 @@ PROFILES = (
         "x / max(2^(byte-127), 2^-126) in float32, clamp +-max, RNE. NVFP4: s = e4m3(clamp(fl32(amax / 6) "
         "[/ pts], 2^-6, 448)), x * fl32([1/pts] / s), RNE.",
         CastPolicy(overflow="saturate"),
-        params={"rules": BlockRules(
+        rules=BlockRules(
             mx=MXRules(**_SYSTEM, scale_range="clamp", nonfinite_block="nan255_inf_e128",
                        byte0_divisor="float32_min_normal", compute_dtype="float32", dequant="in_dtype", pad="error"),
-            float_scale=_TORCHAO_NVFP4, mx_support=Support(elements=_FP_ELEMENTS), float_scale_support=_NVFP4)},
+            float_scale=_TORCHAO_NVFP4, mx_support=Support(elements=_FP_ELEMENTS), float_scale_support=_NVFP4),
         sources=("torchao/prototype/mx_formats/mx_tensor.py to_mx, get_fp_scale, to_dtype",
                  "torchao/prototype/mx_formats/nvfp4_tensor.py nvfp4_quantize", "torchao/prototype/custom_fp_utils.py"),
         package="torchao", versions=">=0.18,<0.19", status="verified",
@@ -233,11 +233,11 @@ PROFILES = (
         "x * 2^(127-byte) (byte 0: x * 1, byte 254 from Inf: x * 2^-127), clamp +-max, RNE. NVFP4 as "
         "torchao_floor.",
         CastPolicy(overflow="saturate"),
-        params={"rules": BlockRules(
+        rules=BlockRules(
             mx=MXRules(**_SYSTEM, scale_rule="rceil_log2_float32", scale_range="clamp",
                        nonfinite_block="nan255_inf254", byte0_divisor="one", compute_dtype="float32",
                        scale_arith="reciprocal", dequant="in_dtype", pad="error"),
-            float_scale=_TORCHAO_NVFP4, mx_support=Support(elements=_FP_ELEMENTS), float_scale_support=_NVFP4)},
+            float_scale=_TORCHAO_NVFP4, mx_support=Support(elements=_FP_ELEMENTS), float_scale_support=_NVFP4),
         sources=("torchao/prototype/mx_formats/mx_tensor.py _to_mx_rceil",
                  "checked against torch 2.13 CPU: torch.log2 float32 is correctly rounded"),
         package="torchao", versions=">=0.18,<0.19", status="verified",
@@ -252,7 +252,7 @@ PROFILES = (
         "first-index argmin over the E2M1 table (ties to the smaller magnitude, -0 -> +0, non-finite -> 0). "
         "nvfp4: s = to_fp8(fl_T(amax / 6) [* fl32(2688 / g)]). affine: the C++ float32 kernel.",
         CastPolicy(overflow="saturate", nan="max"),
-        params={"rules": BlockRules(
+        rules=BlockRules(
             mx=MXRules(**_SYSTEM, scale_rule="rceil", zero_block="unit_scale", scale_range="wrap",
                        nonfinite_block="zero_divisor", compute_dtype="input", nan="max", dequant="in_dtype",
                        dequant_nan_scale="power", pad="error", min_ndim=2),
@@ -264,7 +264,7 @@ PROFILES = (
             float_scale_support=_NVFP4,
             affine_support=Support(block_sizes=(32, 64, 128), bits=(1, 2, 3, 4, 5, 6, 8)),
             element_overrides=(ElementRules("float4_e2m1fn", rounding="nearest_toward_zero", zero_sign="positive",
-                                            out_of_range="lut_argmin"),))},
+                                            out_of_range="lut_argmin"),)),
         sources=("mlx 0.32.4 (pip mlx[cpu]) mx.quantize / mx.dequantize, checked bit for bit (tests/test_block_mlx.py)",
                  "mlx/backend/cpu/quantized.cpp (affine kernel)", "mlx/ops.cpp fp_quantize / fp_dequantize"),
         package="mlx", versions=">=0.32,<0.33", status="verified",
@@ -282,14 +282,14 @@ PROFILES = (
         "first, as JAX's default (jax_enable_x64 off) does on entry; under jax_enable_x64 JAX computes in float64 "
         "(not modelled).",
         CastPolicy(overflow="saturate"),
-        params={"rules": BlockRules(
+        rules=BlockRules(
             mx=MXRules(**_SYSTEM, scale_rule="rceil", scale_range="clamp", nonfinite_block="nan_wraps_inf_divisor",
                        byte0_divisor="folded_stand_in", compute_dtype="input", flush_subnormals=True,
                        scale_arith="reciprocal", quotient_arith="reciprocal", pad="error"),
             float_scale=FloatScaleRules(global_scale_rule="prescaled_divide", compute_dtype="input",
                                         flush_subnormals=True, scale_arith="reciprocal", quotient_arith="reciprocal",
                                         pad="error", unspecified_open_cases=False),
-            mx_support=Support(elements=("float8_e4m3fn",), block_sizes=(32,)), float_scale_support=_NVFP4)},
+            mx_support=Support(elements=("float8_e4m3fn",), block_sizes=(32,)), float_scale_support=_NVFP4),
         sources=("jax/_src/cudnn/scaled_matmul_stablehlo.py quantize, cast_to_e8m0_with_rounding_up, "
                  "e8m0_to_dtype", "jax.nn.get_scaled_dot_general_config", "checked on jax 0.10.2 CPU"),
         package="jax", versions=">=0.10.2,<0.11", status="verified",
@@ -304,10 +304,10 @@ PROFILES = (
         "byte = cvt.rp.satfinite.ue8m0(fl32(amax * fl32(1 / max))) (exact ceil), elements x * exp2f_rcp(byte) = "
         "x * 2^(127-byte) (byte 0: x * 2^127; byte 254: x * 2^-127).",
         CastPolicy(overflow="saturate"),
-        params={"rules": BlockRules(
+        rules=BlockRules(
             mx=MXRules(**_SYSTEM, scale_rule="rceil", scale_range="clamp", nonfinite_block="nan255_inf254",
                        compute_dtype="float32", scale_arith="reciprocal", quotient_arith="reciprocal", pad="error"),
-            float_scale=_TE_NVFP4, mx_support=Support(elements=_FP_ELEMENTS), float_scale_support=_NVFP4)},
+            float_scale=_TE_NVFP4, mx_support=Support(elements=_FP_ELEMENTS), float_scale_support=_NVFP4),
         sources=("TransformerEngine transformer_engine/common/cast/nvfp4/core_nvfp4.cuh, dequantize_nvfp4.cuh",
                  "transformer_engine/common/util/ptx.cuh exp2f_rcp, ptx_arch_spec.cuh float_to_e8m0",
                  "cuBLAS documentation: block scaling factors (cvt.rp.satfinite.ue8m0x2.f32)",
@@ -336,12 +336,12 @@ PROFILES = (
         "x / 2^-127), an Inf amax gives byte 255 (x / Inf), elements fl32(x / 2^(byte - 127)) cast by torch to "
         "float8_e4m3fn (RNE, saturating: torch 2.13 maps |y| > 464 and +-Inf to +-448).",
         CastPolicy(overflow="saturate"),
-        params={"rules": BlockRules(
+        rules=BlockRules(
             mx=MXRules(**_SYSTEM, scale_rule="rceil", scale_range="clamp", nonfinite_block="exponent_bits_wrap",
                        compute_dtype="float32", pad="error"),
             float_scale=FloatScaleRules(global_scale_rule="amax_encode_reciprocal", compute_dtype="float32",
                                         zero_sign="scaled_zero_positive", nan="zero", unspecified_open_cases=False),
-            mx_support=Support(elements=("float8_e4m3fn",)), float_scale_support=_NVFP4)},
+            mx_support=Support(elements=("float8_e4m3fn",)), float_scale_support=_NVFP4),
         sources=("TransformerEngine transformer_engine/pytorch/custom_recipes/reference_nvfp4.py "
                  "(NVFP4QuantizerRef._quantize_blockwise_reference, cast_to_fp4x2)",
                  "tests/pytorch/test_mxfp8_2d_quantize.py (_float_to_e8m0, _e8m0_to_scale_inv, "

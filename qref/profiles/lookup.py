@@ -2,7 +2,7 @@
 
 ``LookupRules`` is the typed, frozen record of everything a lookup profile sets: the ``LookupScheme`` fields
 (lut.md §3.1, same names and defaults) plus the builder's rules (which table variant, double quantization,
-per-scheme rules). Each lookup ``Profile`` carries one as ``profile.params["rules"]``. Field values name
+per-scheme rules). Each lookup ``Profile`` carries one as ``profile.rules``. Field values name
 mechanisms, never systems. This module imports only qref.errors and the profile base (one-way dependencies:
 qref.schemes imports the choice tuples from here, never the reverse).
 """
@@ -143,10 +143,10 @@ SCHEME_FIELDS = tuple(f.name for f in dataclasses.fields(LookupRules)
 
 
 def rules_of(profile: Profile) -> LookupRules:
-    """The typed rules of a lookup profile (``profile.params["rules"]``)."""
-    r = profile.params.get("rules")
+    """The typed rules of a lookup profile (``profile.rules``)."""
+    r = profile.rules
     if not isinstance(r, LookupRules):
-        raise QrefError(f"lookup profile {profile.key!r} has no LookupRules under params['rules']")
+        raise QrefError(f"lookup profile {profile.key!r} has no LookupRules")
     return r
 
 
@@ -170,7 +170,7 @@ PROFILES: tuple[Profile, ...] = (
         "spec", "lookup", "qref specification (lut.md §3)",
         "s = float32(x / absmax) per block; the nearest entry by exact distance, ties to the even code; an "
         "all-zero block takes the code nearest 0; NaN (NaN inputs, inf/inf) is unspecified.",
-        params={"rules": LookupRules()},
+        rules=LookupRules(),
         sources=("docs/spec/lut.md",),
         status="spec",
         evidence=("specification; tests/test_lookup_oracle.py holds it to an exact Fraction oracle",),
@@ -182,7 +182,7 @@ PROFILES: tuple[Profile, ...] = (
         "the lower value; NaN -> the largest entry's code. double_quant (compress_statistics): absmax - mean "
         "quantized with dynamic8 in blocks of 256. dynamic8 (quantize_blockwise): the CPU 65536-point grid "
         "quantizer, zero blocks -> code 0, block size 4096.",
-        params={"rules": dataclasses.replace(_BNB, per_scheme=(("dynamic8", _BNB_8BIT),))},
+        rules=dataclasses.replace(_BNB, per_scheme=(("dynamic8", _BNB_8BIT),)),
         sources=("bitsandbytes/backends/default/ops.py quantize_4bit (the CPU kernel)",
                  "csrc/cpu_ops.cpp quantize_cpu_impl, build_quantize_lut, dequantizeBlockwise4bitCpu",
                  "bitsandbytes/functional.py quantize_4bit (compress_statistics)",
@@ -195,12 +195,12 @@ PROFILES: tuple[Profile, ...] = (
         "first argmin of |s - t| rounded to the input dtype (NaN, 0/0, inf/inf -> code 0); always double "
         "quantized: int8 per 256 scales, factor 256 / (2 max|absmax - mean|); numel a multiple of "
         "block_size * 256.",
-        params={"rules": LookupRules(
+        rules=LookupRules(
             block_size=64, scaling="divide", compute_dtype="input", table_dtype="input",
             dequant_table_dtype="input", rule="argmin", distance_dtype="input", nan="first_index",
             zero_block="compute", clamp=False, input_dtypes=("float32", "float16", "bfloat16"), entry_digits=4,
             double_quant=DoubleQuantRule("int8_absmax", 256, compute="input"), double_quant_default=True,
-            numel_multiple_blocks=256)},
+            numel_multiple_blocks=256),
         sources=("torchao/quantization/quantize_/workflows/nf4/nf4_tensor.py (from_tensor, "
                  "double_quantize_scalers, quantize_tensor_nearest, get_original_weight)",
                  "checked against torchao 0.18.0 + torch 2.13.0 CPU"),
@@ -217,11 +217,11 @@ PROFILES: tuple[Profile, ...] = (
         "to the lower value; NaN -> code 0, +-Inf -> the end codes; the scale is stored as float16(a) (above "
         "65504: Inf); dequantize = fl32(fl16(entry) * fl16(a)) (the CPU plugin runs the float16 multiply in "
         "float32: exact).",
-        params={"rules": LookupRules(
+        rules=LookupRules(
             block_size=64, axis=-1, scaling="divide", scale_min=2.0**-23, scale_min_rule="clamp",
             store_guarded="all", scale_dtype="float16", dequant_table_dtype="float16", rule="nearest",
             midpoints="decimal_literal", tie="lower_value", nan="min_value", zero_block="compute", clamp=False,
-            input_dtypes=("float32", "float16", "bfloat16"))},
+            input_dtypes=("float32", "float16", "bfloat16")),
         sources=("openvino src/core/src/type/nf4.cpp ConvertNF4::quantize / dequantize",
                  "nncf/quantization/algorithms/weight_compression (NF4 scale and normalisation)",
                  "checked against openvino 2026.4.1 CPU and nncf 3.4.0 (tests/test_lookup_openvino.py)"),
@@ -242,11 +242,11 @@ PROFILES: tuple[Profile, ...] = (
         "s = x * fl(1/scale) in the input dtype (XLA rewrites qwix's divide by the broadcast scale; bfloat16 "
         "computes x * fl32(1/scale) in float32); code = first argmin of |buckets - s| in float32 (NaN -> code "
         "0); dequantize buckets[code] * scale in the input dtype with float32 FTZ/DAZ (XLA:CPU).",
-        params={"rules": LookupRules(
+        rules=LookupRules(
             block_size=64, axis=-1, scaling="reciprocal", bf16_upcast=True, compute_dtype="input",
             scale_min="sqrt_tiny", scale_min_rule="one", store_guarded="all", rule="argmin",
             distance_dtype="float32", nan="first_index", dequant_table_dtype="input", ftz=True,
-            zero_block="compute", clamp=False, input_dtypes=("float32", "float16", "bfloat16"))},
+            zero_block="compute", clamp=False, input_dtypes=("float32", "float16", "bfloat16")),
         sources=("qwix/_src/core/qarray.py (calibrate, compute_scale_zero_point, quantize_with_scale_zero_point)",
                  "qwix/_src/core/numerics.py (fp_to_nf4, nf4_to_fp)", "XLA AlgebraicSimplifier (divide by broadcast)",
                  "checked against qwix 0.1.8 + jax 0.10.2 CPU"),

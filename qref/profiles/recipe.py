@@ -33,11 +33,11 @@ PROFILES = (
     Profile("flax", "recipe", "flax 0.12.8 linen fp8_ops on XLA:CPU, eager (Fp8DirectDotGeneralOp, delayed scaling)",
             "E4M3 forward / E5M2 gradients with separate delayed scales; q = clip(x / s, -max, max) cast RNE; the "
             "Dense epilogue (dot * s) + bias rounds twice.",
-            params={"rules": HybridRules()}, sources=("flax/linen/fp8_ops.py", "docs/spec/recipes.md §4"),
+            rules=HybridRules(), sources=("flax/linen/fp8_ops.py", "docs/spec/recipes.md §4"),
             package="flax", versions=">=0.12,<0.13", status="verified", evidence=_EVIDENCE),
     Profile("flax_jit", "recipe", "flax 0.12.8 linen fp8_ops under jax.jit on XLA:CPU",
             "As flax, but XLA rewrites x / s into x * (1 / s) and fuses dot * s + bias into one fma.",
-            params={"rules": HybridRules(division="reciprocal", fuse_bias=True)},
+            rules=HybridRules(division="reciprocal", fuse_bias=True),
             sources=("flax/linen/fp8_ops.py", "docs/spec/recipes.md §4"),
             package="flax", versions=">=0.12,<0.13", status="verified", evidence=_EVIDENCE),
 )

@@ -1,7 +1,7 @@
 """Uniform (affine) profiles as data (spec: uniform.md §3, §4; profiles.md).
 
 ``UniformArithmetic`` is the typed, frozen record of every step a real system takes in quantize / dequantize
-(uniform.md §3); each uniform ``Profile`` carries one as ``profile.params["rules"]``. Field values name
+(uniform.md §3); each uniform ``Profile`` carries one as ``profile.rules``. Field values name
 mechanisms (``divide``, ``nearest_away``, ``after_rounding``), never systems. This module imports only
 qref.errors, qref.policy and the profile base (one-way dependencies: qref.schemes imports it, never the reverse).
 """
@@ -170,16 +170,12 @@ _TFLITE_TEST = "tests/test_uniform_tflite.py"
 _BACKENDS = "tests/test_uniform_backends.py"
 
 
-def _rules(a: UniformArithmetic) -> dict[str, Any]:
-    return {"rules": a}
-
-
 PROFILES: tuple[Profile, ...] = (
     Profile(
         "stablehlo", "uniform", "StableHLO specification (docs/spec.md, 'Quantization computations')",
         "q = round_nearest_even(clamp(lo, x / s + z, hi)) in the expressed type; NaN, and conversions the "
         "expressed type cannot hold exactly, are TBD (unspecified); dequantize subtracts in the storage type.",
-        params=_rules(UniformArithmetic()),
+        rules=(UniformArithmetic()),
         sources=("openxla/stablehlo docs/spec.md §Quantization computations, §convert, §Errors",),
         status="spec",
         evidence=("specification: no code to run; the hand-derived examples of uniform.md §4.2 are "
@@ -190,7 +186,7 @@ PROFILES: tuple[Profile, ...] = (
         "reference interpreter)",
         "float32 input only; scale, zero point and storage bounds become float32 constants (RNE); "
         "q = round_nearest_even(clamp(x / s + z)); dequantize subtracts in int32 and multiplies in float32.",
-        params=_rules(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="divide",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="divide",
                                         zero_point="before_rounding", clamp="float", rounding="nearest_even",
                                         conversion="storage", nan="unspecified", constants="round",
                                         dq_subtract="int32", dq_multiply="float32")),
@@ -208,7 +204,7 @@ PROFILES: tuple[Profile, ...] = (
         "y = saturate(round_half_even(x / y_scale) + zero_point), division in the scale's type (or "
         "`precision`); fp8/fp4 outputs are a Cast with `saturate`; DequantizeLinear = (x - zp) * scale in "
         "float32 (float64 for float64 scales), then cast to the output type.",
-        params=_rules(_ONNX),
+        rules=(_ONNX),
         sources=("onnx/defs QuantizeLinear-19..25, DequantizeLinear-19..25",
                  "onnx/reference/ops/op_quantize_linear.py, op_dequantize_linear.py"),
         package="onnx", versions="==1.23.2", status="verified",
@@ -225,7 +221,7 @@ PROFILES: tuple[Profile, ...] = (
         "onnxruntime", "uniform", "onnxruntime 1.32 CPU QuantizeLinear/DequantizeLinear (int4..int16 outputs)",
         "As 'onnx', with float16 x and scale widened to float32 for the division (x / s, round half even, + z); "
         "ONNX's reference divides in float16. int2/uint2 (opset 25) divide in float16: use 'onnx' there.",
-        params=_rules(dataclasses.replace(_ONNX, compute="float32")),
+        rules=(dataclasses.replace(_ONNX, compute="float32")),
         sources=("onnxruntime/core/providers/cpu/quantization/quantize_linear.cc",
                  "checked against onnxruntime 1.32.0 CPU (tests/test_uniform_backends.py)"),
         package="onnxruntime", versions="==1.32.0", status="verified",
@@ -237,7 +233,7 @@ PROFILES: tuple[Profile, ...] = (
         "q = fptosi(x / s + sitofp(z)) in the expressed type: truncation toward zero; results outside the "
         "storage type are poison (unspecified); narrowed ranges are clamped in the integer domain; zero "
         "points wrap to the storage width; dequantize = (sitofp(q) - sitofp(z)) * s in the expressed type.",
-        params=_rules(UniformArithmetic(compute="expressed", scale_op="divide", zero_point="before_rounding",
+        rules=(UniformArithmetic(compute="expressed", scale_op="divide", zero_point="before_rounding",
                                         clamp="integer", rounding="toward_zero", conversion="storage",
                                         nan="unspecified", zero_point_range="wrap", constants="round",
                                         dq_subtract="expressed", dq_multiply="expressed")),
@@ -253,7 +249,7 @@ PROFILES: tuple[Profile, ...] = (
         "ai-edge-litert 2.3 BUILTIN_REF, and every per-axis QUANTIZE/DEQUANTIZE)",
         "q = clamp(static_cast<int32>(std::round(x / float(scale))) + z): round half away from zero in "
         "float32; outside int32 the cast is undefined; dequantize = float(double(scale) * (q - z)).",
-        params=_rules(_TFLITE_REF),
+        rules=(_TFLITE_REF),
         sources=("tensorflow/lite/kernels/internal/reference/quantize.h",
                  "tensorflow/lite/kernels/internal/reference/dequantize.h"),
         package="ai-edge-litert", versions="==2.3.0", status="verified",
@@ -269,7 +265,7 @@ PROFILES: tuple[Profile, ...] = (
         "Per tensor: a vector loop over groups of 8 elements, q = clamp(cvt_rne(x * fl32(1 / s)) + z), "
         "dequantize fl32(fl32(q * s) + fl32(-z * double(s))); the last n mod 8 elements and per-axis schemes "
         "run the reference loop ('tflite'). Outside int32 and NaN: unspecified (INT_MIN on x86-64).",
-        params=_rules(dataclasses.replace(_TFLITE_REF, scale_op="reciprocal", rounding="nearest_even",
+        rules=(dataclasses.replace(_TFLITE_REF, scale_op="reciprocal", rounding="nearest_even",
                                           dq_form="multiply_add", simd_width=8, remainder_scale_op="divide",
                                           remainder_rounding="nearest_away")),
         sources=("tensorflow/lite/kernels/internal/optimized/optimized_ops.h AffineQuantize, Dequantize",
@@ -286,7 +282,7 @@ PROFILES: tuple[Profile, ...] = (
         "subnormal x reads 0, a scale above 2^126 scales by 0); NaN unspecified (gives the upper bound here); "
         "dequantize = fl32((q - z) * s). Not expressed: a scale below 2^-126 crashes the process; per-axis "
         "and int16 QUANTIZE are not delegated (use 'tflite', 'tflite_optimized').",
-        params=_rules(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
                                         zero_point="after_rounding", clamp="integer", rounding="nearest_even",
                                         conversion="saturate", nan="unspecified", constants="round",
                                         dq_subtract="int64", dq_multiply="float32", flush_subnormals=True)),
@@ -300,7 +296,7 @@ PROFILES: tuple[Profile, ...] = (
         "pytorch", "uniform", "PyTorch 2.13 CPU quantize_per_tensor (qint8/quint8, FBGEMM, x86-64 with FMA)",
         "q = nearbyint(fma(x, 1.0f / float(scale), float(z))) then saturate: one rounding for x * inv + z; "
         "dequantize = (float(q) - float(z)) * float(scale) in float32.",
-        params=_rules(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
                                         zero_point="fused", clamp="integer", rounding="nearest_even",
                                         conversion="saturate", nan="unspecified", constants="round",
                                         dq_subtract="float32", dq_multiply="float32")),
@@ -315,7 +311,7 @@ PROFILES: tuple[Profile, ...] = (
         "q = nearbyint(fl(fl(x * (1.0f / float(scale))) + float(z))) then saturate; dequantize = "
         "float((float(q) - float(z)) * double(scale)). qint32 per-tensor dequantize is 'pytorch' with "
         "dq_subtract='int32' (q - z wrapping in int32, then float32).",
-        params=_rules(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
                                         scale_source="float64", zero_point="before_rounding", clamp="integer",
                                         rounding="nearest_even", conversion="saturate", nan="unspecified",
                                         constants="round", dq_subtract="float32", dq_multiply="float64")),
@@ -331,7 +327,7 @@ PROFILES: tuple[Profile, ...] = (
         "XLA rewrites x / broadcast(s) into x * broadcast(1 / s) (jit and eager alike, since eager ops are "
         "jitted): q = fl(round_half_even(x * fl(1/s)) + z) in the input's dtype (bfloat16: x * fl32(1/s) "
         "computed in float32 and rounded to bfloat16); astype saturates, NaN -> 0; float32 FTZ/DAZ.",
-        params=_rules(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="after_rounding_float",
+        rules=(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="after_rounding_float",
                                         clamp="integer", rounding="nearest_even", conversion="saturate",
                                         nan="zero", constants="round", dq_subtract="expressed",
                                         dq_multiply="expressed", bf16_upcast=True, flush_subnormals=True)),
@@ -345,7 +341,7 @@ PROFILES: tuple[Profile, ...] = (
     Profile(
         "jax_divide", "uniform", "JAX 0.10.2 on XLA:CPU with a full-shape divisor (no reciprocal rewrite)",
         "As 'jax' with a true division: XLA keeps x / s when s is not a broadcast.",
-        params=_rules(UniformArithmetic(compute="input", scale_op="divide", zero_point="after_rounding_float",
+        rules=(UniformArithmetic(compute="input", scale_op="divide", zero_point="after_rounding_float",
                                         clamp="integer", rounding="nearest_even", conversion="saturate",
                                         nan="zero", constants="round", dq_subtract="expressed",
                                         dq_multiply="expressed", flush_subnormals=True)),
@@ -359,7 +355,7 @@ PROFILES: tuple[Profile, ...] = (
         "q = round_half_even(x * fl(1/s) + z) in the input's dtype (XLA rewrites qwix's divide; bfloat16 "
         "computes x * fl32(1/s) in float32), astype saturates (NaN -> 0); dequantize = (q - z) * s in the "
         "scale's dtype.",
-        params=_rules(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="before_rounding",
+        rules=(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="before_rounding",
                                         clamp="integer", rounding="nearest_even", conversion="saturate",
                                         nan="zero", constants="round", dq_subtract="expressed",
                                         dq_multiply="expressed", bf16_upcast=True, flush_subnormals=True)),
@@ -373,7 +369,7 @@ PROFILES: tuple[Profile, ...] = (
         "aqt", "uniform", "AQT (aqtp 0.9.0) IntSymmetric numerics, aqt_quantizer.quantizer_make(bits)",
         "q = round_half_even(clip(x * reciprocal(s), -(2^(b-1) - 1), 2^(b-1) - 1)) in the input's dtype; "
         "no zero point; an infinite reciprocal is 1; astype (NaN -> 0); dequantize = q * s; float32 FTZ/DAZ.",
-        params=_rules(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="before_rounding",
+        rules=(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="before_rounding",
                                         clamp="float", rounding="nearest_even", conversion="saturate", nan="zero",
                                         narrow_symmetric=True, constants="round", dq_subtract="expressed",
                                         dq_multiply="expressed", flush_subnormals=True, reciprocal_inf="one")),
@@ -392,8 +388,8 @@ DEFAULT_PROFILE = "stablehlo"
 
 
 def rules_of(profile: Profile) -> UniformArithmetic:
-    """The typed arithmetic record of a uniform profile (``profile.params["rules"]``)."""
-    r = profile.params.get("rules")
+    """The typed arithmetic record of a uniform profile (``profile.rules``)."""
+    r = profile.rules
     if not isinstance(r, UniformArithmetic):
-        raise QrefError(f"uniform profile {profile.key!r} has no UniformArithmetic under params['rules']")
+        raise QrefError(f"uniform profile {profile.key!r} has no UniformArithmetic rules")
     return r

@@ -96,7 +96,7 @@ class HybridRecipe:
 
 # built from the recipe profile records (qref/profiles/recipe.py), the one place their values live
 PRESETS: dict[str, HybridRecipe] = {
-    name: HybridRecipe(**dataclasses.asdict(p.params["rules"])) for name, p in profiles("recipe").items()
+    name: HybridRecipe(**dataclasses.asdict(p.rules)) for name, p in profiles("recipe").items()
 }
 
 

@@ -8,7 +8,7 @@ quantization stores the block scales themselves quantized in ``QArray.meta["doub
 
 Everything a real system does differently is a field of ``LookupScheme`` set from a ``Profile`` of family
 "lookup": ``spec`` (the default), ``bitsandbytes``, ``torchao``, ``openvino``, ``qwix`` (lut.md §6). The
-profiles are typed ``LookupRules`` records in qref/profiles/lookup.py (``profile.params["rules"]``).
+profiles are typed ``LookupRules`` records in qref/profiles/lookup.py (``profile.rules``).
 """
 
 from __future__ import annotations

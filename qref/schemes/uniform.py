@@ -8,7 +8,7 @@ arithmetic, division versus multiplication by a rounded reciprocal, where the ze
 clamp happens, the rounding mode, and which results the system leaves undefined. Named profiles (uniform.md
 §4: ``stablehlo``, ``stablehlo_lowering``, ``onnx``, ``onnxruntime``, ``mlir``, ``tflite``, ``tflite_optimized``,
 ``tflite_xnnpack``, ``pytorch``, ``pytorch_per_channel``, ``jax``, ``jax_divide``, ``qwix``, ``aqt``) are records
-of those fields, kept with the record itself in qref/profiles/uniform.py (``profile.params["rules"]``).
+of those fields, kept with the record itself in qref/profiles/uniform.py (``profile.rules``).
 
 quantize (uniform.md §2.1), for each element with its scale s and zero point z:
     xc = cast(x, C)                         C = the compute dtype
