@@ -148,6 +148,26 @@ def exponent_spread(rng: np.random.Generator, fmt: str, shape: tuple[int, ...]) 
     return np.where(np.isfinite(x.astype(np.float64)), x, finite(fmt, rng.standard_normal(shape)))
 
 
+def dense_specials(rng: np.random.Generator, fmt: str, shape: tuple[int, ...], p: float = 0.25) -> np.ndarray:
+    """Random codes, a fraction p replaced by random NaN / Inf codes of the format (distinct payloads)."""
+    nb = _nbits(fmt)
+    x = random_codes(rng, fmt, shape)
+    if nb <= 16:
+        allc = _from_codes(np.arange(2**nb, dtype=np.uint64), fmt)
+        with np.errstate(all="ignore"):
+            pool = np.nonzero(~np.isfinite(allc.astype(np.float64)))[0].astype(np.uint64)
+        if pool.size == 0:
+            return x
+        sp = _from_codes(rng.choice(pool, size=shape), fmt)
+    else:
+        M = 52 if nb == 64 else 23
+        top = np.uint64(((1 << (nb - 1 - M)) - 1) << M)
+        man = rng.integers(0, 2**M, size=shape, dtype=np.uint64) * (rng.random(shape) < 0.8)
+        sign = rng.integers(0, 2, size=shape, dtype=np.uint64) << np.uint64(nb - 1)
+        sp = _from_codes(sign | top | man.astype(np.uint64), fmt)
+    return np.where(rng.random(shape) < p, sp, x)
+
+
 def subnormals(rng: np.random.Generator, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
     """Codes with a zero exponent field (subnormals and zeros of both signs)."""
     from qref.mma._bits import _fmt
@@ -191,6 +211,8 @@ def cases(ins: qm.Instruction, rng: np.random.Generator, n: int, K: int | None =
 
     sa, sb = scales("moderate")
     yield "random codes", (rc(fa, (n, K)), rc(fb, (n, K)), rc(fc, (n,)), sa, sb)
+    yield "dense NaN/Inf (payload rules)", (dense_specials(rng, fa, (n, K)), dense_specials(rng, fb, (n, K)),
+                                            dense_specials(rng, fc, (n,)), sa, sb)
     sa, sb = scales("extreme")
     yield "random codes, NaN/Inf, scales at extremes", (rc(fa, (n, K), 0.03), rc(fb, (n, K), 0.03),
                                                        rc(fc, (n,), 0.05), sa, sb)

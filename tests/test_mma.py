@@ -3,7 +3,7 @@
 - every one of the 4,999 instructions mmasim models: the record's shape, formats and arithmetic parameters equal
   the mmasim object's (``test_every_instruction_record_equals_mmasim``);
 - outputs: one tile per (arch, instruction, m, k, operand types) - every instruction shares its arithmetic with
-  one of these 369 tiles, the other n only widen the tile - and 8 seeded random and adversarial patterns of
+  one of these 369 tiles, the other n only widen the tile - and 9 seeded random and adversarial patterns of
   inner products per distinct arithmetic signature (293), NaN/Inf, subnormals, cancellation, exponent spread,
   zero products, C dominating and block scales at their extremes included.
 """
@@ -113,7 +113,7 @@ def test_every_instruction_record_equals_mmasim() -> None:
 
 @pytest.mark.parametrize("ins", SIGNATURES, ids=[i.name for i in SIGNATURES])
 def test_inner_products_equal_mmasim(ins: qm.Instruction) -> None:
-    """8 random and adversarial patterns x 48 inner products per arithmetic signature, one mmasim call."""
+    """9 random and adversarial patterns x 48 inner products per arithmetic signature, one mmasim call."""
     rng = np.random.default_rng(SIGNATURES.index(ins))
     parts = list(O.cases(ins, rng, 48))
     names = [p for p, _ in parts for _ in range(48)]

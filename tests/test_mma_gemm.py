@@ -18,15 +18,21 @@ from qref.mma._bits import fma32
 torch = O.torch
 
 
-def _chain_mmasim(ins: qm.Instruction, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+def _chain_mmasim(ins: qm.Instruction, A: np.ndarray, B: np.ndarray, C: np.ndarray, sa: np.ndarray | None = None,
+                  sb: np.ndarray | None = None) -> np.ndarray:
     op = O.oracle(ins)
     out = np.zeros(C.shape, np.uint32 if ins.d_format == "float32" else np.uint16)
     for i in range(0, A.shape[0], ins.m):
         for j in range(0, B.shape[1], ins.n):
             d = O.to_torch(C[i:i + ins.m, j:j + ins.n], ins.c_format)
             for s in range(0, A.shape[1], ins.k):
-                d = op(O.to_torch(A[i:i + ins.m, s:s + ins.k], ins.a_format),
-                       O.to_torch(B[s:s + ins.k, j:j + ins.n], ins.b_format), d)
+                args = [O.to_torch(A[i:i + ins.m, s:s + ins.k], ins.a_format),
+                        O.to_torch(B[s:s + ins.k, j:j + ins.n], ins.b_format), d]
+                if ins.scaled:
+                    blk = ins.block_size
+                    args += [O.to_torch(sa[i:i + ins.m, s // blk:(s + ins.k) // blk], ins.scale_format),
+                             O.to_torch(sb[s // blk:(s + ins.k) // blk, j:j + ins.n], ins.scale_format)]
+                d = op(*args)
             out[i:i + ins.m, j:j + ins.n] = O.from_torch(d)
     return out
 
@@ -103,3 +109,29 @@ def test_matmul_errors() -> None:
     v = qm.get("Volta", "mma", "m8n8k4.f32.f16.f16.f16")
     with pytest.raises(QrefError, match="C == D"):
         qm.matmul(np.zeros((8, 8), np.float16), np.zeros((8, 8), np.float16), instruction=v)
+
+
+def test_gemm_case_builder_expected_equals_mmasim() -> None:
+    """The (not yet registered) gemm conformance family: every golden d of the mma operation equals mmasim."""
+    from qref.conformance.cases import _gemm
+    from qref.mma._bits import storage_dtype
+
+    n = 0
+    for case in _gemm.build_cases(False):
+        p = case.params
+        ins = qm.get(p["arch"], p["instruction"], p["qualifier"])
+        fmts = {"a": ins.a_format, "b": ins.b_format, "c": p.get("c_format", ins.c_format),
+                "scale_a": ins.scale_format, "scale_b": ins.scale_format}
+        ops = {k: np.ascontiguousarray(v).view(storage_dtype(fmts[k])) for k, v in case.inputs.items()}
+        d = O.bits(np.asarray(case.expected["d"]))
+        if case.operation == "mma":
+            exp = O.run_oracle_dot(ins, ops["a"], ops["b"], ops["c"], ops.get("scale_a"), ops.get("scale_b"))
+        else:
+            P = p["promote_every"]
+            if P is None:
+                exp = _chain_mmasim(ins, ops["a"], ops["b"], ops["c"], ops.get("scale_a"), ops.get("scale_b"))
+            else:
+                continue  # promotion: covered by test_promotion_and_promotion_scales
+        assert (d == exp).all(), case.id
+        n += d.size
+    assert n > 3000

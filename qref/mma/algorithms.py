@@ -404,14 +404,33 @@ class ExactFusedDot(_Algorithm):
         return out
 
 
+def host_sum(terms: list[np.ndarray]) -> np.ndarray:
+    """The float64 sum of the terms in the order of the reference's host reduction (mma.md §3.9 C3): fewer than
+    4 terms sequentially; otherwise 4 accumulators (term k into accumulator k mod 4, sequentially) combined in
+    order, where a NaN meeting a NaN keeps the later accumulator's. Only the NaN payload depends on this."""
+    if len(terms) < 4:
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = acc + t
+        return acc
+    accs = []
+    for j in range(4):
+        a = terms[j]
+        for t in terms[j + 4::4]:
+            a = a + t
+        accs.append(a)
+    out = accs[0]
+    for a in accs[1:]:
+        out = second_nan(out + a, out, a)
+    return out
+
+
 def exact_sum_f32(terms: list[np.ndarray]) -> np.ndarray:
     """RNE_float32(sum of float64 terms), exactly (mma.md §3.6 C1): repeated two_sum passes give a
     non-overlapping expansion h + r; h rounds to float32 unless h is a float32 tie, where r's sign decides."""
     n = len(terms)
-    naive = terms[0]
     with np.errstate(all="ignore"):
-        for t in terms[1:]:
-            naive = naive + t  # a reduction: the first NaN in term order wins (mma.md §3.6 C3)
+        naive = host_sum(terms)
     fin = np.isfinite(naive)
     x = [np.where(fin, t, 0.0) for t in terms]
     for _ in range(n + 1):
