@@ -26,7 +26,8 @@ DOC = ROOT / "docs" / "conformance.md"
 MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "mlx": "mlx.core", "iree": "iree.compiler",
            "mlir": "torch_mlir", "stablehlo": "torch_mlir", "onnxruntime": "onnxruntime",
            "bitsandbytes": "bitsandbytes", "torchao": "torchao"}
-REGENERATE = "qref run --backend all --report docs/conformance.md"
+FINDINGS = ROOT / "docs" / "conformance"
+REGENERATE = "qref run --backend all --report docs/conformance.md --findings docs/conformance --force"
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +66,20 @@ def test_committed_report_is_current(run_result):
                 else "")
         pytest.fail(f"docs/conformance.md is out of date ({hint}the suite, an adapter, a profile or an xfail "
                     f"file changed). Regenerate it with `{REGENERATE}`, review the diff and commit it.")
+
+
+def test_committed_findings_are_current(run_result, tmp_path):
+    """docs/conformance/: one finding per root cause, regenerated from the same run and compared byte for byte."""
+    from qref.harness import findings
+
+    written = findings.write_findings(run_result, str(tmp_path))
+    names = sorted(Path(p).name for p in written)
+    assert sorted(p.name for p in FINDINGS.glob("*.md")) == names, f"regenerate with `{REGENERATE}`"
+    for n in names:
+        assert (tmp_path / n).read_text() == (FINDINGS / n).read_text(), f"{n} is out of date: `{REGENERATE}`"
+    fs = findings.findings(run_result)
+    assert len({f.id for f in fs}) == len(fs), "finding ids are unique"
+    assert all(f.statement and f.tasks for f in fs)
 
 
 def _sections(text: str) -> list[tuple[str, str, str, str]]:

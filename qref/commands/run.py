@@ -47,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, metavar="DIR", help="write DIR/results.json and DIR/report.md")
     p.add_argument("--report", default=None, metavar="FILE", help="write the markdown report to FILE "
                    "(docs/conformance.md for the committed one)")
+    p.add_argument("--findings", default=None, metavar="DIR", help="write the findings (one per root cause): "
+                   "DIR/README.md and one page per backend (docs/conformance/ for the committed ones)")
     p.add_argument("--force", action="store_true", help="overwrite existing --out / --report files")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_run)
@@ -61,6 +63,10 @@ def _run(args: argparse.Namespace) -> int:
         check_output_dir(args.out, "--out", args.force, ("results.json", "report.md"))
     if args.report:
         check_output_file(args.report, "--report", args.force)
+    if args.findings:
+        from ..harness.adapters import BACKENDS
+
+        check_output_dir(args.findings, "--findings", args.force, ("README.md", *(f"{b}.md" for b in BACKENDS)))
     from ..errors import QrefError
 
     records = {}
@@ -89,6 +95,10 @@ def _run(args: argparse.Namespace) -> int:
         report.write_report(res, f"{args.out}/report.md")
     if args.report:
         report.write_report(res, args.report)
+    if args.findings:
+        from ..harness import findings
+
+        findings.write_findings(res, args.findings)
     print(runner.summary_line(res))
     runner.print_failures(res, sys.stderr)
     if not res.ok:

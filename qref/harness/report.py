@@ -28,6 +28,39 @@ def write_results(res: RunResults, out: str | os.PathLike[str]) -> Path:
     return path / "results.json"
 
 
+def load_results(path: str | os.PathLike[str]) -> RunResults:
+    """A RunResults from a results.json written by ``qref run --out`` (the inverse of ``write_results``)."""
+    from ..errors import QrefError
+    from .model import Comparison
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "results.json"
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise QrefError(f"cannot read run results {p}: {exc}") from None
+
+    def comp(c: dict | None) -> Comparison | None:
+        if c is None:
+            return None
+        return Comparison(c["compared"], c["mismatches"], dict(c["classes"]),
+                          {k: [tuple(e) for e in v] for k, v in c["examples"].items()},
+                          {k: dict(v) for k, v in c["repro"].items()})
+
+    try:
+        res = RunResults(suite=d["suite"], suite_cases=d["suite_cases"], backends=list(d["backends"]),
+                         versions=d["versions"], skipped=d["skipped"], errors=d.get("errors", {}),
+                         filtered=d["filtered"], stale_xfails=d["stale_xfails"])
+        res.targets = [TargetInfo(t["backend"], t["name"], t["family"], t["api"], t["profile"], t["notes"],
+                                  t.get("drift", "")) for t in d["targets"]]
+        res.results = [TaskResult(r["target"], r["family"], r["task"], tuple(r["cases"]), r["status"], r["reason"],
+                                  comp(r["vs_profile"]), comp(r["vs_spec"]), r["size"]) for r in d["results"]]
+    except (KeyError, TypeError) as exc:
+        raise QrefError(f"{p} is not a qref run results file ({exc})") from None
+    return res
+
+
 def versions_line(res: RunResults) -> str:
     parts = []
     for b in res.backends:
