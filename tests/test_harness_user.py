@@ -66,3 +66,20 @@ def test_module_callable(monkeypatch: pytest.MonkeyPatch) -> None:
     x = np.array([500.0, 1.0], np.float32)
     assert list(fn(x, "float8_e4m3fn")) == list(np.array([448, 1], np.float32).astype(
         ml_dtypes.float8_e4m3fn).view(np.uint8))
+
+
+def test_findings_and_bug_report_of_a_user_backend(tmp_path: Path) -> None:
+    from qref.harness import findings, report
+
+    res = check(load_callable(f"{FILE}:saturating_e4m3"), "elements", include=INC)
+    fs = findings.findings(res)
+    assert [(f.kind, f.mechanism) for f in fs] == [("spec", "saturation_nan_inf")]
+    f = fs[0]
+    assert f.backend == "user" and f.formats == ["float8_e4m3fn"] and len(f.tasks) == 3
+    text = findings.bug_report(res, f)
+    assert text.startswith("Title: [user]") and "elements.md §2.4" in text and "Got:" in text
+    report.write_results(res, tmp_path)
+    again = report.load_results(tmp_path / "results.json")
+    assert findings.bug_report(again, findings.findings(again)[0]) == text
+    written = findings.write_findings(res, str(tmp_path / "f"))
+    assert "saturation" in Path(written[0]).read_text() or "1 spec finding" in Path(written[0]).read_text()
