@@ -380,6 +380,8 @@ def test_show_limit_prints_no_warning(capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _values("x", snan, None) == ["nan", "-nan", "1.0"]
+    assert main(["show", "elements/float8_e4m3fn/decode/float32", "--limit", "-1"]) == 2
+    assert "--limit -1" in capsys.readouterr().err
 
 
 def test_testing_helpers_hide_their_frames():

@@ -110,7 +110,10 @@ def format_case(case: Any, limit: int | None = 32) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from ..conformance.suite import load_suite
+    from ..errors import QrefError
 
+    if args.limit < 0:
+        raise QrefError(f"--limit {args.limit}: give a number of rows >= 0 (or --all)")
     suite = load_suite(args.suite)
     if any(ch in args.case for ch in "*?["):
         ids = [i for i in suite.ids if fnmatch.fnmatchcase(i, args.case)]
