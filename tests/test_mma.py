@@ -218,3 +218,93 @@ def test_user_defined_unit() -> None:
     exact = [sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(ra, rb)) for ra, rb in zip(a, b)]
     want = np.array([float(e) for e in exact], np.float64).astype(np.float32)  # one rounding: |sum| < 2^53
     assert (O.bits(got) == O.bits(want)).all()
+
+
+def _rne_fraction(x: object, mant: int, emin: int, emax: int) -> float:
+    """Round a Fraction to nearest even with `mant` fraction bits, subnormals below 2^emin, Inf above emax."""
+    from fractions import Fraction
+
+    x = Fraction(x)
+    if x == 0:
+        return 0.0
+    s = -1.0 if x < 0 else 1.0
+    a = abs(x)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    e = max(e, emin)
+    q = a / Fraction(2) ** (e - mant)
+    n, r = divmod(q.numerator, q.denominator)
+    if 2 * r > q.denominator or (2 * r == q.denominator and n % 2):
+        n += 1
+    if n >= 2 ** (mant + 1):
+        n //= 2
+        e += 1
+    if e > emax:
+        return s * float("inf")
+    return s * float(Fraction(n) * Fraction(2) ** (e - mant))
+
+
+def _tie_triples(rng: np.random.Generator, n: int, dtype: type) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """a, b random; c = -fl(a b) + a multiple of half an ulp (ties, cancellations), also in the subnormal range."""
+    fi = np.finfo(dtype)
+    e = rng.integers(fi.minexp // 2 - 30, fi.maxexp // 2, size=n)
+    a = (rng.choice([-1, 1], n) * (1 + rng.random(n)) * np.exp2(e.astype(np.float64))).astype(dtype)
+    b = ((1 + rng.integers(0, 2**8, n) / 2**8) * np.exp2(rng.integers(-40, 2, n).astype(np.float64))).astype(dtype)
+    with np.errstate(all="ignore"):
+        p = (a.astype(np.float64) * b.astype(np.float64)).astype(dtype)
+        ulp = np.spacing(np.abs(p)).astype(dtype)
+        c = (-p + rng.integers(-3, 4, n).astype(dtype) * ulp / dtype(2)).astype(dtype)
+    c = np.where(np.isfinite(c), c, dtype(1.0))
+    # exact ties: c + odd * ulp(c) / 2 with the product a b = odd * ulp(c) / 2 exactly (b a power of two)
+    m = n // 2
+    C = (rng.choice([-1, 1], m) * (1 + rng.random(m)) * np.exp2(rng.integers(fi.minexp, fi.maxexp - 2, m)
+                                                               .astype(np.float64))).astype(dtype)
+    odd = (2 * rng.integers(0, 2**10, m) + 1).astype(np.float64) * rng.choice([-1, 1], m)
+    bt = np.exp2(rng.integers(-4, 5, m).astype(np.float64))
+    at = (odd * np.spacing(np.abs(C)).astype(np.float64) / 2 / bt).astype(dtype)
+    ok = np.isfinite(at) & (at != 0)
+    return (np.concatenate([a, at[ok]]), np.concatenate([b, bt[ok].astype(dtype)]),
+            np.concatenate([c, C[ok]]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fma_against_exact_fractions(dtype: type) -> None:
+    """The FMA chain's fused multiply-add (mma.md §3.7) against exact arithmetic on ties, cancellations and
+    subnormal results (independent of mmasim)."""
+    from fractions import Fraction
+
+    from qref.mma._bits import fma32, fma64
+
+    rng = np.random.default_rng(11)
+    a, b, c = _tie_triples(rng, 3000, dtype)
+    got = (fma64 if dtype is np.float64 else fma32)(a, b, c)
+    fi = np.finfo(dtype)
+    mant, emin, emax = fi.nmant, fi.minexp, fi.maxexp - 1
+    want = np.array([_rne_fraction(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)), mant, emin, emax)
+                     for x, y, z in zip(a, b, c)]).astype(dtype)
+    assert (O.bits(got) == O.bits(want)).all(), int((O.bits(got) != O.bits(want)).sum())
+    assert (np.abs(got) < fi.smallest_normal).sum() > 10 and (got == 0).sum() > 10  # subnormal and zero results
+
+
+def test_exact_fused_dot_against_fractions() -> None:
+    """E-FDPA (mma.md §3.6 C1): the exact sum of bf16 products and c, rounded once to float32, at float32 ties."""
+    from fractions import Fraction
+
+    import ml_dtypes
+
+    ins = qm.get("CDNA1", "mfma", "f32_4x4x2bf16")
+    rng = np.random.default_rng(12)
+    n = 2000
+    a = (rng.standard_normal((n, 2)) * np.exp2(rng.integers(-20, 20, (n, 2)))).astype(ml_dtypes.bfloat16)
+    b = (rng.standard_normal((n, 2)) * np.exp2(rng.integers(-20, 20, (n, 2)))).astype(ml_dtypes.bfloat16)
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c32 = (p[:, 0] + p[:, 1]).astype(np.float32)
+    # c placed so the exact sum is a float32 tie plus or minus a tiny product
+    half = (np.spacing(np.abs(c32)) / 2).astype(np.float32)
+    c = (-(p[:, 0]).astype(np.float32) + half * rng.choice([-1, 1], n).astype(np.float32)).astype(np.float32)
+    got = ins.dot(a, b, c)
+    want = np.array([_rne_fraction(Fraction(float(x0)) * Fraction(float(y0)) + Fraction(float(x1)) * Fraction(
+        float(y1)) + Fraction(float(z)), 23, -126, 127) for (x0, x1), (y0, y1), z in
+        zip(a.astype(np.float64), b.astype(np.float64), c)]).astype(np.float32)
+    assert (O.bits(got) == O.bits(want)).all(), int((O.bits(got) != O.bits(want)).sum())
