@@ -25,6 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from .core.arith import convert
+from .core.decode import decode
+from .core.encode import encode
 from .core.exact import as_source_array
 from .errors import QrefError, check_choice
 from .formats import FloatFormat, Format, IntFormat, get_format
@@ -118,6 +121,7 @@ def calibrate(
     percentile_method: str = "higher",
     symmetric: bool | None = None,
     nonfinite: str = "ignore",
+    _reference: bool = False,
 ) -> Calibration:
     """Scales and zero points for ``x`` in ``storage`` (uniform.md §5).
 
@@ -129,6 +133,8 @@ def calibrate(
     "percentile": True (default) takes |x|, False takes (100 - p, p) percentiles like minmax.
     nonfinite: "ignore" (default: NaN/Inf are left out of the statistics) or "error".
     An all-zero (or all-ignored) group gets scale 1 and the formula's zero point (uniform.md §5.3).
+    ``_reference=True`` runs the readable reference path (float64 NaN-padded groups, numpy nan-reductions, one
+    Fraction computation per group); the default fast path equals it bit for bit (tests/test_calibrate.py).
     """
     check_choice("calibration method", method, METHODS)
     check_choice("calibration formula", formula, FORMULAS)
@@ -144,13 +150,42 @@ def calibrate(
         raise QrefError(f"expressed must be a float format, got {ex.name}")
     if arr.size == 0:
         raise QrefError("cannot calibrate an empty array")
-    x64 = _stat_dtype(arr)
-    finite = np.isfinite(x64)
-    if nonfinite == "error" and not finite.all():
-        raise QrefError(f"x has {int((~finite).sum())} NaN/Inf value(s); pass nonfinite='ignore' to leave them out")
-    x64 = np.where(finite, x64, np.nan)
-    g, sshape, blocks = _groups(x64, axis, block_size)
     asym = method == "minmax" or (method == "percentile" and symmetric is False)
+    if nonfinite == "error":
+        finite = np.isfinite(arr) if arr.dtype.kind != "O" else np.isfinite(_stat_dtype(arr))
+        if not finite.all():
+            raise QrefError(f"x has {int((~finite).sum())} NaN/Inf value(s); pass nonfinite='ignore' to leave "
+                            "them out")
+    if _reference:
+        a, mn, mx, sshape, blocks = _stats_reference(arr, method, axis, block_size, asym, percentile,
+                                                     percentile_method)
+    else:
+        a, mn, mx, sshape, blocks = _stats_fast(arr, method, axis, block_size, asym, percentile,
+                                                percentile_method)
+    src_dt = arr.dtype if (arr.dtype.kind == "f" or arr.dtype.name == "bfloat16") else np.dtype(np.float32)
+    if formula == "qref":
+        S, Z = (_qref_formula if _reference else _qref_formula_fast)(a, mn, mx, fmt, ex)
+    elif formula == "aqt" and asym:
+        raise QrefError("AQT's IntSymmetric calibration is symmetric (absmax); use method='absmax'")
+    else:  # the frameworks' float arithmetic: overflow gives +-Inf (and Inf - Inf NaN), as their kernels do
+        with np.errstate(over="ignore", invalid="ignore"):
+            if formula == "qwix":
+                S, Z = _qwix_formula(a, mn, mx, fmt, src_dt)
+            elif formula == "aqt":
+                S, Z = _aqt_formula(a, fmt, src_dt)
+            else:
+                S, Z = _pytorch_formula(a, mn, mx, fmt, asym)
+    ax_out = None if block_size is not None else axis
+    return Calibration(S.reshape(sshape), Z.reshape(sshape).astype(np.int64), fmt, ex, ax_out, blocks, method,
+                       formula)
+
+
+def _stats_reference(arr: np.ndarray, method: str, axis: int | None, block_size: object, asym: bool,
+                     percentile: float, percentile_method: str) -> tuple[Any, Any, Any, tuple[int, ...], Any]:
+    """Reference statistics (uniform.md §5.1): float64 groups padded with NaN, numpy's nan-reductions."""
+    x64 = _stat_dtype(arr)
+    x64 = np.where(np.isfinite(x64), x64, np.nan)
+    g, sshape, blocks = _groups(x64, axis, block_size)
     with np.errstate(invalid="ignore"), _quiet():
         if method == "absmax":
             a = np.nanmax(np.abs(g), axis=-1)
@@ -165,27 +200,200 @@ def calibrate(
         else:
             a = np.nanpercentile(np.abs(g), percentile, axis=-1, method=percentile_method)
             mn = mx = None
+    return (*_finish_stats(a, mn, mx), sshape, blocks)
+
+
+def _finish_stats(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | None
+                  ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """Empty (all-NaN) groups -> 0; minmax ranges extended to include 0 (uniform.md §5.1)."""
     empty = np.isnan(a) if a is not None else np.isnan(mn)  # type: ignore[arg-type]
     if a is not None:
-        a = np.where(empty, 0.0, a)
+        return np.where(empty, 0.0, a), None, None
+    assert mn is not None and mx is not None
+    return None, np.minimum(np.where(empty, 0.0, mn), 0.0), np.maximum(np.where(empty, 0.0, mx), 0.0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# fast statistics: the same values as _stats_reference without float64 copies, padding or per-group loops
+# ---------------------------------------------------------------------------------------------------------
+def _native(arr: np.ndarray) -> np.ndarray:
+    """The values of arr in a dtype numpy reduces quickly and exactly: float32/float64 as they are, 16-bit and
+    smaller floats widened to float32, everything else (integers, Fractions) as _stat_dtype's float64."""
+    if arr.dtype in (np.float32, np.float64):
+        return arr
+    if arr.dtype.kind in "fV" and arr.dtype.itemsize <= 2:
+        return arr.astype(np.float32)
+    return _stat_dtype(arr)
+
+
+def _block_layout(shape: tuple[int, ...], axis: int | None, block_size: object
+                  ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, int], ...] | None]:
+    """(block per axis, blocks per axis, blocks record) of _groups' blocked granularity (same checks)."""
+    nd = len(shape)
+    if isinstance(block_size, Mapping):
+        blocks = {normalize_axis(int(k), nd): int(v) for k, v in block_size.items()}
+    elif isinstance(block_size, (int, np.integer)):
+        if axis is None:
+            raise QrefError("block_size=<int> needs axis=<the blocked axis> (ONNX blocked quantization)")
+        a = normalize_axis(axis, nd)
+        blocks = {i: (int(block_size) if i == a else 1) for i in range(nd)}
     else:
-        assert mn is not None and mx is not None
-        mn = np.minimum(np.where(empty, 0.0, mn), 0.0)
-        mx = np.maximum(np.where(empty, 0.0, mx), 0.0)
-    src_dt = arr.dtype if (arr.dtype.kind == "f" or arr.dtype.name == "bfloat16") else np.dtype(np.float32)
-    if formula == "qref":
-        S, Z = _qref_formula(a, mn, mx, fmt, ex)
-    elif formula == "qwix":
-        S, Z = _qwix_formula(a, mn, mx, fmt, src_dt)
-    elif formula == "aqt":
-        if asym:
-            raise QrefError("AQT's IntSymmetric calibration is symmetric (absmax); use method='absmax'")
-        S, Z = _aqt_formula(a, fmt, src_dt)
-    else:
-        S, Z = _pytorch_formula(a, mn, mx, fmt, asym)
-    ax_out = None if block_size is not None else axis
-    return Calibration(S.reshape(sshape), Z.reshape(sshape).astype(np.int64), fmt, ex, ax_out, blocks, method,
-                       formula)
+        items = list(block_size)  # type: ignore[call-overload]
+        if len(items) != nd:
+            raise QrefError(f"block_size as a tuple needs one block per axis ({nd}), got {len(items)}")
+        blocks = {i: int(b) for i, b in enumerate(items)}
+    for a, b in blocks.items():
+        if b < 1:
+            raise QrefError(f"block size for axis {a} must be >= 1, got {b}")
+    nb = tuple((-(-d // blocks[i])) if i in blocks else 1 for i, d in enumerate(shape))
+    bs = tuple(blocks.get(i, d) for i, d in enumerate(shape))
+    return bs, nb, tuple(sorted(blocks.items()))
+
+
+def _reduce_groups(x: np.ndarray, axis: int | None, block_size: object, fill: float
+                   ) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...], Any]:
+    """x as an array whose reduction over ``red`` axes gives one value per group (scale shape), partial blocks
+    padded with ``fill`` (a value neutral for the reduction that follows)."""
+    if block_size is None:
+        if axis is None:
+            return x.reshape(-1), (0,), (), None
+        a = normalize_axis(axis, x.ndim)
+        return x, tuple(i for i in range(x.ndim) if i != a), (x.shape[a],), None
+    bs, nb, blocks = _block_layout(x.shape, axis, block_size)
+    pad = [(0, n * b - d) for n, b, d in zip(nb, bs, x.shape)]
+    if any(p[1] for p in pad):
+        x = np.pad(x, pad, constant_values=fill)
+    inter: list[int] = []
+    for n, b in zip(nb, bs):
+        inter += [n, b]
+    return x.reshape(inter), tuple(range(1, 2 * x.ndim, 2)), nb, blocks
+
+
+def _minmax_fast(v: np.ndarray, axis: int | None, block_size: object) -> tuple[np.ndarray, np.ndarray, Any]:
+    """Per group (min over finite values and 0, max over finite values and 0), float64, and the groups.
+
+    Non-finite values and padding are 0 here, which is what the reference's NaN-ignoring reductions followed by
+    the extension of the range to 0 give (_finish_stats): one pass of min and one of max; only when some group
+    holds NaN or Inf (its min or max is not finite) are the non-finite values replaced by 0 and the groups
+    reduced again."""
+    g, red, sshape, blocks = _reduce_groups(v, axis, block_size, 0.0)
+    with np.errstate(invalid="ignore"):
+        lo, hi = np.min(g, axis=red), np.max(g, axis=red)
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        g = np.where(np.isfinite(g), g, np.zeros((), g.dtype))
+        lo, hi = np.min(g, axis=red), np.max(g, axis=red)
+    lo64 = np.minimum(np.asarray(lo, np.float64).reshape(sshape), 0.0)
+    hi64 = np.maximum(np.asarray(hi, np.float64).reshape(sshape), 0.0)
+    return lo64, hi64, (sshape, blocks)
+
+
+def _percentile_fast(v: np.ndarray, qs: tuple[float, ...], absolute: bool, axis: int | None, block_size: object,
+                     pmethod: str) -> tuple[list[np.ndarray], tuple[int, ...], Any]:
+    """np.nanpercentile of each group at each q (float64 results), as the reference computes it.
+
+    A group without NaN, Inf or padding: numpy's nanpercentile of it is its percentile. For the methods that
+    return one order statistic (_DISCRETE) at a rank k that depends only on the group length n (read from
+    np.percentile of arange(n)), that element is taken directly: the group's max for k = n - 1 (the default
+    99.99th percentile of groups of up to 10^4 elements), its min for k = 0, else np.partition (one group:
+    after keeping only the values beyond a threshold read from a sample, when enough of them remain to hold
+    rank k). Continuous methods call np.percentile on all such groups at once. Groups with ignored values
+    (NaN/Inf, padding of partial blocks) go through np.nanpercentile one by one, like the reference."""
+    with np.errstate(invalid="ignore"):
+        finite = bool(np.isfinite(np.max(v)) and np.isfinite(np.min(v)))  # NaN propagates: all finite
+    if pmethod in _DISCRETE and finite:
+        bs_ok = block_size is None
+        if not bs_ok:
+            bs, nb, _ = _block_layout(v.shape, axis, block_size)
+            bs_ok = all(n * b == d for n, b, d in zip(nb, bs, v.shape))
+        if bs_ok:
+            return _percentile_discrete(v, absolute, qs, axis, block_size, pmethod)
+    x64 = v if v.dtype == np.float64 else v.astype(np.float64)
+    x64 = x64 if finite else np.where(np.isfinite(x64), x64, np.nan)
+    g, sshape, blocks = _groups(x64, axis, block_size)
+    g = g.reshape(-1, g.shape[-1]) if g.ndim != 1 else g.reshape(1, -1)
+    if absolute:
+        g = np.abs(g)
+    bad = np.isnan(g).any(axis=-1)
+    good = g if not bad.any() else g[~bad]
+    out = []
+    for q in qs:
+        res = np.empty(g.shape[0], dtype=np.float64)
+        if good.shape[0]:
+            vals = np.percentile(good, q, axis=-1, method=pmethod)
+            if bad.any():
+                res[~bad] = vals
+            else:
+                res[:] = vals
+        if bad.any():
+            with np.errstate(invalid="ignore"), _quiet():
+                res[bad] = np.nanpercentile(g[bad], q, axis=-1, method=pmethod)
+        out.append(res.reshape(sshape))
+    return out, sshape, blocks
+
+
+def _percentile_discrete(v: np.ndarray, absolute: bool, qs: tuple[float, ...], axis: int | None,
+                         block_size: object, pmethod: str) -> tuple[list[np.ndarray], tuple[int, ...], Any]:
+    """_percentile_fast for finite data in whole groups and a one-element method (see there); absolute: of
+    |v| (the max of |v| is max(max v, -min v), without a temporary)."""
+    g, red, sshape, blocks = _reduce_groups(v, axis, block_size, 0.0)
+    n = v.size // max(int(np.prod(sshape, dtype=np.int64)), 1)
+    out = []
+    for q in qs:
+        k = np.percentile(np.arange(n, dtype=np.float64), q, method=pmethod)
+        k = int(k)
+        if k == n - 1:
+            res = np.maximum(np.max(g, axis=red), -np.min(g, axis=red)) if absolute else np.max(g, axis=red)
+        elif k == 0:
+            res = np.min(np.abs(g) if absolute else g, axis=red)
+        else:
+            rows = np.moveaxis(np.abs(g) if absolute else g, red, tuple(range(-len(red), 0))).reshape(-1, n)
+            res = _kth_rows(rows, k) if rows.shape[0] > 1 else _kth_one(rows[0], k)
+        out.append(np.asarray(res, np.float64).reshape(sshape))
+    return out, sshape, blocks
+
+
+def _kth_rows(rows: np.ndarray, k: int) -> np.ndarray:
+    return np.partition(rows, k, axis=-1)[:, k]
+
+
+def _kth_one(row: np.ndarray, k: int) -> Any:
+    """The element of sorted index k of a 1-D array: partition of the values on the far side of a threshold t
+    read from a strided sample, if they hold rank k (count checked), else of the whole row."""
+    n = row.size
+    step = 16
+    if n >= 1 << 16:
+        sample = np.sort(row[::step])
+        top = k >= n // 2
+        m = (n - k) if top else (k + 1)  # elements from rank k to the far end, inclusive
+        j = min(sample.size - 1, (m + step - 1) // step * 2 + 8)
+        t = sample[sample.size - 1 - j] if top else sample[j]
+        keep = row[row >= t] if top else row[row <= t]
+        if keep.size >= m:
+            kk = keep.size - m if top else k
+            return np.partition(keep, kk)[kk]
+    return np.partition(row, k)[k]
+
+
+# numpy's percentile methods whose result is one order statistic, at a rank that depends only on (n, q)
+_DISCRETE = ("lower", "higher", "nearest", "inverted_cdf", "closest_observation")
+
+
+def _stats_fast(arr: np.ndarray, method: str, axis: int | None, block_size: object, asym: bool,
+                percentile: float, percentile_method: str) -> tuple[Any, Any, Any, tuple[int, ...], Any]:
+    """_stats_reference's values (uniform.md §5.1) computed without its per-group float64 machinery."""
+    v = _native(arr)
+    if method == "absmax":  # max |x| = max(max x, -min x); 0 for an empty group, like the reference
+        lo, hi, (sshape, blocks) = _minmax_fast(v, axis, block_size)
+        return np.maximum(hi, -lo), None, None, sshape, blocks
+    if method == "minmax":
+        lo, hi, (sshape, blocks) = _minmax_fast(v, axis, block_size)
+        return None, lo, hi, sshape, blocks
+    if asym:
+        (mn, mx), sshape, blocks = _percentile_fast(v, (100 - percentile, percentile), False, axis, block_size,
+                                                    percentile_method)
+        return (*_finish_stats(None, mn, mx), sshape, blocks)
+    (a,), sshape, blocks = _percentile_fast(v, (percentile,), True, axis, block_size, percentile_method)
+    return (*_finish_stats(a, None, None), sshape, blocks)
 
 
 class _quiet:
@@ -237,6 +445,92 @@ def _qref_formula(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | 
             n += 1
         S[i], Z[i] = s, min(max(lo - n, lo), hi)
     return S.reshape(mn.shape), Z.reshape(mn.shape)
+
+
+def _round_quotients(num: np.ndarray, den: float, ex: FloatFormat) -> tuple[np.ndarray, np.ndarray]:
+    """(RN_ex(num / den), hard) for float64 numerators num >= 0 and an integer den < 2^53.
+
+    q = fl64(num / den) is the exact quotient rounded once; RN_ex is monotone, so when RN_ex(q - ulp) and
+    RN_ex(q + ulp) (float64 neighbours of q) agree, the exact quotient, which lies within half an ulp of q,
+    rounds to that same value. Where they differ (q on or next to a midpoint of ex) ``hard`` is True and the
+    caller computes the exact Fraction result. float64 scales are q itself (IEEE division rounds once)."""
+    with np.errstate(over="ignore", under="ignore"):
+        q = num / den
+    if ex.name == "float64":
+        return q, np.zeros(q.shape, bool)
+    dn, up = np.nextafter(q, -np.inf), np.nextafter(q, np.inf)
+    if ex.name == "float32":  # numpy's float64 -> float32 cast is the hardware's one nearest-even rounding
+        with np.errstate(over="ignore"):
+            rd, ru = dn.astype(np.float32), up.astype(np.float32)
+    else:
+        rd, ru = _rn_array(dn, ex), _rn_array(up, ex)
+    return np.asarray(rd, np.float64), np.asarray(rd != ru).reshape(q.shape)
+
+
+def _qref_formula_fast(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat,
+                       ex: FloatFormat) -> tuple[np.ndarray, np.ndarray]:
+    """_qref_formula's results (uniform.md §5.2) in float64 arithmetic; the groups where float64 cannot decide
+    the rounding (see _round_quotients: an inexact max - min, a quotient next to a midpoint of the expressed
+    type, min / s next to a half-integer) are computed by _qref_formula itself."""
+    lo, hi = fmt.lo, fmt.hi
+    if a is not None:
+        z0, D = _symmetric_zero(fmt)
+        if D <= 0 or D >= 2**53:
+            return _qref_formula(a, mn, mx, fmt, ex)
+        flat = a.reshape(-1)
+        pos = flat > 0
+        S, hard = _round_quotients(np.where(pos, flat, 1.0), float(D), ex)
+        S = np.where(pos, S, 1.0)
+        hard &= pos
+        if _out_of_range(S, pos & ~hard):
+            return _qref_formula(a, mn, mx, fmt, ex)
+        if hard.any():
+            S[hard] = _qref_formula(flat[hard], None, None, fmt, ex)[0]
+        return S.reshape(a.shape), np.full(a.shape, z0, dtype=np.int64)
+    assert mn is not None and mx is not None
+    span = hi - lo
+    if span >= 2**53:
+        return _qref_formula(a, mn, mx, fmt, ex)
+    u, v = mn.reshape(-1), mx.reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = v - u  # exact unless the TwoSum error term is nonzero
+        bb = d - v
+        err = (v - (d - bb)) + (-u - bb)
+    nz = d != 0
+    hard = nz & ((err != 0) | ~np.isfinite(d))
+    ok = nz & ~hard
+    S, hs = _round_quotients(np.where(ok, d, 1.0), float(span), ex)
+    hard |= ok & hs
+    ok &= ~hs
+    S = np.where(ok, S, 1.0)
+    if _out_of_range(S, ok):
+        return _qref_formula(a, mn, mx, fmt, ex)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(ok, u, 0.0) / S  # fl64(min / s): round_half_even(exact) = rint(r) away from half-integers
+    rd, ru = np.rint(np.nextafter(r, -np.inf)), np.rint(np.nextafter(r, np.inf))
+    hz = ok & ((rd != ru) | ~(np.abs(r) < 2.0**52))
+    hard |= hz
+    n = np.where(ok & ~hz, rd, 0.0).astype(np.int64)
+    Z = np.where(nz, np.clip(lo - n, lo, hi), min(max(0, lo), hi)).astype(np.int64)
+    if hard.any():
+        Sh, Zh = _qref_formula(None, u[hard], v[hard], fmt, ex)
+        S[hard], Z[hard] = Sh, Zh
+    return S.reshape(mn.shape), Z.reshape(mn.shape)
+
+
+def _rn_array(x: np.ndarray, ex: FloatFormat) -> np.ndarray:
+    """float64 values x rounded once to ex (nearest_even, overflow to +-Inf) by qref's exact encode, as float64."""
+    try:
+        dt = np.dtype(ex.name)
+    except TypeError:  # a format without a numpy dtype (tfloat32, P3109...)
+        return decode(encode(x, ex, rounding="nearest_even", overflow="inf", nan="keep_sign"), ex,
+                      dtype=np.float64)
+    return convert(x, dt).astype(np.float64)
+
+
+def _out_of_range(S: np.ndarray, ok: np.ndarray) -> bool:
+    """True when some decided scale rounded to 0 or overflowed (the reference then raises its own error)."""
+    return bool((ok & ((S == 0) | np.isinf(S))).any())
 
 
 def _rn(v: Fraction, ex: FloatFormat) -> float:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import qref
-from qref.calibrate import calibrate
+from qref.calibrate import FORMULAS, calibrate
 from qref.errors import QrefError
 
 F32 = np.float32
@@ -139,3 +139,130 @@ def test_pytorch_minmax_observer_bit_exact():
             assert (c.scales.astype(F32) == s_ref.numpy()).all() and (c.zero_points == z_ref.numpy()).all()
             n += 1
     assert n == 100
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the fast path (default) equals the readable reference path (_reference=True) bit for bit
+# ---------------------------------------------------------------------------------------------------------
+GRANULARITIES = ({}, {"axis": 0}, {"axis": 1}, {"axis": -1, "block_size": 32}, {"axis": 0, "block_size": 5},
+                 {"block_size": {0: 3, 1: 7}}, {"block_size": (4, 16)})
+METHODS_KW = (("absmax", {}), ("minmax", {}), ("percentile", {}), ("percentile", {"symmetric": False}),
+              ("percentile", {"percentile": 90.0}), ("percentile", {"percentile": 99.0, "percentile_method": "lower"}),
+              ("percentile", {"percentile": 75.0, "percentile_method": "nearest"}),
+              ("percentile", {"percentile": 90.0, "percentile_method": "linear"}),
+              ("percentile", {"percentile": 10.0, "percentile_method": "midpoint", "symmetric": False}))
+
+
+def _outcome(x, *args, **kw):
+    try:
+        c = calibrate(x, *args, **kw)
+    except QrefError as exc:
+        return ("error", str(exc))
+    return (c.scales.shape, c.scales.dtype, c.scales.view(np.uint64).tolist(), c.zero_points.tolist(), c.axis,
+            c.block_size)
+
+
+def _same_as_reference(x, *args, **kw):
+    fast, ref = _outcome(x, *args, **kw), _outcome(x, *args, _reference=True, **kw)
+    assert fast == ref, (args, kw)
+    return fast
+
+
+def _edge_tensor(dtype):
+    """A (24, 40) tensor with zero, NaN, Inf, tiny, huge, all-equal and mixed rows (partial blocks of 32 on the
+    last axis, of 5 on axis 0)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((24, 40)).astype(np.float64)
+    x[1] = 0.0
+    x[2] = -0.0
+    x[3, 4] = np.nan
+    x[4] = np.inf
+    x[5, ::3] = -np.inf
+    x[6] = 2.5
+    x[7] = -3.0
+    fi = np.finfo(np.float16) if dtype == np.float16 else None
+    tiny = float(fi.smallest_subnormal) if fi is not None else 1e-40
+    huge = float(fi.max) if fi is not None else 3e38
+    x[8] = tiny * rng.integers(1, 5, 40)
+    x[9] = huge * rng.choice([-1.0, 1.0], 40)
+    x[10, 10:] = np.nan
+    x[11] = np.nan
+    x[12, :32] = 0.0
+    x[13, 32:] = 7.0
+    x[14] = rng.standard_normal(40) * 1e-30
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, "bfloat16"])
+def test_fast_equals_reference_edges(dtype):
+    import ml_dtypes
+
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    x = _edge_tensor(dt)
+    n = 0
+    for method, kw in METHODS_KW:
+        for gran in GRANULARITIES:
+            for storage in ("int8", "uint4"):
+                for formula in FORMULAS:
+                    _same_as_reference(x, storage, method, formula=formula, **kw, **gran)
+                    n += 1
+    assert n == len(METHODS_KW) * len(GRANULARITIES) * 2 * len(FORMULAS)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_fast_equals_reference_random(seed):
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(d) for d in rng.integers(1, 24, 3))
+    x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-6, 6)).astype(np.float32)
+    x[rng.random(shape) < 0.01] = np.nan
+    for method, kw in METHODS_KW:
+        for gran in ({}, {"axis": 1}, {"axis": -1, "block_size": int(rng.integers(1, 20))},
+                     {"block_size": tuple(int(b) for b in rng.integers(1, 9, 3))}):
+            for storage, formula in (("int8", "qref"), ("uint8", "qref"), ("int4", "pytorch"), ("int8", "qwix"),
+                                     ("int2", "qref")):
+                _same_as_reference(x, storage, method, formula=formula, **kw, **gran)
+
+
+def test_fast_equals_reference_expressed_and_integer_input():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 48)).astype(np.float32) * 100
+    for expressed in ("float16", "bfloat16", "float64", "float32", "tfloat32"):
+        for method in ("absmax", "minmax"):
+            _same_as_reference(x, "int8", method, axis=0, expressed=expressed)
+    xi = rng.integers(-1000, 1000, (16, 48))
+    for method in ("absmax", "minmax", "percentile"):
+        _same_as_reference(xi, "int8", method, axis=1)
+    # a scale that underflows the expressed type raises the same error on both paths
+    out = _same_as_reference(np.array([1e-30, -2e-30], np.float32), "int8", expressed="float16")
+    assert out[0] == "error"
+
+
+def test_fast_equals_reference_hard_roundings():
+    """Quotients exactly on (and one float64 ulp around) float32 midpoints, an inexact max - min, min / s on a
+    half-integer: the cases float64 cannot decide, computed by the Fraction reference."""
+    rng = np.random.default_rng(5)
+    m = rng.integers(1 << 23, 1 << 24, 64).astype(np.float64)
+    mid = (2 * m + 1) * 2.0 ** rng.integers(-40, 40, 64)  # 25-bit values: float32 midpoints
+    a = np.concatenate([mid * 127, np.nextafter(mid * 127, 0), np.nextafter(mid * 127, np.inf)])
+    x = np.stack([a, -a / 2])  # per column: absmax a
+    c = _same_as_reference(x, "int8", axis=1, expressed="float32")
+    assert c[0] == (a.size,)
+    x2 = np.array([[1e30, -1e-30, 0.5], [3.0, -1e-300, 1.0]])
+    _same_as_reference(x2, "uint8", "minmax", axis=0, expressed="float32")
+    s = 2.0 ** -4
+    k = np.arange(-100, 100)
+    mn = -(k + 0.5) * s
+    mn = mn[mn < 0]
+    rows = np.stack([mn, mn + 255 * s], axis=1)  # scale exactly s, min / s = -(k + 0.5)
+    _same_as_reference(rows, "uint8", "minmax", axis=0)
+    _same_as_reference(rows, "int8", "minmax", axis=0)
+
+
+def test_fast_percentile_large_group_threshold():
+    """One large group at a rank below the top: the sampled-threshold selection equals the reference."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(200_000).astype(np.float32)
+    for p, sym in ((99.0, None), (50.0, None), (0.5, False), (99.9, False)):
+        _same_as_reference(x, "int8", "percentile", percentile=p, symmetric=sym)
+    x[::2] = 1.0  # many equal values around the threshold
+    _same_as_reference(x, "int8", "percentile", percentile=30.0)
