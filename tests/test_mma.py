@@ -308,3 +308,17 @@ def test_exact_fused_dot_against_fractions() -> None:
         float(y1)) + Fraction(float(z)), 23, -126, 127) for (x0, x1), (y0, y1), z in
         zip(a.astype(np.float64), b.astype(np.float64), c)]).astype(np.float32)
     assert (O.bits(got) == O.bits(want)).all(), int((O.bits(got) != O.bits(want)).sum())
+
+
+def test_records_refuse_int64_overflow() -> None:
+    import ml_dtypes
+
+    with pytest.raises(QrefError, match="frac_bits"):
+        qm.TruncatedFusedDot(frac_bits=60, chunk=8, zero_exponent=-133)
+    unit = qm.custom("wide", 1, 1, 64, "float8_e4m3fn", "float8_e4m3fn", "float32", "float32",
+                     qm.GroupScaledFusedDot(16, 36, 64, -139), scale_format="ue4m3", block_size=16)
+    x = np.full((1, 64), 448.0, ml_dtypes.float8_e4m3fn)
+    s = np.full((1, 4), 448.0, ml_dtypes.float8_e4m3fn)
+    with pytest.raises(QrefError, match="2\\^62"):  # 4 group sums of 16 x 448^4 at 36 fractional bits
+        unit.dot(x, x, np.zeros(1, np.float32), s, s)
+    assert unit.dot(x[:, :16], x[:, :16], np.zeros(1, np.float32), s[:, :1], s[:, :1]) == np.float32(16 * 448.0**4)

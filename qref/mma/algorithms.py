@@ -56,6 +56,14 @@ def _check_int(family: str, **fields: tuple[int, int, int]) -> None:
             raise QrefError(f"{family}: {name} must be an integer in [{lo}, {hi}], got {v!r}")
 
 
+def _guard(sig: np.ndarray, shift: int, terms: int, family: str) -> None:
+    """C1 of §3.2 / §3.4 at run time: |sig| 2^shift summed over ``terms`` terms must stay below 2^62."""
+    top = int(np.abs(sig).max(initial=0))
+    if top and top.bit_length() + max(shift, 0) + terms.bit_length() > 62:
+        raise QrefError(f"{family}: frac_bits too large for these operand formats (aligned terms would exceed "
+                        "2^62 in int64); lower frac_bits")
+
+
 def _chunks(K: int, chunk: int, what: str) -> int:
     L = min(K, chunk)
     if L < 1 or K % L:
@@ -176,6 +184,7 @@ class TruncatedFusedDot(_Algorithm):
             scales = (decode(sa, fs), decode(sb, fs))
         p = _products(decode(a, fa), decode(b, fb), scales)
         F = self.frac_bits
+        _guard(p.sig, F - p.frac, L + 1, self.family)
         out = c
         fcur = fc
         for i in range(0, K, L):
@@ -262,6 +271,7 @@ class GroupScaledFusedDot(_Algorithm):
         se = np.where(ez, self.zero_exponent, se)
         val = psum * ssig  # value = val * 2^(se + e0 - p.frac - sfrac)
         F = self.frac_bits
+        _guard(val, F + e0 - p.frac - sfrac, L // G + 1, self.family)
         out, fcur = c, fc
         ng = L // G
         for i in range(0, K // G, ng):
