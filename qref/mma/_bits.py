@@ -60,11 +60,10 @@ def check_operand(x: object, fmt: str, what: str) -> np.ndarray:
     want = storage_dtype(fmt)
     arr = np.asarray(x)
     if arr.dtype != want:
+        how = f"np.asarray(x, dtype=np.{want})" if want.name in ("float64", "float32", "float16") else \
+            f"np.asarray(x).astype(ml_dtypes.{want})"
         raise QrefError(f"{what}: expected a numpy array of dtype {want} (format {fmt}), got {arr.dtype}; "
-                        f"convert it first, e.g. np.asarray(x).astype(ml_dtypes.{want})" if want.kind == "V"
-                        or want.name not in ("float64", "float32", "float16") else
-                        f"{what}: expected a numpy array of dtype {want} (format {fmt}), got {arr.dtype}; "
-                        f"convert it first with .astype(np.{want})")
+                        f"convert it first ({how}; tf32 operands are float32, ue4m3 scales float8_e4m3fn)")
     return arr
 
 

@@ -361,8 +361,9 @@ def qdq_matmul(a: object, b: object, *, a_format: str = "float8_e4m3fn", b_forma
     tensor with ``formula`` (default "amax_over_max"). compute_dtype, division, ftz: the scaled cast
     (recipes.md §3.3; defaults float32, "divide", False). accumulation: the declared accumulation of the
     products decode(q_a) decode(q_b) (default order "any" in float32; "exact", "sequential", "pairwise",
-    "blocked" declare a backend's order). The scale product fl_compute(s_a s_b) multiplies the sum in out_dtype
-    (Flax's out_dq). meta holds the codes and scales."""
+    "blocked" declare a backend's order; a matrix-unit instruction - ``qref.mma.get(...)``, "arch/instruction/
+    qualifier" or ``qref.mma.MMAAccumulation`` - computes the sum as that unit does, mma.md §7.2). The scale
+    product fl_compute(s_a s_b) multiplies the sum in out_dtype (Flax's out_dq). meta holds the codes and scales."""
     check_choice("division", division, DIVISIONS)
     av, bv = np.asarray(a), np.asarray(b)
     if av.ndim != 2 or bv.ndim != 2 or av.shape[1] != bv.shape[0]:
@@ -485,8 +486,9 @@ def block_matmul(a: QArray, b: QArray, *, accumulation: Accumulation | str | Non
     a: (M, K) quantized along axis 1; b: (K, N) quantized along axis 0, or (N, K) quantized along axis 1 (the
     transposed layout, as MLX and cuBLAS store weights). Both need the same block size with blocks aligned on
     K. accumulation: default order "any" in float32 (OCP leaves order and precision implementation-defined);
-    "blocked" with block=None uses the block size (block dots, then their sum). A NaN scale or element makes
-    the result NaN. The exact result is sum_k (P_k X) (Q_k Y); the bound covers every accumulation order."""
+    "blocked" with block=None uses the block size (block dots, then their sum); a block-scaled matrix-unit
+    instruction computes it as that unit does (mma.md §7.2 C3). A NaN scale or element makes the result NaN.
+    The exact result is sum_k (P_k X) (Q_k Y); the bound covers every accumulation order."""
     va, ka = _kn(a, "lhs")
     vb, kb = _kn(b, "rhs")
     if ka != kb:
