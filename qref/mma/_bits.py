@@ -282,9 +282,13 @@ def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """RNE(a * b + c) in float32 with one rounding (mma.md §3.7 C2): a * b is exact in float64, the sum is
     rounded to odd in float64 (53 >= 24 + 2 bits), then once to float32."""
     a64, b64, c64 = (v.astype(np.float64) for v in (a, b, c))
-    fin = np.isfinite(a64) & np.isfinite(b64) & np.isfinite(c64)
-    p = np.where(fin, a64 * b64, 0.0)
-    r = round_odd_sum(p, np.where(fin, c64, 0.0)).astype(np.float32)
+    s, t = two_sum(a64 * b64, c64)
+    fin = np.isfinite(s)  # finite operands never overflow in float64
+    sb = s.view(np.int64)
+    fix = (t != 0) & ((sb & 1) == 0)  # round to odd: step the even result toward the error
+    r = (sb + np.where(fix, np.where((t > 0) == (s > 0), 1, -1), 0)).view(np.float64).astype(np.float32)
+    if fin.all():
+        return r
     r = np.where(fin, r, _fma_inf(a, b, c))
     bits = _nan_select(a, b, c, 0x400000, 0xFFC00000, r)
     return bits.astype(np.uint32).view(np.float32)
@@ -356,6 +360,8 @@ def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     # exact zeros: x + (-x) = +0; a zero product keeps IEEE signed-zero addition with c
     r = np.where((z == 0) & ~pz, 0.0, r)
     r = np.where(pz, (sign_p * 0.0) + cz, r)
+    if fin.all():
+        return r
     r = np.where(fin, r, _fma_inf(a, b, c))
     bits = _nan_select(a, b, c, 1 << 51, -(1 << 51), r)  # default NaN 0xFFF8000000000000
     return bits.view(np.float64)
