@@ -75,7 +75,8 @@ def matmul(A: object, B: object, C: object = None, *, instruction: Instruction |
     result into a float32 accumulator initialised with C (acc = fl32(acc + D_p)); promote_scale_a (M,
     K / promote_every) and promote_scale_b (K / promote_every, N), float32, make it acc = fma32(fl32(sa sb),
     D_p, acc). scale_a (M, K / block) / scale_b (K / block, N): the instruction's block scales.
-    tile=(tm, tn) with dask_address computes output tiles on a Dask cluster (as ``qref sweep --dask``)."""
+    dask_address computes output tiles (tile=(tm, tn), default 128 x 128) as tasks on a Dask cluster (the
+    mechanism of ``qref sweep --dask``)."""
     ins = resolve(instruction)
     A = check_operand(A, ins.a_format, f"matmul with {ins.name}: A")
     B = check_operand(B, ins.b_format, f"matmul with {ins.name}: B")
@@ -107,8 +108,12 @@ def matmul(A: object, B: object, C: object = None, *, instruction: Instruction |
             raise QrefError(f"scale_a must be {(M, nb)} and scale_b {(nb, N)}, got {sa.shape} and {sb.shape}")
     elif scale_a is not None or scale_b is not None:
         raise QrefError(f"{ins.name} takes no block scales; use a block_scale instruction")
-    if tile is not None and dask_address is not None:
+    if dask_address is not None:
+        tile = tile or (max(ins.m, 128), max(ins.n, 128))
         return _matmul_dask(A, B, Cf, ins, sa, sb, kt, P, promote_scale_a, promote_scale_b, tile, dask_address)
+    if tile is not None:
+        raise QrefError("tile=(tm, tn) splits the GEMM over a Dask cluster: give dask_address too (locally the "
+                        "output is computed in row blocks already)")
     return _matmul_local(A, B, Cf, ins, sa, sb, P, promote_scale_a, promote_scale_b)
 
 
