@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import QrefError
 from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..policy import CastPolicy
-from .encode import CHUNK, encode_exact
+from .encode import CHUNK, GATHER_CHUNK, encode_exact
 from .exact import FINITE, INF, NAN, U64, ZERO, Exact
 
 _TARGET_POLICY = CastPolicy(rounding="nearest_even", overflow="inf", nan="keep_sign")
@@ -87,7 +87,10 @@ def _table(fmt: Format, dtype: np.dtype) -> np.ndarray:
 
 def check_codes(codes: object, fmt: Format) -> np.ndarray:
     """Codes as an unsigned integer array, checked to lie in [0, 2^bits)."""
-    arr = np.asarray(codes)
+    try:
+        arr = np.asarray(codes)
+    except ValueError as exc:  # a ragged nested list
+        raise QrefError(f"codes must be a rectangular integer array: {exc}") from None
     if arr.dtype.kind not in "iu":
         try:
             same = arr.dtype == np.dtype(getattr(ml_dtypes, fmt.name))
@@ -99,11 +102,25 @@ def check_codes(codes: object, fmt: Format) -> np.ndarray:
             f"codes must be an integer array (got dtype {arr.dtype}); to decode an ml_dtypes array pass "
             "arr.view(np.uint8) or an array of that format's own dtype"
         )
-    if arr.size:
-        lo, hi = int(arr.min()), int(arr.max())
+    if arr.size and not (arr.dtype.kind == "u" and arr.dtype.itemsize * 8 <= fmt.bits):  # else in range by type
+        lo = 0 if arr.dtype.kind == "u" else int(arr.min())
+        hi = int(arr.max())
         if lo < 0 or hi >= (1 << fmt.bits):
             raise QrefError(f"codes must lie in [0, 2^{fmt.bits}) for {fmt.name}; found values in [{lo}, {hi}]")
     return arr
+
+
+def _gather_codes(codes: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """table[codes] for checked codes, in chunks through one reused intp buffer (no intp copy of the input)."""
+    out = np.empty(codes.shape, dtype=table.dtype)
+    flat, o = codes.reshape(-1), out.reshape(-1)
+    idx = np.empty(min(flat.size, GATHER_CHUNK), dtype=np.intp)
+    for start in range(0, flat.size, GATHER_CHUNK):
+        c = flat[start:start + GATHER_CHUNK]
+        i = idx[: c.size]
+        np.copyto(i, c, casting="unsafe")  # checked to lie in [0, 2^bits), bits <= 16
+        np.take(table, i, out=o[start:start + GATHER_CHUNK])
+    return out
 
 
 def decode(codes: object, fmt: str | Format, *, dtype: object = np.float32) -> np.ndarray:
@@ -112,7 +129,7 @@ def decode(codes: object, fmt: str | Format, *, dtype: object = np.float32) -> n
     arr = check_codes(codes, f)
     dt, tgt = target_format(dtype)
     if f.bits <= 16:
-        return _table(f, dt)[arr.astype(np.intp, copy=False)]
+        return _gather_codes(arr, _table(f, dt))
     flat = arr.reshape(-1)
     out = np.empty(flat.shape, dtype=tgt.code_dtype)
     rp = _TARGET_POLICY.resolve(tgt)

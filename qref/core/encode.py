@@ -1,10 +1,13 @@
 """encode: real values -> codes of a format (spec: elements.md §2, the readable reference path).
 
-Fast paths (elements.md §2.8) are tables filled by this same reference path:
+Fast paths (elements.md §2.10) are tables filled by this same reference path:
 - 16-bit sources (float16, bfloat16): a 65536-entry table indexed by the input bits;
 - float32 (float64) sources into formats with at most 6 (3) mantissa bits whose smallest quantum is >= 2^-132
   (2^-1025): the result depends only on the top 16 input bits and on whether the low 16 (48) bits are zero
-  (they can only act as the sticky bit), so a 2 x 65536-entry table is exact for every deterministic mode.
+  (they can only act as the sticky bit), so a 2 x 65536-entry table is exact for every deterministic mode;
+- with one more bit of room (at most 5 (2) mantissa bits, smallest quantum >= 2^-131 (2^-1024)) bit 16 (48)
+  is itself below the rounding bit, the sticky bit is OR-ed into it (rounding to odd there) and a 65536-entry
+  table over the top 16 bits is exact (gather_top16_jam).
 """
 
 from __future__ import annotations
@@ -256,7 +259,9 @@ def _random_bits(shape: tuple[int, ...], nbits: int, random_bits: object, seed: 
         return r.astype(U64).reshape(-1)
     if seed is None:
         raise QrefError("stochastic rounding needs random_bits=<array of N-bit integers> or seed=<int>")
-    return random_bits_from_seed(int(np.prod(shape, dtype=np.int64)), nbits, seed)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise QrefError(f"seed must be a non-negative integer (the PCG64 seed of the random bits), got {seed!r}")
+    return random_bits_from_seed(int(np.prod(shape, dtype=np.int64)), nbits, int(seed))
 
 
 def random_bits_from_seed(count: int, nbits: int, seed: object) -> np.ndarray:
@@ -311,6 +316,8 @@ def encode(
     rp = pol.resolve(f)
     shape = arr.shape
     flat = arr.reshape(-1)
+    if flat.dtype.kind == "O" and isinstance(f, IntFormat) and rp.overflow == "wrap":
+        flat = _reduce_rationals(flat, f.bits)
     if pol.source == "via_float32" and flat.dtype == np.float64 and isinstance(f, FloatFormat):
         flat = encode_exact(decompose(flat), _F32, _TO_F32).astype(np.uint32).view(np.float32)
     rbits = None
@@ -322,6 +329,23 @@ def encode(
     return encode_flat(flat, f, rp, rbits).reshape(shape)
 
 
+def _reduce_rationals(flat: np.ndarray, bits: int) -> np.ndarray:
+    """Exact rationals v -> sign(v) * (|v| mod 2^bits): the same code under overflow="wrap" for every rounding
+    mode (2^bits is an even integer: ties, parity and the direction toward zero are kept; elements.md §2.9), and
+    within the 63 bits the exact triples hold."""
+    from fractions import Fraction
+
+    m = 1 << bits
+    out = np.empty(flat.shape, dtype=object)
+    for i, v in enumerate(flat):  # exact rationals are Python objects, one element at a time
+        f = Fraction(v)
+        a = abs(f)
+        if a >= m:
+            a -= (a.numerator // a.denominator // m) * m
+        out[i] = -a if f < 0 else a
+    return out
+
+
 def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarray | None = None) -> np.ndarray:
     """encode on a flat array with a resolved policy: table paths where exact, chunked reference otherwise."""
     dt = flat.dtype
@@ -330,9 +354,12 @@ def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarr
     if tables and rp.policy.input_subnormals == "keep" and dt.itemsize == 2 and dt.kind in "fV":
         src = "float16" if dt == np.float16 else ("bfloat16" if dt.name == "bfloat16" else None)
         if src is not None:
-            return _table16(f, rp, src)[flat.view(np.uint16)]
+            return gather16(flat.view(np.uint16), _table16(f, rp, src))
     if tables and dt in (np.float32, np.float64) and top16_table_eligible(f, rp, dt.name):
-        return gather_top16(flat.view(_TOP16[dt.name][3]), _top16_table(f, rp, dt.name), _TOP16[dt.name][2])
+        view, low = _TOP16[dt.name][3], _TOP16[dt.name][2]
+        if top16_jam_eligible(f, rp, dt.name):
+            return gather_top16_jam(flat.view(view), _top16_jam_table(f, rp, dt.name), low)
+        return gather_top16(flat.view(view), _top16_table(f, rp, dt.name), low)
     out = np.empty(flat.shape, dtype=f.code_dtype)
     for start in range(0, flat.size, CHUNK):
         sl = slice(start, start + CHUNK)
@@ -341,18 +368,79 @@ def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarr
     return out
 
 
+GATHER_CHUNK = 1 << 15  # elements per gather chunk: the intp index buffer (256 KiB) stays in L2
+
+
+def gather16(bits: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """table[bits] for 16-bit patterns, in chunks through one reused intp buffer: np.take on a uint16 index
+    would allocate (and fault in) an intp copy of the whole index array first."""
+    out = np.empty(bits.shape, dtype=table.dtype)
+    flat, o = bits.reshape(-1), out.reshape(-1)
+    idx = np.empty(min(flat.size, GATHER_CHUNK), dtype=np.intp)
+    for start in range(0, flat.size, GATHER_CHUNK):
+        b = flat[start:start + GATHER_CHUNK]
+        i = idx[: b.size]
+        np.copyto(i, b, casting="safe")
+        np.take(table, i, out=o[start:start + GATHER_CHUNK])
+    return out
+
+
+def top16_jam_eligible(fmt: Format, rp: ResolvedPolicy, src: str = "float32") -> bool:
+    """True when bit ``low`` of the source (the lowest of the top 16) also lies strictly below the rounding bit
+    for every input (elements.md §2.10): then the low ``low`` bits can be OR-ed into it (rounding to odd at bit
+    ``low``, exact under every deterministic mode) and a 65536-entry table over the top 16 bits is exact."""
+    if not top16_table_eligible(fmt, rp, src):
+        return False
+    ebits, mbits, low, _ = _TOP16[src]
+    if isinstance(fmt, IntFormat):  # [lo, hi] within [-64, 63]: values with |x| >= 64 saturate whatever their
+        return fmt.hi < 64 and fmt.lo >= -64  # low bits; below, the rounding bit (2^-1) is at bit >= 17
+    src_qmin = 2 - (1 << (ebits - 1)) - mbits
+    return fmt.mantissa_bits <= mbits - low - 2 and fmt.qmin >= src_qmin + low + 2
+
+
+@lru_cache(maxsize=256)
+def _top16_jam_table(fmt: Format, rp: ResolvedPolicy, src: str) -> np.ndarray:
+    """Codes of the source bits hi16 << low, for every hi16: the sticky-free half of _top16_table (bit ``low``
+    of hi16 << low plays the sticky bit when it is set)."""
+    codes = np.ascontiguousarray(_top16_table(fmt, rp, src)[0::2])
+    codes.setflags(write=False)
+    return codes
+
+
+def gather_top16_jam(bits: np.ndarray, table: np.ndarray, low: int) -> np.ndarray:
+    """table[(bits | sticky(low bits) << low) >> low] with sticky = [low bits != 0], in cache-sized chunks.
+
+    ((bits & (2^low - 1)) + (2^low - 1)) has bit ``low`` set exactly when the low bits are nonzero; OR-ed into
+    bits it jams the sticky bit into bit ``low`` (rounding to odd there)."""
+    ut = bits.dtype.type
+    out = np.empty(bits.shape, dtype=table.dtype)
+    n = min(bits.size, GATHER_CHUNK)
+    t, idx = np.empty(n, dtype=bits.dtype), np.empty(n, dtype=np.intp)
+    mask = ut((1 << low) - 1)
+    for start in range(0, bits.size, GATHER_CHUNK):
+        b = bits[start:start + GATHER_CHUNK]
+        w, i = t[: b.size], idx[: b.size]
+        np.bitwise_and(b, mask, out=w)
+        w += mask
+        w |= b
+        np.right_shift(w, ut(low), out=i, casting="unsafe")  # < 2^16: exact in intp
+        np.take(table, i, out=out[start:start + GATHER_CHUNK])
+    return out
+
+
 def gather_top16(bits: np.ndarray, table: np.ndarray, low: int) -> np.ndarray:
     """table[2 * (bits >> low) + (low bits != 0)], in cache-sized chunks."""
     ut = bits.dtype.type
     out = np.empty(bits.shape, dtype=table.dtype)
-    n = min(bits.size, CHUNK)
-    idx, sticky = np.empty(n, dtype=bits.dtype), np.empty(n, dtype=bool)
-    for start in range(0, bits.size, CHUNK):
-        b = bits[start:start + CHUNK]
-        i, st = idx[: b.size], sticky[: b.size]
-        np.right_shift(b, ut(low - 1), out=i)
-        np.bitwise_and(i, ut(0x1FFFE), out=i)
-        np.not_equal(np.bitwise_and(b, ut((1 << low) - 1)), 0, out=st)
+    n = min(bits.size, GATHER_CHUNK)
+    idx, sticky, w = np.empty(n, dtype=np.intp), np.empty(n, dtype=bool), np.empty(n, dtype=bits.dtype)
+    for start in range(0, bits.size, GATHER_CHUNK):
+        b = bits[start:start + GATHER_CHUNK]
+        i, st, ww = idx[: b.size], sticky[: b.size], w[: b.size]
+        np.right_shift(b, ut(low - 1), out=ww)
+        np.bitwise_and(ww, ut(0x1FFFE), out=ww)
+        np.copyto(i, ww, casting="unsafe")  # < 2^17: exact in intp
+        np.not_equal(np.bitwise_and(b, ut((1 << low) - 1), out=ww), 0, out=st)
         i += st
-        np.take(table, i.view(np.int64) if i.dtype == np.uint64 else i, out=out[start:start + CHUNK])
+        np.take(table, i, out=out[start:start + GATHER_CHUNK])
     return out
