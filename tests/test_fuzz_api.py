@@ -44,14 +44,6 @@ REPO = Path(__file__).resolve().parents[1]
 #: does not own (issue 19; reported to their owners with the inputs; the function as of the report in the
 #: comment). Remove an entry when it is fixed; test_known_entries_are_precise keeps each one pointing at a file.
 KNOWN: set[tuple[str, str]] = {
-    ("TypeError", "qref/core/quantize.py"),       # quantize: quantize(x, fmt, bogus=1) -> "encode() got ..."
-    ("TypeError", "qref/profiles/__init__.py"),   # resolve_profile: profile=7 (not a string)
-    ("ValueError", "qref/core/decode.py"),        # check_codes: decode([[1, 2], [3]], fmt), a ragged list
-    ("TypeError", "qref/schemes/block.py"),       # BlockScheme.quantize(x, bogus=1)
-    ("TypeError", "qref/schemes/lookup.py"),      # LookupScheme.quantize(x, bogus=1)
-    ("ValueError", "qref/schemes/lookup.py"),     # _blocks: block_size=2**70, "Maximum allowed dimension exceeded"
-    ("ValueError", "qref/schemes/uniform.py"),    # build_uniform: scale="x"
-    ("TypeError", "qref/schemes/uniform.py"),     # build_uniform: scale={}
     ("TypeError", "qref/calibrate.py"),           # block_size=1.5; method="percentile" with percentile=None
     ("ValueError", "qref/calibrate.py"),          # percentile_method=(5, 1)
 }
@@ -423,7 +415,7 @@ def _issue_calls() -> list[tuple[str, Callable[[], Any]]]:
         ("zero_point=2**70 (schemes/uniform.py)", lambda: qref.scheme("int8", scale=0.1, zero_point=2**70)),
         ("storage_range=(5, 1) (schemes/uniform.py)", lambda: qref.scheme("int8", scale=0.1, storage_range=(5, 1))),
         ("storage_range='x' (schemes/uniform.py)", lambda: qref.scheme("int8", scale=0.1, storage_range="x")),
-        ("nvfp4 global_scale=0 (schemes/block*.py)", lambda: qref.scheme("nvfp4").quantize(x, global_scale=0.0)),
+        ("nvfp4 global_scale=-1 (schemes/block*.py)", lambda: qref.scheme("nvfp4").quantize(x, global_scale=-1.0)),
         ("nvfp4 global_scale=nan (schemes/block*.py)",
          lambda: qref.scheme("nvfp4").quantize(x, global_scale=float("nan"))),
         ("block dequantize of code 200 (schemes/block*.py)", block_200),
@@ -431,15 +423,12 @@ def _issue_calls() -> list[tuple[str, Callable[[], Any]]]:
 
 
 @pytest.mark.parametrize("label", [c[0] for c in _issue_calls()])
-@pytest.mark.xfail(strict=True, reason="issue 19 inputs in modules owned elsewhere, not fixed yet: remove the mark "
-                   "when this XPASSes")
 def test_issue_inputs_owned_elsewhere_give_qref_errors(label):
     fn = dict(_issue_calls())[label]
     with pytest.raises(QrefError), np.errstate(all="ignore"):
         fn()
 
 
-@pytest.mark.xfail(strict=True, reason="core/encode.py (exact integers above 2^63 under overflow='wrap'): open")
 def test_wrap_of_exact_integers_above_2_63():
     """(2^64 + 3) mod 2^8 = 3: exact arithmetic, not qref."""
     got = qref.encode(np.array([2**64 + 3, -(2**65) - 1], dtype=object), "int8", overflow="wrap")

@@ -73,7 +73,7 @@ def test_scheme_errors_are_clear() -> None:
         qref.scheme("nf4").quantize(np.zeros(4, np.int32))
     with pytest.raises(QrefError, match="sorted"):
         qref.scheme("lut", table="af4", rule="grid65536")
-    with pytest.raises(TypeError, match="scale_offset"):
+    with pytest.raises(QrefError, match="scale_offset"):
         qref.scheme("nf4").quantize(np.zeros(4, np.float32), axis=0)
 
 

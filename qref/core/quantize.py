@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import unknown_name
 from ..formats import Format
 from .decode import decode
 from .encode import encode
@@ -21,6 +22,11 @@ def quantize(x: object, fmt: str | Format, **options: object) -> np.ndarray:
     The decoded value is exact in x's dtype for every format that dtype contains (e.g. any FP8/FP6/FP4 format in
     float32); otherwise it is rounded to nearest even (elements.md §4).
     """
+    known = ("rounding", "overflow", "subnormals", "random_bits", "seed", "nan", "input_subnormals",
+             "stochastic_bits", "source", "profile")
+    bad = sorted(set(options) - set(known))
+    if bad:
+        raise unknown_name("quantize option", bad[0], known)
     arr = as_source_array(x)
     codes = encode(arr, fmt, **options)  # type: ignore[arg-type]
     return decode(codes, fmt, dtype=result_dtype(arr))

@@ -216,6 +216,9 @@ def resolve_profile(name: str | Profile, family: str = "element", installed: str
     if isinstance(name, Profile):
         v = installed if installed is not None else (installed_version(name.package) if name.package else None)
         return Resolution(name, v, bool(name.package and v is not None and not name.covers(v)))
+    if not isinstance(name, str):
+        raise QrefError(f"profile must be a profile name (e.g. 'ml_dtypes', 'ml_dtypes@0.6') or a Profile record, "
+                        f"got {type(name).__name__} {name!r}")
     if "@" in name:
         p = _PROFILES.get((family, name))
         if p is None:

@@ -265,7 +265,7 @@ class BlockScheme(Scheme):
         divisor gs). None: amax_encode_reciprocal computes g = max|x| over the tensor, prescaled_divide uses
         gs = 1, the other two quantize single-level."""
         if kwargs:
-            raise TypeError(f"{type(self).__name__}.quantize takes axis= and global_scale=, got {sorted(kwargs)}")
+            raise QrefError(f"{type(self).__name__}.quantize takes axis= and global_scale=, got {sorted(kwargs)}")
         arr = as_source_array(x)
         if arr.dtype.kind == "b":  # pragma: no cover - as_source_array rejects booleans
             raise QrefError("boolean input")
@@ -276,9 +276,16 @@ class BlockScheme(Scheme):
                 raise QrefError(f"{self.name} with global_scale_rule={self.global_scale_rule!r} takes no "
                                 "global scale; NVFP4 two-level scaling needs a global_scale_rule other than "
                                 "'exact' (e.g. profile='nvidia', 'torchao_floor', 'mlx' or 'jax')")
-            gs = np.float32(np.asarray(global_scale, dtype=np.float64).reshape(-1)[0])
-            if np.asarray(global_scale).size != 1:
+            try:
+                g = np.asarray(global_scale, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise QrefError(f"global_scale must be a single float value, got {global_scale!r}") from None
+            if g.size != 1:
                 raise QrefError("global_scale must be a single float32 value")
+            gs = np.float32(g.reshape(-1)[0])
+            if np.isnan(gs) or gs < 0:  # block.md §5.2 (C1): a given amax or scale is >= 0, not NaN
+                raise QrefError(f"global_scale must be >= 0 and not NaN (a tensor amax or scale in the rule's "
+                                f"terms; +Inf is allowed), got {float(gs)!r}")
         if self.kind == "mx":
             from .block_mx import quantize_mx_blocks
 
@@ -316,8 +323,14 @@ class BlockScheme(Scheme):
     def dequantize(self, q: QArray, dtype: object = np.float32) -> np.ndarray:
         """Values of a QArray of this scheme as ``dtype`` (block.md §4.8, §5.4, §6)."""
         dt = np.dtype(dtype)
+        raw = np.asarray(q.codes)
+        nbits = self.element.bits
+        if raw.dtype.kind not in "iu" or (raw.size and (int(raw.min()) < 0 or int(raw.max()) >= 1 << nbits)):
+            raise QrefError(f"codes of {self.name} are {nbits}-bit element codes in [0, 2^{nbits}); got "
+                            + (f"dtype {raw.dtype}" if raw.dtype.kind not in "iu" else
+                               f"values in [{int(raw.min())}, {int(raw.max())}]"))
         ax = q.axis if q.axis is not None else q.codes.ndim - 1
-        codes, _, L, moved_shape = self._blocks(np.asarray(q.codes), ax)
+        codes, _, L, moved_shape = self._blocks(raw, ax)
         k = self.block_size
         scales = np.moveaxis(np.asarray(q.scales), ax, -1).reshape(-1)
         if scales.size * k != codes.size:

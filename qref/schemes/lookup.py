@@ -346,6 +346,7 @@ class LookupScheme(Scheme):
         if self.axis is None:
             flat = x.reshape(-1)
             n = flat.size
+            B = min(B, max(n, 1))  # one partial block holds every element: padding beyond it changes nothing
             nb = -(-n // B)
             pad = np.zeros(nb * B, dtype=flat.dtype)
             pad[:n] = flat
@@ -356,6 +357,7 @@ class LookupScheme(Scheme):
         ax = normalize_axis(self.axis, x.ndim)
         moved = np.moveaxis(x, ax, -1)
         L = moved.shape[-1]
+        B = min(B, max(L, 1))  # memory bounded by the input, not by block_size (lut.md §3.2)
         rows = moved.reshape(math.prod(moved.shape[:-1]), L)
         per = -(-L // B)
         pad = np.zeros((rows.shape[0], per * B), dtype=x.dtype)
@@ -399,7 +401,7 @@ class LookupScheme(Scheme):
         their exact mean; pass the producer's value to reproduce a library bit for bit (lut.md §5.3).
         """
         if kwargs:
-            raise TypeError(f"LookupScheme.quantize takes scale_offset= only, got {sorted(kwargs)}")
+            raise QrefError(f"LookupScheme.quantize takes scale_offset= only, got {sorted(kwargs)}")
         if scale_offset is not None and self.double_quant is None:
             raise QrefError("scale_offset= is the offset of double quantization; this scheme has none "
                             "(build it with double_quant=True)")

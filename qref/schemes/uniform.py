@@ -293,7 +293,7 @@ class UniformScheme(Scheme):
     def quantize(self, x: object, **kwargs: Any) -> QArray:
         """QArray with storage codes, scales, zero points and the unspecified mask (uniform.md §2.1)."""
         if kwargs:
-            raise TypeError(f"UniformScheme.quantize takes no options, got {sorted(kwargs)}")
+            raise QrefError(f"UniformScheme.quantize takes no options, got {sorted(kwargs)}")
         A = self.arithmetic
         arr = as_source_array(x)
         if A.simd_width:
@@ -573,14 +573,22 @@ def build_uniform(
         raise QrefError(f"expressed must be a float type, got {ex.name}")
     if scale is None:
         raise QrefError(f"a uniform scheme for {fmt.name} needs scale=<number or array>")
-    S = np.asarray(scale, dtype=np.float64)
+    try:
+        S = np.asarray(scale, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise QrefError(f"scale must be a positive number or an array of them, got {scale!r}") from None
     if block_size is None and axis is None and S.size == 1:
         S = S.reshape(())
     if block_size is None and axis is not None and S.ndim != 1:
         raise QrefError(f"per-axis quantization (axis={axis}) takes a 1-D scale array, got shape {S.shape}")
     Z = np.zeros(S.shape, dtype=np.int64) if zero_point is None else np.asarray(zero_point)
+    if Z.dtype.kind not in "iuf" and not (Z.dtype.kind == "O" and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in Z.reshape(-1))):
+        raise QrefError(f"zero_point must be an integer or an integer array, got {zero_point!r}")
     if Z.dtype.kind == "f" and not np.all(np.round(Z) == Z):
         raise QrefError("zero points must be integers")
+    if Z.size and any(not -(2**63) <= int(v) < 2**63 for v in Z.reshape(-1)[:1 << 16]):
+        raise QrefError(f"zero points must fit int64 (uniform.md §1 (C7)), got {zero_point!r}")
     if S.ndim == 0 and Z.size == 1:  # uniform.md §1 C7: a one-element zero point with a scalar scale (ONNX)
         Z = Z.reshape(())
     try:
@@ -588,6 +596,12 @@ def build_uniform(
     except ValueError:
         raise QrefError(f"zero_point of shape {np.shape(zero_point)} does not match the scale shape {S.shape}"
                         ) from None
+    if storage_range is not None:  # uniform.md §1 (C8): a narrowed [min, max] of integers with min <= max
+        if (not isinstance(storage_range, (tuple, list)) or len(storage_range) != 2
+                or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in storage_range)
+                or storage_range[0] > storage_range[1]):
+            raise QrefError(f"storage_range must be (min, max) integers with min <= max, got {storage_range!r}")
+        storage_range = (int(storage_range[0]), int(storage_range[1]))
     blocks = None
     ax = axis
     if block_size is not None:
