@@ -71,10 +71,13 @@ __all__ = [
 # §1 elementwise metrics
 # ---------------------------------------------------------------------------------------------------------
 def _f64(a: object) -> np.ndarray:
-    """float64 copy of a real array (exact for every float dtype, ml_dtypes included)."""
+    """a as float64 (exact for every float dtype, ml_dtypes included); a float64 array is returned as it is
+    (callers never write to the result)."""
     arr = np.asarray(a)
     if arr.dtype.kind in "cOSUMm" or arr.dtype == np.bool_:
         raise QrefError(f"expected a real numeric array, got dtype {arr.dtype}")
+    if arr.dtype == np.float64:
+        return arr
     try:
         return arr.astype(np.float64)
     except (TypeError, ValueError):
@@ -91,7 +94,8 @@ def _pair(x: object, y: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _sel(x: object, y: object) -> tuple[np.ndarray, np.ndarray]:
     xa, ya, m = _pair(x, y)
-    return xa[m], ya[m]
+    # all finite: the same values (C order, 1-D) as the boolean selection, without a copy
+    return (xa.reshape(-1), ya.reshape(-1)) if m.all() else (xa[m], ya[m])
 
 
 def mse(x: object, y: object) -> float:
@@ -143,7 +147,10 @@ def mean_error(x: object, y: object) -> float:
 
 def cosine_similarity(x: object, y: object) -> float:
     """<x, y> / (|x| |y|) over finite pairs; NaN when x or y is all zeros."""
-    a, b = _sel(x, y)
+    return _cosine(*_sel(x, y))
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
     if na == 0 or nb == 0:
         return math.nan
@@ -159,7 +166,12 @@ def kl_divergence(x: object, y: object, *, bins: int | Sequence[float] = 128,
     histograms before normalizing (default 0.5, the Jeffreys prior), so that a bin empty in Q gives a finite
     value; 0 gives the plain histogram KL (+inf when some bin has P > 0 and Q = 0). Identical inputs give 0.
     """
-    a, b = _sel(x, y)
+    return _kl(*_sel(x, y), bins, range, smoothing)
+
+
+def _kl(a: np.ndarray, b: np.ndarray, bins: int | Sequence[float], range: tuple[float, float] | None,
+        smoothing: float) -> float:
+    """kl_divergence on selected finite pairs."""
     if smoothing < 0:
         raise QrefError(f"smoothing must be >= 0, got {smoothing}")
     if a.size == 0:
@@ -175,8 +187,12 @@ def kl_divergence(x: object, y: object, *, bins: int | Sequence[float] = 128,
         edges = np.asarray(bins, dtype=np.float64)
         if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
             raise QrefError("bins given as edges must be a strictly increasing 1-D sequence of >= 2 values")
-    p = np.histogram(a, edges)[0].astype(np.float64) + smoothing
-    q = np.histogram(b, edges)[0].astype(np.float64) + smoothing
+    if isinstance(bins, (int, np.integer)):  # numpy's equal-width path: the counts of the same edges, no sort
+        p = np.histogram(a, int(bins), range=(edges[0], edges[-1]))[0].astype(np.float64) + smoothing
+        q = np.histogram(b, int(bins), range=(edges[0], edges[-1]))[0].astype(np.float64) + smoothing
+    else:
+        p = np.histogram(a, edges)[0].astype(np.float64) + smoothing
+        q = np.histogram(b, edges)[0].astype(np.float64) + smoothing
     if p.sum() == 0 or q.sum() == 0:
         return math.nan
     p /= p.sum()
@@ -247,20 +263,40 @@ def metrics(x: object, y: object, *, fmt: str | Format | None = None, scale: obj
         w = np.broadcast_to(np.asarray(where, dtype=bool), xa.shape)
         xa, ya, m, sc = xa[w], ya[w], m[w], sc[w]
     nonfinite = int(np.count_nonzero(np.isfinite(xa) & ~np.isfinite(ya)))
-    a, b = xa[m], ya[m]
+    every = bool(m.all())
+    a, b = (xa.reshape(-1), ya.reshape(-1)) if every else (xa[m], ya[m])
     e = b - a
     n = int(a.size)
-    mse_ = float(np.mean(e * e)) if n else math.nan
+    ee = e * e
+    mse_ = float(np.mean(ee)) if n else math.nan
     mu, mu_mean = None, None
     if fmt is not None:
-        u = ulp_error(a, b, fmt, sc[m])
+        u = ulp_error(a, b, fmt, sc.reshape(-1) if every else sc[m])
         mu = float(np.max(u)) if n else 0.0
         mu_mean = float(np.mean(u)) if n else math.nan
+    # the same expressions as mse / sqnr_db / max_abs_error / ... on (a, b), evaluated once (e = b - a)
+    if n:
+        ae = np.abs(e)
+        max_abs, mean_e = float(np.max(ae)), float(np.mean(e))
+        nz = a != 0
+        if nz.all():
+            buf = np.abs(a)
+            max_rel = float(np.max(np.divide(ae, buf, out=buf)))
+        else:
+            max_rel = float(np.max(ae[nz] / np.abs(a[nz]))) if nz.any() else 0.0
+            buf = np.empty_like(a)
+        del ae, nz
+        sig = float(np.sum(np.multiply(a, a, out=buf)))
+        sqnr = _sqnr(sig, float(np.sum(ee)))
+        del buf
+    else:
+        max_rel, max_abs, mean_e, sqnr = 0.0, 0.0, math.nan, math.nan
+    del e, ee
     return Metrics(
         n=n, mse=mse_, rmse=math.sqrt(mse_) if n else math.nan,
-        sqnr_db=_sqnr(float(np.sum(a * a)), float(np.sum(e * e))) if n else math.nan,
-        max_abs_error=max_abs_error(a, b), max_rel_error=max_rel_error(a, b), mean_error=mean_error(a, b),
-        cosine=cosine_similarity(a, b), kl=kl_divergence(a, b, bins=bins, smoothing=smoothing),
+        sqnr_db=sqnr,
+        max_abs_error=max_abs, max_rel_error=max_rel, mean_error=mean_e,
+        cosine=_cosine(a, b), kl=_kl(a, b, bins, None, smoothing),
         nonfinite=nonfinite, max_ulp=mu, mean_ulp=mu_mean,
     )
 
@@ -974,26 +1010,54 @@ def _as_recipe(item: SchemeLike, x: np.ndarray) -> tuple[str, Scheme, dict[str, 
 def evaluate(x: object, item: SchemeLike, *, label: str | None = None,
              quantize_kwargs: Mapping[str, Any] | None = None, channel_axis: int | None = 0,
              block_size: int | None = 32, block_axis: int = -1, bins: int | Sequence[float] = 128,
-             smoothing: float = 0.5) -> Result:
+             smoothing: float = 0.5, progress: bool = False) -> Result:
     """Quantize ``x`` with one scheme and compute its metrics, counts and breakdowns (one row of compare).
-    quantize_kwargs: extra arguments of ``scheme.quantize`` (e.g. axis= of a block scheme)."""
+    quantize_kwargs: extra arguments of ``scheme.quantize`` (e.g. axis= of a block scheme). progress: a tqdm
+    bar on stderr over the six stages (build, quantize, dequantize, metrics, counts, breakdowns)."""
+    from .sweep import progress_bar
+
     arr = np.asarray(x)
-    lab, s, kw = _as_recipe(item, arr)
-    q = s.quantize(arr, **{**kw, **(quantize_kwargs or {})})
-    y = np.asarray(q.dequantize(dtype=np.float64), dtype=np.float64)
-    unspec = None if q.unspecified is None else np.asarray(q.unspecified, bool)
-    keep = None if unspec is None or not unspec.any() else ~unspec
-    xa = _f64(arr)
-    m = metrics(xa, y, where=keep, bins=bins, smoothing=smoothing)
-    yk = y if keep is None else np.where(keep, y, np.nan)  # unspecified elements are left out of breakdowns
-    ch = channel_breakdown(xa, yk, channel_axis) if channel_axis is not None and xa.ndim >= 2 else None
-    bl = block_breakdown(xa, yk, block_size, block_axis) if block_size is not None and xa.ndim >= 1 else None
-    return Result(label or lab, s, q, y, m, counts(xa, q, y), ch, bl, _bits_per_element(q))
+    if label is not None or isinstance(item, str):
+        text = label or item
+    else:
+        text = (item.label or item.name) if isinstance(item, Recipe) else type(item).__name__
+    bar = progress_bar(len(EVALUATE_STAGES), str(text), "stage", progress, leave=True)
+
+    def stage(name: str) -> None:
+        if bar is not None:
+            bar.set_postfix_str(name, refresh=False)
+            bar.update(1)
+
+    try:
+        lab, s, kw = _as_recipe(item, arr)
+        stage("built")
+        q = s.quantize(arr, **{**kw, **(quantize_kwargs or {})})
+        stage("quantized")
+        y = np.asarray(q.dequantize(dtype=np.float64), dtype=np.float64)
+        stage("dequantized")
+        unspec = None if q.unspecified is None else np.asarray(q.unspecified, bool)
+        keep = None if unspec is None or not unspec.any() else ~unspec
+        xa = _f64(arr)
+        m = metrics(xa, y, where=keep, bins=bins, smoothing=smoothing)
+        stage("metrics")
+        c = counts(xa, q, y)
+        stage("counts")
+        yk = y if keep is None else np.where(keep, y, np.nan)  # unspecified elements are left out of breakdowns
+        ch = channel_breakdown(xa, yk, channel_axis) if channel_axis is not None and xa.ndim >= 2 else None
+        bl = block_breakdown(xa, yk, block_size, block_axis) if block_size is not None and xa.ndim >= 1 else None
+        stage("done")
+    finally:
+        if bar is not None:
+            bar.close()
+    return Result(label or lab, s, q, y, m, c, ch, bl, _bits_per_element(q))
+
+
+EVALUATE_STAGES = ("built", "quantized", "dequantized", "metrics", "counts", "done")
 
 
 def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike], *, channel_axis: int | None = 0,
             block_size: int | None = 32, block_axis: int = -1, bins: int | Sequence[float] = 128,
-            smoothing: float = 0.5) -> Comparison:
+            smoothing: float = 0.5, progress: bool = False) -> Comparison:
     """One table row per scheme: metrics (§1), worst channel / block SQNR (§2), counts (§3), bits per element.
 
     schemes: Scheme objects, compact spec strings (``"int8:axis=0"``, ``"mxfp4"``, ``"nf4:block_size=64"``,
@@ -1002,6 +1066,7 @@ def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike],
     block_size / block_axis: the per-block breakdown's blocks (default 32 consecutive elements along the last
     axis, whatever the scheme's own blocks; None: none). bins / smoothing: KL histogram options (§1).
     Elements a scheme marks unspecified are left out of its metrics and counted in ``unspecified``.
+    progress: one tqdm bar per scheme on stderr (``qref compare`` turns it on at a terminal).
     """
     arr = np.asarray(x)
     items = list(schemes.items()) if isinstance(schemes, Mapping) else [(None, s) for s in schemes]
@@ -1011,7 +1076,7 @@ def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike],
     details: dict[str, Result] = {}
     for lab, item in items:
         r = evaluate(arr, item, label=lab, channel_axis=channel_axis, block_size=block_size,
-                     block_axis=block_axis, bins=bins, smoothing=smoothing)
+                     block_axis=block_axis, bins=bins, smoothing=smoothing, progress=progress)
         base, k = r.label, 2
         while r.label in details:
             r.label = f"{base}#{k}"

@@ -143,12 +143,16 @@ def _ranges(source: str, chunk_bits: int, limit: int | None) -> list[tuple[int, 
     return [(s, min(s + step, total)) for s in range(0, total, step)]
 
 
-def _progress(done: int, total: int, t0: float, stream: Any) -> None:
-    frac = done / total
-    bar = "#" * int(frac * 40)
-    rate = done / max(time.perf_counter() - t0, 1e-9) / 1e6
-    stream.write(f"\r[{bar:<40}] {frac * 100:5.1f}% {done}/{total} ({rate:.0f} M/s)")
-    stream.flush()
+def progress_bar(total: int | None, desc: str, unit: str, enabled: bool, **kw: Any) -> Any:
+    """A tqdm progress bar on stderr (the one progress library of qref's commands), or None when disabled or
+    tqdm is not installed."""
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, **kw)
 
 
 def sweep(
@@ -195,15 +199,15 @@ def sweep_many(
         tasks += [(j, (f.name, against, source, job, a, b)) for a, b in _ranges(source, chunk_bits, limit)]
     total = sum(t[1][5] - t[1][4] for t in tasks)
     t0 = time.perf_counter()
-    done, shown = 0, 0.0
-    for j, part in _run_tasks(tasks, workers, dask_address):
-        results[j].merge(part)
-        done += part["total"]
-        if progress and (time.perf_counter() - shown >= 1.0 or done == total):
-            shown = time.perf_counter()
-            _progress(done, total, t0, sys.stderr)
-    if progress:
-        sys.stderr.write("\n")
+    bar = progress_bar(total, "sweep", "input", progress, unit_scale=True, mininterval=1.0)
+    try:
+        for j, part in _run_tasks(tasks, workers, dask_address):
+            results[j].merge(part)
+            if bar is not None:
+                bar.update(part["total"])
+    finally:
+        if bar is not None:
+            bar.close()
     for r in results:
         r.seconds = time.perf_counter() - t0
     return results
