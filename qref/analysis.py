@@ -471,6 +471,13 @@ def _element_table(scheme: Scheme) -> tuple[np.ndarray, bool] | None:
     return None
 
 
+def _lut(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """table[codes] for integer codes within the table (chunked gather, no intp copy of the codes)."""
+    from .core.decode import _gather_codes
+
+    return _gather_codes(np.asarray(codes), table)
+
+
 def counts(x: object, q: QArray, y: object | None = None) -> Counts:
     """Saturation / clipping / flush / overflow counts of ``q = scheme.quantize(x)`` (analysis.md §3).
 
@@ -502,9 +509,9 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
         else:
             finite = np.isfinite(table)
             levels = np.unique(table[finite])
-            ev = table[codes.astype(np.int64)]
             lo, hi = float(levels[0]), float(levels[-1])
-            top, bot = ev == hi, (ev == lo) & (lo != hi)
+            # per code (a lookup table over the code space instead of per-element value comparisons)
+            is_top, is_bot = table == hi, (table == lo) & (lo != hi)
             # the code of the next level inward (first code holding that value)
             idx = np.arange(table.size)
             up = levels[-2] if levels.size > 1 else levels[-1]
@@ -512,7 +519,9 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
             code_up = int(idx[finite & (table == up)][0])
             code_dn = int(idx[finite & (table == dn)][0])
             # float formats: keep the sign bit of the saturated code (the inward neighbour of -max is -(max-1ulp))
-            inner = np.where(top, code_up, np.where(bot, code_dn, codes.astype(np.int64)))
+            inward = np.where(is_top, code_up, np.where(is_bot, code_dn, idx))
+            top, bot = _lut(is_top, codes), _lut(is_bot, codes)
+            inner = _lut(inward.astype(codes.dtype), codes)
         sat_mask = (top | bot) & ok
         sat = int(np.count_nonzero(sat_mask))
         if sat:
