@@ -9,7 +9,9 @@ Each row computes D = A @ B chained through C over K in the instruction's K step
 ``qref.mma.matmul``, mmasim with its instruction object called once per K step on the whole (M, N) output (its
 own fastest use: mmasim's ``__call__`` takes any M and N). Operands are seeded random values (bf16 / f16 / fp8 /
 fp4 / tf32 / f64 as the instruction reads them; block scales near 1). Before timing both results are compared as
-unsigned integers ("same"). Times are the best of ``--repeats`` alternating runs (wall clock); MMAC/s = million
+unsigned integers ("same"). numpy runs qref on one thread; ``--threads`` (default 1) sets PyTorch's intra-op
+threads for mmasim, so the default compares one core with one core. Times are the best of ``--repeats``
+alternating runs (wall clock; the machine may be shared: rerun before quoting); MMAC/s = million
 multiply-accumulates (M N K) per second; ratio = qref / mmasim (issue 16's target: >= 1). No assertion is made
 on the timings.
 """
@@ -141,8 +143,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--only", default=None)
     ap.add_argument("--verify-all", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--threads", type=int, default=1, help="PyTorch intra-op threads for mmasim (default 1)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    print(f"M = {args.m}, N = {args.n}, K = {args.k}; mmasim on {torch.get_num_threads()} PyTorch thread(s)")
     rows = []
     print(f"{'instruction':<82} {'family':<11} {'qref MMAC/s':>11} {'mmasim':>9} {'ratio':>7} same")
     for name in ROWS:

@@ -87,17 +87,24 @@ def _products(pa: Parts, pb: Parts, scales: tuple[Parts, Parts] | None = None) -
     sig = pa.sig * pb.sig
     e = pa.e + pb.e
     frac = pa.frac + pb.frac
-    zero = (pa.sig == 0) & ~pa.nan & ~pa.inf | (pb.sig == 0) & ~pb.nan & ~pb.inf
-    nan = pa.nan | pb.nan | (pa.inf & zero) | (pb.inf & zero)
-    inf = (pa.inf | pb.inf) & ~nan
     if scales is not None:
         sa, sb = scales
         sig = sig * sa.sig * sb.sig
         e = e + sa.e + sb.e
         frac += sa.frac + sb.frac
-        nan = nan | sa.nan | sb.nan
+    parts = (pa, pb) + (scales or ())
+    if not any(x.nan.any() or x.inf.any() for x in parts):  # no specials: no per-product flags to compute
+        none = np.broadcast_to(np.False_, sig.shape)  # (the sign is still needed: TR's overflowing products)
+        return _Products(sig, e, frac, np.broadcast_to(pa.neg ^ pb.neg, sig.shape), none, none)
+    zero = (pa.sig == 0) & ~pa.nan & ~pa.inf | (pb.sig == 0) & ~pb.nan & ~pb.inf
+    nan = pa.nan | pb.nan | (pa.inf & zero) | (pb.inf & zero)
+    inf = (pa.inf | pb.inf) & ~nan
+    if scales is not None:
+        nan = nan | scales[0].nan | scales[1].nan
         inf = inf & ~nan
-    return _Products(sig, e, frac, pa.neg ^ pb.neg, nan, inf)
+    shape = sig.shape
+    return _Products(sig, e, frac, np.broadcast_to(pa.neg ^ pb.neg, shape), np.broadcast_to(nan, shape),
+                     np.broadcast_to(inf, shape))
 
 
 def _specials(bits: np.ndarray, nan: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, fmt: str) -> np.ndarray:
@@ -258,10 +265,13 @@ class GroupScaledFusedDot(_Algorithm):
         shp = (*P.shape[:-1], K // G, G)
         Pg = P.reshape(shp)
         psum = Pg.sum(-1)
-        allzero = (Pg == 0).all(-1)
-        gnan = p.nan.reshape(shp).any(-1)
-        ginf_p = (p.inf & ~p.neg).reshape(shp).any(-1)
-        ginf_n = (p.inf & p.neg).reshape(shp).any(-1)
+        allzero = ~Pg.any(-1)
+        gshape = psum.shape
+        none = np.zeros(gshape, bool)
+        gnan = p.nan.reshape(shp).any(-1) if p.nan.any() else none  # FP4 operands have no NaN / Inf
+        has_inf = p.inf.any()
+        ginf_p = (p.inf & ~p.neg).reshape(shp).any(-1) if has_inf else none
+        ginf_n = (p.inf & p.neg).reshape(shp).any(-1) if has_inf else none
         ssa, ssb = decode(sa[..., ::G], fs), decode(sb[..., ::G], fs)
         ssig = ssa.sig * ssb.sig
         se = ssa.e + ssb.e

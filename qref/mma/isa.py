@@ -108,15 +108,16 @@ class Instruction:
             raise QrefError(f"{self.name}: a and b need the same K (last axis), got {a.shape} and {b.shape}")
         shape = np.broadcast_shapes(a.shape[:-1], b.shape[:-1], c.shape)
         K = a.shape[-1]
-        a = np.broadcast_to(a, (*shape, K))
-        b = np.broadcast_to(b, (*shape, K))
+        # a and b keep their own (broadcastable) shapes: each operand is decoded once, the products broadcast
         c = np.broadcast_to(c, shape)
         if self.scaled:
             if self.block_size is not None and K % self.block_size:
                 raise QrefError(f"{self.name}: K = {K} is not a multiple of the block size {self.block_size}")
             nb = K // (self.block_size or K)
-            sa = np.broadcast_to(sa, (*shape, nb))
-            sb = np.broadcast_to(sb, (*shape, nb))
+            np.broadcast_shapes(sa.shape[:-1], sb.shape[:-1], shape)
+            if sa.shape[-1] != nb or sb.shape[-1] != nb:
+                raise QrefError(f"{self.name}: scales need K / block = {nb} entries on the last axis, got "
+                                f"{sa.shape} and {sb.shape}")
         return self.arithmetic.dot(a, b, c, self.a_format, self.b_format, self.c_format, self.d_format, sa, sb,
                                    self.scale_format)
 
