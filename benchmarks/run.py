@@ -10,7 +10,9 @@ says otherwise), alternating qref and the other library, and keeps the best of `
 (wall clock: the machine is shared, the best run is the least disturbed). M/s = million input elements per
 second; ratio = qref throughput / the other's. Before timing, each row checks that both sides give identical
 results (codes and scales as unsigned integers, decoded values as bit patterns): the "same" column. A library
-that is not installed drops its rows. Targets are issue 11's; "-" where the issue sets none.
+that is not installed drops its rows. Targets are issue 18's (ratios "x", or an absolute "M/s" for
+calibration); "-" where the issue sets none. "of copy" = qref's throughput / numpy's ``copy()`` of the same
+input array (the machine's copy bandwidth, measured in the same run; first line of the output).
 
 What each side does:
 - encode: ml_dtypes ``x.astype(fmt)`` vs ``qref.encode(x, fmt, profile="ml_dtypes")`` (codes as uint8).
@@ -22,6 +24,9 @@ What each side does:
   same codes and scales (float32 input quantized once).
 - bitsandbytes: ``quantize_4bit(t, blocksize=64, quant_type="nf4")`` on a CPU tensor vs
   ``qref.scheme("nf4", block_size=64, profile="bitsandbytes").quantize(x)``.
+- calibration: ``qref.calibrate(x, ...)`` vs its own reference path (``_reference=True``, timed once: it is the
+  readable float64 / Fraction definition) and, formula="pytorch", vs torch.ao's MinMaxObserver and
+  PerChannelMinMaxObserver (``obs(t); obs.calculate_qparams()``).
 """
 
 from __future__ import annotations
@@ -55,6 +60,9 @@ class Row:
     other_fn: Callable[[], Any]
     check: Callable[[Any, Any], bool]
     n: int
+    target_meps: float | None = None  # an absolute target (qref M/s) instead of a ratio
+    other_repeats: int | None = None  # timed runs of the other side (a slow reference path: fewer)
+    copy_fraction: bool = False  # also report qref's throughput as a fraction of numpy's copy of the input
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -67,25 +75,25 @@ def ml_dtypes_rows(x32: np.ndarray) -> list[Row]:
     n = x32.size
     for fmt in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"):
         mdt = np.dtype(getattr(ml_dtypes, fmt))
-        rows.append(Row(f"encode {fmt}", "float32", "ml_dtypes", 2.0,
+        rows.append(Row(f"encode {fmt}", "float32", "ml_dtypes", 3.0,
                         lambda f=fmt: qref.encode(x32, f, profile="ml_dtypes"),
                         lambda d=mdt: x32.astype(d),
-                        lambda q, o: bool((q == _bits(o)).all()), n))
+                        lambda q, o: bool((q == _bits(o)).all()), n, copy_fraction=True))
     for fmt in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"):
         mdt = np.dtype(getattr(ml_dtypes, fmt))
         codes = _bits(x32.astype(mdt)).copy()
-        rows.append(Row(f"decode {fmt}", fmt, "ml_dtypes", 1.0,
+        rows.append(Row(f"decode {fmt}", fmt, "ml_dtypes", 2.0,
                         lambda f=fmt, c=codes: qref.decode(c, f, dtype=np.float32),
                         lambda d=mdt, c=codes: c.view(d).astype(np.float32),
-                        lambda q, o: bool((_bits(q) == _bits(o)).all()), n))
+                        lambda q, o: bool((_bits(q) == _bits(o)).all()), n, copy_fraction=True))
     for src in (np.dtype(np.float16), BF16):
         xs = x32.astype(src)
         for fmt in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"):
             mdt = np.dtype(getattr(ml_dtypes, fmt))
-            rows.append(Row(f"encode {fmt}", src.name, "ml_dtypes", 3.0,
+            rows.append(Row(f"encode {fmt}", src.name, "ml_dtypes", 4.0,
                             lambda f=fmt, xs=xs: qref.encode(xs, f, profile="ml_dtypes"),
                             lambda d=mdt, xs=xs: xs.astype(d),
-                            lambda q, o: bool((q == _bits(o)).all()), n))
+                            lambda q, o: bool((q == _bits(o)).all()), n, copy_fraction=True))
     return rows
 
 
@@ -161,19 +169,89 @@ def bnb_rows(x32: np.ndarray) -> list[Row]:
                 lambda: sch.quantize(x32.reshape(-1)), run_bnb, check, x32.size)]
 
 
+def _calibration_same(a: Any, b: Any) -> bool:
+    """Two Calibrations with the same scales (float64 bit patterns), zero points and layout."""
+    return bool(a.scales.shape == b.scales.shape and (_bits(a.scales) == _bits(b.scales)).all()
+                and (a.zero_points == b.zero_points).all() and a.axis == b.axis and a.block_size == b.block_size)
+
+
+def calibration_rows(x32: np.ndarray) -> list[Row]:
+    """qref.calibrate (fast path) against its readable reference path (``_reference=True``: float64 NaN-padded
+    groups, nan-reductions, Fraction scales; timed once, it is slow) and, for the pytorch formula, against
+    torch.ao's MinMaxObserver / PerChannelMinMaxObserver. Target: >= 100 M/s (issue 18)."""
+    from qref.calibrate import calibrate
+
+    n = x32.size
+    rows = []
+    cases = (("absmax int4 block 128", "int4", "absmax", {"block_size": 128, "axis": -1}),
+             ("absmax int8 per channel", "int8", "absmax", {"axis": 0}),
+             ("absmax int8 per tensor", "int8", "absmax", {}),
+             ("minmax uint8 per channel", "uint8", "minmax", {"axis": 0}),
+             ("minmax int4 block 128", "int4", "minmax", {"block_size": 128, "axis": -1}),
+             ("percentile int8 per channel", "int8", "percentile", {"axis": 0}),
+             ("percentile int4 block 128", "int4", "percentile", {"block_size": 128, "axis": -1}),
+             ("percentile int8 per tensor p99", "int8", "percentile", {"percentile": 99.0}))
+    for label, storage, method, kw in cases:
+        rows.append(Row(f"calibrate {label}", "float32", "reference", None,
+                        lambda st=storage, m=method, kw=kw: calibrate(x32, st, m, **kw),
+                        lambda st=storage, m=method, kw=kw: calibrate(x32, st, m, _reference=True, **kw),
+                        _calibration_same, n, target_meps=100.0, other_repeats=1))
+    try:
+        import torch
+        from torch.ao.quantization.observer import MinMaxObserver, PerChannelMinMaxObserver
+    except ImportError:
+        return rows
+    t = torch.from_numpy(x32)
+
+    def observe(obs_factory: Callable[[], Any]) -> Any:
+        obs = obs_factory()
+        obs(t)
+        return obs.calculate_qparams()
+
+    def torch_same(c: Any, o: Any) -> bool:
+        s, z = o
+        return bool((c.scales.astype(np.float32).reshape(-1) == s.numpy().reshape(-1)).all()
+                    and (c.zero_points.reshape(-1) == z.numpy().reshape(-1)).all())
+
+    for label, storage, method, kw, factory in (
+            ("pytorch int8 per tensor symmetric", "int8", "absmax", {},
+             lambda: MinMaxObserver(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric)),
+            ("pytorch uint8 per tensor affine", "uint8", "minmax", {},
+             lambda: MinMaxObserver(dtype=torch.quint8, qscheme=torch.per_tensor_affine)),
+            ("pytorch int8 per channel affine", "int8", "minmax", {"axis": 0},
+             lambda: PerChannelMinMaxObserver(ch_axis=0, dtype=torch.qint8, qscheme=torch.per_channel_affine))):
+        rows.append(Row(f"calibrate {label}", "float32", "torch.ao", 1.0,
+                        lambda st=storage, m=method, kw=kw: calibrate(x32, st, m, formula="pytorch", **kw),
+                        lambda f=factory: observe(f), torch_same, n, target_meps=100.0))
+    return rows
+
+
 def best_times(row: Row, repeats: int) -> tuple[float, float, bool]:
-    """Alternate the two sides ``repeats`` times; best wall time of each and the identity check."""
+    """Alternate the two sides ``repeats`` times (the other side ``row.other_repeats`` times when set); best
+    wall time of each and the identity check."""
     q, o = row.qref_fn(), row.other_fn()  # warm-up (tables, lazy imports) and the results checked
     same = row.check(q, o)
     tq = to = float("inf")
-    for _ in range(repeats):
+    for k in range(repeats):
         t0 = time.perf_counter()
         row.qref_fn()
         t1 = time.perf_counter()
-        row.other_fn()
-        t2 = time.perf_counter()
-        tq, to = min(tq, t1 - t0), min(to, t2 - t1)
+        tq = min(tq, t1 - t0)
+        if row.other_repeats is None or k < row.other_repeats:
+            t1 = time.perf_counter()
+            row.other_fn()
+            to = min(to, time.perf_counter() - t1)
     return tq, to, same
+
+
+def copy_meps(x: np.ndarray, repeats: int) -> float:
+    """numpy's copy of the input array (M elements/s, best of ``repeats``): the machine's copy bandwidth."""
+    t = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        x.copy()
+        t = min(t, time.perf_counter() - t0)
+    return x.size / t / 1e6
 
 
 MEMORY_SCRIPT = r"""
@@ -216,14 +294,20 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     # the child inherits from this process, not qref's allocations)
     mem = measure_memory() if args.memory else None
     x32 = np.random.default_rng(0).standard_normal((args.rows, args.cols), dtype=np.float32)
-    rows = ml_dtypes_rows(x32) + mlx_rows(x32) + bnb_rows(x32)
+    rows = ml_dtypes_rows(x32) + mlx_rows(x32) + bnb_rows(x32) + calibration_rows(x32)
     if args.only:
         rows = [r for r in rows if args.only in r.name]
     print(f"qref {qref.__version__ if hasattr(qref, '__version__') else ''} numpy {np.__version__} "
           f"ml_dtypes {ml_dtypes.__version__}; input {args.rows} x {args.cols}; best of {args.repeats}; "
           f"{os.cpu_count()} CPUs")
-    head = f"| {'operation':38s} | {'input':13s} | {'vs':12s} | {'qref M/s':>9s} | {'other M/s':>9s} | " \
-           f"{'ratio':>6s} | {'target':>6s} | {'same':4s} |"
+    copies = {"float32": copy_meps(x32, args.repeats)}
+    for dt in (np.dtype(np.float16), BF16):
+        copies[dt.name] = copy_meps(x32.astype(dt), args.repeats)
+    for fmt in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"):
+        copies[fmt] = copy_meps(_bits(x32.astype(getattr(ml_dtypes, fmt))).copy(), args.repeats)
+    print("numpy copy of the input (M/s): " + ", ".join(f"{k} {v:.0f}" for k, v in copies.items()))
+    head = f"| {'operation':44s} | {'input':13s} | {'vs':12s} | {'qref M/s':>9s} | {'other M/s':>9s} | " \
+           f"{'ratio':>7s} | {'target':>10s} | {'of copy':>7s} | {'same':4s} |"
     print(head)
     print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
     results = []
@@ -231,12 +315,19 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         tq, to, same = best_times(r, args.repeats)
         mq, mo = r.n / tq / 1e6, r.n / to / 1e6
         ratio = mq / mo
-        tgt = "-" if r.target is None else f">= {r.target:g}"
-        ok = " " if r.target is None or ratio >= r.target else "!"
-        print(f"| {r.name:38s} | {r.source:13s} | {r.other:12s} | {mq:9.1f} | {mo:9.1f} | {ratio:5.2f}{ok}| "
-              f"{tgt:>6s} | {'yes' if same else 'NO':4s} |", flush=True)
+        if r.target_meps is not None:
+            tgt, ok = f">= {r.target_meps:g} M/s", " " if mq >= r.target_meps else "!"
+        else:
+            tgt = "-" if r.target is None else f">= {r.target:g}x"
+            ok = " " if r.target is None or ratio >= r.target else "!"
+        frac = f"{mq / copies[r.source]:7.2f}" if r.copy_fraction and r.source in copies else f"{'-':>7s}"
+        print(f"| {r.name:44s} | {r.source:13s} | {r.other:12s} | {mq:9.1f} | {mo:9.1f} | {ratio:7.2f} | "
+              f"{tgt:>10s}{ok}| {frac} | {'yes' if same else 'NO':4s} |", flush=True)
         results.append({"name": r.name, "source": r.source, "other": r.other, "qref_meps": mq, "other_meps": mo,
-                        "ratio": ratio, "target": r.target, "same": same})
+                        "ratio": ratio, "target": r.target, "target_meps": r.target_meps, "same": same,
+                        "copy_fraction": mq / copies[r.source] if r.copy_fraction and r.source in copies
+                        else None})
+    results.append({"name": "numpy copy", **{f"{k}_meps": v for k, v in copies.items()}})
     if mem is not None:
         m = mem
         print(f"memory: encode 2^26 float32 -> float8_e4m3fn: peak RSS {m['peak_rss'] / 2**20:.0f} MiB, "

@@ -21,6 +21,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -339,8 +340,7 @@ def _percentile_discrete(v: np.ndarray, absolute: bool, qs: tuple[float, ...], a
     n = v.size // max(int(np.prod(sshape, dtype=np.int64)), 1)
     out = []
     for q in qs:
-        k = np.percentile(np.arange(n, dtype=np.float64), q, method=pmethod)
-        k = int(k)
+        k = _rank(n, float(q), pmethod)
         if k == n - 1:
             res = np.maximum(np.max(g, axis=red), -np.min(g, axis=red)) if absolute else np.max(g, axis=red)
         elif k == 0:
@@ -350,6 +350,13 @@ def _percentile_discrete(v: np.ndarray, absolute: bool, qs: tuple[float, ...], a
             res = _kth_rows(rows, k) if rows.shape[0] > 1 else _kth_one(rows[0], k)
         out.append(np.asarray(res, np.float64).reshape(sshape))
     return out, sshape, blocks
+
+
+@lru_cache(maxsize=64)
+def _rank(n: int, q: float, pmethod: str) -> int:
+    """The sorted index numpy's one-element percentile method picks in a group of n: np.percentile of
+    arange(n) (a pure function of (n, q, method), cached: O(n) to evaluate)."""
+    return int(np.percentile(np.arange(n, dtype=np.float64), q, method=pmethod))
 
 
 def _kth_rows(rows: np.ndarray, k: int) -> np.ndarray:
