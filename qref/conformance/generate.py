@@ -20,52 +20,43 @@ from .suite import SuiteWriter
 
 
 class Progress:
-    """A one-line progress display on a terminal (stderr); a line per family otherwise, or nothing."""
+    """A tqdm progress bar over the families on a terminal (stderr), with the current family and its case count;
+    a line per family otherwise, or nothing."""
 
     def __init__(self, families: list[str], stream: TextIO | None = sys.stderr, width: int = 24) -> None:
         self.families = families
         self.stream = stream
         self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
-        self.width = width
         self.start = time.monotonic()
         self.family = ""
-        self.done_families = 0
         self.count = 0
-        self.last = 0.0
+        self.bar: Any = None
+        if self.tty:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=len(families), desc="qref gen", unit="family", file=stream, dynamic_ncols=True)
 
     def begin(self, family: str) -> None:
         self.family, self.count = family, 0
-        self._draw(force=True)
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{family}: 0 cases")
 
     def case(self, case: Case) -> None:
         self.count += 1
-        self._draw()
+        if self.bar is not None and self.count % 50 == 0:
+            self.bar.set_postfix_str(f"{self.family}: {self.count} cases")
 
     def end(self) -> None:
-        self.done_families += 1
         if self.stream is not None and not self.tty:
             print(f"qref gen: {self.family}: {self.count} cases ({time.monotonic() - self.start:.1f} s)",
                   file=self.stream)
-        self._draw(force=True)
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.family}: {self.count} cases", refresh=False)
+            self.bar.update(1)
 
     def close(self) -> None:
-        if self.stream is not None and self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
-
-    def _draw(self, force: bool = False) -> None:
-        if self.stream is None or not self.tty:
-            return
-        now = time.monotonic()
-        if not force and now - self.last < 0.1:
-            return
-        self.last = now
-        n = max(len(self.families), 1)
-        filled = int(self.width * self.done_families / n)
-        bar = "#" * filled + "-" * (self.width - filled)
-        self.stream.write(f"\r[{bar}] {self.done_families}/{n} families | {self.family}: {self.count} cases | "
-                          f"{now - self.start:5.1f} s ")
-        self.stream.flush()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _matches_format(case: Case, want: set[str]) -> bool:
