@@ -443,3 +443,45 @@ def test_cli_compare_plot(tmp_path, capsys) -> None:
     png = tmp_path / "out.png"
     assert main(["compare", str(f), "--schemes", "mxfp4", "nvfp4", "--plot", str(png), "--dpi", "40"]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_metrics_equal_the_single_metric_functions() -> None:
+    """metrics() computes every value once; each equals the stand-alone function bit for bit (finite and
+    non-finite pairs, zeros in x, a 2-D input)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    x[3, :5] = 0.0
+    for y in (x + rng.standard_normal(x.shape).astype(np.float32) * 1e-2,
+              np.where(rng.random(x.shape) < 0.01, np.inf, x * 1.01)):
+        m = A.metrics(x, y)
+        assert m.mse == A.mse(x, y) and m.sqnr_db == A.sqnr_db(x, y)
+        assert m.max_abs_error == A.max_abs_error(x, y) and m.max_rel_error == A.max_rel_error(x, y)
+        assert m.mean_error == A.mean_error(x, y) and m.cosine == A.cosine_similarity(x, y)
+        assert m.kl == A.kl_divergence(x, y)
+
+
+def test_kl_equal_width_bins_count_like_explicit_edges() -> None:
+    """The equal-width histogram path gives the counts of np.histogram on the same edges, values exactly on
+    edges and at both ends included."""
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal(20000)
+    edges = np.linspace(a.min(), a.max(), 129)
+    a = np.concatenate([a, edges, edges[:1], edges[-1:]])
+    b = np.round(a * 4) / 4
+    lo, hi = float(min(a.min(), b.min())), float(max(a.max(), b.max()))
+    e = np.linspace(lo, hi, 129)
+    for v in (a, b):
+        assert np.array_equal(np.histogram(v, 128, range=(e[0], e[-1]))[0], np.histogram(v, e)[0])
+    p = np.histogram(a, e)[0] + 0.5
+    q = np.histogram(b, e)[0] + 0.5
+    p, q = p / p.sum(), q / q.sum()
+    assert A.kl_divergence(a, b) == float(np.sum(p * np.log(p / q)))
+
+
+def test_compare_progress_bar_per_scheme(capsys) -> None:
+    x = np.random.default_rng(2).standard_normal((8, 64)).astype(np.float32)
+    t = A.compare(x, ["mxfp4", "int8:axis=0"], progress=True)
+    err = capsys.readouterr().err
+    assert len(t) == 2 and "mxfp4" in err and "int8:axis=0" in err and f"{len(A.EVALUATE_STAGES)}/" in err
+    A.compare(x, ["mxfp4"])
+    assert capsys.readouterr().err == ""
