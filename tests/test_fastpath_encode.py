@@ -110,16 +110,17 @@ def test_jam_equals_two_table_gather_on_random_patterns(name: str, profile: str 
 @pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "float8_e8m0fnu", "int8",
                                   "float6_e2m3fn"])
 def test_16bit_chunked_gather_exhaustive(name: str) -> None:
-    """Every float16 and bfloat16 pattern (three times over: longer than a gather chunk), default and ml_dtypes
+    """Every float16 and bfloat16 pattern (repeated past a gather chunk), default and ml_dtypes
     profile: the chunked gather equals the reference path and, for ml_dtypes formats, ml_dtypes itself."""
     fmt = qref.get_format(name)
-    pats = np.tile(np.arange(1 << 16, dtype=np.uint16), 3)
+    reps = GATHER_CHUNK // (1 << 16) + 2
+    pats = np.tile(np.arange(1 << 16, dtype=np.uint16), reps)
     assert pats.size > GATHER_CHUNK
     for dt, (eb, mb) in ((np.dtype(np.float16), (5, 10)), (np.dtype(ml_dtypes.bfloat16), (8, 7))):
         rp = qref.CastPolicy().resolve(fmt)
         ref = encode_exact(from_ieee_bits(pats[: 1 << 16], eb, mb), fmt, rp).astype(fmt.code_dtype)
         fast = qref.encode(pats.view(dt), fmt)
-        assert np.array_equal(fast, np.tile(ref, 3))
+        assert np.array_equal(fast, np.tile(ref, reps))
         if hasattr(ml_dtypes, name):
             mine = qref.encode(pats.view(dt), fmt, profile="ml_dtypes")
             theirs = pats.view(dt).astype(getattr(ml_dtypes, name)).view(fmt.code_dtype)

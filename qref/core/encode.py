@@ -368,7 +368,7 @@ def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarr
     return out
 
 
-GATHER_CHUNK = 1 << 15  # elements per gather chunk: the intp index buffer (256 KiB) stays in L2
+GATHER_CHUNK = 1 << 18  # elements per gather chunk (measured best: fewer Python-level calls, buffers in L3)
 
 
 def gather16(bits: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -381,7 +381,7 @@ def gather16(bits: np.ndarray, table: np.ndarray) -> np.ndarray:
         b = flat[start:start + GATHER_CHUNK]
         i = idx[: b.size]
         np.copyto(i, b, casting="safe")
-        np.take(table, i, out=o[start:start + GATHER_CHUNK])
+        np.take(table, i, out=o[start:start + GATHER_CHUNK], mode="clip")  # in range: no per-index check
     return out
 
 
@@ -423,8 +423,9 @@ def gather_top16_jam(bits: np.ndarray, table: np.ndarray, low: int) -> np.ndarra
         np.bitwise_and(b, mask, out=w)
         w += mask
         w |= b
-        np.right_shift(w, ut(low), out=i, casting="unsafe")  # < 2^16: exact in intp
-        np.take(table, i, out=out[start:start + GATHER_CHUNK])
+        w >>= ut(low)
+        np.copyto(i, w, casting="unsafe")  # < 2^16: exact in intp
+        np.take(table, i, out=out[start:start + GATHER_CHUNK], mode="clip")  # in range: no per-index check
     return out
 
 
@@ -442,5 +443,5 @@ def gather_top16(bits: np.ndarray, table: np.ndarray, low: int) -> np.ndarray:
         np.copyto(i, ww, casting="unsafe")  # < 2^17: exact in intp
         np.not_equal(np.bitwise_and(b, ut((1 << low) - 1), out=ww), 0, out=st)
         i += st
-        np.take(table, i, out=out[start:start + GATHER_CHUNK])
+        np.take(table, i, out=out[start:start + GATHER_CHUNK], mode="clip")  # in range: no per-index check
     return out
