@@ -1,7 +1,8 @@
 """qref.mma against mmasim 2.1.1, bit for bit (outputs as unsigned integers, NaN bits included) (mma.md §8).
 
 - every one of the 4,999 instructions mmasim models: the record's shape, formats and arithmetic parameters equal
-  the mmasim object's (``test_every_instruction_record_equals_mmasim``);
+  the mmasim object's (``test_every_instruction_record_equals_mmasim``), and 18 outputs of each (9 patterns x 2)
+  equal its own mmasim object's (``test_every_instruction_outputs_equal_mmasim``);
 - outputs: one tile per (arch, instruction, m, k, operand types) - every instruction shares its arithmetic with
   one of these 369 tiles, the other n only widen the tile - and 9 seeded random and adversarial patterns of
   inner products per distinct arithmetic signature (293), NaN/Inf, subnormals, cancellation, exponent spread,
@@ -25,6 +26,15 @@ from qref.errors import QrefError
 torch = O.torch
 
 ALL = qm.instructions()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread() -> object:
+    """mmasim's many small calls run faster on one PyTorch thread (and leave the other core to the suite)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def _signature(ins: qm.Instruction) -> tuple[object, ...]:
@@ -324,3 +334,20 @@ def test_records_refuse_int64_overflow() -> None:
     with pytest.raises(QrefError, match="2\\^62"):  # 4 group sums of 16 x 448^4 at 36 fractional bits
         unit.dot(x, x, np.zeros(1, np.float32), s, s)
     assert unit.dot(x[:, :16], x[:, :16], np.zeros(1, np.float32), s[:, :1], s[:, :1]) == np.float32(16 * 448.0**4)
+
+
+def test_every_instruction_outputs_equal_mmasim() -> None:
+    """All 4,999 instructions, each against its own mmasim object: the 9 patterns x 2 inner products, finite and
+    NaN / Inf patterns in separate calls."""
+    total, bad = 0, []
+    for idx, ins in enumerate(ALL):
+        rng = np.random.default_rng(20_000 + idx)
+        parts = list(O.cases(ins, rng, 2))
+        op = O.oracle(ins)
+        for group in ([c for p, c in parts if "NaN" in p], [c for p, c in parts if "NaN" not in p]):
+            cat = [np.concatenate([c[j] for c in group]) if group[0][j] is not None else None for j in range(5)]
+            got, exp = O.bits(ins.dot(*cat)), O.run_oracle_dot(ins, *cat, op=op)
+            total += got.size
+            if (got != exp).any():
+                bad.append(ins.name)
+    assert total == 4999 * 18 and not bad, bad[:5]
