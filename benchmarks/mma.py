@@ -51,7 +51,7 @@ ROWS = [
 
 
 def _operands(ins: qm.Instruction, M: int, N: int, K: int, rng: np.random.Generator) -> tuple[Any, ...]:
-    import mma_oracle as O
+    import test_mma_oracle as O
 
     A = O.finite(ins.a_format, rng.standard_normal((M, K)))
     B = O.finite(ins.b_format, rng.standard_normal((K, N)))
@@ -77,7 +77,7 @@ def _mmasim_gemm(ins: qm.Instruction, op: Any, tA: list[Any], tB: list[Any], tsa
 def _steps(ins: qm.Instruction, A: np.ndarray, B: np.ndarray, sa: np.ndarray | None, sb: np.ndarray | None
            ) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     """mmasim's operands per K step, converted once outside the timing (packing of mxf4 kinds included)."""
-    import mma_oracle as O
+    import test_mma_oracle as O
 
     k, blk = ins.k, ins.block_size or ins.k
     pk = O.packed(ins)
@@ -93,7 +93,7 @@ def _steps(ins: qm.Instruction, A: np.ndarray, B: np.ndarray, sa: np.ndarray | N
 
 
 def run_row(name: str, M: int, N: int, K: int, repeats: int) -> dict[str, Any]:
-    import mma_oracle as O
+    import test_mma_oracle as O
 
     ins = qm.gemm.resolve(name)
     rng = np.random.default_rng(0)
@@ -118,8 +118,8 @@ def run_row(name: str, M: int, N: int, K: int, repeats: int) -> dict[str, Any]:
 
 
 def verify_all() -> dict[str, Any]:
-    """Every instruction's outputs vs its own mmasim object: the 8 patterns of tests/mma_oracle.py x 4 rows."""
-    import mma_oracle as O
+    """Every instruction's outputs vs its own mmasim object: the 9 patterns of tests/test_mma_oracle.py x 4 rows."""
+    import test_mma_oracle as O
 
     t0, total, bad = time.perf_counter(), 0, []
     for idx, ins in enumerate(qm.instructions()):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import mma_oracle as O
+import test_mma_oracle as O
 
 import qref.mma as qm
 from qref.errors import QrefError

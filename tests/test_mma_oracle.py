@@ -1,4 +1,4 @@
-"""Bridge between qref.mma operands (numpy, ml_dtypes) and mmasim 2.1.1 (torch) for the tests (mma.md §8)."""
+"""Bridge between qref.mma operands (numpy, ml_dtypes) and mmasim 2.1.1 (torch), mma.md §8 (no tests here)."""
 
 from __future__ import annotations
 
