@@ -4,7 +4,7 @@ Element formats (FP8/FP6/FP4/E8M0/P3109/custom, integers) with every rounding an
 ``encode`` (values -> codes), ``decode`` (codes -> values), ``quantize`` (both). See docs/spec/.
 """
 
-from . import analysis, conformance, mlir, plot, recipes
+from . import analysis, conformance, mlir, mma, plot, recipes
 from .calibrate import calibrate
 from .core import decode, encode, quantize
 from .errors import QrefError, UnknownNameError
@@ -61,6 +61,7 @@ __all__ = [
     "lloyd_max_table",
     "lookup_scheme_from_table",
     "mlir",
+    "mma",
     "nf_table",
     "p3109_format",
     "pack",

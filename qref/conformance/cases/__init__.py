@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from ...errors import QrefError, unknown_name
 from ..case import Case
 
-FAMILY_ORDER = ("elements", "uniform", "block", "lookup", "recipes")
+FAMILY_ORDER = ("elements", "uniform", "block", "lookup", "recipes", "gemm")
 
 
 def family_names() -> list[str]:
