@@ -719,6 +719,19 @@ def _int_recipe(x: object, fmt: IntFormat, opts: dict[str, Any]) -> Scheme:
     return calibrate(x, fmt, **cal).scheme(profile=profile, **opts)
 
 
+def _absmax_fast(arr: np.ndarray, axis: int | None) -> np.ndarray | None:
+    """max |x| (float64) per tensor or per index of axis as max(max x, -min x) on a float32/float64 array
+    without temporaries; None (use the general formula) for other dtypes, empty groups or non-finite values."""
+    if arr.dtype not in (np.float32, np.float64) or arr.size == 0 or (arr.ndim == 0 and axis is not None):
+        return None
+    red = None if axis is None else tuple(i for i in range(arr.ndim) if i != normalize_axis(axis, arr.ndim))
+    with np.errstate(invalid="ignore"):
+        lo, hi = np.min(arr, axis=red), np.max(arr, axis=red)
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        return None
+    return np.maximum(np.asarray(hi, np.float64), -np.asarray(lo, np.float64))
+
+
 def _float_scaled_recipe(x: object, fmt: FloatFormat, opts: dict[str, Any]) -> Scheme:
     """Float element with a scale: s = fl32(amax / max(fmt)) per tensor or per index of ``axis`` (scale=absmax,
     the default when axis is given), or a fixed scale=<number>; built as the uniform float-storage scheme
@@ -728,16 +741,18 @@ def _float_scaled_recipe(x: object, fmt: FloatFormat, opts: dict[str, Any]) -> S
     mode = opts.pop("scale", "absmax")
     axis = opts.pop("axis", None)
     profile = opts.pop("profile", "onnx")
-    arr = _f64(x)
     if isinstance(mode, (int, float)) and not isinstance(mode, bool):
         scale: Any = np.float32(mode)
     elif mode == "absmax":
-        finite = np.where(np.isfinite(arr), np.abs(arr), 0.0)
-        if axis is None:
-            amax = np.asarray(finite.max() if finite.size else 0.0)
-        else:
-            ax = normalize_axis(axis, arr.ndim)
-            amax = np.moveaxis(finite, ax, 0).reshape(arr.shape[ax], -1).max(axis=1)
+        amax = _absmax_fast(np.asarray(x), axis)
+        if amax is None:
+            arr = _f64(x)
+            finite = np.where(np.isfinite(arr), np.abs(arr), 0.0)
+            if axis is None:
+                amax = np.asarray(finite.max() if finite.size else 0.0)
+            else:
+                ax = normalize_axis(axis, arr.ndim)
+                amax = np.moveaxis(finite, ax, 0).reshape(arr.shape[ax], -1).max(axis=1)
         s = amax / float(fmt.max_value)
         s = np.where(s > 0, s, 1.0)  # an all-zero group gets scale 1 (as qref.calibrate)
         scale = np.maximum(s.astype(np.float32), np.finfo(np.float32).smallest_subnormal)

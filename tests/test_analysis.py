@@ -485,3 +485,19 @@ def test_compare_progress_bar_per_scheme(capsys) -> None:
     assert len(t) == 2 and "mxfp4" in err and "int8:axis=0" in err and f"{len(A.EVALUATE_STAGES)}/" in err
     A.compare(x, ["mxfp4"])
     assert capsys.readouterr().err == ""
+
+
+def test_float_scaled_recipe_absmax_fast_equals_the_finite_formula() -> None:
+    """max(max x, -min x) equals max over finite |x| (float64) per tensor and per axis; non-finite inputs take
+    the general formula (None)."""
+    rng = np.random.default_rng(0)
+    for x in (rng.standard_normal((64, 33)).astype(np.float32), rng.standard_normal((5, 7, 9)),
+              np.zeros((3, 4), np.float32), -np.ones((2, 3), np.float32)):
+        for ax in (None, 0, 1, -1):
+            got = A._absmax_fast(x, ax)
+            arr = x.astype(np.float64)
+            fin = np.where(np.isfinite(arr), np.abs(arr), 0.0)
+            want = np.asarray(fin.max()) if ax is None else np.moveaxis(fin, ax, 0).reshape(arr.shape[ax], -1).max(1)
+            assert got is not None and got.shape == want.shape and np.array_equal(got, want)
+    assert A._absmax_fast(np.array([1.0, np.nan], np.float32), None) is None
+    assert A._absmax_fast(np.array([1, 2]), None) is None
