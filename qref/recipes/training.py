@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import QrefError, check_choice
 from ..profiles import profiles
+from ..profiles.recipe import HybridRules
 from ..schemes.base import QArray
 from ._exact import acc_format, add_round, f64, mul_round, np_dtype, round_values
 from .ops import Accumulation, MatmulResult, exact_matmul
@@ -33,31 +34,22 @@ META_NAMES = ("input", "kernel", "output_grad")
 # the hybrid recipe (recipes.md §8)
 # ---------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class HybridRecipe:
-    """E4M3 forward / E5M2 gradients with separate delayed scales (recipes.md §8). Defaults: Flax 0.12.8 on
-    XLA:CPU.
+class HybridRecipe(HybridRules):
+    """E4M3 forward / E5M2 gradients with separate delayed scales (recipes.md §8): the fields of HybridRules
+    (qref/profiles/recipe.py; defaults: Flax 0.12.8 eager on XLA:CPU) and the dots' accumulation model.
 
     forward_format: inputs and kernels (default "float8_e4m3fn"). grad_format: output gradients (default
     "float8_e5m2"). history_length, amax_compute, margin: the DelayedScaling of every tensor (defaults 1024,
     "max", 0). compute_dtype: the dtype of the scaled casts and of the dots' outputs (Flax: the kernel's dtype;
     default "float32"). division: "divide" (eager JAX) or "reciprocal" (under jax.jit, XLA rewrites x / s into
     x * (1 / s)) (default "divide"). ftz: XLA:CPU flush-to-zero in the scale and cast arithmetic (default True).
-    accumulation: the dots' accumulation model (default: any order in compute_dtype, with ftz).
     fuse_bias: the Dense output is fma(dot, s_x s_k, bias) with one rounding instead of fl(fl(dot * s) + bias):
         XLA:CPU contracts the multiply-add of its fused elementwise kernel under jit on hosts with FMA (default
         False: eager JAX).
+    accumulation: the dots' accumulation model (default: any order in compute_dtype, with ftz).
     """
 
-    forward_format: str = "float8_e4m3fn"
-    grad_format: str = "float8_e5m2"
-    history_length: int = 1024
-    amax_compute: str = "max"
-    margin: int = 0
-    compute_dtype: str = "float32"
-    division: str = "divide"
-    ftz: bool = True
     accumulation: Accumulation | None = None
-    fuse_bias: bool = False
 
     def __post_init__(self) -> None:
         check_choice("division", self.division, DIVISIONS)
