@@ -359,9 +359,14 @@ class Breakdown:
 
 def _group_stats(xg: np.ndarray, yg: np.ndarray, valid: np.ndarray) -> dict[str, np.ndarray]:
     """Reductions over the last axis of grouped arrays, using only ``valid`` elements."""
-    e = np.where(valid, yg - xg, 0.0)
-    xs = np.where(valid, xg, 0.0)
-    cnt = valid.sum(axis=-1)
+    contiguous = all(a.flags.c_contiguous for a in (xg, yg, valid))
+    if contiguous and valid.all():  # the same arrays (and memory order) np.where would build, without the masks
+        e, xs = yg - xg, xg
+        cnt = np.full(xg.shape[:-1], xg.shape[-1], dtype=np.int64)
+    else:
+        e = np.where(valid, yg - xg, 0.0)
+        xs = np.where(valid, xg, 0.0)
+        cnt = valid.sum(axis=-1)
     sig = np.sum(xs * xs, axis=-1)
     noise = np.sum(e * e, axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
