@@ -38,6 +38,27 @@ from .schemes.uniform import DEFAULT_PROFILE, UniformScheme, build_uniform, cast
 METHODS = ("absmax", "minmax", "percentile")
 FORMULAS = ("qref", "qwix", "aqt", "pytorch")
 NONFINITE = ("ignore", "error")
+PERCENTILE_METHODS = ("inverted_cdf", "averaged_inverted_cdf", "closest_observation", "interpolated_inverted_cdf",
+                      "hazen", "weibull", "linear", "median_unbiased", "normal_unbiased", "lower", "higher",
+                      "midpoint", "nearest")  # numpy's percentile methods
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _check_block_size(block_size: object) -> None:
+    """block_size: None, an int, {axis: int} or a sequence of ints (uniform.md §5.1), else a QrefError."""
+    if block_size is None or _is_int(block_size):
+        return
+    if isinstance(block_size, Mapping):
+        ok = all(_is_int(k) and _is_int(v) for k, v in block_size.items())
+    elif isinstance(block_size, (list, tuple, np.ndarray)):
+        ok = all(_is_int(v) for v in (block_size.tolist() if isinstance(block_size, np.ndarray) else block_size))
+    else:
+        ok = False
+    if not ok:
+        raise QrefError(f"block_size must be an int, {{axis: int}} or a sequence of ints, got {block_size!r}")
 
 
 @dataclass(frozen=True)
@@ -152,6 +173,14 @@ def calibrate(
     if arr.size == 0:
         raise QrefError("cannot calibrate an empty array")
     asym = method == "minmax" or (method == "percentile" and symmetric is False)
+    _check_block_size(block_size)
+    if method == "percentile":
+        if isinstance(percentile, bool) or not isinstance(percentile, (int, float, np.integer, np.floating)) \
+                or not 0 <= float(percentile) <= 100:
+            raise QrefError(f"percentile must be a number in [0, 100], got {percentile!r}")
+        if not isinstance(percentile_method, str):
+            raise QrefError(f"percentile_method must be one of numpy's method names, got {percentile_method!r}")
+        check_choice("percentile method", percentile_method, PERCENTILE_METHODS)
     if nonfinite == "error":
         finite = np.isfinite(arr) if arr.dtype.kind != "O" else np.isfinite(_stat_dtype(arr))
         if not finite.all():

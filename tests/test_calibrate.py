@@ -266,3 +266,18 @@ def test_fast_percentile_large_group_threshold():
         _same_as_reference(x, "int8", "percentile", percentile=p, symmetric=sym)
     x[::2] = 1.0  # many equal values around the threshold
     _same_as_reference(x, "int8", "percentile", percentile=30.0)
+
+
+@pytest.mark.parametrize("kw", [{"block_size": 1.5, "axis": 0}, {"block_size": True, "axis": 0},
+                                {"block_size": {0: 2.0}}, {"method": "percentile", "percentile": None},
+                                {"method": "percentile", "percentile": 101.0},
+                                {"method": "percentile", "percentile_method": (5, 1)},
+                                {"method": "percentile", "percentile_method": "bogus"}])
+def test_bad_parameters_are_clear_errors(kw):
+    kw = dict(kw)
+    method = kw.pop("method", "absmax")
+    x = np.ones((4, 4), F32)
+    with pytest.raises(QrefError, match=r"block_size|percentile"):
+        calibrate(x, "int8", method, **kw)
+    with pytest.raises(QrefError, match=r"block_size|percentile"):
+        calibrate(x, "int8", method, _reference=True, **kw)
