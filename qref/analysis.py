@@ -480,7 +480,14 @@ def _lut(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
     """table[codes] for integer codes within the table (chunked gather, no intp copy of the codes)."""
     from .core.decode import _gather_codes
 
-    return _gather_codes(np.asarray(codes), table)
+    c = np.asarray(codes)
+    if c.dtype.kind not in "iu":
+        raise QrefError(f"element codes must be integers, got dtype {c.dtype}")
+    if c.size and not (c.dtype.kind == "u" and (1 << (8 * c.dtype.itemsize)) <= table.size):
+        lo, hi = int(c.min()), int(c.max())
+        if lo < 0 or hi >= table.size:
+            raise QrefError(f"element codes must lie in [0, {table.size}); found values in [{lo}, {hi}]")
+    return _gather_codes(c, table)
 
 
 def counts(x: object, q: QArray, y: object | None = None) -> Counts:

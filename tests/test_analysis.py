@@ -501,3 +501,13 @@ def test_float_scaled_recipe_absmax_fast_equals_the_finite_formula() -> None:
             assert got is not None and got.shape == want.shape and np.array_equal(got, want)
     assert A._absmax_fast(np.array([1.0, np.nan], np.float32), None) is None
     assert A._absmax_fast(np.array([1, 2]), None) is None
+
+
+def test_counts_refuses_codes_outside_the_element_table() -> None:
+    import dataclasses
+
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    q = qref.scheme("mxfp4").quantize(x)
+    bad = dataclasses.replace(q, codes=np.full(q.codes.shape, 16, dtype=q.codes.dtype))
+    with pytest.raises(QrefError, match=r"element codes must lie in \[0, 16\)"):
+        A.counts(x, bad, np.zeros(x.shape))
