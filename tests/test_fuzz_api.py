@@ -44,8 +44,6 @@ REPO = Path(__file__).resolve().parents[1]
 #: does not own (issue 19; reported to their owners with the inputs; the function as of the report in the
 #: comment). Remove an entry when it is fixed; test_known_entries_are_precise keeps each one pointing at a file.
 KNOWN: set[tuple[str, str]] = {
-    ("TypeError", "qref/calibrate.py"),           # block_size=1.5; method="percentile" with percentile=None
-    ("ValueError", "qref/calibrate.py"),          # percentile_method=(5, 1)
 }
 
 

@@ -301,7 +301,7 @@ def run_target(target: Target, tasks: list[Task]) -> list[TaskResult]:
                             "pass copies to the backend")
     if len(outputs) != len(runnable):
         raise QrefError(f"target {target.name} returned {len(outputs)} results for {len(runnable)} cases")
-    best: dict[tuple[str, str], tuple[TaskResult, Task, str, str, dict[str, Any], Expectation]] = {}
+    best: dict[tuple[str, str, str], tuple[TaskResult, Task, str, str, dict[str, Any], Expectation]] = {}
     for t, got in zip(runnable, outputs):
         res = TaskResult(target.name, target.family, t.id, t.ids, "pass", size=t.case.size)
         if isinstance(got, Unsupported):
@@ -405,11 +405,13 @@ def _child(args: tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[
     return run_backend(*args)
 
 
-def _offer(best: dict[tuple[str, str], Any], res: TaskResult, task: Task, attr: str, got: dict[str, Any],
+def _offer(best: dict[tuple[str, str, str], Any], res: TaskResult, task: Task, attr: str, got: dict[str, Any],
            exp: Expectation) -> None:
-    """Keep, per (comparison, class), the smallest task (then the first id): the report's example."""
+    """Keep, per (comparison, class, format or scheme), the smallest task (then the first id): the examples the
+    report and the findings show (a finding shows the one of its most frequent format)."""
+    fmt = res.task.split("/")[1] if res.task.count("/") else res.task
     for cls in getattr(res, attr).classes:
-        key = (attr, cls)
+        key = (attr, cls, fmt)
         cur = best.get(key)
         if cur is None or (res.size, res.task) < (cur[0].size, cur[0].task):
             best[key] = (res, task, attr, cls, got, exp)

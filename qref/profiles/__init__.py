@@ -15,6 +15,7 @@ package is not installed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.metadata
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,8 +166,9 @@ def register_profile(profile: Profile, *, replace: bool = False) -> Profile:
     return profile
 
 
+@functools.cache
 def installed_version(package: str) -> str | None:
-    """The installed version of distribution ``package`` (None when it is not installed)."""
+    """The installed version of distribution ``package`` (None when it is not installed); read once per process."""
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
