@@ -19,7 +19,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from test_lookup_oracle import code_argmin, code_exact, code_f32_midpoints, frac, rnd
+from test_lookup_oracle import code_argmin, code_decimal_midpoints, code_exact, code_f32_midpoints, frac, rnd
 
 from qref.conformance import Case, load_suite
 
@@ -83,19 +83,20 @@ def quantize_block(profile: str, xs: list[float], vals: list[Fraction], partial:
                 s = rnd(frac(x) / frac(d)) if partial else rnd(frac(x) * rnd(1 / frac(d)))
             out.append(code_f32_midpoints(max(Fraction(-1), min(Fraction(1), s)), vals, "lower_value"))
         return out, d if partial else a
-    if profile == "openvino":
+    if profile == "openvino":  # lut.md §6: a = max(absmax, 2^-23); C-literal midpoints; the scale kept in float16
+        if not math.isnan(a):
+            a = max(a, 2.0**-23)
         out = []
         for x, fin in zip(xs, finite):
-            if a == 0:
-                s: Fraction | None = Fraction(0)
-            elif math.isnan(a) or (math.isinf(a) and not fin):
-                s = None
+            if math.isnan(a) or (math.isinf(a) and not fin):
+                s: Fraction | None = None
             elif math.isinf(a):
                 s = Fraction(0)
             else:
                 s = rnd(frac(x) / frac(a))
-            out.append(smallest if s is None else code_f32_midpoints(s, vals, "lower_value"))
-        return out, a
+            out.append(smallest if s is None else code_decimal_midpoints(s, vals, "lower_value"))
+        with np.errstate(over="ignore"):
+            return out, float(np.float16(a))
     if profile == "qwix":  # lut.md §6.5: guard sqrt(tiny of the dtype); s = x * fl(1/d) (bfloat16: fl32(1/d))
         d = 1.0 if a < (2.0**-7 if dtype == "float16" else 2.0**-63) else a
         out = []
@@ -272,7 +273,8 @@ def test_dequantize_cases_match_ieee_arithmetic(cases):
                     fl = ((np.abs(p32) < tiny) | (np.abs(per) < tiny) & np.isfinite(tt[codes])) & ~np.isnan(p32)
                     v = np.where(fl, np.where(np.signbit(tt[codes]), -0.0, 0.0), v.astype(np.float32)).astype(dt)
             else:
-                v = (t[codes] * per).astype(np.float32)
+                tt = t.astype(np.float16).astype(np.float32) if sch.get("dequant_table_dtype") == "float16" else t
+                v = (tt[codes] * per).astype(np.float32)  # float16 entries: fl16(entry) * fl16(a), exact in float32
             want = v.astype(out)
             shape = case.inputs["codes"].shape
             if (case.params["dtype"] in sch.get("dequant_flush", ()) and len(shape) and shape[-1] % 2 == 0

@@ -248,7 +248,7 @@ def test_lookup_expectation_rebuilds_a_profile_with_the_case_geometry(suite):
     for name in exp.outputs:
         assert (get_bits(exp.outputs[name]) == get_bits(bnb.expected[name])).all(), name
     # a 2-D input: flattened blocks (spec) and row blocks (qwix) are different tasks with their own scale shapes
-    flat, rows = suite["lookup/nf4/b64/f32/axis2d/spec"], suite["lookup/nf4/b64/f32/axis2d/openvino"]
+    flat, rows = suite["lookup/nf4/b64/f32/axis2d/spec"], suite["lookup/nf4/b64/f32/axis2d/qwix"]
     assert fam.task_key(flat) != fam.task_key(rows)
     assert fam.expectation(flat, "qwix").outputs["scales"].shape == flat.expected["scales"].shape == (6,)
     assert "qwix" in rows.profiles and fam.expectation(rows, "qwix").outputs["scales"].shape == (4, 2)

@@ -239,7 +239,9 @@ def test_jax_e8m0_rounds_ties_up(jnp) -> None:
     # 3 = 1.5 * 2: between 2 (0x80) and 4 (0x81); nearest-even gives 0x80, XLA rounds ties up as ml_dtypes
     assert info.value.example.tolist() == [3.0]
     assert "tie_rule" in info.value.report
-    assert_conforms(cast, "float8_e8m0fnu", profile="ml_dtypes", seed=0)
+    # XLA's E8M0 conversion is ml_dtypes 0.5-0.6's rule (float32 subnormals round up: exponent_carry), which the
+    # record ml_dtypes@0.6 models; ml_dtypes 0.7 rounds those to nearest
+    assert_conforms(cast, "float8_e8m0fnu", profile="ml_dtypes@0.6", seed=0)
 
 
 def test_jax_float4_sends_every_nan_to_negative_zero(jnp) -> None:

@@ -113,7 +113,7 @@ def test_matmul_errors() -> None:
 
 def test_gemm_case_builder_expected_equals_mmasim() -> None:
     """The (not yet registered) gemm conformance family: every golden d of the mma operation equals mmasim."""
-    from qref.conformance.cases import _gemm
+    from qref.conformance.cases import gemm as _gemm
     from qref.mma._bits import storage_dtype
 
     n = 0
