@@ -11,6 +11,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 . "$VENV/bin/activate"
 python -m pip install -q --upgrade pip
+# the lock is a pip constraints file: every package at its verified version
 if [ "${QREF_UNPINNED:-0}" = 1 ]; then
   LOCK=()
 else

@@ -23,76 +23,57 @@ def _values(rec: object) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class MXRules:
+class AffineRules:
+    """BlockScheme fields of affine groups (float scale and bias per group), block.md §6; the fields every
+    block kind has."""
+
+    compute_dtype: str = "exact"
+    dequant: str = "exact"
+    pad: str = "zero"
+    min_ndim: int = 1
+    unspecified_open_cases: bool = True
+
+    def values(self) -> dict[str, Any]:
+        """The record as BlockScheme keyword arguments."""
+        return _values(self)
+
+
+@dataclass(frozen=True)
+class _ScaledElementRules(AffineRules):
+    """The fields of the kinds that divide elements by a block scale and encode them (MX, float-scaled)."""
+
+    flush_subnormals: bool = False
+    scale_arith: str = "divide"
+    quotient_arith: str = "divide"
+    rounding: str = "nearest_even"
+    overflow: str = "saturate"
+    nan: str | None = None
+    zero_sign: str = "keep"
+    out_of_range: str = "encode"
+
+
+@dataclass(frozen=True)
+class MXRules(_ScaledElementRules):
     """BlockScheme fields of MX schemes (E8M0 scales), block.md §3-4."""
 
     scale_rule: str = "floor"
-    quotient_arith: str = "divide"
     zero_block: str = "min_scale"
     scale_range: str = "clamp_nan"
     nonfinite_block: str = "nan_scale"
     byte0_divisor: str = "exact"
-    compute_dtype: str = "exact"
-    scale_arith: str = "divide"
-    flush_subnormals: bool = False
     flush_subnormal_blocks: bool = False
     divisor_out_of_range: str = "divide"
     element_exponent: str = "exact"
     round_arith: str = "exact"
-    rounding: str = "nearest_even"
-    overflow: str = "saturate"
-    nan: str | None = None
-    zero_sign: str = "keep"
-    out_of_range: str = "encode"
-    dequant: str = "exact"
     dequant_nan_scale: str = "nan"
-    pad: str = "zero"
-    min_ndim: int = 1
-    unspecified_open_cases: bool = True
-
-    def values(self) -> dict[str, Any]:
-        """The record as BlockScheme keyword arguments."""
-        return _values(self)
 
 
 @dataclass(frozen=True)
-class FloatScaleRules:
+class FloatScaleRules(_ScaledElementRules):
     """BlockScheme fields of float-scaled schemes (NVFP4: E4M3 block scales, optional global scale), block.md §5."""
 
     global_scale_rule: str = "exact"
     amax_nan: str = "propagate"
-    compute_dtype: str = "exact"
-    flush_subnormals: bool = False
-    scale_arith: str = "divide"
-    quotient_arith: str = "divide"
-    rounding: str = "nearest_even"
-    overflow: str = "saturate"
-    nan: str | None = None
-    zero_sign: str = "keep"
-    out_of_range: str = "encode"
-    dequant: str = "exact"
-    pad: str = "zero"
-    min_ndim: int = 1
-    unspecified_open_cases: bool = True
-
-    def values(self) -> dict[str, Any]:
-        """The record as BlockScheme keyword arguments."""
-        return _values(self)
-
-
-@dataclass(frozen=True)
-class AffineRules:
-    """BlockScheme fields of affine groups (float scale and bias per group), block.md §6."""
-
-    compute_dtype: str = "exact"
-    dequant: str = "exact"
-    pad: str = "zero"
-    min_ndim: int = 1
-    unspecified_open_cases: bool = True
-
-    def values(self) -> dict[str, Any]:
-        """The record as BlockScheme keyword arguments."""
-        return _values(self)
 
 
 @dataclass(frozen=True)
