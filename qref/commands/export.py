@@ -1,5 +1,5 @@
-"""``qref export DIR --mlir OUT --jsonl FILE``: a suite as self-checking StableHLO files and JSON lines
-(docs/vectors.md §8)."""
+"""``qref export DIR --mlir OUT --jsonl FILE --hex OUT``: a suite as self-checking StableHLO files, JSON lines and
+hex vectors for hardware testbenches (docs/vectors.md §8)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,30 @@ from collections import Counter
 
 from ..errors import QrefError
 
+_FORMATS = {"mlir": "mlir", "jsonl": "jsonl", "hex": "hex"}
+
 
 def _run(args: argparse.Namespace) -> int:
-    from ..conformance.export import export_jsonl, export_mlir
+    from ..conformance.export import export_hex, export_jsonl, export_mlir
     from ..conformance.outputs import check_output_dir, check_output_file
     from ..conformance.suite import load_suite
 
-    if not args.mlir and not args.jsonl:
-        raise QrefError("nothing to export: give --mlir OUT_DIR and/or --jsonl OUT_FILE")
+    if args.format is not None:  # the issue's spelling: --format hex --out DIR
+        if args.out is None:
+            raise QrefError(f"--format {args.format} needs --out (a directory; a file for jsonl)")
+        if getattr(args, args.format):
+            raise QrefError(f"give --format {args.format} --out PATH or --{args.format} PATH, not both")
+        setattr(args, args.format, args.out)
+    elif args.out is not None:
+        raise QrefError("--out needs --format mlir|jsonl|hex")
+    if not args.mlir and not args.jsonl and not args.hex:
+        raise QrefError("nothing to export: give --mlir OUT_DIR, --jsonl OUT_FILE and/or --hex OUT_DIR")
     if args.mlir:
         check_output_dir(args.mlir, "--mlir", args.force)
     if args.jsonl:
         check_output_file(args.jsonl, "--jsonl", args.force)
+    if args.hex:
+        check_output_dir(args.hex, "--hex", args.force)
     suite = load_suite(args.suite)
 
     def cases():  # re-read per export: keeps memory bounded
@@ -35,22 +47,35 @@ def _run(args: argparse.Namespace) -> int:
     if args.jsonl:
         n = export_jsonl(cases(), args.jsonl)
         print(f"wrote {n} cases to {args.jsonl}")
+    if args.hex:
+        hskipped: Counter[str] = Counter()
+        dirs = export_hex(cases(), args.hex, suite.manifest["name"], skipped=hskipped)
+        print(f"wrote hex vectors of {len(dirs)} cases under {args.hex} (index.txt lists them); "
+              f"{sum(hskipped.values())} cases without an element-wise form were skipped" + (":" if hskipped else ""))
+        for why, n in hskipped.most_common():
+            print(f"  {n:6d}  {why}")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "export", help="export a suite as self-checking StableHLO .mlir files and/or JSON lines",
+        "export", help="export a suite as self-checking StableHLO .mlir files, JSON lines and/or hex vectors",
         description="Export the cases of a suite for consumers outside Python: --mlir writes one self-checking "
         "StableHLO file per case MLIR can express (hex constants, check.expect_eq; run with "
         "stablehlo-translate --interpret), --jsonl writes one JSON object per case with every array as hex "
-        "strings (TestFloat-like). Example: qref export conformance/v1 --mlir /tmp/mlir --cases "
-        "'elements/float8_e4m3fn/*'",
+        "strings (TestFloat-like), --hex writes per case TestFloat-style vector files (input words, expected "
+        "words, flags) and $readmemh files for RTL testbenches (check results with qref verify-hex). "
+        "Example: qref export conformance/v1 --hex /tmp/hex --cases 'elements/float8_e4m3fn/*'",
     )
     p.add_argument("suite", metavar="DIR", help="suite directory (e.g. conformance/v1)")
     p.add_argument("--mlir", metavar="OUT_DIR", help="directory for the .mlir files (<case id>.mlir)")
     p.add_argument("--jsonl", metavar="OUT_FILE", help="JSON-lines file, one case per line")
+    p.add_argument("--hex", metavar="OUT_DIR", help="directory for hex vectors (<case id>/, index.txt; "
+                   "docs/vectors.md §8.1)")
+    p.add_argument("--format", choices=sorted(_FORMATS), default=None,
+                   help="the same as --mlir/--jsonl/--hex with the path given by --out")
+    p.add_argument("--out", metavar="PATH", default=None, help="output path of --format")
     p.add_argument("--cases", metavar="GLOB", default=None, help="only case ids matching this glob pattern")
     p.add_argument("--force", action="store_true", help="overwrite an existing --jsonl file / non-empty --mlir "
-                   "directory")
+                   "or --hex directory")
     p.set_defaults(func=_run)
