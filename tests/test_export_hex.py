@@ -382,3 +382,70 @@ def test_cli_export_hex_reports_skips(tmp_path, capsys):
     assert "--force" in capsys.readouterr().err
     assert main(["export", str(COMMITTED), "--format", "hex"]) == 2
     assert "needs --out" in capsys.readouterr().err
+
+
+def test_results_of_another_case_and_links_in_the_output_are_refused(exported, tmp_path):
+    a, b = EXPORTED[0], EXPORTED[1]
+    got = tmp_path / "elements.hex"
+    got.write_text((exported / b / "elements.hex").read_text())
+    with pytest.raises(QrefError, match=f"results of case {b}"):
+        verify_hex(exported / a / "elements.hex", got)
+    out = tmp_path / "out"
+    (out / "elements" / "float8_e4m3fn" / "f32" / "nearest_even" / "saturate").mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    os.symlink(victim, out / "elements" / "float8_e4m3fn" / "f32" / "nearest_even" / "saturate" / "overflow")
+    with pytest.raises(QrefError, match="symbolic link"):
+        export_hex([load_suite(COMMITTED)[a]], out, "v1")
+    assert not any(victim.iterdir())
+
+
+ELEMENT_WISE = {  # written here from the spec pages, not read from the exporter
+    ("elements", "encode"), ("elements", "decode"), ("elements", "quantize"), ("uniform", "uniform_quantize"),
+    ("uniform", "uniform_dequantize"), ("block", "block_quantize"), ("block", "block_dequantize"),
+    ("lookup", "lookup_quantize"), ("lookup", "lookup_dequantize"), ("recipes", "scaled_qdq"),
+}
+
+
+def _section(text: str) -> str:
+    return text.split("### 8.1 Hex vectors", 1)[1].split("\n## 9.", 1)[0]
+
+
+def test_docs_counts_and_examples_match_the_export(manifest, exported, tmp_path):
+    """docs/vectors.md §8.1: the exported / skipped counts per the manifest; one case per (family, operation)
+    confirms hex_reason agrees; the header example and the mismatch line are what the code writes."""
+    raw = _section((COMMITTED.parents[1] / "docs" / "vectors.md").read_text())
+    doc = " ".join(raw.split())
+    kinds: dict[tuple[str, str], str] = {}
+    fam: dict[str, int] = {}
+    skip = {"matrix": 0, "delayed_scaling": 0, "pack": 0, "unpack": 0}
+    for c in manifest["cases"]:
+        k = (c["family"], c["operation"])
+        kinds.setdefault(k, c["id"])
+        if k in ELEMENT_WISE:
+            fam[c["family"]] = fam.get(c["family"], 0) + 1
+        else:
+            skip["matrix" if c["operation"] in ("gemm", "mma", "block_matmul", "qdq_matmul") else c["operation"]] += 1
+    n = sum(fam.values())
+    assert (f"Of the committed suite's {len(manifest['cases'])} cases, {n} are exported (elements {fam['elements']}, "
+            f"uniform {fam['uniform']}, block {fam['block']}, lookup {fam['lookup']}, recipes {fam['recipes']}) and "
+            f"{sum(skip.values())} skipped ({skip['matrix']} matrix products, {skip['delayed_scaling']} "
+            f"delayed_scaling, {skip['pack']} pack, {skip['unpack']} unpack)") in doc
+    suite = load_suite(COMMITTED)
+    for k, cid in kinds.items():
+        assert (hex_reason(suite[cid]) is None) == (k in ELEMENT_WISE), cid
+    block = raw.split("```\n# qref hex vectors 1", 1)[1].split("```", 1)[0]
+    real = (exported / EXPORTED[0] / "elements.hex").read_text().split("\n")
+    shown = ["# qref hex vectors 1" + block.split("\n", 1)[0], *block.split("\n")[1:-1]]
+    assert shown[:-1] == real[:len(shown) - 1] and shown[-1] == "..."
+    res = tmp_path / "r" / "block/mxfp8_e4m3/f32/zero/ocp"
+    res.mkdir(parents=True)
+    src = exported / "block/mxfp8_e4m3/f32/zero/ocp" / "elements.hex"
+    lines = src.read_text().split("\n")
+    data = [i for i, x in enumerate(lines) if x and not x.startswith("#")]
+    f = lines[data[37]].split(" ")
+    f[1] = "01"
+    lines[data[37]] = " ".join(f)
+    (res / "elements.hex").write_text("\n".join(lines))
+    rep = verify_hex(exported, tmp_path / "r")
+    assert f"```\n{rep.mismatches[0].text()}\nFAIL: {rep.summary()}\n```" in raw

@@ -693,13 +693,17 @@ def export_hex(cases: Iterable[Case], out: str | os.PathLike[str], suite_name: s
                 skipped[why] += 1
             index.append(f"skip {case.id}: {why}")
             continue
-        d = root / case_dir(case.id)
+        d = _inside(root, case_dir(case.id))  # never written through a link
         d.mkdir(parents=True, exist_ok=True)
         for name, data in to_hex(case, suite_name).items():
+            if (d / name).is_symlink():
+                raise QrefError(f"{d / name} is a symbolic link; not written through")
             (d / name).write_bytes(data)
         written.append(d)
         index.append(f"case {case.id}")
     root.mkdir(parents=True, exist_ok=True)
+    if (root / "index.txt").is_symlink():
+        raise QrefError(f"{root / 'index.txt'} is a symbolic link; not written through")
     head = (f"# qref hex export {HEX_VERSION} (docs/vectors.md section 8.1): suite {suite_name or '-'}; "
             f"{len(written)} cases exported, {len(index) - len(written)} skipped")
     (root / "index.txt").write_bytes(("\n".join([head, *index]) + "\n").encode("ascii", "backslashreplace"))
@@ -888,6 +892,9 @@ def _verify_hex_file(ref_path: Path, results: Path, rel: str, report: HexReport)
     text = _read_text(results, "results file")
     rows, lines = [], []
     for ln, line in enumerate(text.split("\n"), 1):
+        if line.startswith("# case: ") and line[8:].strip() != ref.meta["case"]:
+            raise QrefError(f"{results} line {ln}: results of case {line[8:].strip()}, the reference {ref.path} is "
+                            f"case {ref.meta['case']}")
         if line.startswith("#") or not line.strip():
             continue
         rows.append(_fields(line, list(ref.columns), results, ln, reference=False))
@@ -895,8 +902,9 @@ def _verify_hex_file(ref_path: Path, results: Path, rel: str, report: HexReport)
     _compare(ref, rows, lines, results, rel, report)
 
 
-def _memh_source(ref_memh: Path) -> tuple[Path, str]:
-    """(the vector file holding the expected array of exp.<name>.memh, name), read from the case's case.txt."""
+def _memh_source(ref_memh: Path) -> tuple[HexVectors, str]:
+    """(the vector file holding the expected array of exp.<name>.memh, name), found through the case's
+    case.txt."""
     m = re.match(r"^exp\.([a-z_][a-z0-9_]*)\.memh$", ref_memh.name)
     if m is None:
         raise QrefError(f"{ref_memh}: results in $readmemh form are compared against an exp.<array>.memh file")
@@ -904,16 +912,14 @@ def _memh_source(ref_memh: Path) -> tuple[Path, str]:
     for line in side.split("\n"):
         parts = line.split()
         if len(parts) == 6 and parts[0] == "vectors" and re.match(r"^[a-z_][a-z0-9_]*\.hex$", parts[1]):
-            vec = ref_memh.parent / parts[1]
-            head = _read_text(vec, "vector file").split("\n# flags:", 1)[0]
-            if f" exp {m[1]} " in head:
+            vec = read_hex_vectors(ref_memh.parent / parts[1])
+            if any(c.role == "exp" and c.name == m[1] for c in vec.columns):
                 return vec, m[1]
     raise QrefError(f"{ref_memh.parent / 'case.txt'}: no vector file lists the expected array {m[1]}")
 
 
 def _verify_memh_file(ref_memh: Path, results: Path, rel: str, report: HexReport) -> None:
-    vec, name = _memh_source(ref_memh)
-    ref = read_hex_vectors(vec)
+    ref, name = _memh_source(ref_memh)
     col = next(c for c in ref.columns if c.role == "exp" and c.name == name)
     text = _read_text(results, "results file")
     rows, lines = [], []
