@@ -449,3 +449,26 @@ def test_docs_counts_and_examples_match_the_export(manifest, exported, tmp_path)
     (res / "elements.hex").write_text("\n".join(lines))
     rep = verify_hex(exported, tmp_path / "r")
     assert f"```\n{rep.mismatches[0].text()}\nFAIL: {rep.summary()}\n```" in raw
+
+
+@pytest.mark.parametrize("cid", [c for c in EXPORTED if not c.startswith("elements/")])
+def test_flags_of_scheme_outputs(exported, entries, cid):
+    """Block, uniform, lookup and recipe outputs: nan/inf/zero/subnormal of float words by ml_dtypes, none for
+    integer codes, no cast flags (20/40/80), 01 exactly where the mask is set."""
+    e = entries[cid]
+    for name, ref in e["expected"].items():
+        fmt = ref.get("format", ref["dtype"])
+        want = np.zeros(math.prod(ref["shape"]), np.uint8)
+        if fmt in ML:
+            r = _ml_values(_npy(ref), fmt)
+            with np.errstate(invalid="ignore"):
+                want[np.isnan(r)] |= 0x02
+                want[np.isinf(r)] |= 0x04
+                want[r == 0] |= 0x08
+                if fmt != "float8_e8m0fnu":
+                    want[(r != 0) & (np.abs(r) < float(ml_dtypes.finfo(ML[fmt]).smallest_normal))] |= 0x10
+        else:
+            assert fmt.startswith(("int", "uint")), (cid, name, fmt)
+        if name in e["unspecified"]:
+            want |= _npy(e["unspecified"][name]).astype(np.uint8)
+        np.testing.assert_array_equal(_flags(exported, cid, name), want, err_msg=f"{cid} {name}")
