@@ -1,6 +1,7 @@
 """Peer vectors of TransformerEngine's NVFP4 random Hadamard transform (RHT), run on CPU (transforms.md §6).
 
-    python scripts/peers/transformer_engine_rht.py --src /path/to/TransformerEngine --out tests/peers/transformer_engine_rht
+    python scripts/peers/transformer_engine_rht.py --src /path/to/TransformerEngine \
+        --out tests/peers/transformer_engine_rht
 
 ``--src`` is a clean git checkout of github.com/NVIDIA/TransformerEngine (its commit is recorded). The reference
 ``transformer_engine/pytorch/custom_recipes/reference_nvfp4.py`` is loaded unmodified, with the stand-ins of
