@@ -39,7 +39,7 @@ _isqrt = np.frompyfunc(math.isqrt, 1, 1)
 
 
 def _log2_size(n: object) -> int:
-    """m with n = 2^m (§C1)."""
+    """m with n = 2^m (C1)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 or int(n) & (int(n) - 1):
         raise QrefError(f"the Hadamard size n must be a power of two (1, 2, 4, ...), got {n!r}")
     return int(n).bit_length() - 1
