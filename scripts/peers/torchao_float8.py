@@ -107,11 +107,60 @@ def torch_of(bits: np.ndarray, dtype: str) -> Any:
     return torch.from_numpy(bits.view(np.int16).copy()).view(torch.bfloat16)
 
 
+def semantics_model(x: np.ndarray, granularity: str, fp8: str, pow2: bool, dim: int | None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """README.md's steps 1-5 in numpy (codes uint8, scale float32); torch.log2 only for step 4's logarithm."""
+    import ml_dtypes
+    import torch
+
+    fdt, fmax = (ml_dtypes.float8_e4m3fn, 448.0) if fp8 == "e4m3" else (ml_dtypes.float8_e5m2, 57344.0)
+    with np.errstate(all="ignore"):
+        amax = np.asarray(np.abs(x).max() if granularity == "tensorwise" else np.abs(x).max(axis=dim, keepdims=True))
+        res = (fmax / np.where(np.isnan(amax), amax, np.maximum(amax, 1e-12))).astype(np.float32)
+        if pow2:
+            lg = torch.log2(torch.from_numpy(np.atleast_1d(res).copy())).numpy().reshape(res.shape)
+            res = np.exp2(np.floor(lg)).astype(np.float32)
+        prod = np.clip((x * res.astype(np.float64)).astype(np.float32), -fmax, fmax)
+        return prod.astype(fdt).view(np.uint8), res
+
+
+def check(out: Path) -> int:
+    """Hold the vectors to semantics_model (README.md): codes compared (NaN codes as NaN), mismatching arrays."""
+    import ml_dtypes
+
+    man = json.loads((out / "manifest.json").read_text())
+    with np.load(out / "vectors.npz") as f:
+        z = {k: f[k] for k in f.files}
+    compared, bad = 0, []
+    for t in man["tensors"]:
+        dtype = t.split("__")[0]
+        xb = z[f"{t}__x"]
+        x = (xb.view(np.float32) if dtype == "float32" else xb.view(ml_dtypes.bfloat16)).astype(np.float64)
+        for name, g, fp8, pow2, dim in CONFIGS:
+            key = f"{t}__{name}"
+            if f"{key}__codes" not in z:
+                continue
+            codes, scale = semantics_model(x, g, fp8, pow2, dim)
+            want, ws = z[f"{key}__codes"], z[f"{key}__scale"].view(np.float32)
+            top = 0x7F if fp8 == "e4m3" else 0x7D
+            nan = ((codes & 0x7F) >= top) & ((want & 0x7F) >= top)
+            scale = scale.reshape(ws.shape)
+            ok_s = (scale.view(np.uint32) == ws.view(np.uint32)) | (np.isnan(scale) & np.isnan(ws))
+            compared += codes.size
+            if not (((codes == want) | nan).all() and ok_s.all()):
+                bad.append(key)
+    print(f"semantics model: {compared} codes compared, {len(bad)} arrays differ {bad[:5]}")
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=20261204)
+    ap.add_argument("--check-only", action="store_true", help="only hold --out's vectors to the README's model")
     a = ap.parse_args(argv)
+    if a.check_only:
+        return check(Path(a.out))
     import torch
     import torchao
     from torchao.float8.config import ScalingGranularity
@@ -178,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"{len(tensors)} tensors, {len(arrays)} arrays, {digest[:12]} -> {out}")
-    return 0
+    return check(out)
 
 
 if __name__ == "__main__":

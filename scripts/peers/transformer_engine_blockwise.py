@@ -129,12 +129,72 @@ def torch_of(bits: np.ndarray, dtype: str) -> Any:
     return torch.from_numpy(bits.view(np.int16).copy()).view(torch.bfloat16)
 
 
+def semantics_model(x: np.ndarray, dtype: str, tile_shape: tuple[int, int], fp8: str, pow2: bool, eps: float
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """README.md's steps 1-9 in numpy (codes uint8, scale_inv float32) for one tensor (float64 values of x)."""
+    import ml_dtypes
+
+    fdt, fmax = (ml_dtypes.float8_e4m3fn, 448.0) if fp8 == "e4m3" else (ml_dtypes.float8_e5m2, 57344.0)
+    xmax = float(np.finfo(np.float32).max) if dtype == "float32" else float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+    m, k = x.shape
+    tm, tk = tile_shape
+    mp, kp = -(-m // tm) * tm, -(-k // tk) * tk
+    xp = np.zeros((mp, kp))
+    xp[:m, :k] = x
+    with np.errstate(all="ignore"):
+        amax = np.abs(xp).reshape(mp // tm, tm, kp // tk, tk).max(axis=(1, 3)).astype(np.float32)
+        amax = np.where(np.isnan(amax), amax, np.maximum(amax, np.float32(eps)))
+        scale = (np.float64(fmax) / amax.astype(np.float64)).astype(np.float32)
+        scale = np.where(scale == np.inf, np.float32(xmax), scale)
+        if pow2:
+            e = np.where(np.isnan(scale), 0, np.frexp(scale)[1])
+            scale = np.where(amax == np.inf, np.float32(0), np.ldexp(np.float32(1), e - 1)).astype(np.float32)
+        scale = np.where(amax == 0, np.float32(1), scale).astype(np.float32)
+        full = np.repeat(np.repeat(scale, tm, 0), tk, 1)[:m, :k].astype(np.float64)
+        prod = np.clip((x * full).astype(np.float32), -fmax, fmax)
+        return prod.astype(fdt).view(np.uint8), (np.float32(1) / scale).astype(np.float32)
+
+
+def check(out: Path) -> int:
+    """Hold the vectors to semantics_model (README.md): codes compared (NaN codes as NaN), mismatching arrays."""
+    import ml_dtypes
+
+    man = json.loads((out / "manifest.json").read_text())
+    with np.load(out / "vectors.npz") as f:
+        z = {k: f[k] for k in f.files}
+    compared, bad = 0, []
+    for t in man["tensors"]:
+        dtype = t.split("__")[0]
+        xb = z[f"{t}__x"]
+        x = (xb.view(np.float32) if dtype == "float32" else xb.view(ml_dtypes.bfloat16)).astype(np.float64)
+        for c in man["configs"]:
+            key = f"{t}__{c['name']}"
+            if f"{key}__codes" not in z:
+                continue
+            fp8 = "e4m3" if c["quant_dtype"] == "float8_e4m3fn" else "e5m2"
+            args = (dtype, tuple(c["quant_tile_shape"]), fp8, c["pow_2_scales"], c["eps"])
+            for suffix, xx in (("", x), ("_t", x.T)) if c["return_transpose"] else (("", x),):
+                codes, sinv = semantics_model(xx, *args)
+                want, wsinv = z[f"{key}__codes{suffix}"], z[f"{key}__scale_inv{suffix}"].view(np.float32)
+                nan = ((codes & 0x7F) >= (0x7F if fp8 == "e4m3" else 0x7D)) & ((want & 0x7F) >= (0x7F if fp8 ==
+                                                                                    "e4m3" else 0x7D))
+                ok_s = (sinv.view(np.uint32) == wsinv.view(np.uint32)) | (np.isnan(sinv) & np.isnan(wsinv))
+                compared += codes.size
+                if not (((codes == want) | nan).all() and ok_s.all()):
+                    bad.append(f"{key}{suffix}")
+    print(f"semantics model: {compared} codes compared, {len(bad)} arrays differ {bad[:5]}")
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", required=True, help="a clean git checkout of NVIDIA/TransformerEngine")
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=20261203)
+    ap.add_argument("--check-only", action="store_true", help="only hold --out's vectors to the README's model")
     a = ap.parse_args(argv)
+    if a.check_only:
+        return check(Path(a.out))
     src = Path(a.src).resolve()
     commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()
@@ -208,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"{len(tensors)} tensors, {len(arrays)} arrays, {digest[:12]} -> {out}")
-    return 0
+    return check(out)
 
 
 if __name__ == "__main__":
