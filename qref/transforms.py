@@ -224,18 +224,28 @@ def _ftz32(v: np.ndarray) -> np.ndarray:
     return np.where(np.abs(v) < np.float32(2.0**-126), np.copysign(np.float32(0), v), v).astype(np.float32)
 
 
+def _coefficient(m: int, normalize: bool, inverse: bool, dt: np.dtype) -> np.floating:
+    """RN_dt(c) with one rounding: c = 2^(-m/2) (normalize), 2^-m (unnormalized inverse) or 1; for odd m,
+    RN(1/sqrt(2)) from the exact path (hadamard of (1, 0)) times 2^-((m-1)/2), exact in the normal range."""
+    if not normalize:
+        return dt.type(2.0**-m if inverse else 1.0)
+    if m % 2 == 0:
+        return dt.type(2.0 ** (-m // 2))
+    half = _exact(np.array([[1.0, 0.0]]), 1, np.ones(2, dtype=np.int64), True, False, dt)[0, 0]
+    return dt.type(half * dt.type(2.0 ** (-(m - 1) // 2)))
+
+
 def _kernel(rows: np.ndarray, m: int, s: np.ndarray, normalize: bool, inverse: bool, arithmetic: str,
             out_dt: np.dtype) -> np.ndarray:
     """§4.2 / §4.3: y_j = sum over i of x_i C[i, j] with C = (H D)^T c (forward) or (D H)^T c' (inverse)
     rounded to the kernel's element type, summed in the kernel's order."""
     n = 1 << m
     mat = hadamard_matrix(n) * (s[:, None] if inverse else s[None, :])  # rows j: y_j = sum_i mat[j, i] x_i
-    scale = (2.0 ** (-m / 2)) if normalize else (2.0**-m if inverse else 1.0)
     r = rows.shape[0]
     if arithmetic == "fma_sequential_float32":
         if rows.dtype != np.float32:
             raise QrefError(f"arithmetic='fma_sequential_float32' models a float32 matmul; x is {rows.dtype}")
-        c = _to_dtype(np.asarray(scale, np.float64).reshape(1), np.dtype(np.float32))[0]
+        c = _coefficient(m, normalize, inverse, np.dtype(np.float32))
         coef = (mat.T * c).astype(np.float32)  # coef[i, j] = M_ji RN32(c): exact sign flips
         acc = np.zeros((r, n), np.float32)
         with np.errstate(invalid="ignore", over="ignore"):
@@ -247,7 +257,7 @@ def _kernel(rows: np.ndarray, m: int, s: np.ndarray, normalize: bool, inverse: b
         raise QrefError(f"arithmetic='dot_pairs_bfloat16' models a bfloat16 matmul; x is {rows.dtype}")
     if n < 2:
         raise QrefError("arithmetic='dot_pairs_bfloat16' sums pairs of elements: n must be at least 2")
-    cb = _to_dtype(np.asarray(scale, np.float64).reshape(1), np.dtype(ml_dtypes.bfloat16))[0]
+    cb = _coefficient(m, normalize, inverse, np.dtype(ml_dtypes.bfloat16))
     coef = (mat.T * np.float32(cb)).astype(np.float32)  # bfloat16 entries, held exactly in float32
     xs = _ftz32(rows.astype(np.float32))  # DAZ: bfloat16 subnormal inputs read as zero
     acc = np.zeros((r, n), np.float32)

@@ -281,6 +281,9 @@ def test_fma_sequential_float32_order() -> None:
     # even); an unfused product 2^-150 would round to 0 first and leave 2^-149
     x = np.array([2.0**-148, 2.0**-149, 0.0, 0.0], np.float32)
     assert hadamard(x, 4, arithmetic="fma_sequential_float32")[0] == np.float32(2.0**-148)
+    # n = 2: the coefficient is RN32(1/sqrt(2)) = 0x3F3504F3 (0.70710677), rounded once
+    y = hadamard(np.array([1.0, 0.0], np.float32), 2, arithmetic="fma_sequential_float32")
+    assert (y.view(np.uint32) == 0x3F3504F3).all()
     z = np.full(4, -0.0, np.float32)
     assert not np.signbit(hadamard(z, 4, arithmetic="fma_sequential_float32")).any()
     assert np.signbit(hadamard(z, 4))[0]
@@ -298,6 +301,9 @@ def test_dot_pairs_bfloat16_order() -> None:
         for v in (M, 0.0, M, -M):
             seq = np.float32(seq + np.float32(v))
     assert np.isinf(seq)
+    # n = 2: the coefficient is RN_bf16(1/sqrt(2)) = 0x3F35 (0.70703125; 0x3F36 is 0.7109375)
+    y = hadamard(np.array([1.0, 0.0], dtype=ml_dtypes.bfloat16), 2, arithmetic="dot_pairs_bfloat16")
+    assert (y.view(np.uint16) == 0x3F35).all()
     sub = np.array([2.0**-130, 0.0, 0.0, 0.0], dtype=ml_dtypes.bfloat16)  # a bfloat16 subnormal: read as 0
     assert (hadamard(sub, 4, normalize=False, arithmetic="dot_pairs_bfloat16").astype(np.float32) == 0).all()
     assert (hadamard(sub, 4, normalize=False).astype(np.float32) != 0).all()
