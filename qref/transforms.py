@@ -152,11 +152,13 @@ def _exact(rows: np.ndarray, m: int, s: np.ndarray, normalize: bool, inverse: bo
     shift = np.where(fin, exp - e0, 0)
     mag = ex.sig.reshape(r, n).astype(object) << shift.astype(object)
     vals = np.where(neg, -mag, mag)
-    mat = hadamard_matrix(1 << m) * (s[None, :] if not inverse else s[:, None])  # H D or D H
-    if inverse:
-        acc = _butterfly(vals, m) * s[None, :].astype(object)
-    else:
-        acc = _butterfly(vals * s[None, :].astype(object), m)
+
+    def apply_m(v: np.ndarray) -> np.ndarray:
+        """M v along the last axis, M = H D (forward) or D H (inverse), in v's integer arithmetic."""
+        sv = s[None, :].astype(v.dtype)
+        return _butterfly(v, m) * sv if inverse else _butterfly(v * sv, m)
+
+    acc = apply_m(vals)
     # scale: forward / normalized inverse 2^(-m/2); unnormalized forward 1; unnormalized inverse 2^-m
     if normalize:
         f, irr = -((m + 1) // 2), m % 2 == 1  # 2^(-m/2) = sqrt(2) 2^(-(m+1)/2) for odd m
@@ -182,17 +184,19 @@ def _exact(rows: np.ndarray, m: int, s: np.ndarray, normalize: bool, inverse: bo
         e_out = e0 + f + sh
     out_cls = np.where(nz, FINITE, ZERO).astype(np.int8)
     out_neg = acc < 0
+
+    def count(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """#{i: M_ji > 0 and p_i} + #{i: M_ji < 0 and q_i} = (sum p + sum q + (M (p - q))_j) / 2."""
+        pi, qi = p.astype(np.int64), q.astype(np.int64)
+        return ((pi + qi).sum(axis=1, keepdims=True) + apply_m(pi - qi)) // 2
+
     # zeros: -0 only when every term M_ji x_i is -0 (IEEE 754 §6.3 for a sum of zeros), else +0
-    zneg = (cls == ZERO) & neg
-    zpos = (cls == ZERO) & ~neg
-    pos_m, neg_m = (mat > 0).astype(np.int64), (mat < 0).astype(np.int64)
-    negzero_terms = zneg.astype(np.int64) @ pos_m.T + zpos.astype(np.int64) @ neg_m.T
-    out_neg = np.where(nz, out_neg, negzero_terms == n)
+    zero = cls == ZERO
+    out_neg = np.where(nz, out_neg, count(zero & neg, zero & ~neg) == n)
     # non-finite: NaN in the group, or Inf terms of both signs -> NaN; Inf terms of one sign -> that Inf
-    pinf = ((cls == INF) & ~neg).astype(np.int64)
-    ninf = ((cls == INF) & neg).astype(np.int64)
-    up = (pinf @ pos_m.T + ninf @ neg_m.T) > 0
-    down = (pinf @ neg_m.T + ninf @ pos_m.T) > 0
+    inf = cls == INF
+    up = count(inf & ~neg, inf & neg) > 0
+    down = count(inf & neg, inf & ~neg) > 0
     nan = (cls == NAN).any(axis=1, keepdims=True) | (up & down)
     out_cls = np.where(up | down, INF, out_cls)
     out_neg = np.where(up | down, down, out_neg)

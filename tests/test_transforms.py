@@ -264,6 +264,12 @@ def test_nonfinite_and_zero_signs() -> None:
     assert np.signbit(y).tolist() == [True, False, False, False]  # row 0 is all +1: every term -0
     y = hadamard(z, 4, signs=np.array([1, -1, 1, 1]))
     assert not np.signbit(y).any()
+    s = np.array([1, -1, 1, -1])  # row 1 of H_4: forward row 1 of H D is all +1; inverse row 0 of D H is
+    assert np.signbit(hadamard(z, 4, signs=s)).tolist() == [False, True, False, False]
+    assert np.signbit(inverse_hadamard(z, 4, signs=s)).tolist() == [True, False, False, False]
+    x = np.zeros(4, np.float32)
+    x[1] = np.inf  # inverse: x_j = s_j sum_i H_ji y_i; term j = s_j H_j1 Inf
+    assert (inverse_hadamard(x, 4, signs=s) == np.array([np.inf, np.inf, np.inf, np.inf], np.float32)).all()
     assert np.signbit(hadamard(np.array([1.0, -1.0, 0.0, 0.0]), 4)).tolist() == [False, False, False, False]
 
 
