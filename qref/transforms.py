@@ -82,7 +82,11 @@ def _signs(signs: object, seed: object, n: int) -> np.ndarray:
 
 
 def _check_float(x: object, name: str) -> np.ndarray:
+    if isinstance(x, np.ma.MaskedArray):
+        raise QrefError(f"{name} is a masked array (the mask would be lost): pass {name}.filled(v)")
     arr = np.asarray(x)
+    if arr.dtype.kind == "f" and not arr.dtype.isnative:  # '>f4' on a little-endian machine: same values
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     if arr.dtype not in _OUTPUT_DTYPES:
         raise QrefError(f"{name} must be a float64, float32, float16 or bfloat16 array, got dtype {arr.dtype} "
                         "(convert integers or other formats first, e.g. x.astype(np.float32))")

@@ -344,6 +344,10 @@ def test_bad_inputs() -> None:
                 np.zeros(16, ml_dtypes.float8_e4m3fn)):
         with pytest.raises(QrefError, match="float64, float32, float16 or bfloat16"):
             hadamard(arr, 16)
+    with pytest.raises(QrefError, match="masked array"):
+        hadamard(np.ma.masked_array(np.ones(16, np.float32)), 16)
+    big = np.arange(16, dtype=">f4")
+    assert (hadamard(big, 16) == hadamard(np.arange(16, dtype=np.float32), 16)).all()
     with pytest.raises(QrefError, match="dtype must be"):
         hadamard(x, 16, dtype=np.int32)
     with pytest.raises(QrefError, match="unknown arithmetic"):
