@@ -185,15 +185,15 @@ PROFILES = sorted(qref.profiles("uniform"))
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("granularity", ["per_tensor", "per_axis", "blocked"])
+@pytest.mark.parametrize("granularity", ["per_tensor", "per_tensor_zero", "per_axis", "blocked"])
 @pytest.mark.parametrize("storage", ["int8", "uint4"])
 def test_quantize_fast_equals_reference(profile: str, granularity: str, storage: str) -> None:
     rows, cols = 8, 64
     scales = np.array([0.5, 0.1, 3e-3, 1.0, 0.25, 7.0, 1e-5, 0.3])
     lo, hi = qref.get_format(storage).full_range
     zps = np.array([0, lo, hi, 1, -1 if lo < 0 else 2, 3, 0, hi - 1]).clip(lo, hi)
-    if granularity == "per_tensor":
-        opts: dict[str, Any] = {"scale": 0.1, "zero_point": int(zps[3])}
+    if granularity.startswith("per_tensor"):
+        opts: dict[str, Any] = {"scale": 0.1, "zero_point": 0 if granularity.endswith("zero") else int(zps[3])}
     elif granularity == "per_axis":
         opts = {"scale": scales, "zero_point": zps, "axis": 0}
     else:
@@ -208,7 +208,10 @@ def test_quantize_fast_equals_reference(profile: str, granularity: str, storage:
     dts = [d for d in dts if A.input_dtypes is None or np.dtype(d).name in A.input_dtypes]
     n = 0
     for dt in dts:
-        for x in _e2e_inputs(dt, (rows, cols), scales):
+        xs = _e2e_inputs(dt, (rows, cols), scales)
+        if granularity.startswith("per_tensor"):  # a 0-d input and a length the vector loop does not divide
+            xs += [xs[0][0, 0], xs[0].reshape(-1)[:61]]
+        for x in xs:
             with np.errstate(all="ignore"):
                 try:
                     want = s.quantize(x, _reference=True)

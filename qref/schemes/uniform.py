@@ -323,20 +323,20 @@ class UniformScheme(Scheme):
         C = self._compute_dtype(arr)
         S, Z = self.expand(arr.shape)
         Z = self._wrapped_zero_points(Z)
-        xc = cast(arr, C)
-        sc = np.broadcast_to(self._scale_in(S, C), arr.shape) if arr.ndim else self._scale_in(S, C)
+        xc = arr if arr.dtype == C else cast(arr, C)  # read only below
+        sc = self._scale_in(S, C)  # broadcastable against x: every step below is elementwise
         ftz = _ftz if A.flush_subnormals and C in _FTZ_DTYPES else _keep
         xc, sc = ftz(xc), ftz(sc)
         inv = None
         with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
             if A.scale_op == "divide":
-                q = np.asarray(xc / sc).astype(C)
+                q = np.asarray(xc / sc).astype(C, copy=False)
             elif A.bf16_upcast and np.dtype(ml_dtypes.bfloat16) == C:
                 inv = self._reciprocal(ftz(np.asarray(np.float32(1) / sc.astype(np.float32)).astype(np.float32)))
-                q = cast(np.asarray(xc.astype(np.float32) * inv).astype(np.float32), C)
+                q = cast(np.asarray(xc.astype(np.float32) * inv).astype(np.float32, copy=False), C)
             else:
                 inv = self._reciprocal(ftz(np.asarray(np.ones((), C) / sc).astype(C)))
-                q = np.asarray(xc * inv).astype(C)
+                q = np.asarray(xc * inv).astype(C, copy=False)
         unspecified = np.zeros(arr.shape, dtype=bool)
         if isinstance(self.storage, FloatFormat):
             return self._quantize_float(arr, q, S, Z, unspecified)
@@ -349,9 +349,14 @@ class UniformScheme(Scheme):
             with np.errstate(over="ignore", invalid="ignore"):
                 if A.zero_point == "fused":
                     assert inv is not None
-                    q = fma32(xc, inv, np.broadcast_to(zc, arr.shape))
+                    if not _reference and not np.any(zc) and C.name == "float32":
+                        # fma(x, 1/s, 0) = fl32(x * (1/s)): the product is exact in float64; only the sign of a
+                        # zero can differ, which no integer code sees (uniform.md §2.5)
+                        q = (xc.astype(np.float64) * inv.astype(np.float64)).astype(np.float32)
+                    else:
+                        q = fma32(xc, np.broadcast_to(inv, arr.shape), np.broadcast_to(zc, arr.shape))
                 else:
-                    q = np.asarray(q + zc).astype(C)
+                    q = np.asarray(q + zc).astype(C, copy=False)
         if A.clamp == "float":
             lo_c, hi_c = _cast_scalar(lo, C), _cast_scalar(hi, C)
             if A.constants == "unspecified":
@@ -420,13 +425,23 @@ class UniformScheme(Scheme):
 
     def _quantize_simd(self, arr: np.ndarray, _reference: bool = False) -> QArray:
         body, rem = self._loops()
-        tail = self._tail(arr.shape)
-        qb, qr = body.quantize(arr, _reference=_reference), rem.quantize(arr, _reference=_reference)
-        assert qb.unspecified is not None and qr.unspecified is not None
-        return QArray(codes=np.where(tail, qr.codes, qb.codes).astype(self.codes_dtype), scheme=self,
+        n = arr.size
+        # the vector loop's elements are the flat prefix of a per-tensor scheme (one scale: each loop quantizes
+        # its own part alone); everything else is the scalar loop's (uniform.md §2.4)
+        k = n // self.arithmetic.simd_width * self.arithmetic.simd_width if self.granularity == "per_tensor" else 0
+        if k == 0:  # the scalar loop only: the array as it is (per-axis and blocked scales need its shape)
+            q = rem.quantize(arr, _reference=_reference)
+            return QArray(codes=q.codes.astype(self.codes_dtype), scheme=self, scales=self.scale_array.copy(),
+                          zero_points=self.zero_point_array.copy(), unspecified=q.unspecified, axis=self.axis,
+                          meta={"profile": self.profile})
+        flat = arr.reshape(-1)
+        parts = [loop.quantize(part, _reference=_reference) for loop, part in ((body, flat[:k]), (rem, flat[k:]))
+                 if part.size]
+        codes = np.concatenate([p.codes.reshape(-1) for p in parts]).reshape(arr.shape)
+        unspecified = np.concatenate([np.asarray(p.unspecified).reshape(-1) for p in parts]).reshape(arr.shape)
+        return QArray(codes=codes.astype(self.codes_dtype), scheme=self,
                       scales=self.scale_array.copy(), zero_points=self.zero_point_array.copy(),
-                      unspecified=np.where(tail, qr.unspecified, qb.unspecified), axis=self.axis,
-                      meta={"profile": self.profile})
+                      unspecified=unspecified, axis=self.axis, meta={"profile": self.profile})
 
     def _reciprocal(self, inv: np.ndarray) -> np.ndarray:
         """fl(1 / s) under reciprocal_inf (uniform.md §2.1): an infinite reciprocal becomes 1 with "one"."""

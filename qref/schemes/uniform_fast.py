@@ -42,6 +42,14 @@ def round_integral(a: np.ndarray, mode: str) -> np.ndarray:
             return np.ceil(a)
         if mode == "down":
             return np.floor(a)
+        if mode in ("nearest_away", "nearest_toward_zero"):
+            # rint, then move the exact ties (|a - rint(a)| = 1/2, exact) away from / toward zero
+            r = np.array(np.rint(a))  # an array also for 0-d a (assigned below)
+            tie = np.abs(a - r) == 0.5
+            if tie.any():
+                half = np.copysign(a.dtype.type(0.5), a[tie])
+                r[tie] = a[tie] + half if mode == "nearest_away" else a[tie] - half
+            return r
         m = np.abs(a)
         t = np.trunc(m)
         f = m - t
@@ -80,16 +88,18 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
     C = q.dtype
     lo, hi = s.storage_bounds
     full_lo, full_hi = s.storage.full_range
-    r = round_integral(q, A.rounding)
+    r = np.asarray(round_integral(q, A.rounding))
     nan = np.isnan(r)
     Z32 = np.asarray(Z, dtype=np.int32)
-    if A.conversion == "int32":
+    # the int32 checks below can only flag values beyond +-(2^31 - 2^17): skipped when no r is (NaN ignored)
+    wide = A.conversion == "int32" and r.size > 0 and bool(np.fmax.reduce(np.abs(r), axis=None) >= _TWO31 - 2**17)
+    if wide:
         unspecified |= (r < -_TWO31) | (r >= _TWO31)
     if A.zero_point == "after_rounding_float":
         with np.errstate(invalid="ignore", over="ignore"):
             r64 = np.clip(r.astype(np.float64), -_TWO62, _TWO62)
             r64 = np.where(np.isinf(q), q, r64)  # +-Inf stays Inf: -Inf + Inf is NaN
-            r = np.rint((r64 + Z.astype(np.float64)).astype(C))
+            r = np.asarray(np.rint((r64 + Z.astype(np.float64)).astype(C)))
         nan = nan | np.isnan(r)
         if A.conversion == "int32":
             unspecified |= (r < -_TWO31) | (r >= _TWO31)
@@ -98,7 +108,7 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
         zadd = None
     elif A.zero_point == "after_rounding":
         zadd = Z32
-        if A.conversion == "int32":  # r + z outside int32, exactly in float64
+        if wide:  # r + z outside int32, exactly in float64
             with np.errstate(invalid="ignore"):
                 r64 = r.astype(np.float64) + Z.astype(np.float64)
             unspecified |= (r64 < -_TWO31) | (r64 >= _TWO31)
@@ -106,16 +116,23 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
         zadd = None
     zmin, zmax = (int(Z.min()), int(Z.max())) if zadd is not None and Z.size else (0, 0)
     w_lo, w_hi = full_lo - zmax - 1, full_hi - zmin + 1
-    with np.errstate(invalid="ignore"):
-        n = np.clip(np.where(nan, 0, r), w_lo, w_hi).astype(np.int32)
+    # the narrowest integer dtype that holds every W value plus any zero point
+    bound = max(-w_lo, w_hi) + max(-zmin, zmax, 0)
+    idt = np.dtype(np.int16) if bound < 2**15 else np.dtype(np.int32)
+    if not r.flags.writeable or r is q:
+        r = r.copy()
+    np.copyto(r, 0, where=nan)
+    np.clip(r, w_lo, w_hi, out=r)
+    n = r.astype(idt)
     if zadd is not None:
-        n = n + zadd
+        n += zadd.astype(idt)
     if A.conversion == "storage":
         unspecified |= (n < full_lo) | (n > full_hi)
-    n = np.clip(n, lo, hi)
+    np.clip(n, lo, hi, out=n)
     if A.nan == "zero":
-        n = np.where(nan, np.clip(0, lo, hi), n)
+        np.copyto(n, idt.type(np.clip(0, lo, hi)), where=nan)
     else:
         unspecified |= nan
-    placeholder = int(np.clip(0, lo, hi))
-    return np.where(unspecified, placeholder, n).astype(s.codes_dtype)
+    if unspecified.any():
+        np.copyto(n, idt.type(np.clip(0, lo, hi)), where=unspecified)  # the placeholder code
+    return n.astype(s.codes_dtype, copy=False)
