@@ -169,6 +169,94 @@ def bnb_rows(x32: np.ndarray) -> list[Row]:
                 lambda: sch.quantize(x32.reshape(-1)), run_bnb, check, x32.size)]
 
 
+def _ort_session(op: str, x_type: int, y_type: int, shape: tuple[int, ...], axis: int) -> Any:
+    """A one-node QuantizeLinear / DequantizeLinear session on one intra-op thread (opset 21)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    n = shape[axis]
+    g = helper.make_graph(
+        [helper.make_node(op, ["x", "s", "z"], ["y"], axis=axis)],
+        "g", [helper.make_tensor_value_info("x", x_type, list(shape)),
+              helper.make_tensor_value_info("s", TensorProto.FLOAT, [n]),
+              helper.make_tensor_value_info("z", TensorProto.UINT8, [n])],
+        [helper.make_tensor_value_info("y", y_type, list(shape))])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def uniform_rows(x32: np.ndarray) -> list[Row]:
+    """Uniform quantize / dequantize per channel (axis 0) and per tensor on float32: every profile against torch
+    (``quantize_per_channel`` / ``quantize_per_tensor`` on one thread), the onnxruntime profile also against
+    onnxruntime's QuantizeLinear on one intra-op thread. "same": equal to torch for the pytorch profiles and to
+    onnxruntime for the onnxruntime rows; for the other profiles (whose arithmetic differs from torch's) equal to
+    qref's own defining path (``quantize(x, _reference=True)``)."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message=".*quantize_per.*deprecated")
+    rows_n = x32.shape[0]
+    scales = (np.abs(x32).max(axis=1) / 127).astype(np.float64)
+    zps = np.zeros(rows_n, dtype=np.int64)
+    t = torch.from_numpy(x32)
+    ts, tz = torch.from_numpy(scales), torch.from_numpy(zps)
+
+    def torch_pc() -> Any:
+        return torch.quantize_per_channel(t, ts, tz, 0, torch.qint8)
+
+    def torch_pt() -> Any:
+        return torch.quantize_per_tensor(t, 0.05, 0, torch.qint8)
+
+    out: list[Row] = []
+    for prof in sorted(qref.profiles("uniform")):
+        try:
+            sch = qref.scheme("int8", scale=scales, zero_point=zps, axis=0, profile=prof)
+        except qref.QrefError:
+            continue
+        if prof == "pytorch_per_channel":
+            def same(q: Any, o: Any) -> bool:
+                return bool((q.codes == o.int_repr().numpy()).all())
+        else:
+            def same(q: Any, o: Any, sch: Any = sch) -> bool:
+                r = sch.quantize(x32, _reference=True)
+                return bool((q.codes == r.codes).all() and (q.unspecified == r.unspecified).all())
+        out.append(Row(f"quantize int8 per channel ({prof})", "float32", "torch", 1.0,
+                       lambda sch=sch: sch.quantize(x32), torch_pc, same, x32.size))
+    pt = qref.scheme("int8", scale=0.05, zero_point=0, profile="pytorch")
+    out.append(Row("quantize int8 per tensor (pytorch)", "float32", "torch", 1.0, lambda: pt.quantize(x32), torch_pt,
+                   lambda q, o: bool((q.codes == o.int_repr().numpy()).all()), x32.size))
+    pc = qref.scheme("int8", scale=scales, zero_point=zps, axis=0, profile="pytorch_per_channel")
+    qpc, tq = pc.quantize(x32), torch_pc()
+    out.append(Row("dequantize int8 per channel (pytorch_per_channel)", "int8", "torch", 1.0,
+                   lambda: pc.dequantize(qpc), lambda: tq.dequantize(),
+                   lambda v, o: bool((_bits(v) == _bits(o.numpy())).all()), x32.size))
+    try:
+        from onnx import TensorProto
+    except ImportError:
+        return out
+    s32 = scales.astype(np.float32)
+    z8 = np.full(rows_n, 128, np.uint8)
+    ort_s = qref.scheme("uint8", scale=s32.astype(np.float64), zero_point=z8.astype(np.int64), axis=0,
+                        profile="onnxruntime")
+    qs = _ort_session("QuantizeLinear", TensorProto.FLOAT, TensorProto.UINT8, x32.shape, 0)
+    ds = _ort_session("DequantizeLinear", TensorProto.UINT8, TensorProto.FLOAT, x32.shape, 0)
+    feed = {"x": x32, "s": s32, "z": z8}
+    out.append(Row("quantize uint8 per channel (onnxruntime)", "float32", "onnxruntime", 1.0,
+                   lambda: ort_s.quantize(x32), lambda: qs.run(None, feed)[0],
+                   lambda q, o: bool((q.codes == o).all()), x32.size))
+    codes = ort_s.quantize(x32)
+    dfeed = {"x": codes.codes.astype(np.uint8), "s": s32, "z": z8}
+    out.append(Row("dequantize uint8 per channel (onnxruntime)", "uint8", "onnxruntime", 1.0,
+                   lambda: ort_s.dequantize(codes), lambda: ds.run(None, dfeed)[0],
+                   lambda v, o: bool((_bits(v) == _bits(o)).all()), x32.size))
+    return out
+
+
 def _calibration_same(a: Any, b: Any) -> bool:
     """Two Calibrations with the same scales (float64 bit patterns), zero points and layout."""
     return bool(a.scales.shape == b.scales.shape and (_bits(a.scales) == _bits(b.scales)).all()
@@ -294,7 +382,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     # the child inherits from this process, not qref's allocations)
     mem = measure_memory() if args.memory else None
     x32 = np.random.default_rng(0).standard_normal((args.rows, args.cols), dtype=np.float32)
-    rows = ml_dtypes_rows(x32) + mlx_rows(x32) + bnb_rows(x32) + calibration_rows(x32)
+    rows = ml_dtypes_rows(x32) + mlx_rows(x32) + bnb_rows(x32) + uniform_rows(x32) + calibration_rows(x32)
     if args.only:
         rows = [r for r in rows if args.only in r.name]
     print(f"qref {qref.__version__ if hasattr(qref, '__version__') else ''} numpy {np.__version__} "

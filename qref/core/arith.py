@@ -25,6 +25,13 @@ def convert(x: object, dtype: object) -> np.ndarray:
     src = "bfloat16" if arr.dtype.name == "bfloat16" else arr.dtype.name
     if arr.dtype == dt or dt.name in _WIDENING.get(src, ()):
         return arr.astype(dt)
+    if src == "float64" and dt == np.float32:  # IEEE conversion: one nearest-even rounding; NaN made canonical
+        with np.errstate(invalid="ignore", over="ignore"):
+            out = arr.astype(np.float32)
+        nan = np.isnan(out)
+        if nan.any():
+            out[nan] = np.copysign(np.float32(np.nan), out[nan])
+        return out
     fmt = get_format(dt.name)
     return decode(encode(arr, fmt, rounding="nearest_even", overflow="inf", nan="keep_sign"), fmt, dtype=dt)
 

@@ -28,7 +28,7 @@ DQ_SUBTRACT = ("expressed", "float32", "int64", "int32", "storage")
 DQ_MULTIPLY = ("expressed", "float32", "float64", "at_least_float32")
 DQ_FORMS = ("subtract", "multiply_add")
 CONSTANT_RULES = ("round", "unspecified")
-ROUNDINGS = tuple(m for m in ROUNDING_MODES if m not in STOCHASTIC_MODES and m != "ml_dtypes")
+ROUNDINGS = tuple(m for m in ROUNDING_MODES if m not in STOCHASTIC_MODES and m not in ("ml_dtypes", "exponent_carry"))
 
 
 @dataclass(frozen=True)

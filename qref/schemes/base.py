@@ -178,6 +178,7 @@ class _Family:
     claims: Claims | None
     from_spec: Callable[[dict[str, Any]], Scheme]
     order: int
+    keywords: tuple[str, ...] = ()
 
 
 _FAMILIES: list[_Family] = []
@@ -191,13 +192,15 @@ def register_family(
     names: tuple[str, ...] = (),
     claims: Claims | None = None,
     order: int = 100,
+    keywords: tuple[str, ...] = (),
 ) -> None:
-    """Register a scheme family: ``names`` it owns outright, and ``claims(fmt, kwargs)`` for format names.
+    """Register a scheme family: ``names`` it owns outright, ``claims(fmt, kwargs)`` for format names, and
+    ``keywords`` whose presence sends any name to it first (``block_shape``: tiles of any block scheme).
 
     builder(name, **kwargs) -> Scheme. Lower ``order`` is asked first.
     """
     _FAMILIES[:] = [f for f in _FAMILIES if f.family != family]
-    _FAMILIES.append(_Family(family, names, builder, claims, from_spec, order))
+    _FAMILIES.append(_Family(family, names, builder, claims, from_spec, order, keywords))
     _FAMILIES.sort(key=lambda f: f.order)
 
 
@@ -209,6 +212,9 @@ def scheme(name: str | Format, **kwargs: Any) -> Scheme:
     """Build a quantization scheme: ``qref.scheme("int8", scale=0.1, zero_point=3, profile="stablehlo")``,
     ``qref.scheme("mxfp4", block_size=32, profile="ocp")``, ``qref.scheme("nf4", block_size=64,
     profile="bitsandbytes")``, or ``qref.scheme("float8_e4m3fn")`` (a plain cast). See schemes.md."""
+    for fam in _FAMILIES:
+        if any(kwargs.get(k) is not None for k in fam.keywords):
+            return fam.builder(name, **kwargs)
     if isinstance(name, str):
         for fam in _FAMILIES:
             if name in fam.names:

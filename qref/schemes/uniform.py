@@ -45,6 +45,7 @@ from ..profiles import Profile, get_profile, profiles
 from ..profiles.uniform import ARITHMETIC_FIELDS, DEFAULT_PROFILE, UniformArithmetic, rules_of
 from .base import QArray, Scheme, normalize_axis, register_family
 from .block_arith import flush
+from .uniform_fast import integer_tail_applies, integer_tail_fast
 
 
 def arithmetic_for(profile: str | Profile | None, **overrides: Any) -> UniformArithmetic:
@@ -110,6 +111,23 @@ _ftz = flush  # XLA:CPU's FTZ/DAZ: float32/bfloat16 values below 2^-126 become z
 
 def _keep(a: np.ndarray) -> np.ndarray:
     return a
+
+
+_SIGNIFICAND_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+
+
+def _int_to_float(v: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """cast(v, dt): numpy's conversion where every value is exact in dt (|v| <= 2^p, p the significand bits: by
+    the integer dtype's range, or else by the values' range), else the core's correctly rounded ``cast``. A float
+    v is cast as it is."""
+    p = _SIGNIFICAND_BITS.get(dt.name)
+    if v.dtype.kind in "iu" and p is not None:
+        info = np.iinfo(v.dtype)
+        if max(-int(info.min), int(info.max)) <= 1 << p:
+            return v.astype(dt)
+        if v.size and max(-int(v.min()), int(v.max())) <= 1 << p:
+            return v.astype(dt)
+    return cast(v, dt)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -290,49 +308,55 @@ class UniformScheme(Scheme):
             w = np.where(w >= (1 << (bits - 1)), w - (1 << bits), w)
         return w
 
-    def quantize(self, x: object, **kwargs: Any) -> QArray:
-        """QArray with storage codes, scales, zero points and the unspecified mask (uniform.md §2.1)."""
+    def quantize(self, x: object, *, _reference: bool = False, **kwargs: Any) -> QArray:
+        """QArray with storage codes, scales, zero points and the unspecified mask (uniform.md §2.1).
+        ``_reference=True`` takes the defining integer steps instead of the fast ones (§2.5; equal results)."""
         if kwargs:
             raise QrefError(f"UniformScheme.quantize takes no options, got {sorted(kwargs)}")
         A = self.arithmetic
         arr = as_source_array(x)
         if A.simd_width:
-            return self._quantize_simd(arr)
+            return self._quantize_simd(arr, _reference)
         if A.input_dtypes is not None and arr.dtype.name not in A.input_dtypes:
             raise QrefError(f"profile {self.profile!r} accepts {', '.join(A.input_dtypes)} input only, got "
                             f"{arr.dtype} (convert it first, as the system would require)")
         C = self._compute_dtype(arr)
         S, Z = self.expand(arr.shape)
         Z = self._wrapped_zero_points(Z)
-        xc = cast(arr, C)
-        sc = np.broadcast_to(self._scale_in(S, C), arr.shape) if arr.ndim else self._scale_in(S, C)
+        xc = arr if arr.dtype == C else cast(arr, C)  # read only below
+        sc = self._scale_in(S, C)  # broadcastable against x: every step below is elementwise
         ftz = _ftz if A.flush_subnormals and C in _FTZ_DTYPES else _keep
         xc, sc = ftz(xc), ftz(sc)
         inv = None
         with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
             if A.scale_op == "divide":
-                q = np.asarray(xc / sc).astype(C)
+                q = np.asarray(xc / sc).astype(C, copy=False)
             elif A.bf16_upcast and np.dtype(ml_dtypes.bfloat16) == C:
                 inv = self._reciprocal(ftz(np.asarray(np.float32(1) / sc.astype(np.float32)).astype(np.float32)))
-                q = cast(np.asarray(xc.astype(np.float32) * inv).astype(np.float32), C)
+                q = cast(np.asarray(xc.astype(np.float32) * inv).astype(np.float32, copy=False), C)
             else:
                 inv = self._reciprocal(ftz(np.asarray(np.ones((), C) / sc).astype(C)))
-                q = np.asarray(xc * inv).astype(C)
+                q = np.asarray(xc * inv).astype(C, copy=False)
         unspecified = np.zeros(arr.shape, dtype=bool)
         if isinstance(self.storage, FloatFormat):
             return self._quantize_float(arr, q, S, Z, unspecified)
         lo, hi = self.storage_bounds
-        zb = np.broadcast_to(Z, arr.shape)
+        Zb = np.asarray(Z, dtype=np.int64)  # broadcastable against x; every step below is elementwise
         if A.zero_point in ("before_rounding", "fused"):
-            zc = cast(np.asarray(zb, dtype=np.int64), C)
+            zc = cast(Zb, C)
             if A.constants == "unspecified":
-                unspecified |= zc.astype(np.float64) != zb
+                unspecified |= np.broadcast_to(zc.astype(np.float64) != Zb, arr.shape)
             with np.errstate(over="ignore", invalid="ignore"):
                 if A.zero_point == "fused":
                     assert inv is not None
-                    q = fma32(xc, inv, zc)
+                    if not _reference and not np.any(zc) and C.name == "float32":
+                        # fma(x, 1/s, 0) = fl32(x * (1/s)): the product is exact in float64; only the sign of a
+                        # zero can differ, which no integer code sees (uniform.md §2.5)
+                        q = (xc.astype(np.float64) * inv.astype(np.float64)).astype(np.float32)
+                    else:
+                        q = fma32(xc, np.broadcast_to(inv, arr.shape), np.broadcast_to(zc, arr.shape))
                 else:
-                    q = np.asarray(q + zc).astype(C)
+                    q = np.asarray(q + zc).astype(C, copy=False)
         if A.clamp == "float":
             lo_c, hi_c = _cast_scalar(lo, C), _cast_scalar(hi, C)
             if A.constants == "unspecified":
@@ -341,6 +365,22 @@ class UniformScheme(Scheme):
                 if float(hi_c) != hi:
                     unspecified |= q.astype(np.float64) >= float(hi_c)
             q = np.clip(q, lo_c, hi_c)
+        if _reference or not integer_tail_applies(self, q):
+            n = self._integer_tail(q, Zb, unspecified)
+        else:
+            n = integer_tail_fast(self, q, Zb, unspecified)
+        return QArray(codes=n, scheme=self, scales=self.scale_array.copy(),
+                      zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
+                      meta={"profile": self.profile})
+
+    def _integer_tail(self, q: np.ndarray, Z: np.ndarray, unspecified: np.ndarray) -> np.ndarray:
+        """Codes from the clamped float values q (uniform.md §2.1 steps 5-7): round, add the zero point after
+        rounding, saturate, NaN and the unspecified placeholder; ``unspecified`` is updated in place. The
+        definition; ``uniform_fast.integer_tail_fast`` computes the same (§2.5)."""
+        A = self.arithmetic
+        C = q.dtype
+        lo, hi = self.storage_bounds
+        zb = np.broadcast_to(Z, q.shape)
         n, nan = round_to_int(q, A.rounding)
         full_lo, full_hi = self.storage.full_range
         if A.conversion == "int32":
@@ -366,10 +406,7 @@ class UniformScheme(Scheme):
         else:
             unspecified |= nan
         placeholder = int(np.clip(0, lo, hi))
-        n = np.where(unspecified, placeholder, n)
-        return QArray(codes=n.astype(self.codes_dtype), scheme=self, scales=self.scale_array.copy(),
-                      zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
-                      meta={"profile": self.profile})
+        return np.where(unspecified, placeholder, n).astype(self.codes_dtype)
 
     def _loops(self) -> tuple[UniformScheme, UniformScheme]:
         """(vector loop, scalar remainder loop) schemes of a profile with simd_width > 0 (uniform.md §2.4)."""
@@ -386,15 +423,25 @@ class UniformScheme(Scheme):
         w = self.arithmetic.simd_width
         return (np.arange(n) >= n // w * w).reshape(shape)
 
-    def _quantize_simd(self, arr: np.ndarray) -> QArray:
+    def _quantize_simd(self, arr: np.ndarray, _reference: bool = False) -> QArray:
         body, rem = self._loops()
-        tail = self._tail(arr.shape)
-        qb, qr = body.quantize(arr), rem.quantize(arr)
-        assert qb.unspecified is not None and qr.unspecified is not None
-        return QArray(codes=np.where(tail, qr.codes, qb.codes).astype(self.codes_dtype), scheme=self,
+        n = arr.size
+        # the vector loop's elements are the flat prefix of a per-tensor scheme (one scale: each loop quantizes
+        # its own part alone); everything else is the scalar loop's (uniform.md §2.4)
+        k = n // self.arithmetic.simd_width * self.arithmetic.simd_width if self.granularity == "per_tensor" else 0
+        if k == 0:  # the scalar loop only: the array as it is (per-axis and blocked scales need its shape)
+            q = rem.quantize(arr, _reference=_reference)
+            return QArray(codes=q.codes.astype(self.codes_dtype), scheme=self, scales=self.scale_array.copy(),
+                          zero_points=self.zero_point_array.copy(), unspecified=q.unspecified, axis=self.axis,
+                          meta={"profile": self.profile})
+        flat = arr.reshape(-1)
+        parts = [loop.quantize(part, _reference=_reference) for loop, part in ((body, flat[:k]), (rem, flat[k:]))
+                 if part.size]
+        codes = np.concatenate([p.codes.reshape(-1) for p in parts]).reshape(arr.shape)
+        unspecified = np.concatenate([np.asarray(p.unspecified).reshape(-1) for p in parts]).reshape(arr.shape)
+        return QArray(codes=codes.astype(self.codes_dtype), scheme=self,
                       scales=self.scale_array.copy(), zero_points=self.zero_point_array.copy(),
-                      unspecified=np.where(tail, qr.unspecified, qb.unspecified), axis=self.axis,
-                      meta={"profile": self.profile})
+                      unspecified=unspecified, axis=self.axis, meta={"profile": self.profile})
 
     def _reciprocal(self, inv: np.ndarray) -> np.ndarray:
         """fl(1 / s) under reciprocal_inf (uniform.md §2.1): an infinite reciprocal becomes 1 with "one"."""
@@ -442,6 +489,7 @@ class UniformScheme(Scheme):
         out_dt = _np_dtype(self.expressed) if dtype is None else np.dtype(dtype)
         E = _np_dtype(self.expressed)
         S, Z = self.expand(codes.shape)
+        Zs = Z
         Z = np.broadcast_to(self._wrapped_zero_points(Z), codes.shape)
         bad = np.zeros(codes.shape, dtype=bool) if q.unspecified is None else np.asarray(q.unspecified).copy()
         if isinstance(self.storage, FloatFormat):
@@ -460,7 +508,8 @@ class UniformScheme(Scheme):
             else:
                 sd = E if sub == "expressed" else _FLOAT_DTYPES[sub]
                 with np.errstate(over="ignore", invalid="ignore"):
-                    d = np.asarray(cast(c64, sd) - cast(np.asarray(Z, np.int64), sd)).astype(sd)
+                    zs = cast(np.asarray(self._wrapped_zero_points(Zs), np.int64), sd)  # the unbroadcast zero points
+                    d = np.asarray(_int_to_float(codes, sd) - zs).astype(sd)
         mul = A.dq_multiply
         if mul == "expressed":
             md = E
@@ -469,7 +518,7 @@ class UniformScheme(Scheme):
         else:
             md = _FLOAT_DTYPES[mul]
         if A.dq_subtract == "storage" and A.constants == "unspecified":
-            dm = cast(np.asarray(d, dtype=np.int64), md)
+            dm = _int_to_float(np.asarray(d, dtype=np.int64), md)
             bad |= dm.astype(np.float64) != np.asarray(d, dtype=np.float64)
         sm = self._scale_in(S, md)
         with np.errstate(over="ignore", invalid="ignore"):
@@ -479,10 +528,11 @@ class UniformScheme(Scheme):
                 p = np.asarray(codes.astype(np.float32) * s32).astype(np.float32)
                 vals = cast(np.asarray(p + c).astype(np.float32), md)
             elif A.flush_subnormals and md in _FTZ_DTYPES:  # DAZ of the scale, FTZ of the float32 product
-                p = np.asarray(cast(np.asarray(d), np.float32) * _ftz(np.asarray(sm).astype(np.float32)))
+                p = np.asarray(_int_to_float(np.asarray(d), np.dtype(np.float32))
+                               * _ftz(np.asarray(sm).astype(np.float32)))
                 vals = cast(_ftz(p.astype(np.float32)), md)
             else:
-                vals = np.asarray(cast(np.asarray(d), md) * sm).astype(md)
+                vals = np.asarray(_int_to_float(np.asarray(d), md) * sm).astype(md)
         return cast(vals, out_dt), bad
 
     # ---- serialization ----------------------------------------------------------------------------------

@@ -1,0 +1,247 @@
+"""uniform.md §2.5: the fast float -> integer rounding equals the reference ``round_to_int`` (exact decomposition
+and the core's round_to_quantum) on every float16 and bfloat16 value, on every tie and +-1..3 ulp around it over
+the float32 and float64 integer range that has fractions, and on millions of random float32 / float64 patterns,
+for every deterministic rounding mode."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import qref
+from qref.profiles.uniform import ROUNDINGS
+from qref.schemes.uniform import round_to_int
+from qref.schemes.uniform_fast import integer_tail_applies, integer_tail_fast, round_to_int_fast
+
+MODES = list(ROUNDINGS)  # every mode a uniform scheme takes
+
+
+def _near_ties(dt: type, top: int) -> np.ndarray:
+    """k + 1/2 for k in a spread of integers up to 2^top (and their negatives), each +-0..3 ulp, plus the
+    integers and +-1 ulp around them, +-0, +-Inf, NaN and the extremes."""
+    info = np.finfo(dt)
+    k = np.unique(np.concatenate([np.arange(0, 4096), np.exp2(np.arange(12, top)).astype(np.int64),
+                                  np.exp2(np.arange(12, top)).astype(np.int64) - 1]))
+    base = np.concatenate([k + 0.5, k.astype(np.float64)]).astype(dt)
+    out = [base]
+    lo, hi = base.copy(), base.copy()
+    for _ in range(3):
+        lo, hi = np.nextafter(lo, dt(-np.inf)), np.nextafter(hi, dt(np.inf))
+        out += [lo, hi]
+    v = np.concatenate(out)
+    special = np.array([0.0, np.inf, np.nan, info.max, info.tiny, info.smallest_subnormal], dt)
+    return np.concatenate([v, -v, special, -special])
+
+
+def _random(dt: type, n: int, seed: int) -> np.ndarray:
+    ui = np.uint32 if dt == np.float32 else np.uint64
+    bits = np.random.default_rng(seed).integers(0, np.iinfo(ui).max, size=n, dtype=ui, endpoint=True)
+    v = bits.view(dt)
+    # and values of moderate magnitude, where the fraction matters
+    mid = np.random.default_rng(seed + 1).uniform(-2.0**25, 2.0**25, size=n).astype(dt)
+    return np.concatenate([v, mid])
+
+
+def _same(x: np.ndarray, mode: str) -> None:
+    with np.errstate(all="ignore"):
+        n_ref, nan_ref = round_to_int(x, mode)
+        n, nan = round_to_int_fast(x, mode)
+    assert n.dtype == np.int64 and n.shape == x.shape
+    assert np.array_equal(nan, nan_ref)
+    bad = np.flatnonzero(n != n_ref)
+    assert bad.size == 0, (mode, x.reshape(-1)[bad[:5]], n.reshape(-1)[bad[:5]], n_ref.reshape(-1)[bad[:5]])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+def test_every_16_bit_value(mode: str, dt: type) -> None:
+    _same(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dt), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dt,top", [(np.float32, 26), (np.float64, 55)], ids=["float32", "float64"])
+def test_ties_and_neighbours(mode: str, dt: type, top: int) -> None:
+    _same(_near_ties(dt, top), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dt,n", [(np.float32, 1 << 21), (np.float64, 1 << 19)], ids=["float32", "float64"])
+def test_random_patterns(mode: str, dt: type, n: int) -> None:
+    _same(_random(dt, n, 7), mode)
+
+
+def test_uniform_schemes_take_integer_rounding_modes_only() -> None:
+    assert "exponent_carry" not in MODES and len(MODES) == 8
+    with pytest.raises(qref.QrefError, match="rounding mode"):
+        qref.scheme("int8", scale=0.1, zero_point=0, rounding="exponent_carry")
+
+
+def test_shapes_are_kept() -> None:
+    x = np.array([[0.5, 1.5], [-2.5, np.nan]], np.float32)
+    n, nan = round_to_int_fast(x, "nearest_even")
+    assert n.tolist() == [[0, 2], [-2, 0]] and nan.tolist() == [[False, False], [False, True]]
+    n, _ = round_to_int_fast(np.float32(2.5), "nearest_away")
+    assert n.shape == () and int(n) == 3
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the integer steps (uniform.md §2.5) against UniformScheme._integer_tail, field by field
+# ---------------------------------------------------------------------------------------------------------
+def _tail_inputs(dt: type, lo: int, hi: int) -> np.ndarray:
+    """Integers and half-integers across and beyond the storage range +-0..2 ulp, the int32 and 2^62 edges,
+    +-0, +-Inf, NaN, and random values."""
+    k = np.arange(lo - 40, hi + 41, dtype=np.float64)
+    base = np.concatenate([k, k + 0.5, [2.0**31, 2.0**31 - 128, 2.0**31 + 256, 2.0**62, 2.0**63, 1e30]])
+    base = np.concatenate([base, -base]).astype(dt)
+    out = [base]
+    a, b = base.copy(), base.copy()
+    for _ in range(2):
+        a, b = np.nextafter(a, dt(-np.inf)), np.nextafter(b, dt(np.inf))
+        out += [a, b]
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, np.finfo(dt).max, -np.finfo(dt).max], dt)
+    rnd = np.random.default_rng(11).uniform(2 * lo - 10, 2 * hi + 10, 4000).astype(dt)
+    return np.concatenate([*out, special, rnd])
+
+
+STORAGES = ["int8", "uint8", "int4", "uint4", "int16", "uint16", "int8<-127:127>", "int2"]
+
+
+def _tail_case(storage: str, dt: type, **fields: Any) -> tuple[Any, np.ndarray, np.ndarray]:
+    fmt = qref.get_format(storage)
+    lo, hi = fmt.full_range
+    zs = np.unique(np.array([lo, hi, 0, lo + 1, hi - 1, (lo + hi) // 2]).clip(lo, hi))
+    s = qref.scheme(storage, scale=np.full(zs.size, 0.5), zero_point=zs, axis=0, profile="stablehlo")
+    s = dataclasses.replace(s, arithmetic=dataclasses.replace(s.arithmetic, **fields))
+    q = np.broadcast_to(_tail_inputs(dt, lo, hi), (zs.size, _tail_inputs(dt, lo, hi).size)).copy()
+    return s, q, zs.reshape(-1, 1).astype(np.int64)
+
+
+def _tails_agree(s: Any, q: np.ndarray, Z: np.ndarray) -> None:
+    m_ref = np.zeros(q.shape, bool)
+    m_fast = np.zeros(q.shape, bool)
+    with np.errstate(all="ignore"):
+        want = s._integer_tail(q, Z, m_ref)
+        got = integer_tail_fast(s, q, Z, m_fast)
+    assert got.dtype == want.dtype
+    assert np.array_equal(m_fast, m_ref)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, (q.reshape(-1)[bad[:5]], got.reshape(-1)[bad[:5]], want.reshape(-1)[bad[:5]])
+
+
+@pytest.mark.parametrize("rounding", MODES)
+@pytest.mark.parametrize("zero_point", ["after_rounding", "after_rounding_float", "before_rounding"])
+@pytest.mark.parametrize("conversion", ["saturate", "storage", "int32"])
+@pytest.mark.parametrize("nan", ["unspecified", "zero"])
+def test_integer_tail_fields(rounding: str, zero_point: str, conversion: str, nan: str) -> None:
+    for storage in ("int8", "uint4"):
+        s, q, Z = _tail_case(storage, np.float32, rounding=rounding, zero_point=zero_point, conversion=conversion,
+                             nan=nan)
+        _tails_agree(s, q, Z)
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("zero_point", ["after_rounding", "after_rounding_float", "before_rounding"])
+def test_integer_tail_storages(storage: str, dt: type, zero_point: str) -> None:
+    s, q, Z = _tail_case(storage, dt, rounding="nearest_away", zero_point=zero_point, conversion="int32")
+    _tails_agree(s, q, Z)
+    s, q, Z = _tail_case(storage, dt, rounding="nearest_even", zero_point=zero_point, conversion="storage")
+    _tails_agree(s, q, Z)
+
+
+def test_integer_tail_covers_small_integer_storage_only() -> None:
+    s = qref.scheme("int32", scale=0.5, zero_point=0, profile="stablehlo")
+    assert not integer_tail_applies(s, np.zeros(3, np.float32))
+    s = qref.scheme("int16", scale=0.5, zero_point=0, profile="stablehlo")
+    assert integer_tail_applies(s, np.zeros(3, np.float32)) and not integer_tail_applies(s, np.zeros(3, np.float16))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# quantize end to end: every profile, granularity and input dtype, fast against _reference=True
+# ---------------------------------------------------------------------------------------------------------
+def _e2e_inputs(dt: Any, shape: tuple[int, int], scale: np.ndarray) -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    out: list[np.ndarray] = []
+    grid = (np.arange(-300, 300) / 2.0)  # integers and ties of x / s for s = the scales below
+    x = (grid[rng.integers(0, grid.size, shape)] * scale.reshape(-1, 1)).astype(dt)
+    out.append(x)
+    out.append(np.nextafter(x, np.asarray(np.inf, dt)) if dt != ml_dtypes.bfloat16 else x)
+    bits = rng.integers(0, 1 << 16, shape, dtype=np.uint32).astype(np.uint16)
+    if dt == ml_dtypes.bfloat16 or dt == np.float16:
+        out.append(bits.view(dt))  # every kind of 16-bit pattern: NaN, Inf, subnormals
+    else:
+        wide = rng.integers(0, 1 << 32, shape, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        with np.errstate(invalid="ignore"):
+            out.append(wide.astype(dt))
+        out.append(rng.standard_normal(shape).astype(dt) * 40)
+    return out
+
+
+PROFILES = sorted(qref.profiles("uniform"))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("granularity", ["per_tensor", "per_tensor_zero", "per_axis", "blocked"])
+@pytest.mark.parametrize("storage", ["int8", "uint4"])
+def test_quantize_fast_equals_reference(profile: str, granularity: str, storage: str) -> None:
+    rows, cols = 8, 64
+    scales = np.array([0.5, 0.1, 3e-3, 1.0, 0.25, 7.0, 1e-5, 0.3])
+    lo, hi = qref.get_format(storage).full_range
+    zps = np.array([0, lo, hi, 1, -1 if lo < 0 else 2, 3, 0, hi - 1]).clip(lo, hi)
+    if granularity.startswith("per_tensor"):
+        opts: dict[str, Any] = {"scale": 0.1, "zero_point": 0 if granularity.endswith("zero") else int(zps[3])}
+    elif granularity == "per_axis":
+        opts = {"scale": scales, "zero_point": zps, "axis": 0}
+    else:
+        opts = {"scale": np.repeat(scales, 2).reshape(8, 2), "zero_point": np.repeat(zps, 2).reshape(8, 2),
+                "block_size": {0: 1, 1: 32}}
+    try:
+        s = qref.scheme(storage, profile=profile, **opts)
+    except qref.QrefError as e:
+        pytest.skip(f"{profile} has no {granularity} {storage}: {e}")
+    dts = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
+    A = s.arithmetic
+    dts = [d for d in dts if A.input_dtypes is None or np.dtype(d).name in A.input_dtypes]
+    n = 0
+    for dt in dts:
+        xs = _e2e_inputs(dt, (rows, cols), scales)
+        if granularity.startswith("per_tensor"):  # a 0-d input and a length the vector loop does not divide
+            xs += [xs[0][0, 0], xs[0].reshape(-1)[:61]]
+        for x in xs:
+            with np.errstate(all="ignore"):
+                try:
+                    want = s.quantize(x, _reference=True)
+                except qref.QrefError:
+                    continue
+                got = s.quantize(x)
+            assert got.codes.dtype == want.codes.dtype
+            assert np.array_equal(got.unspecified, want.unspecified), (profile, dt)
+            assert np.array_equal(got.codes, want.codes), (profile, dt)
+            n += x.size
+    assert n > 0
+
+
+def test_convert_float64_to_float32_is_the_core_rounding() -> None:
+    """core.arith.convert's float64 -> float32 shortcut (numpy's IEEE cast, NaN canonical with its sign) equals
+    the core encode + decode it replaced, on 2^20 random float64 patterns, every float32 midpoint +-1 ulp
+    neighbourhood sampled, and the overflow and subnormal edges."""
+    from qref.core.arith import convert
+    from qref.core.decode import decode
+    from qref.core.encode import encode
+
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 1 << 63, 1 << 20, dtype=np.uint64) | (rng.integers(0, 2, 1 << 20, dtype=np.uint64) << 63)
+    f32 = rng.integers(0, 1 << 32, 1 << 18, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        mids = (f32.astype(np.float64) + np.nextafter(f32, np.float32(np.inf)).astype(np.float64)) / 2
+    edges = np.array([3.4028235677973366e38, 3.4028235677973362e38, 3.402823669209385e38, 1e39, 2.0**-149,
+                      2.0**-150, 2.0**-151, 1.5 * 2.0**-149, 2.0**-126 * (1 - 2.0**-24), np.inf, np.nan, 0.0])
+    x = np.concatenate([bits.view(np.float64), mids, np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf),
+                        edges, -edges])
+    fmt = qref.get_format("float32")
+    want = decode(encode(x, fmt, rounding="nearest_even", overflow="inf", nan="keep_sign"), fmt, dtype=np.float32)
+    assert np.array_equal(convert(x, np.float32).view(np.uint32), want.view(np.uint32))
