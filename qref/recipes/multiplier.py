@@ -1,0 +1,178 @@
+"""Float8 training casts with a float32 multiplier per tile (spec: docs/spec/recipes.md §12).
+
+The casts of today's FP8 training recipes (TransformerEngine Float8CurrentScaling / Float8BlockScaling and its
+blockwise reference, torchao float8 tensorwise / rowwise) multiply by m = fp8_max / amax instead of dividing by
+a scale. Per tile (a tensor, a row, a 1 x 128 or 128 x 128 block: any tile shape, ``None`` = the whole axis):
+
+    a  = max |x| over the tile, in x's dtype (exact; NaN propagates)                    [zero-padded tiles]
+    a  = max(a, eps) in the floor dtype (float32 or float64; NaN stays NaN)
+    m  = RN32(fp8_max / a), the division in the quotient dtype (float32: one rounding; float64: RN64 then RN32)
+    m  = finfo(x.dtype).max where m = +Inf          (infinite_multiplier = "input_dtype_max")
+    m  = 2^(e - 1), (_, e) = frexp(m)               (pow2 = "frexp": NaN gives 0.5)
+       | exp2(floor(RN32(log2 m)))                  (pow2 = "log2_float32": the floor of the rounded logarithm)
+    m  = 0 where a = +Inf;  m = 1 where a = 0
+    codes = fp8(clamp(RN32(x · m), -fp8_max, fp8_max))        (nearest even; NaN codes: unspecified sign)
+    scale = RN32(1 / m) (stored = "reciprocal", TE's scale_inv) or m (stored = "multiplier", torchao's _scale)
+
+dequantize: RN32(decode(code) · scale) for "reciprocal", RN32(decode(code) / scale) for "multiplier".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ..core.decode import decode
+from ..core.encode import encode
+from ..errors import QrefError, check_choice
+from ..formats import FloatFormat, get_format
+
+POW2 = ("none", "frexp", "log2_float32")
+INFINITE_MULTIPLIER = ("keep", "input_dtype_max")
+STORED = ("reciprocal", "multiplier")
+FLOAT_DTYPES = ("float32", "float64")
+_INPUTS = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class MultiplierRules:
+    """Every step of a multiplier cast (recipes.md §12); the defaults are TransformerEngine's.
+
+    eps: the amax floor (default 0.0). floor_dtype: the dtype of max(a, eps) and of the quotient fp8_max / a
+        (default "float32"; "float64": torchao's float64 EPS and division, then RN32). infinite_multiplier: keep
+        | input_dtype_max (default). pow2: none (default) | frexp | log2_float32. stored: reciprocal (default) |
+        multiplier.
+    """
+
+    eps: float = 0.0
+    floor_dtype: str = "float32"
+    infinite_multiplier: str = "input_dtype_max"
+    pow2: str = "none"
+    stored: str = "reciprocal"
+
+    def __post_init__(self) -> None:
+        check_choice("floor dtype", self.floor_dtype, FLOAT_DTYPES)
+        check_choice("infinite multiplier rule", self.infinite_multiplier, INFINITE_MULTIPLIER)
+        check_choice("power-of-two rule", self.pow2, POW2)
+        check_choice("stored scale", self.stored, STORED)
+        if not np.isfinite(self.eps) or self.eps < 0:
+            raise QrefError(f"eps must be a finite float >= 0, got {self.eps!r}")
+
+
+@dataclass(frozen=True)
+class MultiplierCast:
+    """A float8 cast with one float32 multiplier per tile (recipes.md §12).
+
+    element: float8_e4m3fn or float8_e5m2 (any float format with a finite maximum).
+    tile: per axis of the input, the tile extent or None (the whole axis): () / (None, None) per tensor,
+        (1, None) per row, (None, 1) per column, (1, 128), (128, 128). Partial tiles are padded with +0.
+    rules: MultiplierRules.
+    """
+
+    element: FloatFormat
+    tile: tuple[int | None, ...]
+    rules: MultiplierRules = field(default_factory=MultiplierRules)
+
+    def __post_init__(self) -> None:
+        fmt = get_format(self.element) if not isinstance(self.element, FloatFormat) else self.element
+        if not isinstance(fmt, FloatFormat) or not np.isfinite(float(fmt.max_value)):
+            raise QrefError(f"a multiplier cast needs a float element format with a finite maximum, got {fmt!r}")
+        object.__setattr__(self, "element", fmt)
+        tile = tuple(self.tile)
+        for t in tile:
+            if t is not None and (isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1):
+                raise QrefError(f"tile entries are positive integers or None (the whole axis), got {self.tile!r}")
+        object.__setattr__(self, "tile", tuple(None if t is None else int(t) for t in tile))
+
+    def _extents(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        tile = self.tile if self.tile else (None,) * len(shape)
+        if len(tile) != len(shape):
+            raise QrefError(f"tile {self.tile} has {len(tile)} entries for an input of rank {len(shape)}")
+        return tuple(max(n, 1) if t is None else t for n, t in zip(shape, tile))
+
+    def _tiled(self, a: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+        """(a zero-padded and split into (grid_0, t_0, grid_1, t_1, ...), the extents)."""
+        ext = self._extents(a.shape)
+        pad = [(0, (-n) % t) for n, t in zip(a.shape, ext)]
+        if any(p for _, p in pad):
+            a = np.pad(a, pad)
+        split = []
+        for n, t in zip(a.shape, ext):
+            split += [n // t, t]
+        return a.reshape(split), ext
+
+    def multipliers(self, x: np.ndarray) -> np.ndarray:
+        """m per tile (float32), shape (ceil(n_i / t_i))."""
+        R = self.rules
+        tiles, _ = self._tiled(np.abs(x))
+        a = tiles.max(axis=tuple(range(1, tiles.ndim, 2))) if tiles.size else tiles.reshape(tiles.shape[::2])
+        fmax = float(self.element.max_value)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if R.floor_dtype == "float64":
+                a_f = np.maximum(a.astype(np.float64), np.float64(R.eps))
+                m = (np.float64(fmax) / a_f).astype(np.float32)
+            else:
+                a_f = np.maximum(a.astype(np.float32), np.float32(R.eps))
+                m = np.float32(fmax) / a_f
+            if R.infinite_multiplier == "input_dtype_max":
+                big = np.float32(ml_dtypes.finfo(x.dtype).max)
+                m = np.where(np.isposinf(m), big, m).astype(np.float32)
+            if R.pow2 == "frexp":
+                _, e = np.frexp(m)
+                m = np.ldexp(np.float32(1), e - 1).astype(np.float32)
+            elif R.pow2 == "log2_float32":
+                lg = np.log2(m.astype(np.float64)).astype(np.float32)
+                m = np.exp2(np.floor(lg)).astype(np.float32)
+            m = np.where(np.isposinf(a_f), np.float32(0), m)
+            m = np.where(a_f == 0, np.float32(1), m)
+        return m.astype(np.float32)
+
+    def _expand(self, m: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        ext = self._extents(shape)
+        out = m
+        for ax, t in enumerate(ext):
+            out = np.repeat(out, t, axis=ax)
+        return out[tuple(slice(0, n) for n in shape)]
+
+    def quantize(self, x: object) -> dict[str, np.ndarray]:
+        """{"codes": FP8 codes (uint8, x's shape), "scales": float32 per tile (the stored scale),
+        "multipliers": m per tile, "unspecified": NaN codes (their sign and payload are unspecified)}."""
+        arr = np.asarray(x)
+        if arr.dtype.name not in _INPUTS:
+            raise QrefError(f"multiplier casts take float32, bfloat16 or float16 input, got {arr.dtype}")
+        m = self.multipliers(arr)
+        fmax = np.float32(self.element.max_value)
+        with np.errstate(invalid="ignore", over="ignore"):
+            y = np.clip(arr.astype(np.float32) * self._expand(m, arr.shape), -fmax, fmax)
+        codes = encode(y, self.element, rounding="nearest_even", overflow="saturate", nan="keep_sign")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scales = (np.float32(1) / m).astype(np.float32) if self.rules.stored == "reciprocal" else m
+        return {"codes": codes.astype(np.uint8), "scales": scales, "multipliers": m, "unspecified": np.isnan(y)}
+
+    def dequantize(self, codes: object, scales: object) -> np.ndarray:
+        """float32 values: RN32(decode(code) · scale) (stored "reciprocal") or RN32(decode(code) / scale)."""
+        c = np.asarray(codes)
+        v = decode(c.astype(np.uint8), self.element, dtype=np.float32)
+        s = self._expand(np.asarray(scales, dtype=np.float32), c.shape)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            out = v * s if self.rules.stored == "reciprocal" else v / s
+        return out.astype(np.float32)
+
+    def to_spec(self) -> dict[str, Any]:
+        r = self.rules
+        return {"element": self.element.name, "tile": list(self.tile), "eps": r.eps, "floor_dtype": r.floor_dtype,
+                "infinite_multiplier": r.infinite_multiplier, "pow2": r.pow2, "stored": r.stored}
+
+
+#: TransformerEngine's blockwise FP8 quantizer reference (tests/pytorch/references, commit d0067d0); pow2 and
+#: eps are its options (Float8BlockScaling: power-of-two scales by default)
+TRANSFORMER_ENGINE_BLOCKWISE = MultiplierRules()
+#: torchao 0.18 float8 training casts (float8_utils.amax_to_scale): EPS 1e-12 and the division in float64
+TORCHAO_FLOAT8 = MultiplierRules(eps=1e-12, floor_dtype="float64", infinite_multiplier="keep", stored="multiplier")
+
+
+__all__ = ["INFINITE_MULTIPLIER", "POW2", "STORED", "TORCHAO_FLOAT8", "TRANSFORMER_ENGINE_BLOCKWISE",
+           "MultiplierCast", "MultiplierRules"]
