@@ -130,7 +130,8 @@ class MultiplierCast:
             m = np.where(a_f == 0, np.float32(1), m)
         return m.astype(np.float32)
 
-    def _expand(self, m: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    def expand(self, m: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """Per-tile values m repeated over each tile and cropped to ``shape``."""
         ext = self._extents(shape)
         out = m
         for ax, t in enumerate(ext):
@@ -146,7 +147,7 @@ class MultiplierCast:
         m = self.multipliers(arr)
         fmax = np.float32(self.element.max_value)
         with np.errstate(invalid="ignore", over="ignore"):
-            y = np.clip(arr.astype(np.float32) * self._expand(m, arr.shape), -fmax, fmax)
+            y = np.clip(arr.astype(np.float32) * self.expand(m, arr.shape), -fmax, fmax)
         codes = encode(y, self.element, rounding="nearest_even", overflow="saturate", nan="keep_sign")
         with np.errstate(divide="ignore", invalid="ignore"):
             scales = (np.float32(1) / m).astype(np.float32) if self.rules.stored == "reciprocal" else m
@@ -156,7 +157,7 @@ class MultiplierCast:
         """float32 values: RN32(decode(code) · scale) (stored "reciprocal") or RN32(decode(code) / scale)."""
         c = np.asarray(codes)
         v = decode(c.astype(np.uint8), self.element, dtype=np.float32)
-        s = self._expand(np.asarray(scales, dtype=np.float32), c.shape)
+        s = self.expand(np.asarray(scales, dtype=np.float32), c.shape)
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             out = v * s if self.rules.stored == "reciprocal" else v / s
         return out.astype(np.float32)
