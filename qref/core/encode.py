@@ -445,3 +445,10 @@ def gather_top16(bits: np.ndarray, table: np.ndarray, low: int) -> np.ndarray:
         i += st
         np.take(table, i, out=out[start:start + GATHER_CHUNK], mode="clip")  # in range: no per-index check
     return out
+
+
+def stochastic_random_bits(shape: tuple[int, ...], nbits: int, random_bits: object = None, seed: object = None
+                           ) -> np.ndarray:
+    """The N-bit random integers of a stochastic rounding, flat in C order (elements.md §2.4): ``random_bits``
+    checked (integers in [0, 2^N), broadcast to ``shape``) or made from ``seed`` by ``random_bits_from_seed``."""
+    return _random_bits(shape, nbits, random_bits, seed)

@@ -29,6 +29,8 @@ DQ_MULTIPLY = ("expressed", "float32", "float64", "at_least_float32")
 DQ_FORMS = ("subtract", "multiply_add")
 CONSTANT_RULES = ("round", "unspecified")
 ROUNDINGS = tuple(m for m in ROUNDING_MODES if m not in STOCHASTIC_MODES and m not in ("ml_dtypes", "exponent_carry"))
+#: the modes of the final rounding: the deterministic ones and P3109's stochastic ones (uniform.md §2.6)
+FINAL_ROUNDINGS = (*ROUNDINGS, *STOCHASTIC_MODES)
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,9 @@ class UniformArithmetic:
         (fl(x * fl(1/s) + z) with one rounding, an FMA; float32 only).
     clamp: "float" (clamp to [cast(lo), cast(hi)] in the compute dtype before rounding) or "integer"
         (saturate the rounded integer).
-    rounding: the rounding of the final float value to an integer (a qref rounding mode, not stochastic).
+    rounding: the rounding of the final float value to an integer: a deterministic qref rounding mode, or
+        stochastic_a / stochastic_b / stochastic_c (P3109) with ``stochastic_bits`` = N random bits per element,
+        given to quantize as random_bits= or seed= (uniform.md §2.6). Default "nearest_even".
     conversion: where the float-to-integer conversion is defined: "saturate" (everywhere: it saturates),
         "storage" (only inside the full storage range, e.g. LLVM fptosi; outside: unspecified), "int32"
         (only inside int32, e.g. C++ static_cast<int32_t>; outside: unspecified).
@@ -74,6 +78,7 @@ class UniformArithmetic:
         floor(n / W) * W take the fields above; the remainder, and every element of a per-axis or blocked
         scheme, takes ``remainder_scale_op`` and ``remainder_rounding`` and dequantizes with dq_form "subtract".
     remainder_scale_op / remainder_rounding: the scalar loop's scale_op and rounding (simd_width > 0 only).
+    stochastic_bits: N for the stochastic rounding modes (None otherwise).
     """
 
     compute: str = "expressed"
@@ -98,6 +103,7 @@ class UniformArithmetic:
     simd_width: int = 0
     remainder_scale_op: str = "divide"
     remainder_rounding: str = "nearest_away"
+    stochastic_bits: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("compute dtype", self.compute, COMPUTE_DTYPES)
@@ -105,7 +111,16 @@ class UniformArithmetic:
         check_choice("scale_source", self.scale_source, SCALE_SOURCES)
         check_choice("zero_point stage", self.zero_point, ZERO_POINT_STAGES)
         check_choice("clamp", self.clamp, CLAMPS)
-        check_choice("rounding mode", self.rounding, ROUNDINGS)
+        check_choice("rounding mode", self.rounding, FINAL_ROUNDINGS)
+        if self.rounding in STOCHASTIC_MODES:
+            n = self.stochastic_bits
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 62:
+                raise QrefError(f"rounding={self.rounding!r} needs stochastic_bits=N (1..62 random bits per element, "
+                                f"uniform.md §2.6), got {n!r}")
+            if self.simd_width:
+                raise QrefError("stochastic rounding with a vector loop (simd_width > 0) is not defined")
+        elif self.stochastic_bits is not None:
+            raise QrefError(f"stochastic_bits is for the stochastic rounding modes, got rounding={self.rounding!r}")
         check_choice("conversion", self.conversion, CONVERSIONS)
         check_choice("nan rule", self.nan, NAN_RULES)
         check_choice("zero_point_range", self.zero_point_range, ZERO_POINT_RANGES)
@@ -153,7 +168,7 @@ class UniformArithmetic:
 
 
 ARITHMETIC_FIELDS = tuple(f.name for f in dataclasses.fields(UniformArithmetic))
-_OPTIONAL_FIELDS = ("dq_form", "simd_width", "remainder_scale_op", "remainder_rounding")
+_OPTIONAL_FIELDS = ("dq_form", "simd_width", "remainder_scale_op", "remainder_rounding", "stochastic_bits")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(UniformArithmetic)}
 
 # ---------------------------------------------------------------------------------------------------------

@@ -36,11 +36,12 @@ import numpy as np
 
 from ..core.arith import convert, fma_float32, round_fractions
 from ..core.decode import decode
-from ..core.encode import encode
+from ..core.encode import encode, stochastic_random_bits
 from ..core.exact import as_source_array, decompose
 from ..core.rounding import round_to_quantum
 from ..errors import QrefError, unknown_name
 from ..formats import FloatFormat, Format, IntFormat, get_format
+from ..policy import STOCHASTIC_MODES
 from ..profiles import Profile, get_profile, profiles
 from ..profiles.uniform import ARITHMETIC_FIELDS, DEFAULT_PROFILE, UniformArithmetic, rules_of
 from .base import QArray, Scheme, normalize_axis, register_family
@@ -85,14 +86,17 @@ def _cast_scalar(v: float | int, dt: np.dtype) -> np.ndarray:
     return cast(src, dt)
 
 
-def round_to_int(q: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
+def round_to_int(q: np.ndarray, mode: str, random_bits: np.ndarray | None = None, nbits: int | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """(n, nan): n = q rounded to an integer under ``mode`` exactly (int64; |q| >= 2^62 and +-Inf give
-    +-2^62, which saturates any storage), nan = isnan(q). Uses the core rounding primitive."""
+    +-2^62, which saturates any storage), nan = isnan(q). Uses the core rounding primitive; a stochastic mode
+    takes ``random_bits`` (N-bit integers, q's shape) and ``nbits`` = N, applied to the magnitude (P3109)."""
     q64 = np.asarray(q).astype(np.float64)  # exact for every float dtype used here
     nan = np.isnan(q64)
     c = np.clip(np.where(nan, 0.0, q64), -_TWO62, _TWO62).reshape(-1)
     ex = decompose(c)
-    n, _ = round_to_quantum(ex.sig, ex.exp, 0, ex.neg, mode)
+    rb = None if random_bits is None else np.broadcast_to(np.asarray(random_bits), q64.shape).reshape(-1)
+    n, _ = round_to_quantum(ex.sig, ex.exp, 0, ex.neg, mode, 0, rb, nbits)
     v = n.astype(np.int64)
     v = np.where(ex.neg, -v, v)
     return v.reshape(q64.shape), nan
@@ -308,13 +312,21 @@ class UniformScheme(Scheme):
             w = np.where(w >= (1 << (bits - 1)), w - (1 << bits), w)
         return w
 
-    def quantize(self, x: object, *, _reference: bool = False, **kwargs: Any) -> QArray:
+    def quantize(self, x: object, *, random_bits: object = None, seed: object = None, _reference: bool = False,
+                 **kwargs: Any) -> QArray:
         """QArray with storage codes, scales, zero points and the unspecified mask (uniform.md §2.1).
-        ``_reference=True`` takes the defining integer steps instead of the fast ones (§2.5; equal results)."""
+        Stochastic rounding (§2.6) takes ``random_bits`` (N-bit integers broadcast to x, N = stochastic_bits)
+        or ``seed``. ``_reference=True`` takes the defining integer steps instead of the fast ones (§2.5)."""
         if kwargs:
-            raise QrefError(f"UniformScheme.quantize takes no options, got {sorted(kwargs)}")
+            raise QrefError(f"UniformScheme.quantize takes random_bits= and seed= only, got {sorted(kwargs)}")
         A = self.arithmetic
         arr = as_source_array(x)
+        rbits = None
+        if A.rounding in STOCHASTIC_MODES:
+            assert A.stochastic_bits is not None
+            rbits = stochastic_random_bits(arr.shape, A.stochastic_bits, random_bits, seed).reshape(arr.shape)
+        elif random_bits is not None or seed is not None:
+            raise QrefError(f"random_bits / seed are for stochastic rounding; this scheme rounds {A.rounding!r}")
         if A.simd_width:
             return self._quantize_simd(arr, _reference)
         if A.input_dtypes is not None and arr.dtype.name not in A.input_dtypes:
@@ -339,7 +351,7 @@ class UniformScheme(Scheme):
                 q = np.asarray(xc * inv).astype(C, copy=False)
         unspecified = np.zeros(arr.shape, dtype=bool)
         if isinstance(self.storage, FloatFormat):
-            return self._quantize_float(arr, q, S, Z, unspecified)
+            return self._quantize_float(arr, q, S, Z, unspecified, rbits)
         lo, hi = self.storage_bounds
         Zb = np.asarray(Z, dtype=np.int64)  # broadcastable against x; every step below is elementwise
         if A.zero_point in ("before_rounding", "fused"):
@@ -365,15 +377,16 @@ class UniformScheme(Scheme):
                 if float(hi_c) != hi:
                     unspecified |= q.astype(np.float64) >= float(hi_c)
             q = np.clip(q, lo_c, hi_c)
-        if _reference or not integer_tail_applies(self, q):
-            n = self._integer_tail(q, Zb, unspecified)
+        if _reference or rbits is not None or not integer_tail_applies(self, q):
+            n = self._integer_tail(q, Zb, unspecified, rbits)
         else:
             n = integer_tail_fast(self, q, Zb, unspecified)
         return QArray(codes=n, scheme=self, scales=self.scale_array.copy(),
                       zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
                       meta={"profile": self.profile})
 
-    def _integer_tail(self, q: np.ndarray, Z: np.ndarray, unspecified: np.ndarray) -> np.ndarray:
+    def _integer_tail(self, q: np.ndarray, Z: np.ndarray, unspecified: np.ndarray,
+                      random_bits: np.ndarray | None = None) -> np.ndarray:
         """Codes from the clamped float values q (uniform.md §2.1 steps 5-7): round, add the zero point after
         rounding, saturate, NaN and the unspecified placeholder; ``unspecified`` is updated in place. The
         definition; ``uniform_fast.integer_tail_fast`` computes the same (§2.5)."""
@@ -381,7 +394,7 @@ class UniformScheme(Scheme):
         C = q.dtype
         lo, hi = self.storage_bounds
         zb = np.broadcast_to(Z, q.shape)
-        n, nan = round_to_int(q, A.rounding)
+        n, nan = round_to_int(q, A.rounding, random_bits, A.stochastic_bits)
         full_lo, full_hi = self.storage.full_range
         if A.conversion == "int32":
             unspecified |= (n < -(2**31)) | (n > 2**31 - 1)
@@ -450,7 +463,7 @@ class UniformScheme(Scheme):
         return inv
 
     def _quantize_float(self, arr: np.ndarray, q: np.ndarray, S: np.ndarray, Z: np.ndarray,
-                        unspecified: np.ndarray) -> QArray:
+                        unspecified: np.ndarray, random_bits: np.ndarray | None = None) -> QArray:
         A = self.arithmetic
         fmt = self.storage
         assert isinstance(fmt, FloatFormat)
@@ -463,8 +476,10 @@ class UniformScheme(Scheme):
         overflow = "saturate" if A.float_saturate else None
         # ml_dtypes' conversion, the record the lock verifies (a fixed record: results never depend on what is
         # installed; uniform.md §2.1)
+        stochastic: dict[str, Any] = {} if random_bits is None else {
+            "random_bits": random_bits, "stochastic_bits": A.stochastic_bits}
         codes = encode(q, fmt, rounding=A.rounding, overflow=overflow, profile="ml_dtypes@0.7" if
-                       not A.float_saturate else None)
+                       not A.float_saturate else None, **stochastic)
         return QArray(codes=codes.astype(self.codes_dtype), scheme=self, scales=self.scale_array.copy(),
                       zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
                       meta={"profile": self.profile})
