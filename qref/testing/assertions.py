@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, find, settings
 from hypothesis.errors import NoSuchExample
 from hypothesis.strategies import SearchStrategy
 
-from .core.decode import exact_parts
-from .core.encode import encode
-from .core.exact import INF, NAN, ZERO
-from .errors import QrefError, unknown_name
-from .formats import FloatFormat, Format, IntFormat, get_format
-from .policy import CastPolicy
+from ..core.decode import exact_parts
+from ..core.encode import encode
+from ..core.exact import INF, NAN, ZERO
+from ..errors import QrefError, unknown_name
+from ..formats import FloatFormat, Format, IntFormat, get_format
+from ..formats.policy import CastPolicy
 
 __all__ = [
     "MISMATCH_CLASSES",
@@ -435,9 +435,9 @@ def _profile_expr(profile: str | CastPolicy) -> str:
 
 
 def _resolve_target(target: object, profile: str | CastPolicy | None) -> _Target:
-    from .schemes import Scheme
-    from .schemes import scheme as build_scheme
-    from .schemes.cast import CastScheme
+    from ..schemes import Scheme
+    from ..schemes import scheme as build_scheme
+    from ..schemes.cast import CastScheme
 
     if isinstance(target, Scheme):
         if profile is not None:
