@@ -463,10 +463,10 @@ def _resolve_target(target: object, profile: str | CastPolicy | None) -> _Target
         return _Target(label, sch.format, lambda x: encode(x, sch.format, profile=sch.policy),
                        f"qref.encode(x, {_format_expr(sch.format)}, "
                        f"profile={_profile_expr(sch.profile or sch.policy)})", sch)
-    from .strategies import _block_params
+    from .strategies import block_params
 
     try:
-        _, ef = _block_params(sch, 1, None)  # the element (or storage) format of the codes
+        _, ef = block_params(sch, 1, None)  # the element (or storage) format of the codes
     except QrefError as exc:
         raise QrefError(f"assert_conforms: cannot find the element format of scheme {sch!r}: {exc}") from None
     expr = f"{sch!r}.quantize(x)"

@@ -554,8 +554,9 @@ _ELEMENT_ATTRS = ("element_format", "element", "elements", "elem_format", "data_
                   "storage")
 
 
-def _block_params(scheme: object, block_size: int | None, element_format: str | Format | None
-                  ) -> tuple[int, Format]:
+def block_params(scheme: object, block_size: int | None, element_format: str | Format | None
+                 ) -> tuple[int, Format]:
+    """(block size, element format) of a block scheme (name or record); explicit arguments win."""
     if isinstance(scheme, str):
         from ..schemes import scheme as build_scheme
 
@@ -689,7 +690,7 @@ def blocks(scheme: object = None, *, block_size: int | None = None,
     "ties" category the block's amax is element max * 2^s, so every usual scale rule (OCP floor, MLX/JAX
     ceil of amax / max) picks the scale 2^s and the other elements sit exactly on element ties.
     """
-    bs, ef = _block_params(scheme, block_size, element_format)
+    bs, ef = block_params(scheme, block_size, element_format)
     if ef.bits > 16:
         raise QrefError(f"blocks(): element format {ef.name} has {ef.bits} bits; element grids need <= 16")
     dt = _source_dtype(dtype)
