@@ -102,7 +102,7 @@ def mlx_rows(x32: np.ndarray) -> list[Row]:
         import mlx.core as mx
     except ImportError:
         return []
-    from qref.packing import pack
+    from qref.interop.packing import pack
 
     rows = []
     mx_dt = {np.dtype(np.float32): mx.float32, np.dtype(np.float16): mx.float16, BF16: mx.bfloat16}
@@ -267,7 +267,7 @@ def calibration_rows(x32: np.ndarray) -> list[Row]:
     """qref.calibrate (fast path) against its readable reference path (``_reference=True``: float64 NaN-padded
     groups, nan-reductions, Fraction scales; timed once, it is slow) and, for the pytorch formula, against
     torch.ao's MinMaxObserver / PerChannelMinMaxObserver. Target: >= 100 M/s (issue 18)."""
-    from qref.calibrate import calibrate
+    from qref.analysis.calibrate import calibrate
 
     n = x32.size
     rows = []

@@ -4,8 +4,9 @@ Element formats (FP8/FP6/FP4/E8M0/P3109/custom, integers) with every rounding an
 ``encode`` (values -> codes), ``decode`` (codes -> values), ``quantize`` (both). See docs/spec/.
 """
 
-from . import analysis, conformance, mlir, mma, plot, recipes
-from .calibrate import calibrate
+from . import analysis, conformance, mma, recipes
+from .analysis import plot
+from .analysis.calibrate import calibrate
 from .core import decode, encode, quantize
 from .errors import QrefError, UnknownNameError
 from .formats import (
@@ -18,8 +19,9 @@ from .formats import (
     p3109_format,
     register_format,
 )
-from .packing import LAYOUTS, pack, unpack
-from .policy import OVERFLOW_POLICIES, ROUNDING_MODES, CastPolicy
+from .formats.policy import OVERFLOW_POLICIES, ROUNDING_MODES, CastPolicy
+from .interop import mlir
+from .interop.packing import LAYOUTS, pack, unpack
 from .profiles import CastRule, Profile, get_profile, profiles, register_profile, resolve_profile
 from .schemes import QArray, Scheme, scheme, scheme_from_spec
 from .schemes.block import BlockScheme

@@ -14,6 +14,8 @@ import pytest
 
 import qref
 from qref import analysis as A
+from qref.analysis.render import _fmt_cell
+from qref.analysis.schemetext import _absmax_fast
 from qref.cli import main
 from qref.errors import QrefError, UnknownNameError
 
@@ -412,7 +414,7 @@ def test_cli_compare(tmp_path, capsys) -> None:
     assert out[1].split() == ["scheme", "bits", "sqnr_db"]
     assert [line.split()[0] for line in out[3:]] == ["mxfp4", "int8:axis=0"]
     expect = A.compare(x, ["mxfp4"]).rows[0]["sqnr_db"]
-    assert out[3].split()[2] == A._fmt_cell(expect)
+    assert out[3].split()[2] == _fmt_cell(expect)
     assert main(["compare", str(f), "--schemes", "mxfp4", "--format", "csv", "--sort", "sqnr_db"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == ",".join(A.COLUMNS)
     np.savez(tmp_path / "t.npz", a=x, b=x)
@@ -494,13 +496,13 @@ def test_float_scaled_recipe_absmax_fast_equals_the_finite_formula() -> None:
     for x in (rng.standard_normal((64, 33)).astype(np.float32), rng.standard_normal((5, 7, 9)),
               np.zeros((3, 4), np.float32), -np.ones((2, 3), np.float32)):
         for ax in (None, 0, 1, -1):
-            got = A._absmax_fast(x, ax)
+            got = _absmax_fast(x, ax)
             arr = x.astype(np.float64)
             fin = np.where(np.isfinite(arr), np.abs(arr), 0.0)
             want = np.asarray(fin.max()) if ax is None else np.moveaxis(fin, ax, 0).reshape(arr.shape[ax], -1).max(1)
             assert got is not None and got.shape == want.shape and np.array_equal(got, want)
-    assert A._absmax_fast(np.array([1.0, np.nan], np.float32), None) is None
-    assert A._absmax_fast(np.array([1, 2]), None) is None
+    assert _absmax_fast(np.array([1.0, np.nan], np.float32), None) is None
+    assert _absmax_fast(np.array([1, 2]), None) is None
 
 
 def test_counts_refuses_codes_outside_the_element_table() -> None:

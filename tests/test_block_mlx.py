@@ -15,7 +15,7 @@ import pytest
 from test_block_cases import DTYPES, distributions
 
 import qref
-from qref.packing import pack, unpack
+from qref.interop.packing import pack, unpack
 from qref.schemes.block_mx import lut_argmin
 
 mx = pytest.importorskip("mlx.core", reason="the mlx profile is checked against MLX (pip install 'mlx[cpu]')")

@@ -19,7 +19,7 @@ import pytest
 from test_block_cases import DTYPES, distributions
 
 import qref
-from qref.packing import unpack
+from qref.interop.packing import unpack
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 

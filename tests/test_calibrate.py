@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import qref
-from qref.calibrate import FORMULAS, calibrate
+from qref.analysis.calibrate import FORMULAS, calibrate
 from qref.errors import QrefError
 
 F32 = np.float32

@@ -28,7 +28,7 @@ from qref.conformance.cases import family_names
 from qref.conformance.npy import npy_bytes
 from qref.conformance.suite import dumps_json
 from qref.errors import QrefError
-from qref.policy import CastPolicy
+from qref.formats.policy import CastPolicy
 
 COMMITTED = Path(__file__).resolve().parents[1] / "conformance" / "v1"
 

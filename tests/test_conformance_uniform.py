@@ -492,7 +492,7 @@ def uniform_case_mlir(case: Case, name: str = "main") -> tuple[str, np.ndarray] 
     ``check.expect_eq`` cannot mask). Returns (function text, kept input) or None. This is the export the
     suite's MLIR writer lacks (see the report of issue 7); here it feeds IREE, whose lowering is the
     ``stablehlo_lowering`` profile."""
-    from qref.mlir import format_type
+    from qref.interop.mlir import format_type
     from qref.schemes.uniform import UniformScheme
 
     spec = case.scheme

@@ -189,3 +189,39 @@ def test_value_tables_are_read_only() -> None:
     assert v.dtype == np.float64 and not v.flags.writeable
     assert list(v[:8]) == [0, 0.5, 1, 1.5, 2, 3, 4, 6]
     assert list(qref.get_format("int4").values[6:10]) == [6, 7, -8, -7]
+
+
+def test_value_tables_equal_decode_bit_for_bit() -> None:
+    """FloatFormat.values (derived from the record: ldexp of magnitude_parts, specials from the encodings) is
+    decode(every code, float64) bit for bit, NaN signs included, for every float format of at most 16 bits."""
+    names = {n for n in qref.formats if (f := qref.get_format(n)).bits <= 16 and isinstance(f, qref.FloatFormat)}
+    names |= {"float8_e4m3b11fnuz", "float5_e3m2b2fnu", "float12_e9m2fn", "float5_e4m0fnuz"}
+    assert len(names) > 400
+    for name in sorted(names):
+        fmt = qref.get_format(name)
+        want = qref.decode(np.arange(1 << fmt.bits, dtype=fmt.code_dtype), fmt, dtype=np.float64)
+        assert np.array_equal(fmt.values.view(np.uint64), want.view(np.uint64)), name
+
+
+def test_ecosystems_match_the_real_type_lists() -> None:
+    """Each record's ``ecosystems`` agrees with the systems themselves: ml_dtypes' and numpy's type names, MLIR's
+    builtin float spellings, ONNX's TensorProto data types (elements.md §1)."""
+    import re
+
+    ml_types = {n for n in dir(ml_dtypes) if re.fullmatch(r"(b?float|u?int)\d+(_e\d+m\d+\w*)?", n)}
+    assert {n for n in ml_types if n in qref.formats} == set(qref.formats.defined_by("ml_dtypes"))
+    numpy_names = {n for n in qref.formats
+                   if n in ("float16", "float32", "float64") or re.fullmatch(r"u?int(8|16|32)", n)}
+    assert set(qref.formats.defined_by("numpy")) == numpy_names and all(np.dtype(n).itemsize for n in numpy_names)
+    from qref.interop.mlir.types import MLIR_FLOAT_NAMES
+
+    assert set(qref.formats.defined_by("mlir", "float")) == set(MLIR_FLOAT_NAMES.values())
+    assert set(qref.formats.defined_by("mlir", "int")) == {n for n in qref.formats if re.fullmatch(r"u?int\d+", n)}
+    onnx = pytest.importorskip("onnx", reason="the ONNX check reads onnx.TensorProto")
+    spelled = {"float32": "FLOAT", "float64": "DOUBLE", "float4_e2m1fn": "FLOAT4E2M1", "float8_e8m0fnu": "FLOAT8E8M0",
+               "float6_e2m3fn": "FLOAT6E2M3", "float6_e3m2fn": "FLOAT6E3M2"}
+    onnx_names = set(onnx.TensorProto.DataType.keys())
+    tagged = {spelled.get(n, n.replace("_", "").upper()) for n in qref.formats.defined_by("onnx")}
+    assert tagged <= onnx_names
+    numeric = {n for n in onnx_names if re.fullmatch(r"(U?INT(2|4|8|16|32)|FLOAT\w*|DOUBLE|BFLOAT16)", n)}
+    assert numeric == tagged

@@ -263,7 +263,7 @@ def test_pack_unpack(codes, layout, bits, axis, count, block):
 @pytest.fixture(scope="module")
 def small_suite(tmp_path_factory):
     from qref.conformance import Case, write_suite
-    from qref.policy import CastPolicy
+    from qref.formats.policy import CastPolicy
 
     root = tmp_path_factory.mktemp("fuzz") / "suite"
     x = np.array([1.0, np.nan, -0.0, 500.0], dtype=np.float32)
@@ -380,7 +380,7 @@ def test_testing_helpers_hide_their_frames():
 
     with pytest.raises(AssertionError) as info:
         assert_codes_equal(np.array([1, 2], np.uint8), np.array([1, 3], np.uint8), "float8_e4m3fn")
-    frames = [tb for tb in info.traceback if "qref/testing.py" in str(tb.path).replace("\\", "/")]
+    frames = [tb for tb in info.traceback if "qref/testing/assertions.py" in str(tb.path).replace("\\", "/")]
     assert frames and all(tb.ishidden(info) if _takes_excinfo(tb) else tb.ishidden() for tb in frames)
 
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qref
-import qref.strategies as qs
+import qref.testing.strategies as qs
 from qref.testing import ConformanceError, assert_conforms, assert_values_equal
 
 E4M3 = "float8_e4m3fn"

@@ -23,7 +23,7 @@ from test_lookup_oracle import (
 )
 
 import qref
-import qref.strategies as qs
+import qref.testing.strategies as qs
 from qref.errors import QrefError, UnknownNameError
 from qref.schemes.lookup import DoubleQuant, LookupScheme, lookup_scheme_from_table
 from qref.schemes.lookup_core import table_encode

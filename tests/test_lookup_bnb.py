@@ -97,7 +97,7 @@ def check_4bit(x: np.ndarray, table: str, dt: str, block: int, compress: bool = 
     ours = q.dequantize(dt).reshape(-1)
     ref_np = ref.float().numpy() if dt == "bfloat16" else ref.numpy()
     assert same_floats(ours.astype(np.float32) if dt == "bfloat16" else ours, ref_np)
-    packing = pytest.importorskip("qref.packing", reason="packing layouts live in qref.packing")
+    packing = pytest.importorskip("qref.interop.packing", reason="packing layouts live in qref.interop.packing")
     codes = q.codes if x.size % 2 == 0 else np.append(q.codes, sch.pad_code).astype(np.uint8)
     assert (packing.pack(codes, "nibble_high_first", bits=4) == raw).all()
     if x.size % 2 == 0 and x.ndim == 1:

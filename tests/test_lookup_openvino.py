@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import qref
-from qref.packing import pack
+from qref.interop.packing import pack
 from qref.tables import NF4
 
 F32 = np.float32

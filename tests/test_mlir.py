@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import qref
-from qref.mlir import MlirParseError, QuantileType, format_float, format_type, parse_type
+from qref.interop.mlir import MlirParseError, QuantileType, format_float, format_type, parse_type
 from qref.schemes.uniform import UniformScheme
 
 DATA = Path(__file__).parent / "data" / "mlir"

@@ -8,7 +8,7 @@ import pytest
 
 import qref
 from qref.errors import QrefError
-from qref.packing import LAYOUTS, pack, unpack
+from qref.interop.packing import LAYOUTS, pack, unpack
 
 
 @pytest.mark.parametrize("layout", ["mlx", "lsb_first", "msb_first"])

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import qref
-from qref.packing import unpack
+from qref.interop.packing import unpack
 from qref.recipes import mlx_qqmm, mlx_quantized_matmul
 
 mx = pytest.importorskip("mlx.core", reason="MLX quantized_matmul / qqmm are the backends under test")

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
 import qref
-import qref.strategies as qs
+import qref.testing.strategies as qs
 from qref.errors import QrefError
 
 FIND = settings(database=None, max_examples=3000, derandomize=True, suppress_health_check=list(HealthCheck))

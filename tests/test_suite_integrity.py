@@ -26,7 +26,7 @@ from qref.cli import main
 from qref.conformance import Case, SuiteError, load_suite, verify_suite, write_suite
 from qref.conformance.npy import npy_bytes
 from qref.errors import QrefError
-from qref.policy import CastPolicy
+from qref.formats.policy import CastPolicy
 
 gen_mod = importlib.import_module("qref.conformance.generate")  # the package exports a function of that name
 CASE_A = "elements/t/a"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import qref
-from qref.sweep import classify, sweep, sweep_many
+from qref.analysis.sweep import classify, sweep, sweep_many
 
 SMALL = ["float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float8_e4m3",
          "float8_e3m4", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float8_e8m0fnu", "bfloat16", "float16",

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import strategies as st
 
 import qref
-import qref.strategies as qs
+import qref.testing.strategies as qs
 from qref.errors import QrefError, UnknownNameError
 from qref.testing import (
     MISMATCH_CLASSES,

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import qref
-from qref.calibrate import calibrate
+from qref.analysis.calibrate import calibrate
 
 F32 = np.float32
 SCALES = (0.1, 1 / 3, 0.013, 0.5)
@@ -374,7 +374,7 @@ def test_aqt_int8_and_int4():
 def test_iree_stablehlo_uniform_quantize():
     compiler = pytest.importorskip("iree.compiler", reason="IREE cross-check")
     runtime = pytest.importorskip("iree.runtime", reason="IREE runtime")
-    from qref.mlir import format_type
+    from qref.interop.mlir import format_type
 
     # unsigned storage spelled ui8: with MLIR's `u8` keyword the storage type is a signless i8, and the
     # lowering's final convert saturates to [-128, 127] (uniform.md §4.2 notes this quirk)

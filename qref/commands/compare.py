@@ -81,7 +81,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"# {args.file}: shape {tuple(arr.shape)}, dtype {arr.dtype}, {arr.size} elements")
     print(out)
     if args.plot:
-        from .. import plot
+        from ..analysis import plot
 
         fig = plot.compare_figure(arr, table)  # type: ignore[arg-type]
         fig.savefig(args.plot, dpi=args.dpi)

@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("out", metavar="OUT", help="output directory (must be empty unless --force)")
     p.add_argument("--families", action="append", metavar="F[,F...]",
-                   help=f"only these case families (known: {', '.join(family_names())})")
+                   help=f"only these families (known: {', '.join(family_names())})")
     p.add_argument("--formats", action="append", metavar="FMT[,FMT...]",
                    help="only the cases of these element formats (e.g. float8_e4m3fn; any alias)")
     p.add_argument("--full", action="store_true",

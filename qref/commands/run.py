@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "called as FUNCTION(operation, inputs, spec) -> outputs (or FUNCTION(x, format) -> codes for "
                    "element encoders; docs/user-backends.md); needs --family")
     p.add_argument("--family", choices=("elements", "uniform", "block", "lookup"), default=None,
-                   help="the case family --callable implements")
+                   help="the family --callable implements")
     p.add_argument("--profile", default=None, metavar="NAME",
                    help="with --callable: the reference profile record of the family (default: the spec)")
     p.add_argument("--policy", action="append", default=[], metavar="KEY=VALUE",

@@ -5,29 +5,12 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-
-def _hex(v: np.ndarray) -> list[str]:
-    from ..conformance.case import to_storage
-
-    bits = to_storage(v).reshape(-1)
-    if bits.dtype == np.bool_:
-        return ["1" if b else "0" for b in bits]
-    width = bits.dtype.itemsize * 2
-    if bits.dtype.kind == "i":
-        bits = bits.view(f"u{bits.dtype.itemsize}")
-    return [f"0x{int(b):0{width}X}" for b in bits]
-
-
-def _float_text(x: float) -> str:
-    if math.isnan(x):
-        return "-nan" if math.copysign(1.0, x) < 0 else "nan"
-    return repr(x)
+from ..conformance.text import float_text, hex_words
 
 
 def _values(name: str, v: np.ndarray, fmt: str | None) -> list[str]:
@@ -40,11 +23,11 @@ def _values(name: str, v: np.ndarray, fmt: str | None) -> list[str]:
         f = get_format(fmt)
         if f.bits <= 32:
             vals = decode(flat, f, dtype=np.float64)
-            return [str(int(x)) if getattr(f, "kind", "") == "int" else _float_text(float(x)) for x in vals]
+            return [str(int(x)) if getattr(f, "kind", "") == "int" else float_text(float(x)) for x in vals]
     if flat.dtype.kind in "fV":
         with np.errstate(invalid="ignore"):  # a signaling NaN raises FE_INVALID when widened; its hex shows it
             wide = flat.astype(np.float64)
-        return [_float_text(float(x)) for x in wide]
+        return [float_text(float(x)) for x in wide]
     if flat.dtype == np.bool_:
         return ["true" if b else "false" for b in flat]
     return [str(int(x)) for x in flat]
@@ -92,7 +75,7 @@ def format_case(case: Any, limit: int | None = 32) -> str:
         cols: list[tuple[str, list[str]]] = [("#", [str(i) for i in range(shown)])]
         for k in names:
             v = arrays[k].reshape(-1)[:shown]
-            cols.append((f"{k} hex", _hex(v)))
+            cols.append((f"{k} hex", hex_words(v)))
             cols.append((k, _values(k, v, case.array_formats.get(k))))
         unspec = [case.unspecified[k].reshape(-1)[:shown] for k in names if k in case.unspecified]
         if unspec:

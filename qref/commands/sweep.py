@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..sweep import AGAINST, SOURCES, sweep
+from ..analysis.sweep import AGAINST, SOURCES, sweep
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 from fractions import Fraction
 
 from ..errors import QrefError
-from ..formats import FloatFormat, Format, get_format
+from ..formats import FloatFormat, Format, formats, get_format
 
 
 def format_value(v: Fraction | float) -> str:
@@ -38,8 +38,8 @@ def table_rows(fmt: Format, limit: int | None = None) -> list[tuple[str, str, st
     return rows
 
 
-DOC_FORMATS = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
-               "float8_e4m3", "float8_e3m4", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float8_e8m0fnu")
+# the ml_dtypes float types of at most 8 bits, in registry order
+DOC_FORMATS = tuple(n for n in formats.defined_by("ml_dtypes", "float") if get_format(n).bits <= 8)
 
 
 def markdown_grid(fmt: Format) -> str:

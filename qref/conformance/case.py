@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import QrefError
 from ..formats import FloatFormat, Format, IntFormat, get_format
-from ..policy import CastPolicy, ResolvedPolicy
+from ..formats.policy import CastPolicy, ResolvedPolicy
 
 #: Logical dtype name -> storage dtype of its .npy file (floats as unsigned bit patterns, little-endian).
 STORAGE: dict[str, str] = {
@@ -244,9 +244,9 @@ class Case:
                 a[k].dtype == b[k].dtype and a[k].shape == b[k].shape
                 and np.array_equal(to_storage(a[k]), to_storage(b[k])) for k in a)
 
-        plain = ("id", "family", "operation", "profile", "tags", "spec", "profiles", "description")
-        return (all(getattr(self, f) == getattr(other, f) for f in plain)
-                and all(_plain(getattr(self, f)) == _plain(getattr(other, f))
+        scalars = ("id", "family", "operation", "profile", "tags", "spec", "profiles", "description")
+        return (all(getattr(self, f) == getattr(other, f) for f in scalars)
+                and all(plain(getattr(self, f)) == plain(getattr(other, f))
                         for f in ("format", "policy", "scheme", "params", "array_formats", "equivalent"))
                 and arrays_equal(self.inputs, other.inputs) and arrays_equal(self.expected, other.expected)
                 and arrays_equal(self.unspecified, other.unspecified))
@@ -286,10 +286,13 @@ def expected_from_qarray(q: Any, *, code_format: str | None = None, scale_format
     return {"expected": expected, "unspecified": unspec, "array_formats": formats}
 
 
-def _plain(x: Any) -> Any:
+def plain(x: Any) -> Any:
     """Mappings and sequences as plain dicts/lists (for comparisons and JSON)."""
     if isinstance(x, Mapping):
-        return {k: _plain(v) for k, v in x.items()}
+        return {k: plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
+        return [plain(v) for v in x]
     return x
+
+
+_plain = plain  # the former name, still imported by conformance.export

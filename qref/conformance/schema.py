@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import QrefError
-from ..policy import INT_CASTS, NAN_POLICIES, OVERFLOW_POLICIES, ROUNDING_MODES
+from ..formats.policy import INT_CASTS, NAN_POLICIES, OVERFLOW_POLICIES, ROUNDING_MODES
 from .case import ID_RE, NAME_RE, POLICY_KEYS, STORAGE, WORD_RE
 
 SCHEMA_VERSION = 1
@@ -245,7 +245,7 @@ def _format_problem(text: str) -> str | None:
 @functools.lru_cache(maxsize=4096)
 def _policy_problem(text: str, fmt_name: str | None) -> str | None:
     from ..formats import get_format
-    from ..policy import CastPolicy
+    from ..formats.policy import CastPolicy
     from .case import policy_record
 
     rec = json.loads(text)

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import QrefError, unknown_name
-from .case import STORAGE, Case, _plain, format_record, from_storage, logical_dtype_name, to_storage
+from .case import STORAGE, Case, format_record, from_storage, logical_dtype_name, plain, to_storage
 from .npy import npy_bytes, read_npy
 from .schema import (
     MAX_ARRAY_BYTES,
@@ -242,17 +242,17 @@ class SuiteWriter:
 
         fmt_name = None
         if case.format is not None:
-            rec = _plain(case.format)
+            rec = plain(case.format)
             fmt_name = rec["name"]
             if self.formats.setdefault(fmt_name, rec) != rec:
                 raise SuiteError(f"case {case.id!r}: format {fmt_name!r} has a record that differs from an "
                                  "earlier case's")
         self.cases.append({
             "id": case.id, "family": case.family, "operation": case.operation,
-            "format": fmt_name, "policy": _plain(case.policy), "scheme": _plain(case.scheme),
-            "profile": case.profile, "params": _plain(case.params),
+            "format": fmt_name, "policy": plain(case.policy), "scheme": plain(case.scheme),
+            "profile": case.profile, "params": plain(case.params),
             "inputs": refs(case.inputs), "expected": refs(case.expected), "unspecified": refs(case.unspecified),
-            "tags": list(case.tags), "spec": list(case.spec), "equivalent": _plain(case.equivalent),
+            "tags": list(case.tags), "spec": list(case.spec), "equivalent": plain(case.equivalent),
             "profiles": list(case.profiles), "description": case.description,
         })
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import QrefError
 from ..formats import FloatFormat, Format, IntFormat, get_format
-from ..policy import CastPolicy
+from ..formats.policy import CastPolicy
 from .encode import CHUNK, GATHER_CHUNK, encode_exact
 from .exact import FINITE, INF, NAN, U64, ZERO, Exact
 
@@ -110,7 +110,7 @@ def check_codes(codes: object, fmt: Format) -> np.ndarray:
     return arr
 
 
-def _gather_codes(codes: np.ndarray, table: np.ndarray) -> np.ndarray:
+def gather_codes(codes: np.ndarray, table: np.ndarray) -> np.ndarray:
     """table[codes] for checked codes, in chunks through one reused intp buffer (no intp copy of the input)."""
     out = np.empty(codes.shape, dtype=table.dtype)
     flat, o = codes.reshape(-1), out.reshape(-1)
@@ -129,7 +129,7 @@ def decode(codes: object, fmt: str | Format, *, dtype: object = np.float32) -> n
     arr = check_codes(codes, f)
     dt, tgt = target_format(dtype)
     if f.bits <= 16:
-        return _gather_codes(arr, _table(f, dt))
+        return gather_codes(arr, _table(f, dt))
     flat = arr.reshape(-1)
     out = np.empty(flat.shape, dtype=tgt.code_dtype)
     rp = _TARGET_POLICY.resolve(tgt)

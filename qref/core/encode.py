@@ -18,7 +18,8 @@ import numpy as np
 
 from ..errors import QrefError
 from ..formats import FloatFormat, Format, IntFormat, get_format
-from ..policy import STOCHASTIC_MODES, CastPolicy, ResolvedPolicy
+from ..formats.policy import STOCHASTIC_MODES, CastPolicy, ResolvedPolicy
+from ..profiles import get_profile
 from .exact import FINITE, INF, NAN, U64, ZERO, Exact, as_source_array, bit_length, decompose, from_ieee_bits
 from .rounding import round_to_quantum
 
@@ -281,8 +282,6 @@ def build_policy(
     elif isinstance(profile, CastPolicy):
         base = profile
     else:
-        from ..profiles import get_profile
-
         base = get_profile(profile).cast_for(fmt, source_dtype)
     return base.with_options(**options)
 

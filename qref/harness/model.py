@@ -2,7 +2,7 @@
 suite) and outcomes (docs/conformance.md §"How to read this report").
 
 A *target* is one way of calling one backend, e.g. ``jax.astype.jit`` (``x.astype(jnp.float8_e4m3fn)`` under
-``jax.jit``) or ``onnxruntime.cast.saturate1``. It belongs to a case family, names the qref profile that models it
+``jax.jit``) or ``onnxruntime.cast.saturate1``. It belongs to a family, names the qref profile that models it
 (or None: the spec's default is then its reference) and runs batches of cases through the real library.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 from ..conformance.case import Case, to_storage
 from ..errors import QrefError
 
-#: harness family -> qref profile family (qref/profiles.py FAMILIES)
+#: family -> the kind of qref profile that models its backends (qref/profiles/base.py FAMILIES)
 PROFILE_FAMILY = {"elements": "element", "uniform": "uniform", "block": "block", "lookup": "lookup",
                   "recipes": "recipe"}
 
@@ -41,7 +41,7 @@ SnippetFn = Callable[[Case, int], str]
 
 @dataclass(frozen=True)
 class Target:
-    """One backend API under test for one case family.
+    """One backend API under test for one family.
 
     name: "<backend>.<api>[.<variant>]", stable (used in xfail files and the report). api: how it is called, in
     words/code (``x.astype(ml_dtypes.<format>)``). profile: the qref profile of the family that models it (None:

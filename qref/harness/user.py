@@ -29,15 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from ..conformance.case import Case, _plain
+from ..conformance.case import Case, plain
 from ..errors import QrefError, unknown_name
 from ..formats import get_format
-from ..policy import CastPolicy
+from ..formats.policy import CastPolicy
 from ..profiles import Profile, register_profile
 from .model import PROFILE_FAMILY, Target, Unsupported
 from .runner import RunResults, TargetInfo, judge, run_target, select_tasks
 
-#: harness family -> operations a user function is asked for
+#: family -> operations a user function is asked for
 OPERATIONS = {
     "elements": ("encode", "decode", "quantize"),
     "uniform": ("uniform_quantize", "uniform_dequantize"),
@@ -87,8 +87,8 @@ def _as_expected(case: Case, name: str, arr: np.ndarray) -> np.ndarray:
 
 
 def _spec_of(case: Case) -> dict[str, Any]:
-    return {"id": case.id, "format": _plain(case.format), "policy": _plain(case.policy),
-            "scheme": _plain(case.scheme), "params": _plain(case.params)}
+    return {"id": case.id, "format": plain(case.format), "policy": plain(case.policy),
+            "scheme": plain(case.scheme), "params": plain(case.params)}
 
 
 def _is_shortcut(fn: Callable[..., Any]) -> bool:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..policy import CastPolicy
-from . import Profile, register_profile
+from ..formats.policy import CastPolicy
+from .base import Profile, register_profile
 
 
 def _values(rec: object) -> dict[str, Any]:

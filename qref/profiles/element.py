@@ -7,8 +7,8 @@ cast for numpy's own dtypes, its own integer conversion for its own types).
 
 from __future__ import annotations
 
-from ..policy import CastPolicy
-from . import CastRule, Profile, register_profile
+from ..formats.policy import CastPolicy
+from .base import CastRule, Profile, register_profile
 
 _C_CAST = CastPolicy(rounding="toward_zero", int_cast="via_int32_x86")  # numpy's float -> int astype on x86-64
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import QrefError, check_choice
-from . import Profile, register_profile
+from .base import Profile, register_profile
 
 SCHEME_NAMES = ("nf4", "af4", "fp4_bnb", "dynamic8", "lut")
 SCALE_MODES = ("absmax", "static")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import Profile, register_profile
+from .base import Profile, register_profile
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import QrefError, check_choice
-from ..policy import ROUNDING_MODES, STOCHASTIC_MODES
-from . import Profile, register_profile
+from ..formats.policy import ROUNDING_MODES, STOCHASTIC_MODES
+from .base import Profile, register_profile
 
 COMPUTE_DTYPES = ("expressed", "input", "float16", "bfloat16", "float32", "float64")
 SCALE_OPS = ("divide", "reciprocal")

@@ -42,7 +42,7 @@ import numpy as np
 from ...core.decode import decode
 from ...errors import QrefError
 from ...formats import FloatFormat, IntFormat
-from ...packing import pack, unpack
+from ...interop.packing import pack, unpack
 from ...schemes.base import QArray, scheme
 from ...schemes.block import BlockScheme
 from .. import random as qrandom

@@ -54,7 +54,7 @@ import numpy as np
 from ...core.decode import decode
 from ...core.encode import encode
 from ...formats import FloatFormat, get_format
-from ...policy import CastPolicy
+from ...formats.policy import CastPolicy
 from ...recipes import Accumulation, DelayedScaling, MatmulResult, block_matmul, qdq_matmul
 from ...recipes._exact import Dyadic, acc_format
 from ...recipes.scaling import scaled_dequantize, scaled_quantize

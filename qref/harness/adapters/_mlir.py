@@ -122,7 +122,7 @@ def diagnostic(exc: BaseException, limit: int = 240) -> str:
 def quant_type(case: object) -> tuple[str, str, int, bool]:
     """(the case scheme's !quant.uniform type, its storage integer type, storage bits, signed)."""
     from ...formats import IntFormat
-    from ...mlir import format_type
+    from ...interop.mlir import format_type
     from ..families.uniform import scheme_of
 
     sch = scheme_of(case)  # type: ignore[arg-type]

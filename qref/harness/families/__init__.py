@@ -1,8 +1,8 @@
-"""Per-family knowledge the harness needs, one module per case family (docs/conformance.md §1).
+"""Per-family knowledge the harness needs, one module per family of the suite (docs/conformance.md §1).
 
 A family module defines:
 
-    FAMILY: str                                   the case family ("elements", "uniform", ...)
+    FAMILY: str                                   the family ("elements", "uniform", ...)
     SPEC_PROFILE: str                             the profile whose expectations are the spec's defaults
     def relevant(case, profile) -> bool           does the case's expectation hold under the spec default or
                                                   ``profile`` (so a backend modelled by ``profile`` is tested on it)
@@ -54,13 +54,13 @@ def task_hash(case: Case, geometry: object) -> str:
 
 def describe_value(name: str, value: np.ndarray) -> str:
     """The first element of an output as text: ``name`` hex bits, and the value for a float array."""
-    from ...commands.show import _float_text, _hex
+    from ...conformance.text import float_text, hex_words
 
     v = np.asarray(value).reshape(-1)[:1]
     if v.dtype.kind == "f" or v.dtype.name == "bfloat16":
         with np.errstate(invalid="ignore"):
-            return f"{name} {_hex(v)[0]} ({_float_text(float(v.astype(np.float64)[0]))})"
-    return f"{name} {_hex(v)[0]}"
+            return f"{name} {hex_words(v)[0]} ({float_text(float(v.astype(np.float64)[0]))})"
+    return f"{name} {hex_words(v)[0]}"
 
 
 def family_names() -> list[str]:

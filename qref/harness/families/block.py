@@ -190,7 +190,7 @@ def spec_sections(case: Case) -> tuple[str, ...]:
 
 
 def describe_input(case: Case, index: int, output: str = "codes") -> str:
-    from ...commands.show import _float_text, _hex
+    from ...conformance.text import float_text, hex_words
 
     if case.operation == "block_quantize" and output in ("scales", "biases"):
         x = case.inputs["x"]
@@ -206,10 +206,10 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
         x = case.inputs["x"]
         v = x.reshape(-1)[index : index + 1]
         with np.errstate(invalid="ignore"):
-            val = _float_text(float(v.astype(np.float64)[0]))
-        return f"{x.dtype.name} {_hex(v)[0]} ({val}) in a block of {case.scheme['block_size']}"
+            val = float_text(float(v.astype(np.float64)[0]))
+        return f"{x.dtype.name} {hex_words(v)[0]} ({val}) in a block of {case.scheme['block_size']}"
     c = case.inputs["codes"].reshape(-1)[index : index + 1]
-    return f"code {_hex(c)[0]} of {case.scheme['element']}"
+    return f"code {hex_words(c)[0]} of {case.scheme['element']}"
 
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:

@@ -18,7 +18,7 @@ from ...core.decode import decode
 from ...core.encode import encode
 from ...errors import QrefError
 from ...formats import FloatFormat, Format, IntFormat, get_format
-from ...policy import CastPolicy
+from ...formats.policy import CastPolicy
 from ...profiles import get_profile
 from . import Expectation, task_hash
 
@@ -216,27 +216,27 @@ def spec_sections(case: Case) -> tuple[str, ...]:
 
 def describe_input(case: Case, index: int) -> str:
     """The input element as text: hex bits and value."""
-    from ...commands.show import _float_text, _hex
+    from ...conformance.text import float_text, hex_words
 
     if case.operation == "decode":
         c = case.inputs["codes"].reshape(-1)[index : index + 1]
-        return f"code {_hex(c)[0]} of {case.format['name']}"
+        return f"code {hex_words(c)[0]} of {case.format['name']}"
     x = case.inputs["x"].reshape(-1)[index : index + 1]
     with np.errstate(invalid="ignore"):
         value = float(x.astype(np.float64)[0])
-    return f"{x.dtype.name} {_hex(x)[0]} ({_float_text(value)})"
+    return f"{x.dtype.name} {hex_words(x)[0]} ({float_text(value)})"
 
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     """An output element as text: hex bits and value (codes decoded through the case's format)."""
-    from ...commands.show import _float_text, _hex
+    from ...conformance.text import float_text, hex_words
 
     v = np.asarray(value).reshape(-1)[:1]
     if name in case.array_formats:
         fmt = get_format(case.array_formats[name])
         val = decode(v.astype(fmt.code_dtype), fmt, dtype=np.float64)[0]
-        text = str(int(val)) if isinstance(fmt, IntFormat) else _float_text(float(val))
-        return f"{_hex(v)[0]} ({text})"
+        text = str(int(val)) if isinstance(fmt, IntFormat) else float_text(float(val))
+        return f"{hex_words(v)[0]} ({text})"
     with np.errstate(invalid="ignore"):
         value = float(v.astype(np.float64)[0])
-    return f"{_hex(v)[0]} ({_float_text(value)})"
+    return f"{hex_words(v)[0]} ({float_text(value)})"

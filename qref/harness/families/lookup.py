@@ -287,7 +287,7 @@ def spec_sections(case: Case) -> tuple[str, ...]:
 def describe_input(case: Case, index: int, output: str = "codes") -> str:
     """The input behind element ``index`` of ``output``: an element, a block (scales), or the whole input
     (double-quantized outputs, dequantized values from double-quantized scales)."""
-    from ...commands.show import _float_text, _hex
+    from ...conformance.text import float_text, hex_words
 
     if case.operation == "lookup_quantize":
         x = case.inputs["x"]
@@ -302,19 +302,19 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
             return f"block {index % nb} of row {index // nb} of the {x.dtype.name} input (blocks of {B})"
         v = x.reshape(-1)[index : index + 1]
         with np.errstate(invalid="ignore"):
-            val = _float_text(float(v.astype(np.float64)[0]))
+            val = float_text(float(v.astype(np.float64)[0]))
         where = "" if not B else f" in a block of {B}"
-        return f"{x.dtype.name} {_hex(v)[0]} ({val}){where}"
+        return f"{x.dtype.name} {hex_words(v)[0]} ({val}){where}"
     c = case.inputs["codes"].reshape(-1)[index : index + 1]
     if "dq_codes" in case.inputs:
-        return f"code {_hex(c)[0]} of {case.scheme['table']['name']} with double-quantized block scales"
+        return f"code {hex_words(c)[0]} of {case.scheme['table']['name']} with double-quantized block scales"
     B = case.scheme.get("block_size")
     if B and "scales" in case.inputs:
         s = case.inputs["scales"].reshape(-1)[index // int(B) : index // int(B) + 1]
         with np.errstate(invalid="ignore"):
-            return (f"code {_hex(c)[0]} of {case.scheme['table']['name']} with block scale {_hex(s)[0]} "
-                    f"({_float_text(float(s.astype(np.float64)[0]))})")
-    return f"code {_hex(c)[0]} of {case.scheme['table']['name']}"
+            return (f"code {hex_words(c)[0]} of {case.scheme['table']['name']} with block scale {hex_words(s)[0]} "
+                    f"({float_text(float(s.astype(np.float64)[0]))})")
+    return f"code {hex_words(c)[0]} of {case.scheme['table']['name']}"
 
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:

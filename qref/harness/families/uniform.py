@@ -198,7 +198,7 @@ def spec_sections(case: Case) -> tuple[str, ...]:
 
 
 def describe_input(case: Case, index: int) -> str:
-    from ...commands.show import _float_text, _hex
+    from ...conformance.text import float_text, hex_words
 
     sch = scheme_of(case)
     (cname,) = case.inputs
@@ -206,9 +206,9 @@ def describe_input(case: Case, index: int) -> str:
     v = a.reshape(-1)[index : index + 1]
     s, z = element_params(case, index)
     with np.errstate(invalid="ignore"):
-        val = _float_text(float(v.astype(np.float64)[0])) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" \
+        val = float_text(float(v.astype(np.float64)[0])) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" \
             else str(int(v[0]))
-    return f"{a.dtype.name} {_hex(v)[0]} ({val}) with scale {s!r}, zero point {z} ({sch.storage.name})"
+    return f"{a.dtype.name} {hex_words(v)[0]} ({val}) with scale {s!r}, zero point {z} ({sch.storage.name})"
 
 
 def element_params(case: Case, index: int) -> tuple[float, int]:
@@ -223,7 +223,7 @@ def element_params(case: Case, index: int) -> tuple[float, int]:
 
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
-    from ...commands.show import _float_text, _hex
+    from ...conformance.text import float_text, hex_words
 
     v = np.asarray(value).reshape(-1)[:1]
     if case.operation == "uniform_quantize":
@@ -231,8 +231,8 @@ def describe_output(case: Case, name: str, value: np.ndarray) -> str:
         if isinstance(st, IntFormat):
             u = int(bits(v)[0]) & ((1 << st.bits) - 1)
             val = u - (1 << st.bits) if st.signed and u >= 1 << (st.bits - 1) else u
-            return f"{_hex(v)[0]} ({val})"
-        return f"{_hex(v)[0]}"
+            return f"{hex_words(v)[0]} ({val})"
+        return f"{hex_words(v)[0]}"
     with np.errstate(invalid="ignore"):
         value = float(v.astype(np.float64)[0])
-    return f"{_hex(v)[0]} ({_float_text(value)})"
+    return f"{hex_words(v)[0]} ({float_text(value)})"

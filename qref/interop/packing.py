@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import QrefError, check_choice
-from .schemes.base import QArray, normalize_axis
+from ..errors import QrefError, check_choice
+from ..schemes.base import QArray, normalize_axis
 
 LAYOUTS = ("mlx", "lsb_first", "msb_first", "nibble_low_first", "nibble_high_first", "ocp_mx_block")
 

@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 from typing import Literal, Union
 
 import numpy as np
 
-from .errors import QrefError, unknown_name
+from ..errors import QrefError, check_choice, unknown_name
 
 NanEncoding = Literal["ieee", "all_ones", "negative_zero", "none"]
 InfEncoding = Literal["ieee", "top", "none"]
 Overflow = Literal["saturate", "saturate_propagate", "inf", "nan", "wrap"]
 
 NAN_ENCODINGS = ("ieee", "all_ones", "negative_zero", "none")
+# Systems that define a format under its own type name (elements.md §1): numpy dtypes, ml_dtypes types, MLIR
+# builtin types, ONNX TensorProto data types. A record lists the ones that define it (``ecosystems``).
+ECOSYSTEMS = ("numpy", "ml_dtypes", "mlir", "onnx")
 INF_ENCODINGS = ("ieee", "top", "none")
 
 
@@ -63,6 +66,7 @@ class FloatFormat:
     inf: InfEncoding = "ieee"
     aliases: tuple[str, ...] = ()
     source: str = field(default="", compare=False)
+    ecosystems: tuple[str, ...] = field(default=(), compare=False, repr=False)
     kind: Literal["float"] = field(default="float", init=False)
 
     def __post_init__(self) -> None:
@@ -265,9 +269,17 @@ class FloatFormat:
         """
         if self.bits > 16:
             raise QrefError(f"{self.name}: value tables exist for formats of at most 16 bits")
-        from .core.decode import decode
-
-        v = decode(np.arange(1 << self.bits, dtype=self.code_dtype), self, dtype=np.float64)
+        codes = np.arange(1 << self.bits, dtype=np.int64)
+        mag = codes & self.magnitude_mask
+        parts = np.array([self.magnitude_parts(m) for m in range(self.magnitude_mask + 1)], dtype=np.int64)
+        with np.errstate(over="ignore", under="ignore"):  # beyond float64: inf / 0, rounded to nearest even
+            v = np.ldexp(parts[mag, 0].astype(np.float64), parts[mag, 1])  # sig < 2^17 exact: one rounding
+        if self.zero:
+            v[mag == 0] = 0.0
+        if self.inf_code is not None:
+            v[mag == self.inf_code] = np.inf
+        v[np.array([self.is_nan_code(int(c)) for c in codes])] = np.nan
+        v = np.where((codes & self.sign_mask) != 0, -v, v)
         v.setflags(write=False)
         return v
 
@@ -310,6 +322,7 @@ class IntFormat:
     max_value: int | None = None
     aliases: tuple[str, ...] = ()
     source: str = field(default="", compare=False)
+    ecosystems: tuple[str, ...] = field(default=(), compare=False, repr=False)
     kind: Literal["int"] = field(default="int", init=False)
 
     def __post_init__(self) -> None:
@@ -388,6 +401,34 @@ Format = Union[FloatFormat, IntFormat]  # noqa: UP007 (a runtime alias, valid on
 _OCP_FP8 = "OCP 8-bit Floating Point Specification (OFP8) v1.0"
 _OCP_MX = "OCP Microscaling Formats (MX) v1.0 §5"
 _ML_DTYPES = "ml_dtypes 0.6.0 / LLVM APFloat"
+
+
+# The float types each ecosystem defines (numpy dtypes, ml_dtypes 0.7 types, MLIR builtin float types, ONNX
+# TensorProto data types); integers by width in _int_ecosystems. Records carry the result as ``ecosystems``.
+_FLOAT_ECOSYSTEMS = {
+    "numpy": ("float16", "float32", "float64"),
+    "ml_dtypes": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
+                  "float8_e4m3", "float8_e3m4", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float8_e8m0fnu",
+                  "bfloat16"),
+    "mlir": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float8_e4m3",
+             "float8_e3m4", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float8_e8m0fnu", "float16", "bfloat16",
+             "tfloat32", "float32", "float64"),
+    "onnx": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float6_e2m3fn", "float6_e3m2fn",
+             "float4_e2m1fn", "float8_e8m0fnu", "float16", "bfloat16", "float32", "float64"),
+}
+
+
+def _int_ecosystems(bits: int) -> tuple[str, ...]:
+    """numpy: 8/16/32 bits; ml_dtypes: 1/2/4 bits; MLIR: any width (iN); ONNX: 2/4/8/16/32 bits."""
+    return tuple(e for e, widths in (("numpy", (8, 16, 32)), ("ml_dtypes", (1, 2, 4)), ("mlir", (bits,)),
+                                     ("onnx", (2, 4, 8, 16, 32))) if bits in widths)
+
+
+def _with_ecosystems(fmt: Format) -> Format:
+    if isinstance(fmt, IntFormat):
+        return replace(fmt, ecosystems=_int_ecosystems(fmt.bits))
+    return replace(fmt, ecosystems=tuple(e for e, names in _FLOAT_ECOSYSTEMS.items() if fmt.name in names))
+
 
 _BUILTIN: tuple[Format, ...] = (
     FloatFormat("float8_e4m3fn", 4, 3, 7, nan="all_ones", inf="none", aliases=("f8E4M3FN", "e4m3fn"),
@@ -508,10 +549,16 @@ class _Registry(Mapping[str, Format]):
     def all_names(self) -> list[str]:
         return list(self._alias)
 
+    def defined_by(self, ecosystem: str, kind: str | None = None) -> tuple[str, ...]:
+        """Names of the registered formats that ``ecosystem`` (one of ECOSYSTEMS) defines, in registry order;
+        ``kind`` ("float" or "int") keeps one kind."""
+        check_choice("ecosystem", ecosystem, ECOSYSTEMS)
+        return tuple(n for n, f in self._by_name.items() if ecosystem in f.ecosystems and kind in (None, f.kind))
+
 
 formats = _Registry()
 for _f in _BUILTIN:
-    formats.add(_f)
+    formats.add(_with_ecosystems(_f))
 for _k in range(3, 17):
     for _signed in (True, False):
         for _p in range(1, (_k - 1 if _signed else _k) + 1):

@@ -24,10 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from . import analysis
-from .errors import QrefError
-from .formats import FloatFormat, Format, IntFormat, get_format
-from .schemes.base import QArray, normalize_axis
+from ..errors import QrefError
+from ..formats import FloatFormat, Format, IntFormat, get_format
+from ..schemes.base import QArray, normalize_axis
+from .breakdown import block_view, scale_exponents, scale_values
+from .comparison import Comparison, evaluate
+from .elementwise import error_by_magnitude
 
 __all__ = [
     "compare_figure",
@@ -174,7 +176,7 @@ def value_histogram(x: object, *, fmt: str | Format | None = None, levels: objec
 
 
 def _ys(ys: Any) -> list[tuple[str, np.ndarray]]:
-    if isinstance(ys, analysis.Comparison):
+    if isinstance(ys, Comparison):
         return [(k, r.y) for k, r in ys.details.items()]
     if isinstance(ys, Mapping):
         return [(str(k), np.asarray(v.dequantize(dtype=np.float64) if isinstance(v, QArray) else v))
@@ -194,7 +196,7 @@ def error_vs_magnitude(x: object, ys: Any, *, relative: bool = False, bins: int 
         np.array([xs.min() / 2, xs.min() * 2])
     centers = np.sqrt(edges[:-1] * edges[1:])
     for i, (lab, y) in enumerate(_ys(ys)):
-        _, rms, _ = analysis.error_by_magnitude(xa, y, bins=edges, relative=relative)
+        _, rms, _ = error_by_magnitude(xa, y, bins=edges, relative=relative)
         rms = np.where(rms > 0, rms, np.nan)  # exact bins cannot be drawn on the log axis
         a.plot(centers, rms, marker=".", markersize=3, linewidth=1, color=_PALETTE[i % len(_PALETTE)], label=lab)
     a.set_xscale("log", base=2)
@@ -205,7 +207,7 @@ def error_vs_magnitude(x: object, ys: Any, *, relative: bool = False, bins: int 
     return a
 
 
-def comparison_bars(table: analysis.Comparison, metric: str = "sqnr_db", *, ax: Any = None) -> Any:
+def comparison_bars(table: Comparison, metric: str = "sqnr_db", *, ax: Any = None) -> Any:
     """Horizontal bars of one column of an analysis.compare table (one bar per scheme). Returns the Axes."""
     vals = [float("nan") if v is None else float(v) for v in table.column(metric)]
     labels = table.column("scheme")
@@ -234,10 +236,10 @@ def _image(values: np.ndarray) -> np.ndarray:
 
 def scale_heatmap(q: QArray | np.ndarray, *, ax: Any = None, title: str | None = None, cmap: str = "viridis",
                   colorbar: bool = True, **imshow_kw: Any) -> Any:
-    """log2 of every scale of a QArray (analysis.scale_exponents: the E8M0 exponent of MX blocks) as an image:
+    """log2 of every scale of a QArray (scale_exponents: the E8M0 exponent of MX blocks) as an image:
     rows = all leading dimensions, columns = the last dimension (blocks along the last axis for block schemes).
     An ndarray is drawn as given (e.g. a difference of two exponent maps). Returns the Axes (ax.images[0])."""
-    vals = analysis.scale_exponents(q) if isinstance(q, QArray) else np.asarray(q, dtype=np.float64)
+    vals = scale_exponents(q) if isinstance(q, QArray) else np.asarray(q, dtype=np.float64)
     img = _image(np.where(np.isfinite(vals), vals, np.nan))
     a = _axes(ax, (6.4, 4.0))
     im = a.imshow(img, aspect="auto", interpolation="nearest", cmap=cmap, **imshow_kw)
@@ -261,7 +263,7 @@ def scale_rule_comparison(x: object, rules: Sequence[str] = MX_RULES, *, scheme:
     amax / X (X the block's decoded E8M0 scale) against the element format's max; values past the max are
     clipped (floor can clip, ceil and rceil cannot). Panel titles give SQNR, clipped and flushed counts.
     options go to qref.scheme (e.g. profile="torchao_rceil"). Returns the Figure (one column per rule)."""
-    from .schemes.base import scheme as make
+    from ..schemes.base import scheme as make
 
     xa = np.asarray(x)
     if xa.ndim == 0:
@@ -274,9 +276,9 @@ def scale_rule_comparison(x: object, rules: Sequence[str] = MX_RULES, *, scheme:
         k = int(getattr(s, "block_size", 0) or 0)
         if getattr(s, "kind", None) != "mx" or not k:
             raise QrefError(f"{scheme} is not an MX block scheme; scale rules are MX parameters (block.md §4)")
-        r = analysis.evaluate(xa, s, label=rule, quantize_kwargs={"axis": axis}, block_size=k, block_axis=axis)
-        X = analysis.scale_values(r.qarray)
-        amax = np.moveaxis(np.abs(analysis.block_view(np.asarray(xa, np.float64), k, axis)).max(axis=-1), -1,
+        r = evaluate(xa, s, label=rule, quantize_kwargs={"axis": axis}, block_size=k, block_axis=axis)
+        X = scale_values(r.qarray)
+        amax = np.moveaxis(np.abs(block_view(np.asarray(xa, np.float64), k, axis)).max(axis=-1), -1,
                            normalize_axis(axis, xa.ndim))
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = (amax / X).ravel()
@@ -309,7 +311,7 @@ def scale_rule_comparison(x: object, rules: Sequence[str] = MX_RULES, *, scheme:
     return fig
 
 
-def compare_figure(x: object, table: analysis.Comparison, *, metric: str = "sqnr_db") -> Any:
+def compare_figure(x: object, table: Comparison, *, metric: str = "sqnr_db") -> Any:
     """Two panels for a compare table: bars of ``metric`` and rms error against |x|. Returns the Figure."""
     n = len(table)
     fig, axes = new_figure(1, 2, figsize=(13.0, max(3.2, 0.35 * n + 1.2)))

@@ -19,10 +19,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .core.encode import build_policy, encode_exact, encode_flat
-from .core.exact import decompose
-from .errors import QrefError, unknown_name
-from .formats import FloatFormat, Format, get_format
+from ..core.encode import build_policy, encode_exact, encode_flat
+from ..core.exact import decompose
+from ..errors import QrefError, unknown_name
+from ..formats import FloatFormat, Format, get_format
 
 SOURCES = {"float32": (32, np.uint32, np.float32), "float16": (16, np.uint16, np.float16),
            "bfloat16": (16, np.uint16, ml_dtypes.bfloat16)}

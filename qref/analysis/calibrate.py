@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from .core.arith import convert
-from .core.decode import decode
-from .core.encode import encode
-from .core.exact import as_source_array
-from .errors import QrefError, check_choice
-from .formats import FloatFormat, Format, IntFormat, get_format
-from .schemes.base import normalize_axis
-from .schemes.uniform import DEFAULT_PROFILE, UniformScheme, build_uniform, cast, round_fraction, round_to_int
+from ..core.arith import convert
+from ..core.decode import decode
+from ..core.encode import encode
+from ..core.exact import as_source_array
+from ..errors import QrefError, check_choice
+from ..formats import FloatFormat, Format, IntFormat, get_format
+from ..schemes.base import normalize_axis
+from ..schemes.uniform import DEFAULT_PROFILE, UniformScheme, build_uniform, cast, round_fraction, round_to_int
 
 METHODS = ("absmax", "minmax", "percentile")
 FORMULAS = ("qref", "qwix", "aqt", "pytorch")

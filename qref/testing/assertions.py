@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, find, settings
 from hypothesis.errors import NoSuchExample
 from hypothesis.strategies import SearchStrategy
 
-from .core.decode import exact_parts
-from .core.encode import encode
-from .core.exact import INF, NAN, ZERO
-from .errors import QrefError, unknown_name
-from .formats import FloatFormat, Format, IntFormat, get_format
-from .policy import CastPolicy
+from ..core.decode import exact_parts
+from ..core.encode import encode
+from ..core.exact import INF, NAN, ZERO
+from ..errors import QrefError, unknown_name
+from ..formats import FloatFormat, Format, IntFormat, get_format
+from ..formats.policy import CastPolicy
 
 __all__ = [
     "MISMATCH_CLASSES",
@@ -435,9 +435,9 @@ def _profile_expr(profile: str | CastPolicy) -> str:
 
 
 def _resolve_target(target: object, profile: str | CastPolicy | None) -> _Target:
-    from .schemes import Scheme
-    from .schemes import scheme as build_scheme
-    from .schemes.cast import CastScheme
+    from ..schemes import Scheme
+    from ..schemes import scheme as build_scheme
+    from ..schemes.cast import CastScheme
 
     if isinstance(target, Scheme):
         if profile is not None:
@@ -463,10 +463,10 @@ def _resolve_target(target: object, profile: str | CastPolicy | None) -> _Target
         return _Target(label, sch.format, lambda x: encode(x, sch.format, profile=sch.policy),
                        f"qref.encode(x, {_format_expr(sch.format)}, "
                        f"profile={_profile_expr(sch.profile or sch.policy)})", sch)
-    from .strategies import _block_params
+    from .strategies import block_params
 
     try:
-        _, ef = _block_params(sch, 1, None)  # the element (or storage) format of the codes
+        _, ef = block_params(sch, 1, None)  # the element (or storage) format of the codes
     except QrefError as exc:
         raise QrefError(f"assert_conforms: cannot find the element format of scheme {sch!r}: {exc}") from None
     expr = f"{sch!r}.quantize(x)"

@@ -1,0 +1,208 @@
+"""Scheme comparison (analysis.md §6): ``evaluate`` one scheme on a tensor, ``compare`` several into a
+``Comparison`` table (one row per scheme, columns ``COLUMNS``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import QrefError
+from ..schemes.base import QArray, Scheme
+from .breakdown import Breakdown, Counts, block_breakdown, channel_breakdown, counts
+from .elementwise import Metrics, _f64, metrics
+from .render import ReportTable
+from .schemetext import SchemeBuilder, parse_scheme
+
+# ---------------------------------------------------------------------------------------------------------
+# §6 compare
+# ---------------------------------------------------------------------------------------------------------
+SchemeLike = Scheme | SchemeBuilder | str | Callable[[np.ndarray], Scheme]
+
+
+def _bits_per_element(q: QArray) -> float | None:
+    """Storage bits per element: element bits + side data (scales, zero points, biases, global scale) spread
+    over the elements. Scale bytes count 8, float side arrays their dtype's width, uniform scales the
+    expressed type's width; zero points count only when some are nonzero."""
+    s = q.scheme
+    fam = getattr(s, "family", None)
+    n = max(int(np.asarray(q.codes).size), 1)
+    if fam == "cast":
+        return float(s.format.bits)  # type: ignore[attr-defined]
+    if fam == "uniform":
+        ex = s.expressed.bits  # type: ignore[attr-defined]
+        side = len(s.scales) * ex  # type: ignore[attr-defined]
+        if any(z != 0 for z in s.zero_points):  # type: ignore[attr-defined]
+            side += len(s.zero_points) * s.storage.bits  # type: ignore[attr-defined]
+        return s.storage.bits + side / n  # type: ignore[attr-defined]
+    if fam == "block":
+        elem = s.element.bits  # type: ignore[attr-defined]
+    elif fam == "lookup":
+        elem = s.table.storage_format.bits  # type: ignore[attr-defined]
+    else:
+        return None
+    side = 0
+    dq = q.meta.get("double_quant")
+    arrays = [q.zero_points, q.biases, q.global_scale]
+    if dq is not None and hasattr(dq, "codes"):
+        arrays += [np.asarray(dq.codes), getattr(dq, "scales", None), getattr(dq, "offset", None)]
+    else:
+        arrays.append(q.scales)
+    for a in arrays:
+        if a is not None:
+            a = np.asarray(a)
+            side += a.size * a.dtype.itemsize * 8
+    return elem + side / n
+
+
+@dataclass
+class Result:
+    """Everything compare() computed for one scheme; ``y`` is the dequantized tensor (float64)."""
+
+    label: str
+    scheme: Scheme
+    qarray: QArray
+    y: np.ndarray
+    metrics: Metrics
+    counts: Counts
+    channels: Breakdown | None
+    blocks: Breakdown | None
+    bits_per_element: float | None
+
+    def row(self) -> dict[str, Any]:
+        m, c = self.metrics, self.counts
+        return {
+            "scheme": self.label,
+            "family": getattr(self.scheme, "family", "?"),
+            "bits": self.bits_per_element,
+            "sqnr_db": m.sqnr_db,
+            "mse": m.mse,
+            "rmse": m.rmse,
+            "max_abs": m.max_abs_error,
+            "max_rel": m.max_rel_error,
+            "bias": m.mean_error,
+            "cosine": m.cosine,
+            "kl": m.kl,
+            "worst_channel_db": None if self.channels is None else self.channels.worst(),
+            "worst_block_db": None if self.blocks is None else self.blocks.worst(),
+            "saturated": c.saturated,
+            "clipped": c.clipped,
+            "flushed": c.flushed,
+            "nonfinite": c.nonfinite,
+            "unspecified": c.unspecified,
+        }
+
+
+COLUMNS = ("scheme", "family", "bits", "sqnr_db", "mse", "rmse", "max_abs", "max_rel", "bias", "cosine", "kl",
+           "worst_channel_db", "worst_block_db", "saturated", "clipped", "flushed", "nonfinite", "unspecified")
+
+
+@dataclass
+class Comparison(ReportTable):
+    """compare()'s table: one row per scheme (columns ``COLUMNS``) and ``details`` (label -> Result)."""
+
+    details: dict[str, Result] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.columns:
+            self.columns = COLUMNS
+
+
+def _as_recipe(item: SchemeLike, x: np.ndarray) -> tuple[str, Scheme, dict[str, Any]]:
+    if isinstance(item, str):
+        item = parse_scheme(item)
+    if isinstance(item, SchemeBuilder):
+        s, kw = item.build(x)
+        return item.label or item.name, s, kw
+    if isinstance(item, Scheme):
+        name = getattr(item, "name", None) or type(item).__name__
+        prof = getattr(item, "profile", None)
+        return (f"{name}[{prof}]" if prof else str(name)), item, {}
+    if callable(item):
+        s = item(x)
+        if not isinstance(s, Scheme):
+            raise QrefError(f"a scheme factory must return a Scheme, got {type(s).__name__}")
+        return _as_recipe(s, x)
+    raise QrefError(f"cannot compare {item!r}: give a Scheme, a spec string such as 'int8:axis=0', a SchemeBuilder or "
+                    "a callable x -> Scheme")
+
+
+def evaluate(x: object, item: SchemeLike, *, label: str | None = None,
+             quantize_kwargs: Mapping[str, Any] | None = None, channel_axis: int | None = 0,
+             block_size: int | None = 32, block_axis: int = -1, bins: int | Sequence[float] = 128,
+             smoothing: float = 0.5, progress: bool = False) -> Result:
+    """Quantize ``x`` with one scheme and compute its metrics, counts and breakdowns (one row of compare).
+    quantize_kwargs: extra arguments of ``scheme.quantize`` (e.g. axis= of a block scheme). progress: a tqdm
+    bar on stderr over the six stages (build, quantize, dequantize, metrics, counts, breakdowns)."""
+    from .sweep import progress_bar
+
+    arr = np.asarray(x)
+    if label is not None or isinstance(item, str):
+        text = label or item
+    else:
+        text = (item.label or item.name) if isinstance(item, SchemeBuilder) else type(item).__name__
+    bar = progress_bar(len(EVALUATE_STAGES), str(text), "stage", progress, leave=True)
+
+    def stage(name: str) -> None:
+        if bar is not None:
+            bar.set_postfix_str(name, refresh=False)
+            bar.update(1)
+
+    try:
+        lab, s, kw = _as_recipe(item, arr)
+        stage("built")
+        q = s.quantize(arr, **{**kw, **(quantize_kwargs or {})})
+        stage("quantized")
+        y = np.asarray(q.dequantize(dtype=np.float64), dtype=np.float64)
+        stage("dequantized")
+        unspec = None if q.unspecified is None else np.asarray(q.unspecified, bool)
+        keep = None if unspec is None or not unspec.any() else ~unspec
+        xa = _f64(arr)
+        m = metrics(xa, y, where=keep, bins=bins, smoothing=smoothing)
+        stage("metrics")
+        c = counts(xa, q, y)
+        stage("counts")
+        yk = y if keep is None else np.where(keep, y, np.nan)  # unspecified elements are left out of breakdowns
+        ch = channel_breakdown(xa, yk, channel_axis) if channel_axis is not None and xa.ndim >= 2 else None
+        bl = block_breakdown(xa, yk, block_size, block_axis) if block_size is not None and xa.ndim >= 1 else None
+        stage("done")
+    finally:
+        if bar is not None:
+            bar.close()
+    return Result(label or lab, s, q, y, m, c, ch, bl, _bits_per_element(q))
+
+
+EVALUATE_STAGES = ("built", "quantized", "dequantized", "metrics", "counts", "done")
+
+
+def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike], *, channel_axis: int | None = 0,
+            block_size: int | None = 32, block_axis: int = -1, bins: int | Sequence[float] = 128,
+            smoothing: float = 0.5, progress: bool = False) -> Comparison:
+    """One table row per scheme: metrics (§1), worst channel / block SQNR (§2), counts (§3), bits per element.
+
+    schemes: Scheme objects, compact spec strings (``"int8:axis=0"``, ``"mxfp4"``, ``"nf4:block_size=64"``,
+    see ``parse_scheme``), SchemeBuilders, callables x -> Scheme, or a mapping label -> any of those.
+    channel_axis: axis of the per-channel breakdown (default 0; None: none; 1-D input: none).
+    block_size / block_axis: the per-block breakdown's blocks (default 32 consecutive elements along the last
+    axis, whatever the scheme's own blocks; None: none). bins / smoothing: KL histogram options (§1).
+    Elements a scheme marks unspecified are left out of its metrics and counted in ``unspecified``.
+    progress: one tqdm bar per scheme on stderr (``qref compare`` turns it on at a terminal).
+    """
+    arr = np.asarray(x)
+    items = list(schemes.items()) if isinstance(schemes, Mapping) else [(None, s) for s in schemes]
+    if not items:
+        raise QrefError("compare needs at least one scheme")
+    rows: list[dict[str, Any]] = []
+    details: dict[str, Result] = {}
+    for lab, item in items:
+        r = evaluate(arr, item, label=lab, channel_axis=channel_axis, block_size=block_size,
+                     block_axis=block_axis, bins=bins, smoothing=smoothing, progress=progress)
+        base, k = r.label, 2
+        while r.label in details:
+            r.label = f"{base}#{k}"
+            k += 1
+        details[r.label] = r
+        rows.append(r.row())
+    return Comparison(rows, COLUMNS, details)

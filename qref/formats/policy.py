@@ -1,0 +1,160 @@
+"""Conversion policies: how a real number becomes a code (spec: elements.md §2).
+
+Every option is explicit; ``None`` means "the format's ecosystem default", which is documented per format in
+elements.md §3 and equals ml_dtypes' observed behaviour for every format ml_dtypes has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from ..errors import QrefError, check_choice
+from .records import FloatFormat, Format, IntFormat
+
+Rounding = Literal[
+    "nearest_even", "nearest_away", "nearest_toward_zero", "toward_zero", "toward_max_magnitude", "up", "down",
+    "odd", "stochastic_a", "stochastic_b", "stochastic_c", "exponent_carry",
+]
+ROUNDING_MODES: tuple[str, ...] = (
+    "nearest_even",          # P3109 NearestTiesToEven / IEEE roundTiesToEven
+    "nearest_away",          # P3109 NearestTiesToAway / IEEE roundTiesToAway
+    "nearest_toward_zero",   # nearest, ties to the smaller magnitude (MLX's FP4 argmin)
+    "toward_zero",           # P3109 TowardZero (truncation)
+    "toward_max_magnitude",  # P3109 TowardMaxMagnitude (away from zero)
+    "up",                    # P3109 TowardPositive (ceiling)
+    "down",                  # P3109 TowardNegative (floor)
+    "odd",                   # P3109 ToOdd (round to odd / von Neumann)
+    "stochastic_a",          # P3109 StochasticA(N): floor(eta 2^N) + R >= 2^N
+    "stochastic_b",          # P3109 StochasticB(N): floor(eta 2^(N+1)) + 2R + 1 >= 2^(N+1)
+    "stochastic_c",          # P3109 StochasticC(N): RNE(eta 2^N) + R >= 2^N
+    "exponent_carry",        # float32 bits: exponent field + carry of the first fraction bit (elements.md §2.6)
+)
+STOCHASTIC_MODES = ("stochastic_a", "stochastic_b", "stochastic_c")
+OVERFLOW_POLICIES = ("saturate", "saturate_propagate", "inf", "nan", "wrap", "zero")
+SUBNORMAL_POLICIES = ("keep", "flush")
+INPUT_SUBNORMAL_POLICIES = ("keep", "zero")
+NAN_POLICIES = ("keep_sign", "positive", "flipped_sign_zero", "zero", "max", "error")
+SOURCE_POLICIES = ("exact", "via_float32")
+INT_CASTS = (
+    "direct",                 # the policies act on the exact value (elements.md §2.9)
+    "via_int32_x86",          # x86-64 cvtt to int32 first: NaN, +-Inf, |trunc x| >= 2^31 -> 0x80000000; then overflow
+    "via_int32_x86_checked",  # as via_int32_x86, and any x > 2^31 - 1 before truncation is out of int32 range
+)
+
+
+@dataclass(frozen=True)
+class CastPolicy:
+    """All knobs of an element conversion (elements.md §2). None = the format's default (§3).
+
+    rounding: one of ROUNDING_MODES (default "nearest_even").
+    overflow: "saturate" (P3109 SatFinite: finite overflow and +-Inf -> +-max), "saturate_propagate"
+        (SatPropagate: finite overflow -> +-max, +-Inf stays +-Inf), "inf" (OvfInf: overflow -> +-Inf,
+        except directed roundings toward zero give +-max), "nan" (overflow and +-Inf -> NaN), "wrap" (integer
+        storage only: modulo 2^bits), "zero" (integer storage only: out-of-range values, NaN and +-Inf give 0).
+        None: "inf" if the format has Inf, else "nan" if it has NaN, else "saturate"; integers "saturate"
+        ("wrap" under an int_cast other than "direct", unless the storage range is narrowed).
+    nan: what a NaN input becomes. "keep_sign" (the NaN code with the input's sign where the format has
+        one per sign), "positive" (the positive NaN code), "flipped_sign_zero" (formats without NaN: zero with
+        the opposite sign, as ml_dtypes), "zero" (+0), "max" (+-max finite by the NaN's sign bit, as MLX
+        to_fp8), "error" (raise). None: "keep_sign" with NaN, "flipped_sign_zero" without; integers "zero".
+    subnormals: "keep" or "flush" (a nonzero result that is subnormal after rounding becomes zero of its sign).
+    input_subnormals: "keep" or "zero" (subnormal inputs of the source dtype are read as zero of their sign).
+    source: "exact" (the input's exact value is rounded once) or "via_float32" (float64 inputs are first
+        rounded to float32 by nearest_even, as ml_dtypes does for float formats; integers are converted directly).
+    stochastic_bits: N, the number of random bits per element for the stochastic modes.
+    int_cast: integer storage only: "direct" (default) or the C conversion through int32 on x86-64
+        ("via_int32_x86", "via_int32_x86_checked"; elements.md §2.9): rounding must be "toward_zero"; NaN,
+        +-Inf and values outside int32 give the int32 indefinite value 0x80000000 before the overflow policy.
+    """
+
+    rounding: str = "nearest_even"
+    overflow: str | None = None
+    nan: str | None = None
+    subnormals: str = "keep"
+    input_subnormals: str = "keep"
+    source: str = "exact"
+    stochastic_bits: int | None = None
+    int_cast: str = "direct"
+
+    def __post_init__(self) -> None:
+        check_choice("rounding mode", self.rounding, ROUNDING_MODES)
+        if self.overflow is not None:
+            check_choice("overflow policy", self.overflow, OVERFLOW_POLICIES)
+        if self.nan is not None:
+            check_choice("NaN policy", self.nan, NAN_POLICIES)
+        check_choice("subnormal policy", self.subnormals, SUBNORMAL_POLICIES)
+        check_choice("input subnormal policy", self.input_subnormals, INPUT_SUBNORMAL_POLICIES)
+        check_choice("source policy", self.source, SOURCE_POLICIES)
+        check_choice("integer cast", self.int_cast, INT_CASTS)
+        if self.int_cast != "direct" and self.rounding != "toward_zero":
+            raise QrefError(f"int_cast={self.int_cast!r} is a truncating C conversion; it needs "
+                            f"rounding='toward_zero', got {self.rounding!r}")
+        if self.rounding in STOCHASTIC_MODES:
+            n = self.stochastic_bits
+            if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 32:
+                raise QrefError(
+                    f"rounding={self.rounding!r} needs stochastic_bits=N, the number of random bits per element "
+                    f"(1..32), got {n!r}"
+                )
+
+    def with_options(self, **changes: object) -> CastPolicy:
+        """A copy with the given fields replaced (None values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def resolve(self, fmt: Format) -> ResolvedPolicy:
+        """Fill the format defaults and check that the policy makes sense for ``fmt``."""
+        overflow = self.overflow or fmt.default_overflow
+        if isinstance(fmt, IntFormat):
+            if self.int_cast != "direct":
+                if fmt.bits > 16 and not (fmt.bits == 32 and fmt.signed):
+                    raise QrefError(f"int_cast={self.int_cast!r} models the C conversion into storage of at most "
+                                    f"16 bits (and int32); {fmt.name} is not covered")
+                overflow = self.overflow or ("saturate" if fmt.narrowed else "wrap")
+            if overflow not in ("saturate", "wrap", "zero"):
+                raise QrefError(f"overflow={overflow!r} is for float formats; integer storage takes 'saturate', "
+                                "'wrap' or 'zero'")
+            if overflow == "wrap" and fmt.narrowed:
+                raise QrefError(f"overflow='wrap' needs the full storage range; {fmt.name} is narrowed")
+            if overflow == "zero" and not fmt.lo <= 0 <= fmt.hi:
+                raise QrefError(f"overflow='zero' needs 0 in the storage range; {fmt.name} is [{fmt.lo}, {fmt.hi}]")
+            if self.rounding == "exponent_carry":
+                raise QrefError("rounding='exponent_carry' is for exponent-only float formats, not integer storage")
+            nan = self.nan or "zero"
+            if nan not in ("zero", "error"):
+                raise QrefError(f"nan={nan!r} is not available for integer storage (use 'zero' or 'error')")
+            return ResolvedPolicy(self, overflow, nan)
+        assert isinstance(fmt, FloatFormat)
+        if overflow in ("wrap", "zero"):
+            raise QrefError(f"overflow={overflow!r} is for integer storage; float formats take 'saturate', "
+                            "'saturate_propagate', 'inf' or 'nan'")
+        if self.int_cast != "direct":
+            raise QrefError(f"int_cast={self.int_cast!r} is for integer storage; {fmt.name} is a float format")
+        if self.rounding == "exponent_carry" and (fmt.mantissa_bits != 0 or fmt.zero):
+            raise QrefError(f"rounding='exponent_carry' is the float32-bit rule of exponent-only formats "
+                            f"(float8_e8m0fnu); {fmt.name} has a significand or a zero")
+        if overflow == "nan" and not fmt.has_nan:
+            raise QrefError(f"overflow='nan' but {fmt.name} has no NaN; use 'saturate'")
+        nan = self.nan or ("keep_sign" if fmt.has_nan else "flipped_sign_zero")
+        if fmt.has_nan and nan in ("flipped_sign_zero", "zero"):
+            raise QrefError(f"nan={nan!r} is for formats without NaN; {fmt.name} has a NaN code")
+        if not fmt.has_nan and nan in ("keep_sign", "positive"):
+            raise QrefError(f"nan={nan!r} needs a NaN code, and {fmt.name} has none; use 'flipped_sign_zero', "
+                            "'zero', 'max' or 'error'")
+        return ResolvedPolicy(self, overflow, nan)
+
+
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    """A CastPolicy with the format defaults filled in."""
+
+    policy: CastPolicy
+    overflow: str
+    nan: str
+
+    @property
+    def rounding(self) -> str:
+        return self.policy.rounding
+
+
+DEFAULT_POLICY = CastPolicy()
