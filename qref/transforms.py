@@ -25,7 +25,7 @@ from .core.encode import encode_exact
 from .core.exact import FINITE, INF, NAN, U64, ZERO, Exact, decompose
 from .errors import QrefError
 from .formats import FloatFormat, get_format
-from .policy import CastPolicy
+from .formats.policy import CastPolicy
 
 __all__ = ["ARITHMETICS", "hadamard", "hadamard_matrix", "inverse_hadamard", "random_signs"]
 

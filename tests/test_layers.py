@@ -15,6 +15,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("qref.profiles",),                         # data: system records (rules, versions, evidence)
     ("qref.core",),                             # encode / decode / rounding / exact arithmetic
     ("qref.tables",),                           # lookup tables (entries rounded by core arithmetic)
+    ("qref.transforms",),                       # Hadamard transforms (exact or a declared kernel order)
     ("qref.schemes",),                          # cast, uniform, block, lookup schemes
     ("qref.mma",),                              # matrix units
     ("qref.recipes",),                          # training recipes (qdq GEMMs run on matrix units)

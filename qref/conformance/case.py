@@ -295,4 +295,3 @@ def plain(x: Any) -> Any:
     return x
 
 
-_plain = plain  # the former name, still imported by conformance.export

@@ -38,8 +38,8 @@ import numpy as np
 from ..core.decode import decode
 from ..errors import QrefError
 from ..formats import FloatFormat, IntFormat, get_format
-from ..policy import CastPolicy
-from .case import Case, _plain, logical_dtype_name, policy_record, to_storage
+from ..formats.policy import CastPolicy
+from .case import Case, logical_dtype_name, plain, policy_record, to_storage
 
 #: qref format name -> MLIR builtin type.
 MLIR_TYPES = {
@@ -354,10 +354,10 @@ def to_jsonl(case: Case) -> str:
         return out
 
     obj = {
-        "id": case.id, "family": case.family, "operation": case.operation, "format": _plain(case.format),
-        "policy": _plain(case.policy), "scheme": _plain(case.scheme), "profile": case.profile,
-        "params": _plain(case.params), "tags": list(case.tags), "spec": list(case.spec),
-        "equivalent": _plain(case.equivalent), "profiles": list(case.profiles),
+        "id": case.id, "family": case.family, "operation": case.operation, "format": plain(case.format),
+        "policy": plain(case.policy), "scheme": plain(case.scheme), "profile": case.profile,
+        "params": plain(case.params), "tags": list(case.tags), "spec": list(case.spec),
+        "equivalent": plain(case.equivalent), "profiles": list(case.profiles),
         "inputs": arrays(dict(case.inputs)), "expected": arrays(dict(case.expected)),
         "unspecified": {k: "".join("1" if b else "0" for b in m.reshape(-1)) for k, m in case.unspecified.items()},
     }
@@ -595,7 +595,7 @@ def _meta(case: Case, suite_name: str) -> list[str]:
     """key: value lines naming the case (shared by case.txt and every vector file's header)."""
     pol = " ".join(f"{k}={v}" for k, v in (case.policy or {}).items() if v is not None)
     def js(v: Any) -> str:
-        return json.dumps(_plain(v), sort_keys=True, separators=(",", ":"), ensure_ascii=True) if v else "-"
+        return json.dumps(plain(v), sort_keys=True, separators=(",", ":"), ensure_ascii=True) if v else "-"
     return [
         f"case: {case.id}", f"suite: {suite_name or '-'}", f"family: {case.family}",
         f"operation: {case.operation}", f"format: {case.format['name'] if case.format else '-'}",

@@ -41,7 +41,7 @@ from ..core.exact import as_source_array, decompose
 from ..core.rounding import round_to_quantum
 from ..errors import QrefError, unknown_name
 from ..formats import FloatFormat, Format, IntFormat, get_format
-from ..policy import STOCHASTIC_MODES
+from ..formats.policy import STOCHASTIC_MODES
 from ..profiles import Profile, get_profile, profiles
 from ..profiles.uniform import ARITHMETIC_FIELDS, DEFAULT_PROFILE, UniformArithmetic, rules_of
 from .base import QArray, Scheme, normalize_axis, register_family
