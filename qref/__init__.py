@@ -4,7 +4,7 @@ Element formats (FP8/FP6/FP4/E8M0/P3109/custom, integers) with every rounding an
 ``encode`` (values -> codes), ``decode`` (codes -> values), ``quantize`` (both). See docs/spec/.
 """
 
-from . import analysis, conformance, mma, recipes
+from . import analysis, conformance, mma, recipes, transforms
 from .analysis import plot
 from .analysis.calibrate import calibrate
 from .core import decode, encode, quantize
@@ -78,5 +78,6 @@ __all__ = [
     "resolve_profile",
     "scheme",
     "scheme_from_spec",
+    "transforms",
     "unpack",
 ]
