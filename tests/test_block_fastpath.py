@@ -22,7 +22,7 @@ import pytest
 from test_block_cases import DTYPES, distributions
 
 import qref
-from qref.schemes import block_arith as ar
+from qref.core import arith as ar
 from qref.schemes import block_fast as bf
 from qref.schemes import block_mx as bm
 from qref.schemes import block_nvfp4 as bn

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.arith import add_round, f64, mul_round, np_dtype, round_values
 from ..core.decode import decode
 from ..core.encode import encode
 from ..errors import QrefError, check_choice
@@ -32,14 +33,9 @@ from ._exact import (
     Dyadic,
     Level,
     acc_format,
-    add_round,
     bound_from_terms,
     dyadic_compare_abs_diff,
-    f64,
     lsb_exponent,
-    mul_round,
-    np_dtype,
-    round_values,
     significant_bits,
 )
 from .scaling import DIVISIONS, _pow2_log_ratio, current_scale, scaled_quantize

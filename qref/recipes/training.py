@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from ..core.arith import add_round, f64, mul_round, np_dtype, round_values
 from ..errors import QrefError, check_choice
 from ..profiles import profiles
 from ..profiles.recipe import HybridRules
 from ..schemes.base import QArray
-from ._exact import acc_format, add_round, f64, mul_round, np_dtype, round_values
+from ._exact import acc_format
 from .ops import Accumulation, MatmulResult, exact_matmul
 from .scaling import DIVISIONS, DelayedScaling, ScalingState, scaled_dequantize, scaled_quantize
 

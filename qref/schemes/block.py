@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from ..core import arith as fp
 from ..core.exact import as_source_array
 from ..errors import QrefError, check_choice, unknown_name
 from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..policy import CastPolicy
 from ..profiles import Profile, get_profile, profiles
 from ..profiles.block import rules_of
-from . import block_arith as ar
 from .base import QArray, Scheme, normalize_axis, register_family
 
 # name -> (element format, scale format, default block size, element_scale_exp, kind)
@@ -62,7 +62,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "divisor_out_of_range": ("divide", "nan_block"),
     "amax_nan": ("propagate", "skip"),
     "round_arith": ("exact", "in_dtype"),
-    "compute_dtype": ar.COMPUTE_DTYPES,
+    "compute_dtype": fp.COMPUTE_DTYPES,
     "scale_arith": ("divide", "reciprocal"),
     "quotient_arith": ("divide", "reciprocal"),
     "dequant": ("exact", "in_dtype"),

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core import arith as fp
 from ..core.encode import CHUNK
 from ..formats import FloatFormat, IntFormat
-from . import block_arith as ar
 
 if TYPE_CHECKING:
     from .block import BlockScheme
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 FAST_PATH = True
 
 U16, U32 = np.dtype(np.uint16), np.dtype(np.uint32)
-_INF2 = {ar.F32: np.uint32(0xFF000000), ar.F16: np.uint16(0xF800), ar.BF16: np.uint16(0xFF00)}  # Inf bits << 1
+_INF2 = {fp.F32: np.uint32(0xFF000000), fp.F16: np.uint16(0xF800), fp.BF16: np.uint16(0xFF00)}  # Inf bits << 1
 _NEAREST = ("nearest_even", "nearest_away", "nearest_toward_zero", "ml_dtypes")
 
 
@@ -128,9 +128,9 @@ class Workspace:
 
 def to_float32(x: np.ndarray) -> np.ndarray:
     """float16 / bfloat16 / float32 values as float32 (exact)."""
-    if x.dtype == ar.F32:
+    if x.dtype == fp.F32:
         return x
-    if x.dtype == ar.BF16:  # bfloat16 is the top half of float32
+    if x.dtype == fp.BF16:  # bfloat16 is the top half of float32
         return (x.view(U16).astype(U32) << U32.type(16)).view(np.float32)
     return x.astype(np.float32)
 
@@ -141,7 +141,7 @@ def round_float32_to(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
     bfloat16: the classic integer rounding (u + 0x7FFF + bit 16 of u) >> 16, which is round-to-nearest-even at
     bit 16 for every non-NaN pattern (bfloat16 shares float32's exponent range, so subnormals and overflow to
     Inf follow from the carry). float16: numpy's IEEE conversion (checked on every float16 x 2^e in the tests)."""
-    if dtype == ar.F16:
+    if dtype == fp.F16:
         with np.errstate(over="ignore"):
             return y.astype(np.float16).view(U16)
     u = y.view(U32)
@@ -249,7 +249,7 @@ def fast_scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ft
 
     rule = s.scale_rule
     M, emax = element_constants(s)
-    if ftz or amax.dtype not in (ar.F32, ar.F16, ar.BF16):
+    if ftz or amax.dtype not in (fp.F32, fp.F16, fp.BF16):
         return _scale_exponent(s, amax, C, ftz)
     if rule in ("floor", "ceil"):
         zero = amax == 0
@@ -258,8 +258,8 @@ def fast_scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ft
     if rule == "rceil" and C is not None and amax.dtype == C and float(np.asarray(M, dtype=C)) == M:
         if s.quotient_arith == "divide":
             r = np.divide(amax, np.asarray(M, dtype=C))
-        elif C in (ar.F32, ar.F16):  # the constant is rounded to C itself here (block.md §4.2)
-            r = np.multiply(amax, ar.round_to(np.float64(1 / M), C))
+        elif C in (fp.F32, fp.F16):  # the constant is rounded to C itself here (block.md §4.2)
+            r = np.multiply(amax, fp.round_to(np.float64(1 / M), C))
         else:
             return _scale_exponent(s, amax, C, ftz)
         zero = r == 0
@@ -297,7 +297,7 @@ def finite_block_scales(s: BlockScheme, amax: np.ndarray, C: np.dtype | None
         elif s.byte0_divisor != "exact":  # pragma: no cover - the plan excludes 'folded_stand_in'
             raise AssertionError(s.byte0_divisor)
     if s.divisor_out_of_range == "nan_block" and C is not None:  # as block_mx.mx_block_scales (§4.6)
-        d = ar.f64(ar.pow2(e_div, C))
+        d = fp.f64(fp.pow2(e_div, C))
         under = ((d == 0) | np.isinf(d)) & ~scale_nan
         scale_nan = scale_nan | under
         byte = np.where(under, 255, byte)
@@ -379,9 +379,9 @@ def _pow2_exact_range(s: BlockScheme, C: np.dtype) -> tuple[int, int]:
     """The exponents e with fl_C(2^e) = 2^e (and fl_C(1 / 2^e) = 2^-e for scale_arith 'reciprocal') and 2^-e a
     normal float32: there x / fl_C(2^e) and x * fl_C(1/2^e) are both fl_C(x * 2^-e)."""
     e = np.arange(-200, 201)
-    ok = ar.pow2(e, C).astype(np.float64) == ar.pow2(e, None)
+    ok = fp.pow2(e, C).astype(np.float64) == fp.pow2(e, None)
     if s.scale_arith == "reciprocal":
-        ok &= ar.pow2(-e, C).astype(np.float64) == ar.pow2(-e, None)
+        ok &= fp.pow2(-e, C).astype(np.float64) == fp.pow2(-e, None)
     ok &= (e >= -126) & (e <= 126)
     good = e[ok]
     assert good.size and (np.diff(good) == 1).all()  # an interval
@@ -401,10 +401,10 @@ def mx_plan(s: BlockScheme, dtype: np.dtype) -> MXPlan | None:
     from .block_mx import apply_zero_sign, element_policy, encode_elements, encode_exact_shifted
 
     if (s.kind != "mx" or s.flush_subnormals or s.flush_subnormal_blocks or s.byte0_divisor == "folded_stand_in"
-            or dtype not in (ar.F32, ar.F16, ar.BF16)):
+            or dtype not in (fp.F32, fp.F16, fp.BF16)):
         return None
-    C = ar.resolve_compute_dtype(s.compute_dtype, dtype)
-    if C is None or C == ar.F32:
+    C = fp.resolve_compute_dtype(s.compute_dtype, dtype)
+    if C is None or C == fp.F32:
         if s.element_exponent != "exact" or s.round_arith != "exact":
             return None  # the scaled-integer step (block.md §4.7.1) reads more of y than its rounding bits
         low = sticky_low(s)
@@ -418,7 +418,7 @@ def mx_plan(s: BlockScheme, dtype: np.dtype) -> MXPlan | None:
                 table = encode_exact_shifted(reps, np.full(reps.size, -s.element_scale_exp, dtype=np.int64),
                                              s.element, element_policy(s))
             table = apply_zero_sign(s, table.astype(s.element.code_dtype))
-            limit = float(ar.FLT_MAX)  # fl32(amax * p) must stay finite: exact y is never Inf
+            limit = float(fp.FLT_MAX)  # fl32(amax * p) must stay finite: exact y is never Inf
             e_lo, e_hi = -126, 126
         else:
             with np.errstate(invalid="ignore", over="ignore"):
@@ -579,7 +579,7 @@ def divide_in(x32: np.ndarray, d32: np.ndarray, T: np.dtype, out: np.ndarray) ->
     (16-bit T) one more rounding to T — innocuous, as 24 >= 2p + 2 for p = 11 and 8 bits."""
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         np.divide(x32, d32, out=out)
-    if T != ar.F32:
+    if T != fp.F32:
         bits = round_float32_to(out.reshape(-1), T)
         out.reshape(-1)[...] = to_float32(bits.view(T))
     return out
@@ -604,7 +604,7 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
 
     rule = s.global_scale_rule
     if (not FAST_PATH or rule not in ("input_dtype_encode", "amax_encode_reciprocal", "tensor_scale_clamped")
-            or xb.ndim != 2 or xb.shape[0] == 0 or xb.shape[1] == 0 or xb.dtype not in (ar.F32, ar.F16, ar.BF16)
+            or xb.ndim != 2 or xb.shape[0] == 0 or xb.shape[1] == 0 or xb.dtype not in (fp.F32, fp.F16, fp.BF16)
             or s.flush_subnormals
             or s.unspecified_open_cases or (rule == "amax_encode_reciprocal" and global_scale is None)
             or (global_scale is not None and np.isnan(global_scale))):
@@ -613,7 +613,7 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
     if keyed is None:
         return None
     low, ktable = keyed
-    T = ar.resolve_compute_dtype("input", xb.dtype) if rule == "input_dtype_encode" else ar.F32
+    T = fp.resolve_compute_dtype("input", xb.dtype) if rule == "input_dtype_encode" else fp.F32
     M, _ = element_constants(s)
     S = float(s.scale_format.max_value)
     limit = np.float32(lut_table_limit(s))
@@ -623,8 +623,8 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
     if global_scale is not None:
         gs_out = np.float32(global_scale)
         if rule == "input_dtype_encode":
-            enc = ar.div(np.float32(M * S), gs_out, ar.F32)
-    rows16 = scale_rows16(s, T) if rule == "input_dtype_encode" and T != ar.F32 and enc is None else None
+            enc = fp.div(np.float32(M * S), gs_out, fp.F32)
+    rows16 = scale_rows16(s, T) if rule == "input_dtype_encode" and T != fp.F32 and enc is None else None
     codes = np.empty((nb, k), dtype=s.element.code_dtype)
     scales = np.empty(nb, dtype=s.scale_format.code_dtype)
     slow = np.empty(nb, dtype=bool)

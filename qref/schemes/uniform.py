@@ -34,7 +34,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..core.arith import convert, fma_float32, round_fractions
+from ..core.arith import convert, flush, fma_float32, round_fractions
 from ..core.decode import decode
 from ..core.encode import encode
 from ..core.exact import as_source_array, decompose
@@ -44,7 +44,6 @@ from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..profiles import Profile, get_profile, profiles
 from ..profiles.uniform import ARITHMETIC_FIELDS, DEFAULT_PROFILE, UniformArithmetic, rules_of
 from .base import QArray, Scheme, normalize_axis, register_family
-from .block_arith import flush
 
 
 def arithmetic_for(profile: str | Profile | None, **overrides: Any) -> UniformArithmetic:
