@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core import arith as fp
-from ..core.decode import decode
-from ..core.encode import encode_flat
-from ..errors import QrefError
-from ..policy import CastPolicy
-from .block_mx import encode_elements
+from ...core import arith as fp
+from ...core.decode import decode, target_format
+from ...core.encode import encode_flat
+from ...errors import QrefError
+from ...policy import CastPolicy
+from .mx_reference import encode_elements
 
 if TYPE_CHECKING:
-    from .block import BlockScheme
+    from .scheme import BlockScheme
 
 GLOBAL_SCALE_RULES = ("exact", "amax_encode_reciprocal", "tensor_scale_clamped", "input_dtype_encode",
                       "prescaled_divide")
@@ -49,7 +49,7 @@ def _block_amax(x: np.ndarray, nan: str) -> np.ndarray:
     return a.max(axis=1)
 
 
-def _encode_scale(s: BlockScheme, v: np.ndarray, nan: str | None = None) -> np.ndarray:
+def encode_scale(s: BlockScheme, v: np.ndarray, nan: str | None = None) -> np.ndarray:
     """Scale codes of float values v: nearest-even, saturating (block.md §5.1)."""
     fmt = s.scale_format
     pol = CastPolicy(rounding="nearest_even", overflow="saturate", nan=nan).resolve(fmt)
@@ -76,18 +76,6 @@ def tensor_amax(x: np.ndarray, skip_nan: bool = True) -> np.float32:
     return np.float32(a.max() if a.size else 0.0)
 
 
-def quantize_float_scaled_blocks(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None
-                                 ) -> dict[str, np.ndarray]:
-    """Quantize a (n_blocks, k) array with float block scales; see the module docstring for each rule.
-
-    Runs the fast path (block_fast.py, block.md §5.5) where it applies and equals the reference, else
-    quantize_float_scaled_reference."""
-    from .block_fast import quantize_float_scaled_fast
-
-    out = quantize_float_scaled_fast(s, xb, global_scale)
-    return quantize_float_scaled_reference(s, xb, global_scale) if out is None else out
-
-
 def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None
                                     ) -> dict[str, np.ndarray]:
     """The readable reference of quantize_float_scaled_blocks (block.md §5), in float64 and the core."""
@@ -104,7 +92,7 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
         x64 = _exact_input(s, xb)
         amax = _block_amax(x64, "propagate")
         with np.errstate(invalid="ignore"):
-            byte = _encode_scale(s, amax / M)  # float64 quotient: correctly rounded, then rounded once more (§5.3)
+            byte = encode_scale(s, amax / M)  # float64 quotient: correctly rounded, then rounded once more (§5.3)
         d = decode(byte, s.scale_format, dtype=np.float64)[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             # a scale that rounds to zero keeps the elements' signs: y = +-0 (tiny blocks are unspecified below)
@@ -131,7 +119,7 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
             sv = fp.mul(r, enc, f32)
         else:
             sv = r
-        byte = _encode_scale(s, sv, nan="max")
+        byte = encode_scale(s, sv, nan="max")
         d = decode(byte, s.scale_format, dtype=T)
         y = fp.div(xT, d[:, None], T)
         # MLX multiplies by the float32 encode scale (1.0 without a global scale): y and the table distances
@@ -151,7 +139,7 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
               else fp.mul(amax, np.float32(1.0 / M), f32, ftz))
         with np.errstate(invalid="ignore"):
             sv = np.where(np.isnan(sv), sv, np.clip(sv, 0.0, S)).astype(f32)
-        byte = _encode_scale(s, sv)
+        byte = encode_scale(s, sv)
         d = decode(byte, s.scale_format, dtype=f32)
         if s.scale_arith == "divide":
             y = fp.div(xc, d[:, None], f32, ftz)
@@ -194,7 +182,7 @@ def nvidia_block_scales(s: BlockScheme, amax: np.ndarray, g: np.float32) -> tupl
     if g == 0 or s_enc == 0 or (np.isnan(s_enc) and s.amax_nan == "skip"):
         s_enc = np.float32(1.0)  # amax_nan="propagate": a NaN tensor amax stays NaN (every scale NaN)
     k_m = fp.mul(s_enc, np.float32(1.0 / M), f32)
-    byte = _encode_scale(s, fp.mul(amax, k_m, f32))
+    byte = encode_scale(s, fp.mul(amax, k_m, f32))
     d = decode(byte, s.scale_format, dtype=f32)
     s_dec = fp.div(1.0, s_enc, f32)
     coef = np.minimum(fp.div(1.0, fp.mul(d, s_dec, f32), f32), np.float32(fp.FLT_MAX))
@@ -215,7 +203,7 @@ def torchao_block_scales(s: BlockScheme, amax: np.ndarray, pts: np.float32 | Non
     lo = float(s.scale_format.min_normal)
     with np.errstate(invalid="ignore"):
         sv = np.where(np.isnan(bs), bs, np.clip(bs, lo, S)).astype(f32)
-    byte = _encode_scale(s, sv)
+    byte = encode_scale(s, sv)
     d = decode(byte, s.scale_format, dtype=f32)
     num = np.float32(1.0) if pts is None else fp.div(1.0, pts, f32)
     return byte, fp.div(num, d, f32)
@@ -236,21 +224,6 @@ def _exact_input(s: BlockScheme, xb: np.ndarray) -> np.ndarray:
     return fp.f64(xb)
 
 
-def dequantize_float_scaled(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, global_scale: object,
-                            dtype: np.dtype) -> np.ndarray:
-    """Values of (n_blocks, k) codes with float-format block scale codes (block.md §5.4): the reference below,
-    tabulated over every (scale code, element code) pair where that is small (block_fast)."""
-    from .block_fast import dequantize_fast
-
-    out = dequantize_fast(s, codes, scales, global_scale, dtype, _dequantize_float_scaled_fn)
-    return dequantize_float_scaled_reference(s, codes, scales, global_scale, dtype) if out is None else out
-
-
-def _dequantize_float_scaled_fn(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype,
-                                global_scale: object = None) -> np.ndarray:
-    return dequantize_float_scaled_reference(s, codes, scales, global_scale, dtype)
-
-
 def dequantize_float_scaled_reference(s: BlockScheme, codes: np.ndarray, scales: np.ndarray,
                                       global_scale: object, dtype: np.dtype) -> np.ndarray:
     """Values of (n_blocks, k) codes with float-format block scale codes (block.md §5.4):
@@ -258,8 +231,6 @@ def dequantize_float_scaled_reference(s: BlockScheme, codes: np.ndarray, scales:
     exact / jax: P * s [* gs] rounded once;  nvidia: fl32(P * fl32(fl32(s * g) * fl32(1/(M S))));
     torchao: fl32(P * fl32(pts * s)) (without pts: P * s);  mlx: fl32(P * fl32(s * fl32(g / (M S))))
     (without g: fl_dtype(P * s)); float32 results are then rounded to dtype."""
-    from ..core.decode import target_format
-
     dt, _ = target_format(dtype)
     rule = s.global_scale_rule
     f32 = fp.F32

@@ -1,8 +1,9 @@
-"""MX block quantization: power-of-two (E8M0) block scales (spec: block.md §4).
+"""MX block quantization, the reference: power-of-two (E8M0) block scales (spec: block.md §4).
 
-quantize_mx_blocks(s, xb) works on a (n_blocks, block_size) array and returns element codes, scale bytes and
-the unspecified masks; dequantize_mx(...) turns them back into values. Every choice is a field of the
-BlockScheme ``s`` (block.md §2 lists them); the step order is block.md §4.1:
+The readable definition; the fast path (fast.py) imports it, never the reverse, and mx.py dispatches between
+the two. quantize_mx_reference(s, xb) works on a (n_blocks, block_size) array and returns element codes, scale
+bytes and the unspecified masks; dequantize_mx_reference(...) turns them back into values. Every choice is a
+field of the BlockScheme ``s`` (block.md §2 lists them); the step order is block.md §4.1:
 
     amax  = max |x_i| over the finite elements of the block (in the compute dtype; DAZ when flush_subnormals)
     e     = scale_rule(amax)                     (§4.2; zero blocks: zero_block, §4.3)
@@ -19,17 +20,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core import arith as fp
-from ..core.decode import decode, exact_parts
-from ..core.encode import CHUNK, encode_exact, encode_flat
-from ..core.exact import NAN, U64, Exact, decompose
-from ..errors import QrefError
-from ..formats import FloatFormat, IntFormat
-from ..policy import CastPolicy
-from . import block_arith as ar
+from ...core import arith as fp
+from ...core.decode import decode, exact_parts, target_format
+from ...core.encode import CHUNK, encode_exact, encode_flat
+from ...core.exact import NAN, U64, Exact, decompose
+from ...errors import QrefError
+from ...formats import FloatFormat, IntFormat
+from ...policy import CastPolicy
+from . import exponents as ar
 
 if TYPE_CHECKING:
-    from .block import BlockScheme
+    from .scheme import BlockScheme
 
 E8M0_BIAS = 127
 
@@ -243,7 +244,7 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
                     C: np.dtype | None, ftz: bool, scale_exponent: ScaleExponent | None = None) -> MXScales:
     """Scale byte and element divisor of each block from its amax (a value of the compute or input dtype; 0 for
     non-finite blocks) and its NaN / Inf flags (block.md §4.2-4.5). scale_exponent: a function equal to
-    _scale_exponent (the fast path passes block_fast.fast_scale_exponent); None = _scale_exponent."""
+    _scale_exponent (the fast path passes fast.fast_scale_exponent); None = _scale_exponent."""
     nb = amax.shape[0]
     nonfinite = nan_blk | inf_blk
 
@@ -368,18 +369,6 @@ def mx_element_codes(s: BlockScheme, xc: np.ndarray, xf: np.ndarray, sc: MXScale
     return encode_elements(s, y)
 
 
-def quantize_mx_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
-    """Quantize a (n_blocks, k) array. Returns codes (n_blocks, k), scales (uint8 E8M0 bytes, n_blocks),
-    unspecified (n_blocks, k) and scales_unspecified (n_blocks).
-
-    Runs the fast path (block_fast.py, block.md §4.10) where it applies and equals this reference, else
-    quantize_mx_reference."""
-    from .block_fast import quantize_mx_fast
-
-    out = quantize_mx_fast(s, xb)
-    return quantize_mx_reference(s, xb) if out is None else out
-
-
 def quantize_mx_reference(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
     """The readable reference of quantize_mx_blocks: block.md §4.1 step by step, in float64 and the core."""
     nb, k = xb.shape
@@ -415,15 +404,6 @@ def quantize_mx_reference(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarra
             "scales_unspecified": scales_unspec}
 
 
-def dequantize_mx(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Values of (n_blocks, k) codes with E8M0 scale bytes (n_blocks,) as ``dtype`` (block.md §4.8): the
-    reference below, tabulated over every (scale byte, code) pair where that is small (block_fast)."""
-    from .block_fast import dequantize_fast
-
-    out = dequantize_fast(s, codes, scales, None, dtype, dequantize_mx_reference)
-    return dequantize_mx_reference(s, codes, scales, dtype) if out is None else out
-
-
 def dequantize_mx_reference(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype
                             ) -> np.ndarray:
     """Values of (n_blocks, k) codes with E8M0 scale bytes (n_blocks,) as ``dtype`` (block.md §4.8).
@@ -433,8 +413,6 @@ def dequantize_mx_reference(s: BlockScheme, codes: np.ndarray, scales: np.ndarra
     then fl_dtype(decode(P_i, dtype) * s) (MLX, torchao)."""
     nb, k = codes.shape
     fmt = s.element
-    from ..core.decode import target_format
-
     dt, tgt = target_format(dtype)
     b = scales.astype(np.int64)
     if s.dequant == "exact":

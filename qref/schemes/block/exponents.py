@@ -18,9 +18,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..core.arith import F32, F64, round_to
-from ..core.exact import U64, bit_length, decompose
-from ..errors import QrefError
+from ...core.arith import F32, F64, round_to
+from ...core.exact import U64, bit_length, decompose
+from ...errors import QrefError
 
 
 # ---------------------------------------------------------------------------------------------------------
