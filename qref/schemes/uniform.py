@@ -497,7 +497,7 @@ class UniformScheme(Scheme):
         }
 
 
-def _from_spec(spec: dict[str, Any]) -> UniformScheme:
+def from_spec(spec: dict[str, Any]) -> UniformScheme:
     expressed = get_format(spec["expressed"])
     assert isinstance(expressed, FloatFormat)
     return UniformScheme(
@@ -627,7 +627,7 @@ def _claims(fmt: Format, kwargs: Mapping[str, Any]) -> bool:
     return bool({"scale", "zero_point"} & set(kwargs))
 
 
-register_family("uniform", builder=_build, from_spec=_from_spec, claims=_claims, order=500)
+register_family("uniform", builder=_build, from_spec=from_spec, claims=_claims, order=500)
 
 __all__ = ["DEFAULT_PROFILE", "UniformArithmetic", "UniformScheme", "arithmetic_for", "build_uniform", "cast",
-           "fma32", "round_fraction", "round_to_int"]
+           "fma32", "from_spec", "round_fraction", "round_to_int"]

@@ -354,7 +354,7 @@ FIELD_NAMES = tuple(f.name for f in fields(BlockScheme))
 _OVERRIDABLE = tuple(n for n in FIELD_NAMES if n not in ("name", "kind", "profile", "block_size"))
 
 
-def _from_spec(spec: dict[str, Any]) -> BlockScheme:
+def from_spec(spec: dict[str, Any]) -> BlockScheme:
     spec = dict(spec)
     spec.pop("family", None)
     unknown = set(spec) - set(FIELD_NAMES)
@@ -448,7 +448,7 @@ def _claims(fmt: Format, kw: dict[str, Any]) -> bool:
     return isinstance(fmt, (FloatFormat, IntFormat)) and "block_size" in kw and not ({"scale", "zero_point"} & set(kw))
 
 
-register_family("block", builder=_build, from_spec=_from_spec, names=tuple(NAMED_SCHEMES), claims=_claims,
+register_family("block", builder=_build, from_spec=from_spec, names=tuple(NAMED_SCHEMES), claims=_claims,
                 order=200)
 
 __all__ = ["CHOICES", "NAMED_SCHEMES", "BlockScheme"]

@@ -28,10 +28,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..core import arith as fp
-from ..errors import QrefError, check_choice
-from ..profiles.lookup import MIDPOINTS, NAN_RULES, RULES, TIES
-from ..tables import Table
+from ...core import arith as fp
+from ...errors import QrefError, check_choice
+from ...profiles.lookup import MIDPOINTS, NAN_RULES, RULES, TIES
+from ...tables import Table
 
 
 def decision_points(table: Table, midpoints: str) -> tuple[np.ndarray, np.ndarray]:

@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core import arith as fp
-from ..core.encode import encode
-from ..core.exact import as_source_array
-from ..errors import QrefError, check_choice, unknown_name
-from ..formats import IntFormat, get_format
-from ..profiles import get_profile
-from ..profiles.lookup import (
+from ...core import arith as fp
+from ...core.encode import encode
+from ...core.exact import as_source_array
+from ...errors import QrefError, check_choice, unknown_name
+from ...formats import IntFormat, get_format
+from ...profiles import get_profile
+from ...profiles.lookup import (
     COMPUTE_DTYPES,
     DQ_KINDS,
     PARTIAL_SCALINGS,
@@ -41,14 +41,15 @@ from ..profiles.lookup import (
     LookupRules,
     rules_of,
 )
-from ..tables import Table, get_table, tables
-from .base import QArray, Scheme, normalize_axis, register_family
-from .lookup_core import MIDPOINTS, NAN_RULES, RULES, TIES, nan_code, table_encode
+from ...tables import Table, get_table, tables
+from ..base import QArray, Scheme, normalize_axis, register_family
+from .decision import MIDPOINTS, NAN_RULES, RULES, TIES, nan_code, table_encode
 
 __all__ = [
     "DoubleQuant",
     "DoubleQuantized",
     "LookupScheme",
+    "from_spec",
     "lookup_scheme",
     "lookup_scheme_from_table",
 ]
@@ -119,7 +120,7 @@ class DoubleQuant:
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> DoubleQuant:
         inner = spec.get("inner")
-        return cls(spec["kind"], spec["block_size"], None if inner is None else _from_spec(inner),
+        return cls(spec["kind"], spec["block_size"], None if inner is None else from_spec(inner),
                    spec.get("compute", "float32"))
 
 
@@ -196,7 +197,7 @@ class LookupScheme(Scheme):
     dequantization). scale_dtype: "float32" or "float16": the stored block scales are rounded to it (the decision
     still divides by the float32 value). scale_min / scale_min_rule ("clamp" | "one") / store_guarded ("all" |
     "partial" | "none"): the small-absmax guard. clamp: clip s to [-1, 1]. rule, midpoints, tie, distance_dtype: the
-    decision (lookup_core). nan: the code of NaN scaled values. zero_block: "compute", "zero_code" or "code0".
+    decision (decision.py). nan: the code of NaN scaled values. zero_block: "compute", "zero_code" or "code0".
     double_quant: DoubleQuant or None. input_dtypes: accepted input dtypes. numel_multiple: required divisor of the
     element count. dequant_flush: output dtypes into which a float32
     result below 2^-126 converts to a zero of its sign, when the last dimension is even and block_size < 2048
@@ -533,7 +534,7 @@ class LookupScheme(Scheme):
         return spec
 
 
-def _from_spec(spec: dict[str, Any]) -> LookupScheme:
+def from_spec(spec: dict[str, Any]) -> LookupScheme:
     spec = dict(spec)
     spec.pop("family", None)
     spec["table"] = Table.from_spec(spec["table"])
@@ -657,4 +658,4 @@ def lookup_scheme_from_table(
                          input_dtypes=("float64", "float32", "float16", "bfloat16"))
 
 
-register_family("lookup", builder=lookup_scheme, from_spec=_from_spec, names=SCHEME_NAMES, order=300)
+register_family("lookup", builder=lookup_scheme, from_spec=from_spec, names=SCHEME_NAMES, order=300)
