@@ -26,8 +26,9 @@ from ..core.decode import decode
 from ..core.encode import encode
 from ..errors import QrefError, check_choice
 from ..formats import FloatFormat, Format, get_format
+from ..mma import as_mma_accumulation
 from ..schemes.base import QArray
-from ._exact import (
+from .exact import (
     ACC_FORMATS,
     BIG,
     Dyadic,
@@ -387,8 +388,6 @@ def qdq_matmul(a: object, b: object, *, a_format: str = "float8_e4m3fn", b_forma
 # matrix-unit instructions as the accumulation (mma.md §7.2)
 # ---------------------------------------------------------------------------------------------------------
 def _mma_accumulation(acc: object) -> Any:
-    from ..mma import as_mma_accumulation
-
     return as_mma_accumulation(acc)
 
 

@@ -30,7 +30,7 @@ from ..core.encode import encode
 from ..core.exact import bit_length, decompose
 from ..errors import QrefError, check_choice
 from ..formats import FloatFormat, Format, get_format
-from ._exact import acc_format
+from .exact import acc_format
 
 FORMULAS = ("flax", "amax_over_max", "pow2_ceil", "pow2_floor")
 DIVISIONS = ("divide", "reciprocal")
