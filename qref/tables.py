@@ -24,10 +24,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .core.arith import fma_float32
+from .core.arith import F32, convert, float32_bits, fma_float32
 from .errors import QrefError, unknown_name
 from .formats import FloatFormat, Format, IntFormat, get_format
-from .schemes.lookup_arith import float32_bits, round_to
 
 __all__ = [
     "Table",
@@ -204,7 +203,7 @@ def _to_float32(values: Iterable[float] | np.ndarray, exact: bool, what: str) ->
         return arr.ravel()
     if arr.dtype.kind not in "fiu" and arr.dtype.name != "bfloat16":
         raise QrefError(f"{what}: values must be real numbers, got dtype {arr.dtype}")
-    v = round_to(arr.astype(np.float64).ravel(), "float32")
+    v = convert(arr.astype(np.float64).ravel(), F32)
     if exact:
         back = v.astype(np.float64)
         bad = np.nonzero(back != arr.astype(np.float64).ravel())[0]
@@ -266,8 +265,8 @@ def linspace_float32(start: float, end: float, steps: int) -> np.ndarray:
     """
     if steps < 1:
         raise QrefError(f"linspace needs steps >= 1, got {steps}")
-    s = round_to(np.float64(start), "float32")
-    e = round_to(np.float64(end), "float32")
+    s = convert(np.float64(start), F32)
+    e = convert(np.float64(end), F32)
     if steps == 1:
         return np.array([s], dtype=np.float32)
     step = np.float32((e - s) / np.float32(steps - 1))
@@ -316,15 +315,15 @@ def nf_table(
     if recipe == "float32":
         p_pos = linspace_float32(off, 0.5, half + 1)[:-1]
         p_neg = linspace_float32(off, 0.5, half)[:-1]
-        pos = round_to(ndtri(p_pos.astype(np.float64)), "float32")
-        neg = -round_to(ndtri(p_neg.astype(np.float64)), "float32")
+        pos = convert(ndtri(p_pos.astype(np.float64)), F32)
+        neg = -convert(ndtri(p_neg.astype(np.float64)), F32)
         v = np.sort(np.concatenate([neg, np.zeros(1, np.float32), pos]).astype(np.float32))
         v = (v / v.max()).astype(np.float32)
     elif recipe == "float64":
         pos64 = ndtri(np.linspace(off, 0.5, half + 1)[:-1])
         neg64 = -ndtri(np.linspace(off, 0.5, half)[:-1])
         v64 = np.sort(np.concatenate([neg64, [0.0], pos64]))
-        v = round_to(v64 / v64.max(), "float32")
+        v = convert(v64 / v64.max(), F32)
     else:
         raise unknown_name("nf_table recipe", recipe, ("float32", "float64"))
     label = name or (f"nf{bits}" if recipe == "float32" and offset is None else f"nf{bits}_{recipe}_{off!r}")
@@ -348,7 +347,7 @@ def dynamic_map(signed: bool = True, max_exponent_bits: int = 7, total_bits: int
     def decade(i: int, items: int) -> None:
         b = linspace_float32(0.1, 1.0, items)
         means = ((b[:-1] + b[1:]) / np.float32(2)).astype(np.float32)
-        scale = round_to(np.float64(10 ** (-(max_exponent_bits - 1) + i)), "float32")
+        scale = convert(np.float64(10 ** (-(max_exponent_bits - 1) + i)), F32)
         vals = (scale * means).astype(np.float32)
         data.append(vals)
         if signed:
@@ -426,8 +425,8 @@ def quantile_table(
             raise QrefError("quantile_table: every quantile is zero; nothing to normalize")
         vals = vals / m
         thr = None if thr is None else thr / m
-    v32 = round_to(vals, "float32")
-    t32 = None if thr is None else float32_bits(round_to(thr, "float32"))
+    v32 = convert(vals, F32)
+    t32 = None if thr is None else float32_bits(convert(thr, F32))
     label = name or f"quantile{bits}_{method}"
     return Table(label, float32_bits(v32), f"uint{bits}", source=f"quantiles of {desc}",
                  derivation=f"quantile_table(bits={bits}, method={method!r}, normalize={normalize})",
@@ -495,7 +494,7 @@ def lloyd_max_table(
             break
     if normalize:
         t = t / np.max(np.abs(t))
-    v32 = round_to(t, "float32")
+    v32 = convert(t, F32)
     label = name or f"lloyd_max{bits}"
     return Table(label, float32_bits(v32), f"uint{bits}", source=f"Lloyd-Max (MSE-optimal) table of {desc}",
                  derivation=f"lloyd_max_table(bits={bits}, normalize={normalize}, tol={tol}) converged after "

@@ -22,10 +22,10 @@ import pytest
 from test_block_cases import DTYPES, distributions
 
 import qref
-from qref.schemes import block_arith as ar
-from qref.schemes import block_fast as bf
-from qref.schemes import block_mx as bm
-from qref.schemes import block_nvfp4 as bn
+from qref.core import arith as ar
+from qref.schemes.block import fast as bf
+from qref.schemes.block import mx as bm
+from qref.schemes.block import nvfp4 as bn
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)

@@ -16,7 +16,7 @@ from test_block_cases import DTYPES, distributions
 
 import qref
 from qref.interop.packing import pack, unpack
-from qref.schemes.block_mx import lut_argmin
+from qref.schemes.block.mx import lut_argmin
 
 mx = pytest.importorskip("mlx.core", reason="the mlx profile is checked against MLX (pip install 'mlx[cpu]')")
 

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("qref",),                                  # the public API
 )
 # one-line modules at older paths, each in the layer of what it re-exports
-COMPAT = {"qref.policy": "qref.formats", "qref.mlir": "qref.interop", "qref.strategies": "qref.testing",
+COMPAT = {"qref.mlir": "qref.interop", "qref.strategies": "qref.testing",
           "qref.pytest_plugin": "qref.testing"}
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 
@@ -36,8 +36,6 @@ RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 ALLOWED = {
     ("qref.cli", "qref"): "reads qref.__version__",
     ("qref.testing.pytest_plugin", "qref"): "the report header reads qref.__version__",
-    ("qref.recipes.training", "qref"): "qref.scheme through the package root (the schemes half of issue 17)",
-    ("qref.tables", "qref.schemes.lookup_arith"): "float32 rounding of entries (moves to qref.core.arith, issue 17)",
 }
 
 

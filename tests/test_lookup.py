@@ -26,7 +26,7 @@ import qref
 import qref.testing.strategies as qs
 from qref.errors import QrefError, UnknownNameError
 from qref.schemes.lookup import DoubleQuant, LookupScheme, lookup_scheme_from_table
-from qref.schemes.lookup_core import table_encode
+from qref.schemes.lookup.decision import table_encode
 from qref.tables import AF4, DYNAMIC8, FP4_BNB, NF4, NF4_TORCHAO, Table
 
 BF16 = ml_dtypes.bfloat16
@@ -342,7 +342,7 @@ def test_torchao_int8_double_quant_oracle() -> None:
             assert dq.codes[b * 256 + i] == max(-128, min(127, n))
     with pytest.raises(QrefError, match="multiple of 256"):
         DoubleQuant("int8_absmax", 256)  # fine to build
-        from qref.schemes.lookup import _double_quantize
+        from qref.schemes.lookup.scheme import _double_quantize
 
         _double_quantize(DoubleQuant("int8_absmax", 256), np.ones(100, np.float32), None, "float32")
 

@@ -13,7 +13,7 @@ import test_mma_oracle as O
 
 import qref.mma as qm
 from qref.errors import QrefError
-from qref.mma._bits import fma32
+from qref.mma.bits import fma32
 
 torch = O.torch
 
@@ -114,7 +114,7 @@ def test_matmul_errors() -> None:
 def test_gemm_case_builder_expected_equals_mmasim() -> None:
     """The (not yet registered) gemm conformance family: every golden d of the mma operation equals mmasim."""
     from qref.conformance.cases import gemm as _gemm
-    from qref.mma._bits import storage_dtype
+    from qref.mma.bits import storage_dtype
 
     n = 0
     for case in _gemm.build_cases(False):

@@ -92,7 +92,7 @@ def run_oracle_tile(ins: qm.Instruction, A: np.ndarray, B: np.ndarray, C: np.nda
 # seeded inputs: random codes and adversarial patterns (mma.md §8)
 # -------------------------------------------------------------------------------------------------------------
 def _dtype(fmt: str) -> np.dtype:
-    from qref.mma._bits import storage_dtype
+    from qref.mma.bits import storage_dtype
 
     return storage_dtype(fmt)
 
@@ -136,7 +136,7 @@ def random_codes(rng: np.random.Generator, fmt: str, shape: tuple[int, ...], spe
 def exponent_spread(rng: np.random.Generator, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
     """Values with random exponents over the format's range (magnitudes 2^-lo .. 2^hi)."""
     import qref.formats as qf
-    from qref.mma._bits import _fmt
+    from qref.mma.bits import operand_format as _fmt
 
     f = _fmt(fmt)
     lo, hi = 1 - f.bias - f.mantissa_bits, f.max_exponent if hasattr(f, "max_exponent") else f.bias
@@ -170,7 +170,7 @@ def dense_specials(rng: np.random.Generator, fmt: str, shape: tuple[int, ...], p
 
 def subnormals(rng: np.random.Generator, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
     """Codes with a zero exponent field (subnormals and zeros of both signs)."""
-    from qref.mma._bits import _fmt
+    from qref.mma.bits import operand_format as _fmt
 
     f = _fmt(fmt)
     M, nb = f.mantissa_bits, _nbits(fmt)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from qref.recipes import Fp8DotState, HybridRecipe, dense_fp8_step
-from qref.recipes._exact import Dyadic, dyadic_compare_abs_diff
+from qref.recipes.exact import Dyadic, dyadic_compare_abs_diff
 from qref.recipes.training import PRESETS, sgd
 
 jax = pytest.importorskip("jax", reason="the Dense reference is checked against Flax on JAX")

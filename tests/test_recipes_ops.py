@@ -13,7 +13,7 @@ import pytest
 import qref
 from qref.errors import QrefError
 from qref.recipes import Accumulation, block_dot, block_matmul, exact_matmul, qdq_matmul
-from qref.recipes._exact import Dyadic, gamma, growth
+from qref.recipes.exact import Dyadic, gamma, growth
 
 F32 = np.float32
 

@@ -12,7 +12,7 @@ from test_lookup_oracle import frac, rnd
 
 import qref
 from qref.errors import QrefError, UnknownNameError
-from qref.schemes.lookup_core import table_encode
+from qref.schemes.lookup.decision import table_encode
 from qref.tables import (
     AF4,
     DYNAMIC8,

@@ -14,20 +14,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..core.arith import distill, fma64
 from ..errors import QrefError, check_choice
-from ._bits import (
+from .bits import (
     Parts,
     bits_to_float,
     decode,
     fma32,
-    fma64,
     ilog2,
+    operand_format,
     round_nearest_even,
     round_toward_zero,
     second_nan,
     shift_floor,
     shift_trunc,
-    two_sum,
 )
 
 ROUNDINGS = ("toward_zero", "nearest_even")
@@ -305,9 +305,7 @@ class GroupScaledFusedDot(_Algorithm):
 
 
 def _min_exp(fmt: str) -> int:
-    from ._bits import _fmt
-
-    f = _fmt(fmt)
+    f = operand_format(fmt)
     return 1 - f.bias if f.zero else -f.bias
 
 
@@ -448,18 +446,11 @@ def host_sum(terms: list[np.ndarray]) -> np.ndarray:
 def exact_sum_f32(terms: list[np.ndarray]) -> np.ndarray:
     """RNE_float32(sum of float64 terms), exactly (mma.md §3.6 C1): repeated two_sum passes give a
     non-overlapping expansion h + r; h rounds to float32 unless h is a float32 tie, where r's sign decides."""
-    n = len(terms)
     with np.errstate(all="ignore"):
         naive = host_sum(terms)
     fin = np.isfinite(naive)
     x = [np.where(fin, t, 0.0) for t in terms]
-    for _ in range(n + 1):
-        for k in range(1, n):
-            x[k], x[k - 1] = two_sum(x[k], x[k - 1])
-    h = x[-1]
-    r = x[0]
-    for t in x[1:-1]:
-        r = r + t
+    h, r = distill(x)
     x32 = h.astype(np.float32)
     y = h - x32.astype(np.float64)
     up = np.nextafter(x32, np.float32(np.inf)).astype(np.float64) - x32.astype(np.float64)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import QrefError
-from ._bits import check_operand, fma32, storage_dtype
+from .bits import check_operand, fma32, storage_dtype
 from .isa import Instruction, get
 
 _ELEMS = 1 << 21  # int64 work arrays of at most ~2M elements per step (memory stays bounded)

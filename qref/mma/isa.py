@@ -13,7 +13,6 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import QrefError, unknown_name
-from ._bits import check_operand, storage_dtype
 from .algorithms import (
     ExactFusedDot,
     FlushedMulAdd,
@@ -24,6 +23,7 @@ from .algorithms import (
     TwoStageFusedDot,
     _Algorithm,
 )
+from .bits import OPERAND_FORMATS, check_operand, storage_dtype
 
 ARCHS = ("Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell", "RTX Blackwell", "CDNA1", "CDNA2",
          "CDNA3")
@@ -367,8 +367,6 @@ def get(arch: str, instruction: str, qualifier: str) -> Instruction:
 def custom(name: str, m: int, n: int, k: int, a_format: str, b_format: str, c_format: str, d_format: str,
            arithmetic: _Algorithm, scale_format: str | None = None, block_size: int | None = None) -> Instruction:
     """A user-defined matrix unit (mma.md §6): the same records with your parameters, e.g. an NPU's dot unit."""
-    from ._bits import OPERAND_FORMATS
-
     for nm, f in (("a_format", a_format), ("b_format", b_format), ("c_format", c_format), ("d_format", d_format)):
         if f not in OPERAND_FORMATS:
             raise unknown_name(f"{nm}", f, OPERAND_FORMATS)

@@ -3,7 +3,7 @@
 ``UniformArithmetic`` is the typed, frozen record of every step a real system takes in quantize / dequantize
 (uniform.md §3); each uniform ``Profile`` carries one as ``profile.rules``. Field values name
 mechanisms (``divide``, ``nearest_away``, ``after_rounding``), never systems. This module imports only
-qref.errors, qref.policy and the profile base (one-way dependencies: qref.schemes imports it, never the reverse).
+qref.errors, qref.formats.policy and the profile base (one way: qref.schemes imports it, never the reverse).
 """
 
 from __future__ import annotations

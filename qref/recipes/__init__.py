@@ -3,23 +3,15 @@
 - ``scaling``: amax, current scaling formulas (Flax, amax / max, powers of two; per tensor, axis or block),
   scaled casts, and ``DelayedScaling`` (the amax-history recipe of flax.linen.fp8_ops).
 - ``ops``: ``qdq_matmul`` with a declared accumulation, ``block_dot`` / ``block_matmul`` for MX and NVFP4
-  QArrays (OCP MX v1.0 §6), emulations of MLX ``quantized_matmul`` / ``qqmm`` and ``jax.lax.scaled_dot``, each
-  returning the exact (correctly rounded) result and a rigorous error bound for implementation-defined orders.
+  QArrays (OCP MX v1.0 §6), each returning the exact (correctly rounded) result and a rigorous error bound for
+  implementation-defined orders; ``xla_cpu`` and ``mlx_cpu``: the emulations of ``jax.lax.scaled_dot`` and of
+  MLX ``quantized_matmul`` / ``qqmm`` built on them.
 - ``training``: the hybrid E4M3 / E5M2 recipe, a numpy reference of a Dense layer under Flax's
   ``Fp8DirectDotGeneralOp`` (forward and backward), and 8-bit blockwise optimizer-state quantization.
 """
 
-from .ops import (
-    Accumulation,
-    MatmulResult,
-    block_dot,
-    block_matmul,
-    exact_matmul,
-    jax_scaled_dot,
-    mlx_qqmm,
-    mlx_quantized_matmul,
-    qdq_matmul,
-)
+from .mlx_cpu import mlx_qqmm, mlx_quantized_matmul
+from .ops import Accumulation, MatmulResult, block_dot, block_matmul, exact_matmul, qdq_matmul
 from .scaling import (
     DelayedScaling,
     ScalingState,
@@ -43,6 +35,7 @@ from .training import (
     quantize_blockwise,
     sgd,
 )
+from .xla_cpu import jax_scaled_dot
 
 __all__ = [
     "PRESETS",

@@ -24,12 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from ..core.arith import f64, flush, np_dtype, round_values
 from ..core.decode import decode
 from ..core.encode import encode
 from ..core.exact import bit_length, decompose
 from ..errors import QrefError, check_choice
 from ..formats import FloatFormat, Format, get_format
-from ._exact import acc_format, f64, flush, np_dtype, round_values
+from .exact import acc_format
 
 FORMULAS = ("flax", "amax_over_max", "pow2_ceil", "pow2_floor")
 DIVISIONS = ("divide", "reciprocal")
@@ -137,7 +138,7 @@ def compute_scale(amax: object, fmt: str | Format, *, formula: str = "flax", mar
     prev = round_values(np.broadcast_to(f64(prev_scale), a.shape), dt)
     M = float(f.max_value)
     if ftz:
-        a_in, prev = flush(a, dt), flush(prev, dt)
+        a_in, prev = flush(a, float(dt.min_normal)), flush(prev, float(dt.min_normal))
     else:
         a_in = a
     ok = (a_in > 0) & np.isfinite(a_in)
@@ -205,7 +206,7 @@ def scaled_quantize(x: object, scale: object, fmt: str | Format, *, compute_dtyp
     xv = round_values(f64(x), cd)
     sv = round_values(np.broadcast_to(f64(scale), xv.shape), cd)
     if ftz:
-        xv, sv = flush(xv, cd), flush(sv, cd)
+        xv, sv = flush(xv, float(cd.min_normal)), flush(sv, float(cd.min_normal))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if division == "divide":
             y = round_values(xv / sv, cd, ftz=ftz)
@@ -226,7 +227,7 @@ def scaled_dequantize(codes: object, fmt: str | Format, scale: object, *, dtype:
     v = decode(codes, f, dtype=np.float64)
     sv = round_values(np.broadcast_to(f64(scale), v.shape), dt)
     if ftz:
-        sv = flush(sv, dt)
+        sv = flush(sv, float(dt.min_normal))
     with np.errstate(invalid="ignore", over="ignore"):
         out = round_values(v * sv, dt, ftz=ftz)
     return out.astype(np_dtype(dt))

@@ -19,11 +19,15 @@ from typing import Any
 
 import numpy as np
 
+from ..core.arith import add_round, f64, mul_round, np_dtype, round_values
+from ..core.decode import decode
 from ..errors import QrefError, check_choice
 from ..profiles import profiles
 from ..profiles.recipe import HybridRules
+from ..schemes import scheme
 from ..schemes.base import QArray
-from ._exact import acc_format, add_round, f64, mul_round, np_dtype, round_values
+from ..tables import dynamic_map
+from .exact import acc_format
 from .ops import Accumulation, MatmulResult, exact_matmul
 from .scaling import DIVISIONS, DelayedScaling, ScalingState, scaled_dequantize, scaled_quantize
 
@@ -270,8 +274,6 @@ def dense_fp8_step(x: object, kernel: object, bias: object, g: object, state: Fp
 
 
 def _decode(codes: np.ndarray, fmt: str) -> np.ndarray:
-    from ..core.decode import decode
-
     return decode(codes, fmt, dtype=np.float64)
 
 
@@ -291,9 +293,6 @@ OPT_BLOCK = 256
 
 def _state_scheme(signed: bool, block_size: int) -> Any:
     """bitsandbytes' CPU quantize_blockwise with the signed or unsigned dynamic map (qref lookup scheme)."""
-    from .. import scheme
-    from ..tables import dynamic_map
-
     base = scheme("dynamic8", block_size=block_size, profile="bitsandbytes")
     if signed:
         return base

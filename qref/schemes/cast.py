@@ -13,7 +13,7 @@ from ..core.encode import build_policy, encode
 from ..core.exact import as_source_array
 from ..errors import QrefError, unknown_name
 from ..formats import FloatFormat, Format, get_format
-from ..policy import CastPolicy
+from ..formats.policy import CastPolicy
 from .base import QArray, Scheme, register_family
 
 
@@ -58,7 +58,7 @@ def _build(name: str | Format, *, profile: str | None = None, **options: Any) ->
     return CastScheme(fmt, build_policy(profile, fmt, **options), profile)
 
 
-def _from_spec(spec: dict[str, Any]) -> CastScheme:
+def from_spec(spec: dict[str, Any]) -> CastScheme:
     spec = dict(spec)
     spec.pop("family")
     fmt = spec.pop("format")
@@ -68,7 +68,7 @@ def _from_spec(spec: dict[str, Any]) -> CastScheme:
 
 
 register_family(
-    "cast", builder=_build, from_spec=_from_spec,
+    "cast", builder=_build, from_spec=from_spec,
     claims=lambda fmt, kw: isinstance(fmt, FloatFormat) and not ({"scale", "block_size", "zero_point"} & set(kw)),
     order=900,
 )

@@ -22,7 +22,7 @@ from ..core.exact import as_source_array
 from ..errors import QrefError
 from .base import QArray, Scheme, normalize_axis, register_family, scheme
 from .block import BlockScheme
-from .block import _from_spec as block_from_spec
+from .block.scheme import from_spec as block_from_spec
 
 
 def _check_shape(block_shape: object) -> tuple[int, ...]:

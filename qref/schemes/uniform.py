@@ -34,7 +34,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..core.arith import convert, fma_float32, round_fractions
+from ..core.arith import convert, flush, fma_float32, round_fractions
 from ..core.decode import decode
 from ..core.encode import encode, stochastic_random_bits
 from ..core.exact import as_source_array, decompose
@@ -45,7 +45,6 @@ from ..formats.policy import STOCHASTIC_MODES
 from ..profiles import Profile, get_profile, profiles
 from ..profiles.uniform import ARITHMETIC_FIELDS, DEFAULT_PROFILE, UniformArithmetic, rules_of
 from .base import QArray, Scheme, normalize_axis, register_family
-from .block_arith import flush
 from .uniform_fast import integer_tail_applies, integer_tail_fast
 
 
@@ -563,7 +562,7 @@ class UniformScheme(Scheme):
         }
 
 
-def _from_spec(spec: dict[str, Any]) -> UniformScheme:
+def from_spec(spec: dict[str, Any]) -> UniformScheme:
     expressed = get_format(spec["expressed"])
     assert isinstance(expressed, FloatFormat)
     return UniformScheme(
@@ -693,7 +692,7 @@ def _claims(fmt: Format, kwargs: Mapping[str, Any]) -> bool:
     return bool({"scale", "zero_point"} & set(kwargs))
 
 
-register_family("uniform", builder=_build, from_spec=_from_spec, claims=_claims, order=500)
+register_family("uniform", builder=_build, from_spec=from_spec, claims=_claims, order=500)
 
 __all__ = ["DEFAULT_PROFILE", "UniformArithmetic", "UniformScheme", "arithmetic_for", "build_uniform", "cast",
-           "fma32", "round_fraction", "round_to_int"]
+           "fma32", "from_spec", "round_fraction", "round_to_int"]

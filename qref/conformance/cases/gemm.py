@@ -31,7 +31,7 @@ import ml_dtypes
 import numpy as np
 
 from ... import mma as qm
-from ...mma._bits import decode, storage_dtype
+from ...mma.bits import decode, storage_dtype
 from .. import random as qrandom
 from ..case import Case
 
@@ -159,7 +159,7 @@ def _operands(ins: qm.Instruction, cat: str, label: str) -> dict[str, np.ndarray
 
 
 def _sub(label: str, fmt: str, shape: tuple[int, ...]) -> np.ndarray:
-    from ...mma._bits import _fmt
+    from ...mma.bits import operand_format as _fmt
 
     f = _fmt(fmt)
     n = int(np.prod(shape))

@@ -40,10 +40,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ...core.arith import fractions_to_float32
 from ...errors import QrefError
 from ...schemes.base import QArray
 from ...schemes.lookup import LookupScheme, lookup_scheme, lookup_scheme_from_table
-from ...schemes.lookup_arith import fractions_to_float32
 from ...tables import get_table
 from .. import random as qrandom
 from ..case import Case

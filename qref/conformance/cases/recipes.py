@@ -56,7 +56,7 @@ from ...core.encode import encode
 from ...formats import FloatFormat, get_format
 from ...formats.policy import CastPolicy
 from ...recipes import Accumulation, DelayedScaling, MatmulResult, block_matmul, qdq_matmul
-from ...recipes._exact import Dyadic, acc_format
+from ...recipes.exact import Dyadic, acc_format
 from ...recipes.scaling import scaled_dequantize, scaled_quantize
 from ...schemes.base import QArray, scheme
 from .. import random as qrandom

@@ -25,7 +25,8 @@ import numpy as np
 from ...conformance.case import Case
 from ...errors import QrefError
 from ...schemes.base import QArray
-from ...schemes.lookup import DoubleQuant, DoubleQuantized, LookupScheme, _from_spec, lookup_scheme
+from ...schemes.lookup import DoubleQuant, DoubleQuantized, LookupScheme, lookup_scheme
+from ...schemes.lookup import from_spec as _from_spec
 from ...tables import get_table
 from ..model import Unsupported
 from . import Expectation, describe_value, flushed, task_hash

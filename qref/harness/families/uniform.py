@@ -18,7 +18,8 @@ import numpy as np
 from ...conformance.case import Case
 from ...formats import IntFormat, get_format
 from ...schemes.base import QArray
-from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, _from_spec, arithmetic_for
+from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
+from ...schemes.uniform import from_spec as _from_spec
 from ..model import bits
 from . import Expectation, task_hash
 

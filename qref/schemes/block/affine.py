@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import block_arith as ar
+from ...core import arith as fp
 
 if TYPE_CHECKING:
-    from .block import BlockScheme
+    from .scheme import BlockScheme
 
 _F = np.float32
 
@@ -54,8 +54,8 @@ def _first_zero_sign(v: np.ndarray, w: np.ndarray, nan: np.ndarray) -> np.ndarra
 def quantize_affine_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
     """Codes (uint8, (n_groups, g)), scales and biases (input dtype, (n_groups,)), unspecified mask."""
     nb, k = xb.shape
-    T = ar.resolve_compute_dtype("input", xb.dtype)
-    w = ar.round_to(xb, T).astype(_F)
+    T = fp.resolve_compute_dtype("input", xb.dtype)
+    w = fp.round_to(xb, T).astype(_F)
     bits = s.element.bits
     n_bins = _F((1 << bits) - 1)
     eps = _F(1e-7)
@@ -80,14 +80,14 @@ def quantize_affine_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarr
         q = _cmin(_cmax(q, _F(0)), n_bins)
     unspec = np.isnan(q)
     codes = np.where(unspec, 0, q).astype(np.uint8)
-    return {"codes": codes, "scales": ar.round_to(scale, T), "biases": ar.round_to(bias, T),
+    return {"codes": codes, "scales": fp.round_to(scale, T), "biases": fp.round_to(bias, T),
             "unspecified": unspec, "scales_unspecified": np.zeros(nb, dtype=bool)}
 
 
 def dequantize_affine(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, biases: np.ndarray,
                       dtype: np.dtype) -> np.ndarray:
     """fl_T(fl_T(q * s) + bias) in the scales' dtype T (MLX's dequantize), then rounded to dtype."""
-    q = ar.f64(codes)
+    q = fp.f64(codes)
     T = scales.dtype
-    v = ar.add(ar.mul(q, scales[:, None], T), biases[:, None], T)
-    return ar.round_to(v, np.dtype(dtype))
+    v = fp.add(fp.mul(q, scales[:, None], T), biases[:, None], T)
+    return fp.round_to(v, np.dtype(dtype))

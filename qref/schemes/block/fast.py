@@ -1,10 +1,11 @@
 """Fast paths of the block quantizers (spec: block.md §4.10, §5.5; performance notes: docs/performance.md).
 
-The readable reference (block_mx.quantize_mx_reference, block_nvfp4.quantize_float_scaled_reference and the
-two dequantize references) stays the definition. A fast path runs only for configurations where it computes
-the same function, and inside them only for the blocks where its shortcuts are exact; every other block is
-recomputed by the reference (rows are independent). tests/test_block_fastpath.py checks fast == reference,
-exhaustively where the domain allows it.
+The readable reference (mx_reference.quantize_mx_reference, nvfp4_reference.quantize_float_scaled_reference
+and the two dequantize references) stays the definition; this module imports it, never the reverse, and
+mx.py / nvfp4.py dispatch. A fast path runs only for configurations where it computes the same function, and
+inside them only for the blocks where its shortcuts are exact; it hands every other block back (``slow``) and
+the dispatcher recomputes it with the reference (rows are independent). tests/test_block_fastpath.py checks
+fast == reference, exhaustively where the domain allows it.
 
 Shortcuts (each one's exactness condition is in the docstring of the function that uses it):
 - amax on bit patterns (Workspace.amax_bits): for non-NaN IEEE values |x| orders like the unsigned integer
@@ -34,17 +35,28 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.encode import CHUNK
-from ..formats import FloatFormat, IntFormat
-from . import block_arith as ar
+from ...core import arith as fp
+from ...core.decode import decode, target_format
+from ...core.encode import CHUNK
+from ...formats import FloatFormat, IntFormat
+from .mx_reference import (
+    _scale_exponent,
+    apply_zero_sign,
+    element_policy,
+    encode_elements,
+    encode_exact_shifted,
+    mx_block_scales,
+    mx_row_flags,
+)
+from .nvfp4_reference import encode_scale, nvidia_block_scales, torchao_block_scales
 
 if TYPE_CHECKING:
-    from .block import BlockScheme
+    from .scheme import BlockScheme
 
 FAST_PATH = True
 
 U16, U32 = np.dtype(np.uint16), np.dtype(np.uint32)
-_INF2 = {ar.F32: np.uint32(0xFF000000), ar.F16: np.uint16(0xF800), ar.BF16: np.uint16(0xFF00)}  # Inf bits << 1
+_INF2 = {fp.F32: np.uint32(0xFF000000), fp.F16: np.uint16(0xF800), fp.BF16: np.uint16(0xFF00)}  # Inf bits << 1
 _NEAREST = ("nearest_even", "nearest_away", "nearest_toward_zero", "ml_dtypes")
 
 
@@ -128,9 +140,9 @@ class Workspace:
 
 def to_float32(x: np.ndarray) -> np.ndarray:
     """float16 / bfloat16 / float32 values as float32 (exact)."""
-    if x.dtype == ar.F32:
+    if x.dtype == fp.F32:
         return x
-    if x.dtype == ar.BF16:  # bfloat16 is the top half of float32
+    if x.dtype == fp.BF16:  # bfloat16 is the top half of float32
         return (x.view(U16).astype(U32) << U32.type(16)).view(np.float32)
     return x.astype(np.float32)
 
@@ -141,7 +153,7 @@ def round_float32_to(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
     bfloat16: the classic integer rounding (u + 0x7FFF + bit 16 of u) >> 16, which is round-to-nearest-even at
     bit 16 for every non-NaN pattern (bfloat16 shares float32's exponent range, so subnormals and overflow to
     Inf follow from the carry). float16: numpy's IEEE conversion (checked on every float16 x 2^e in the tests)."""
-    if dtype == ar.F16:
+    if dtype == fp.F16:
         with np.errstate(over="ignore"):
             return y.astype(np.float16).view(U16)
     u = y.view(U32)
@@ -238,18 +250,16 @@ def element_constants(s: BlockScheme) -> tuple[float, int]:
 
 def fast_scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: bool
                         ) -> tuple[np.ndarray, np.ndarray]:
-    """block_mx._scale_exponent for finite amax >= 0, with native float arithmetic where it is exact.
+    """mx_reference._scale_exponent for finite amax >= 0, with native float arithmetic where it is exact.
 
     floor / ceil: floor_ceil_log2. rceil with a compute dtype: r = fl_C(amax / M) by one IEEE division in C
     (float32: correctly rounded; float16 / bfloat16: numpy and ml_dtypes divide in float32 and round once more,
     which is innocuous as 24 >= 2p + 2 for p = 11 and 8 bits), or r = fl_C(amax * fl(1/M)) for float32 and
     float16 (the product of two float16 values is exact in float32); then ceil(log2 r). Every other rule (and
     the float reciprocal in bfloat16, whose float32 constant would round twice) runs the reference."""
-    from .block_mx import _scale_exponent
-
     rule = s.scale_rule
     M, emax = element_constants(s)
-    if ftz or amax.dtype not in (ar.F32, ar.F16, ar.BF16):
+    if ftz or amax.dtype not in (fp.F32, fp.F16, fp.BF16):
         return _scale_exponent(s, amax, C, ftz)
     if rule in ("floor", "ceil"):
         zero = amax == 0
@@ -258,8 +268,8 @@ def fast_scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ft
     if rule == "rceil" and C is not None and amax.dtype == C and float(np.asarray(M, dtype=C)) == M:
         if s.quotient_arith == "divide":
             r = np.divide(amax, np.asarray(M, dtype=C))
-        elif C in (ar.F32, ar.F16):  # the constant is rounded to C itself here (block.md §4.2)
-            r = np.multiply(amax, ar.round_to(np.float64(1 / M), C))
+        elif C in (fp.F32, fp.F16):  # the constant is rounded to C itself here (block.md §4.2)
+            r = np.multiply(amax, fp.round_to(np.float64(1 / M), C))
         else:
             return _scale_exponent(s, amax, C, ftz)
         zero = r == 0
@@ -269,43 +279,13 @@ def fast_scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ft
 
 def finite_block_scales(s: BlockScheme, amax: np.ndarray, C: np.dtype | None
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(byte, e_div, scale_nan, rows_unspec, scales_unspec) of blocks without NaN or Inf: block_mx.mx_block_scales
-    and mx_row_flags with every non-finite branch dropped (no special or folded divisor can arise), in int32.
-    Not for byte0_divisor 'folded_stand_in' (the fast path never runs it). tests/test_block_fastpath.py checks it
-    against mx_block_scales on every float16 / bfloat16 amax and on float32 patterns."""
-    from .block_mx import E8M0_BIAS, min_normal_amax_exponent
-
-    e, zero = fast_scale_exponent(s, amax, C, False)
-    if s.zero_block == "min_scale":
-        e = np.where(zero, -E8M0_BIAS, e)
-    elif s.zero_block == "unit_scale":
-        e = np.where(zero, 0, e)
-    elif zero.any():  # min_normal_amax
-        e = np.where(zero, min_normal_amax_exponent(s, amax.dtype, C, False), e)
-    e = e.astype(np.int32, copy=False)
-    if s.scale_range == "wrap":
-        byte = (e + E8M0_BIAS) & 0xFF
-        e_div = e
-        scale_nan = np.zeros(e.shape, dtype=bool)
-    else:
-        e_div = np.maximum(e, -E8M0_BIAS)
-        scale_nan = e_div > E8M0_BIAS if s.scale_range == "clamp_nan" else np.zeros(e.shape, dtype=bool)
-        e_div = np.minimum(e_div, E8M0_BIAS)
-        byte = np.where(scale_nan, 255, e_div + E8M0_BIAS)
-        if s.byte0_divisor in ("float32_min_normal", "one"):
-            e_div = np.where((byte == 0) & ~scale_nan, -126 if s.byte0_divisor != "one" else 0, e_div)
-        elif s.byte0_divisor != "exact":  # pragma: no cover - the plan excludes 'folded_stand_in'
-            raise AssertionError(s.byte0_divisor)
-    if s.divisor_out_of_range == "nan_block" and C is not None:  # as block_mx.mx_block_scales (§4.6)
-        d = ar.f64(ar.pow2(e_div, C))
-        under = ((d == 0) | np.isinf(d)) & ~scale_nan
-        scale_nan = scale_nan | under
-        byte = np.where(under, 255, byte)
-    rows = scale_nan
-    if s.unspecified_open_cases:
-        open_case = (e < -E8M0_BIAS) | (e > E8M0_BIAS) | zero
-        return byte, e_div, scale_nan, rows | (open_case & ~zero), open_case
-    return byte, e_div, scale_nan, rows, np.zeros(e.shape, dtype=bool)
+    """(byte, e_div, scale_nan, rows_unspec, scales_unspec) of blocks without NaN or Inf: the reference's own
+    mx_block_scales and mx_row_flags (every rule of block.md §4.2-4.6 written once there) on the fast scale
+    exponent."""
+    none = np.zeros(amax.shape[0], dtype=bool)
+    sc = mx_block_scales(s, amax, none, none, C, False, fast_scale_exponent)
+    rows, scales_unspec = mx_row_flags(s, sc)
+    return sc.byte, sc.e_div, sc.scale_nan, rows, scales_unspec
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -379,9 +359,9 @@ def _pow2_exact_range(s: BlockScheme, C: np.dtype) -> tuple[int, int]:
     """The exponents e with fl_C(2^e) = 2^e (and fl_C(1 / 2^e) = 2^-e for scale_arith 'reciprocal') and 2^-e a
     normal float32: there x / fl_C(2^e) and x * fl_C(1/2^e) are both fl_C(x * 2^-e)."""
     e = np.arange(-200, 201)
-    ok = ar.pow2(e, C).astype(np.float64) == ar.pow2(e, None)
+    ok = fp.pow2(e, C).astype(np.float64) == fp.pow2(e, None)
     if s.scale_arith == "reciprocal":
-        ok &= ar.pow2(-e, C).astype(np.float64) == ar.pow2(-e, None)
+        ok &= fp.pow2(-e, C).astype(np.float64) == fp.pow2(-e, None)
     ok &= (e >= -126) & (e <= 126)
     good = e[ok]
     assert good.size and (np.diff(good) == 1).all()  # an interval
@@ -398,13 +378,11 @@ def mx_plan(s: BlockScheme, dtype: np.dtype) -> MXPlan | None:
     fl32(x / 2^e_div) itself), or the input's own 16-bit dtype. Not covered: flush_subnormals,
     flush_subnormal_blocks, the scaled-integer element step on float32 (§4.7.1), other dtype pairs,
     scaled_zero_positive with exact scaling."""
-    from .block_mx import apply_zero_sign, element_policy, encode_elements, encode_exact_shifted
-
     if (s.kind != "mx" or s.flush_subnormals or s.flush_subnormal_blocks or s.byte0_divisor == "folded_stand_in"
-            or dtype not in (ar.F32, ar.F16, ar.BF16)):
+            or dtype not in (fp.F32, fp.F16, fp.BF16)):
         return None
-    C = ar.resolve_compute_dtype(s.compute_dtype, dtype)
-    if C is None or C == ar.F32:
+    C = fp.resolve_compute_dtype(s.compute_dtype, dtype)
+    if C is None or C == fp.F32:
         if s.element_exponent != "exact" or s.round_arith != "exact":
             return None  # the scaled-integer step (block.md §4.7.1) reads more of y than its rounding bits
         low = sticky_low(s)
@@ -418,7 +396,7 @@ def mx_plan(s: BlockScheme, dtype: np.dtype) -> MXPlan | None:
                 table = encode_exact_shifted(reps, np.full(reps.size, -s.element_scale_exp, dtype=np.int64),
                                              s.element, element_policy(s))
             table = apply_zero_sign(s, table.astype(s.element.code_dtype))
-            limit = float(ar.FLT_MAX)  # fl32(amax * p) must stay finite: exact y is never Inf
+            limit = float(fp.FLT_MAX)  # fl32(amax * p) must stay finite: exact y is never Inf
             e_lo, e_hi = -126, 126
         else:
             with np.errstate(invalid="ignore", over="ignore"):
@@ -441,14 +419,13 @@ def mx_plan(s: BlockScheme, dtype: np.dtype) -> MXPlan | None:
     return MXPlan(C, mode, low, table, e_lo, e_hi, limit, np.dtype(dtype))
 
 
-def quantize_mx_fast(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray] | None:
-    """quantize_mx_blocks through the fast plan, or None when no plan applies (block.md §4.10).
+def quantize_mx_fast(s: BlockScheme, xb: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+    """(out, slow): quantize_mx_reference through the fast plan, or None when no plan applies (block.md §4.10);
+    the rows ``slow`` are left for the reference (mx.quantize_mx_blocks recomputes them).
 
-    Blocks leave the fast path (and are recomputed by the reference) when they hold NaN or Inf, get a NaN
+    Blocks leave the fast path when they hold NaN or Inf, get a NaN
     scale, a special or folded divisor, a divisor exponent outside the plan's exact range, or a scaled amax
     beyond the plan's limit. Work runs in chunks of blocks so that every temporary stays small."""
-    from .block_mx import mx_block_scales, mx_row_flags, quantize_mx_reference
-
     if not FAST_PATH or xb.ndim != 2 or xb.shape[0] == 0 or xb.shape[1] == 0:
         return None
     plan = mx_plan(s, xb.dtype)
@@ -476,14 +453,11 @@ def quantize_mx_fast(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray] | 
             amax = (a2 >> a2.dtype.type(1)).view(xb.dtype)
             if C is not None and xb.dtype != C:  # float32 compute on 16-bit input: exact widening
                 amax = amax.astype(C)
-            if nonfinite.any():  # the reference's per-block steps, non-finite branches included
-                sc = mx_block_scales(s, amax, nan_blk, inf_blk, C, False, fast_scale_exponent)
-                byte, e_div = sc.byte, sc.e_div
-                fast = ~(nonfinite | sc.scale_nan | sc.folded) & np.isnan(sc.special)
-                rows, sunspec = mx_row_flags(s, sc)
-            else:
-                byte, e_div, scale_nan, rows, sunspec = finite_block_scales(s, amax, C)
-                fast = ~scale_nan
+            # the reference's per-block steps (block.md §4.2-4.6), non-finite branches included
+            sc = mx_block_scales(s, amax, nan_blk, inf_blk, C, False, fast_scale_exponent)
+            byte, e_div = sc.byte, sc.e_div
+            fast = ~(nonfinite | sc.scale_nan | sc.folded) & np.isnan(sc.special)
+            rows, sunspec = mx_row_flags(s, sc)
             # ---- which blocks the fast path computes -----------------------------------------------------
             fast &= (e_div >= plan.e_lo) & (e_div <= plan.e_hi)
             p = pow2_float32(np.where(fast, -e_div, 0))
@@ -505,12 +479,7 @@ def quantize_mx_fast(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray] | 
             scales[b0:b1] = byte
             scales_unspec[b0:b1] = sunspec
             slow[b0:b1] = ~fast
-    out = {"codes": codes, "scales": scales, "unspecified": unspec, "scales_unspecified": scales_unspec}
-    if slow.any():
-        ref = quantize_mx_reference(s, xb[slow])
-        for name in out:
-            out[name][slow] = ref[name]
-    return out
+    return {"codes": codes, "scales": scales, "unspecified": unspec, "scales_unspecified": scales_unspec}, slow
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -518,10 +487,8 @@ def quantize_mx_fast(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray] | 
 # ---------------------------------------------------------------------------------------------------------
 @lru_cache(maxsize=64)
 def element_key_table(s: BlockScheme) -> tuple[int, np.ndarray] | None:
-    """(low, table) with table[key(y)] = block_mx.encode_elements(s, y) for float32 y wherever the element rule
+    """(low, table) with table[key(y)] = mx_reference.encode_elements(s, y) for float32 y wherever the element rule
     is the core's (|y| <= element max, or any y without lut_argmin); None if no sticky split exists."""
-    from .block_mx import encode_elements
-
     low = sticky_low(s)
     if low is None or s.element_exponent != "exact" or s.round_arith != "exact":
         return None
@@ -536,8 +503,6 @@ def element_key_table(s: BlockScheme) -> tuple[int, np.ndarray] | None:
 def element_table16(s: BlockScheme, dtype: np.dtype, widen: bool) -> np.ndarray:
     """encode_elements(s, y) of every 16-bit pattern y of ``dtype`` (widened to float32 first with ``widen``,
     as the reference does before its float32 steps): exact for every y, lut_argmin included."""
-    from .block_mx import encode_elements
-
     vals = np.arange(1 << 16, dtype=np.uint16).view(dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         table, _ = encode_elements(s, vals.astype(np.float32) if widen else vals)
@@ -562,8 +527,6 @@ def lut_table_limit(s: BlockScheme) -> float:
 def scale_rows16(s: BlockScheme, T: np.dtype) -> RowTable:
     """Row b (a scale code with a positive decoded value d): element_table16(s, T)[fl_T(x / d)] for every
     16-bit x of T (the mlx rule without a global scale; divide_in gives fl_T)."""
-    from ..core.decode import decode
-
     d_all = to_float32(decode(np.arange(1 << s.scale_format.bits), s.scale_format, dtype=T))
     table = element_table16(s, T, True)
 
@@ -579,16 +542,17 @@ def divide_in(x32: np.ndarray, d32: np.ndarray, T: np.dtype, out: np.ndarray) ->
     (16-bit T) one more rounding to T — innocuous, as 24 >= 2p + 2 for p = 11 and 8 bits."""
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         np.divide(x32, d32, out=out)
-    if T != ar.F32:
+    if T != fp.F32:
         bits = round_float32_to(out.reshape(-1), T)
         out.reshape(-1)[...] = to_float32(bits.view(T))
     return out
 
 
 def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None
-                               ) -> dict[str, np.ndarray] | None:
-    """quantize_float_scaled_blocks for the rules mlx, nvidia and torchao on float32, float16 and bfloat16
-    inputs, or None (block.md §5.5).
+                               ) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+    """(out, slow): quantize_float_scaled_reference for the rules mlx, nvidia and torchao on float32, float16 and
+    bfloat16 inputs, the rows ``slow`` left to the reference (nvfp4.quantize_float_scaled_blocks recomputes
+    them), or None (block.md §5.5).
 
     Per block, the reference's own steps on amax (read from the bit patterns): mlx r = fl_T(amax / M) (native
     float32, see divide_in), the scale code and d = decode(code, T); nvidia / torchao the reference's
@@ -598,13 +562,9 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
     mlx without a global scale, else element_key_table on float32 y, whose elements beyond lut_table_limit
     take the reference's encode_elements. Blocks holding NaN or Inf, mlx blocks whose scale decodes to 0 and
     nvidia / torchao blocks whose factor is infinite run the reference."""
-    from ..core.decode import decode
-    from .block_mx import encode_elements
-    from .block_nvfp4 import _encode_scale, nvidia_block_scales, quantize_float_scaled_reference, torchao_block_scales
-
     rule = s.global_scale_rule
     if (not FAST_PATH or rule not in ("input_dtype_encode", "amax_encode_reciprocal", "tensor_scale_clamped")
-            or xb.ndim != 2 or xb.shape[0] == 0 or xb.shape[1] == 0 or xb.dtype not in (ar.F32, ar.F16, ar.BF16)
+            or xb.ndim != 2 or xb.shape[0] == 0 or xb.shape[1] == 0 or xb.dtype not in (fp.F32, fp.F16, fp.BF16)
             or s.flush_subnormals
             or s.unspecified_open_cases or (rule == "amax_encode_reciprocal" and global_scale is None)
             or (global_scale is not None and np.isnan(global_scale))):
@@ -613,7 +573,7 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
     if keyed is None:
         return None
     low, ktable = keyed
-    T = ar.resolve_compute_dtype("input", xb.dtype) if rule == "input_dtype_encode" else ar.F32
+    T = fp.resolve_compute_dtype("input", xb.dtype) if rule == "input_dtype_encode" else fp.F32
     M, _ = element_constants(s)
     S = float(s.scale_format.max_value)
     limit = np.float32(lut_table_limit(s))
@@ -623,8 +583,8 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
     if global_scale is not None:
         gs_out = np.float32(global_scale)
         if rule == "input_dtype_encode":
-            enc = ar.div(np.float32(M * S), gs_out, ar.F32)
-    rows16 = scale_rows16(s, T) if rule == "input_dtype_encode" and T != ar.F32 and enc is None else None
+            enc = fp.div(np.float32(M * S), gs_out, fp.F32)
+    rows16 = scale_rows16(s, T) if rule == "input_dtype_encode" and T != fp.F32 and enc is None else None
     codes = np.empty((nb, k), dtype=s.element.code_dtype)
     scales = np.empty(nb, dtype=s.scale_format.code_dtype)
     slow = np.empty(nb, dtype=bool)
@@ -642,7 +602,7 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
                 # r = fl_T(amax / M) and sv = fl32(r * enc): one IEEE float32 operation each (divide_in for T)
                 r = divide_in(amax32, np.float32(M), T, np.empty(b1 - b0, dtype=np.float32))
                 sv = r if enc is None else r * enc
-                byte = _encode_scale(s, sv, nan="max")
+                byte = encode_scale(s, sv, nan="max")
                 d32 = to_float32(decode(byte, s.scale_format, dtype=T))
                 fast &= d32 > 0
                 factor = np.where(fast, d32, np.float32(1))
@@ -686,13 +646,8 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
         sub = codes[rows]
         sub[far] = encode_elements(s, yf[far])[0]
         codes[rows] = sub
-    out = {"codes": codes, "scales": scales, "unspecified": np.zeros((nb, k), dtype=bool),
-           "scales_unspecified": np.zeros(nb, dtype=bool), "global_scale": gs_out}
-    if slow.any():
-        ref = quantize_float_scaled_reference(s, xb[slow], global_scale)
-        for name in ("codes", "scales", "unspecified", "scales_unspecified"):
-            out[name][slow] = ref[name]
-    return out
+    return {"codes": codes, "scales": scales, "unspecified": np.zeros((nb, k), dtype=bool),
+            "scales_unspecified": np.zeros(nb, dtype=bool), "global_scale": gs_out}, slow
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -708,8 +663,6 @@ def dequantize_fast(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, globa
     element code) [and the per-call global scale] to one output value, so the reference evaluated once on
     the 2^scale_bits x 2^element_bits grid gives table[scale << bits | code], and the output is one gather.
     Runs for element and scale codes of at most 8 bits that are in range; None otherwise."""
-    from ..core.decode import target_format
-
     if not FAST_PATH or codes.ndim != 2 or codes.size == 0:
         return None
     fmt = s.element

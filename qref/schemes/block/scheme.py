@@ -22,14 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from ..core.exact import as_source_array
-from ..errors import QrefError, check_choice, unknown_name
-from ..formats import FloatFormat, Format, IntFormat, get_format
-from ..policy import CastPolicy
-from ..profiles import Profile, get_profile, profiles
-from ..profiles.block import rules_of
-from . import block_arith as ar
-from .base import QArray, Scheme, normalize_axis, register_family
+from ...core import arith as fp
+from ...core.exact import as_source_array
+from ...errors import QrefError, check_choice, unknown_name
+from ...formats import FloatFormat, Format, IntFormat, get_format
+from ...formats.policy import CastPolicy
+from ...profiles import Profile, get_profile, profiles
+from ...profiles.block import rules_of
+from ..base import QArray, Scheme, normalize_axis, register_family
+from . import affine, mx, nvfp4
 
 # name -> (element format, scale format, default block size, element_scale_exp, kind)
 NAMED_SCHEMES: dict[str, tuple[str | None, str | None, int, int, str]] = {
@@ -62,7 +63,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "divisor_out_of_range": ("divide", "nan_block"),
     "amax_nan": ("propagate", "skip"),
     "round_arith": ("exact", "in_dtype"),
-    "compute_dtype": ar.COMPUTE_DTYPES,
+    "compute_dtype": fp.COMPUTE_DTYPES,
     "scale_arith": ("divide", "reciprocal"),
     "quotient_arith": ("divide", "reciprocal"),
     "dequant": ("exact", "in_dtype"),
@@ -287,19 +288,13 @@ class BlockScheme(Scheme):
                 raise QrefError(f"global_scale must be >= 0 and not NaN (a tensor amax or scale in the rule's "
                                 f"terms; +Inf is allowed), got {float(gs)!r}")
         if self.kind == "mx":
-            from .block_mx import quantize_mx_blocks
-
-            out = quantize_mx_blocks(self, xb)
+            out = mx.quantize_mx_blocks(self, xb)
         elif self.kind == "float_scale":
-            from .block_nvfp4 import quantize_float_scaled_blocks, tensor_amax
-
             if gs is None and self.global_scale_rule == "amax_encode_reciprocal":
-                gs = tensor_amax(arr, skip_nan=self.amax_nan == "skip")
-            out = quantize_float_scaled_blocks(self, xb, gs)
+                gs = nvfp4.tensor_amax(arr, skip_nan=self.amax_nan == "skip")
+            out = nvfp4.quantize_float_scaled_blocks(self, xb, gs)
         else:
-            from .block_affine import quantize_affine_blocks
-
-            out = quantize_affine_blocks(self, xb)
+            out = affine.quantize_affine_blocks(self, xb)
         lead = moved_shape[:-1]
         nb_row = moved_shape[-1] // self.block_size
 
@@ -336,18 +331,12 @@ class BlockScheme(Scheme):
         if scales.size * k != codes.size:
             raise QrefError(f"{scales.size} scales do not match {codes.size} codes in blocks of {k}")
         if self.kind == "mx":
-            from .block_mx import dequantize_mx
-
-            v = dequantize_mx(self, codes, scales, dt)
+            v = mx.dequantize_mx(self, codes, scales, dt)
         elif self.kind == "float_scale":
-            from .block_nvfp4 import dequantize_float_scaled
-
-            v = dequantize_float_scaled(self, codes, scales, q.global_scale, dt)
+            v = nvfp4.dequantize_float_scaled(self, codes, scales, q.global_scale, dt)
         else:
-            from .block_affine import dequantize_affine
-
             biases = np.moveaxis(np.asarray(q.biases), ax, -1).reshape(-1)
-            v = dequantize_affine(self, codes, scales, biases, dt)
+            v = affine.dequantize_affine(self, codes, scales, biases, dt)
         return np.moveaxis(v.reshape(moved_shape)[..., :L], -1, ax)
 
     # ---- spec ---------------------------------------------------------------------------------------------
@@ -365,7 +354,7 @@ FIELD_NAMES = tuple(f.name for f in fields(BlockScheme))
 _OVERRIDABLE = tuple(n for n in FIELD_NAMES if n not in ("name", "kind", "profile", "block_size"))
 
 
-def _from_spec(spec: dict[str, Any]) -> BlockScheme:
+def from_spec(spec: dict[str, Any]) -> BlockScheme:
     spec = dict(spec)
     spec.pop("family", None)
     unknown = set(spec) - set(FIELD_NAMES)
@@ -459,7 +448,7 @@ def _claims(fmt: Format, kw: dict[str, Any]) -> bool:
     return isinstance(fmt, (FloatFormat, IntFormat)) and "block_size" in kw and not ({"scale", "zero_point"} & set(kw))
 
 
-register_family("block", builder=_build, from_spec=_from_spec, names=tuple(NAMED_SCHEMES), claims=_claims,
+register_family("block", builder=_build, from_spec=from_spec, names=tuple(NAMED_SCHEMES), claims=_claims,
                 order=200)
 
 __all__ = ["CHOICES", "NAMED_SCHEMES", "BlockScheme"]

@@ -3,9 +3,8 @@
 - ``Dyadic``: arrays of exact dyadic rationals ``num * 2^exp`` (Python integers in object arrays, one exponent
   per array), with exact products, exact matrix products and rounding to any float format through the core
   (``qref.core.encode.encode_exact`` on exact triples with a sticky bit, so every rounding mode is exact).
-- Correctly rounded elementary steps on float64 carriers: ``add_round`` (TwoSum + round-to-odd, then one
-  rounding to the accumulation format), ``mul_round`` (products of operands whose significands total at most
-  53 bits are exact in float64, then one rounding), optional flush-to-zero.
+- The correctly rounded elementary steps on float64 carriers (``round_values``, ``add_round``, ``mul_round``,
+  ``flush``) are qref.core.arith's.
 - ``gamma``, ``bound_from_terms``: Higham's gamma_n = n u / (1 - n u) bounds, evaluated with upward rounding,
   and the exactness test that makes a bound zero (recipes.md §2.3).
 """
@@ -18,12 +17,13 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..core.arith import f64
 from ..core.decode import decode
-from ..core.encode import encode, encode_exact
+from ..core.encode import encode_exact
 from ..core.exact import FINITE, U64, ZERO, Exact, bit_length, decompose
 from ..errors import QrefError
 from ..formats import FloatFormat, get_format
-from ..policy import CastPolicy
+from ..formats.policy import CastPolicy
 
 ACC_FORMATS = ("float64", "float32", "float16", "bfloat16")
 BIG = 1 << 40  # "infinite" exponent for the lowest set bit of zero
@@ -40,73 +40,6 @@ def acc_format(name: str | np.dtype | type) -> FloatFormat:
     fmt = get_format(key)
     assert isinstance(fmt, FloatFormat)
     return fmt
-
-
-def np_dtype(fmt: FloatFormat) -> np.dtype:
-    import ml_dtypes
-
-    return np.dtype(ml_dtypes.bfloat16) if fmt.name == "bfloat16" else np.dtype(fmt.name)
-
-
-def f64(v: object) -> np.ndarray:
-    """v as float64 (exact from every float dtype of at most 64 bits)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        return np.asarray(v).astype(np.float64)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# rounding float64 carriers to a format
-# ---------------------------------------------------------------------------------------------------------
-def round_values(v: np.ndarray, fmt: FloatFormat, rounding: str = "nearest_even", ftz: bool = False
-                 ) -> np.ndarray:
-    """float64 array of v rounded once to ``fmt`` (overflow to +-Inf, NaN kept); ftz: results below the
-    format's smallest normal become zeros of their sign (recipes.md §2.2)."""
-    v = np.asarray(v, dtype=np.float64)
-    if fmt.name == "float64" and rounding == "nearest_even":
-        out = v.copy()
-    elif fmt.name == "float32" and rounding == "nearest_even":
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = v.astype(np.float32).astype(np.float64)  # IEEE conversion: correctly rounded
-    else:
-        codes = encode(v, fmt, rounding=rounding, overflow="inf", nan="keep_sign")
-        out = decode(codes, fmt, dtype=np.float64)
-    return flush(out, fmt) if ftz else out
-
-
-def flush(v: np.ndarray, fmt: FloatFormat) -> np.ndarray:
-    """Nonzero magnitudes below fmt's smallest normal become zeros of the same sign (FTZ / DAZ)."""
-    tiny = (np.abs(v) < float(fmt.min_normal)) & (v != 0)
-    return np.where(tiny, np.copysign(0.0, v), v) if tiny.any() else v
-
-
-def add_round(a: np.ndarray, b: np.ndarray, fmt: FloatFormat, ftz: bool = False) -> np.ndarray:
-    """RN_fmt(a + b) for exact float64 carriers a, b: s = fl64(a + b) and its TwoSum error e give the exact sum;
-    forcing s's last bit when e != 0 (round to odd) makes the one rounding to fmt (precision <= 51) correct."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    if ftz:
-        a, b = flush(a, fmt), flush(b, fmt)
-    with np.errstate(invalid="ignore", over="ignore"):
-        s = a + b
-        if fmt.name == "float64":
-            return flush(s, fmt) if ftz else s
-        bb = s - a
-        e = (a - (s - bb)) + (b - bb)
-        fin = np.isfinite(s) & np.isfinite(e)
-        even = (s.view(np.uint64) & np.uint64(1)) == 0
-        s = np.where(fin & (e != 0) & even, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
-    return round_values(s, fmt, ftz=ftz)
-
-
-def mul_round(a: np.ndarray, b: np.ndarray, fmt: FloatFormat, ftz: bool = False) -> np.ndarray:
-    """RN_fmt(a * b) for float64 carriers whose product is exact in float64 (significands of at most 53 bits
-    together; the callers pass float32/float16/bfloat16 and narrower values)."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    if ftz:
-        a, b = flush(a, fmt), flush(b, fmt)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return round_values(a * b, fmt, ftz=ftz)
 
 
 def significant_bits(v: np.ndarray) -> int:

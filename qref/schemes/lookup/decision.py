@@ -28,20 +28,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..errors import QrefError, check_choice
-from ..profiles.lookup import MIDPOINTS, NAN_RULES, RULES, TIES
-from ..tables import Table
-from .lookup_arith import fractions_to_float32, round_to
-
-_ROWS = 1 << 14  # argmin chunk: rows x table entries temporaries stay a few MB
-
-
-def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(s, e) with s = fl64(a + b) and s + e = a + b exactly (Knuth's TwoSum)."""
-    s = a + b
-    bb = s - a
-    e = (a - (s - bb)) + (b - bb)
-    return s, e
+from ...core import arith as fp
+from ...errors import QrefError, check_choice
+from ...profiles.lookup import MIDPOINTS, NAN_RULES, RULES, TIES
+from ...tables import Table
 
 
 def decision_points(table: Table, midpoints: str) -> tuple[np.ndarray, np.ndarray]:
@@ -57,7 +47,7 @@ def decision_points(table: Table, midpoints: str) -> tuple[np.ndarray, np.ndarra
         return hi, np.zeros_like(hi)
     if midpoints == "decimal_literal":
         return _decimal_literals(table), np.zeros(table.size - 1)
-    s, e = _two_sum(v[:-1].astype(np.float64), v[1:].astype(np.float64))
+    s, e = fp.two_sum(v[:-1].astype(np.float64), v[1:].astype(np.float64))
     return s * 0.5, e * 0.5  # halving is exact: float64 has ample range below float32's
 
 
@@ -67,7 +57,7 @@ def _decimal_literals(table: Table) -> np.ndarray:
     written as repr(m) (the shortest round-trip decimal) and rounded once to float32 from that decimal."""
     v = table.values[table.order].astype(np.float64)
     mids = (v[:-1] + v[1:]) * 0.5  # exact: a + b of two float32 values fits in float64
-    out = fractions_to_float32([Fraction(repr(float(m))) for m in mids]).astype(np.float64)
+    out = fp.round_fractions([Fraction(repr(float(m))) for m in mids], np.float32).astype(np.float64)
     out.setflags(write=False)
     return out
 
@@ -113,18 +103,6 @@ def _nearest(s: np.ndarray, table: Table, midpoints: str, tie: str) -> np.ndarra
                 idx = np.where(take, cand, idx)
                 found |= take
     return order[idx]
-
-
-def _argmin(s: np.ndarray, entries: np.ndarray, distance_dtype: str) -> np.ndarray:
-    t = entries.astype(np.float32)
-    s32 = s.astype(np.float32)
-    out = np.empty(s.shape, dtype=np.int64)
-    for start in range(0, s.size, _ROWS):
-        d = s32[start:start + _ROWS, None] - t[None, :]
-        if distance_dtype != "float32":
-            d = round_to(d, distance_dtype).astype(np.float32)
-        out[start:start + _ROWS] = np.argmin(np.abs(d), axis=1)
-    return out
 
 
 @lru_cache(maxsize=16)
@@ -176,7 +154,8 @@ def table_encode(
         check_choice("tie rule", tie, TIES)
         codes = _nearest(flat, table, midpoints, tie)
     elif rule == "argmin":
-        codes = _argmin(flat, table.values if entries is None else entries, distance_dtype)
+        codes = fp.table_argmin(flat, table.values if entries is None else entries, fp.float_dtype(distance_dtype),
+                                 subtract="float32", nan_distance="first")
     else:
         codes = _grid(flat, table)
     return codes.reshape(s.shape)

@@ -1,8 +1,9 @@
-"""MX block quantization: power-of-two (E8M0) block scales (spec: block.md §4).
+"""MX block quantization, the reference: power-of-two (E8M0) block scales (spec: block.md §4).
 
-quantize_mx_blocks(s, xb) works on a (n_blocks, block_size) array and returns element codes, scale bytes and
-the unspecified masks; dequantize_mx(...) turns them back into values. Every choice is a field of the
-BlockScheme ``s`` (block.md §2 lists them); the step order is block.md §4.1:
+The readable definition; the fast path (fast.py) imports it, never the reverse, and mx.py dispatches between
+the two. quantize_mx_reference(s, xb) works on a (n_blocks, block_size) array and returns element codes, scale
+bytes and the unspecified masks; dequantize_mx_reference(...) turns them back into values. Every choice is a
+field of the BlockScheme ``s`` (block.md §2 lists them); the step order is block.md §4.1:
 
     amax  = max |x_i| over the finite elements of the block (in the compute dtype; DAZ when flush_subnormals)
     e     = scale_rule(amax)                     (§4.2; zero blocks: zero_block, §4.3)
@@ -19,16 +20,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.decode import decode, exact_parts
-from ..core.encode import CHUNK, encode_exact, encode_flat
-from ..core.exact import NAN, U64, Exact, decompose
-from ..errors import QrefError
-from ..formats import FloatFormat, IntFormat
-from ..policy import CastPolicy
-from . import block_arith as ar
+from ...core import arith as fp
+from ...core.decode import decode, exact_parts, target_format
+from ...core.encode import CHUNK, encode_exact, encode_flat
+from ...core.exact import NAN, U64, Exact, decompose
+from ...errors import QrefError
+from ...formats import FloatFormat, IntFormat
+from ...formats.policy import CastPolicy
+from . import exponents as ar
 
 if TYPE_CHECKING:
-    from .block import BlockScheme
+    from .scheme import BlockScheme
 
 E8M0_BIAS = 127
 
@@ -65,10 +67,7 @@ def lut_argmin(y: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     table = decode(np.arange(1 << fmt.bits, dtype=fmt.code_dtype), fmt, dtype=np.float64)
     ok = ~np.isnan(table)
     codes = np.arange(1 << fmt.bits)[ok]
-    dist = np.abs(ar.sub(y.reshape(-1, 1), table[ok][None, :], y.dtype).astype(np.float64))
-    dist = np.where(np.isnan(dist), np.inf, dist)
-    best = dist.min(axis=1, keepdims=True)
-    first = np.argmax(dist == best, axis=1)  # the first index at the minimum (all Inf/NaN rows: index 0)
+    first = fp.table_argmin(y.reshape(-1), table[ok], y.dtype, subtract="float64", nan_distance="never")
     return codes[first].astype(fmt.code_dtype)
 
 
@@ -82,10 +81,10 @@ def integer_step_values(s: BlockScheme, y: np.ndarray) -> np.ndarray:
             with h = m + 1/2, l = m - 1/2 exact, or h = fl_T(m + 1/2), l = fl_T(m - 1/2) (round_arith in_dtype)
         v = clamp(sign(y) * r * 2^(p - mbits), -max, max)     (sign(+-0) = 0: a zero y gives +0)
 
-    T's operations are the float32 result rounded once more for 16-bit T (ar.fl_in)."""
+    T's operations are the float32 result rounded once more for 16-bit T (fp.in_float32)."""
     fmt = s.element
     T = y.dtype
-    yf = ar.f64(y)
+    yf = fp.f64(y)
     a = np.abs(yf)
     fin = np.isfinite(a)
     a0 = np.where(fin, a, 0.0)
@@ -93,7 +92,7 @@ def integer_step_values(s: BlockScheme, y: np.ndarray) -> np.ndarray:
         mb = fmt.mantissa_bits
         emin = 1 - fmt.bias
         if s.element_exponent == "floor_log2_in_dtype":
-            lg = ar.f64(ar.log2_in(ar.fl_in(a0 + (a0 == 0), T), T))
+            lg = fp.f64(ar.log2_in(fp.in_float32(a0 + (a0 == 0), T), T))
             p = np.floor(lg).astype(np.int64)
         else:
             p = np.zeros(a0.shape, dtype=np.int64)
@@ -102,14 +101,14 @@ def integer_step_values(s: BlockScheme, y: np.ndarray) -> np.ndarray:
         p = np.maximum(p, emin)
         shift = mb - p
         # 2^p is Inf in T (float16, p = 16: log2 rounded up to 16): y / Inf * 2^mbits = 0, then 0 * Inf = NaN
-        p_over = np.isinf(ar.f64(ar.pow2(p, T)))
+        p_over = np.isinf(fp.f64(fp.pow2(p, T)))
     else:
         shift = np.full(a0.shape, -s.element_scale_exp, dtype=np.int64)
         p_over = np.zeros(a0.shape, dtype=bool)
     m = np.ldexp(a0, shift)  # exact: a power-of-two scaling of a value of T, within T's range
     if s.round_arith == "in_dtype":
         def fl(v: np.ndarray) -> np.ndarray:
-            return ar.f64(ar.fl_in(v, T))
+            return fp.f64(fp.in_float32(v, T))
     else:
         def fl(v: np.ndarray) -> np.ndarray:
             return v
@@ -137,7 +136,7 @@ def encode_elements(s: BlockScheme, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
     fmt = s.element
     policy = element_policy(s)
     ses = s.element_scale_exp
-    y64 = ar.f64(y)
+    y64 = fp.f64(y)
     if s.element_exponent != "exact" or s.round_arith != "exact":
         # the scaled-integer element step (§4.7.1) picks the value; it is exact in the element format
         y = integer_step_values(s, y)
@@ -180,9 +179,9 @@ def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: b
         elif rule == "even":
             e[pos] = ar.round_half_up_exponent(a, s.element_mantissa_bits) - emax
         elif rule == "floor_log2_float32":
-            e[pos] = np.floor(ar.log2_float32(ar.round_to(a, ar.F32))).astype(np.int64) - emax
+            e[pos] = np.floor(ar.log2_float32(fp.round_to(a, fp.F32))).astype(np.int64) - emax
         else:  # floor_log2_in_dtype (block.md §3.3): the float32 logarithm rounded once more to a 16-bit C
-            e[pos] = np.floor(ar.f64(ar.log2_in(a, C))).astype(np.int64) - emax
+            e[pos] = np.floor(fp.f64(ar.log2_in(a, C))).astype(np.int64) - emax
         return e, zero
     # rceil family: r = amax / max_elem, exact or rounded to the compute dtype
     if C is None:
@@ -191,17 +190,17 @@ def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: b
         e[pos] = ar.ceil_log2_ratio(amax[pos], max_elem)
         return e, zero
     if s.quotient_arith == "divide":
-        r = ar.div(amax, float(max_elem), C, ftz)
+        r = fp.div(amax, float(max_elem), C, ftz)
     else:  # amax * fl(1 / max_elem) (XLA, TE): the constant is rounded to float16 for float16 and to float32
         # otherwise (XLA:CPU computes bfloat16 arithmetic in float32, where it folds the reciprocal)
-        const_dtype = ar.F16 if C == ar.F16 else ar.F32
-        r = ar.mul(amax, ar.round_to(np.float64(1 / max_elem), const_dtype), C, ftz)
+        const_dtype = fp.F16 if C == fp.F16 else fp.F32
+        r = fp.mul(amax, fp.round_to(np.float64(1 / max_elem), const_dtype), C, ftz)
     zero = r == 0
     pos = ~zero
     if rule == "rceil":
         e[pos] = ar.ceil_log2(r[pos])
     else:  # rceil_log2_float32
-        e[pos] = np.ceil(ar.log2_float32(ar.round_to(r[pos], ar.F32))).astype(np.int64)
+        e[pos] = np.ceil(ar.log2_float32(fp.round_to(r[pos], fp.F32))).astype(np.int64)
     return e, zero
 
 
@@ -209,7 +208,7 @@ def min_normal_amax_exponent(s: BlockScheme, dtype: np.dtype, C: np.dtype | None
     """The scale exponent of a zero block under zero_block="min_normal_amax" (block.md §4.3): the rule applied to
     the stand-in 2^-126 held in the amax's dtype; where that dtype flushes it to 0 (float16), log2 0 = -Inf and
     the exponent is below every range (it clamps to -127)."""
-    stand = np.full(1, ar.F32_MIN_NORMAL, dtype=dtype) if dtype.kind in "fV" else np.full(1, ar.F32_MIN_NORMAL)
+    stand = np.full(1, fp.F32_MIN_NORMAL, dtype=dtype) if dtype.kind in "fV" else np.full(1, fp.F32_MIN_NORMAL)
     if not stand[0] > 0:
         return -(1 << 30)
     return int(_scale_exponent(s, stand, C, ftz)[0][0])
@@ -245,7 +244,7 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
                     C: np.dtype | None, ftz: bool, scale_exponent: ScaleExponent | None = None) -> MXScales:
     """Scale byte and element divisor of each block from its amax (a value of the compute or input dtype; 0 for
     non-finite blocks) and its NaN / Inf flags (block.md §4.2-4.5). scale_exponent: a function equal to
-    _scale_exponent (the fast path passes block_fast.fast_scale_exponent); None = _scale_exponent."""
+    _scale_exponent (the fast path passes fast.fast_scale_exponent); None = _scale_exponent."""
     nb = amax.shape[0]
     nonfinite = nan_blk | inf_blk
 
@@ -293,7 +292,7 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
             byte = np.where(inf_blk, 254, byte)
             e_div = np.where(inf_blk, E8M0_BIAS, e_div)
         elif pol == "zero_divisor":
-            byte = np.where(nonfinite, 128 if C == ar.F32 else 0, byte)
+            byte = np.where(nonfinite, 128 if C == fp.F32 else 0, byte)
             special = np.where(nonfinite, 0.0, special)
         elif pol == "exponent_bits_wrap":  # fl32(amax / M)'s exponent field: NaN 255 + 1 -> byte 0, Inf 255
             byte = np.where(nan_blk, 0, np.where(inf_blk, 255, byte))
@@ -315,11 +314,11 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
         elif s.byte0_divisor == "one":
             e_div = np.where(b0, 0, e_div)
         elif s.byte0_divisor == "folded_stand_in":
-            e_div = np.where(b0, -15 if C == ar.F16 else -E8M0_BIAS, e_div)
+            e_div = np.where(b0, -15 if C == fp.F16 else -E8M0_BIAS, e_div)
             folded = b0
     if s.divisor_out_of_range == "nan_block" and C is not None:
         # §4.6: 2^e_div is 0 or Inf in C: x / 0 or x / Inf, then that times 0 or Inf again, is NaN
-        d = ar.f64(ar.pow2(e_div, C))
+        d = fp.f64(fp.pow2(e_div, C))
         under = ((d == 0) | np.isinf(d)) & np.isnan(special) & ~scale_nan
         scale_nan |= under
         byte = np.where(under, 255, byte)
@@ -358,42 +357,30 @@ def mx_element_codes(s: BlockScheme, xc: np.ndarray, xf: np.ndarray, sc: MXScale
         if s.zero_sign == "scaled_zero_positive" and isinstance(fmt, FloatFormat) and fmt.has_negative_zero:
             codes = np.where(xf == 0, np.where(codes == fmt.sign_mask, 0, codes), codes).astype(fmt.code_dtype)
         return codes, np.zeros((nb, k), dtype=bool)
-    d = np.where(np.isnan(special), ar.pow2(e_div, None), special)
-    d = ar.round_to(d, C)
+    d = np.where(np.isnan(special), fp.pow2(e_div, None), special)
+    d = fp.round_to(d, C)
     if s.scale_arith == "divide":
-        y = ar.div(xc, d[:, None], C, ftz)
+        y = fp.div(xc, d[:, None], C, ftz)
     else:
-        m = ar.div(1.0, d, C, ftz)
-        if C == ar.F32:  # 1 / 2^-127 folded at compile time: 2^127, no flush
-            m = np.where(sc.folded, ar.pow2(-e_div, C), m)
-        y = ar.mul(xc, m[:, None], C, ftz)
+        m = fp.div(1.0, d, C, ftz)
+        if C == fp.F32:  # 1 / 2^-127 folded at compile time: 2^127, no flush
+            m = np.where(sc.folded, fp.pow2(-e_div, C), m)
+        y = fp.mul(xc, m[:, None], C, ftz)
     return encode_elements(s, y)
-
-
-def quantize_mx_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
-    """Quantize a (n_blocks, k) array. Returns codes (n_blocks, k), scales (uint8 E8M0 bytes, n_blocks),
-    unspecified (n_blocks, k) and scales_unspecified (n_blocks).
-
-    Runs the fast path (block_fast.py, block.md §4.10) where it applies and equals this reference, else
-    quantize_mx_reference."""
-    from .block_fast import quantize_mx_fast
-
-    out = quantize_mx_fast(s, xb)
-    return quantize_mx_reference(s, xb) if out is None else out
 
 
 def quantize_mx_reference(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
     """The readable reference of quantize_mx_blocks: block.md §4.1 step by step, in float64 and the core."""
     nb, k = xb.shape
-    C = ar.resolve_compute_dtype(s.compute_dtype, xb.dtype)
+    C = fp.resolve_compute_dtype(s.compute_dtype, xb.dtype)
     ftz = s.flush_subnormals
     if ftz and C is None:
         raise QrefError("flush_subnormals=True needs a compute dtype (compute_dtype='input' or 'float32', ...)")
-    xc = xb if C is None else ar.round_to(xb, C)
+    xc = xb if C is None else fp.round_to(xb, C)
     with np.errstate(invalid="ignore", over="ignore"):
-        xf = ar.f64(xc)
+        xf = fp.f64(xc)
     if ftz:
-        xf = ar.flush(xf)
+        xf = fp.flush(xf)
     nan_el = np.isnan(xf)
     inf_el = np.isinf(xf)
     nan_blk = nan_el.any(axis=1)
@@ -405,25 +392,16 @@ def quantize_mx_reference(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarra
     sc = mx_block_scales(s, amax, nan_blk, inf_blk, C, ftz)
     if sc.flushed.any():  # x * 0: zeros of the elements' signs (§4.6)
         with np.errstate(invalid="ignore"):
-            xc = np.where(sc.flushed[:, None], ar.round_to(xf * 0.0, xc.dtype), xc)
-        xf = ar.f64(xc)
+            xc = np.where(sc.flushed[:, None], fp.round_to(xf * 0.0, xc.dtype), xc)
+        xf = fp.f64(xc)
     codes, unspec = mx_element_codes(s, xc, xf, sc, C, ftz)
     codes = np.where(sc.scale_nan[:, None], 0, codes).astype(s.element.code_dtype)
     rows, scales_unspec = mx_row_flags(s, sc)
-    if C == ar.BF16 and s.byte0_divisor == "folded_stand_in" and s.scale_arith == "reciprocal":
+    if C == fp.BF16 and s.byte0_divisor == "folded_stand_in" and s.scale_arith == "reciprocal":
         rows = rows | sc.folded  # XLA:CPU: 1/0 = +Inf or the folded float32 2^127, by fusion (block.md §4.4)
     unspec = unspec | rows[:, None]
     return {"codes": codes, "scales": sc.byte.astype(np.uint8), "unspecified": unspec,
             "scales_unspecified": scales_unspec}
-
-
-def dequantize_mx(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Values of (n_blocks, k) codes with E8M0 scale bytes (n_blocks,) as ``dtype`` (block.md §4.8): the
-    reference below, tabulated over every (scale byte, code) pair where that is small (block_fast)."""
-    from .block_fast import dequantize_fast
-
-    out = dequantize_fast(s, codes, scales, None, dtype, dequantize_mx_reference)
-    return dequantize_mx_reference(s, codes, scales, dtype) if out is None else out
 
 
 def dequantize_mx_reference(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype
@@ -435,8 +413,6 @@ def dequantize_mx_reference(s: BlockScheme, codes: np.ndarray, scales: np.ndarra
     then fl_dtype(decode(P_i, dtype) * s) (MLX, torchao)."""
     nb, k = codes.shape
     fmt = s.element
-    from ..core.decode import target_format
-
     dt, tgt = target_format(dtype)
     b = scales.astype(np.int64)
     if s.dequant == "exact":
@@ -447,11 +423,11 @@ def dequantize_mx_reference(s: BlockScheme, codes: np.ndarray, scales: np.ndarra
         pol = CastPolicy(rounding="nearest_even", overflow="inf", nan="keep_sign").resolve(tgt)
         bits = encode_exact(ex, tgt, pol).astype(tgt.code_dtype)
         return bits.view(dt).reshape(nb, k)
-    sv = ar.pow2(b - E8M0_BIAS, None)
+    sv = fp.pow2(b - E8M0_BIAS, None)
     if s.dequant_nan_scale == "nan":
         sv = np.where(b == 255, np.nan, sv)
-    sv = ar.round_to(sv, dt)
+    sv = fp.round_to(sv, dt)
     vals = decode(codes, fmt, dtype=dt)
     if s.element_scale_exp:
-        vals = ar.mul(vals, 2.0**s.element_scale_exp, dt)
-    return ar.mul(vals, sv[:, None], dt)
+        vals = fp.mul(vals, 2.0**s.element_scale_exp, dt)
+    return fp.mul(vals, sv[:, None], dt)

@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.encode import encode
-from ..core.exact import as_source_array
-from ..errors import QrefError, check_choice, unknown_name
-from ..formats import IntFormat, get_format
-from ..profiles import get_profile
-from ..profiles.lookup import (
+from ...core import arith as fp
+from ...core.encode import encode
+from ...core.exact import as_source_array
+from ...errors import QrefError, check_choice, unknown_name
+from ...formats import IntFormat, get_format
+from ...profiles import get_profile
+from ...profiles.lookup import (
     COMPUTE_DTYPES,
     DQ_KINDS,
     PARTIAL_SCALINGS,
@@ -40,28 +41,19 @@ from ..profiles.lookup import (
     LookupRules,
     rules_of,
 )
-from ..tables import Table, get_table, tables
-from . import block_arith as ar
-from .base import QArray, Scheme, normalize_axis, register_family
-from .lookup_arith import FLOAT_DTYPES, dtype_name, fractions_to_float32, round_to
-from .lookup_core import MIDPOINTS, NAN_RULES, RULES, TIES, nan_code, table_encode
+from ...tables import Table, get_table, tables
+from ..base import QArray, Scheme, normalize_axis, register_family
+from .decision import MIDPOINTS, NAN_RULES, RULES, TIES, nan_code, table_encode
 
 __all__ = [
     "DoubleQuant",
     "DoubleQuantized",
     "LookupScheme",
+    "from_spec",
     "lookup_scheme",
     "lookup_scheme_from_table",
 ]
 
-
-
-def _op(a: object, b: object, fn: Any, dtype: str) -> np.ndarray:
-    """fn(a, b) computed in float32 (IEEE, one rounding) and rounded to dtype: what torch and XLA compute for
-    bfloat16/float16 tensors. Operands are float32 arrays holding values of dtype."""
-    with np.errstate(all="ignore"):
-        r = np.asarray(fn(np.asarray(a, np.float32), np.asarray(b, np.float32)), dtype=np.float32)
-    return r if dtype == "float32" else round_to(r, dtype).astype(np.float32)
 
 
 def _sqrt_tiny(dtype: str) -> np.float32:
@@ -70,14 +62,14 @@ def _sqrt_tiny(dtype: str) -> np.float32:
 
 
 def _out_dtype(dtype: object) -> np.dtype:
-    if isinstance(dtype, str) and dtype in FLOAT_DTYPES:
-        return FLOAT_DTYPES[dtype]
+    if isinstance(dtype, str) and dtype in fp.FLOAT_DTYPES:
+        return fp.FLOAT_DTYPES[dtype]
     try:
         dt = np.dtype(dtype)  # type: ignore[call-overload]
     except TypeError:
         raise QrefError(f"unsupported output dtype {dtype!r}; use float32, float64, float16 or bfloat16") from None
     if dt != np.float64:
-        dtype_name(dt)
+        fp.dtype_name(dt)
     return dt
 
 
@@ -90,8 +82,8 @@ def _exact_mean(v: np.ndarray, dtype: str) -> np.float32:
     exps = e.astype(np.int64) - 24
     lo = int(exps.min())
     total = sum(int(ints[exps == k].sum()) << int(k - lo) for k in np.unique(exps))
-    r = fractions_to_float32([Fraction(total, v.size) * Fraction(2) ** lo])
-    return np.float32(r[0] if dtype == "float32" else round_to(r, dtype).astype(np.float32)[0])
+    r = fp.round_fractions([Fraction(total, v.size) * Fraction(2) ** lo], np.float32)
+    return np.float32(r[0] if dtype == "float32" else fp.convert(r, fp.float_dtype(dtype)).astype(np.float32)[0])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -128,7 +120,7 @@ class DoubleQuant:
     @classmethod
     def from_spec(cls, spec: dict[str, Any]) -> DoubleQuant:
         inner = spec.get("inner")
-        return cls(spec["kind"], spec["block_size"], None if inner is None else _from_spec(inner),
+        return cls(spec["kind"], spec["block_size"], None if inner is None else from_spec(inner),
                    spec.get("compute", "float32"))
 
 
@@ -156,10 +148,10 @@ class DoubleQuantized:
             assert cfg.inner is not None
             q = QArray(codes=self.codes, scheme=cfg.inner, scales=self.scales)
             d = cfg.inner.dequantize(q, dtype=np.float32)
-            return _op(d, self.offset, np.add, "float32")
+            return fp.op_in_float32(d, self.offset, np.add, "float32")
         c = self.codes.astype(np.float32).reshape(-1)
         fac = np.repeat(self.scales.astype(np.float32), cfg.block_size)[: c.size]
-        return _op(_op(c, fac, np.divide, self.dtype), self.offset, np.add, self.dtype)
+        return fp.op_in_float32(fp.op_in_float32(c, fac, np.divide, self.dtype), self.offset, np.add, self.dtype)
 
 
 def _double_quantize(cfg: DoubleQuant, scales: np.ndarray, offset: float | None, dtype: str) -> DoubleQuantized:
@@ -168,8 +160,8 @@ def _double_quantize(cfg: DoubleQuant, scales: np.ndarray, offset: float | None,
     if offset is None:
         off = _exact_mean(s, dt)
     else:
-        off = np.float32(round_to(np.array([offset], np.float64), dt).astype(np.float32)[0])
-    u = _op(s, off, np.subtract, dt)
+        off = np.float32(fp.convert(np.array([offset], np.float64), fp.float_dtype(dt)).astype(np.float32)[0])
+    u = fp.op_in_float32(s, off, np.subtract, dt)
     if cfg.kind == "lookup":
         assert cfg.inner is not None
         q = cfg.inner.quantize(u)
@@ -181,8 +173,8 @@ def _double_quantize(cfg: DoubleQuant, scales: np.ndarray, offset: float | None,
                         f"(torchao's to_nf4 needs numel divisible by block_size * {b})")
     blocks = u.reshape(-1, b)
     am2 = np.max(np.abs(blocks), axis=1)
-    fac = _op(256, _op(2, am2, np.multiply, dt), np.divide, dt)
-    prod = _op(blocks, fac[:, None], np.multiply, dt).reshape(-1)
+    fac = fp.op_in_float32(256, fp.op_in_float32(2, am2, np.multiply, dt), np.divide, dt)
+    prod = fp.op_in_float32(blocks, fac[:, None], np.multiply, dt).reshape(-1)
     codes = np.asarray(encode(prod, "int8", rounding="nearest_even", overflow="saturate"))
     unspec = ~np.isfinite(prod) | (not np.isfinite(off))
     return DoubleQuantized(codes.astype(np.uint8).view(np.int8), fac, off, cfg, dt, unspec)
@@ -205,7 +197,7 @@ class LookupScheme(Scheme):
     dequantization). scale_dtype: "float32" or "float16": the stored block scales are rounded to it (the decision
     still divides by the float32 value). scale_min / scale_min_rule ("clamp" | "one") / store_guarded ("all" |
     "partial" | "none"): the small-absmax guard. clamp: clip s to [-1, 1]. rule, midpoints, tie, distance_dtype: the
-    decision (lookup_core). nan: the code of NaN scaled values. zero_block: "compute", "zero_code" or "code0".
+    decision (decision.py). nan: the code of NaN scaled values. zero_block: "compute", "zero_code" or "code0".
     double_quant: DoubleQuant or None. input_dtypes: accepted input dtypes. numel_multiple: required divisor of the
     element count. dequant_flush: output dtypes into which a float32
     result below 2^-126 converts to a zero of its sign, when the last dimension is even and block_size < 2048
@@ -266,7 +258,7 @@ class LookupScheme(Scheme):
         ):
             check_choice(kind, val, choices)
         for d in self.input_dtypes:
-            check_choice("input dtype", d, ("float64", *FLOAT_DTYPES))
+            check_choice("input dtype", d, ("float64", *fp.FLOAT_DTYPES))
         if isinstance(self.scale_min, str):
             check_choice("scale_min", self.scale_min, ("sqrt_tiny",))
         elif self.scale_min is not None and not (isinstance(self.scale_min, (int, float)) and self.scale_min > 0):
@@ -308,7 +300,7 @@ class LookupScheme(Scheme):
         v = self.table.values.astype(np.float32)
         rule = getattr(self, which)
         target = cd if rule == "input" else rule
-        return v if target == "float32" else round_to(v, target).astype(np.float32)
+        return v if target == "float32" else fp.convert(v, fp.float_dtype(target)).astype(np.float32)
 
     @property
     def storage_format(self) -> Any:
@@ -326,7 +318,7 @@ class LookupScheme(Scheme):
         nan = np.isnan(s)
         sv = np.where(nan, np.float32(0), s).astype(np.float32)
         if cd != "float32":
-            sv = sv.astype(FLOAT_DTYPES[cd])  # exact: s already holds values of the compute dtype
+            sv = sv.astype(fp.FLOAT_DTYPES[cd])  # exact: s already holds values of the compute dtype
         dist = cd if self.distance_dtype == "input" else "float32"
         codes = table_encode(sv, self.table, rule=self.rule, midpoints=self.midpoints, tie=self.tie,
                              distance_dtype=dist, entries=self._entries(cd))
@@ -381,7 +373,7 @@ class LookupScheme(Scheme):
         arr = as_source_array(x)
         if arr.dtype.kind in "iub":
             raise QrefError(f"{self.name}: lookup quantization takes float input, got {arr.dtype}")
-        name = "float64" if arr.dtype == np.float64 else dtype_name(arr.dtype)
+        name = "float64" if arr.dtype == np.float64 else fp.dtype_name(arr.dtype)
         if name not in self.input_dtypes:
             raise QrefError(f"profile {self.profile!r} takes {', '.join(self.input_dtypes)} input, got {name}"
                             + ("; convert it to float32 first" if name == "float64" else ""))
@@ -391,7 +383,7 @@ class LookupScheme(Scheme):
         if self.compute_dtype == "input" and name == "float64":
             raise QrefError(f"profile {self.profile!r} computes in the input dtype; float64 is not supported")
         cd = name if self.compute_dtype == "input" else self.compute_dtype
-        return arr, np.asarray(round_to(arr, cd), dtype=np.float32), cd
+        return arr, np.asarray(fp.convert(arr, fp.float_dtype(cd)), dtype=np.float32), cd
 
     # ---- quantize / dequantize -----------------------------------------------------------------------------
     def quantize(self, x: object, *, scale_offset: float | None = None, **kwargs: Any) -> QArray:
@@ -424,21 +416,21 @@ class LookupScheme(Scheme):
         if self.scale_min is not None:
             smin = _sqrt_tiny(cd) if self.scale_min == "sqrt_tiny" else np.float32(self.scale_min)
             repl = np.float32(smin if self.scale_min_rule == "clamp" else 1.0)
-            div = np.where(absmax < smin, round_to(np.array([repl]), cd)[0], absmax)
+            div = np.where(absmax < smin, fp.convert(np.array([repl]), fp.float_dtype(cd))[0], absmax)
             div = div.astype(np.float32)
         stored = {"all": div, "none": absmax, "partial": np.where(partial, div, absmax)}[self.store_guarded]
         if self.scale_dtype != "float32":  # lut.md §3.2: the stored scale, rounded once (overflow to +-Inf)
-            stored = round_to(stored, self.scale_dtype).astype(np.float32)
+            stored = fp.convert(stored, fp.float_dtype(self.scale_dtype)).astype(np.float32)
         dcol = div[:, None]
         if self.scaling == "reciprocal":
-            r = _op(1, dcol, np.divide, "float32" if self.bf16_upcast and cd == "bfloat16" else cd)
+            r = fp.op_in_float32(1, dcol, np.divide, "float32" if self.bf16_upcast and cd == "bfloat16" else cd)
             if self.ftz and cd != "float16":  # FTZ: 1/a of an absmax above 2^126 is a float32 subnormal -> 0
-                r = ar.flush(r)
-            s = _op(blocks, r, np.multiply, cd)
+                r = fp.flush(r)
+            s = fp.op_in_float32(blocks, r, np.multiply, cd)
             if self.partial_scaling == "divide" and partial.any():
-                s = np.where(partial[:, None], _op(blocks, dcol, np.divide, cd), s)
+                s = np.where(partial[:, None], fp.op_in_float32(blocks, dcol, np.divide, cd), s)
         else:
-            s = _op(blocks, dcol, np.divide, cd)
+            s = fp.op_in_float32(blocks, dcol, np.divide, cd)
         zero = absmax == 0
         if self.zero_block == "zero_code":
             s = np.where(zero[:, None], np.float32(0), s)
@@ -475,9 +467,9 @@ class LookupScheme(Scheme):
 
     def _quantize_static(self, x32: np.ndarray, cd: str) -> tuple[np.ndarray, np.ndarray]:
         sc, zp = self._static_params(x32.shape)
-        s = _op(x32, round_to(sc, cd), np.divide, cd)
+        s = fp.op_in_float32(x32, fp.convert(sc, fp.float_dtype(cd)), np.divide, cd)
         if self.static_zero_points is not None:
-            s = _op(s, round_to(zp, cd), np.add, cd)
+            s = fp.op_in_float32(s, fp.convert(zp, fp.float_dtype(cd)), np.add, cd)
         if self.clamp:
             s = np.clip(s, np.float32(-1), np.float32(1))
         codes, unspec = self._decide(s.reshape(-1), cd)
@@ -498,8 +490,8 @@ class LookupScheme(Scheme):
         if self.scale == "static":
             sc, zp = self._static_params(codes.shape)
             if self.static_zero_points is not None:
-                t = _op(t, round_to(zp, cd), np.subtract, cd)
-            v = _op(t, round_to(sc, cd), np.multiply, cd)
+                t = fp.op_in_float32(t, fp.convert(zp, fp.float_dtype(cd)), np.subtract, cd)
+            v = fp.op_in_float32(t, fp.convert(sc, fp.float_dtype(cd)), np.multiply, cd)
         else:
             dq = q.meta.get("double_quant")
             if dq is not None:
@@ -513,14 +505,14 @@ class LookupScheme(Scheme):
             if per_block.size != tb.shape[0]:
                 raise QrefError(f"{per_block.size} block scales for {tb.shape[0]} blocks")
             if self.ftz and cd in ("float32", "bfloat16"):  # DAZ of t and a, FTZ of the float32 product (§4)
-                v = ar.mul(tb, per_block[:, None], ar.resolve_compute_dtype(cd, ar.F32), ftz=True).astype(np.float32)
+                v = fp.mul(tb, per_block[:, None], fp.resolve_compute_dtype(cd, fp.F32), ftz=True).astype(np.float32)
             else:
-                v = _op(tb, per_block[:, None], np.multiply, cd)
+                v = fp.op_in_float32(tb, per_block[:, None], np.multiply, cd)
             v = self._unblock(v, codes.shape)
         if out_dt in (np.dtype(np.float32), np.dtype(np.float64)):
             return v.astype(out_dt)
-        out = round_to(v, dtype_name(out_dt))
-        if (dtype_name(out_dt) in self.dequant_flush and codes.ndim and codes.shape[-1] % 2 == 0
+        out = fp.convert(v, fp.float_dtype(fp.dtype_name(out_dt)))
+        if (fp.dtype_name(out_dt) in self.dequant_flush and codes.ndim and codes.shape[-1] % 2 == 0
                 and (self.block_size or 0) < 2048):  # lut.md §4: DAZ of the output conversion's float32 input
             out = np.where(np.abs(v) < np.float32(2.0**-126), np.where(np.signbit(v), -0.0, 0.0), out).astype(out_dt)
         return out
@@ -542,7 +534,7 @@ class LookupScheme(Scheme):
         return spec
 
 
-def _from_spec(spec: dict[str, Any]) -> LookupScheme:
+def from_spec(spec: dict[str, Any]) -> LookupScheme:
     spec = dict(spec)
     spec.pop("family", None)
     spec["table"] = Table.from_spec(spec["table"])
@@ -652,12 +644,12 @@ def lookup_scheme_from_table(
     along axis.
     """
     vals = np.asarray(values, dtype=np.float64).ravel()
-    check_choice("quantile type", quantile_type, tuple(FLOAT_DTYPES))
-    check_choice("expressed type", expressed_type, tuple(FLOAT_DTYPES))
+    check_choice("quantile type", quantile_type, tuple(fp.FLOAT_DTYPES))
+    check_choice("expressed type", expressed_type, tuple(fp.FLOAT_DTYPES))
     fmt = get_format(storage)
     if isinstance(fmt, IntFormat) and fmt.bits > 16:
         raise QrefError("lookup codes are at most 16 bits wide")
-    tbl = Table.from_values(name, round_to(vals, quantile_type).astype(np.float32), storage=fmt.name,
+    tbl = Table.from_values(name, fp.convert(vals, fp.float_dtype(quantile_type)).astype(np.float32), storage=fmt.name,
                             source="MLIR quantile type", derivation=f"values rounded to {quantile_type}")
     sc = tuple(float(s) for s in np.atleast_1d(np.asarray(scales, dtype=np.float64)))
     zp = None if zero_points is None else tuple(float(z) for z in np.atleast_1d(np.asarray(zero_points)))
@@ -666,4 +658,4 @@ def lookup_scheme_from_table(
                          input_dtypes=("float64", "float32", "float16", "bfloat16"))
 
 
-register_family("lookup", builder=lookup_scheme, from_spec=_from_spec, names=SCHEME_NAMES, order=300)
+register_family("lookup", builder=lookup_scheme, from_spec=from_spec, names=SCHEME_NAMES, order=300)

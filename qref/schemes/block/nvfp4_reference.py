@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.decode import decode
-from ..core.encode import encode_flat
-from ..errors import QrefError
-from ..policy import CastPolicy
-from . import block_arith as ar
-from .block_mx import encode_elements
+from ...core import arith as fp
+from ...core.decode import decode, target_format
+from ...core.encode import encode_flat
+from ...errors import QrefError
+from ...formats.policy import CastPolicy
+from .mx_reference import encode_elements
 
 if TYPE_CHECKING:
-    from .block import BlockScheme
+    from .scheme import BlockScheme
 
 GLOBAL_SCALE_RULES = ("exact", "amax_encode_reciprocal", "tensor_scale_clamped", "input_dtype_encode",
                       "prescaled_divide")
@@ -41,7 +41,7 @@ GLOBAL_SCALE_RULES = ("exact", "amax_encode_reciprocal", "tensor_scale_clamped",
 
 def _block_amax(x: np.ndarray, nan: str) -> np.ndarray:
     """max |x| per row in float64; nan="propagate" (torch.amax, mx.max, jnp.max) or "ignore" (PTX max)."""
-    a = np.abs(ar.f64(x))
+    a = np.abs(fp.f64(x))
     if a.shape[1] == 0:
         return np.zeros(a.shape[0])
     if nan == "ignore":
@@ -49,7 +49,7 @@ def _block_amax(x: np.ndarray, nan: str) -> np.ndarray:
     return a.max(axis=1)
 
 
-def _encode_scale(s: BlockScheme, v: np.ndarray, nan: str | None = None) -> np.ndarray:
+def encode_scale(s: BlockScheme, v: np.ndarray, nan: str | None = None) -> np.ndarray:
     """Scale codes of float values v: nearest-even, saturating (block.md §5.1)."""
     fmt = s.scale_format
     pol = CastPolicy(rounding="nearest_even", overflow="saturate", nan=nan).resolve(fmt)
@@ -61,11 +61,11 @@ def tensor_amax(x: np.ndarray, skip_nan: bool = True) -> np.float32:
     skip_nan=False a NaN makes it NaN), rounded to float32 (the global amax of NVIDIA and MLX). float32 / float16 /
     bfloat16 inputs without NaN: one integer maximum of the bit patterns."""
     arr = np.asarray(x)
-    if arr.size and arr.dtype in (ar.F32, ar.F16, ar.BF16):
+    if arr.size and arr.dtype in (fp.F32, fp.F16, fp.BF16):
         # (bits << 1) orders non-NaN magnitudes; a maximum at or below Inf's pattern means no NaN was present
         ut = np.uint32 if arr.dtype.itemsize == 4 else np.uint16
         top = int(np.max(np.ascontiguousarray(arr).view(ut) << ut(1)))
-        inf2 = {4: 0xFF000000, 2: 0xF800 if arr.dtype == ar.F16 else 0xFF00}[arr.dtype.itemsize]
+        inf2 = {4: 0xFF000000, 2: 0xF800 if arr.dtype == fp.F16 else 0xFF00}[arr.dtype.itemsize]
         if top <= inf2:
             return np.float32(np.array([top >> 1], dtype=ut).view(arr.dtype)[0])
     with np.errstate(invalid="ignore"):  # signaling NaN patterns
@@ -76,18 +76,6 @@ def tensor_amax(x: np.ndarray, skip_nan: bool = True) -> np.float32:
     return np.float32(a.max() if a.size else 0.0)
 
 
-def quantize_float_scaled_blocks(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None
-                                 ) -> dict[str, np.ndarray]:
-    """Quantize a (n_blocks, k) array with float block scales; see the module docstring for each rule.
-
-    Runs the fast path (block_fast.py, block.md §5.5) where it applies and equals the reference, else
-    quantize_float_scaled_reference."""
-    from .block_fast import quantize_float_scaled_fast
-
-    out = quantize_float_scaled_fast(s, xb, global_scale)
-    return quantize_float_scaled_reference(s, xb, global_scale) if out is None else out
-
-
 def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None
                                     ) -> dict[str, np.ndarray]:
     """The readable reference of quantize_float_scaled_blocks (block.md §5), in float64 and the core."""
@@ -95,7 +83,7 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
     rule = s.global_scale_rule
     M = float(s.element_max)
     S = float(s.scale_format.max_value)
-    f32 = ar.F32
+    f32 = fp.F32
     ftz = s.flush_subnormals
     gs_out = None
     if rule == "exact":
@@ -104,60 +92,60 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
         x64 = _exact_input(s, xb)
         amax = _block_amax(x64, "propagate")
         with np.errstate(invalid="ignore"):
-            byte = _encode_scale(s, amax / M)  # float64 quotient: correctly rounded, then rounded once more (§5.3)
+            byte = encode_scale(s, amax / M)  # float64 quotient: correctly rounded, then rounded once more (§5.3)
         d = decode(byte, s.scale_format, dtype=np.float64)[:, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             # a scale that rounds to zero keeps the elements' signs: y = +-0 (tiny blocks are unspecified below)
             y = np.where(d == 0, x64 * 0.0, x64 / np.where(d == 0, 1.0, d))
     elif rule == "amax_encode_reciprocal":
-        xc = ar.round_to(xb, f32)
+        xc = fp.round_to(xb, f32)
         gs_out = np.float32(global_scale)
         byte, coef = nvidia_block_scales(s, _block_amax(xc, "ignore" if s.amax_nan == "skip" else "propagate"),
                                          gs_out)
-        y = ar.mul(xc, coef[:, None], f32)
+        y = fp.mul(xc, coef[:, None], f32)
     elif rule == "tensor_scale_clamped":
-        xc = ar.round_to(xb, f32)
+        xc = fp.round_to(xb, f32)
         gs_out = None if global_scale is None else np.float32(global_scale)
         byte, r = torchao_block_scales(s, _block_amax(xc, "propagate"), gs_out)
-        y = ar.mul(xc, r[:, None], f32)
+        y = fp.mul(xc, r[:, None], f32)
     elif rule == "input_dtype_encode":
-        T = ar.resolve_compute_dtype("input", xb.dtype)
-        xT = ar.round_to(xb, T)
+        T = fp.resolve_compute_dtype("input", xb.dtype)
+        xT = fp.round_to(xb, T)
         amax = _block_amax(xT, "propagate").astype(T)
-        r = ar.div(amax, M, T)
+        r = fp.div(amax, M, T)
         if global_scale is not None:
             gs_out = np.float32(global_scale)
-            enc = ar.div(np.float32(M * S), gs_out, f32)
-            sv = ar.mul(r, enc, f32)
+            enc = fp.div(np.float32(M * S), gs_out, f32)
+            sv = fp.mul(r, enc, f32)
         else:
             sv = r
-        byte = _encode_scale(s, sv, nan="max")
+        byte = encode_scale(s, sv, nan="max")
         d = decode(byte, s.scale_format, dtype=T)
-        y = ar.div(xT, d[:, None], T)
+        y = fp.div(xT, d[:, None], T)
         # MLX multiplies by the float32 encode scale (1.0 without a global scale): y and the table distances
         # are float32 from here on
-        y = ar.mul(y, enc, f32) if global_scale is not None else ar.round_to(y, f32)
+        y = fp.mul(y, enc, f32) if global_scale is not None else fp.round_to(y, f32)
     elif rule == "prescaled_divide":
-        T = ar.resolve_compute_dtype("input", xb.dtype)
+        T = fp.resolve_compute_dtype("input", xb.dtype)
         gs_out = np.float32(1.0 if global_scale is None else global_scale)
-        xT = ar.round_to(xb, T)
+        xT = fp.round_to(xb, T)
         if s.scale_arith == "divide":
-            xc = ar.div(xT, gs_out, f32, ftz)
+            xc = fp.div(xT, gs_out, f32, ftz)
         else:  # XLA under jit: x / broadcast(gs) -> x * broadcast(fl32(1 / gs))
-            xc = ar.mul(xT, ar.div(1.0, gs_out, f32, ftz), f32, ftz)
+            xc = fp.mul(xT, fp.div(1.0, gs_out, f32, ftz), f32, ftz)
         amax = _block_amax(xc, "propagate").astype(f32)
         # quotient_arith="reciprocal": x / CONST -> x * fl32(1 / CONST)
-        sv = (ar.div(amax, M, f32, ftz) if s.quotient_arith == "divide"
-              else ar.mul(amax, np.float32(1.0 / M), f32, ftz))
+        sv = (fp.div(amax, M, f32, ftz) if s.quotient_arith == "divide"
+              else fp.mul(amax, np.float32(1.0 / M), f32, ftz))
         with np.errstate(invalid="ignore"):
             sv = np.where(np.isnan(sv), sv, np.clip(sv, 0.0, S)).astype(f32)
-        byte = _encode_scale(s, sv)
+        byte = encode_scale(s, sv)
         d = decode(byte, s.scale_format, dtype=f32)
         if s.scale_arith == "divide":
-            y = ar.div(xc, d[:, None], f32, ftz)
+            y = fp.div(xc, d[:, None], f32, ftz)
         else:  # XLA folds (x * fl32(1/gs)) * fl32(1/s) into x * fl32(fl32(1/gs) * fl32(1/s))
-            r = ar.mul(ar.div(1.0, gs_out, f32, ftz), ar.div(1.0, d, f32, ftz), f32, ftz)
-            y = ar.mul(xT, r[:, None], f32, ftz)
+            r = fp.mul(fp.div(1.0, gs_out, f32, ftz), fp.div(1.0, d, f32, ftz), f32, ftz)
+            y = fp.mul(xT, r[:, None], f32, ftz)
     else:  # pragma: no cover - validated in BlockScheme
         raise AssertionError(rule)
     codes, unspec = encode_elements(s, y)
@@ -166,15 +154,15 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
     scales_unspec = np.zeros(nb, dtype=bool)
     if rule == "prescaled_divide":  # XLA:CPU's max reduction may drop a NaN depending on the shape (block.md §5.2):
         # a NaN input, or one made by x * fl32(1 / gs) (0 * inf, inf * 0)
-        nan_blk = np.isnan(ar.f64(xb)).any(axis=1) | np.isnan(ar.f64(xc)).any(axis=1)
+        nan_blk = np.isnan(fp.f64(xb)).any(axis=1) | np.isnan(fp.f64(xc)).any(axis=1)
         unspec |= nan_blk[:, None]
         scales_unspec |= nan_blk
     if rule == "amax_encode_reciprocal" and s.amax_nan == "propagate":
         scales_unspec |= np.isnan(dv)  # a NaN scale code: the sign of an arithmetic NaN is unspecified (§4.7)
     if rule == "tensor_scale_clamped":  # 0 * inf (tiny per-tensor scale): torchao's E2M1 cast reads the NaN sign (§5.2)
-        unspec |= np.isnan(ar.f64(y))
+        unspec |= np.isnan(fp.f64(y))
     if rule == "exact":  # qref's own rule leaves non-finite and tiny blocks open (block.md §5.3)
-        x64 = ar.f64(xb)
+        x64 = fp.f64(xb)
         open_blk = ~np.isfinite(x64).all(axis=1) | ((dv == 0) & (_block_amax(x64, "ignore") > 0))
         unspec |= open_blk[:, None]
         scales_unspec = open_blk | (dv == 0)
@@ -186,18 +174,18 @@ def nvidia_block_scales(s: BlockScheme, amax: np.ndarray, g: np.float32) -> tupl
     """(scale codes, element factor coef) of the nvidia rule for block amaxes (NaN ignored) and the tensor amax
     g: S_enc = fl32(M S / g) (1 if g = 0 or S_enc = 0), s = e4m3(fl32(amax * fl32(S_enc * fl32(1/M)))),
     coef = min(fl32(1 / fl32(s * fl32(1/S_enc))), FLT_MAX); the elements are y = fl32(x * coef) (§5.2)."""
-    f32 = ar.F32
+    f32 = fp.F32
     M = float(s.element_max)
     S = float(s.scale_format.max_value)
-    s_enc = ar.div(np.float32(M * S), g, f32)
-    s_enc = np.minimum(s_enc, np.float32(ar.FLT_MAX))
+    s_enc = fp.div(np.float32(M * S), g, f32)
+    s_enc = np.minimum(s_enc, np.float32(fp.FLT_MAX))
     if g == 0 or s_enc == 0 or (np.isnan(s_enc) and s.amax_nan == "skip"):
         s_enc = np.float32(1.0)  # amax_nan="propagate": a NaN tensor amax stays NaN (every scale NaN)
-    k_m = ar.mul(s_enc, np.float32(1.0 / M), f32)
-    byte = _encode_scale(s, ar.mul(amax, k_m, f32))
+    k_m = fp.mul(s_enc, np.float32(1.0 / M), f32)
+    byte = encode_scale(s, fp.mul(amax, k_m, f32))
     d = decode(byte, s.scale_format, dtype=f32)
-    s_dec = ar.div(1.0, s_enc, f32)
-    coef = np.minimum(ar.div(1.0, ar.mul(d, s_dec, f32), f32), np.float32(ar.FLT_MAX))
+    s_dec = fp.div(1.0, s_enc, f32)
+    coef = np.minimum(fp.div(1.0, fp.mul(d, s_dec, f32), f32), np.float32(fp.FLT_MAX))
     return byte, coef
 
 
@@ -206,19 +194,19 @@ def torchao_block_scales(s: BlockScheme, amax: np.ndarray, pts: np.float32 | Non
     """(scale codes, element factor r) of the torchao rule for block amaxes (NaN propagates) and the optional
     per-tensor scale pts: s = e4m3(clamp(fl32(fl32(amax / M) [/ pts]), 2^-6, S)), r = fl32([fl32(1/pts)] / s);
     the elements are y = fl32(x * r) (§5.2)."""
-    f32 = ar.F32
+    f32 = fp.F32
     M = float(s.element_max)
     S = float(s.scale_format.max_value)
-    bs = ar.div(amax, M, f32)
+    bs = fp.div(amax, M, f32)
     if pts is not None:
-        bs = ar.div(bs, pts, f32)
+        bs = fp.div(bs, pts, f32)
     lo = float(s.scale_format.min_normal)
     with np.errstate(invalid="ignore"):
         sv = np.where(np.isnan(bs), bs, np.clip(bs, lo, S)).astype(f32)
-    byte = _encode_scale(s, sv)
+    byte = encode_scale(s, sv)
     d = decode(byte, s.scale_format, dtype=f32)
-    num = np.float32(1.0) if pts is None else ar.div(1.0, pts, f32)
-    return byte, ar.div(num, d, f32)
+    num = np.float32(1.0) if pts is None else fp.div(1.0, pts, f32)
+    return byte, fp.div(num, d, f32)
 
 
 def _exact_input(s: BlockScheme, xb: np.ndarray) -> np.ndarray:
@@ -229,26 +217,11 @@ def _exact_input(s: BlockScheme, xb: np.ndarray) -> np.ndarray:
             "global_scale_rule='exact' quantizes float32, float16 and bfloat16 inputs exactly; round float64 or "
             "integer inputs to float32 first (x.astype(np.float32)) or pick a profile with a compute dtype"
         )
-    p_in = {2: 11, 4: 24}[xb.dtype.itemsize] if xb.dtype != ar.BF16 else 8
+    p_in = {2: 11, 4: 24}[xb.dtype.itemsize] if xb.dtype != fp.BF16 else 8
     p = p_in + s.scale_format.precision + s.element.precision + 2
     if p > 53:
         raise QrefError(f"exact float-scaled quantization needs {p} <= 53 bits of float64 headroom")
-    return ar.f64(xb)
-
-
-def dequantize_float_scaled(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, global_scale: object,
-                            dtype: np.dtype) -> np.ndarray:
-    """Values of (n_blocks, k) codes with float-format block scale codes (block.md §5.4): the reference below,
-    tabulated over every (scale code, element code) pair where that is small (block_fast)."""
-    from .block_fast import dequantize_fast
-
-    out = dequantize_fast(s, codes, scales, global_scale, dtype, _dequantize_float_scaled_fn)
-    return dequantize_float_scaled_reference(s, codes, scales, global_scale, dtype) if out is None else out
-
-
-def _dequantize_float_scaled_fn(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype,
-                                global_scale: object = None) -> np.ndarray:
-    return dequantize_float_scaled_reference(s, codes, scales, global_scale, dtype)
+    return fp.f64(xb)
 
 
 def dequantize_float_scaled_reference(s: BlockScheme, codes: np.ndarray, scales: np.ndarray,
@@ -258,11 +231,9 @@ def dequantize_float_scaled_reference(s: BlockScheme, codes: np.ndarray, scales:
     exact / jax: P * s [* gs] rounded once;  nvidia: fl32(P * fl32(fl32(s * g) * fl32(1/(M S))));
     torchao: fl32(P * fl32(pts * s)) (without pts: P * s);  mlx: fl32(P * fl32(s * fl32(g / (M S))))
     (without g: fl_dtype(P * s)); float32 results are then rounded to dtype."""
-    from ..core.decode import target_format
-
     dt, _ = target_format(dtype)
     rule = s.global_scale_rule
-    f32 = ar.F32
+    f32 = fp.F32
     p = decode(codes, s.element, dtype=np.float64)
     d = decode(scales, s.scale_format, dtype=np.float64)[:, None]
     MS = np.float32(float(s.element_max) * float(s.scale_format.max_value))
@@ -271,11 +242,11 @@ def dequantize_float_scaled_reference(s: BlockScheme, codes: np.ndarray, scales:
         single = rule in ("tensor_scale_clamped", "input_dtype_encode") and g is None
         if rule in ("exact", "prescaled_divide") or single:
             v = p * d if g is None or rule != "prescaled_divide" else p * d * np.float64(g)
-            return ar.round_to(v, dt)
+            return fp.round_to(v, dt)
         if rule == "amax_encode_reciprocal":
-            fs = ar.mul(ar.mul(d, g, f32), np.float32(1.0 / float(MS)), f32)
-            return ar.round_to(ar.mul(p, fs, f32), dt)
+            fs = fp.mul(fp.mul(d, g, f32), np.float32(1.0 / float(MS)), f32)
+            return fp.round_to(fp.mul(p, fs, f32), dt)
         if rule == "tensor_scale_clamped":
-            return ar.round_to(ar.mul(p, ar.mul(g, d, f32), f32), dt)
-        inv = ar.div(g, MS, f32)  # mlx
-        return ar.round_to(ar.mul(p, ar.mul(d, inv, f32), f32), dt)
+            return fp.round_to(fp.mul(p, fp.mul(g, d, f32), f32), dt)
+        inv = fp.div(g, MS, f32)  # mlx
+        return fp.round_to(fp.mul(p, fp.mul(d, inv, f32), f32), dt)

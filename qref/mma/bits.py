@@ -13,6 +13,7 @@ from functools import cache
 import ml_dtypes
 import numpy as np
 
+from ..core.arith import fma_float32
 from ..errors import QrefError
 from ..formats import FloatFormat, get_format
 
@@ -33,7 +34,8 @@ def storage_dtype(fmt: str) -> np.dtype:
 
 
 @cache
-def _fmt(fmt: str) -> FloatFormat:
+def operand_format(fmt: str) -> FloatFormat:
+    """The FloatFormat of an operand format name (tf32 and ue4m3 read through their storage formats)."""
     f = get_format(_STORAGE.get(fmt, fmt))
     assert isinstance(f, FloatFormat)
     return f
@@ -78,7 +80,7 @@ def decode(x: np.ndarray, fmt: str) -> Parts:
     tf32 clears the 13 low mantissa bits of float32 (truncation toward zero); ue4m3 ignores the sign bit;
     float8_e8m0fnu is 2^(code - 127) with code 0xFF NaN.
     """
-    f = _fmt(fmt)
+    f = operand_format(fmt)
     E, M, bits = f.exponent_bits, f.mantissa_bits, f.bits
     c = codes(x) & np.uint64((1 << bits) - 1)
     if fmt == "tf32":
@@ -201,51 +203,13 @@ def bits_to_float(bits: np.ndarray, fmt: str) -> np.ndarray:
     return bits.astype(u).view(fmt)
 
 
-def float_bits(x: np.ndarray) -> np.ndarray:
-    """Bit patterns of a float16/float32/float64 array as int64 (float64: via uint64 wrap)."""
-    return x.view(f"u{x.dtype.itemsize}").astype(np.int64)
-
-
 # -------------------------------------------------------------------------------------------------------------
-# IEEE fused multiply-add without fma in numpy (mma.md §3.7)
+# IEEE host arithmetic (mma.md §3.7, §3.9); the fused multiply-adds themselves are qref.core.arith's
 # -------------------------------------------------------------------------------------------------------------
-def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """s = fl(a + b) and the exact error t = a + b - s (Knuth; exact barring overflow)."""
-    s = a + b
-    bb = s - a
-    t = (a - (s - bb)) + (b - bb)
-    return s, t
-
-
-def round_odd_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """RO(a + b) in float64: the exact sum if representable, else the neighbour with an odd last bit."""
-    s, t = two_sum(a, b)
-    even = (s.view(np.int64) & 1) == 0
-    fix = (t != 0) & even & np.isfinite(s)
-    return np.where(fix, np.nextafter(s, np.where(t > 0, np.inf, -np.inf)), s)
-
-
-def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    c = x * 134217729.0  # Veltkamp: 2^27 + 1
-    hi = c - (c - x)
-    return hi, x - hi
-
-
-def two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """p = fl(a * b) and e = a * b - p exactly (Dekker; |a|, |b| in [1, 2))."""
-    p = a * b
-    ah, al = _split(a)
-    bh, bl = _split(b)
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    return p, e
-
-
-def _fma_inf(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """The infinite result of fma(a, b, c) with a non-finite operand (NaN cases are overridden later)."""
-    pinf = np.isinf(a) | np.isinf(b)
-    neg = np.signbit(a) ^ np.signbit(b)
-    inf = np.array(np.inf, a.dtype)
-    return np.where(pinf, np.where(neg, -inf, inf), c)
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """RNE(a * b + c) in float32 with one rounding and IEEE NaN results (mma.md §3.7 C2, C3):
+    qref.core.arith.fma_float32 with nan="ieee_first"."""
+    return fma_float32(a, b, c, nan="ieee_first")
 
 
 def second_nan(r: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -258,110 +222,3 @@ def second_nan(r: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     quiet = {2: 0x200, 4: 0x400000, 8: 1 << 51}[r.dtype.itemsize]
     yq = (np.broadcast_to(y, r.shape).astype(r.dtype).view(u) | np.array(quiet, u)).view(r.dtype)
     return np.where(both, yq, r)
-
-
-def _nan_select(a: np.ndarray, b: np.ndarray, c: np.ndarray, quiet: int, default: int,
-                r: np.ndarray) -> np.ndarray:
-    """IEEE specials of fma(a, b, c) as bits: the first NaN of a, b, c (quietened), else the default NaN for
-    an invalid operation (inf * 0, inf - inf), else the bits of r (mma.md §3.7 C3)."""
-    ab, bb, cb = (float_bits(v) for v in (a, b, c))
-    inv = (np.isinf(a) & (b == 0)) | (np.isinf(b) & (a == 0))
-    prod_inf = (np.isinf(a) | np.isinf(b)) & ~inv & ~np.isnan(a) & ~np.isnan(b)
-    prod_neg = np.signbit(a) ^ np.signbit(b)
-    inv |= prod_inf & np.isinf(c) & (prod_neg != np.signbit(c))
-    out = float_bits(r)
-    out = np.where(inv, default, out)
-    out = np.where(np.isnan(c), cb | quiet, out)
-    out = np.where(np.isnan(b), bb | quiet, out)
-    out = np.where(np.isnan(a), ab | quiet, out)
-    return out
-
-
-@np.errstate(all="ignore")
-def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """RNE(a * b + c) in float32 with one rounding (mma.md §3.7 C2): a * b is exact in float64, the sum is
-    rounded to odd in float64 (53 >= 24 + 2 bits), then once to float32."""
-    a64, b64, c64 = (v.astype(np.float64) for v in (a, b, c))
-    s, t = two_sum(a64 * b64, c64)
-    fin = np.isfinite(s)  # finite operands never overflow in float64
-    sb = s.view(np.int64)
-    fix = (t != 0) & ((sb & 1) == 0)  # round to odd: step the even result toward the error
-    r = (sb + np.where(fix, np.where((t > 0) == (s > 0), 1, -1), 0)).view(np.float64).astype(np.float32)
-    if fin.all():
-        return r
-    r = np.where(fin, r, _fma_inf(a, b, c))
-    bits = _nan_select(a, b, c, 0x400000, 0xFFC00000, r)
-    return bits.astype(np.uint32).view(np.float32)
-
-
-def _round_to_grid(terms: list[np.ndarray], g: np.ndarray) -> np.ndarray:
-    """RNE(sum of exact float64 terms) onto the grid 2^g, returned scaled by 2^-1074 / 2^g (mma.md §3.7 C4).
-
-    Repeated two_sum passes make the terms non-overlapping (h on top, the rest r below ulp(h)); h / 2^g rounds
-    to an integer n (RNE) except at an exact tie, which r's sign decides. Needs |sum| < 2^52 2^g."""
-    x = list(terms)
-    for _ in range(len(x) + 1):
-        for k in range(1, len(x)):
-            x[k], x[k - 1] = two_sum(x[k], x[k - 1])
-    h, rest = x[-1], x[0]
-    for t in x[1:-1]:
-        rest = rest + t
-    q = np.ldexp(h, -g)
-    n = np.rint(q)
-    y = q - n
-    tie = np.abs(y) == 0.5
-    n = np.where(tie & (rest != 0) & ((rest > 0) == (y > 0)), n + np.sign(y), n)
-    out = np.ldexp(n, -1074)
-    return np.where(out == 0, np.copysign(0.0, h), out)
-
-
-@np.errstate(all="ignore")
-def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """RNE(a * b + c) in float64 with one rounding (mma.md §3.7 C4).
-
-    Finite operands: a = ma 2^ea, b = mb 2^eb with ma, mb in [1, 2); ma * mb = uh + ul exactly (Dekker);
-    c' = c 2^-(ea+eb) (c clamped to a sticky stand-in when it lies more than 2^-160 below the product or the
-    product lies that far below c); (th, tl) = two_sum(c', uh); v = RO(tl + ul); z = RN(th + v) 2^(ea+eb)
-    (Boldo-Melquiond three-term sum). Results at or below 2^-1022: the exact th + tl + ul rounded once onto the
-    grid 2^-1074 (``_round_to_grid``; ldexp does not round subnormal results to nearest)."""
-    fin = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
-    az, bz, cz = (np.where(fin, v, 1.0) for v in (a, b, c))
-    pz = (az == 0) | (bz == 0)
-    ma, ea = np.frexp(np.where(pz, 1.0, np.abs(az)))
-    mb, eb = np.frexp(np.where(pz, 1.0, np.abs(bz)))
-    ma, mb = ma * 2.0, mb * 2.0
-    ep = (ea - 1 + eb - 1).astype(np.int64)
-    _, ec = np.frexp(cz)
-    ec = ec.astype(np.int64) - 1
-    cnz = cz != 0
-    # product far below c: keep its sign only
-    tiny_p = ~pz & cnz & (ep + 1 < ec - 160)
-    ma = np.where(tiny_p, 1.0, ma)
-    mb = np.where(tiny_p, 1.0, mb)
-    ep = np.where(tiny_p, ec - 160, ep)
-    # c far below the product: a sticky stand-in of the same sign
-    tiny_c = ~pz & cnz & (ec < ep - 160)
-    sign_c = np.where(np.signbit(cz), -1.0, 1.0)
-    csc = np.where(tiny_c, sign_c * 2.0 ** -160, np.ldexp(cz, np.clip(-ep, -2000, 2000)))
-    sign_p = np.where(np.signbit(az) ^ np.signbit(bz), -1.0, 1.0)
-    uh, ul = two_prod(ma, mb)
-    uh, ul = uh * sign_p, ul * sign_p
-    uh = np.where(pz, 0.0, uh)
-    ul = np.where(pz, 0.0, ul)
-    ep = np.where(pz, 0, ep)
-    csc = np.where(pz, cz, csc)
-    th, tl = two_sum(csc, uh)
-    v = round_odd_sum(tl, ul)
-    z = th + v
-    r = np.ldexp(z, ep)  # exact unless the result is subnormal or overflows
-    sub = (np.abs(r) <= 2.0 ** -1022) & ~pz
-    if sub.any():  # round the exact th + tl + ul once onto the subnormal grid 2^-1074 (2^(-1074 - ep) here)
-        r = np.where(sub, _round_to_grid([ul, tl, th], np.where(sub, -1074 - ep, 0)), r)
-    # exact zeros: x + (-x) = +0; a zero product keeps IEEE signed-zero addition with c
-    r = np.where((z == 0) & ~pz, 0.0, r)
-    r = np.where(pz, (sign_p * 0.0) + cz, r)
-    if fin.all():
-        return r
-    r = np.where(fin, r, _fma_inf(a, b, c))
-    bits = _nan_select(a, b, c, 1 << 51, -(1 << 51), r)  # default NaN 0xFFF8000000000000
-    return bits.view(np.float64)

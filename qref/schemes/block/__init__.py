@@ -1,0 +1,11 @@
+"""Block-scaled schemes (spec: docs/spec/block.md): one package, dependencies one way.
+
+    exponents, mx_reference, nvfp4_reference, affine   the readable definitions (block.md §3-§6)
+    fast                                             fast paths: import the references, never the reverse
+    mx, nvfp4                                        entry points: fast where it applies, else the reference
+    scheme                                           BlockScheme: profiles, validation, quantize/dequantize
+"""
+
+from .scheme import CHOICES, DEFAULT_PROFILE, FIELD_NAMES, KINDS, NAMED_SCHEMES, BlockScheme
+
+__all__ = ["CHOICES", "DEFAULT_PROFILE", "FIELD_NAMES", "KINDS", "NAMED_SCHEMES", "BlockScheme"]
