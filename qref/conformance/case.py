@@ -34,7 +34,7 @@ STORAGE: dict[str, str] = {
 }
 FLOAT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 
-#: Standard tags (docs/vectors.md §2.3); families may add their own lower-case tags.
+#: Standard tags (docs/vectors.md §2); families may add their own lower-case tags.
 TAGS = ("tie", "boundary", "subnormal", "overflow", "underflow", "special", "random", "exhaustive", "stochastic",
         "values", "profile", "edge")
 #: Operations used so far; new ones follow the same lower_snake_case pattern.

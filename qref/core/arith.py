@@ -1,4 +1,4 @@
-"""Emulated IEEE arithmetic, the one place for it (spec: elements.md §5; block.md §3.2; lut.md §1.3; recipes.md
+"""Emulated IEEE arithmetic, the one place for it (spec: elements.md §5; block.md §3.2; lut.md §1.1; recipes.md
 §2.2; mma.md §3.7).
 
 Every rounding to a float type goes through the core's encode; numpy's own ``astype`` is used only for the

@@ -1,4 +1,4 @@
-"""Expected failures: conformance/xfails/<backend>.txt (docs/conformance.md §4).
+"""Expected failures: conformance/xfails/<backend>.txt (docs/conformance.md §0).
 
 One entry per line, fields separated by whitespace, the reason is the rest of the line (required):
 

@@ -202,7 +202,7 @@ def linear_step(x: object, w: object, grad_out: object, recipe: TrainingRecipe, 
 
 
 # ---------------------------------------------------------------------------------------------------------
-# the recipe records (recipes.md §13.2)
+# the recipe records (recipes.md §13)
 # ---------------------------------------------------------------------------------------------------------
 def _mult(element: str, tile: tuple[int | None, ...], rules: MultiplierRules) -> OperandRule:
     return OperandRule("multiplier", element, tile, multiplier=rules)

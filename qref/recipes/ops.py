@@ -295,7 +295,7 @@ def exact_matmul(a: object, b: object, *, accumulation: Accumulation | str | Non
     (default: Accumulation(order="any", dtype="float32")), rounded to ``out_dtype`` (default "float32").
 
     post_scale: optional scale s (broadcast to the result) applied after the sum as fl_out(acc * s) (Flax's
-    dequantize; recipes.md §2.4): the exact result is then s * sum_k a_k b_k and the bound covers that extra
+    dequantize; recipes.md §3.3): the exact result is then s * sum_k a_k b_k and the bound covers that extra
     rounding (none when s is a power of two). The exact result's zero sign is +0 (sign of zero results is
     unspecified in the contract)."""
     acc = _as_accumulation(accumulation)
