@@ -184,14 +184,10 @@ def _mask(case: Case) -> str:
 
 
 def suite_input(case: Case, name: str = "x") -> str:
-    """Source text of the case's input ``name`` as a literal (``array_literal``; the reduced part of it when the
-    case is a reproducer: ``case._slice`` = (start, stop) of the flattened input, or of the rows of a 2-D input
-    blocked along its last axis)."""
-    a = case.inputs[name]
-    sl = getattr(case, "_slice", None)
-    if sl is not None:
-        a = a[sl[0] : sl[1]] if a.ndim > 1 else a.reshape(-1)[sl[0] : sl[1]]
-    return array_literal(a)
+    """Source text of the case's input ``name`` as a literal (``array_literal``): the array the backend ran on, so
+    for a reproducer the reduced case's (the row or blocks holding the element; ``case._slice`` says where they
+    lie in the suite's case)."""
+    return array_literal(case.inputs[name])
 
 
 def to_torch(x: np.ndarray) -> Any:
