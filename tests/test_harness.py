@@ -14,6 +14,7 @@ import pytest
 from qref.conformance import Case, load_suite, write_suite
 from qref.errors import QrefError
 from qref.harness import classify, report, runner
+from qref.harness.adapters._mlir import LOWERING_FAILURES
 from qref.harness.families import Expectation, get_family
 from qref.harness.model import Target, Unsupported
 from qref.harness.xfail import Xfails, parse_xfails
@@ -166,7 +167,10 @@ def test_ml_dtypes_run_report_and_json(tmp_path):
     bad = [r for r in res.results if "bfloat16/decode" in r.task]
     assert bad and bad[0].status == "fail" and "nan_sign_or_code" in bad[0].vs_profile.classes
     rep = bad[0].vs_profile.repro["nan_sign_or_code"]
-    assert rep["command"].startswith("python -c ") and "bfloat16" in rep["command"]
+    # a standalone script (no qref) ending in the line printing the backend's bits and the spec's expected bits
+    assert "bfloat16" in rep["command"] and "qref" not in rep["command"] and "python -c" not in rep["command"]
+    assert rep["command"].splitlines()[-1] == "print(f'got {got:#010x} expected 0x7fc00000')"
+    assert rep["prints"].endswith(" expected 0x7fc00000") and rep["prints"].startswith("got 0x7f")
     text = report.render(res)
     assert text == report.render(res) and "## 3. Discrepancies" in text and "(filtered run)" in text
     path = report.write_results(res, tmp_path)
@@ -213,6 +217,10 @@ def test_uniform_targets_on_temporary_cases(uniform_suite, backend, target, modu
     ran = [r for r in res.results if r.status != "unsupported"]
     assert ran, [r.reason for r in res.results]
     for r in ran:
+        if r.status == "crash":  # a lowering failure of an op/type StableHLO accepts (odd-length i2/i4, ...)
+            assert backend in ("stablehlo", "iree") and r.reason.startswith("CompileFailure: "), r.reason
+            assert any(p in r.reason for p in LOWERING_FAILURES), r.reason
+            continue
         if backend in ("stablehlo", "iree") and "/uint" in r.task:
             assert r.status in ("pass", "fail")  # u8 spelling: signless storage (uniform.md §4.2 item 10)
             if r.status == "fail":

@@ -52,6 +52,9 @@ CLASSES: dict[str, tuple[str, str]] = {
     "zero_input": ("zero input", "a zero input to a format without zero (E8M0): NaN in the reference, another "
                                  "code in the backend"),
     "subnormal_flush": ("subnormal flush", "subnormal results or inputs flushed to zero"),
+    "min_normal_flush": ("flush below the smallest normal", "an input below the smallest normal that rounds up to "
+                                                            "it comes out as zero: the input is flushed before "
+                                                            "rounding (the result is normal, not subnormal)"),
     "double_rounding": ("double rounding", "the input is rounded to float32 first, then to the format"),
     "scale_rule": ("scale rule", "the block scale is chosen by another rule (floor / ceil / even / rceil)"),
     "zero_block": ("zero block", "an all-zero block gets another scale or other codes than the reference's "
@@ -119,9 +122,26 @@ def _greedy(alts: Iterable[tuple[str, Mapping[str, np.ndarray]]], pending: dict[
     settle(tier)
 
 
+def _preferred(alts: Iterable[tuple[str, Mapping[str, np.ndarray]]], prefer: tuple[str, ...]
+               ) -> list[tuple[str, Mapping[str, np.ndarray]]]:
+    """The alternatives with those whose first class is in ``prefer`` moved first within each run of singles or
+    of combinations (the family's order otherwise kept)."""
+    out: list[tuple[str, Mapping[str, np.ndarray]]] = []
+    run: list[tuple[str, Mapping[str, np.ndarray]]] = []
+    for a in [*alts, None]:
+        if run and (a is None or ("+" in a[0]) != ("+" in run[0][0])):
+            out += sorted(run, key=lambda r: r[0].split("+")[0] not in prefer)
+            run = []
+        if a is not None:
+            run.append(a)
+    return out
+
+
 def compare(case: Case, fam: ModuleType, exp: Expectation, got: Mapping[str, np.ndarray], profile: str,
-            classify: bool = True, max_examples: int = 3) -> Comparison:
-    """Compare ``got`` with ``exp`` as unsigned bits; classify each mismatch (see module docstring)."""
+            classify: bool = True, max_examples: int = 3, prefer: tuple[str, ...] = ()) -> Comparison:
+    """Compare ``got`` with ``exp`` as unsigned bits; classify each mismatch (see module docstring). ``prefer``:
+    classes tried first (the runner passes "truncation" for a target that truncates elsewhere on the format, so
+    exact ties, where truncation and a tie rule give the same code, get the mechanism the target has)."""
     comp = Comparison()
     pending: dict[str, np.ndarray] = {}
     flat: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -147,7 +167,8 @@ def compare(case: Case, fam: ModuleType, exp: Expectation, got: Mapping[str, np.
         labels[name] = np.asarray(lab, dtype=object)
     todo = {n: np.flatnonzero(labels[n] == "") for n in pending}
     if any(t.size for t in todo.values()):
-        _greedy(fam.alternatives(case, profile), pending, flat, labels, todo)
+        alts = fam.alternatives(case, profile)
+        _greedy(_preferred(alts, prefer) if prefer else alts, pending, flat, labels, todo)
     for name, idx in pending.items():
         lab = labels[name]
         lab[lab == ""] = "other"

@@ -18,6 +18,7 @@ from typing import Any
 
 from .classify import CLASSES, class_order, class_title
 from .model import TaskResult
+from .reproducer import block
 from .runner import RunResults
 
 KINDS = ("spec", "profile", "crash")
@@ -42,11 +43,12 @@ class Finding:
     expected: bool = False  # every task is covered by an expected-failure entry (profile gaps)
     repro: dict[str, str] = field(default_factory=dict)
     reference: str = "spec"
+    errors: list[str] = field(default_factory=list)  # crash groups: the distinct error lines
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("id", "backend", "family", "kind", "mechanism", "statement", "spec",
                                               "targets", "formats", "tasks", "elements", "expected", "repro",
-                                              "reference")}
+                                              "reference", "errors")}
 
 
 def _format_of(task: str) -> str:
@@ -62,6 +64,19 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
+def _crash_message(r: TaskResult) -> str:
+    """The error line of a crashed task (an expected crash keeps it after "(crash: ")."""
+    return r.reason.rsplit("(crash: ", 1)[1][:-1] if r.status == "xfail" else r.reason
+
+
+def _crash_key(r: TaskResult) -> str:
+    """Crashes with the same error up to numbers (shapes, lengths, widths), the float type named and the op of a
+    family (``chlo.broadcast_*``) share a root cause."""
+    msg = re.sub(r"\d+", "#", _crash_message(r).split(": ", 1)[-1]).replace("bf#", "f#")
+    msg = re.sub(r"'(\w+)\.([a-z]+)_\w+'", r"'\1.\2_*'", msg)  # chlo.broadcast_divide, chlo.broadcast_subtract
+    return "crash:" + msg.split(" that was explicitly marked illegal")[0]
+
+
 def findings(res: RunResults) -> list[Finding]:
     """Every finding of a run, sorted by backend (report order), kind, mechanism and family."""
     info = {t.name: t for t in res.targets}
@@ -71,7 +86,7 @@ def findings(res: RunResults) -> list[Finding]:
         if t is None or r.status == "unsupported":
             continue
         if r.status == "crash" or (r.status == "xfail" and r.reason.endswith(")") and "(crash:" in r.reason):
-            groups[(t.backend, r.family, "crash", "crash")].append((r, "crash"))
+            groups[(t.backend, r.family, "crash", _crash_key(r))].append((r, "crash"))
             continue
         fam = r.family + ("_integers" if _is_int(r) else "")  # integer storage: another conversion than floats
         if r.vs_spec is not None:
@@ -101,9 +116,9 @@ def findings(res: RunResults) -> list[Finding]:
         fmt_text = ", ".join(formats[:4]) + (f" and {len(formats) - 4} more" if len(formats) > 4 else "")
         profiles = sorted({info[n].profile for n in tnames if info[n].profile})
         if kind == "crash":
-            reasons = sorted({r.reason for r in rs})
-            statement = (f"{backend} fails to run {len(rs)} {family} task(s) it is expected to support "
-                         f"({fmt_text}): {reasons[0]}")
+            reasons = sorted({_crash_message(r) for r in rs})
+            statement = (f"{backend} fails to compile or run {len(rs)} {family} task(s) of an operation and type "
+                         f"it accepts ({fmt_text}): {reasons[0]}")
             ref = "-"
         elif kind == "spec":
             statement = f"{backend} ({family}; {fmt_text}) differs from the spec: {meaning}"
@@ -113,15 +128,29 @@ def findings(res: RunResults) -> list[Finding]:
                          f"this ({family}, {fmt_text}): {meaning}")
             ref = ", ".join(profiles)
         f = Finding(
-            id=f"{backend}-{kind}-{_slug(class_title(cls)) if kind != 'crash' else 'crash'}-{group}",
-            backend=backend, family=family, kind=kind, mechanism=cls, statement=statement,
+            id=f"{backend}-{kind}-{_slug(class_title(cls)) if kind != 'crash' else _crash_slug(cls)}-{group}",
+            backend=backend, family=family, kind=kind, mechanism="crash" if kind == "crash" else cls,
+            statement=statement,
             spec=repro.get("spec", "") or "", targets=tnames, formats=formats,
             tasks=sorted({r.task for r in rs}), elements=elements,
-            expected=all(r.status in ("xfail", "pass") for r in rs), repro=repro, reference=ref)
+            expected=all(r.status in ("xfail", "pass") for r in rs), repro=repro, reference=ref,
+            errors=sorted({_crash_message(r) for r in rs}) if kind == "crash" else [])
         out.append(f)
     out.sort(key=lambda f: (order.get(f.backend, len(order)), KINDS.index(f.kind), class_order(f.mechanism),
-                            f.family))
+                            f.family, f.statement))
+    seen: dict[str, int] = {}
+    for f in out:  # crash groups whose errors start alike: numbered
+        seen[f.id] = seen.get(f.id, 0) + 1
+        if seen[f.id] > 1:
+            f.id = f"{f.id}-{seen[f.id]}"
     return out
+
+
+def _crash_slug(key: str) -> str:
+    """A short stable id part for a crash group: the first words of its error."""
+    stop = {"iree", "compile", "stablehlo", "interpreter", "failed", "to", "op", "operation", "the", "a", "of"}
+    words = _slug(key.removeprefix("crash:")).split("_")
+    return "_".join([w for w in words if w and w not in stop][:5])
 
 
 def _fold(items: list[str], n: int = 6) -> str:
@@ -140,7 +169,7 @@ def bug_report(res: RunResults, f: Finding) -> str:
     if f.repro:
         L += [f"Input: {f.repro.get('input', '')}",
               f"Expected ({'the spec' if f.kind == 'spec' else f.reference}, {f.spec}): {f.repro.get('expected', '')}",
-              f"Got: {f.repro.get('got', '')}", "", "Reproduce:", "", "    " + f.repro.get("command", "")]
+              f"Got: {f.repro.get('got', '')}", "", "Reproduce (numpy and the backend only):", "", *block(f.repro)]
         if f.repro.get("note"):
             L += ["", f"Note: {f.repro['note']}"]
     L += ["", f"Cases (qref suite {res.suite}): {', '.join(f.tasks[:12])}" + (" ..." if len(f.tasks) > 12 else "")]
@@ -221,8 +250,12 @@ def render_backend(res: RunResults, backend: str, fs: list[Finding]) -> str:
                   f"- cases: {_fold(f.tasks)}"]
             if f.repro:
                 L += [f"- input: {f.repro.get('input', '')}; expected: {f.repro.get('expected', '')}; got: "
-                      f"{f.repro.get('got', '')}", "", "  ```", f"  {f.repro.get('command', '')}", "  ```"]
-            L.append("")
+                      f"{f.repro.get('got', '')}", *([f"- note: {f.repro['note']}"] if f.repro.get("note") else []),
+                      "", *block(f.repro)]
+            elif kind == "crash":
+                L += ["- errors: " + "; ".join(f"`{m}`" for m in f.errors), ""]
+            else:
+                L.append("")
     return "\n".join(L)
 
 

@@ -117,11 +117,14 @@ def render(res: RunResults) -> str:
           "it differs from its reference is covered by an entry matching the target and one of its case ids. "
           "Entries are strict: an entry whose globs match tasks that ran but that covers none of them is stale and "
           "fails the run. `qref run` exits 1 on an unexpected failure, a crash or a stale entry. The reproducer of "
-          "each class is the smallest task's first differing element, run alone (or as 64 copies, which takes a "
+          "each class is an element of that class in the smallest task, run alone (or as 64 copies, which takes a "
           "vectorized path, when alone it gives other bits); block and lookup cases are cut to the row or block "
           "holding it (or run whole when the backend needs more elements or the output depends on every block); "
-          "when none of these reproduces, the report says so. "
-          "tests/test_harness_report.py regenerates this file on the committed suite and runs every reproducer.",
+          "when none of these reproduces, the report says so. A reproducer is a standalone script (the backend's "
+          "API, numpy and ml_dtypes; no qref) printing `got` and `expected` bits. A compile or run failure of an "
+          "operation and type the backend accepts is a crash; *unsupported* means the backend has no such "
+          "operation or type, with its reason. tests/test_harness_report.py regenerates this file on the "
+          "committed suite; tests/test_reproducers.py runs every reproducer without qref.",
           ""]
     if res.skipped:
         L += ["Skipped backends: " + "; ".join(f"{k} ({v})" for k, v in sorted(res.skipped.items())), ""]
@@ -230,8 +233,11 @@ def render(res: RunResults) -> str:
     # ---- 3. discrepancy classes -------------------------------------------------------------------------
     L += ["## 3. Discrepancies", "",
           "One section per target, comparison and class: what differs, how many tasks, and a minimal reproducer "
-          "(the first differing element of the smallest task). `qref show CASE` prints the case; the command "
-          "calls the backend on that one input and prints the bits it returns (the \"got\" value).", ""]
+          "(an element of the class, in the smallest task). `qref show CASE` prints the case; the script "
+          "uses the backend's API, numpy and ml_dtypes only (no qref), builds that input from literal bits, calls "
+          "the backend and prints `got` (its bits) and `expected` (the reference's bits, written in by qref).", ""]
+    from . import reproducer
+
     for n, (t, kind, cls, rep, count, tasks) in enumerate(sections, 1):
         if kind == "profile" and t.profile is None:
             what = "differs from the spec"
@@ -253,8 +259,8 @@ def render(res: RunResults) -> str:
                   f"{rep.get('expected', '')}",
                   f"- got: {rep.get('got', '')}",
                   *([f"- note: {rep['note']}"] if rep.get("note") else []),
-                  f"- reproduce: `qref show {rep.get('case')}`, then", "",
-                  "  ```", f"  {rep.get('command', '')}", "  ```", ""]
+                  f"- reproduce (standalone; `qref show {rep.get('case')}` prints the case):", "",
+                  *reproducer.block(rep)]
     if res.stale_xfails:
         L += ["## 4. Stale expected failures", ""] + [f"- {s}" for s in res.stale_xfails] + [""]
     return "\n".join(L).rstrip() + "\n"

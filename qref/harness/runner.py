@@ -256,14 +256,44 @@ def _reproducers(target: Target, fam: Any, picks: list[tuple[TaskResult, Task, s
         except Exception as exc:
             snippet = f"(no snippet: {first_line(exc)})"
         cmp_ = getattr(res, attr)
+        script, prints = standalone(snippet, case, name, int(bits(np.asarray(got[name]).reshape(-1)[i : i + 1])[0]),
+                                    int(bits(exp.outputs[name].reshape(-1)[i : i + 1])[0]))
         cmp_.repro[cls] = {
             "case": case.id, "index": str(i), "output": name,
             "input": _describe_input(fam, case, i, name),
             "expected": fam.describe_output(case, name, exp.outputs[name].reshape(-1)[i : i + 1]),
             "got": fam.describe_output(case, name, np.asarray(got[name]).reshape(-1)[i : i + 1]),
             "spec": sections.get(cls.split("+")[0]) or ", ".join(fam.spec_sections(case)),
-            "command": snippet, "note": note,
+            "command": script, "prints": prints, "note": note,
         }
+
+
+#: the longest reproducer script written (characters); a longer one (an input of thousands of elements) is
+#: replaced by the qref command that runs the case
+MAX_SCRIPT = 6000
+
+
+def standalone(snippet: str, case: Case, output: str, got: int, expected: int) -> tuple[str, str]:
+    """(script, what it prints): the adapter's snippet (the backend's own API, numpy and ml_dtypes, inputs as
+    literal bits; its last statement ``print(hex(EXPR))``) with that statement replaced by one printing
+    ``got 0x.. expected 0x..``, the expected bits written in as a literal (computed by qref now). Codes of a
+    narrow format keep only the format's bits. ("", "") when the snippet has no such statement or is too long."""
+    from ..formats import get_format
+
+    e = case.expected[output]
+    width = 8 * e.dtype.itemsize
+    fmt = case.array_formats.get(output)
+    if fmt is not None:
+        width = min(width, get_format(fmt).bits)
+    expected &= (1 << width) - 1
+    k = snippet.rfind("print(hex(")
+    if k < 0 or not snippet.rstrip().endswith("))") or len(snippet) > MAX_SCRIPT:
+        return "", ""
+    head, expr = snippet[:k].rstrip(), snippet[k + len("print(hex("):].rstrip()[:-2]
+    head = head[:-1].rstrip() if head.endswith(";") else head
+    n = 2 + (width + 3) // 4
+    lines = [*head.splitlines(), f"got = int({expr})", f"print(f'got {{got:#0{n}x}} expected {expected:#0{n}x}')"]
+    return "\n".join(lines), f"got {got:#0{n}x} expected {expected:#0{n}x}"
 
 
 def _describe_input(fam: Any, case: Case, index: int, output: str) -> str:
@@ -301,7 +331,8 @@ def run_target(target: Target, tasks: list[Task]) -> list[TaskResult]:
                             "pass copies to the backend")
     if len(outputs) != len(runnable):
         raise QrefError(f"target {target.name} returned {len(outputs)} results for {len(runnable)} cases")
-    best: dict[tuple[str, str, str], tuple[TaskResult, Task, str, str, dict[str, Any], Expectation]] = {}
+    best: dict[tuple[str, str, str], Any] = {}
+    compared: list[tuple[TaskResult, Task, Any, Expectation, Expectation]] = []
     for t, got in zip(runnable, outputs):
         res = TaskResult(target.name, target.family, t.id, t.ids, "pass", size=t.case.size)
         if isinstance(got, Unsupported):
@@ -326,7 +357,6 @@ def run_target(target: Target, tasks: list[Task]) -> list[TaskResult]:
             out.append(res)
             continue
         res.vs_profile = compare(t.case, fam, exp_ref, got, ref)
-        _offer(best, res, t, "vs_profile", got, exp_ref)
         if ref == fam.SPEC_PROFILE:
             res.vs_spec = res.vs_profile
         else:
@@ -336,12 +366,41 @@ def run_target(target: Target, tasks: list[Task]) -> list[TaskResult]:
                     prev = exp_spec.unspecified.get(name)
                     exp_spec.unspecified[name] = np.asarray(m, bool) | (False if prev is None else np.asarray(prev))
             res.vs_spec = compare(t.case, fam, exp_spec, got, fam.SPEC_PROFILE)
-            _offer(best, res, t, "vs_spec", got, exp_spec)
         if not res.vs_profile.ok:
             res.status = "fail"
         out.append(res)
-    _reproducers(target, fam, [best[k] for k in sorted(best)])
+        compared.append((res, t, got, exp_ref, exp_spec))
+    ties = _truncation_first(fam, target.reference, compared)
+    for res, t, got, exp_ref, exp_spec in compared:  # relabelled ties show their class last (not a clear example)
+        _offer(best, res, t, "vs_profile", got, exp_ref, (id(res), "vs_profile") in ties)
+        if res.vs_spec is not res.vs_profile:
+            _offer(best, res, t, "vs_spec", got, exp_spec, (id(res), "vs_spec") in ties)
+    _reproducers(target, fam, [best[k][:6] for k in sorted(best)])
     return out
+
+
+def _truncation_first(fam: Any, ref: str, compared: list[tuple[TaskResult, Task, Any, Expectation, Expectation]]
+                      ) -> set[tuple[int, str]]:
+    """On exact ties truncation toward zero and a tie rule (half toward zero) give the same code: where the target
+    truncates on other tasks of the same format (a class "truncation..." that no tie rule explains), classify its
+    tie-rule mismatches again with truncation tried first, so they get the target's mechanism (elements.md §2.3)."""
+    def fmt(r: TaskResult) -> str:
+        return r.task.split("/")[1] if r.task.count("/") else r.task
+
+    seen = {(attr, fmt(r)) for r, *_ in compared for attr in ("vs_profile", "vs_spec")
+            if any(c.split("+")[0] == "truncation" for c in getattr(r, attr).classes)}
+    done: set[tuple[int, str]] = set()
+    for r, t, got, exp_ref, exp_spec in compared:
+        same = r.vs_spec is r.vs_profile
+        for attr, exp, profile in (("vs_profile", exp_ref, ref), ("vs_spec", exp_spec, fam.SPEC_PROFILE)):
+            if (attr, fmt(r)) not in seen or (same and attr == "vs_spec"):
+                continue
+            if any(c.split("+")[0] == "tie_rule" for c in getattr(r, attr).classes):
+                setattr(r, attr, compare(t.case, fam, exp, got, profile, prefer=("truncation",)))
+                done |= {(id(r), "vs_profile"), (id(r), "vs_spec")} if same else {(id(r), attr)}
+        if same:
+            r.vs_spec = r.vs_profile
+    return done
 
 
 def _digest(case: Case) -> bytes:
@@ -406,15 +465,16 @@ def _child(args: tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[
 
 
 def _offer(best: dict[tuple[str, str, str], Any], res: TaskResult, task: Task, attr: str, got: dict[str, Any],
-           exp: Expectation) -> None:
-    """Keep, per (comparison, class, format or scheme), the smallest task (then the first id): the examples the
-    report and the findings show (a finding shows the one of its most frequent format)."""
+           exp: Expectation, last: bool = False) -> None:
+    """Keep, per (comparison, class, format or scheme), the smallest task (then the first id), tasks marked
+    ``last`` only when no other has the class: the examples the report and the findings show (a finding shows the
+    one of its most frequent format)."""
     fmt = res.task.split("/")[1] if res.task.count("/") else res.task
     for cls in getattr(res, attr).classes:
         key = (attr, cls, fmt)
         cur = best.get(key)
-        if cur is None or (res.size, res.task) < (cur[0].size, cur[0].task):
-            best[key] = (res, task, attr, cls, got, exp)
+        if cur is None or (last, res.size, res.task) < (cur[6], cur[0].size, cur[0].task):
+            best[key] = (res, task, attr, cls, got, exp, last)
 
 
 def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | Suite | None = None, *,

@@ -1,9 +1,8 @@
 """Helpers shared by the adapters: reading backend results as the case's arrays, and the source text of
-reproducer snippets (python -c one-liners)."""
+reproducer scripts (standalone: numpy, ml_dtypes and the backend; inputs as literal bits)."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -57,8 +56,27 @@ def hex_print(expr: str, width: int) -> str:
 
 
 def python_c(*statements: str) -> str:
-    """A one-line shell command running the statements with python -c."""
-    return "python -c " + shlex.quote("; ".join(statements))
+    """A standalone Python script of the statements, one a line (the runner appends the expected bits; the
+    report shows it as a ``python`` block)."""
+    return "\n".join(statements)
+
+
+def array_literal(a: np.ndarray) -> str:
+    """Python source of ``a`` bit for bit (shape and dtype kept) from its bytes as a hex literal: numpy only, plus
+    ml_dtypes for its types (the script imports it)."""
+    a = np.ascontiguousarray(a)
+    b = to_storage(a.reshape(-1))
+    name = a.dtype.name
+    dt = f"ml_dtypes.{name}" if a.dtype.type.__module__.startswith("ml_dtypes") or name == "bfloat16" \
+        else f"np.{name}"
+    if b.dtype == np.bool_:
+        b = b.view(np.uint8)
+    u = f"np.uint{8 * b.dtype.itemsize}" if b.dtype.kind in "ub" else f"np.{b.dtype.name}"
+    src = f"np.frombuffer(bytes.fromhex('{b.astype(b.dtype.newbyteorder('<')).tobytes().hex()}'), {u})"
+    if b.dtype != a.dtype:
+        src += f".view({dt})"
+    shape = tuple(int(n) for n in a.shape)
+    return src if len(shape) == 1 else f"{src}.reshape({shape})"
 
 
 def group_by(cases: Sequence[Case], key: Callable[[Case], K]) -> dict[K, list[int]]:
@@ -166,17 +184,10 @@ def _mask(case: Case) -> str:
 
 
 def suite_input(case: Case, name: str = "x") -> str:
-    """Source text of the case's input ``name`` read from the committed suite (the reduced part of it when the
-    case is a reproducer: ``case._slice`` = (start, stop) of the flattened input, or of the rows of a 2-D input
-    blocked along its last axis)."""
-    expr = f"load_suite()[{case.id!r}].inputs[{name!r}]"
-    sl = getattr(case, "_slice", None)
-    if sl is None:
-        return expr
-    a = case.inputs[name]
-    if a.ndim > 1:
-        return f"{expr}[{sl[0]}:{sl[1]}]"
-    return f"{expr}.reshape(-1)[{sl[0]}:{sl[1]}]"
+    """Source text of the case's input ``name`` as a literal (``array_literal``): the array the backend ran on, so
+    for a reproducer the reduced case's (the row or blocks holding the element; ``case._slice`` says where they
+    lie in the suite's case)."""
+    return array_literal(case.inputs[name])
 
 
 def to_torch(x: np.ndarray) -> Any:

@@ -199,3 +199,21 @@ def unsupported_reason(check: Callable[[Any], object]) -> Callable[[Any], str | 
         return None
 
     return supports
+
+
+#: diagnostics of a lowering or runtime failure after the module parsed and verified: the backend accepts the
+#: operation on these types (StableHLO's uniform_quantize takes any quantization_dimension and i2/i4 storage of
+#: any length) and then fails to compile or run it
+LOWERING_FAILURES = ("failed to legalize", "does not have integral number of total bytes", "non prefix-padded")
+
+
+class CompileFailure(RuntimeError):
+    """A claimed operation that failed to compile or run: reported as a crash (docs/conformance.md §0)."""
+
+
+def as_crash(exc: BaseException) -> BaseException:
+    """An Unsupported whose diagnostic is a lowering failure (LOWERING_FAILURES) as a CompileFailure (a crash);
+    any other exception unchanged (a parse or verifier rejection stays "unsupported", with its diagnostic)."""
+    if isinstance(exc, Unsupported) and any(p in str(exc) for p in LOWERING_FAILURES):
+        return CompileFailure(str(exc))
+    return exc

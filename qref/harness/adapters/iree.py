@@ -29,6 +29,7 @@ from ._common import (
     storage_values,
 )
 from ._mlir import (
+    as_crash,
     diagnostic,
     element_body,
     func_name,
@@ -203,8 +204,8 @@ def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
     for i, c in enumerate(cases):
         try:
             fn = fns[f"u{i}"]
-            if isinstance(fn, BaseException):
-                raise fn
+            if isinstance(fn, BaseException):  # a lowering failure of a claimed op/type is a crash
+                raise as_crash(fn)
             y = fn(_uq_input(c))
             (oname,) = c.expected
             out.append({oname: codes_as(c, oname, y)})

@@ -182,7 +182,7 @@ def _blk_snippet(case: Case, i: int) -> str:
     back = ".T" if tr else ""
     return python_c(
         f"import numpy as np, jax, jax.numpy as jnp; from {_SMQ} import quantize; "
-        "from qref.conformance import load_suite",
+        "import ml_dtypes",
         f"jax.config.update('jax_enable_x64', {x.dtype == np.float64})",
         f"x = {suite_input(case, 'x')}{back}",
         f"c = jax.nn.get_scaled_dot_general_config({mode!r}{gs})",

@@ -196,7 +196,7 @@ def _cast_snippet(saturating: bool):
             f"print(hex(int.from_bytes(ctypes.string_at(o.data_ptr(), {width}), 'little')))",
         ]
         if op == "quantize":
-            return "# quantize = Cast to the format, then Cast back: " + python_c(*stmts)
+            return "# quantize = Cast to the format, then Cast back\n" + python_c(*stmts)
         return python_c(*stmts)
     return snippet
 

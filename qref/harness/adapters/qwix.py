@@ -231,8 +231,7 @@ def _nf4_snippet(case: Case, i: int) -> str:
     B = int(case.scheme["block_size"])
     ax = effective_axis(case)
     out = getattr(case, "_output", "codes")
-    head = ("import numpy as np, ml_dtypes, jax, jax.numpy as jnp; from qwix._src.core import qarray; "
-            "from qref.conformance import load_suite")
+    head = "import numpy as np, ml_dtypes, jax, jax.numpy as jnp; from qwix._src.core import qarray"
     if case.operation == "lookup_quantize":
         load = suite_input(case, "x") + (".reshape(-1)" if ax is None else "")
         kw = f"tiled_axes={{0: {B}}}" if ax is None else f"channelwise_axes=(0,), tiled_axes={{1: {B}}}"
@@ -319,8 +318,7 @@ def _mx_snippet(case: Case, i: int) -> str:
     qt, tile = MX_QTYPES[case.scheme["name"]]
     out = getattr(case, "_output", "codes")
     sf = case.array_formats.get("scales", "float8_e8m0fnu")
-    head = ("import numpy as np, ml_dtypes, jax, jax.numpy as jnp; from qwix._src.core import qarray; "
-            "from qref.conformance import load_suite")
+    head = "import numpy as np, ml_dtypes, jax, jax.numpy as jnp; from qwix._src.core import qarray"
     if case.operation == "block_quantize":
         x = case.inputs["x"]
         ax = int(case.params.get("axis", -1)) % x.ndim

@@ -20,6 +20,7 @@ from . import require
 from ._common import _mask, codes_as, element_signature, python_c, run_each, single_element_case, storage_values
 from ._mlir import (
     WIDTH,
+    as_crash,
     diagnostic,
     mlir_type,
     quant_type,
@@ -161,7 +162,10 @@ _uq_supports = unsupported_reason(lambda case: (quant_type(case), uniform_input_
 
 
 def _uq_one(case: Case) -> Outputs:
-    (y,) = evaluate(uniform_module(case))
+    try:
+        (y,) = evaluate(uniform_module(case))
+    except Unsupported as exc:  # a lowering failure of a claimed op/type is a crash
+        raise as_crash(exc) from None
     (oname,) = case.expected
     return {oname: codes_as(case, oname, y)}
 

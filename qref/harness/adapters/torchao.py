@@ -126,7 +126,7 @@ def _runner(fn):
 
 
 _HEAD = ("import warnings, numpy as np, torch; warnings.simplefilter('ignore'); "
-         "import torchao.quantization as tq; from qref.conformance import load_suite")
+         "import torchao.quantization as tq; import ml_dtypes")
 
 
 def _snippet(case: Case, i: int) -> str:
@@ -264,7 +264,7 @@ def _mx_snippet(mode: str):
         back = ".T" if tr else ""
         head = (f"import warnings, numpy as np, torch; warnings.simplefilter('ignore'); "
                 f"from {_MXT} import mx_tensor as m, config as cfg, constants as k; "
-                "from qref.conformance import load_suite")
+                "import ml_dtypes")
         e = MX_ELEMENTS[name]
         elem = f"k.{e}" if e.startswith("DTYPE_") else f"torch.{e}"
         if case.operation == "block_quantize":

@@ -33,6 +33,7 @@ CLASS_SECTIONS = {
     "tie_rule": "elements.md §2.3", "truncation": "elements.md §2.3", "directed_rounding": "elements.md §2.3",
     "saturation_nan_inf": "elements.md §2.4", "nan_sign_or_code": "elements.md §2.7",
     "sign_of_zero": "elements.md §2.7", "subnormal_flush": "elements.md §2.8", "double_rounding": "elements.md §2.1",
+    "min_normal_flush": "elements.md §2.8",
     "wrap_around": "elements.md §2.9", "decode_value": "elements.md §4", "sign_dropped": "elements.md §2.2",
     "negative_input": "elements.md §2.7", "zero_input": "elements.md §2.7",
 }
@@ -172,8 +173,10 @@ def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, go
                 xv = case.inputs["x"].reshape(-1)[idx].astype(np.float64)
             out[np.isnan(xv)] = "nan_sign_or_code"
             out[np.isinf(xv) & (out == "")] = "saturation_nan_inf"
-            if fmt.zero:
+            if fmt.zero:  # below the smallest normal: rounded up to it (flushed before rounding) or subnormal
                 tiny = np.abs(xv) < float(fmt.min_normal)
+                up = np.abs(ev) == float(fmt.min_normal)
+                out[(gv == 0) & up & tiny & (out == "")] = "min_normal_flush"
                 out[(gv == 0) & (ev != 0) & tiny & (out == "")] = "subnormal_flush"
         if case.operation == "decode":
             out[(out == "") & (np.isinf(ev) != np.isinf(gv))] = "saturation_nan_inf"
@@ -204,9 +207,15 @@ def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, go
         out[lost & ~nan_e & ~nan_g & (out == "")] = "sign_dropped"
     if "x" in case.inputs:
         out[np.isinf(xv) & (out == "")] = "saturation_nan_inf"
-        if fmt.zero:  # a nonzero result flushed to zero for an input below the smallest normal
+        if fmt.zero:  # a nonzero result flushed to zero for an input below the smallest normal: the reference
+            # is the smallest normal (the input rounds up to it: the flush tests the input before rounding) or a
+            # subnormal (elements.md §2.8)
             tiny = np.abs(xv) < float(fmt.min_normal)
-            out[tiny & ((g64 & mm) == 0) & ((e64 & mm) != 0) & (out == "")] = "subnormal_flush"
+            flush = tiny & ((g64 & mm) == 0) & ((e64 & mm) != 0) & (out == "")
+            with np.errstate(invalid="ignore"):
+                ev = decode((e64 & mm).astype(fmt.code_dtype), fmt, dtype=np.float64)
+            out[flush & (ev == float(fmt.min_normal))] = "min_normal_flush"
+            out[flush & (out == "")] = "subnormal_flush"
     return out
 
 
