@@ -245,3 +245,14 @@ def test_convert_float64_to_float32_is_the_core_rounding() -> None:
     fmt = qref.get_format("float32")
     want = decode(encode(x, fmt, rounding="nearest_even", overflow="inf", nan="keep_sign"), fmt, dtype=np.float32)
     assert np.array_equal(convert(x, np.float32).view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("rounding", MODES)
+@pytest.mark.parametrize("conversion", ["saturate", "storage", "int32"])
+def test_integer_tail_small_values_after_rounding_float(rounding: str, conversion: str) -> None:
+    """Only values near the storage range (and NaN): the after_rounding_float sum takes its in-dtype branch."""
+    for storage, dt in (("int8", np.float32), ("uint4", np.float64), ("int16", np.float32)):
+        s, q, Z = _tail_case(storage, dt, rounding=rounding, zero_point="after_rounding_float", conversion=conversion)
+        lo, hi = qref.get_format(storage).full_range
+        small = q[:, np.isnan(q[0]) | (np.abs(q[0]) <= 2 * max(-lo, hi) + 50)]
+        _tails_agree(s, np.ascontiguousarray(small), Z)

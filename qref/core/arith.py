@@ -104,8 +104,13 @@ def float32_bits(values: np.ndarray) -> tuple[int, ...]:
 # ---------------------------------------------------------------------------------------------------------
 def flush(v: np.ndarray, min_normal: float = F32_MIN_NORMAL) -> np.ndarray:
     """FTZ / DAZ: v_i -> copysign(0, v_i) where 0 < |v_i| < min_normal (float32's 2^-126 by default)."""
+    v = np.asarray(v)
     with np.errstate(invalid="ignore"):
-        tiny = (np.abs(f64(v)) < min_normal) & (v != 0)
+        if v.dtype in (F32, F64) and float(v.dtype.type(min_normal)) == min_normal:
+            a = np.abs(v)  # the threshold is exact in v's dtype: the comparison is the same as in float64
+            tiny = (a < v.dtype.type(min_normal)) & (a != 0)
+        else:
+            tiny = (np.abs(f64(v)) < min_normal) & (v != 0)
     if not tiny.any():
         return v
     return np.where(tiny, np.copysign(np.zeros((), v.dtype), v), v)

@@ -12,7 +12,8 @@ float32 / float64 values q. Why each step is exact:
                                         the same saturated code and the same storage-range flag as W's end
                                         (|W| < 2^18: exact in float32), so n = int32(rc) + z cannot overflow
     after_rounding_float                fl_C(fl64(r + z)) as the definition forms it (float64 sum, one rounding
-                                        to C by numpy's correctly rounded cast)
+                                        to C by numpy's correctly rounded cast); r + z in C when every |r| + |z|
+                                        < 2^p (integers: the sum is exact in both)
 """
 
 from __future__ import annotations
@@ -96,10 +97,16 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
     if wide:
         unspecified |= (r < -_TWO31) | (r >= _TWO31)
     if A.zero_point == "after_rounding_float":
+        big = float(np.fmax.reduce(np.abs(r), axis=None)) if r.size else 0.0  # NaN ignored; Inf gives Inf
+        zmax = float(np.abs(Z).max()) if Z.size else 0.0
         with np.errstate(invalid="ignore", over="ignore"):
-            r64 = np.clip(r.astype(np.float64), -_TWO62, _TWO62)
-            r64 = np.where(np.isinf(q), q, r64)  # +-Inf stays Inf: -Inf + Inf is NaN
-            r = np.asarray(np.rint((r64 + Z.astype(np.float64)).astype(C)))
+            if big + zmax < 2.0 ** (np.finfo(C).nmant + 1):
+                # integers below 2^p: r + z is exact in C, so it equals fl_C(fl64(r + z)) (an integer already)
+                r = np.asarray(r + Z.astype(C))
+            else:
+                r64 = np.clip(r.astype(np.float64), -_TWO62, _TWO62)
+                r64 = np.where(np.isinf(q), q, r64)  # +-Inf stays Inf: -Inf + Inf is NaN
+                r = np.asarray(np.rint((r64 + Z.astype(np.float64)).astype(C)))
         nan = nan | np.isnan(r)
         if A.conversion == "int32":
             unspecified |= (r < -_TWO31) | (r >= _TWO31)
