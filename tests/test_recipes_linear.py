@@ -112,16 +112,19 @@ def test_nvfp4_wgrad_operand_is_te_rht_then_nvfp4() -> None:
 
 
 def test_linear_step_gemms_are_exact_with_bounds() -> None:
-    """With every cast 'none' the GEMMs are the exact products of the float32 inputs (the float64 reference
-    within its own rounding), each result inside its bound; the layouts chain: dgrad is dy w, wgrad dyᵀ x."""
-    x, w, g = _small(1)
+    """With every cast 'none' the GEMMs are the exact products of the inputs: on multiples of 1/8 below 8 every
+    float64 sum is exact, so the exact result equals numpy's float64 product bit for bit, and the float32 value is
+    its one rounding; each result lies inside its bound; the layouts chain: dgrad is dy w, wgrad dyᵀ x."""
+    rng = np.random.default_rng(1)
+    x, w, g = (rng.integers(-63, 64, shape).astype(np.float32) / 8 for shape in ((8, 16), (4, 16), (8, 4)))
     none = OperandRule("none")
     r = TrainingRecipe("plain", fprop=(none, none), dgrad=(none, none), wgrad=(none, none))
-    st = linear_step(x[:8, :16], w[:4, :16], g[:8, :4], r)
+    st = linear_step(x, w, g, r)
     for k, ref in st.reference.items():
         res = st.results[k]
-        ex = res.correctly_rounded("float64")
-        assert np.allclose(ex, ref, rtol=1e-14, atol=1e-300), k
+        assert np.array_equal(res.correctly_rounded("float64").view(np.uint64), ref.view(np.uint64)), k
+        assert np.array_equal(np.asarray(res.value, np.float32).view(np.uint32),
+                              ref.astype(np.float32).view(np.uint32)), k
         assert res.within(res.value).all()
     assert st.reference["dgrad"].shape == (8, 16) and st.reference["wgrad"].shape == (4, 16)
 
@@ -135,6 +138,7 @@ def test_rht_leaves_the_wgrad_product() -> None:
     r = TrainingRecipe("rht", fprop=(none, none), dgrad=(none, none), wgrad=(rht, rht))
     st = linear_step(x[:32, :8], w[:4, :8], g[:32, :4], r, gemm="float64")
     got, ref = st.results["wgrad"], st.reference["wgrad"]
+    # a bound, not a bit claim: each transformed operand carries one float32 rounding (transforms.md)
     assert np.allclose(got, ref, rtol=1e-5, atol=1e-9)
     assert not np.array_equal(st.values["wgrad"][0], np.ascontiguousarray(g[:32, :4].T).astype(np.float64))
 
