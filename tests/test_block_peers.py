@@ -124,6 +124,72 @@ def test_each_microxcaling_mechanism_is_needed(mxx: tuple[dict[str, Any], dict[s
     assert bad - negzero > 0, over
 
 
+# microxcaling round="dither" (block.md §13.3): the same quantizer with torch.rand_like replaced by R * 2^-N
+# (scripts/peers/microxcaling_dither.py), held to rounding="stochastic_a" with stochastic_bits=N, random_bits=R
+# ---------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mxx_dither() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    return load("microxcaling_dither")
+
+
+def dither_configs() -> list[tuple[str, str, int]]:
+    man = json.loads((PEERS / "microxcaling_dither" / "manifest.json").read_text())
+    return [(dt, f, fl) for dt in man["dtypes"] for f in man["formats"] for fl in (0, 1)]
+
+
+def dither_differences(z: dict[str, np.ndarray], man: dict[str, Any], dt: str, fmt: str, flush: int, **over: Any
+                       ) -> tuple[int, int, int]:
+    """(values compared, differences, differences that are microxcaling -0 against qref +0 from code 0)."""
+    T = DT[dt]
+    ui = np.dtype(f"u{T.itemsize}")
+    n_bits = man["dither_bits"][dt]
+    kw: dict[str, Any] = {"rounding": "stochastic_a", "stochastic_bits": n_bits,
+                          "flush_subnormal_blocks": bool(flush), **over}
+    sch = qref.scheme(MX_NAMES[fmt], profile="microxcaling", **kw)
+    x = z[f"{dt}__x"].view(T)
+    tag = f"{dt}__{fmt}__{flush}"
+    want = z[f"{tag}__y"]
+    with np.errstate(all="ignore"):
+        q = sch.quantize(x, random_bits=z[f"{tag}__r"])
+        got = sch.dequantize(q, dtype=T).view(ui)
+        both_nan = np.isnan(got.view(T).astype(np.float64)) & np.isnan(want.view(T).astype(np.float64))
+    diff = (got != want) & ~both_nan
+    sign = ui.type(1 << (8 * T.itemsize - 1))
+    nz = diff & (want == sign) & (got == 0) & (q.codes == 0) & (sch.element.name.startswith("int"))
+    return want.size, int(diff.sum()), int(nz.sum())
+
+
+@pytest.mark.parametrize("dt,fmt,flush", dither_configs(), ids=lambda v: str(v))
+def test_microxcaling_dither_equals_stochastic_a_in_dtype(mxx_dither: tuple[dict[str, Any], dict[str, np.ndarray]],
+                                                          dt: str, fmt: str, flush: int) -> None:
+    """floor(fl_T(|m| + R 2^-N)) = the scaled-integer step with stochastic_a: every value equal but MXINT8 -0."""
+    man, z = mxx_dither
+    n, bad, negzero = dither_differences(z, man, dt, fmt, flush)
+    assert n > 8000
+    assert bad == negzero, (bad, negzero)
+    if fmt != "int8":
+        assert bad == 0
+
+
+def test_dither_needs_the_rounded_sum(mxx_dither: tuple[dict[str, Any], dict[str, np.ndarray]]) -> None:
+    """The exact floor(|m| + u) (round_arith="exact") disagrees with microxcaling somewhere: fl_T(|m| + u)
+    rounds up to the next integer within half an ulp of it (block.md §13.3)."""
+    man, z = mxx_dither
+    bad = sum(dither_differences(z, man, dt, fmt, 0, round_arith="exact", element_exponent="floor_log2_in_dtype")[1]
+              - dither_differences(z, man, dt, fmt, 0, round_arith="exact",
+                                   element_exponent="floor_log2_in_dtype")[2]
+              for dt in ("bfloat16", "float16") for fmt in ("fp8_e4m3", "int8"))
+    assert bad > 0
+
+
+def test_microxcaling_dither_vectors_record_the_run(mxx_dither: tuple[dict[str, Any], dict[str, np.ndarray]]) -> None:
+    man, z = mxx_dither
+    assert man["commit"] == "7bc41952de394f5cc5e782baf132e7c7542eb4e4"
+    assert man["torch"].startswith("2.13.0")
+    assert man["configs"] == 36 and man["dither_bits"] == {"float32": 24, "bfloat16": 8, "float16": 11}
+    assert all(a.dtype.kind == "u" for a in z.values())
+
+
 # ---------------------------------------------------------------------------------------------------------
 # TransformerEngine's pure-PyTorch references (the CUDA kernels need a Blackwell GPU)
 # ---------------------------------------------------------------------------------------------------------

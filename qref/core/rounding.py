@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .exact import ONE, U64
+from .exact import ONE, U64, decompose
 
 _Z = U64(0)
 
@@ -104,3 +104,23 @@ def round_to_quantum(
             raise AssertionError(mode)
         return n + (inc & inexact).astype(U64), inexact
     raise AssertionError(mode)
+
+
+_TWO62 = float(2**62)
+
+
+def round_to_integer(q: np.ndarray, mode: str, random_bits: np.ndarray | None = None, nbits: int | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """(n, nan): n = q (any float array) rounded to an integer under ``mode`` exactly (int64; |q| >= 2^62 and
+    +-Inf give +-2^62, which saturates any storage), nan = isnan(q). A stochastic mode takes ``random_bits``
+    (N-bit integers broadcast to q's shape) and ``nbits`` = N, applied to the magnitude (P3109; elements.md
+    §2.5)."""
+    q64 = np.asarray(q).astype(np.float64)  # exact for every float dtype used here
+    nan = np.isnan(q64)
+    c = np.clip(np.where(nan, 0.0, q64), -_TWO62, _TWO62).reshape(-1)
+    ex = decompose(c)
+    rb = None if random_bits is None else np.broadcast_to(np.asarray(random_bits), q64.shape).reshape(-1)
+    n, _ = round_to_quantum(ex.sig, ex.exp, 0, ex.neg, mode, 0, rb, nbits)
+    v = n.astype(np.int64)
+    v = np.where(ex.neg, -v, v)
+    return v.reshape(q64.shape), nan

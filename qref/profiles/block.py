@@ -172,6 +172,8 @@ PROFILES = (
         "sign(m) * floor(fl_T(|m| + 1/2)) for 'nearest' (ties away; 'floor' truncates, 'even' subtracts the "
         "fl_T(|m| - 1/2)-is-even mask), clamped to +-max_norm (MXINT8 +-127/64); NaN/Inf make the block NaN; "
         "short blocks padded with zeros. Options: rounding='toward_zero' ('floor') or 'nearest_even' ('even'), "
+        "rounding='stochastic_a' with stochastic_bits=N ('dither': floor(fl_T(|m| + u)) with torch.rand_like's "
+        "u = R 2^-N, N = 24 / 8 / 11 for float32 / bfloat16 / float16; block.md §13.3), "
         "flush_subnormal_blocks=True (mx_flush_fp32_subnorms). Not expressible: MXINT8 elements that round to "
         "-0 (int8 codes have no -0; qref gives +0).",
         CastPolicy(rounding="nearest_away", overflow="saturate"),
@@ -187,6 +189,10 @@ PROFILES = (
                   "torch 2.13.0 CPU): 6 MX formats x round nearest/floor/even x mx_flush_fp32_subnorms off/on x "
                   "float32/bfloat16/float16 x axis -1, axis 0 and a padded length, 2 260 224 output values, bit "
                   "for bit; the only differences are MXINT8 -0 outputs (not expressible), asserted exactly",
+                  "tests/test_block_peers.py against tests/peers/microxcaling_dither (round='dither' with "
+                  "torch.rand_like replaced by R 2^-N, scripts/peers/microxcaling_dither.py): 6 MX formats x "
+                  "flush off/on x float32/bfloat16/float16, 633 600 values as rounding='stochastic_a', bit for bit "
+                  "but the MXINT8 -0 outputs",
                   "scripts/peers/microxcaling.py --full (every block scale, not committed): 12 061 440 values, "
                   "156 329 differences, all MXINT8 -0 (before this record: 173 915 differences on 4 020 480 "
                   "float32/bfloat16 values of the flush-off configurations)"),

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.encode import stochastic_random_bits
 from ..core.exact import as_source_array
 from ..errors import QrefError
 from .base import QArray, Scheme, normalize_axis, register_family, scheme
@@ -144,15 +145,27 @@ class TiledScheme(Scheme):
         return a.transpose(others + list(axes))
 
     # ---- quantize / dequantize ----------------------------------------------------------------------------
-    def quantize(self, x: object, axes: object = None, global_scale: object = None, **kwargs: Any) -> QArray:
+    def quantize(self, x: object, axes: object = None, global_scale: object = None, *, random_bits: object = None,
+                 seed: object = None, **kwargs: Any) -> QArray:
         """Quantize the tiles of ``x`` (block.md §12): ``axes`` are the tiled axes, one per ``block_shape``
-        entry (default: the last ``len(block_shape)`` axes); global_scale as for the block scheme."""
+        entry (default: the last ``len(block_shape)`` axes); global_scale as for the block scheme. random_bits /
+        seed (stochastic rounding, block.md §13): R[i] rounds x[i] in x's own layout (broadcast to x's shape, or
+        the seeded stream in x's C order), whatever the tiling; padding takes R = 0."""
         if kwargs:
-            raise QrefError(f"TiledScheme.quantize takes axes= and global_scale=, got {sorted(kwargs)}")
+            raise QrefError(f"TiledScheme.quantize takes axes=, global_scale=, random_bits= and seed=, got "
+                            f"{sorted(kwargs)}")
         arr = as_source_array(x)
         ax = self._axes(arr.ndim, axes)
         blocks, plan = self._to_blocks(arr, ax, 0)
-        q = self.block.quantize(blocks, axis=-1, global_scale=global_scale)
+        rb = None
+        if self.block.stochastic:
+            assert self.block.stochastic_bits is not None
+            r = stochastic_random_bits(arr.shape, self.block.stochastic_bits, random_bits, seed).reshape(arr.shape)
+            rb = self._to_blocks(r, ax, 0)[0]
+        elif random_bits is not None or seed is not None:
+            raise QrefError(f"random_bits / seed are for stochastic rounding; {self.name} rounds "
+                            f"{self.block.rounding!r} (pass rounding='stochastic_a', stochastic_bits=N)")
+        q = self.block.quantize(blocks, axis=-1, global_scale=global_scale, random_bits=rb)
 
         def per_tile(a: np.ndarray | None) -> np.ndarray | None:
             return None if a is None else self._grid_to_axes(a.reshape(plan[2]), arr.ndim, ax)

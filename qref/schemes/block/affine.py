@@ -8,7 +8,8 @@ input converted to float32; this module follows it step by step in numpy float32
              if |w_min| > |w_max|: (s, edge) = (s, w_min) else (-s, w_max)
              q0 = rint(edge / s); if q0 != 0: s = edge / q0, bias = edge else bias = 0
     b == 1:  s = max(w_max - w_min, 1e-7), bias = w_min
-    q = min(max(rint((w - bias) / s), 0), 2^b - 1)
+    q = min(max(rint((w - bias) / s), 0), 2^b - 1)    (stochastic rounding: the P3109 rounding of the float32
+                                                        quotient with R in place of rint, block.md §13)
     scale and bias are stored rounded to the input dtype.
 
 A NaN q (a NaN element, or a group whose scale became NaN through Inf) is cast to an integer in C++, which is
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...core import arith as fp
+from ...core.rounding import round_to_integer
 
 if TYPE_CHECKING:
     from .scheme import BlockScheme
@@ -51,8 +53,9 @@ def _first_zero_sign(v: np.ndarray, w: np.ndarray, nan: np.ndarray) -> np.ndarra
     return np.where(v == 0, np.where(neg, _F(-0.0), _F(0.0)), v).astype(_F)
 
 
-def quantize_affine_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
-    """Codes (uint8, (n_groups, g)), scales and biases (input dtype, (n_groups,)), unspecified mask."""
+def quantize_affine_blocks(s: BlockScheme, xb: np.ndarray, rbits: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Codes (uint8, (n_groups, g)), scales and biases (input dtype, (n_groups,)), unspecified mask; rbits:
+    (n_groups, g) random integers of a stochastic rounding (block.md §13)."""
     nb, k = xb.shape
     T = fp.resolve_compute_dtype("input", xb.dtype)
     w = fp.round_to(xb, T).astype(_F)
@@ -76,7 +79,12 @@ def quantize_affine_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarr
             nz = q0 != 0
             scale = np.where(nz, edge / np.where(nz, q0, _F(1)), scale).astype(_F)
             bias = np.where(nz, edge, _F(0)).astype(_F)
-        q = np.rint((w - bias[:, None]) / scale[:, None]).astype(_F)
+        quot = ((w - bias[:, None]) / scale[:, None]).astype(_F)
+        if rbits is None:
+            q = np.rint(quot).astype(_F)
+        else:  # the exact stochastic rounding of the float32 quotient; |n| <= 2^62 is exact in float64
+            n, nan_q = round_to_integer(quot, s.rounding, rbits, s.stochastic_bits)
+            q = np.where(nan_q, np.nan, n.astype(np.float64))
         q = _cmin(_cmax(q, _F(0)), n_bins)
     unspec = np.isnan(q)
     codes = np.where(unspec, 0, q).astype(np.uint8)

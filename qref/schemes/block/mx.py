@@ -42,10 +42,13 @@ __all__ = [
 ]
 
 
-def quantize_mx_blocks(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
+def quantize_mx_blocks(s: BlockScheme, xb: np.ndarray, rbits: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Quantize a (n_blocks, k) array. Returns codes (n_blocks, k), scales (uint8 E8M0 bytes, n_blocks),
     unspecified (n_blocks, k) and scales_unspecified (n_blocks): the fast path where it applies, the reference
-    (quantize_mx_reference) for every other configuration and for the blocks the fast path hands back."""
+    (quantize_mx_reference) for every other configuration and for the blocks the fast path hands back.
+    rbits: (n_blocks, k) random integers of a stochastic rounding (block.md §13): the reference only."""
+    if rbits is not None:
+        return quantize_mx_reference(s, xb, rbits)
     done = fast.quantize_mx_fast(s, xb)
     if done is None:
         return quantize_mx_reference(s, xb)

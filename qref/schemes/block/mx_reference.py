@@ -36,20 +36,21 @@ E8M0_BIAS = 127
 
 
 def element_policy(s: BlockScheme) -> CastPolicy:
-    return CastPolicy(rounding=s.rounding, overflow=s.overflow, nan=s.nan)
+    return CastPolicy(rounding=s.rounding, overflow=s.overflow, nan=s.nan, stochastic_bits=s.stochastic_bits)
 
 
-def encode_exact_shifted(x: np.ndarray, shift: np.ndarray, fmt: IntFormat | FloatFormat, policy: CastPolicy
-                         ) -> np.ndarray:
+def encode_exact_shifted(x: np.ndarray, shift: np.ndarray, fmt: IntFormat | FloatFormat, policy: CastPolicy,
+                         rbits: np.ndarray | None = None) -> np.ndarray:
     """encode(x * 2^shift) for a flat array x and per-element integer shifts, exactly (exponent arithmetic
-    on the exact triples; no floating-point multiplication)."""
+    on the exact triples; no floating-point multiplication). rbits: flat random integers of a stochastic
+    policy (elements.md §2.5), one per element."""
     rp = policy.resolve(fmt)
     out = np.empty(x.size, dtype=fmt.code_dtype)
     for start in range(0, x.size, CHUNK):
         sl = slice(start, start + CHUNK)
         ex = decompose(x[sl])
         ex = Exact(ex.cls, ex.neg, ex.sig, ex.exp + shift[sl], ex.subnormal)
-        out[sl] = encode_exact(ex, fmt, rp)
+        out[sl] = encode_exact(ex, fmt, rp, None if rbits is None else rbits[sl])
     return out
 
 
@@ -71,7 +72,31 @@ def lut_argmin(y: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     return codes[first].astype(fmt.code_dtype)
 
 
-def integer_step_values(s: BlockScheme, y: np.ndarray) -> np.ndarray:
+_PRECISION = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
+
+
+def stochastic_offset(s: BlockScheme, rbits: np.ndarray, T: np.dtype | None) -> np.ndarray:
+    """The offset u added before the floor of a stochastic scaled-integer step (block.md §13.2): R * 2^-N
+    (stochastic_a) or (2R + 1) * 2^-(N + 1) (stochastic_b), float64; with round_arith="in_dtype" u must be a
+    value of the compute dtype T (at most T's precision in bits)."""
+    N = s.stochastic_bits
+    assert N is not None
+    r = rbits.astype(np.float64)
+    if s.rounding == "stochastic_a":
+        u, width = np.ldexp(r, -N), N
+    else:
+        u, width = np.ldexp(2.0 * r + 1.0, -(N + 1)), N + 1
+    if s.round_arith == "in_dtype" and T is not None:
+        prec = _PRECISION[np.dtype(T).name]
+        if width > prec:
+            raise QrefError(f"stochastic_bits={N} with rounding={s.rounding!r} gives offsets of {width} bits, which "
+                            f"{np.dtype(T).name} (precision {prec} bits) cannot hold: the scaled-integer step adds "
+                            f"u in the compute dtype (block.md §13.2, C4); use stochastic_bits <= "
+                            f"{prec - (width - N)}")
+    return u
+
+
+def integer_step_values(s: BlockScheme, y: np.ndarray, rbits: np.ndarray | None = None) -> np.ndarray:
     """The element values (float64) that the scaled-integer element step gives for scaled values y of a
     compute dtype T = y.dtype (block.md §4.7.1):
 
@@ -79,6 +104,8 @@ def integer_step_values(s: BlockScheme, y: np.ndarray) -> np.ndarray:
         m = |y| * 2^(mbits - p)             (integer elements: m = |y| * 2^-element_scale_exp, no p)
         r = floor(m) (toward_zero) | floor(h) (nearest_away) | floor(h) - [l is an even integer] (nearest_even)
             with h = m + 1/2, l = m - 1/2 exact, or h = fl_T(m + 1/2), l = fl_T(m - 1/2) (round_arith in_dtype)
+        r = floor(m + u) (stochastic_a / stochastic_b: u = stochastic_offset, fl_T(m + u) with round_arith
+            in_dtype; block.md §13.2)
         v = clamp(sign(y) * r * 2^(p - mbits), -max, max)     (sign(+-0) = 0: a zero y gives +0)
 
     T's operations are the float32 result rounded once more for 16-bit T (fp.in_float32)."""
@@ -114,6 +141,9 @@ def integer_step_values(s: BlockScheme, y: np.ndarray) -> np.ndarray:
             return v
     if s.rounding == "toward_zero":
         r = np.floor(m)
+    elif s.stochastic:
+        assert rbits is not None
+        r = np.floor(fl(m + stochastic_offset(s, rbits.reshape(m.shape), T)))
     else:
         r = np.floor(fl(m + 0.5))
         if s.rounding == "nearest_even":
@@ -125,27 +155,30 @@ def integer_step_values(s: BlockScheme, y: np.ndarray) -> np.ndarray:
     return np.where(fin, np.where(p_over, np.nan, v), yf)
 
 
-def encode_elements(s: BlockScheme, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def encode_elements(s: BlockScheme, y: np.ndarray, rbits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Codes of scaled values y (a float array in the compute dtype) and the unspecified mask (block.md §4.7).
 
     P = encode(y * 2^-element_scale_exp) under (rounding, overflow, nan), then zero_sign. With
     out_of_range="lut_argmin" the values beyond the element maximum and the non-finite ones take MLX's table
     rule instead (lut_argmin); within range that rule is nearest with ties toward the smaller magnitude and -0 ->
     +0 (tests/test_block_mlx.py checks it on every float16 and bfloat16 value). Otherwise a NaN y whose code
-    depends on the NaN's sign is unspecified: IEEE 754 §6.3 leaves the sign of an arithmetic NaN unspecified."""
+    depends on the NaN's sign is unspecified: IEEE 754 §6.3 leaves the sign of an arithmetic NaN unspecified.
+    rbits: y's random integers of a stochastic rounding (block.md §13), y's shape."""
     fmt = s.element
     policy = element_policy(s)
     ses = s.element_scale_exp
     y64 = fp.f64(y)
     if s.element_exponent != "exact" or s.round_arith != "exact":
         # the scaled-integer element step (§4.7.1) picks the value; it is exact in the element format
-        y = integer_step_values(s, y)
+        y = integer_step_values(s, y, rbits)
         policy = CastPolicy(rounding="nearest_even", overflow=s.overflow, nan=s.nan)
+        rbits = None
     yflat = np.ascontiguousarray(y).reshape(-1)
+    rflat = None if rbits is None else np.ascontiguousarray(rbits).reshape(-1)
     if isinstance(fmt, IntFormat) or ses != 0:
-        codes = encode_exact_shifted(yflat, np.full(yflat.size, -ses, dtype=np.int64), fmt, policy)
+        codes = encode_exact_shifted(yflat, np.full(yflat.size, -ses, dtype=np.int64), fmt, policy, rflat)
     else:
-        codes = encode_flat(yflat, fmt, policy.resolve(fmt))
+        codes = encode_flat(yflat, fmt, policy.resolve(fmt), rflat)
     codes = apply_zero_sign(s, codes.reshape(y.shape))
     if s.zero_sign == "scaled_zero_positive" and isinstance(fmt, FloatFormat) and fmt.has_negative_zero:
         codes = np.where(y64 == 0, np.where(codes == fmt.sign_mask, 0, codes), codes).astype(fmt.code_dtype)
@@ -340,10 +373,11 @@ def mx_row_flags(s: BlockScheme, sc: MXScales) -> tuple[np.ndarray, np.ndarray]:
     return rows, scales_unspec
 
 
-def mx_element_codes(s: BlockScheme, xc: np.ndarray, xf: np.ndarray, sc: MXScales, C: np.dtype | None, ftz: bool
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def mx_element_codes(s: BlockScheme, xc: np.ndarray, xf: np.ndarray, sc: MXScales, C: np.dtype | None, ftz: bool,
+                     rbits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Element codes and their unspecified mask for blocks xc (the input rounded to the compute dtype; xf its
-    float64 values, flushed with ftz) divided by their scales (block.md §4.6-4.7)."""
+    float64 values, flushed with ftz) divided by their scales (block.md §4.6-4.7); rbits: xc's random integers
+    of a stochastic rounding (block.md §13)."""
     nb, k = xc.shape
     e_div, special = sc.e_div, sc.special
     fmt = s.element
@@ -352,7 +386,8 @@ def mx_element_codes(s: BlockScheme, xc: np.ndarray, xf: np.ndarray, sc: MXScale
     ses = s.element_scale_exp
     if C is None:
         shift = np.repeat(-e_div - ses, k)
-        codes = encode_exact_shifted(flat, shift, fmt, policy).reshape(nb, k)
+        rflat = None if rbits is None else np.ascontiguousarray(rbits).reshape(-1)
+        codes = encode_exact_shifted(flat, shift, fmt, policy, rflat).reshape(nb, k)
         codes = apply_zero_sign(s, codes)
         if s.zero_sign == "scaled_zero_positive" and isinstance(fmt, FloatFormat) and fmt.has_negative_zero:
             codes = np.where(xf == 0, np.where(codes == fmt.sign_mask, 0, codes), codes).astype(fmt.code_dtype)
@@ -366,11 +401,12 @@ def mx_element_codes(s: BlockScheme, xc: np.ndarray, xf: np.ndarray, sc: MXScale
         if C == fp.F32:  # 1 / 2^-127 folded at compile time: 2^127, no flush
             m = np.where(sc.folded, fp.pow2(-e_div, C), m)
         y = fp.mul(xc, m[:, None], C, ftz)
-    return encode_elements(s, y)
+    return encode_elements(s, y, rbits)
 
 
-def quantize_mx_reference(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarray]:
-    """The readable reference of quantize_mx_blocks: block.md §4.1 step by step, in float64 and the core."""
+def quantize_mx_reference(s: BlockScheme, xb: np.ndarray, rbits: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The readable reference of quantize_mx_blocks: block.md §4.1 step by step, in float64 and the core;
+    rbits: (n_blocks, k) random integers of a stochastic rounding (block.md §13)."""
     nb, k = xb.shape
     C = fp.resolve_compute_dtype(s.compute_dtype, xb.dtype)
     ftz = s.flush_subnormals
@@ -394,7 +430,7 @@ def quantize_mx_reference(s: BlockScheme, xb: np.ndarray) -> dict[str, np.ndarra
         with np.errstate(invalid="ignore"):
             xc = np.where(sc.flushed[:, None], fp.round_to(xf * 0.0, xc.dtype), xc)
         xf = fp.f64(xc)
-    codes, unspec = mx_element_codes(s, xc, xf, sc, C, ftz)
+    codes, unspec = mx_element_codes(s, xc, xf, sc, C, ftz, rbits)
     codes = np.where(sc.scale_nan[:, None], 0, codes).astype(s.element.code_dtype)
     rows, scales_unspec = mx_row_flags(s, sc)
     if C == fp.BF16 and s.byte0_divisor == "folded_stand_in" and s.scale_arith == "reciprocal":

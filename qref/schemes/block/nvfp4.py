@@ -33,11 +33,14 @@ __all__ = [
 ]
 
 
-def quantize_float_scaled_blocks(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None
-                                 ) -> dict[str, np.ndarray]:
+def quantize_float_scaled_blocks(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None,
+                                 rbits: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Quantize a (n_blocks, k) array with float block scales (block.md §5): the fast path where it applies,
     the reference (quantize_float_scaled_reference) for every other configuration and for the blocks the fast
-    path hands back."""
+    path hands back. rbits: (n_blocks, k) random integers of a stochastic rounding (block.md §13): the
+    reference only."""
+    if rbits is not None:
+        return quantize_float_scaled_reference(s, xb, global_scale, rbits)
     done = fast.quantize_float_scaled_fast(s, xb, global_scale)
     if done is None:
         return quantize_float_scaled_reference(s, xb, global_scale)

@@ -76,9 +76,10 @@ def tensor_amax(x: np.ndarray, skip_nan: bool = True) -> np.float32:
     return np.float32(a.max() if a.size else 0.0)
 
 
-def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None
-                                    ) -> dict[str, np.ndarray]:
-    """The readable reference of quantize_float_scaled_blocks (block.md §5), in float64 and the core."""
+def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None,
+                                    rbits: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The readable reference of quantize_float_scaled_blocks (block.md §5), in float64 and the core; rbits:
+    (n_blocks, k) random integers of a stochastic rounding (block.md §13)."""
     nb = xb.shape[0]
     rule = s.global_scale_rule
     M = float(s.element_max)
@@ -148,7 +149,7 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
             y = fp.mul(xT, r[:, None], f32, ftz)
     else:  # pragma: no cover - validated in BlockScheme
         raise AssertionError(rule)
-    codes, unspec = encode_elements(s, y)
+    codes, unspec = encode_elements(s, y, rbits)
     dv = decode(byte, s.scale_format, dtype=np.float64)
     unspec |= np.isnan(dv)[:, None]  # a NaN scale makes every value of the block NaN
     scales_unspec = np.zeros(nb, dtype=bool)

@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 
 from ...core import arith as fp
+from ...core.encode import stochastic_random_bits
 from ...core.exact import as_source_array
 from ...errors import QrefError, check_choice, unknown_name
 from ...formats import FloatFormat, Format, IntFormat, get_format
-from ...formats.policy import CastPolicy
+from ...formats.policy import STOCHASTIC_MODES, CastPolicy
 from ...profiles import Profile, get_profile, profiles
 from ...profiles.block import rules_of
 from ..base import QArray, Scheme, normalize_axis, register_family
@@ -98,7 +99,10 @@ class BlockScheme(Scheme):
     amax_nan (float_scale, amax_encode_reciprocal): propagate (a NaN input makes the block and tensor amax NaN:
         torch.amax) | skip (NaN skipped: PTX max). Default "propagate".
     rounding, overflow, nan: the element CastPolicy (core rounding modes; overflow "saturate" = the OCP clamp;
-        nan None = the format's default). Defaults "nearest_even", "saturate", None.
+        nan None = the format's default). Defaults "nearest_even", "saturate", None. The stochastic modes
+        (stochastic_a / b / c, P3109) round each scaled value with N random bits (block.md §13).
+    stochastic_bits: N, random bits per element of a stochastic rounding (1..32); None for the deterministic
+        modes. Default None.
     zero_sign: keep | positive (every -0 result becomes +0, MLX FP4) | scaled_zero_positive (a scaled value
         that is exactly -0 gives +0, a negative value that rounds to zero keeps -0: microxcaling's
         sign(x) * floor(|x| + 1/2)). Default "keep".
@@ -144,6 +148,7 @@ class BlockScheme(Scheme):
     rounding: str = "nearest_even"
     overflow: str = "saturate"
     nan: str | None = None
+    stochastic_bits: int | None = None
     zero_sign: str = "keep"
     out_of_range: str = "encode"
     compute_dtype: str = "exact"
@@ -169,10 +174,14 @@ class BlockScheme(Scheme):
             raise QrefError(f"block_size must be a positive integer, got {self.block_size!r}")
         if not isinstance(self.element, (FloatFormat, IntFormat)):
             raise QrefError(f"element must be a format record, got {self.element!r}")
-        CastPolicy(rounding=self.rounding, overflow=self.overflow, nan=self.nan).resolve(self.element)
-        if self.rounding.startswith("stochastic"):
-            raise QrefError("block schemes take deterministic element rounding modes; stochastic rounding "
-                            "needs per-element random bits (use qref.encode on the scaled values)")
+        CastPolicy(rounding=self.rounding, overflow=self.overflow, nan=self.nan,
+                   stochastic_bits=self.stochastic_bits).resolve(self.element)
+        if self.stochastic_bits is not None and not self.stochastic:
+            raise QrefError(f"stochastic_bits={self.stochastic_bits!r} is for the stochastic rounding modes "
+                            f"(stochastic_a/b/c, block.md §13); rounding={self.rounding!r} takes none: drop it")
+        if self.stochastic and self.out_of_range == "lut_argmin":
+            raise QrefError("out_of_range='lut_argmin' (MLX's FP4 table argmin) is a nearest rule; stochastic "
+                            "rounding takes out_of_range='encode' (block.md §13, C3)")
         exact = self.compute_dtype == "exact"
         if self.kind == "mx":
             if self.scale_format is None or self.scale_format.name != "float8_e8m0fnu":
@@ -196,6 +205,9 @@ class BlockScheme(Scheme):
                 raise QrefError("affine groups take unsigned 1..8-bit codes (bits=1..8)")
             if self.scale_format is not None:
                 raise QrefError("affine groups store float scales in the input dtype: scale_format must be None")
+            if self.rounding != "nearest_even" and not self.stochastic:
+                raise QrefError(f"affine groups round the float32 quotient with rint (nearest_even, block.md §6) or "
+                                f"a stochastic mode (§13), not {self.rounding!r}")
         if self.amax_nan == "skip" and not (self.kind == "float_scale"
                                             and self.global_scale_rule == "amax_encode_reciprocal"):
             raise QrefError("amax_nan='skip' is modelled for global_scale_rule='amax_encode_reciprocal' only "
@@ -209,9 +221,15 @@ class BlockScheme(Scheme):
             raise QrefError("element_exponent, round_arith and divisor_out_of_range describe floating-point "
                             "arithmetic: set compute_dtype='input', 'float32', ... (block.md §4.6, §4.7.1)")
         if (self.element_exponent != "exact" or self.round_arith != "exact") and self.rounding not in (
-                "nearest_away", "toward_zero", "nearest_even"):
+                "nearest_away", "toward_zero", "nearest_even", "stochastic_a", "stochastic_b"):
             raise QrefError(f"the scaled-integer element step (element_exponent / round_arith, block.md §4.7.1) "
-                            f"rounds nearest_away, toward_zero or nearest_even, not {self.rounding!r}")
+                            f"rounds nearest_away, toward_zero, nearest_even, stochastic_a or stochastic_b, not "
+                            f"{self.rounding!r}")
+
+    @property
+    def stochastic(self) -> bool:
+        """True for the stochastic rounding modes (block.md §13)."""
+        return self.rounding in STOCHASTIC_MODES
 
     # ---- derived element constants ------------------------------------------------------------------------
     @property
@@ -258,19 +276,32 @@ class BlockScheme(Scheme):
             moved = np.concatenate([moved, np.zeros((*moved.shape[:-1], pad), dtype=moved.dtype)], axis=-1)
         return np.ascontiguousarray(moved).reshape(-1, k), ax, L, moved.shape
 
-    def quantize(self, x: object, axis: int = -1, global_scale: object = None, **kwargs: Any) -> QArray:
+    def quantize(self, x: object, axis: int = -1, global_scale: object = None, *, random_bits: object = None,
+                 seed: object = None, **kwargs: Any) -> QArray:
         """Quantize blocks of ``block_size`` consecutive elements along ``axis`` (default -1).
 
         global_scale: NVFP4 two-level scale in the rule's own terms (amax_encode_reciprocal and
         input_dtype_encode: the tensor amax g; tensor_scale_clamped: pts = amax / 2688; prescaled_divide: the
         divisor gs). None: amax_encode_reciprocal computes g = max|x| over the tensor, prescaled_divide uses
-        gs = 1, the other two quantize single-level."""
+        gs = 1, the other two quantize single-level.
+        random_bits, seed: the N-bit random integers of a stochastic rounding (block.md §13): ``random_bits``
+        broadcast to x's shape (R[i] rounds x[i]), or ``seed`` (the PCG64 stream of elements.md §2.5, one
+        integer per element of x in C order). Only for the stochastic modes; padding elements take R = 0."""
         if kwargs:
-            raise QrefError(f"{type(self).__name__}.quantize takes axis= and global_scale=, got {sorted(kwargs)}")
+            raise QrefError(f"{type(self).__name__}.quantize takes axis=, global_scale=, random_bits= and seed=, "
+                            f"got {sorted(kwargs)}")
         arr = as_source_array(x)
         if arr.dtype.kind == "b":  # pragma: no cover - as_source_array rejects booleans
             raise QrefError("boolean input")
         xb, ax, L, moved_shape = self._blocks(arr, axis)
+        rb = None
+        if self.stochastic:
+            assert self.stochastic_bits is not None
+            r = stochastic_random_bits(arr.shape, self.stochastic_bits, random_bits, seed).reshape(arr.shape)
+            rb = self._blocks(r, axis)[0]  # the same moves as x; padding takes R = 0 (its values are exact zeros)
+        elif random_bits is not None or seed is not None:
+            raise QrefError(f"random_bits / seed are for stochastic rounding; {self.name} rounds {self.rounding!r} "
+                            "(pass rounding='stochastic_a', stochastic_bits=N)")
         gs = None
         if global_scale is not None:
             if self.kind != "float_scale" or self.global_scale_rule == "exact":
@@ -288,13 +319,13 @@ class BlockScheme(Scheme):
                 raise QrefError(f"global_scale must be >= 0 and not NaN (a tensor amax or scale in the rule's "
                                 f"terms; +Inf is allowed), got {float(gs)!r}")
         if self.kind == "mx":
-            out = mx.quantize_mx_blocks(self, xb)
+            out = mx.quantize_mx_blocks(self, xb, rb)
         elif self.kind == "float_scale":
             if gs is None and self.global_scale_rule == "amax_encode_reciprocal":
                 gs = nvfp4.tensor_amax(arr, skip_nan=self.amax_nan == "skip")
-            out = nvfp4.quantize_float_scaled_blocks(self, xb, gs)
+            out = nvfp4.quantize_float_scaled_blocks(self, xb, gs, rb)
         else:
-            out = affine.quantize_affine_blocks(self, xb)
+            out = affine.quantize_affine_blocks(self, xb, rb)
         lead = moved_shape[:-1]
         nb_row = moved_shape[-1] // self.block_size
 
@@ -344,6 +375,8 @@ class BlockScheme(Scheme):
         spec: dict[str, Any] = {"family": "block"}
         for f in fields(self):
             v = getattr(self, f.name)
+            if f.name == "stochastic_bits" and v is None:
+                continue  # deterministic schemes: the spec (and every committed case) as before §13
             if isinstance(v, (FloatFormat, IntFormat)):
                 v = v.name
             spec[f.name] = v
