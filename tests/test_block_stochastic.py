@@ -1,9 +1,9 @@
 """Stochastic element rounding inside block schemes (block.md §13), held to the P3109 formulas in Fractions.
 
 The oracle here is written from the spec: y = x / X exactly (X the decoded block scale, which stochastic
-rounding does not change), lo <= |y| < hi the neighbouring non-negative element values, eta = (|y| - lo) /
-(hi - lo), and the mode's rule on eta and R (elements.md §2.5). Nothing is taken from the code under test but
-the scale bytes, which are compared with the deterministic scheme's first.
+rounding does not change), then P3109's RoundToPrecision of |y| with the mode's rule on eta and R (elements.md
+§2.5; tests/oracle.py, exact Fractions) and the OCP clamp. Nothing is taken from the code under test but the
+scale bytes, which are compared with the deterministic scheme's first.
 """
 
 from __future__ import annotations
@@ -13,35 +13,19 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
+from oracle import round_magnitude, spec_of
 
 import qref
 from qref.core.encode import random_bits_from_seed
 from qref.errors import QrefError
 
 
-def grid(fmt_name: str) -> list[Fraction]:
-    """The non-negative finite values of a float element format, ascending (from its bit layout)."""
+def p3109(y: Fraction, r: int, n: int, mode: str, fmt_name: str) -> Fraction:
+    """The stochastically rounded value of y in the element format, saturating at its maximum (elements.md §2.5,
+    §2.4; the P3109 oracle of tests/oracle.py)."""
     fmt = qref.get_format(fmt_name)
-    vals = qref.decode(np.arange(1 << (fmt.bits - 1), dtype=np.uint8), fmt, dtype=np.float64)
-    return sorted({Fraction(float(v)) for v in vals if np.isfinite(v) and v >= 0})
-
-
-def p3109(y: Fraction, r: int, n: int, mode: str, g: list[Fraction]) -> Fraction:
-    """The stochastically rounded value of y on grid g, saturating at the top (elements.md §2.5, §2.4)."""
     a = abs(y)
-    if a >= g[-1]:
-        v = g[-1]
-    else:
-        i = max(j for j, v in enumerate(g) if v <= a)
-        lo, hi = g[i], g[i + 1]
-        eta = (a - lo) / (hi - lo)
-        if mode == "stochastic_a":
-            up = (eta * 2**n).__floor__() + r >= 2**n
-        elif mode == "stochastic_b":
-            up = (eta * 2 ** (n + 1)).__floor__() + 2 * r + 1 >= 2 ** (n + 1)
-        else:
-            up = round(eta * 2**n) + r >= 2**n  # Python's round of a Fraction: ties to even
-        v = hi if up else lo
+    v = min(round_magnitude(spec_of(fmt), a, y < 0, mode, r, n), fmt.max_value) if a else Fraction(0)
     return -v if y < 0 else v
 
 
@@ -69,12 +53,11 @@ def test_mx_ocp_equals_p3109_on_the_exact_quotient(mode: str, name: str, fmt_nam
     det = qref.scheme(name, profile="ocp").quantize(x)
     assert np.array_equal(q.scales, det.scales)  # the scale steps do not see the rounding mode
     assert np.array_equal(q.unspecified, det.unspecified)
-    g = grid(fmt_name)
     got = values_of(q.codes, fmt_name)
     want = []
     for (i, j), xv in np.ndenumerate(x):
         X = Fraction(2) ** (int(q.scales[i, j // 32]) - 127)
-        want.append(p3109(Fraction(float(xv)) / X, int(r[i, j]), n, mode, g))
+        want.append(p3109(Fraction(float(xv)) / X, int(r[i, j]), n, mode, fmt_name))
     assert got == want
     # the sign of a zero result is the sign of x (zero_sign keep)
     assert np.array_equal(np.signbit(qref.decode(q.codes, fmt_name)), np.signbit(x))
@@ -89,13 +72,12 @@ def test_nvfp4_exact_rule_equals_p3109(mode: str) -> None:
     q = s.quantize(x, random_bits=r)
     det = qref.scheme("nvfp4", profile="ocp").quantize(x)
     assert np.array_equal(q.scales, det.scales)
-    g = grid("float4_e2m1fn")
     scale = qref.decode(q.scales, "float8_e4m3fn", dtype=np.float64)
     got = values_of(q.codes, "float4_e2m1fn")
     want = []
     for (i, j), xv in np.ndenumerate(x):
         d = Fraction(float(scale[i, j // 16]))
-        want.append(p3109(Fraction(float(xv)) / d, int(r[i, j]), 6, mode, g) if d else Fraction(0))
+        want.append(p3109(Fraction(float(xv)) / d, int(r[i, j]), 6, mode, "float4_e2m1fn") if d else Fraction(0))
     ok = ~q.unspecified.reshape(-1)
     assert [w for w, o in zip(want, ok) if o] == [v for v, o in zip(got, ok) if o]
 
@@ -127,7 +109,8 @@ def test_expectation_over_every_r_is_exact(mode: str, n: int) -> None:
     A: floor(eta 2^N) / 2^N; B: (floor(eta 2^(N+1)) + 1) // 2 / 2^N; C: RNE(eta 2^N) / 2^N. For eta a
     multiple of 2^-N (A, C) the mean is y itself: unbiased."""
     rng = np.random.default_rng(3)
-    g = grid("float8_e4m3fn")
+    e4m3 = qref.decode(np.arange(0x7F, dtype=np.uint8), "float8_e4m3fn", dtype=np.float64)  # 0 .. 448
+    g = [Fraction(float(v)) for v in e4m3]
     # one block: amax 448 (scale byte 127 under ocp, X = 1) and values at eta = j / 2^(N+2) between grid points
     idx = rng.integers(1, len(g) - 2, size=31)
     j = rng.integers(0, 1 << (n + 2), size=31)
@@ -142,7 +125,7 @@ def test_expectation_over_every_r_is_exact(mode: str, n: int) -> None:
     for c in range(1, 32):
         i, eta = int(idx[c - 1]), Fraction(int(j[c - 1]), 1 << (n + 2))
         lo, hi = g[i], g[i + 1]
-        ups = sum(p3109(Fraction(float(x[c])), int(rr), n, mode, g) == hi for rr in range(1 << n))
+        ups = sum(p3109(Fraction(float(x[c])), int(rr), n, mode, "float8_e4m3fn") == hi for rr in range(1 << n))
         if mode == "stochastic_a":
             assert ups == (eta * 2**n).__floor__()
         elif mode == "stochastic_b":

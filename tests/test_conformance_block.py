@@ -13,6 +13,7 @@ block.md §4.7 leaves an arithmetic NaN's sign open); elements a case marks unsp
 
 from __future__ import annotations
 
+import itertools
 import logging
 from fractions import Fraction
 from pathlib import Path
@@ -20,9 +21,11 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from oracle import round_magnitude, spec_of
 from test_block import FLOAT_ELEMENTS, float_table, int8_table, oracle_block
 from test_uniform import rn
 
+import qref
 from qref.conformance import Case, load_suite
 
 COMMITTED = Path(__file__).resolve().parents[1] / "conformance" / "v1"
@@ -461,3 +464,84 @@ def test_pack_and_unpack_cases_match_the_layouts(cases):
                 assert (mlx_words(codes, b) == packed).all() and (mlx_codes(packed, b, codes.shape[1]) == codes).all()
         n += 1
     assert n == len([c for c in cases if c.operation in ("pack", "unpack")]) and n >= 60
+
+
+# ---- N-D tiles (block.md §12) and stochastic rounding (block.md §13) ----------------------------------------
+def test_tile_cases_equal_their_tiles_quantized_one_by_one(cases):
+    """Each tile_quantize case against an explicit loop: every tile gathered in row-major order (the pad +0) and
+    quantized as one block of the 1-D scheme (qref.schemes.tiles is not used)."""
+    tiles = [c for c in cases if c.operation == "tile_quantize"]
+    assert len(tiles) >= 18 and {c.scheme["block"]["name"] for c in tiles} >= {"mxfp8_e4m3", "mxfp4", "nvfp4",
+                                                                               "mlx_affine", "mxint8"}
+    n_codes = 0
+    for case in tiles:
+        shape = tuple(case.params["block_shape"])
+        x = case.inputs["x"]
+        axes = tuple(case.params.get("axes", range(x.ndim - len(shape), x.ndim)))
+        blk = qref.scheme_from_spec(case.scheme["block"])
+        g = case.inputs.get("global_scale")
+        grid = [-(-x.shape[a] // t) for a, t in zip(axes, shape)]
+        others = [i for i in range(x.ndim) if i not in axes]
+        rows, where = [], []
+        for outer in itertools.product(*(range(x.shape[i]) for i in others)):
+            for tile in itertools.product(*(range(n) for n in grid)):
+                idx = []
+                for inner in itertools.product(*(range(t) for t in shape)):
+                    full = [0] * x.ndim
+                    for i, o in zip(others, outer):
+                        full[i] = o
+                    for a, t, j, k in zip(axes, shape, tile, inner):
+                        full[a] = j * t + k
+                    idx.append(tuple(full))
+                rows.append([x[i] if all(v < x.shape[d] for d, v in enumerate(i)) else 0.0 for i in idx])
+                where.append((outer, tile, idx))
+        xb = np.array(rows, dtype=x.dtype)
+        with np.errstate(all="ignore"):
+            q = blk.quantize(xb, global_scale=None if g is None else g.reshape(()))
+        want_codes = np.zeros_like(case.expected["codes"])
+        unspec = case.unspecified.get("codes", np.zeros(x.shape, dtype=bool))
+        for r, (outer, tile, idx) in enumerate(where):
+            sc_index = [0] * x.ndim
+            for i, o in zip(others, outer):
+                sc_index[i] = o
+            for a, j in zip(axes, tile):
+                sc_index[a] = j
+            got_scale = case.expected["scales"][tuple(sc_index)]
+            assert bits_of(np.asarray(got_scale)) == bits_of(np.asarray(q.scales[r, 0])), case.id
+            for c, i in enumerate(idx):
+                if all(v < x.shape[d] for d, v in enumerate(i)):
+                    want_codes[i] = 0 if unspec[i] else q.codes[r, c]
+        assert np.array_equal(want_codes, case.expected["codes"]), case.id
+        n_codes += want_codes.size
+    assert n_codes > 20000
+
+
+def test_ocp_stochastic_cases_equal_the_p3109_oracle(cases):
+    """Every stochastic_quantize case under the exact OCP rules: y = x / X exactly, P3109 StochasticA/B/C(N) with the
+    case's random_bits (tests/oracle.py), the OCP clamp; the scale byte the deterministic oracle's."""
+    sto = [c for c in cases if c.operation == "stochastic_quantize"]
+    assert {c.scheme["rounding"] for c in sto} == {"stochastic_a", "stochastic_b", "stochastic_c"}
+    assert {c.profile for c in sto} >= {"ocp", "nvidia", "microxcaling", "mlx", "torchao_floor"}
+    checked = 0
+    for case in sto:
+        sch = case.scheme
+        if case.profile != "ocp" or sch["kind"] != "mx" or sch["element"].startswith("int"):
+            continue
+        fmt = qref.get_format(sch["element"])
+        spec, top = spec_of(fmt), fmt.max_value
+        n, mode = sch["stochastic_bits"], sch["rounding"]
+        x, r = case.inputs["x"], case.inputs["random_bits"]
+        unspec = case.unspecified.get("codes", np.zeros(x.shape, dtype=bool))
+        vals = qref.decode(case.expected["codes"], fmt, dtype=np.float64)
+        k = sch["block_size"]
+        for (i, j), xv in np.ndenumerate(f64(x)):
+            if unspec[i, j]:
+                continue
+            X = Fraction(2) ** (int(case.expected["scales"][i, j // k]) - 127)
+            y = Fraction(float(xv)) / X
+            a = abs(y)
+            v = min(round_magnitude(spec, a, y < 0, mode, int(r[i, j]), n), top) if a else Fraction(0)
+            assert Fraction(float(vals[i, j])) == (-v if y < 0 else v), (case.id, i, j)
+            assert np.signbit(vals[i, j]) == np.signbit(xv), (case.id, i, j)
+            checked += 1
+    assert checked > 8000

@@ -22,6 +22,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from test_uniform import rn as round_nearest
 
 from qref.conformance import Case, load_suite
 
@@ -73,7 +74,7 @@ def same_codes(got: np.ndarray, want: np.ndarray, fmt: str) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------------
 def test_recipe_cases_cover_the_issue(cases):
     ops = {c.operation for c in cases}
-    assert ops == {"delayed_scaling", "scaled_qdq", "block_matmul", "qdq_matmul"}
+    assert ops == {"delayed_scaling", "scaled_qdq", "block_matmul", "qdq_matmul", "hadamard"}
     ds = by_op(cases, "delayed_scaling")
     assert {(c.format["name"], c.params["history_length"]) for c in ds} == {
         (f, L) for f in FP8_MAX for L in (1, 4, 16)}
@@ -533,3 +534,47 @@ def test_qdq_matmul_exact_fractions(cases):
                     check_result(c, m, n, y, S_u * s, bound, unspec, det_value=y)
                 results += 1
     assert results >= 56 * 64
+
+
+# ---------------------------------------------------------------------------------------------------------
+# hadamard (transforms.md): the exact cases with a dyadic coefficient, in Fractions
+# ---------------------------------------------------------------------------------------------------------
+def test_hadamard_exact_cases_in_fractions(cases):
+    """y = c H D x (inverse: c' D H y) with H[i, j] = (-1)^popcount(i & j) built here, c = 2^(-m/2) for even m
+    (1 unnormalized, 1/n for the unnormalized inverse), summed in Fractions and rounded once (tests/test_uniform's
+    rn: nearest even, overflow to +-Inf); a row holding NaN, or +Inf and -Inf that meet, gives NaN."""
+    hc = by_op(cases, "hadamard")
+    assert len(hc) == 16
+    assert {c.params["arithmetic"] for c in hc} == {"exact", "fma_sequential_float32", "dot_pairs_bfloat16"}
+    checked = 0
+    for case in hc:
+        p = case.params
+        n = p["n"]
+        m = n.bit_length() - 1
+        if p["arithmetic"] != "exact" or (p["normalize"] and m % 2):
+            continue
+        x = case.inputs["x"]
+        dt = "bfloat16" if x.dtype == np.dtype(ml_dtypes.bfloat16) else x.dtype.name
+        signs = case.inputs.get("signs", np.ones(n, dtype=np.int8)).astype(int)
+        c = Fraction(1, 2 ** (m // 2)) if p["normalize"] else Fraction(1, n) if p["inverse"] else Fraction(1)
+        y = case.expected["y"].astype(np.float64)
+        for r in range(x.shape[0]):
+            row = x[r].astype(np.float64)
+            for i in range(n):
+                coef = [(-1) ** bin(i & j).count("1") * (signs[j] if not p["inverse"] else signs[i])
+                        for j in range(n)]
+                terms = [k * v for k, v in zip(coef, row)]
+                if any(np.isnan(t) for t in terms) or ({math.inf, -math.inf} <= set(terms)):
+                    assert np.isnan(y[r, i]), (case.id, r, i)
+                    continue
+                inf = [t for t in terms if math.isinf(t)]
+                exact = Fraction(0) if inf else sum(Fraction(t) for t in terms) * c
+                if inf or abs(exact) >= 2**1024:  # beyond every dtype (rn's copysign needs a float-sized value)
+                    want = inf[0] if inf else (math.inf if exact > 0 else -math.inf)
+                else:
+                    want = round_nearest(exact, dt)
+                got = y[r, i]
+                assert (got == want and np.signbit(got) == np.signbit(float(want))) or (want == 0 and got == 0), (
+                    case.id, r, i, got, want)
+                checked += 1
+    assert checked > 1500

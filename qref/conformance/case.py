@@ -40,7 +40,8 @@ TAGS = ("tie", "boundary", "subnormal", "overflow", "underflow", "special", "ran
 #: Operations used so far; new ones follow the same lower_snake_case pattern.
 OPERATIONS = ("encode", "decode", "quantize", "dequantize", "uniform_quantize", "uniform_dequantize",
               "block_quantize", "block_dequantize", "lookup_quantize", "lookup_dequantize", "pack", "unpack",
-              "delayed_scaling", "scaled_qdq", "block_matmul", "qdq_matmul", "mma", "gemm")
+              "delayed_scaling", "scaled_qdq", "block_matmul", "qdq_matmul", "mma", "gemm", "tile_quantize",
+              "stochastic_quantize", "hadamard")
 
 ID_RE = re.compile(r"^[a-z][a-z0-9_]*(/[A-Za-z0-9_.:<>=+,@-]+)+$")
 NAME_RE = re.compile(r"^[a-z_][a-z0-9_]*$")

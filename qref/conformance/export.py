@@ -389,7 +389,8 @@ _FLAG = {v: k for k, v in HEX_FLAGS.items()}
 HEX_OPERATIONS = frozenset({
     ("elements", "encode"), ("elements", "decode"), ("elements", "quantize"),
     ("uniform", "uniform_quantize"), ("uniform", "uniform_dequantize"),
-    ("block", "block_quantize"), ("block", "block_dequantize"),
+    ("block", "block_quantize"), ("block", "block_dequantize"), ("block", "tile_quantize"),
+    ("block", "stochastic_quantize"),
     ("lookup", "lookup_quantize"), ("lookup", "lookup_dequantize"), ("recipes", "scaled_qdq"),
 })
 _HEX_SKIPPED = {
@@ -400,6 +401,7 @@ _HEX_SKIPPED = {
     "block_matmul": "a matrix product: each output depends on a row and a column of inputs, not on one element",
     "qdq_matmul": "a matrix product: each output depends on a row and a column of inputs, not on one element",
     "delayed_scaling": "a recurrence: each step's outputs depend on the whole amax history",
+    "hadamard": "a transform: each output depends on a whole group of n inputs, not on one element",
 }
 _MAX_HEX_FILE = 1 << 30  # bytes; far above any committed case (a few MB)
 _SEG_RE = re.compile(r"^[A-Za-z0-9_.:<>=+,@-]+$")

@@ -521,6 +521,128 @@ def _pack_cases() -> Iterator[Case]:
         )
 
 
+# ---------------------------------------------------------------------------------------------------------
+# N-D tiles (block.md §12) and stochastic element rounding (block.md §13)
+# ---------------------------------------------------------------------------------------------------------
+#: (scheme name, profile, block_shape, source, input shape, tiled axes or None, options)
+TILES: tuple[tuple[str, str, tuple[int, ...], str, tuple[int, ...], tuple[int, ...] | None, dict[str, Any]], ...] = (
+    ("mxfp8_e4m3", "nvidia", (32, 32), "f32", (64, 96), None, {}),
+    ("mxfp8_e4m3", "ocp", (8, 4), "f32", (20, 30), None, {}),  # partial tiles along both axes (padded with +0)
+    ("mxfp8_e4m3", "ocp", (8, 4), "bf16", (16, 16), (1, 0), {}),  # the tile's first extent along axis 1
+    ("mxfp4", "ocp", (4, 8), "f32", (16, 32), None, {}),
+    ("mxfp4", "torchao_floor", (2, 4, 4), "f32", (4, 8, 12), None, {}),  # rank-3 tiles
+    ("mxint8", "ocp", (4, 8), "f32", (8, 16), None, {}),
+    ("nvfp4", "nvidia", (16, 16), "f32", (32, 48), None, {}),  # the NVFP4 recipe's weight tiles
+    ("nvfp4", "nvidia", (1, 16), "bf16", (8, 48), None, {}),
+    ("mlx_affine", "mlx", (2, 32), "f32", (8, 64), None, {"bits": 4}),
+)
+#: (scheme name, profile, rounding, N, sources, options): stochastic element rounding (block.md §13)
+STOCHASTIC_BLOCKS: tuple[tuple[str, str, str, int, tuple[str, ...], dict[str, Any]], ...] = (
+    ("mxfp8_e4m3", "ocp", "stochastic_a", 8, ("f32",), {}),
+    ("mxfp8_e4m3", "ocp", "stochastic_b", 4, ("f32",), {}),
+    ("mxfp4", "ocp", "stochastic_a", 8, ("f32", "bf16"), {}),
+    ("mxfp4", "ocp", "stochastic_c", 8, ("f32",), {}),
+    ("mxint8", "ocp", "stochastic_a", 6, ("f32",), {}),
+    ("mxfp4", "torchao_floor", "stochastic_a", 8, ("f32",), {}),
+    ("nvfp4", "nvidia", "stochastic_a", 8, ("f32", "bf16"), {}),
+    ("nvfp4", "ocp", "stochastic_a", 8, ("f32",), {}),
+    # microxcaling's round="dither": torch.rand_like's 24 / 8 random bits (block.md §13.3)
+    ("mxfp8_e4m3", "microxcaling", "stochastic_a", 24, ("f32",), {}),
+    ("mxfp4", "microxcaling", "stochastic_a", 24, ("f32",), {}),
+    ("mxfp4", "microxcaling", "stochastic_a", 8, ("bf16",), {}),
+    ("mlx_affine", "mlx", "stochastic_a", 8, ("f32",), {"bits": 4, "group_size": 64}),
+)
+#: random bits at and around the threshold of a midpoint (eta = 1/2 +- 1 ulp): R* = 2^(N-1) or 2^(N-1) + 1
+_TIE_R = (-1, 0, 1, 2, None)
+
+
+def _block_outputs(q: QArray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(expected arrays with unspecified codes stored as 0, unspecified masks that mark something)."""
+    exp = _outputs(q)
+    unspec = {"codes": np.asarray(q.unspecified, dtype=bool),
+              "scales": np.asarray(q.meta["scales_unspecified"], dtype=bool)}
+    unspec = {k: v for k, v in unspec.items() if v.any()}
+    if "codes" in unspec:
+        exp["codes"] = np.where(unspec["codes"], 0, exp["codes"]).astype(exp["codes"].dtype)
+    return exp, unspec
+
+
+def _tile_cases() -> Iterator[Case]:
+    for name, profile, shape, src_key, in_shape, axes, opts in TILES:
+        src = SOURCES[src_key]
+        sch = scheme(name, profile=profile, block_shape=shape, **({"pad": "zero"} if profile == "ocp" else {}),
+                     **opts)
+        size = int(np.prod(in_shape))
+        label = f"{FAMILY}/tiles/{name}/{'x'.join(map(str, shape))}/{src_key}/{profile}"
+        r = qrandom.floats_in_binades(f"{label}/random", size, "float64", -2, 1).view(np.float64)
+        shift = qrandom.below(f"{label}/random/shift", size // 16 + 1, 17) - 8  # neighbouring tiles differ
+        x = _cast(r * np.exp2(np.repeat(shift, 16)[:size].astype(np.float64)), src).reshape(in_shape)
+        edge = x.copy()
+        flat = edge.reshape(-1)
+        specials = np.array([np.nan, np.inf, -0.0, 0.0, -np.inf, 1e-30, 3.0])
+        flat[np.linspace(0, size - 1, specials.size).astype(np.int64)] = _cast(specials, src)
+        tiled = axes if axes is not None else tuple(range(len(in_shape) - len(shape), len(in_shape)))
+        first = [slice(0, 1)] * len(in_shape)  # the first tile (and the first index of the untiled axes)
+        for a_, t in zip(tiled, shape):
+            first[a_] = slice(0, t)
+        edge[tuple(first)] = 0.0  # an all-zero tile
+        params: dict[str, Any] = {"block_shape": list(shape)}
+        if axes is not None:
+            params["axes"] = list(axes)
+        tshape = " x ".join(map(str, shape))
+        for cat, xv, tags in (("random", x, ("random",)), ("edge", edge, ("edge", "special"))):
+            with np.errstate(all="ignore"):
+                q = sch.quantize(xv, axes=axes)
+            exp, unspec = _block_outputs(q)
+            yield Case(
+                id=f"{label}/{cat}", family=FAMILY, operation="tile_quantize", scheme=sch, profile=profile,
+                params=params, inputs={"x": xv}, expected=exp, unspecified=unspec, array_formats=_formats(sch.block),
+                tags=(*tags, "profile"), spec=("block.md §12", SPEC["profiles"]), profiles=(profile,),
+                description=f"tile_quantize {src} {name} in {tshape} tiles over axes "
+                            f"{list(axes) if axes is not None else 'the last ' + str(len(shape))} ({profile}): "
+                            + ("seeded values, tiles shifted by random powers of two" if cat == "random" else
+                               "NaN, +-Inf, +-0, tiny values and an all-zero tile"),
+            )
+
+
+def _stochastic_block_cases() -> Iterator[Case]:
+    for name, profile, mode, n, sources, opts in STOCHASTIC_BLOCKS:
+        for src_key in sources:
+            src = SOURCES[src_key]
+            sch = scheme(name, profile=profile, rounding=mode, stochastic_bits=n, **opts)
+            assert isinstance(sch, BlockScheme)
+            label = f"{FAMILY}/stochastic/{name}/{src_key}/{mode}_n{n}/{profile}"
+            k = sch.block_size
+            if sch.kind == "affine":
+                cats = _affine_categories(k, src, label, False)
+                cats = {c: cats[c] for c in ("random", "nonfinite", "zero", "constant")}
+            else:
+                cats = _mx_categories(sch, src, label, False)
+                cats = {c: cats[c] for c in ("random", "ties", "tiny", "nonfinite", "zero")}
+            for cat, v in cats.items():
+                x = _cast(v, src)
+                if cat == "ties":  # R at and around the thresholds of midpoints (+-1 ulp): 2^(N-1) - 1 .. + 2
+                    half = 1 << (n - 1)
+                    choice = [half + d if d is not None else (1 << n) - 1 for d in _TIE_R] + [0]
+                    rb = np.resize(np.array(choice, dtype=np.uint64), x.size).reshape(x.shape)
+                else:
+                    rb = qrandom.bits(f"{label}/{cat}/r", x.size, n).reshape(x.shape)
+                rb = rb.astype(np.uint32)
+                with np.errstate(all="ignore"):
+                    q = sch.quantize(x, random_bits=rb)
+                exp, unspec = _block_outputs(q)
+                tags, spec_keys, text = CATEGORY[cat]
+                spec = ["block.md §13", *(SPEC[s] for s in spec_keys), SPEC["profiles"]]
+                yield Case(
+                    id=f"{label}/{cat}", family=FAMILY, operation="stochastic_quantize", scheme=sch,
+                    profile=profile, inputs={"x": x, "random_bits": rb}, expected=exp, unspecified=unspec,
+                    array_formats=_formats(sch), tags=(*tags, "stochastic", "profile"),
+                    spec=tuple(dict.fromkeys(spec)), profiles=(profile,),
+                    description=f"stochastic_quantize {src} {name} ({profile}, {mode} with N = {n}; random_bits[i] "
+                                f"rounds x[i]): {text}",
+                )
+
+
 AFFINE = [(b, 64) for b in (1, 2, 3, 4, 5, 6, 8)] + [(4, 32), (4, 128), (8, 32), (2, 128)]
 
 
@@ -537,6 +659,8 @@ def build_cases(full: bool) -> Iterator[Case]:
         for src_key in ("f16", "bf16"):
             yield from _affine_cases(bits, group, src_key, full)
     yield from _pack_cases()
+    yield from _tile_cases()
+    yield from _stochastic_block_cases()
 
 
 __all__ = ["build_cases"]

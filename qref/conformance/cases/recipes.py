@@ -49,6 +49,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ...core.decode import decode
@@ -59,6 +60,7 @@ from ...recipes import Accumulation, DelayedScaling, MatmulResult, block_matmul,
 from ...recipes.exact import Dyadic, acc_format
 from ...recipes.scaling import scaled_dequantize, scaled_quantize
 from ...schemes.base import QArray, scheme
+from ...transforms import hadamard, random_signs
 from .. import random as qrandom
 from ..case import Case
 
@@ -658,9 +660,74 @@ def _qdq_cases(full: bool) -> Iterator[Case]:
                 )
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Hadamard transforms (transforms.md)
+# ---------------------------------------------------------------------------------------------------------
+#: (n, source dtype, arithmetic, normalize, inverse, random signs)
+HADAMARD = (
+    (16, "float32", "exact", True, False, True),      # the NVFP4 recipe's 16 x 16 RHT, rounded once
+    (16, "bfloat16", "exact", True, False, True),
+    (16, "float32", "fma_sequential_float32", True, False, True),   # TransformerEngine's CPU kernel orders (§4.2)
+    (16, "bfloat16", "dot_pairs_bfloat16", True, False, True),      # (§4.3)
+    (32, "float32", "exact", True, False, False),     # odd m: c = sqrt(2) / 8 is irrational
+    (4, "float64", "exact", True, True, True),        # the inverse
+    (128, "float32", "exact", False, False, False),   # unnormalized (c = 1)
+    (8, "float16", "exact", True, False, True),
+)
+_HADAMARD_CATS = {
+    "random": (("random",), "seeded values over 4 binades"),
+    "edge": (("edge", "special", "overflow", "subnormal"),
+             "NaN, +-Inf, +-0, subnormals and values near the dtype's maximum (overflow to +-Inf)"),
+}
+
+
+def _hadamard_cases() -> Iterator[Case]:
+    npdt = {"float64": np.dtype(np.float64), "float32": np.dtype(F32), "float16": np.dtype(np.float16),
+            "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+    for n, src, arith, normalize, inverse, signed in HADAMARD:
+        dt = npdt[src]
+        label = (f"{FAMILY}/hadamard/n{n}/{src}/{arith}/" + ("inverse" if inverse else "forward")
+                 + ("" if normalize else "_unnormalized") + ("/random_signs" if signed else "/plain"))
+        rows = 6
+        v = qrandom.floats_in_binades(f"{label}/x", rows * n, "float64", -2, 1).view(np.float64).reshape(rows, n)
+        fi = ml_dtypes.finfo(dt)
+        edge = v.copy()
+        edge[0, :4] = [np.nan, 1.0, -2.0, 0.5]
+        edge[1, :3] = [np.inf, 1.0, -np.inf]
+        edge[2, :] = 0.0
+        edge[2, 1::2] = -0.0
+        edge[3, :] = float(fi.smallest_subnormal) * np.arange(1, n + 1)
+        edge[4, :] = float(fi.max) * 0.75
+        edge[5, :] = float(fi.max) * np.where(np.arange(n) % 2, -0.5, 0.5)
+        params: dict[str, Any] = {"n": n, "axis": -1, "normalize": normalize, "inverse": inverse,
+                                  "arithmetic": arith}
+        for cat, xv in (("random", v), ("edge", edge)):
+            with np.errstate(over="ignore", invalid="ignore"):
+                x = xv.astype(dt)
+            inputs: dict[str, np.ndarray] = {"x": x}
+            kw: dict[str, Any] = {}
+            if signed:
+                inputs["signs"] = random_signs(n, 20261203 + n)
+                kw["signs"] = inputs["signs"]
+            with np.errstate(all="ignore"):
+                y = hadamard(x, n, normalize=normalize, inverse=inverse, arithmetic=arith, **kw)
+            tags, text = _HADAMARD_CATS[cat]
+            sect = {"exact": "transforms.md §4.1", "fma_sequential_float32": "transforms.md §4.2",
+                    "dot_pairs_bfloat16": "transforms.md §4.3"}[arith]
+            yield Case(
+                id=f"{label}/{cat}", family=FAMILY, operation="hadamard", params=params, inputs=inputs,
+                expected={"y": y}, tags=tags, spec=("transforms.md §1", sect),
+                description=f"hadamard n = {n} on {src} rows ({arith}, {'inverse' if inverse else 'forward'}, "
+                            f"{'c = 1/sqrt(n)' if normalize else 'c = 1'}"
+                            + (", signs = random_signs(n, seed) given as an input" if signed else "")
+                            + f"): {text}",
+            )
+
+
 def build_cases(full: bool) -> Iterator[Case]:
     """Every recipe case (module docstring); ``full`` adds longer random runs, more scales and larger matrices."""
     yield from _delayed_cases(full)
     yield from _cast_cases(full)
     yield from _block_cases(full)
     yield from _qdq_cases(full)
+    yield from _hadamard_cases()
