@@ -193,6 +193,18 @@ TORCHAO_FLOAT8 = MultiplierRules(eps=1e-12, floor_dtype="float64", infinite_mult
 SCALE_POW2 = ("none", "ceil_log2_float32")
 
 
+def ceil_log2_pow2(s: np.ndarray) -> np.ndarray:
+    """2^ceil(RN32(log2 s)) for float32 s > 0 (recipes.md §12.2): the logarithm rounded to float32, then the
+    ceiling, as DeepSeek-V3's act_quant (``tl.math.ceil(tl.math.log2(s))``, then ``exp2``).
+
+    log2 is taken in float64 and rounded to float32; the ceiling differs from ceil(log2 s) only for s a few ulps
+    above a power of two, where the float64 route equals the correctly rounded float32 logarithm on every
+    float32 s within 64 ulps of every power of two in 2^-126..2^127 (tests/test_recipes_deepseek.py)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lg = np.log2(np.asarray(s, np.float32).astype(np.float64)).astype(np.float32)
+        return np.exp2(np.ceil(lg)).astype(np.float32)
+
+
 @dataclass(frozen=True)
 class DivisionRules:
     """Every step of a division cast (recipes.md §12.2) that a recipe chooses.
@@ -232,15 +244,12 @@ class DivisionCast(TiledCast):
             a = np.maximum(a, np.float32(R.amax_floor))
             s = (a / np.float32(self.element.max_value)).astype(np.float32)
             if R.pow2 == "ceil_log2_float32":
-                # RN32(log2 s) through float64 (one ulp of float64, then RN32): equal to the correctly rounded
-                # float32 logarithm where the ceiling depends on it (next to powers of two; tested exhaustively)
-                lg = np.log2(s.astype(np.float64)).astype(np.float32)
-                s = np.exp2(np.ceil(lg)).astype(np.float32)
+                s = ceil_log2_pow2(s)
         return s.astype(np.float32)
 
     def quantize(self, x: object) -> dict[str, np.ndarray]:
-        """{"codes": FP8 codes (uint8, x's shape), "scales": s per tile (float32), "unspecified": elements of
-        non-finite tiles}."""
+        """{"codes": FP8 codes (uint8, x's shape), "scales": s per tile (float32), "quotients": RN32(x / s)
+        (float32, x's shape), "unspecified": elements of non-finite tiles}."""
         arr = np.asarray(x)
         if arr.dtype.name not in _INPUTS:
             raise QrefError(f"division casts take float32, bfloat16 or float16 input, got {arr.dtype}; cast it "
@@ -250,7 +259,7 @@ class DivisionCast(TiledCast):
             y = (arr.astype(np.float32) / self.expand(s, arr.shape)).astype(np.float32)
         codes = encode(y, self.element, rounding="nearest_even", overflow="saturate", nan="keep_sign")
         bad = self.expand(~np.isfinite(self.tile_amax(arr).astype(np.float32)), arr.shape)
-        return {"codes": codes.astype(np.uint8), "scales": s, "unspecified": bad | np.isnan(y)}
+        return {"codes": codes.astype(np.uint8), "scales": s, "quotients": y, "unspecified": bad | np.isnan(y)}
 
     def dequantize(self, codes: object, scales: object) -> np.ndarray:
         """float32 values RN32(decode(code) · s) (DeepSeek-V3's weight_dequant: x.to(float32) * s)."""
@@ -271,6 +280,19 @@ DEEPSEEK_V3 = DivisionRules(amax_floor=1e-4)
 DEEPSEEK_V3_1 = DivisionRules(amax_floor=1e-4, pow2="ceil_log2_float32")
 
 
-__all__ = ["DEEPSEEK_V3", "DEEPSEEK_V3_1", "INFINITE_MULTIPLIER", "POW2", "SCALE_POW2", "STORED", "TORCHAO_FLOAT8",
-           "TRANSFORMER_ENGINE_BLOCKWISE", "DivisionCast", "DivisionRules", "MultiplierCast", "MultiplierRules",
-           "TiledCast"]
+__all__ = [
+    "DEEPSEEK_V3",
+    "DEEPSEEK_V3_1",
+    "INFINITE_MULTIPLIER",
+    "POW2",
+    "SCALE_POW2",
+    "STORED",
+    "TORCHAO_FLOAT8",
+    "TRANSFORMER_ENGINE_BLOCKWISE",
+    "DivisionCast",
+    "DivisionRules",
+    "MultiplierCast",
+    "MultiplierRules",
+    "TiledCast",
+    "ceil_log2_pow2",
+]
