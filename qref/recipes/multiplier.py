@@ -202,7 +202,10 @@ def ceil_log2_pow2(s: np.ndarray) -> np.ndarray:
     float32 s within 64 ulps of every power of two in 2^-126..2^127 (tests/test_recipes_deepseek.py)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         lg = np.log2(np.asarray(s, np.float32).astype(np.float64)).astype(np.float32)
-        return np.exp2(np.ceil(lg)).astype(np.float32)
+        n = np.ceil(lg)
+        # 2^n exactly (numpy's float32 exp2 is off by an ulp at n = 127, outside act_quant's range s < 2^120)
+        return np.where(np.isfinite(n), np.ldexp(np.float32(1), np.where(np.isfinite(n), n, 0).astype(np.int32)),
+                        np.exp2(n)).astype(np.float32)
 
 
 @dataclass(frozen=True)
