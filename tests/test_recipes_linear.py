@@ -383,7 +383,7 @@ def test_mma_mapping_errors_name_the_fix() -> None:
         linear_step(x, w, g, ds, mma=HOPPER_E4M3, gemm="float64")
     with pytest.raises(qref.QrefError, match="not GEMMs"):
         linear_step(x, w, g, ds, mma={"forward": HOPPER_E4M3})
-    with pytest.raises(qref.QrefError, match="a qref[.]mma Instruction"):
+    with pytest.raises(qref.QrefError, match=r"a qref\.mma Instruction"):
         linear_step(x, w, g, ds, mma=3)
     none = OperandRule("none")
     plain = TrainingRecipe("plain", fprop=(none, none), dgrad=(none, none), wgrad=(none, none))
