@@ -1,4 +1,4 @@
-"""Float8 training casts with a float32 multiplier per tile (spec: docs/spec/recipes.md §12).
+"""Float8 training casts with a float32 multiplier or a float32 divisor per tile (spec: docs/spec/recipes.md §12).
 
 The casts of today's FP8 training recipes (TransformerEngine Float8CurrentScaling / Float8BlockScaling and its
 blockwise reference, torchao float8 tensorwise / rowwise) multiply by m = fp8_max / amax instead of dividing by
@@ -15,6 +15,9 @@ a scale. Per tile (a tensor, a row, a 1 x 128 or 128 x 128 block: any tile shape
     scale = RN32(1 / m) (stored = "reciprocal", TE's scale_inv) or m (stored = "multiplier", torchao's _scale)
 
 dequantize: RN32(decode(code) · scale) for "reciprocal", RN32(decode(code) / scale) for "multiplier".
+
+DeepSeek-V3's casts divide instead (``DivisionCast``, §12.2): a = max(amax, amax_floor), s = RN32(a / fp8_max)
+(or 2^ceil(RN32(log2 s)), UE8M0), codes = fp8(RN32(x / s)).
 """
 
 from __future__ import annotations
