@@ -391,3 +391,22 @@ def test_mma_mapping_errors_name_the_fix() -> None:
     with pytest.raises(qref.QrefError, match="NVIDIA fused families"):
         linear_step(bf, w.astype(ml_dtypes.bfloat16), g.astype(ml_dtypes.bfloat16), plain,
                     mma={"fprop": "CDNA3/mfma/f32_32x32x8_bf16"})
+
+
+def test_mma_unscaled_bfloat16_operands_after_the_transform() -> None:
+    """Cast "none" hands the (transformed) bfloat16 operand itself to a bf16 unit: the wgrad GEMM with a 16-point
+    Hadamard transform equals qref.mma.matmul on the transformed operands, within its bound."""
+    import qref.mma as qm
+
+    rng = np.random.default_rng(8)
+    x, w, g = (rng.standard_normal((64, 64)).astype(ml_dtypes.bfloat16) for _ in range(3))
+    none, rht = OperandRule("none"), OperandRule("none", hadamard=16, hadamard_signs=TE_WGRAD_SIGNS)
+    r = TrainingRecipe("rht", fprop=(none, none), dgrad=(none, none), wgrad=(rht, rht))
+    ins = qm.get("Hopper", "wgmma", "m64n8k16.f32.bf16.bf16")
+    st = linear_step(x, w, g, r, mma={"wgrad": ins})
+    oa, ob = st.operands["wgrad"]
+    want = qm.matmul(oa["values"], np.ascontiguousarray(ob["values"].T), instruction=ins)
+    res = st.results["wgrad"]
+    assert res.meta["mapping"] == "unscaled" and np.array_equal(res.value.view(np.uint32), want.view(np.uint32))
+    assert res.within(res.value).all() and (res.bound > 0).any()
+    assert not np.array_equal(oa["values"], np.ascontiguousarray(g.T))  # the transform was applied

@@ -10,10 +10,11 @@ each reducing over another axis, and every recipe quantizes each operand for eac
 Every operand is laid out with the GEMM's reduction axis last (the row-wise / column-wise copies of the real
 systems). An ``OperandRule`` says how: an optional random Hadamard transform along the reduction axis
 (docs/spec/transforms.md; applied to both operands of a GEMM, whose product it leaves unchanged), then a cast —
-a multiplier cast per tile (recipes.md §12) or a block scheme on tiles (block.md §12). ``linear_step``
-dequantizes each operand exactly (decode · scale in float64; block schemes by their own dequantize) and gives
-each GEMM as ``exact_matmul`` of the dequantized operands: the exact result, its correct rounding, and the
-bound of the declared accumulation.
+a multiplier cast per tile (recipes.md §12.1), a division cast per tile (§12.2, DeepSeek-V3) or a block scheme
+on tiles (block.md §12). ``linear_step`` dequantizes each operand exactly (decode · scale in float64; block
+schemes by their own dequantize) and gives each GEMM as ``exact_matmul`` of the dequantized operands: the exact
+result, its correct rounding, and the bound of the declared accumulation (§13.1); with ``mma=`` a GEMM is
+computed by a matrix-unit model from the codes and scales instead, with the unit's declared bound (§13.2).
 """
 
 from __future__ import annotations
@@ -292,8 +293,8 @@ def unit_operand(rule: OperandRule, a: np.ndarray, out: dict[str, Any]) -> UnitO
     """The unit form of an operand quantized by ``rule`` (recipes.md §13.2, C1-C4)."""
     fmt = get_format(rule.element).name
     if rule.cast == "none":
-        name = a.dtype.name
-        return UnitOperand(np.ascontiguousarray(a), name, a.astype(np.float64))
+        v = np.ascontiguousarray(out["values"])  # after the Hadamard transform, if any
+        return UnitOperand(v, v.dtype.name, v.astype(np.float64))
     if rule.cast in ("multiplier", "division"):
         if rule.cast == "multiplier":
             assert rule.multiplier is not None
