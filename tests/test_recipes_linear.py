@@ -410,3 +410,93 @@ def test_mma_unscaled_bfloat16_operands_after_the_transform() -> None:
     assert res.meta["mapping"] == "unscaled" and np.array_equal(res.value.view(np.uint32), want.view(np.uint32))
     assert res.within(res.value).all() and (res.bound > 0).any()
     assert not np.array_equal(oa["values"], np.ascontiguousarray(g.T))  # the transform was applied
+
+
+def _random_codes(rng: np.random.Generator, shape: tuple[int, ...], fmt: str, pattern: str) -> np.ndarray:
+    """Finite operand codes of ``fmt`` (storage dtype) in one of the adversarial patterns."""
+    import qref.mma as qm
+    from qref.mma.bits import operand_format, storage_dtype
+
+    f = operand_format(fmt)
+    dt = storage_dtype(fmt)
+    codes = rng.integers(0, 1 << f.bits, shape).astype(np.uint8 if f.bits <= 8 else np.uint16)
+    v = qref.decode(codes, f, dtype=np.float64)
+    v = np.where(np.isfinite(v), v, 0.0)
+    if pattern == "narrow":  # exponents within a few binades: aligned sums, often exact
+        v = np.sign(v) * np.exp2(rng.integers(0, 3, shape))
+    elif pattern == "cancel":  # pairs that cancel, plus a small remainder
+        v[..., 1::2] = -v[..., 0::2]
+        v[..., -1] = np.exp2(-3.0)
+    elif pattern == "dominant":  # one large term first, then small ones (c dominates later chunks)
+        v[..., :1] = 2.0 ** (3 if f.bits <= 4 else 8)
+        v[..., 1:] = np.clip(np.abs(v[..., 1:]), 0, 1) * np.sign(v[..., 1:])
+    del qm
+    out = qref.encode(v, f)
+    return np.ascontiguousarray(out).view(dt) if out.dtype.itemsize == dt.itemsize else out.astype(dt)
+
+
+@pytest.mark.parametrize("pattern", ["random", "narrow", "cancel", "dominant"])
+def test_declared_unit_bound_holds_against_fractions(pattern: str) -> None:
+    """mma.md §7.3 on adversarial operands of every NVIDIA fused family (T-FDPA at F = 13 and 25, ST-FDPA with
+    E8M0 scales, GST-FDPA with UE4M3 and E8M0 scales, with and without promotion): |unit - exact| <= bound with the
+    exact sum in Fractions, and bound 0 only where the unit returns the exact sum."""
+    from fractions import Fraction
+
+    import qref.mma as qm
+    from qref.mma.bits import storage_dtype
+
+    rng = np.random.default_rng(["random", "narrow", "cancel", "dominant"].index(pattern))
+    cases = [("Hopper/wgmma/m64n8k32.f32.e4m3.e4m3", None), ("Hopper/wgmma/m64n8k32.f32.e5m2.e4m3", 64),
+             ("Blackwell/tcgen05.mma/m64n8k32.kind::f8f6f4.f32.e4m3.e4m3", None),
+             ("Hopper/wgmma/m64n8k16.f32.bf16.bf16", None), (MXF8, None), (NVF4, None),
+             ("RTX Blackwell/mma.block_scale/m16n8k64.kind::mxf4nvf4.block32.f32.e2m1.e2m1.f32.ue8m0", 64)]
+    n_checked = n_exact = 0
+    for name, promote in cases:
+        ins = qm.get(*name.split("/"))
+        M, K, N = 8, 128, 8
+        A = _random_codes(rng, (M, K), ins.a_format, pattern)
+        B = np.ascontiguousarray(_random_codes(rng, (N, K), ins.b_format, pattern).T)
+        kw: dict = {}
+        sa_v = np.ones((M, K))
+        sb_v = np.ones((K, N))
+        if ins.scaled:
+            nb = K // ins.block_size
+            if ins.scale_format == "float8_e8m0fnu":
+                ca, cb = rng.integers(100, 150, (M, nb)), rng.integers(100, 150, (nb, N))
+            else:
+                ca, cb = rng.integers(0, 0x7F, (M, nb)), rng.integers(0, 0x7F, (nb, N))
+            sdt = storage_dtype(ins.scale_format)
+            kw = {"scale_a": ca.astype(np.uint8).view(sdt), "scale_b": cb.astype(np.uint8).view(sdt)}
+            sf = qref.get_format("float8_e8m0fnu" if ins.scale_format == "float8_e8m0fnu" else "float8_e4m3fn")
+            sa_v = np.repeat(np.abs(qref.decode(ca.astype(np.uint8), sf, dtype=np.float64)), ins.block_size, 1)
+            sb_v = np.repeat(np.abs(qref.decode(cb.astype(np.uint8), sf, dtype=np.float64)), ins.block_size, 0)
+        ps = {}
+        if promote:
+            ps = {"promote_scale_a": (rng.random((M, K // promote)) + 0.5).astype(np.float32),
+                  "promote_scale_b": np.exp2(rng.integers(-3, 3, (K // promote, N))).astype(np.float32)}
+        d = qm.matmul(A, B, instruction=ins, promote_every=promote, **kw, **ps)
+        ub = qm.matmul_bound(A, B, instruction=ins, promote_every=promote, **kw, **ps)
+        fa = qref.get_format(str(storage_dtype(ins.a_format)))
+        fb = qref.get_format(str(storage_dtype(ins.b_format)))
+        av = qref.decode(np.ascontiguousarray(A).view(f"u{A.dtype.itemsize}"), fa, dtype=np.float64) * sa_v
+        bv = qref.decode(np.ascontiguousarray(B).view(f"u{B.dtype.itemsize}"), fb, dtype=np.float64) * sb_v
+        P = promote or K
+        for i in range(M):
+            for j in range(N):
+                ex = Fraction(0)
+                for p in range(0, K, P):
+                    part = sum(Fraction(float(av[i, k])) * Fraction(float(bv[k, j])) for k in range(p, p + P))
+                    if promote:
+                        part *= Fraction(float(ps["promote_scale_a"][i, p // P])) * \
+                            Fraction(float(ps["promote_scale_b"][p // P, j]))
+                    ex += part
+                b = ub.bound[i, j]
+                if not np.isfinite(b):
+                    continue
+                diff = abs(Fraction(float(d[i, j])) - ex)
+                assert diff <= Fraction(float(b)), (name, pattern, i, j, float(diff), b)
+                n_checked += 1
+                n_exact += int(b == 0)
+    assert n_checked >= 300  # (random bfloat16 operands may overflow: bound +Inf, not checked)
+    if pattern == "narrow":
+        assert n_exact > 50  # the exactness rule recognises aligned sums
