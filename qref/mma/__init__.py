@@ -18,6 +18,7 @@ from .algorithms import (
     TruncatedFusedDot,
     TwoStageFusedDot,
 )
+from .bound import UnitBound, matmul_bound, scaled_bound
 from .gemm import MMAAccumulation, as_mma_accumulation, matmul
 from .isa import ARCHS, KINDS, Instruction, custom, get, instructions
 
@@ -34,9 +35,12 @@ __all__ = [
     "ScaledTruncatedFusedDot",
     "TruncatedFusedDot",
     "TwoStageFusedDot",
+    "UnitBound",
     "as_mma_accumulation",
     "custom",
     "get",
     "instructions",
     "matmul",
+    "matmul_bound",
+    "scaled_bound",
 ]

@@ -1,4 +1,4 @@
-"""Float8 training casts with a float32 multiplier per tile (spec: docs/spec/recipes.md §12).
+"""Float8 training casts with a float32 multiplier or a float32 divisor per tile (spec: docs/spec/recipes.md §12).
 
 The casts of today's FP8 training recipes (TransformerEngine Float8CurrentScaling / Float8BlockScaling and its
 blockwise reference, torchao float8 tensorwise / rowwise) multiply by m = fp8_max / amax instead of dividing by
@@ -15,6 +15,9 @@ a scale. Per tile (a tensor, a row, a 1 x 128 or 128 x 128 block: any tile shape
     scale = RN32(1 / m) (stored = "reciprocal", TE's scale_inv) or m (stored = "multiplier", torchao's _scale)
 
 dequantize: RN32(decode(code) · scale) for "reciprocal", RN32(decode(code) / scale) for "multiplier".
+
+DeepSeek-V3's casts divide instead (``DivisionCast``, §12.2): a = max(amax, amax_floor), s = RN32(a / fp8_max)
+(or 2^ceil(RN32(log2 s)), UE8M0), codes = fp8(RN32(x / s)).
 """
 
 from __future__ import annotations
@@ -63,23 +66,21 @@ class MultiplierRules:
 
 
 @dataclass(frozen=True)
-class MultiplierCast:
-    """A float8 cast with one float32 multiplier per tile (recipes.md §12).
+class TiledCast:
+    """The tiling shared by the casts of this module: an element format with a finite maximum and a tile shape.
 
     element: float8_e4m3fn or float8_e5m2 (any float format with a finite maximum).
     tile: per axis of the input, the tile extent or None (the whole axis): () / (None, None) per tensor,
         (1, None) per row, (None, 1) per column, (1, 128), (128, 128). Partial tiles are padded with +0.
-    rules: MultiplierRules.
     """
 
     element: FloatFormat
     tile: tuple[int | None, ...]
-    rules: MultiplierRules = field(default_factory=MultiplierRules)
 
     def __post_init__(self) -> None:
         fmt = get_format(self.element) if not isinstance(self.element, FloatFormat) else self.element
         if not isinstance(fmt, FloatFormat) or not np.isfinite(float(fmt.max_value)):
-            raise QrefError(f"a multiplier cast needs a float element format with a finite maximum, got {fmt!r}")
+            raise QrefError(f"a tiled cast needs a float element format with a finite maximum, got {fmt!r}")
         object.__setattr__(self, "element", fmt)
         tile = tuple(self.tile)
         for t in tile:
@@ -104,11 +105,33 @@ class MultiplierCast:
             split += [n // t, t]
         return a.reshape(split), ext
 
+    def tile_amax(self, x: np.ndarray) -> np.ndarray:
+        """max |x| per tile in x's dtype (exact; NaN propagates), shape (ceil(n_i / t_i))."""
+        tiles, _ = self._tiled(np.abs(x))
+        return tiles.max(axis=tuple(range(1, tiles.ndim, 2))) if tiles.size else tiles.reshape(tiles.shape[::2])
+
+    def expand(self, m: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """Per-tile values m repeated over each tile and cropped to ``shape``."""
+        ext = self._extents(shape)
+        out = m
+        for ax, t in enumerate(ext):
+            out = np.repeat(out, t, axis=ax)
+        return out[tuple(slice(0, n) for n in shape)]
+
+
+@dataclass(frozen=True)
+class MultiplierCast(TiledCast):
+    """A float8 cast with one float32 multiplier per tile (recipes.md §12).
+
+    element, tile: as ``TiledCast``. rules: MultiplierRules.
+    """
+
+    rules: MultiplierRules = field(default_factory=MultiplierRules)
+
     def multipliers(self, x: np.ndarray) -> np.ndarray:
         """m per tile (float32), shape (ceil(n_i / t_i))."""
         R = self.rules
-        tiles, _ = self._tiled(np.abs(x))
-        a = tiles.max(axis=tuple(range(1, tiles.ndim, 2))) if tiles.size else tiles.reshape(tiles.shape[::2])
+        a = self.tile_amax(x)
         fmax = float(self.element.max_value)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             if R.floor_dtype == "float64":
@@ -129,14 +152,6 @@ class MultiplierCast:
             m = np.where(np.isposinf(a_f), np.float32(0), m)
             m = np.where(a_f == 0, np.float32(1), m)
         return m.astype(np.float32)
-
-    def expand(self, m: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        """Per-tile values m repeated over each tile and cropped to ``shape``."""
-        ext = self._extents(shape)
-        out = m
-        for ax, t in enumerate(ext):
-            out = np.repeat(out, t, axis=ax)
-        return out[tuple(slice(0, n) for n in shape)]
 
     def quantize(self, x: object) -> dict[str, np.ndarray]:
         """{"codes": FP8 codes (uint8, x's shape), "scales": float32 per tile (the stored scale),
@@ -175,5 +190,115 @@ TRANSFORMER_ENGINE_BLOCKWISE = MultiplierRules()
 TORCHAO_FLOAT8 = MultiplierRules(eps=1e-12, floor_dtype="float64", infinite_multiplier="keep", stored="multiplier")
 
 
-__all__ = ["INFINITE_MULTIPLIER", "POW2", "STORED", "TORCHAO_FLOAT8", "TRANSFORMER_ENGINE_BLOCKWISE",
-           "MultiplierCast", "MultiplierRules"]
+# ---------------------------------------------------------------------------------------------------------
+# division casts (recipes.md §12.2): y = x / s with s = amax / fp8_max per tile
+# ---------------------------------------------------------------------------------------------------------
+SCALE_POW2 = ("none", "ceil_log2_float32")
+
+
+def ceil_log2_pow2(s: np.ndarray) -> np.ndarray:
+    """2^ceil(RN32(log2 s)) for float32 s > 0 (recipes.md §12.2): the logarithm rounded to float32, then the
+    ceiling, as DeepSeek-V3's act_quant (``tl.math.ceil(tl.math.log2(s))``, then ``exp2``).
+
+    log2 is taken in float64 and rounded to float32; the ceiling differs from ceil(log2 s) only for s a few ulps
+    above a power of two, where the float64 route equals the correctly rounded float32 logarithm on every
+    float32 s within 64 ulps of every power of two in 2^-126..2^127 (tests/test_recipes_deepseek.py)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lg = np.log2(np.asarray(s, np.float32).astype(np.float64)).astype(np.float32)
+        n = np.ceil(lg)
+        # 2^n exactly (numpy's float32 exp2 is off by an ulp at n = 127, outside act_quant's range s < 2^120)
+        return np.where(np.isfinite(n), np.ldexp(np.float32(1), np.where(np.isfinite(n), n, 0).astype(np.int32)),
+                        np.exp2(n)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class DivisionRules:
+    """Every step of a division cast (recipes.md §12.2) that a recipe chooses.
+
+    amax_floor: a = max(a, RN32(amax_floor)) before the scale (default 0.0: none; DeepSeek-V3's act_quant: 1e-4).
+    pow2: "none" (default: s = RN32(a / fp8_max)) | "ceil_log2_float32" (s = 2^ceil(RN32(log2 s)), a UE8M0 scale:
+        the logarithm rounded to float32 first, then the ceiling).
+    """
+
+    amax_floor: float = 0.0
+    pow2: str = "none"
+
+    def __post_init__(self) -> None:
+        check_choice("division-cast power-of-two rule", self.pow2, SCALE_POW2)
+        if not np.isfinite(self.amax_floor) or self.amax_floor < 0:
+            raise QrefError(f"amax_floor must be a finite float >= 0, got {self.amax_floor!r}")
+
+
+@dataclass(frozen=True)
+class DivisionCast(TiledCast):
+    """A float8 cast that divides by a float32 scale per tile (recipes.md §12.2):
+
+        a = max(RN32(max |x| over the tile), RN32(amax_floor));   s = RN32(a / fp8_max)
+        s = 2^ceil(RN32(log2 s))                                   (pow2 = "ceil_log2_float32")
+        codes = fp8(RN32(RN32(x) / s))   nearest even, saturating;  scales = s;  dequantize: RN32(decode · s)
+
+    Non-finite tiles (a NaN or an infinity) are unspecified (``unspecified`` marks every element of them).
+    """
+
+    rules: DivisionRules = field(default_factory=DivisionRules)
+
+    def scales(self, x: np.ndarray) -> np.ndarray:
+        """s per tile (float32), shape (ceil(n_i / t_i))."""
+        R = self.rules
+        a = self.tile_amax(np.asarray(x)).astype(np.float32)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            a = np.maximum(a, np.float32(R.amax_floor))
+            s = (a / np.float32(self.element.max_value)).astype(np.float32)
+            if R.pow2 == "ceil_log2_float32":
+                s = ceil_log2_pow2(s)
+        return s.astype(np.float32)
+
+    def quantize(self, x: object) -> dict[str, np.ndarray]:
+        """{"codes": FP8 codes (uint8, x's shape), "scales": s per tile (float32), "quotients": RN32(x / s)
+        (float32, x's shape), "unspecified": elements of non-finite tiles}."""
+        arr = np.asarray(x)
+        if arr.dtype.name not in _INPUTS:
+            raise QrefError(f"division casts take float32, bfloat16 or float16 input, got {arr.dtype}; cast it "
+                            "first (the kernels load their input and convert it to float32 exactly)")
+        s = self.scales(arr)
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            y = (arr.astype(np.float32) / self.expand(s, arr.shape)).astype(np.float32)
+        codes = encode(y, self.element, rounding="nearest_even", overflow="saturate", nan="keep_sign")
+        bad = self.expand(~np.isfinite(self.tile_amax(arr).astype(np.float32)), arr.shape)
+        return {"codes": codes.astype(np.uint8), "scales": s, "quotients": y, "unspecified": bad | np.isnan(y)}
+
+    def dequantize(self, codes: object, scales: object) -> np.ndarray:
+        """float32 values RN32(decode(code) · s) (DeepSeek-V3's weight_dequant: x.to(float32) * s)."""
+        c = np.asarray(codes)
+        v = decode(c.astype(np.uint8), self.element, dtype=np.float32)
+        s = self.expand(np.asarray(scales, dtype=np.float32), c.shape)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return (v * s).astype(np.float32)
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"element": self.element.name, "tile": list(self.tile), "amax_floor": self.rules.amax_floor,
+                "pow2": self.rules.pow2}
+
+
+#: DeepSeek-V3 inference/kernel.py act_quant (commit 9b4e978, scale_fmt=None): amax floored at 1e-4, s = amax / 448
+DEEPSEEK_V3 = DivisionRules(amax_floor=1e-4)
+#: the same with scale_fmt="ue8m0" (DeepSeek-V3.1): s = exp2(ceil(log2(s)))
+DEEPSEEK_V3_1 = DivisionRules(amax_floor=1e-4, pow2="ceil_log2_float32")
+
+
+__all__ = [
+    "DEEPSEEK_V3",
+    "DEEPSEEK_V3_1",
+    "INFINITE_MULTIPLIER",
+    "POW2",
+    "SCALE_POW2",
+    "STORED",
+    "TORCHAO_FLOAT8",
+    "TRANSFORMER_ENGINE_BLOCKWISE",
+    "DivisionCast",
+    "DivisionRules",
+    "MultiplierCast",
+    "MultiplierRules",
+    "TiledCast",
+    "ceil_log2_pow2",
+]
