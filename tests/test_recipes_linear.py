@@ -1,7 +1,7 @@
 """Training recipes on one linear layer (recipes.md §13): each GEMM's operands in their reduction-last layouts,
 held to the real code's peer vectors at the recipe level (TransformerEngine's blockwise reference, torchao's
-float8 casts, TE's random Hadamard transform), the GEMMs exact with their bounds, and the declared-but-not-
-emulated stochastic rounding refused by name."""
+float8 casts, TE's random Hadamard transform), the GEMMs exact with their bounds, and the stochastic operand
+rounding held to its block scheme with the documented random-bit streams (recipes.md §13.3)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import qref
+from qref.core.encode import random_bits_from_seed
 from qref.recipes.linear import (
     GEMMS,
     RECIPES,
@@ -22,6 +23,7 @@ from qref.recipes.linear import (
     get_recipe,
     linear_step,
 )
+from qref.recipes.multiplier import TORCHAO_FLOAT8
 
 PEERS = Path(__file__).parent / "peers"
 DT = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}
@@ -154,7 +156,7 @@ def test_rht_leaves_the_wgrad_product() -> None:
 def test_every_recipe_runs_and_declares_its_rules() -> None:
     x, w, g = _small(3)
     for name, r in RECIPES.items():
-        stoch = any(op.rounding == "stochastic" for gm in (r.fprop, r.dgrad, r.wgrad) for op in gm)
+        stoch = any(op.rounding.startswith("stochastic") for gm in (r.fprop, r.dgrad, r.wgrad) for op in gm)
         if stoch:
             with pytest.raises(qref.QrefError, match="stochastic"):
                 linear_step(x, w, g, r, gemm="float64")
@@ -500,3 +502,45 @@ def test_declared_unit_bound_holds_against_fractions(pattern: str) -> None:
     assert n_checked >= 300  # (random bfloat16 operands may overflow: bound +Inf, not checked)
     if pattern == "narrow":
         assert n_exact > 50  # the exactness rule recognises aligned sums
+
+
+def test_stochastic_operands_use_their_documented_streams() -> None:
+    """NVFP4 recipe (dy rounded StochasticA(8) in dgrad and wgrad): each stochastic operand equals the block scheme
+    quantized with the bits random_bits_from_seed(size, 8, 8 * seed + j) (j = 2 * GEMM index + side) in the
+    transformed operand's C order; the deterministic operands equal the nearest_even recipe's; the same seed
+    gives the same step, another seed another one."""
+    x, w, g = _small(5)
+    r = get_recipe("transformer_engine_nvfp4_block_scaling")
+    seed = 11
+    st = linear_step(x, w, g, r, gemm="float64", seed=seed)
+    det = linear_step(x, w, g, r.with_rounding("nearest_even"), gemm="float64")
+    layouts = {"fprop": (x, w), "dgrad": (g, np.ascontiguousarray(w.T)),
+               "wgrad": (np.ascontiguousarray(g.T), np.ascontiguousarray(x.T))}
+    n_sto = 0
+    for gi, name in enumerate(("fprop", "dgrad", "wgrad")):
+        for side, (rule, a) in enumerate(zip(getattr(r, name), layouts[name])):
+            got = st.values[name][side]
+            if not rule.rounding.startswith("stochastic"):
+                assert np.array_equal(got, det.values[name][side]), (name, side)
+                continue
+            if rule.hadamard is not None:
+                a = qref.transforms.hadamard(a, rule.hadamard, signs=np.asarray(rule.hadamard_signs),
+                                             arithmetic="fma_sequential_float32")
+            sch = qref.scheme("nvfp4", profile="transformer_engine_reference", block_size=16, rounding="stochastic_a",
+                              stochastic_bits=8)
+            bits = random_bits_from_seed(a.size, 8, 8 * seed + 2 * gi + side).reshape(a.shape)
+            q = sch.quantize(a, random_bits=bits)
+            assert np.array_equal(got, sch.dequantize(q, dtype=np.float64)), (name, side)
+            assert not np.array_equal(got, det.values[name][side])
+            n_sto += 1
+    assert n_sto == 2
+    again = linear_step(x, w, g, r, gemm="float64", seed=seed)
+    other = linear_step(x, w, g, r, gemm="float64", seed=seed + 1)
+    assert np.array_equal(again.values["dgrad"][0], st.values["dgrad"][0])
+    assert not np.array_equal(other.values["dgrad"][0], st.values["dgrad"][0])
+    with pytest.raises(qref.QrefError, match="seed must be"):
+        linear_step(x, w, g, r, gemm="float64", seed=-1)
+    with pytest.raises(qref.QrefError, match="block casts"):
+        OperandRule("multiplier", multiplier=TORCHAO_FLOAT8, rounding="stochastic_a", stochastic_bits=8)
+    with pytest.raises(qref.QrefError, match="stochastic_bits"):
+        OperandRule("block", "float4_e2m1fn", (1, 16), block_scheme="nvfp4", rounding="stochastic_a")

@@ -6,10 +6,13 @@
   QArrays (OCP MX v1.0 §6), each returning the exact (correctly rounded) result and a rigorous error bound for
   implementation-defined orders; ``xla_cpu`` and ``mlx_cpu``: the emulations of ``jax.lax.scaled_dot`` and of
   MLX ``quantized_matmul`` / ``qqmm`` built on them.
+- ``linear``: training-recipe records per tensor role and GEMM (``TrainingRecipe``, ``OperandRule``,
+  ``get_recipe``) and ``linear_step`` (fprop, dgrad, wgrad of one linear layer; exact, or on a matrix unit).
 - ``training``: the hybrid E4M3 / E5M2 recipe, a numpy reference of a Dense layer under Flax's
   ``Fp8DirectDotGeneralOp`` (forward and backward), and 8-bit blockwise optimizer-state quantization.
 """
 
+from .linear import RECIPES, LinearStep, OperandRule, TrainingRecipe, get_recipe, linear_step
 from .mlx_cpu import mlx_qqmm, mlx_quantized_matmul
 from .ops import Accumulation, MatmulResult, block_dot, block_matmul, exact_matmul, qdq_matmul
 from .scaling import (
@@ -39,14 +42,18 @@ from .xla_cpu import jax_scaled_dot
 
 __all__ = [
     "PRESETS",
+    "RECIPES",
     "Accumulation",
     "AdamState8bit",
     "DelayedScaling",
     "DenseStep",
     "Fp8DotState",
     "HybridRecipe",
+    "LinearStep",
     "MatmulResult",
+    "OperandRule",
     "ScalingState",
+    "TrainingRecipe",
     "adam8bit_step",
     "amax",
     "block_dot",
@@ -57,7 +64,9 @@ __all__ = [
     "dequantize_blockwise",
     "exact_matmul",
     "expand_scale",
+    "get_recipe",
     "jax_scaled_dot",
+    "linear_step",
     "mlx_qqmm",
     "mlx_quantized_matmul",
     "qdq",

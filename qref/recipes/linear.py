@@ -29,6 +29,7 @@ from ..core.decode import decode
 from ..core.exact import as_source_array
 from ..errors import QrefError, check_choice, unknown_name
 from ..formats import get_format
+from ..formats.policy import STOCHASTIC_MODES
 from ..mma import Instruction, MMAAccumulation, as_mma_accumulation, matmul, matmul_bound, scaled_bound
 from ..mma.bits import storage_dtype
 from ..schemes import scheme
@@ -67,8 +68,10 @@ class OperandRule:
     hadamard_arithmetic: "exact" (default: one rounding, transforms.md), a kernel order of transforms.md §4, or
         "input_dtype_kernel" (fma_sequential_float32 for float32 input, dot_pairs_bfloat16 for bfloat16: the
         matmul TransformerEngine's reference runs on CPU).
-    rounding: "nearest_even" (every cast here) or "stochastic" (declared by a recipe; not yet emulated: a
-        QrefError names it).
+    rounding: "nearest_even" (default) or a stochastic mode "stochastic_a" / "stochastic_b" / "stochastic_c"
+        (block casts only: the block scheme's element rounding, block.md §13; linear_step's seed= gives the
+        random bits, recipes.md §13.3).
+    stochastic_bits: N, random bits per element of a stochastic rounding (None for nearest_even).
     """
 
     cast: str
@@ -82,10 +85,17 @@ class OperandRule:
     hadamard_signs: tuple[int, ...] | None = None
     hadamard_arithmetic: str = "exact"
     rounding: str = "nearest_even"
+    stochastic_bits: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("operand cast", self.cast, CASTS)
-        check_choice("operand rounding", self.rounding, ("nearest_even", "stochastic"))
+        check_choice("operand rounding", self.rounding, ("nearest_even", *STOCHASTIC_MODES))
+        if (self.rounding in STOCHASTIC_MODES) != (self.stochastic_bits is not None):
+            raise QrefError(f"rounding={self.rounding!r} and stochastic_bits={self.stochastic_bits!r}: a stochastic "
+                            "rounding takes stochastic_bits=N (1..32), nearest_even takes none")
+        if self.rounding in STOCHASTIC_MODES and self.cast != "block":
+            raise QrefError(f"stochastic rounding is modelled for block casts (block.md §13), not a {self.cast} "
+                            "cast")
         check_choice("Hadamard arithmetic", self.hadamard_arithmetic, (*ARITHMETICS, "input_dtype_kernel"))
         if len(self.tile) != 2:
             raise QrefError(f"an operand tile has two entries (rows, reduction), got {self.tile!r}")
@@ -97,12 +107,13 @@ class OperandRule:
             raise QrefError("a block cast needs block_scheme= and a tile of two integers")
         get_format(self.element)
 
-    def quantize(self, a: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-        """(exact values of the quantized operand as float64, the cast's raw outputs)."""
-        if self.rounding == "stochastic":
-            raise QrefError("this operand is declared with stochastic rounding, which qref does not emulate for "
-                            "block and multiplier casts yet; use recipe.with_rounding('nearest_even') to study "
-                            "the rest of the recipe")
+    def quantize(self, a: np.ndarray, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """(exact values of the quantized operand as float64, the cast's raw outputs). seed: the PCG64 seed of a
+        stochastic rounding's random bits (one per element of the transformed operand, C order)."""
+        stochastic = self.rounding in STOCHASTIC_MODES
+        if stochastic and seed is None:
+            raise QrefError("this operand rounds stochastically (block.md §13): pass linear_step(..., seed=S), or "
+                            "study the recipe without it: recipe.with_rounding('nearest_even')")
         if self.hadamard is not None:
             signs = None if self.hadamard_signs is None else np.asarray(self.hadamard_signs)
             arith = self.hadamard_arithmetic
@@ -129,9 +140,11 @@ class OperandRule:
                 out = d.quantize(a)
                 v = decode(out["codes"], d.element, dtype=np.float64) * d.expand(out["scales"], a.shape)
             return v, out
-        s = scheme(self.block_scheme, profile=self.block_profile, block_shape=self.tile)  # type: ignore[arg-type]
+        opts: dict[str, Any] = {"rounding": self.rounding, "stochastic_bits": self.stochastic_bits} if stochastic \
+            else {}
+        s = scheme(self.block_scheme, profile=self.block_profile, block_shape=self.tile, **opts)  # type: ignore[arg-type]
         with np.errstate(all="ignore"):
-            q = s.quantize(a)
+            q = s.quantize(a, seed=seed) if stochastic else s.quantize(a)
             v = s.dequantize(q, dtype=np.float64)
         return v, {"qarray": q}
 
@@ -166,11 +179,18 @@ class TrainingRecipe:
     def __post_init__(self) -> None:
         check_choice("recipe status", self.status, STATUSES)
 
-    def with_rounding(self, rounding: str) -> TrainingRecipe:
+    def with_rounding(self, rounding: str, stochastic_bits: int | None = None) -> TrainingRecipe:
         """The same recipe with every operand's rounding replaced (e.g. to study it without stochastic
-        rounding)."""
+        rounding); a stochastic mode (with stochastic_bits=N) replaces the block casts' rounding only."""
+        sto = rounding in STOCHASTIC_MODES
+
+        def one(op: OperandRule) -> OperandRule:
+            if sto and op.cast != "block":
+                return op
+            return replace(op, rounding=rounding, stochastic_bits=stochastic_bits if sto else None)
+
         def fix(pair: tuple[OperandRule, OperandRule]) -> tuple[OperandRule, OperandRule]:
-            return (replace(pair[0], rounding=rounding), replace(pair[1], rounding=rounding))
+            return (one(pair[0]), one(pair[1]))
 
         return replace(self, fprop=fix(self.fprop), dgrad=fix(self.dgrad), wgrad=fix(self.wgrad))
 
@@ -190,7 +210,7 @@ class LinearStep:
 
 def linear_step(x: object, w: object, grad_out: object, recipe: TrainingRecipe, *,
                 accumulation: Accumulation | str | None = None, gemm: str = "exact",
-                mma: MMAModel | Mapping[str, MMAModel] | None = None) -> LinearStep:
+                mma: MMAModel | Mapping[str, MMAModel] | None = None, seed: int | None = None) -> LinearStep:
     """fprop, dgrad and wgrad of y = x wᵀ under ``recipe`` (recipes.md §13). x: (M, K), w: (N, K), grad_out:
     (M, N), float32 / bfloat16 / float16. accumulation overrides the recipe's. gemm: "exact" (default:
     ``exact_matmul`` — exact result, correct rounding, the accumulation's bound; Python integers, slow beyond a
@@ -202,8 +222,15 @@ def linear_step(x: object, w: object, grad_out: object, recipe: TrainingRecipe, 
     Each such GEMM is computed by ``qref.mma.matmul`` on the quantized operands' codes with their scales mapped
     as recipes.md §13.2 says (block scales to a block-scaled unit; per-tensor / per-row scales in the epilogue;
     K-tiled scales at the promotion into FP32); its MatmulResult holds the model's value, the exact result of
-    the operands as the unit reads them, and the declared bound of mma.md §7.3 (0 where the unit is exact)."""
+    the operands as the unit reads them, and the declared bound of mma.md §7.3 (0 where the unit is exact).
+
+    seed: the random bits of the operands a recipe rounds stochastically (recipes.md §13.3): operand j (j = 2 *
+    GEMM index + side, fprop / dgrad / wgrad, a / b) takes the PCG64 stream of seed 8 * seed + j, one N-bit
+    integer per element of the (transformed) operand in C order; None when no operand rounds stochastically."""
     check_choice("gemm", gemm, ("exact", "float64"))
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or not 0 <= seed < 1 << 60):
+        raise QrefError(f"seed must be an integer in [0, 2^60) (recipes.md §13.3), got {seed!r}")
     models = _models(mma)
     if models and gemm != "exact":
         raise QrefError("mma= computes the GEMMs with a matrix-unit model; it takes gemm='exact' (the default)")
@@ -222,11 +249,12 @@ def linear_step(x: object, w: object, grad_out: object, recipe: TrainingRecipe, 
     values: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     results: dict[str, Any] = {}
     reference: dict[str, np.ndarray] = {}
-    for g in GEMMS:
+    for gi, g in enumerate(GEMMS):
         a, b = layouts[g]
         ra, rb = getattr(recipe, g)
-        va, oa = ra.quantize(a)
-        vb, ob = rb.quantize(b)
+        sa, sb = (None, None) if seed is None else (8 * int(seed) + 2 * gi, 8 * int(seed) + 2 * gi + 1)
+        va, oa = ra.quantize(a, sa)
+        vb, ob = rb.quantize(b, sb)
         operands[g], values[g] = (oa, ob), (va, vb)
         if g in models:
             results[g] = mma_gemm(models[g], unit_operand(ra, a, oa), unit_operand(rb, b, ob), what=g)
@@ -497,17 +525,21 @@ register_recipe(TrainingRecipe(
     "transformer_engine_nvfp4_block_scaling",
     fprop=(OperandRule("block", "float4_e2m1fn", (1, 16), **_NV),  # type: ignore[arg-type]
            OperandRule("block", "float4_e2m1fn", (16, 16), **_NV)),  # type: ignore[arg-type]
-    dgrad=(OperandRule("block", "float4_e2m1fn", (1, 16), rounding="stochastic", **_NV),  # type: ignore[arg-type]
+    dgrad=(OperandRule("block", "float4_e2m1fn", (1, 16), rounding="stochastic_a", stochastic_bits=8,  # type: ignore[arg-type]
+                       **_NV),
            OperandRule("block", "float4_e2m1fn", (16, 16), **_NV)),  # type: ignore[arg-type]
     wgrad=(OperandRule("block", "float4_e2m1fn", (1, 16), hadamard=16, hadamard_signs=TE_WGRAD_SIGNS,
-                       hadamard_arithmetic="input_dtype_kernel", rounding="stochastic", **_NV),  # type: ignore[arg-type]
+                       hadamard_arithmetic="input_dtype_kernel", rounding="stochastic_a", stochastic_bits=8,
+                       **_NV),  # type: ignore[arg-type]
            OperandRule("block", "float4_e2m1fn", (1, 16), hadamard=16, hadamard_signs=TE_WGRAD_SIGNS,
                        hadamard_arithmetic="input_dtype_kernel", **_NV)),  # type: ignore[arg-type]
     source="NVIDIA's NVFP4 pretraining recipe in TransformerEngine NVFP4BlockScaling: 1 x 16 blocks for x and dy, "
            "16 x 16 for w, E4M3 block scales under a float32 tensor scale, the 16 x 16 random Hadamard transform "
            "on the wgrad operands, stochastic rounding of gradients",
     status="modelled",
-    notes=("stochastic rounding of the gradient casts is declared, not emulated: with_rounding('nearest_even')",
+    notes=("stochastic rounding of the gradient casts: P3109 StochasticA with N = 8 (block.md §13; the bits per "
+           "element of the GPU's cvt.rs conversion are not published: 32 random bits per 4 elements is assumed, "
+           "not verified on a GPU); linear_step(..., seed=S), or with_rounding('nearest_even') without it",
            "the RHT with TE's sign vector and the 1 x 16 NVFP4 casts equal TE's reference (transforms.md, block.md)"),
 ))
 _TAO_ROW = replace(TORCHAO_FLOAT8, pow2="log2_float32")
