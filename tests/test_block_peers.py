@@ -56,27 +56,29 @@ def mxx_scheme(fmt: str, rnd: str, flush: int, **over: Any) -> qref.BlockScheme:
     return qref.scheme(MX_NAMES[fmt], profile="microxcaling", **kw)
 
 
+def value_differences(sch: qref.BlockScheme, x: np.ndarray, want: np.ndarray, axis: int = -1, **kw: Any
+                      ) -> tuple[int, int, int]:
+    """(values compared, differences, differences that are microxcaling -0 against qref +0 from code 0) of
+    quantize -> dequantize to x's dtype against microxcaling's fake-quantized bits ``want``."""
+    T = x.dtype
+    ui = np.dtype(f"u{T.itemsize}")
+    with np.errstate(all="ignore"):
+        q = sch.quantize(x, axis=axis, **kw)
+        got = sch.dequantize(q, dtype=T).view(ui)
+        both_nan = np.isnan(got.view(T).astype(np.float64)) & np.isnan(want.view(T).astype(np.float64))
+    diff = (got != want) & ~both_nan
+    sign = ui.type(1 << (8 * T.itemsize - 1))
+    nz = diff & (want == sign) & (got == 0) & (q.codes == 0) & (sch.element.name.startswith("int"))
+    return want.size, int(diff.sum()), int(nz.sum())
+
+
 def mxx_differences(z: dict[str, np.ndarray], dt: str, fmt: str, rnd: str, flush: int, **over: Any
                     ) -> tuple[int, int, int]:
-    """(values compared, differences, differences that are microxcaling -0 against qref +0 from code 0)."""
-    T = DT[dt]
-    ui = np.dtype(f"u{T.itemsize}")
+    """value_differences summed over the three layouts of one configuration."""
     sch = mxx_scheme(fmt, rnd, flush, **over)
-    n = bad = negzero = 0
-    for suffix, axis in LAYOUTS:
-        x = z[f"{dt}__x{suffix}"].view(T)
-        want = z[f"{dt}__{fmt}__{rnd}__{flush}__y{suffix}"]
-        with np.errstate(all="ignore"):
-            q = sch.quantize(x, axis=axis)
-            got = sch.dequantize(q, dtype=T).view(ui)
-            both_nan = np.isnan(got.view(T).astype(np.float64)) & np.isnan(want.view(T).astype(np.float64))
-        diff = (got != want) & ~both_nan
-        sign = ui.type(1 << (8 * T.itemsize - 1))
-        nz = diff & (want == sign) & (got == 0) & (q.codes == 0) & (sch.element.name.startswith("int"))
-        n += want.size
-        bad += int(diff.sum())
-        negzero += int(nz.sum())
-    return n, bad, negzero
+    out = [value_differences(sch, z[f"{dt}__x{suffix}"].view(DT[dt]), z[f"{dt}__{fmt}__{rnd}__{flush}__y{suffix}"],
+                             axis) for suffix, axis in LAYOUTS]
+    return sum(o[0] for o in out), sum(o[1] for o in out), sum(o[2] for o in out)
 
 
 @pytest.mark.parametrize("dt,fmt,rnd,flush", mxx_configs(), ids=lambda v: str(v))
@@ -139,24 +141,12 @@ def dither_configs() -> list[tuple[str, str, int]]:
 
 def dither_differences(z: dict[str, np.ndarray], man: dict[str, Any], dt: str, fmt: str, flush: int, **over: Any
                        ) -> tuple[int, int, int]:
-    """(values compared, differences, differences that are microxcaling -0 against qref +0 from code 0)."""
-    T = DT[dt]
-    ui = np.dtype(f"u{T.itemsize}")
-    n_bits = man["dither_bits"][dt]
-    kw: dict[str, Any] = {"rounding": "stochastic_a", "stochastic_bits": n_bits,
+    """value_differences of rounding="stochastic_a" with N = the dtype's dither bits and the stored R."""
+    kw: dict[str, Any] = {"rounding": "stochastic_a", "stochastic_bits": man["dither_bits"][dt],
                           "flush_subnormal_blocks": bool(flush), **over}
     sch = qref.scheme(MX_NAMES[fmt], profile="microxcaling", **kw)
-    x = z[f"{dt}__x"].view(T)
     tag = f"{dt}__{fmt}__{flush}"
-    want = z[f"{tag}__y"]
-    with np.errstate(all="ignore"):
-        q = sch.quantize(x, random_bits=z[f"{tag}__r"])
-        got = sch.dequantize(q, dtype=T).view(ui)
-        both_nan = np.isnan(got.view(T).astype(np.float64)) & np.isnan(want.view(T).astype(np.float64))
-    diff = (got != want) & ~both_nan
-    sign = ui.type(1 << (8 * T.itemsize - 1))
-    nz = diff & (want == sign) & (got == 0) & (q.codes == 0) & (sch.element.name.startswith("int"))
-    return want.size, int(diff.sum()), int(nz.sum())
+    return value_differences(sch, z[f"{dt}__x"].view(DT[dt]), z[f"{tag}__y"], random_bits=z[f"{tag}__r"])
 
 
 @pytest.mark.parametrize("dt,fmt,flush", dither_configs(), ids=lambda v: str(v))

@@ -183,6 +183,17 @@ def run_mx(bits: np.ndarray, dtype: str, fmt: str, rnd: str, flush: bool, axis: 
     return y.view(torch.int16).numpy().view(np.uint16)
 
 
+def clean_commit(src: Path) -> str:
+    """The commit of the microxcaling checkout ``src``; a SystemExit when its tracked files were changed."""
+    commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    if dirty:
+        raise SystemExit(f"{src} has local changes; run the recorded code unmodified")
+    return commit
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", required=True, help="a clean git checkout of microsoft/microxcaling")
@@ -192,12 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=("float32", "bfloat16", "float16"))
     a = ap.parse_args(argv)
     src = Path(a.src).resolve()
-    commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-    if dirty:
-        raise SystemExit(f"{src} has local changes; run the recorded code unmodified")
+    commit = clean_commit(src)
     sys.path.insert(0, str(src))
     import torch
 

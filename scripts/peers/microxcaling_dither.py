@@ -17,55 +17,43 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from microxcaling import DTYPES, FORMATS, TORCH_DTYPES, K, design
+from microxcaling import DTYPES, FORMATS, TORCH_DTYPES, K, clean_commit, design, run_mx
 
 DITHER_BITS = {"float32": 24, "bfloat16": 8, "float16": 11}  # torch.rand's random bits per dtype
 
 
 def run_dither(bits: np.ndarray, dtype: str, fmt: str, flush: bool, r: np.ndarray) -> np.ndarray:
     """quantize_mx_op(round="dither") on ``bits`` (viewed as ``dtype``) along the last axis, with the uniforms
-    R * 2^-N in place of torch.rand_like's."""
+    R * 2^-N in place of torch.rand_like's (microxcaling.run_mx does the rest)."""
     import mx.elemwise_ops as ew
     import torch
-    from mx.mx_ops import quantize_mx_op
-    from mx.specs import MxSpecs
 
     n = DITHER_BITS[dtype]
+    want_dtype = torch.float32 if dtype == "float32" else TORCH_DTYPES[dtype]
     calls = []
     real = torch.rand_like
 
     def rand_like(a: torch.Tensor, **kw: object) -> torch.Tensor:
-        if a.numel() != r.size or a.dtype != (torch.float32 if dtype == "float32" else TORCH_DTYPES[dtype]):
+        if a.numel() != r.size or a.dtype != want_dtype:
             raise SystemExit(f"unexpected dither tensor {tuple(a.shape)} {a.dtype} for {r.shape} {dtype}")
         calls.append(a.shape)
         u = torch.from_numpy(np.ldexp(r.astype(np.float64), -n).reshape(a.shape))  # exact in dtype: n bits
         return u.to(a.dtype)
 
-    specs = MxSpecs()
-    specs["mx_flush_fp32_subnorms"] = flush
-    specs["custom_cuda"] = False
-    specs["block_size"] = K
-    if dtype == "float32":
-        t = torch.from_numpy(np.ascontiguousarray(bits).view(np.float32))
-    else:
-        t = torch.from_numpy(np.ascontiguousarray(bits).view(np.int16)).view(TORCH_DTYPES[dtype])
     ew.torch.rand_like = rand_like
     try:
-        y = quantize_mx_op(t.clone(), specs, elem_format=fmt, block_size=K, axes=[-1], round="dither")
+        y = run_mx(bits, dtype, fmt, "dither", flush, -1)
     finally:
         ew.torch.rand_like = real
     if len(calls) != 1:
         raise SystemExit(f"expected one torch.rand_like call, saw {len(calls)}")
-    if dtype == "float32":
-        return y.numpy().view(np.uint32)
-    return y.view(torch.int16).numpy().view(np.uint16)
+    return y
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,12 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20261203)
     a = ap.parse_args(argv)
     src = Path(a.src).resolve()
-    commit = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-    if dirty:
-        raise SystemExit(f"{src} has local changes; run the recorded code unmodified")
+    commit = clean_commit(src)
     sys.path.insert(0, str(src))
     import torch
 
