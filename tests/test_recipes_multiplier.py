@@ -193,3 +193,57 @@ def test_torchao_amax_to_scale_live(fmt: str, pow2: bool) -> None:
     with np.errstate(all="ignore"):
         got = cast.multipliers(amax.reshape(-1, 1))
     assert _same_scales(got, want.astype(np.float32).view(np.uint32))
+
+
+@pytest.fixture(scope="module")
+def te_cs() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    return _load("transformer_engine_current_scaling")
+
+
+def test_te_current_scaling_reference(te_cs: tuple[dict[str, Any], dict[str, np.ndarray]]) -> None:
+    """The per-tensor multiplier cast (tile (None, None), TE's rules with eps and frexp powers of two) equals TE's
+    ref_per_tensor_cs_cast (tests/peers/transformer_engine_current_scaling) on every code and scale_inv."""
+    man, z = te_cs
+    assert man["commit"].startswith("d0067d0")
+    n = 0
+    for cfg in man["configs"]:
+        rules = MultiplierRules(eps=float(np.float32(cfg["amax_epsilon"])), infinite_multiplier="float32_max",
+                                clamp=False, pow2="frexp" if cfg["force_pow_2_scales"] else "none")
+        cast = MultiplierCast(qref.get_format(cfg["quant_dtype"]), (None, None), rules)
+        for t in man["shapes"]:
+            key = f"{t}__{cfg['name']}__codes"
+            if key not in z:
+                continue
+            x = z[f"{t}__x"].view(DT[t.split("__")[0]])
+            with np.errstate(all="ignore"):
+                q = cast.quantize(x)
+            k, bad = _same_codes(q["codes"], z[key], cfg["quant_dtype"])
+            assert bad == 0, (t, cfg["name"], bad)
+            assert _same_scales(q["scales"], z[f"{t}__{cfg['name']}__scale_inv"]), (t, cfg["name"])
+            n += k
+    assert n > 3_500_000
+    # the mechanism is needed: with the blockwise reference's input-dtype maximum the bfloat16 tiny tensors differ
+    blockwise = MultiplierCast(qref.get_format("float8_e4m3fn"), (None, None), TRANSFORMER_ENGINE_BLOCKWISE)
+    x = z["bfloat16__tiles_b_subnormal__0__x"].view(ml_dtypes.bfloat16)
+    assert not _same_scales(blockwise.quantize(x)["scales"], z["bfloat16__tiles_b_subnormal__0__e4m3__scale_inv"])
+    # and the cast without a clamp: a NaN amax gives the multiplier 0.5 under pow2, and E5M2 overflows to Inf
+    clamped = MultiplierCast(qref.get_format("float8_e5m2"), (None, None),
+                             MultiplierRules(infinite_multiplier="float32_max", pow2="frexp"))
+    x = z["bfloat16__nan__0__x"].view(ml_dtypes.bfloat16)
+    with np.errstate(all="ignore"):
+        assert _same_codes(clamped.quantize(x)["codes"], z["bfloat16__nan__0__e5m2_pow2__codes"], "float8_e5m2")[1]
+
+
+def test_te_current_scaling_recipe_operands(te_cs: tuple[dict[str, Any], dict[str, np.ndarray]]) -> None:
+    """transformer_engine_float8_current_scaling's operands are those casts: x and w E4M3 (fprop), dy E5M2
+    (dgrad, wgrad), each per tensor with TE's default rules."""
+    from qref.recipes.linear import get_recipe
+
+    _, z = te_cs
+    r = get_recipe("transformer_engine_float8_current_scaling")
+    for g, side, fmt in (("fprop", 0, "e4m3"), ("fprop", 1, "e4m3"), ("dgrad", 0, "e5m2"), ("wgrad", 0, "e5m2")):
+        for t in ("float32__tiles_a__1", "bfloat16__tiles_c__0"):
+            x = z[f"{t}__x"].view(DT[t.split("__")[0]])
+            _, out = getattr(r, g)[side].quantize(x)
+            assert np.array_equal(out["codes"], z[f"{t}__{fmt}__codes"]), (g, side, t)
+            assert _same_scales(out["scales"], z[f"{t}__{fmt}__scale_inv"]), (g, side, t)

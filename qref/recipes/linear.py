@@ -39,6 +39,7 @@ from .multiplier import (
     DEEPSEEK_V3_1,
     TORCHAO_FLOAT8,
     TRANSFORMER_ENGINE_BLOCKWISE,
+    TRANSFORMER_ENGINE_CURRENT_SCALING,
     DivisionCast,
     DivisionRules,
     MultiplierCast,
@@ -499,16 +500,17 @@ register_recipe(TrainingRecipe(
 ))
 register_recipe(TrainingRecipe(
     "transformer_engine_float8_current_scaling",
-    fprop=(_mult("float8_e4m3fn", (None, None), TRANSFORMER_ENGINE_BLOCKWISE),
-           _mult("float8_e4m3fn", (None, None), TRANSFORMER_ENGINE_BLOCKWISE)),
-    dgrad=(_mult("float8_e5m2", (None, None), TRANSFORMER_ENGINE_BLOCKWISE),
-           _mult("float8_e4m3fn", (None, None), TRANSFORMER_ENGINE_BLOCKWISE)),
-    wgrad=(_mult("float8_e5m2", (None, None), TRANSFORMER_ENGINE_BLOCKWISE),
-           _mult("float8_e4m3fn", (None, None), TRANSFORMER_ENGINE_BLOCKWISE)),
+    fprop=(_mult("float8_e4m3fn", (None, None), TRANSFORMER_ENGINE_CURRENT_SCALING),
+           _mult("float8_e4m3fn", (None, None), TRANSFORMER_ENGINE_CURRENT_SCALING)),
+    dgrad=(_mult("float8_e5m2", (None, None), TRANSFORMER_ENGINE_CURRENT_SCALING),
+           _mult("float8_e4m3fn", (None, None), TRANSFORMER_ENGINE_CURRENT_SCALING)),
+    wgrad=(_mult("float8_e5m2", (None, None), TRANSFORMER_ENGINE_CURRENT_SCALING),
+           _mult("float8_e4m3fn", (None, None), TRANSFORMER_ENGINE_CURRENT_SCALING)),
     source="TransformerEngine Float8CurrentScaling (per tensor, HYBRID: E4M3 forward, E5M2 gradients, "
-           "scale = fp8_max / amax): the per-tensor case of the blockwise reference's rule",
-    status="modelled",
-    notes=("the CUDA current-scaling kernel was not run; its scale rule is read from TE's sources",),
+           "scale = fp8_max / amax in float32): TE's ref_per_tensor_cs_cast at commit d0067d0",
+    status="peer_vectors",
+    notes=("each cast equals ref_per_tensor_cs_cast on tests/peers/transformer_engine_current_scaling; the CUDA "
+           "current-scaling kernel was not run",),
 ))
 register_recipe(TrainingRecipe(
     "transformer_engine_mxfp8_block_scaling",

@@ -34,7 +34,7 @@ from ..errors import QrefError, check_choice
 from ..formats import FloatFormat, get_format
 
 POW2 = ("none", "frexp", "log2_float32")
-INFINITE_MULTIPLIER = ("keep", "input_dtype_max")
+INFINITE_MULTIPLIER = ("keep", "input_dtype_max", "float32_max")
 STORED = ("reciprocal", "multiplier")
 FLOAT_DTYPES = ("float32", "float64")
 _INPUTS = ("float32", "bfloat16", "float16")
@@ -45,8 +45,11 @@ class MultiplierRules:
     """Every step of a multiplier cast (recipes.md §12); the defaults are TransformerEngine's.
 
     eps: the amax floor (default 0.0). floor_dtype: the dtype of max(a, eps) and of the quotient fp8_max / a
-        (default "float32"; "float64": torchao's float64 EPS and division, then RN32). infinite_multiplier: keep
-        | input_dtype_max (default). pow2: none (default) | frexp | log2_float32. stored: reciprocal (default) |
+        (default "float32"; "float64": torchao's float64 EPS and division, then RN32). clamp: True (default:
+        clip x * m to +-fp8_max before the cast) or False (the cast alone: overflow to +-Inf in a format with
+        infinities, E5M2; saturating in one without, E4M3FN; TE's per-tensor current scaling). infinite_multiplier: keep
+        | input_dtype_max (default; TE's blockwise reference) | float32_max (TE's per-tensor current scaling,
+        which reads the amax as float32). pow2: none (default) | frexp | log2_float32. stored: reciprocal (default) |
         multiplier.
     """
 
@@ -54,6 +57,7 @@ class MultiplierRules:
     floor_dtype: str = "float32"
     infinite_multiplier: str = "input_dtype_max"
     pow2: str = "none"
+    clamp: bool = True
     stored: str = "reciprocal"
 
     def __post_init__(self) -> None:
@@ -140,8 +144,9 @@ class MultiplierCast(TiledCast):
             else:
                 a_f = np.maximum(a.astype(np.float32), np.float32(R.eps))
                 m = np.float32(fmax) / a_f
-            if R.infinite_multiplier == "input_dtype_max":
-                big = np.float32(ml_dtypes.finfo(x.dtype).max)
+            if R.infinite_multiplier != "keep":
+                big = np.float32(ml_dtypes.finfo(x.dtype if R.infinite_multiplier == "input_dtype_max"
+                                                 else np.float32).max)
                 m = np.where(np.isposinf(m), big, m).astype(np.float32)
             if R.pow2 == "frexp":
                 _, e = np.frexp(m)
@@ -162,8 +167,11 @@ class MultiplierCast(TiledCast):
         m = self.multipliers(arr)
         fmax = np.float32(self.element.max_value)
         with np.errstate(invalid="ignore", over="ignore"):
-            y = np.clip(arr.astype(np.float32) * self.expand(m, arr.shape), -fmax, fmax)
-        codes = encode(y, self.element, rounding="nearest_even", overflow="saturate", nan="keep_sign")
+            y = arr.astype(np.float32) * self.expand(m, arr.shape)
+            if self.rules.clamp:
+                y = np.clip(y, -fmax, fmax)
+        overflow = "inf" if not self.rules.clamp and self.element.has_inf else "saturate"
+        codes = encode(y, self.element, rounding="nearest_even", overflow=overflow, nan="keep_sign")
         with np.errstate(divide="ignore", invalid="ignore"):
             scales = (np.float32(1) / m).astype(np.float32) if self.rules.stored == "reciprocal" else m
         return {"codes": codes.astype(np.uint8), "scales": scales, "multipliers": m, "unspecified": np.isnan(y)}
@@ -180,12 +188,16 @@ class MultiplierCast(TiledCast):
     def to_spec(self) -> dict[str, Any]:
         r = self.rules
         return {"element": self.element.name, "tile": list(self.tile), "eps": r.eps, "floor_dtype": r.floor_dtype,
-                "infinite_multiplier": r.infinite_multiplier, "pow2": r.pow2, "stored": r.stored}
+                "infinite_multiplier": r.infinite_multiplier, "pow2": r.pow2, "stored": r.stored,
+                "clamp": r.clamp}
 
 
 #: TransformerEngine's blockwise FP8 quantizer reference (tests/pytorch/references, commit d0067d0); pow2 and
 #: eps are its options (Float8BlockScaling: power-of-two scales by default)
 TRANSFORMER_ENGINE_BLOCKWISE = MultiplierRules()
+#: TransformerEngine's per-tensor current scaling (ref_per_tensor_cs.py): the amax in float32, so an infinite
+#: multiplier becomes float32's maximum whatever x's dtype; torch's cast without a clamp
+TRANSFORMER_ENGINE_CURRENT_SCALING = MultiplierRules(infinite_multiplier="float32_max", clamp=False)
 #: torchao 0.18 float8 training casts (float8_utils.amax_to_scale): EPS 1e-12 and the division in float64
 TORCHAO_FLOAT8 = MultiplierRules(eps=1e-12, floor_dtype="float64", infinite_multiplier="keep", stored="multiplier")
 
@@ -295,6 +307,7 @@ __all__ = [
     "STORED",
     "TORCHAO_FLOAT8",
     "TRANSFORMER_ENGINE_BLOCKWISE",
+    "TRANSFORMER_ENGINE_CURRENT_SCALING",
     "DivisionCast",
     "DivisionRules",
     "MultiplierCast",
