@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import qref
+from qref.recipes.linear import get_recipe
 from qref.recipes.multiplier import TORCHAO_FLOAT8, TRANSFORMER_ENGINE_BLOCKWISE, MultiplierCast, MultiplierRules
 
 PEERS = Path(__file__).parent / "peers"
@@ -237,8 +238,6 @@ def test_te_current_scaling_reference(te_cs: tuple[dict[str, Any], dict[str, np.
 def test_te_current_scaling_recipe_operands(te_cs: tuple[dict[str, Any], dict[str, np.ndarray]]) -> None:
     """transformer_engine_float8_current_scaling's operands are those casts: x and w E4M3 (fprop), dy E5M2
     (dgrad, wgrad), each per tensor with TE's default rules."""
-    from qref.recipes.linear import get_recipe
-
     _, z = te_cs
     r = get_recipe("transformer_engine_float8_current_scaling")
     for g, side, fmt in (("fprop", 0, "e4m3"), ("fprop", 1, "e4m3"), ("dgrad", 0, "e5m2"), ("wgrad", 0, "e5m2")):
