@@ -241,3 +241,28 @@ def test_errors_say_what_to_fix() -> None:
         sto.quantize(x, seed=1, rbits=3)
     spec = sto.to_spec()
     assert spec["stochastic_bits"] == 4 and qref.scheme_from_spec(spec) == sto
+
+
+@pytest.mark.parametrize("name,profile", [("mxfp8_e4m3", "ocp"), ("mxfp4", "ocp"), ("mxint8", "ocp"),
+                                          ("mxfp8_e5m2", "torchao_floor"), ("mxfp4", "torchao_rceil"),
+                                          ("mxfp8_e4m3", "nvidia"), ("mxfp8_e4m3", "jax"), ("nvfp4", "nvidia"),
+                                          ("nvfp4", "torchao_floor"), ("nvfp4", "ocp"), ("nvfp4", "jax")])
+def test_every_code_is_a_neighbour_of_the_same_scaled_value(name: str, profile: str) -> None:
+    """On random bit patterns of every class (NaN, Inf, subnormals, huge) and every profile's arithmetic, the
+    stochastic code is the toward-zero or the away-from-zero code of the same scaled value (the scale steps are
+    the deterministic scheme's), both occur, and the masks are the deterministic scheme's."""
+    rng = np.random.default_rng(len(name) + len(profile))
+    bits = rng.integers(0, 1 << 32, size=(64, 64), dtype=np.uint64).astype(np.uint32)
+    normal = rng.standard_normal((64, 64)).astype(np.float32) * np.float32(2.0) ** rng.integers(-20, 20, (64, 1))
+    x = np.where(rng.random((64, 64)) < 0.2, bits.view(np.float32), normal.astype(np.float32))
+    kw = {"profile": profile}
+    sto = qref.scheme(name, rounding="stochastic_a", stochastic_bits=8, **kw)
+    tz = qref.scheme(name, rounding="toward_zero", **kw)
+    aw = qref.scheme(name, rounding="toward_max_magnitude", **kw)
+    with np.errstate(all="ignore"):
+        q, qz, qa = sto.quantize(x, seed=3), tz.quantize(x), aw.quantize(x)
+    assert np.array_equal(q.scales, qz.scales) and np.array_equal(q.unspecified, qz.unspecified)
+    ok = ~q.unspecified
+    assert np.all(((q.codes == qz.codes) | (q.codes == qa.codes))[ok])
+    moved = ok & (qz.codes != qa.codes)
+    assert (q.codes[moved] == qz.codes[moved]).any() and (q.codes[moved] == qa.codes[moved]).any()
