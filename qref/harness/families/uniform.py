@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...conformance.case import Case
+from ...core import decode
 from ...formats import IntFormat, get_format
 from ...schemes.base import QArray
 from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
@@ -33,7 +34,7 @@ CLASS_SECTIONS = {
     "directed_rounding": "uniform.md §2.1", "scale_arithmetic": "uniform.md §3",
     "compute_precision": "uniform.md §3", "saturation": "uniform.md §2.1", "wrap_around": "uniform.md §2.1",
     "nan_sign_or_code": "uniform.md §4.2", "dequantize_arithmetic": "uniform.md §2.2",
-    "saturation_nan_inf": "uniform.md §2.1", "signedness": "uniform.md §4.2",
+    "saturation_nan_inf": "uniform.md §2.1", "signedness": "uniform.md §4.2", "int32_conversion": "uniform.md §4.2",
 }
 
 # arithmetic changes tried in order: (class, overrides)
@@ -166,11 +167,54 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
     dt = case.expected[name].dtype
     mod = n & ((1 << st.bits) - 1)
     yield "wrap_around", {name: _as(mod, dt, st.bits)}
+    for undefined in (-(1 << 31), 0):  # INT_MIN: x86-64's float -> int32 conversion; 0: ml_dtypes' bfloat16 cast
+        conv = _through_int32(case, profile, undefined)
+        if conv is None:
+            break
+        try:
+            base = _outputs(case, scheme_of(case, profile)).outputs[name]
+        except Exception:
+            return
+        bad, v = conv
+        yield "int32_conversion", {name: np.where(bad.reshape(base.shape), _as(v, dt, st.bits).reshape(base.shape),
+                                                  base)}
     lo, hi = -(1 << (st.bits - 1)), (1 << (st.bits - 1)) - 1
     if not st.signed:  # an unsigned storage saturated as the signed type of its width (a signless i8)
         yield "signedness", {name: _as(np.clip(n, lo, hi) & ((1 << st.bits) - 1), dt, st.bits)}
     else:
         yield "saturation", {name: _as(np.clip(n, 0, (1 << st.bits) - 1), dt, st.bits)}
+
+
+def _through_int32(case: Case, profile: str, undefined: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The codes when the rounded quotient r = round(x / s) is converted to int32 before the zero point is added
+    and the result clamped to the storage range (ONNX's numpy reference: ``np.rint(x / s).astype(np.int32) + z``;
+    TFLite's reference kernels): r outside int32, +-Inf and NaN become ``undefined`` (the conversion is undefined
+    behaviour: INT_MIN on x86-64, 0 through ml_dtypes' bfloat16 cast), and ``undefined`` + z wraps in int32.
+    (affected elements, their codes), or None when no element is affected (then it is the profile itself)."""
+    spec = dict(case.scheme)
+    sch = scheme_of(case, profile)
+    # the rounded quotient alone: the scheme with zero points 0, saturated to int32 (2^31 - 1 is no float32, so
+    # that code means the quotient left int32; -2^31 converts to INT_MIN either way)
+    wide = dict(spec, storage="int32", storage_range=None,
+                zero_points=np.zeros_like(np.asarray(spec["zero_points"], np.int64)).tolist(),
+                arithmetic=arithmetic_for(profile, conversion="saturate", clamp="integer",
+                                          zero_point="after_rounding").to_dict())
+    x = case.inputs["x"]
+    try:
+        with np.errstate(all="ignore"):
+            r = np.asarray(_from_spec(wide).quantize(x).codes).astype(np.int64).reshape(x.shape)
+    except Exception:
+        return None
+    _, Z = sch.expand(x.shape)
+    z = np.broadcast_to(np.asarray(Z, np.int64), x.shape)
+    with np.errstate(invalid="ignore"):
+        bad = (r >= (1 << 31) - 1) | (r <= -(1 << 31)) | np.isnan(x.astype(np.float64))
+    if not bad.any():
+        return None
+    r32 = np.where(bad, undefined, r)
+    v = (r32 + z + (1 << 31)) % (1 << 32) - (1 << 31)  # int32 addition wraps
+    lo, hi = sch.storage_bounds
+    return bad, np.clip(v, lo, hi)
 
 
 def _as(v: np.ndarray, dt: np.dtype, bits_: int) -> np.ndarray:
@@ -185,6 +229,12 @@ def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, go
         with np.errstate(invalid="ignore"):
             xv = case.inputs["x"].reshape(-1)[idx].astype(np.float64)
         out[np.isnan(xv)] = "nan_sign_or_code"
+        st = get_format(case.scheme["storage"])
+        if not isinstance(st, IntFormat):  # float storage: +0 for -0 (or the reverse)
+            with np.errstate(all="ignore"):
+                ev = np.asarray(decode(np.asarray(exp).astype(np.uint8), st.name), np.float64)
+                gv = np.asarray(decode(np.asarray(got).astype(np.uint8), st.name), np.float64)
+            out[(ev == 0) & (gv == 0) & (out == "")] = "sign_of_zero"
     else:
         dt = case.expected[name].dtype
         with np.errstate(invalid="ignore"):
