@@ -287,3 +287,104 @@ def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     with np.errstate(invalid="ignore"):
         value = float(v.astype(np.float64)[0])
     return f"{hex_words(v)[0]} ({float_text(value)})"
+
+
+def divergence(case: Case, got: dict[str, np.ndarray], unspecified: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
+    """What the backend returned at the elements the spec leaves unspecified: "kind|storage" -> behaviour ->
+    count (docs/conformance/divergence.md; kinds and behaviours are described there). Integer storage only."""
+    (name,) = case.expected
+    mask = unspecified.get(name)
+    if mask is None or name not in got or not np.asarray(mask).any():
+        return {}
+    sch = scheme_of(case)
+    st = sch.storage
+    if not isinstance(st, IntFormat):
+        return {}
+    (iname,) = case.inputs
+    shape = case.inputs[iname].shape
+    m = np.asarray(mask, bool).reshape(shape)
+    S, Z = sch.expand(shape)
+    s = np.broadcast_to(np.asarray(S, np.float64), shape)[m]
+    z = np.broadcast_to(np.asarray(Z, np.int64), shape)[m]
+    lo, hi = sch.storage_bounds
+    label = sch.storage.name
+    out: dict[str, dict[str, int]] = {}
+
+    def add(kind: str, behaviour: str) -> None:
+        d = out.setdefault(f"{kind}|{label}", {})
+        d[behaviour] = d.get(behaviour, 0) + 1
+
+    g = np.asarray(got[name]).reshape(shape)[m]
+    if case.operation == "uniform_quantize":
+        u = bits(g).astype(np.int64) & ((1 << st.bits) - 1)
+        q = np.where(st.signed & (u >= 1 << (st.bits - 1)), u - (1 << st.bits), u)
+        with np.errstate(all="ignore"):
+            x = case.inputs["x"].reshape(shape)[m].astype(np.float64)
+            v = x / s + z
+        for xi, vi, qi, zi in zip(x, v, q, z):
+            if np.isnan(xi):
+                kind = "NaN"
+            elif np.isinf(xi):
+                kind = "+Inf" if xi > 0 else "-Inf"
+            elif vi > hi:
+                kind = "above the storage range"
+            elif vi < lo:
+                kind = "below the storage range"
+            else:
+                kind = "other"
+            add(kind, _quantize_behaviour(int(qi), float(vi), int(zi), lo, hi, st.bits, kind))
+        return out
+    # dequantize: (q - z) leaves the storage type
+    c = storage_values_of(case).reshape(shape)[m].astype(np.int64)
+    dt = case.expected[name].dtype
+    wrapped_d = ((c - z - lo) % (1 << st.bits)) + lo  # (q - z) wrapped into the storage type
+
+    def products(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(q - z) * s without overflow: rounded once from float64, and in the output type step by step."""
+        with np.errstate(all="ignore"):
+            once = (d.astype(np.float64) * s).astype(np.float32).astype(dt)
+            steps = d.astype(np.float64).astype(dt) * s.astype(np.float32).astype(dt)
+        return bits(np.asarray(once)), bits(np.asarray(steps, dt))
+
+    e1, e2 = products(c - z)
+    w1, w2 = products(wrapped_d)
+    for gi, a1, a2, b1, b2, gv in zip(bits(g), e1, e2, w1, w2, g):
+        if gi in (a1, a2):
+            b = "exact"
+        elif gi in (b1, b2):
+            b = "wraps"
+        else:
+            with np.errstate(invalid="ignore"):
+                b = f"{float(np.asarray(gv).astype(np.float64))!r}"
+        add("(q - z) outside the storage type", b)
+    return out
+
+
+def _quantize_behaviour(q: int, v: float, z: int, lo: int, hi: int, width: int, kind: str) -> str:
+    if kind != "NaN" and not np.isnan(v):
+        side = hi if v > 0 and kind in ("+Inf", "above the storage range") else \
+            (lo if kind in ("-Inf", "below the storage range") else None)
+        if side is not None and q == side:
+            return "saturates"
+        if np.isfinite(v):
+            r = int(np.rint(v))
+            w = ((r - lo) % (1 << width)) + lo
+            if q == w:
+                return "wraps"
+    if q == lo:
+        return "lo"
+    if q == hi:
+        return "hi"
+    if q == z and z != 0:
+        return "z"
+    if q == 0:
+        return "0"
+    return str(q)
+
+
+def storage_values_of(case: Case) -> np.ndarray:
+    """The codes input of a dequantize case as integer values of its storage type (sign-extended)."""
+    (cname,) = case.inputs
+    st = get_format(case.scheme["storage"])
+    v = case.inputs[cname].astype(np.int64) & ((1 << st.bits) - 1)
+    return np.where(st.signed & (v >= 1 << (st.bits - 1)), v - (1 << st.bits), v)
