@@ -62,7 +62,7 @@ def test_every_axis_and_odd_sub_byte_lengths_conform(axes_suite, backend, target
 def test_mlir_lowerings_on_every_axis(axes_suite):
     """upstream MLIR (lower-quant-ops) conforms on every axis; the StableHLO interpreter and IREE fail to compile
     per-axis quantization on a non-last dimension (a crash: both accept the type), and IREE fails on odd-length
-    i2 / i4 tensors on the last one too."""
+    i2 / i4 inputs (dequantize) on the last one too."""
     pytest.importorskip("torch_mlir", reason="mlir / stablehlo backends")
     backends = ["mlir", "stablehlo"]
     try:
@@ -83,7 +83,7 @@ def test_mlir_lowerings_on_every_axis(axes_suite):
             continue
         if axis != "axis2":
             assert r.status == "crash" and any(p in r.reason for p in LOWERING_FAILURES), (r.target, r.task, r.reason)
-        elif r.target.startswith("iree") and storage != "int8":
+        elif r.target.startswith("iree") and storage != "int8" and "dequantize" in r.task:  # an odd i4/i2 input
             assert r.status == "crash" and "byte count" in r.reason, (r.task, r.reason)
         elif storage.startswith("uint"):  # signless storage (uniform.md §4.2 item 10)
             assert r.status in ("pass", "fail") and set(r.vs_profile.classes) <= {"signedness"}, r.task
