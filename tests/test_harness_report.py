@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "conformance.md"
 MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "mlx": "mlx.core", "iree": "iree.compiler",
            "mlir": "torch_mlir", "stablehlo": "torch_mlir", "onnxruntime": "onnxruntime",
+           "onnx_reference": "onnx.reference",
            "bitsandbytes": "bitsandbytes", "torchao": "torchao"}
 FINDINGS = ROOT / "docs" / "conformance"
 REGENERATE = "qref run --backend all --report docs/conformance.md --findings docs/conformance --force"

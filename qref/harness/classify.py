@@ -60,6 +60,11 @@ CLASSES: dict[str, tuple[str, str]] = {
     "zero_block": ("zero block", "an all-zero block gets another scale or other codes than the reference's "
                                  "zero-block rule gives"),
     "wrap_around": ("wrap-around", "out-of-range results wrap modulo 2^bits instead of saturating"),
+    "int32_conversion": ("conversion through int32", "the rounded quotient is converted to int32 before the zero "
+                                                     "point is added and the result clamped: |x / s| >= 2^31, +-Inf "
+                                                     "and NaN take the undefined conversion's value (INT_MIN on "
+                                                     "x86-64, 0 through ml_dtypes' bfloat16) instead of "
+                                                     "saturating"),
     "dequantize_arithmetic": ("dequantize arithmetic", "(q - z) * s computed in other types"),
     "decode_value": ("decoded value", "a code decodes to another value"),
     "other": ("other", "no single documented variant reproduces the backend's result"),

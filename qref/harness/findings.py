@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import divergence
 from .classify import CLASSES, class_order, class_title
 from .model import TaskResult
 from .reproducer import block
@@ -220,7 +221,8 @@ def render_summary(res: RunResults, fs: list[Finding]) -> str:
         L.append(f"| [{b}]({b}.md) | " + " | ".join(cells) + " |")
     L += ["", f"{len(fs)} findings in all: {sum(f.kind == 'spec' for f in fs)} spec findings, "
           f"{sum(f.kind == 'profile' for f in fs)} profile gaps, {sum(f.kind == 'crash' for f in fs)} crash "
-          "groups.", ""]
+          "groups.", "", "Where the spec leaves the result unspecified (NaN or out-of-range values to integer storage, "
+          "LLVM poison, undefined casts), what each backend returns instead: [divergence.md](divergence.md).", ""]
     return "\n".join(L)
 
 
@@ -266,8 +268,9 @@ def write_findings(res: RunResults, out_dir: str) -> list[str]:
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     fs = findings(res)
-    written = [d / "README.md"]
+    written = [d / "README.md", d / "divergence.md"]
     (d / "README.md").write_text(render_summary(res, fs), encoding="utf-8")
+    (d / "divergence.md").write_text(divergence.render(res, HEADER), encoding="utf-8")
     for b in res.backends:
         p = d / f"{b}.md"
         p.write_text(render_backend(res, b, fs), encoding="utf-8")

@@ -106,12 +106,18 @@ class TaskResult:
     vs_profile: Comparison | None = None
     vs_spec: Comparison | None = None
     size: int = 0
+    #: what the backend returned where the spec leaves the result unspecified: "kind|storage" -> behaviour ->
+    #: element count (divergence.py)
+    unspecified: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "family": self.family, "task": self.task, "cases": list(self.cases),
-                "status": self.status, "reason": self.reason, "size": self.size,
-                "vs_profile": None if self.vs_profile is None else self.vs_profile.to_json(),
-                "vs_spec": None if self.vs_spec is None else self.vs_spec.to_json()}
+        d = {"target": self.target, "family": self.family, "task": self.task, "cases": list(self.cases),
+             "status": self.status, "reason": self.reason, "size": self.size,
+             "vs_profile": None if self.vs_profile is None else self.vs_profile.to_json(),
+             "vs_spec": None if self.vs_spec is None else self.vs_spec.to_json()}
+        if self.unspecified:
+            d["unspecified"] = {k: dict(sorted(v.items())) for k, v in sorted(self.unspecified.items())}
+        return d
 
 
 def bits(a: np.ndarray) -> np.ndarray:

@@ -123,7 +123,9 @@ def render(res: RunResults) -> str:
           "when none of these reproduces, the report says so. A reproducer is a standalone script (the backend's "
           "API, numpy and ml_dtypes; no qref) printing `got` and `expected` bits. A compile or run failure of an "
           "operation and type the backend accepts is a crash; *unsupported* means the backend has no such "
-          "operation or type, with its reason. tests/test_harness_report.py regenerates this file on the "
+          "operation or type, with its reason. What each target returns where the spec (or its profile) leaves "
+          "the result unspecified is tabulated, not judged, in [conformance/divergence.md](conformance/divergence.md)"
+          ". tests/test_harness_report.py regenerates this file on the "
           "committed suite; tests/test_reproducers.py runs every reproducer without qref.",
           ""]
     if res.skipped:

@@ -366,6 +366,9 @@ def run_target(target: Target, tasks: list[Task]) -> list[TaskResult]:
                     prev = exp_spec.unspecified.get(name)
                     exp_spec.unspecified[name] = np.asarray(m, bool) | (False if prev is None else np.asarray(prev))
             res.vs_spec = compare(t.case, fam, exp_spec, got, fam.SPEC_PROFILE)
+        diverge = getattr(fam, "divergence", None)
+        if diverge is not None:  # where the spec or the target's profile leaves the result unspecified
+            res.unspecified = diverge(t.case, got, {k: np.asarray(v, bool) for k, v in exp_spec.unspecified.items()})
         if not res.vs_profile.ok:
             res.status = "fail"
         out.append(res)

@@ -21,7 +21,8 @@ from ...errors import unknown_name
 from ..model import BackendMissing, Target
 
 #: every backend, in report order
-BACKENDS = ("ml_dtypes", "jax", "qwix", "mlx", "iree", "mlir", "stablehlo", "onnxruntime", "bitsandbytes", "torchao")
+BACKENDS = ("ml_dtypes", "jax", "qwix", "mlx", "iree", "mlir", "stablehlo", "onnxruntime", "onnx_reference",
+            "bitsandbytes", "torchao")
 
 
 def backend_module(name: str) -> ModuleType:

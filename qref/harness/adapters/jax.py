@@ -190,6 +190,186 @@ def _blk_snippet(case: Case, i: int) -> str:
         f"print(hex(int(np.asarray({'q' if out == 'codes' else 's'}).view(np.uint8){back}.reshape(-1)[{i}])))")
 
 
+# ---- uniform: quantization as JAX users write it -------------------------------------------------------------
+#: integer storage -> the jnp type name
+UQ_STORAGE = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int4", "uint4", "int2", "uint2")
+
+
+def _uq_geometry(case: Case) -> tuple[object, np.ndarray, np.ndarray, tuple[tuple[int, int], ...]]:
+    """(scheme, scales, zero points, blocks) as a JAX user holds them: per tensor 0-d, per axis a vector reshaped
+    to broadcast along the axis, blocked one value per block ((axis, block) for every axis: ``_uq_blocked``)."""
+    from ..families.uniform import scheme_of
+
+    sch = scheme_of(case)
+    (iname,) = case.inputs
+    nd = case.inputs[iname].ndim
+    sc = np.asarray(sch.scale_array, np.float64)
+    zp = np.asarray(sch.zero_point_array, np.int64)
+    blocks: tuple[tuple[int, int], ...] = ()
+    if sch.granularity == "per_axis":
+        shape = [1] * nd
+        shape[sch.axis % nd] = -1
+        sc, zp = sc.reshape(shape), zp.reshape(shape)
+    elif sch.granularity == "blocked":
+        b = dict((int(a) % nd, int(k)) for a, k in sch.block_size or ())
+        blocks = tuple((a, b.get(a, 1)) for a in range(nd))
+    return sch, sc, zp, blocks
+
+
+def _uq_storage(sch) -> str:
+    """The jnp type of an integer storage (a narrowed range, e.g. int8<-127:127>, is its type clipped to the
+    range); a float storage by its name."""
+    from ...formats import IntFormat
+
+    st = sch.storage
+    return f"{'' if st.signed else 'u'}int{st.bits}" if isinstance(st, IntFormat) else st.name
+
+
+def _uq_supports(case: Case) -> str | None:
+    from ..families.uniform import scheme_of
+
+    sch = scheme_of(case)
+    st = _uq_storage(sch)
+    if st not in UQ_STORAGE:
+        return (f"the user-written form jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage) is for integer "
+                f"storage; {st} is a cast (the jax.astype targets)")
+    x = case.inputs.get("x")
+    if x is not None and x.dtype.name not in ("float32", "float16", "bfloat16", "float64"):
+        return f"jnp has no {x.dtype.name} input"
+    return None
+
+
+def _uq_blocked(g, blocks, shape):
+    """g(v, s, z) applied blockwise as JAX users write it: v padded to whole blocks and reshaped to (n0 / b0, b0,
+    n1 / b1, b1, ...), s and z (one per block) reshaped to (n0 / b0, 1, n1 / b1, 1, ...) so that they broadcast;
+    the result reshaped back and the padding sliced off. Per tensor and per axis (no blocks): g itself."""
+    import jax.numpy as jnp
+
+    if not blocks:
+        return g
+
+    def f(v, s_, z_):
+        pad = [(0, (-shape[a]) % b) for a, b in blocks]
+        vp = jnp.pad(v, pad)
+        split = [d for a, b in blocks for d in ((shape[a] + pad[a][1]) // b, b)]
+        one = [d for a, b in blocks for d in ((shape[a] + pad[a][1]) // b, 1)]
+        y = g(vp.reshape(split), s_.reshape(one), z_.reshape(one)).reshape(vp.shape)
+        return y[tuple(slice(0, n) for n in shape)]
+    return f
+
+
+def _uq_function(case: Case, jit: bool):
+    """The function and its arguments: quantize ``jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage)`` with s
+    and z in x's dtype; dequantize ``(q.astype(E) - z) * s`` in the expressed type E."""
+    import jax
+    import jax.numpy as jnp
+
+    sch, sc, zp, blocks = _uq_geometry(case)
+    st = getattr(jnp, _uq_storage(sch))
+    (iname,) = case.inputs
+    shape = case.inputs[iname].shape
+    et = _jdt(sch.expressed.name)
+    ed = _npdt(sch.expressed.name)
+    s_e = sc.astype(np.float64).astype(ed)  # the scale is a value of the expressed type
+    if case.operation == "uniform_quantize":
+        x = case.inputs["x"]
+        lo, hi = sch.storage_bounds
+        # ... then of x's dtype (what jnp.asarray(s, x.dtype) holds); the zero point too
+        s = s_e.astype(np.float64).astype(x.dtype)
+        z = zp.astype(np.float64).astype(x.dtype)
+
+        def g(v, s_, z_):
+            return jnp.clip(jnp.round(v / s_) + z_, lo, hi).astype(st)
+        args = (x, s, z)
+    else:
+        q = _uq_input_codes(case)
+        s, z = s_e, zp.astype(np.float64).astype(ed)
+
+        def g(v, s_, z_):
+            return (v.astype(et) - z_) * s_
+        args = (q, s, z)
+    f = _uq_blocked(g, blocks, shape)
+    return (jax.jit(f) if jit else f), args
+
+
+def _npdt(name: str) -> np.dtype:
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def _uq_input_codes(case: Case) -> np.ndarray:
+    import jax.numpy as jnp
+
+    from ..families.uniform import scheme_of
+    from ._common import storage_values
+
+    return np.asarray(storage_values(case)).astype(np.dtype(getattr(jnp, _uq_storage(scheme_of(case)))))
+
+
+def _uq_one(jit: bool):
+    def one(case: Case) -> Outputs:
+        import jax
+
+        reason = _uq_supports(case)
+        if reason:
+            raise Unsupported(reason)
+        jax.config.update("jax_platforms", "cpu")
+        f, args = _uq_function(case, jit)
+        with jax.enable_x64(any(np.asarray(a).dtype == np.float64 for a in args)):
+            y = np.asarray(f(*(jax.numpy.asarray(a) for a in args)))
+        (oname,) = case.expected
+        if y.dtype.itemsize == 1 and y.dtype.kind not in "iuf":  # int4 / int2: the byte ml_dtypes holds
+            y = y.view(np.uint8)
+        return {oname: codes_as(case, oname, y.view(f"u{y.dtype.itemsize}"))}
+    return one
+
+
+def _uq_run(jit: bool):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, _uq_one(jit))
+    return run
+
+
+def _uq_snippet(jit: bool):
+    def snippet(case: Case, i: int) -> str:
+        from ._common import single_element_case
+
+        one = case if (case.scheme.get("axis") is None and not case.scheme.get("block_size")) else \
+            single_element_case(case, i)
+        j = i if one is case else 0
+        sch = _uq_geometry(one)[0]
+        _, (x, s, z) = _uq_function(one, jit)
+        flat = np.asarray(x).reshape(-1)
+        st = _uq_storage(sch)
+        if one.operation == "uniform_quantize":
+            lo, hi = sch.storage_bounds
+            lit = float_literal(flat, j)
+            body = (f"f = lambda v, s, z: jnp.clip(jnp.round(v / s) + z, {lo}, {hi}).astype(jnp.{st})")
+            dt = "x.dtype"
+            width = np.dtype(getattr(__import__("jax").numpy, st)).itemsize
+            mask = f" & {hex((1 << sch.storage.bits) - 1)}" if sch.storage.bits < 8 else ""
+        else:
+            v = int(flat[j].astype(np.int64))
+            full = flat.size > 1 and bool((flat.astype(np.int64) == v).all())
+            mk = f"np.full({flat.size}, {v})" if full else f"np.array([{v}])"
+            lit = f"{mk}.astype({'ml_dtypes.' if sch.storage.bits < 8 else 'np.'}{st})"
+            et = sch.expressed.name
+            body = f"f = lambda v, s, z: (v.astype(jnp.{et}) - z) * s"
+            dt = f"jnp.{et}"
+            width, mask = np.dtype(_np_view(et) if et in ("bfloat16", "float16") else et).itemsize, ""
+        sv, zv = np.asarray(s).reshape(-1)[:1], np.asarray(z).reshape(-1)[:1]
+        wrap = "jax.jit(f)" if jit else "f"
+        return python_c(
+            "import numpy as np, ml_dtypes, jax, jax.numpy as jnp",
+            f"jax.config.update('jax_enable_x64', {flat.dtype == np.float64 or sv.dtype == np.float64})",
+            f"x = {lit}", f"s = jnp.asarray({float_literal(sv, 0)}[0], {dt})",
+            f"z = jnp.asarray({float_literal(zv, 0)}[0], {dt})", body,
+            f"print(hex(int(np.asarray({wrap}(jnp.asarray(x), s, z)).reshape(-1).view(np.uint{8 * width})[{j}])"
+            f"{mask}))")
+    return snippet
+
+
 def targets() -> list[Target]:
     require("jax", "jaxlib", "ml_dtypes", backend=BACKEND, hint="pip install jax")
     ops = ("encode", "decode", "quantize")
@@ -202,4 +382,11 @@ def targets() -> list[Target]:
                "jax.jit(lambda v: scaled_matmul_stablehlo.quantize(v, jax.nn.get_scaled_dot_general_config(mode[, "
                "global_scale])))(x), modes mxfp8 and nvfp4 (XLA:CPU; codes and scales read as bytes)", "jax",
                ("block_quantize", "block_dequantize"), _blk_supports, _blk_run, _blk_snippet),
+        Target(BACKEND, "jax.uniform.eager", "uniform", "jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage) "
+               "with s, z in x's dtype; (q.astype(E) - z) * s (eager, XLA:CPU; per axis by broadcasting, blocked "
+               "by padding and reshaping x into blocks)", "jax", ("uniform_quantize", "uniform_dequantize"),
+               _uq_supports, _uq_run(False), _uq_snippet(False), copies=True),
+        Target(BACKEND, "jax.uniform.jit", "uniform", "the same function under jax.jit (XLA:CPU rewrites x / s "
+               "into x * (1 / s))", "jax", ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run(True),
+               _uq_snippet(True), copies=True),
     ]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...conformance.case import Case
+from ...core import decode
 from ...formats import IntFormat, get_format
 from ...schemes.base import QArray
 from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
@@ -33,7 +34,7 @@ CLASS_SECTIONS = {
     "directed_rounding": "uniform.md §2.1", "scale_arithmetic": "uniform.md §3",
     "compute_precision": "uniform.md §3", "saturation": "uniform.md §2.1", "wrap_around": "uniform.md §2.1",
     "nan_sign_or_code": "uniform.md §4.2", "dequantize_arithmetic": "uniform.md §2.2",
-    "saturation_nan_inf": "uniform.md §2.1", "signedness": "uniform.md §4.2",
+    "saturation_nan_inf": "uniform.md §2.1", "signedness": "uniform.md §4.2", "int32_conversion": "uniform.md §4.2",
 }
 
 # arithmetic changes tried in order: (class, overrides)
@@ -166,11 +167,57 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
     dt = case.expected[name].dtype
     mod = n & ((1 << st.bits) - 1)
     yield "wrap_around", {name: _as(mod, dt, st.bits)}
+    # INT_MIN: x86-64's float -> int32 conversion; 0: ml_dtypes' bfloat16 -> int32 cast (only there: a 0 + z
+    # elsewhere would pass for other mechanisms, e.g. a signless clamp giving z)
+    bf16 = case.inputs["x"].dtype.name == "bfloat16"
+    for undefined in (-(1 << 31), 0) if bf16 else (-(1 << 31),):
+        conv = _through_int32(case, profile, undefined)
+        if conv is None:
+            break
+        try:
+            base = _outputs(case, scheme_of(case, profile)).outputs[name]
+        except Exception:
+            return
+        bad, v = conv
+        yield "int32_conversion", {name: np.where(bad.reshape(base.shape), _as(v, dt, st.bits).reshape(base.shape),
+                                                  base)}
     lo, hi = -(1 << (st.bits - 1)), (1 << (st.bits - 1)) - 1
     if not st.signed:  # an unsigned storage saturated as the signed type of its width (a signless i8)
         yield "signedness", {name: _as(np.clip(n, lo, hi) & ((1 << st.bits) - 1), dt, st.bits)}
     else:
         yield "saturation", {name: _as(np.clip(n, 0, (1 << st.bits) - 1), dt, st.bits)}
+
+
+def _through_int32(case: Case, profile: str, undefined: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The codes when the rounded quotient r = round(x / s) is converted to int32 before the zero point is added
+    and the result clamped to the storage range (ONNX's numpy reference: ``np.rint(x / s).astype(np.int32) + z``;
+    TFLite's reference kernels): r outside int32, +-Inf and NaN become ``undefined`` (the conversion is undefined
+    behaviour: INT_MIN on x86-64, 0 through ml_dtypes' bfloat16 cast), and ``undefined`` + z wraps in int32.
+    (affected elements, their codes), or None when no element is affected (then it is the profile itself)."""
+    spec = dict(case.scheme)
+    sch = scheme_of(case, profile)
+    # the rounded quotient alone: the scheme with zero points 0, saturated to int32 (2^31 - 1 is no float32, so
+    # that code means the quotient left int32; -2^31 converts to INT_MIN either way)
+    wide = dict(spec, storage="int32", storage_range=None,
+                zero_points=np.zeros_like(np.asarray(spec["zero_points"], np.int64)).tolist(),
+                arithmetic=arithmetic_for(profile, conversion="saturate", clamp="integer",
+                                          zero_point="after_rounding").to_dict())
+    x = case.inputs["x"]
+    try:
+        with np.errstate(all="ignore"):
+            r = np.asarray(_from_spec(wide).quantize(x).codes).astype(np.int64).reshape(x.shape)
+    except Exception:
+        return None
+    _, Z = sch.expand(x.shape)
+    z = np.broadcast_to(np.asarray(Z, np.int64), x.shape)
+    with np.errstate(invalid="ignore"):
+        bad = (r >= (1 << 31) - 1) | (r <= -(1 << 31)) | np.isnan(x.astype(np.float64))
+    if not bad.any():
+        return None
+    r32 = np.where(bad, undefined, r)
+    v = (r32 + z + (1 << 31)) % (1 << 32) - (1 << 31)  # int32 addition wraps
+    lo, hi = sch.storage_bounds
+    return bad, np.clip(v, lo, hi)
 
 
 def _as(v: np.ndarray, dt: np.dtype, bits_: int) -> np.ndarray:
@@ -185,6 +232,12 @@ def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, go
         with np.errstate(invalid="ignore"):
             xv = case.inputs["x"].reshape(-1)[idx].astype(np.float64)
         out[np.isnan(xv)] = "nan_sign_or_code"
+        st = get_format(case.scheme["storage"])
+        if not isinstance(st, IntFormat):  # float storage: +0 for -0 (or the reverse)
+            with np.errstate(all="ignore"):
+                ev = np.asarray(decode(np.asarray(exp).astype(np.uint8), st.name), np.float64)
+                gv = np.asarray(decode(np.asarray(got).astype(np.uint8), st.name), np.float64)
+            out[(ev == 0) & (gv == 0) & (out == "")] = "sign_of_zero"
     else:
         dt = case.expected[name].dtype
         with np.errstate(invalid="ignore"):
@@ -237,3 +290,104 @@ def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     with np.errstate(invalid="ignore"):
         value = float(v.astype(np.float64)[0])
     return f"{hex_words(v)[0]} ({float_text(value)})"
+
+
+def divergence(case: Case, got: dict[str, np.ndarray], unspecified: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
+    """What the backend returned at the elements the spec leaves unspecified: "kind|storage" -> behaviour ->
+    count (docs/conformance/divergence.md; kinds and behaviours are described there). Integer storage only."""
+    (name,) = case.expected
+    mask = unspecified.get(name)
+    if mask is None or name not in got or not np.asarray(mask).any():
+        return {}
+    sch = scheme_of(case)
+    st = sch.storage
+    if not isinstance(st, IntFormat):
+        return {}
+    (iname,) = case.inputs
+    shape = case.inputs[iname].shape
+    m = np.asarray(mask, bool).reshape(shape)
+    S, Z = sch.expand(shape)
+    s = np.broadcast_to(np.asarray(S, np.float64), shape)[m]
+    z = np.broadcast_to(np.asarray(Z, np.int64), shape)[m]
+    lo, hi = sch.storage_bounds
+    label = sch.storage.name
+    out: dict[str, dict[str, int]] = {}
+
+    def add(kind: str, behaviour: str) -> None:
+        d = out.setdefault(f"{kind}|{label}", {})
+        d[behaviour] = d.get(behaviour, 0) + 1
+
+    g = np.asarray(got[name]).reshape(shape)[m]
+    if case.operation == "uniform_quantize":
+        u = bits(g).astype(np.int64) & ((1 << st.bits) - 1)
+        q = np.where(st.signed & (u >= 1 << (st.bits - 1)), u - (1 << st.bits), u)
+        with np.errstate(all="ignore"):
+            x = case.inputs["x"].reshape(shape)[m].astype(np.float64)
+            v = x / s + z
+        for xi, vi, qi, zi in zip(x, v, q, z):
+            if np.isnan(xi):
+                kind = "NaN"
+            elif np.isinf(xi):
+                kind = "+Inf" if xi > 0 else "-Inf"
+            elif vi > hi:
+                kind = "above the storage range"
+            elif vi < lo:
+                kind = "below the storage range"
+            else:
+                kind = "other"
+            add(kind, _quantize_behaviour(int(qi), float(vi), int(zi), lo, hi, st.bits, kind))
+        return out
+    # dequantize: (q - z) leaves the storage type
+    c = storage_values_of(case).reshape(shape)[m].astype(np.int64)
+    dt = case.expected[name].dtype
+    wrapped_d = ((c - z - lo) % (1 << st.bits)) + lo  # (q - z) wrapped into the storage type
+
+    def products(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(q - z) * s without overflow: rounded once from float64, and in the output type step by step."""
+        with np.errstate(all="ignore"):
+            once = (d.astype(np.float64) * s).astype(np.float32).astype(dt)
+            steps = d.astype(np.float64).astype(dt) * s.astype(np.float32).astype(dt)
+        return bits(np.asarray(once)), bits(np.asarray(steps, dt))
+
+    e1, e2 = products(c - z)
+    w1, w2 = products(wrapped_d)
+    for gi, a1, a2, b1, b2, gv in zip(bits(g), e1, e2, w1, w2, g):
+        if gi in (a1, a2):
+            b = "exact"
+        elif gi in (b1, b2):
+            b = "wraps"
+        else:
+            with np.errstate(invalid="ignore"):
+                b = f"{float(np.asarray(gv).astype(np.float64))!r}"
+        add("(q - z) outside the storage type", b)
+    return out
+
+
+def _quantize_behaviour(q: int, v: float, z: int, lo: int, hi: int, width: int, kind: str) -> str:
+    if kind != "NaN" and not np.isnan(v):
+        side = hi if v > 0 and kind in ("+Inf", "above the storage range") else \
+            (lo if kind in ("-Inf", "below the storage range") else None)
+        if side is not None and q == side:
+            return "saturates"
+        if np.isfinite(v):
+            r = int(np.rint(v))
+            w = ((r - lo) % (1 << width)) + lo
+            if q == w:
+                return "wraps"
+    if q == lo:
+        return "lo"
+    if q == hi:
+        return "hi"
+    if q == z and z != 0:
+        return "z"
+    if q == 0:
+        return "0"
+    return str(q)
+
+
+def storage_values_of(case: Case) -> np.ndarray:
+    """The codes input of a dequantize case as integer values of its storage type (sign-extended)."""
+    (cname,) = case.inputs
+    st = get_format(case.scheme["storage"])
+    v = case.inputs[cname].astype(np.int64) & ((1 << st.bits) - 1)
+    return np.where(st.signed & (v >= 1 << (st.bits - 1)), v - (1 << st.bits), v)

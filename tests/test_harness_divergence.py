@@ -1,0 +1,43 @@
+"""The divergence view (qref/harness/divergence.py, docs/conformance/divergence.md): what each backend returns
+where the spec leaves the result unspecified, recorded by the runner from real backends (no doubles)."""
+
+from __future__ import annotations
+
+import pytest
+
+from qref.harness import divergence, runner
+from qref.harness.families.uniform import _quantize_behaviour
+
+SPECIAL = ["uniform/int8/pt_s0.1_z3/f32/special/stablehlo", "uniform/int8/pt_s0.5_z-3/f32/special/stablehlo"]
+
+
+@pytest.mark.parametrize(("q", "v", "z", "kind", "want"), [
+    (127, 1e30, 0, "above the storage range", "saturates"),
+    (-128, 1e30, 0, "above the storage range", "lo"),  # the opposite bound (an INT_MIN conversion clamped)
+    (44, 300.0, 0, "above the storage range", "wraps"),  # 300 mod 256 = 44
+    (0, float("nan"), 3, "NaN", "0"),
+    (3, float("nan"), 3, "NaN", "z"),
+    (-128, float("nan"), 3, "NaN", "lo"),
+    (-128, float("-inf"), 0, "-Inf", "saturates"),
+    (17, 1000.0, 0, "above the storage range", "17"),
+])
+def test_quantize_behaviour_names(q, v, z, kind, want):
+    assert _quantize_behaviour(q, v, z, -128, 127, 8, kind) == want
+
+
+def test_nan_divergence_of_jax_and_the_onnx_reference_evaluator():
+    """NaN to int8: JAX's convert gives 0 whatever z; ONNX's reference casts rint(NaN) to int32 (INT_MIN on x86-64),
+    adds z in int32 and clips: z = 3 -> -128 (lo), z = -3 -> INT_MIN - 3 wraps to 2^31 - 3 -> 127 (hi)."""
+    pytest.importorskip("jax", reason="jax backend")
+    pytest.importorskip("onnx.reference", reason="onnx backend")
+    res = runner.run(["jax", "onnx_reference"], include=SPECIAL, targets=["jax.uniform.jit", "onnx_reference.qdq"],
+                     xfail_files=[], isolate=False)
+    by = {(r.target, r.task): r for r in res.results}
+    assert by[("jax.uniform.jit", SPECIAL[0])].unspecified["NaN|int8"] == {"0": 6}
+    assert by[("onnx_reference.qdq", SPECIAL[0])].unspecified["NaN|int8"] == {"lo": 6}
+    assert by[("onnx_reference.qdq", SPECIAL[1])].unspecified["NaN|int8"] == {"hi": 6}
+    t = divergence.table(res)
+    assert t["NaN"][("onnx_reference.qdq", "int8")] == {"lo": 6, "hi": 6}
+    page = divergence.render(res, "<!-- header -->")
+    assert "## NaN" in page and "| `onnx_reference.qdq` | hi (6), lo (6) |" in page
+    assert "| `jax.uniform.jit` | 0 |" in page
