@@ -119,6 +119,14 @@ SETUPS: tuple[Setup, ...] = (
           description="sub-channel blocks of 4 x 16 (MLIR sub-channel / StableHLO blocked)"),
     Setup("onnx_blocked", "uint8", ((0.1, 0.5, 1 / 3, 0.25),) * 6, ((128, 120, 3, 250),) * 6, axis=1, block_size=32,
           shape=(6, 100), description="ONNX blocked quantization along axis 1, block 32 (the last block holds 4)"),
+    # per axis along every dimension of a (3, 5, 7) tensor (105 elements: odd lengths of packed sub-byte storage)
+    *(Setup(f"axis{ax}_odd", st, tuple(0.25 * (k + 1) for k in range((3, 5, 7)[ax])),
+            tuple(z0 + k % 2 for k in range((3, 5, 7)[ax])), axis=ax, shape=(3, 5, 7),
+            description=f"per axis on axis {ax} of a (3, 5, 7) input ({st}: 105 elements, an odd length)")
+      for st, z0, axes in (("int8", -3, (0, 2)), ("int4", -1, (0, 1, 2)), ("uint4", 2, (2,)), ("int2", 0, (1,)),
+                           ("uint2", 1, (2,))) for ax in axes),
+    Setup("onnx_blocked_int4", "int4", ((0.25, 0.5, 1 / 3),) * 3, ((0, -1, 2),) * 3, axis=1, block_size=16,
+          shape=(3, 37), description="ONNX blocked int4 along axis 1, block 16 (the last block holds 5)"),
 )
 
 FLOAT_SETUPS: tuple[Setup, ...] = (
