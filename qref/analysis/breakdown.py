@@ -203,9 +203,15 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
             lo, hi = st.lo, st.hi
             if getattr(getattr(q.scheme, "arithmetic", None), "narrow_symmetric", False):
                 lo = -hi
-            ev = codes.astype(np.int64)
-            top, bot = ev == hi, (ev == lo) & (lo != hi)
-            inner = np.where(top, hi - 1, np.where(bot, lo + 1, ev))
+            top, bot = codes == hi, (codes == lo) & (lo != hi)
+            if codes.dtype.kind in "iu" and lo < hi and np.can_cast(np.min_scalar_type(lo), codes.dtype) and \
+                    np.can_cast(np.min_scalar_type(hi), codes.dtype):
+                inner = codes.copy()  # hi - 1 and lo + 1 lie in [lo, hi]: the codes' dtype holds them
+                inner[top] = hi - 1
+                inner[bot] = lo + 1
+            else:
+                ev = codes.astype(np.int64)
+                inner = np.where(top, hi - 1, np.where(bot, lo + 1, ev))
         else:
             finite = np.isfinite(table)
             levels = np.unique(table[finite])
@@ -227,10 +233,12 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
         if sat:
             q_in = dataclasses.replace(q, codes=inner.astype(codes.dtype))
             y_in = _f64(q_in.dequantize(dtype=np.float64))
+            at = np.flatnonzero(sat_mask)  # only the saturated elements can be clipped
+            ys = ya.reshape(-1)[at]
             with np.errstate(invalid="ignore"):
-                step = ya - y_in  # outward step: the spacing to the next level inward, signed
-                beyond = (xa - ya) * np.sign(step) > np.abs(step) / 2
-            clip = int(np.count_nonzero(sat_mask & beyond))
+                step = ys - y_in.reshape(-1)[at]  # outward step: the spacing to the next level inward, signed
+                beyond = (xa.reshape(-1)[at] - ys) * np.sign(step) > np.abs(step) / 2
+            clip = int(np.count_nonzero(beyond))
         else:
             clip = 0
     return Counts(n=int(xa.size), saturated=sat, clipped=clip, flushed=flushed, nonfinite=nonfinite,
