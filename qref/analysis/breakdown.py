@@ -46,26 +46,44 @@ class Breakdown:
 
 
 def _group_stats(xg: np.ndarray, yg: np.ndarray, valid: np.ndarray) -> dict[str, np.ndarray]:
-    """Reductions over the last axis of grouped arrays, using only ``valid`` elements."""
+    """Reductions over the last axis of grouped arrays, using only ``valid`` elements. The groups are taken
+    in chunks of rows (each row's reductions alone: the same sums as over the whole array at once), so that
+    every temporary stays cache-sized."""
+    shape, k = xg.shape[:-1], xg.shape[-1]
+    rows = math.prod(shape)
+    x2, y2, v2 = (a.reshape(rows, k) for a in (xg, yg, valid))
+    sig, noise, esum, emax, xmax = (np.empty(rows) for _ in range(5))
+    cnt = np.empty(rows, dtype=np.int64)
     contiguous = all(a.flags.c_contiguous for a in (xg, yg, valid))
-    if contiguous and valid.all():  # the same arrays (and memory order) np.where would build, without the masks
-        e, xs = yg - xg, xg
-        cnt = np.full(xg.shape[:-1], xg.shape[-1], dtype=np.int64)
-    else:
-        e = np.where(valid, yg - xg, 0.0)
-        xs = np.where(valid, xg, 0.0)
-        cnt = valid.sum(axis=-1)
-    sig = np.sum(xs * xs, axis=-1)
-    noise = np.sum(e * e, axis=-1)
+    # other memory orders: one chunk, the arrays np.where builds in that order (their sums follow the order)
+    step = max(1, _ROWS_CHUNK // max(k, 1)) if contiguous else max(rows, 1)
+    for r0 in range(0, rows, step):
+        r = slice(r0, r0 + step)
+        xc, yc, vc = x2[r], y2[r], v2[r]
+        if contiguous and vc.all():  # the same values np.where would build, without the masks
+            e, xs = yc - xc, xc
+            cnt[r] = k
+        else:
+            e = np.where(vc, yc - xc, 0.0)
+            xs = np.where(vc, xc, 0.0)
+            cnt[r] = vc.sum(axis=-1)
+        np.sum(xs * xs, axis=-1, out=sig[r])
+        np.max(np.abs(xs), axis=-1, initial=0.0, out=xmax[r])
+        np.sum(e, axis=-1, out=esum[r])
+        np.sum(e * e, axis=-1, out=noise[r])
+        np.max(np.abs(e, out=e), axis=-1, initial=0.0, out=emax[r])  # e is a new array: overwritten last
+    sig, noise, esum, emax, xmax, cnt = (a.reshape(shape) for a in (sig, noise, esum, emax, xmax, cnt))
     with np.errstate(divide="ignore", invalid="ignore"):
         mse_ = noise / cnt
-        mean_ = np.sum(e, axis=-1) / cnt
+        mean_ = esum / cnt
         sq = 10.0 * np.log10(sig / noise)
     sq = np.where(noise == 0, np.inf, np.where(sig == 0, -np.inf, sq))
     sq = np.where(cnt == 0, np.nan, sq)
-    return {"count": cnt, "mse": np.where(cnt > 0, mse_, np.nan), "sqnr_db": sq,
-            "max_abs_error": np.max(np.abs(e), axis=-1, initial=0.0),
-            "mean_error": np.where(cnt > 0, mean_, np.nan), "amax": np.max(np.abs(xs), axis=-1, initial=0.0)}
+    return {"count": cnt, "mse": np.where(cnt > 0, mse_, np.nan), "sqnr_db": sq, "max_abs_error": emax,
+            "mean_error": np.where(cnt > 0, mean_, np.nan), "amax": xmax}
+
+
+_ROWS_CHUNK = 1 << 16  # elements per chunk of rows in _group_stats
 
 
 def channel_breakdown(x: object, y: object, axis: int = 0) -> Breakdown:
