@@ -135,8 +135,9 @@ def kl_divergence(x: object, y: object, *, bins: int | Sequence[float] = 128,
 
 
 def _kl(a: np.ndarray, b: np.ndarray, bins: int | Sequence[float], range: tuple[float, float] | None,
-        smoothing: float) -> float:
-    """kl_divergence on selected finite pairs."""
+        smoothing: float, a_counts: dict[Any, np.ndarray] | None = None) -> float:
+    """kl_divergence on selected finite pairs. ``a_counts``: histograms of this same ``a`` already counted,
+    by (bins, first edge, last edge) (compare() evaluates one x under several schemes; integer counts)."""
     if smoothing < 0:
         raise QrefError(f"smoothing must be >= 0, got {smoothing}")
     if a.size == 0:
@@ -153,7 +154,13 @@ def _kl(a: np.ndarray, b: np.ndarray, bins: int | Sequence[float], range: tuple[
         if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
             raise QrefError("bins given as edges must be a strictly increasing 1-D sequence of >= 2 values")
     if isinstance(bins, (int, np.integer)):  # numpy's equal-width path: the counts of the same edges, no sort
-        p = np.histogram(a, int(bins), range=(edges[0], edges[-1]))[0].astype(np.float64) + smoothing
+        key = (int(bins), float(edges[0]), float(edges[-1]))
+        pc = None if a_counts is None else a_counts.get(key)
+        if pc is None:
+            pc = np.histogram(a, int(bins), range=(edges[0], edges[-1]))[0]
+            if a_counts is not None:
+                a_counts[key] = pc
+        p = pc.astype(np.float64) + smoothing
         q = np.histogram(b, int(bins), range=(edges[0], edges[-1]))[0].astype(np.float64) + smoothing
     else:
         p = np.histogram(a, edges)[0].astype(np.float64) + smoothing
@@ -271,9 +278,12 @@ class Metrics:
 
 
 def metrics(x: object, y: object, *, fmt: str | Format | None = None, scale: object = 1.0,
-            where: object = None, bins: int | Sequence[float] = 128, smoothing: float = 0.5) -> Metrics:
+            where: object = None, bins: int | Sequence[float] = 128, smoothing: float = 0.5,
+            _x_counts: dict[Any, np.ndarray] | None = None) -> Metrics:
     """All §1 metrics at once. fmt (optional): also the max / mean error in ulps of fmt (times scale).
-    where (optional bool mask): only these elements (e.g. ``~qarray.unspecified``). bins, smoothing: for KL."""
+    where (optional bool mask): only these elements (e.g. ``~qarray.unspecified``). bins, smoothing: for KL.
+    _x_counts: a dict kept by the caller for one x across calls: x's KL histograms are counted once per set of
+    edges (used only when every element of x takes part)."""
     xa, ya, m = _pair(x, y)
     sc = np.broadcast_to(_f64(scale), xa.shape)
     if where is not None:
@@ -301,7 +311,7 @@ def metrics(x: object, y: object, *, fmt: str | Format | None = None, scale: obj
         n=n, mse=mse_, rmse=math.sqrt(mse_) if n else math.nan,
         sqnr_db=sqnr,
         max_abs_error=max_abs, max_rel_error=max_rel, mean_error=mean_e,
-        cosine=_cosine(a, b), kl=_kl(a, b, bins, None, smoothing),
+        cosine=_cosine(a, b), kl=_kl(a, b, bins, None, smoothing, _x_counts if where is None and every else None),
         nonfinite=nonfinite, max_ulp=mu, mean_ulp=mu_mean,
     )
 
