@@ -133,3 +133,61 @@ def test_split_blocks_shapes() -> None:
     assert shp == (4, 2, 3, 4) and S.shape == (4, 1, 3, 1) and Z.shape == (4, 1, 3, 1)
     assert s.split_blocks((8, 11)) is None  # partial block
     assert qref.scheme("int8", scale=0.5).split_blocks((4, 4)) is None  # per tensor
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_quantize_in_slices_equals_the_reference(profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """quantize's fast path takes slices of CHUNK elements along the first axis (per tensor, per axis on the
+    first or another axis, blocked); with a small CHUNK every input below is cut into several slices, some of
+    them partial, and the codes and masks equal the defining path's on the whole."""
+    import qref.schemes.uniform as U
+
+    monkeypatch.setattr(U, "CHUNK", 100)
+    rng = np.random.default_rng(12)
+    shape = (37, 24)
+    cases: list[dict[str, Any]] = [
+        {"scale": 0.07, "zero_point": 3},
+        {"scale": np.exp2(rng.uniform(-8, 2, 37)), "zero_point": rng.integers(-20, 20, 37), "axis": 0},
+        {"scale": np.exp2(rng.uniform(-8, 2, 24)), "zero_point": rng.integers(-20, 20, 24), "axis": 1},
+        {"scale": np.exp2(rng.uniform(-8, 2, (37, 3))), "zero_point": rng.integers(-20, 20, (37, 3)),
+         "block_size": {0: 1, 1: 8}},
+        {"scale": np.exp2(rng.uniform(-8, 2, (37, 3))), "zero_point": rng.integers(-20, 20, (37, 3)),
+         "block_size": {0: 1, 1: 9}},  # a partial block: expand's full-size scales, sliced alike
+    ]
+    n = 0
+    for opts in cases:
+        for storage in ("int8", "uint8", "int4"):
+            o = dict(opts)
+            lo, hi = qref.get_format(storage).full_range
+            o["zero_point"] = np.clip(o["zero_point"], lo, hi)
+            try:
+                s = qref.scheme(storage, profile=profile, **o)
+            except qref.QrefError:
+                try:
+                    s = qref.scheme(storage, profile=profile, **{**o, "zero_point": np.zeros_like(o["zero_point"])})
+                except qref.QrefError:
+                    continue
+            for dt in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16):
+                if s.arithmetic.input_dtypes is not None and np.dtype(dt).name not in s.arithmetic.input_dtypes:
+                    continue
+                for x in _inputs(dt, shape, s, 3):
+                    with np.errstate(all="ignore"):
+                        try:
+                            want = s.quantize(x, _reference=True)
+                        except qref.QrefError:
+                            continue
+                        got = s.quantize(x)
+                    assert np.array_equal(got.unspecified, want.unspecified), (profile, storage, opts.keys())
+                    assert np.array_equal(got.codes, want.codes), (profile, storage, dt, opts.keys())
+                    n += x.size
+            # dequantize in slices: every code of the dtype, with a mask
+            info = np.iinfo(s.codes_dtype)
+            codes = rng.integers(int(info.min), int(info.max), shape, endpoint=True).astype(s.codes_dtype)
+            qa = qref.QArray(codes=codes, scheme=s, unspecified=rng.random(shape) < 0.1)
+            for out in (None, np.float64, ml_dtypes.bfloat16):
+                with np.errstate(all="ignore"):
+                    v_ref, m_ref = s.dequantize_with_mask(qa, out, _reference=True)
+                    v, m = s.dequantize_with_mask(qa, out)
+                assert v.dtype == v_ref.dtype and np.array_equal(m, m_ref), (profile, storage, opts.keys())
+                assert np.array_equal(_bits(v), _bits(v_ref)), (profile, storage, out, opts.keys())
+    assert n > 0

@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import ml_dtypes
@@ -66,6 +67,8 @@ _FLOAT_DTYPES = {
     "float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
 }
 _TWO62 = float(2**62)
+#: elements per slice of quantize's fast path (UniformScheme._quantize_chunks)
+CHUNK = 1 << 18
 
 
 def _np_dtype(fmt: FloatFormat) -> np.dtype:
@@ -80,9 +83,12 @@ def _np_dtype(fmt: FloatFormat) -> np.dtype:
 cast = convert  # one rounding from any source dtype (qref.core.arith.convert)
 
 
+@lru_cache(maxsize=256)
 def _cast_scalar(v: float | int, dt: np.dtype) -> np.ndarray:
     src = np.asarray(v, dtype=np.float64 if isinstance(v, float) else np.int64)
-    return cast(src, dt)
+    out = cast(src, dt)
+    out.setflags(write=False)  # cached: shared by every call
+    return out
 
 
 def round_to_int(q: np.ndarray, mode: str, random_bits: np.ndarray | None = None, nbits: int | None = None
@@ -374,15 +380,35 @@ class UniformScheme(Scheme):
         split = None if _reference else self.split_blocks(arr.shape)
         if split is None:
             S, Z = self.expand(arr.shape)
-            codes, unspecified = self._quantize_arrays(arr, S, Z, rbits, _reference)
+            codes, unspecified = self._quantize_chunks(arr, S, Z, rbits, _reference)
         else:  # blocks as axes of their own: scales and zero points stay one per block (uniform.md §2.5)
             shp, S, Z = split
-            codes, unspecified = self._quantize_arrays(arr.reshape(shp), S, Z,
+            codes, unspecified = self._quantize_chunks(arr.reshape(shp), S, Z,
                                                        None if rbits is None else rbits.reshape(shp), _reference)
             codes, unspecified = codes.reshape(arr.shape), unspecified.reshape(arr.shape)
         return QArray(codes=codes, scheme=self, scales=self.scale_array.copy(),
                       zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
                       meta={"profile": self.profile})
+
+    def _quantize_chunks(self, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, rbits: np.ndarray | None,
+                         _reference: bool) -> tuple[np.ndarray, np.ndarray]:
+        """_quantize_arrays over slices of about CHUNK elements along the first axis (scales and zero points
+        sliced alike where they vary along it): every step is elementwise, so each slice's codes are those of
+        the whole; the slices' temporaries stay in cache. The defining path (``_reference``) takes the whole."""
+        rows = arr.shape[0] if arr.ndim else 1
+        step = max(1, CHUNK // max(1, arr.size // max(rows, 1)))
+        if _reference or arr.ndim == 0 or step >= rows:
+            return self._quantize_arrays(arr, S, Z, rbits, _reference)
+        codes = np.empty(arr.shape, dtype=self.codes_dtype)
+        unspecified = np.empty(arr.shape, dtype=bool)
+        along = np.ndim(S) == arr.ndim and np.shape(S)[0] > 1
+        for r0 in range(0, rows, step):
+            sl = slice(r0, r0 + step)
+            c, u = self._quantize_arrays(arr[sl], S[sl] if along else S, Z[sl] if along else Z,
+                                         None if rbits is None else rbits[sl], False)
+            codes[sl] = c
+            unspecified[sl] = u
+        return codes, unspecified
 
     def _quantize_arrays(self, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, rbits: np.ndarray | None,
                          _reference: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -410,20 +436,23 @@ class UniformScheme(Scheme):
         lo, hi = self.storage_bounds
         Zb = np.asarray(Z, dtype=np.int64)  # broadcastable against x; every step below is elementwise
         if A.zero_point in ("before_rounding", "fused"):
-            zc = cast(Zb, C)
+            zc = cast(Zb, C) if _reference else _int_to_float(Zb, C)  # equal: exact where numpy's is used
             if A.constants == "unspecified":
-                unspecified |= np.broadcast_to(zc.astype(np.float64) != Zb, arr.shape)
+                inexact = zc.astype(np.float64) != Zb
+                if _reference or inexact.any():
+                    unspecified |= np.broadcast_to(inexact, arr.shape)
             with np.errstate(over="ignore", invalid="ignore"):
                 if A.zero_point == "fused":
                     assert inv is not None
                     if not _reference and not np.any(zc) and C.name == "float32":
-                        # fma(x, 1/s, 0) = fl32(x * (1/s)): the product is exact in float64; only the sign of a
-                        # zero can differ, which no integer code sees (uniform.md §2.5)
-                        q = (xc.astype(np.float64) * inv.astype(np.float64)).astype(np.float32)
+                        # fma(x, 1/s, 0) = fl32(x * (1/s)), the q above (one rounding of the exact product);
+                        # only the sign of a zero can differ, which no integer code sees (uniform.md §2.5)
+                        pass
                     else:
                         q = fma32(xc, np.broadcast_to(inv, arr.shape), np.broadcast_to(zc, arr.shape))
-                else:
+                elif _reference or np.any(zc):
                     q = np.asarray(q + zc).astype(C, copy=False)
+                # else q + 0 = q but for the sign of a zero, which no integer code sees
         if A.clamp == "float":
             lo_c, hi_c = _cast_scalar(lo, C), _cast_scalar(hi, C)
             if A.constants == "unspecified":
@@ -558,10 +587,30 @@ class UniformScheme(Scheme):
         split = None if _reference else self.split_blocks(codes.shape)
         if split is None:
             S, Z = self.expand(codes.shape)
-            return self._dequantize_arrays(codes, S, Z, bad, dtype, _reference)
+            if _reference:
+                return self._dequantize_arrays(codes, S, Z, bad, dtype, _reference)
+            return self._dequantize_chunks(codes, S, Z, bad, dtype)
         shp, S, Z = split  # blocks as axes of their own (see quantize)
-        vals, bad = self._dequantize_arrays(codes.reshape(shp), S, Z, bad.reshape(shp), dtype)
+        vals, bad = self._dequantize_chunks(codes.reshape(shp), S, Z, bad.reshape(shp), dtype)
         return vals.reshape(codes.shape), bad.reshape(codes.shape)
+
+    def _dequantize_chunks(self, codes: np.ndarray, S: np.ndarray, Z: np.ndarray, bad: np.ndarray, dtype: object
+                           ) -> tuple[np.ndarray, np.ndarray]:
+        """_dequantize_arrays over slices of about CHUNK elements along the first axis, as _quantize_chunks."""
+        rows = codes.shape[0] if codes.ndim else 1
+        step = max(1, CHUNK // max(1, codes.size // max(rows, 1)))
+        if codes.ndim == 0 or step >= rows:
+            return self._dequantize_arrays(codes, S, Z, bad, dtype)
+        along = np.ndim(S) == codes.ndim and np.shape(S)[0] > 1
+        vals: np.ndarray | None = None
+        for r0 in range(0, rows, step):
+            sl = slice(r0, r0 + step)
+            v, _ = self._dequantize_arrays(codes[sl], S[sl] if along else S, Z[sl] if along else Z, bad[sl], dtype)
+            if vals is None:
+                vals = np.empty(codes.shape, dtype=v.dtype)
+            vals[sl] = v
+        assert vals is not None
+        return vals, bad
 
     def _dequantize_arrays(self, codes: np.ndarray, S: np.ndarray, Z: np.ndarray, bad: np.ndarray, dtype: object,
                            _reference: bool = False) -> tuple[np.ndarray, np.ndarray]:
