@@ -135,10 +135,13 @@ def test_breakdowns_equal_the_whole_array_stats(rows_chunk: int, monkeypatch: py
 # ---------------------------------------------------------------------------------------------------------
 # counts: clipping as it stood (every element, int64 inward codes)
 # ---------------------------------------------------------------------------------------------------------
-def _clipped_whole(x: np.ndarray, q: qref.QArray) -> int:
+def _counts_whole(x: np.ndarray, q: qref.QArray) -> tuple[int, int, int, int]:
+    """(saturated, clipped, flushed, nonfinite) by the whole-array expressions."""
     xa = np.asarray(x, np.float64)
     ya = np.asarray(q.dequantize(dtype=np.float64), np.float64)
     ok = np.isfinite(xa) & ~(np.zeros(xa.shape, bool) if q.unspecified is None else np.asarray(q.unspecified))
+    flushed = int(np.count_nonzero(ok & (xa != 0) & (ya == 0)))
+    nonfinite = int(np.count_nonzero(ok & ~np.isfinite(ya)))
     table, are_values = B._element_table(q.scheme)
     codes = np.asarray(q.codes)
     if are_values:
@@ -165,7 +168,7 @@ def _clipped_whole(x: np.ndarray, q: qref.QArray) -> int:
     with np.errstate(invalid="ignore"):
         step = ya - y_in
         beyond = (xa - ya) * np.sign(step) > np.abs(step) / 2
-    return int(np.count_nonzero(sat & beyond))
+    return int(np.count_nonzero(sat)), int(np.count_nonzero(sat & beyond)), flushed, nonfinite
 
 
 @pytest.mark.parametrize("spec", ["int4:block_size=32", "int8:axis=0", "int8<-127:127>:axis=0", "uint4:block_size=16,"
@@ -173,13 +176,20 @@ def _clipped_whole(x: np.ndarray, q: qref.QArray) -> int:
 def test_counts_clipping_equals_the_whole_array_rule(spec: str) -> None:
     rng = np.random.default_rng(6)
     x = (rng.standard_normal((64, 256)) * np.where(rng.random((64, 256)) < 0.02, 50, 1)).astype(np.float32)
+    x[3, :40] *= np.float32(1e-6)  # values that flush to zero
     s, kw = A.parse_scheme(spec).build(x)
     # a scheme calibrated on a quieter tensor clips the loud one
     s_quiet, _ = A.parse_scheme(spec).build(np.clip(x, -1, 1))
+    x_special = x.copy()
+    x_special[5, :3] = [np.nan, np.inf, -np.inf]
+    x_special[6, :2] = [3e38, -3e38]
     for sch in (s, s_quiet):
-        q = sch.quantize(x, **kw)
-        c = B.counts(x, q)
-        assert c.clipped == _clipped_whole(x, q), spec
+        for xx in (x, x_special):
+            with np.errstate(all="ignore"):
+                q = sch.quantize(xx, **kw)
+                c = B.counts(xx, q)
+                want = _counts_whole(xx, q)
+            assert (c.saturated, c.clipped, c.flushed, c.nonfinite) == want, spec
     if spec.startswith(("int", "uint", "float8")):  # calibrated on the quiet tensor: the loud one clips
         assert B.counts(x, s_quiet.quantize(x, **kw)).clipped > 0
 

@@ -205,11 +205,19 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
     half-step threshold of ``clipped``."""
     xa = _f64(x)
     ya = _f64(q.dequantize(dtype=np.float64) if y is None else y)
-    fin = np.isfinite(xa)
     unspec = np.zeros(xa.shape, bool) if q.unspecified is None else np.asarray(q.unspecified, bool)
-    ok = fin & ~unspec
-    flushed = int(np.count_nonzero(ok & (xa != 0) & (ya == 0)))
-    nonfinite = int(np.count_nonzero(ok & ~np.isfinite(ya)))
+    # ok = finite x, specified; the counts in chunks of _ROWS_CHUNK elements (integer counts: any order)
+    xf, yf, uf = (np.broadcast_to(a, xa.shape).reshape(-1) for a in (xa, ya, unspec))
+    okf = np.empty(xf.size, dtype=bool)
+    flushed = nonfinite = 0
+    for i in range(0, xf.size, _ROWS_CHUNK):
+        sl = slice(i, i + _ROWS_CHUNK)
+        o = okf[sl]
+        np.isfinite(xf[sl], out=o)
+        o &= ~uf[sl]
+        flushed += int(np.count_nonzero(o & (xf[sl] != 0) & (yf[sl] == 0)))
+        nonfinite += int(np.count_nonzero(o & ~np.isfinite(yf[sl])))
+    ok = okf.reshape(xa.shape)
     info = _element_table(q.scheme)
     sat: int | None = None
     clip: int | None = None
