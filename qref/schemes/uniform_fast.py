@@ -104,8 +104,10 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
         zmax = float(np.abs(Z).max()) if Z.size else 0.0
         with np.errstate(invalid="ignore", over="ignore"):
             if big + zmax < 2.0 ** (np.finfo(C).nmant + 1):
-                # integers below 2^p: r + z is exact in C, so it equals fl_C(fl64(r + z)) (an integer already)
-                r = np.asarray(r + Z.astype(C))
+                # integers below 2^p: r + z is exact in C, so it equals fl_C(fl64(r + z)) (an integer already);
+                # r + 0 = r but for the sign of a zero, which no integer code sees
+                if Z.any():
+                    r = np.asarray(r + Z.astype(C))
             else:
                 r64 = np.clip(r.astype(np.float64), -_TWO62, _TWO62)
                 r64 = np.where(np.isinf(q), q, r64)  # +-Inf stays Inf: -Inf + Inf is NaN
@@ -120,7 +122,7 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
                 unspecified |= np.broadcast_to(inexact, q.shape)
         zadd = None
     elif A.zero_point == "after_rounding":
-        zadd = Z32
+        zadd = Z32 if Z.any() else None  # adding zero points 0 changes no integer
         if wide:  # r + z outside int32, exactly in float64
             with np.errstate(invalid="ignore"):
                 r64 = r.astype(np.float64) + Z.astype(np.float64)
