@@ -123,6 +123,8 @@ def mlx_rows(x32: np.ndarray) -> list[Row]:
                 ok = (q.scales == scales).all() and not q.unspecified.any()
                 return bool(ok and (pack(q, "mlx") == words).all())
 
+            if mode == "mxfp8" and src == np.float32:
+                target = 2.0  # issue 18: mxfp8 from float32 >= 2x MLX CPU
             rows.append(Row(f"quantize {mode} (mlx)", src.name, "MLX", target,
                             lambda sch=sch, xs=xs: sch.quantize(xs), run_mlx, check, xs.size))
     # dequantize to float32 from the same codes and scales (MLX's words are qref's codes packed)
@@ -369,6 +371,29 @@ def measure_memory(log2n: int = 26) -> dict[str, float]:
             "peak_rss": peak, "peak_over_io": peak / io, "peak_minus_baseline_over_io": (peak - base) / io}
 
 
+COMPARE_SCHEMES = ("float8_e4m3fn:axis=0", "mxfp4", "nvfp4", "nf4:block_size=64", "int4:block_size=128")
+
+
+def measure_compare(n: int = 4096) -> dict[str, Any]:
+    """``qref compare`` of an n x n standard normal float32 matrix over issue 18's five schemes in a fresh
+    process: wall seconds (target < 15 for n = 4096) and the process's user and system CPU seconds (on a shared
+    machine the wall time also holds the time other jobs took the cores)."""
+    import resource
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "w.npy")
+        np.save(path, np.random.default_rng(0).standard_normal((n, n), dtype=np.float32))
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "qref", "compare", path, "-q", "--schemes", *COMPARE_SCHEMES],
+                       check=True, capture_output=True)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"name": "compare", "n": n, "schemes": list(COMPARE_SCHEMES), "wall_s": wall,
+            "user_s": after.ru_utime - before.ru_utime, "sys_s": after.ru_stime - before.ru_stime}
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=1024)
@@ -377,6 +402,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--only", default=None, help="keep rows whose name contains this text")
     ap.add_argument("--memory", action="store_true", help="also measure peak RSS for 2^26 elements")
     ap.add_argument("--json", default=None, help="also write the results to this JSON file")
+    ap.add_argument("--compare", action="store_true",
+                    help="also time `qref compare` of a 4096 x 4096 matrix over five schemes (target < 15 s)")
     args = ap.parse_args(argv)
     # the memory child runs first: once MLX is imported here, a child's peak RSS grows by about 140 MiB (state
     # the child inherits from this process, not qref's allocations)
@@ -422,6 +449,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
               f"{m['peak_over_io']:.2f} (baseline {m['baseline_rss'] / 2**20:.0f} MiB before the input; "
               f"without it {m['peak_minus_baseline_over_io']:.2f}); target <= 1.5")
         results.append({"name": "memory", **m})
+    if args.compare:
+        c = measure_compare()
+        print(f"compare: qref compare {c['n']} x {c['n']} float32, {len(c['schemes'])} schemes "
+              f"({' '.join(c['schemes'])}): {c['wall_s']:.1f} s wall, {c['user_s']:.1f} s user + {c['sys_s']:.1f} s "
+              f"system CPU; target < 15 s{'' if c['wall_s'] < 15 else '!'}")
+        results.append(c)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -46,26 +46,44 @@ class Breakdown:
 
 
 def _group_stats(xg: np.ndarray, yg: np.ndarray, valid: np.ndarray) -> dict[str, np.ndarray]:
-    """Reductions over the last axis of grouped arrays, using only ``valid`` elements."""
+    """Reductions over the last axis of grouped arrays, using only ``valid`` elements. The groups are taken
+    in chunks of rows (each row's reductions alone: the same sums as over the whole array at once), so that
+    every temporary stays cache-sized."""
+    shape, k = xg.shape[:-1], xg.shape[-1]
+    rows = math.prod(shape)
+    x2, y2, v2 = (a.reshape(rows, k) for a in (xg, yg, valid))
+    sig, noise, esum, emax, xmax = (np.empty(rows) for _ in range(5))
+    cnt = np.empty(rows, dtype=np.int64)
     contiguous = all(a.flags.c_contiguous for a in (xg, yg, valid))
-    if contiguous and valid.all():  # the same arrays (and memory order) np.where would build, without the masks
-        e, xs = yg - xg, xg
-        cnt = np.full(xg.shape[:-1], xg.shape[-1], dtype=np.int64)
-    else:
-        e = np.where(valid, yg - xg, 0.0)
-        xs = np.where(valid, xg, 0.0)
-        cnt = valid.sum(axis=-1)
-    sig = np.sum(xs * xs, axis=-1)
-    noise = np.sum(e * e, axis=-1)
+    # other memory orders: one chunk, the arrays np.where builds in that order (their sums follow the order)
+    step = max(1, _ROWS_CHUNK // max(k, 1)) if contiguous else max(rows, 1)
+    for r0 in range(0, rows, step):
+        r = slice(r0, r0 + step)
+        xc, yc, vc = x2[r], y2[r], v2[r]
+        if contiguous and vc.all():  # the same values np.where would build, without the masks
+            e, xs = yc - xc, xc
+            cnt[r] = k
+        else:
+            e = np.where(vc, yc - xc, 0.0)
+            xs = np.where(vc, xc, 0.0)
+            cnt[r] = vc.sum(axis=-1)
+        np.sum(xs * xs, axis=-1, out=sig[r])
+        np.max(np.abs(xs), axis=-1, initial=0.0, out=xmax[r])
+        np.sum(e, axis=-1, out=esum[r])
+        np.sum(e * e, axis=-1, out=noise[r])
+        np.max(np.abs(e, out=e), axis=-1, initial=0.0, out=emax[r])  # e is a new array: overwritten last
+    sig, noise, esum, emax, xmax, cnt = (a.reshape(shape) for a in (sig, noise, esum, emax, xmax, cnt))
     with np.errstate(divide="ignore", invalid="ignore"):
         mse_ = noise / cnt
-        mean_ = np.sum(e, axis=-1) / cnt
+        mean_ = esum / cnt
         sq = 10.0 * np.log10(sig / noise)
     sq = np.where(noise == 0, np.inf, np.where(sig == 0, -np.inf, sq))
     sq = np.where(cnt == 0, np.nan, sq)
-    return {"count": cnt, "mse": np.where(cnt > 0, mse_, np.nan), "sqnr_db": sq,
-            "max_abs_error": np.max(np.abs(e), axis=-1, initial=0.0),
-            "mean_error": np.where(cnt > 0, mean_, np.nan), "amax": np.max(np.abs(xs), axis=-1, initial=0.0)}
+    return {"count": cnt, "mse": np.where(cnt > 0, mse_, np.nan), "sqnr_db": sq, "max_abs_error": emax,
+            "mean_error": np.where(cnt > 0, mean_, np.nan), "amax": xmax}
+
+
+_ROWS_CHUNK = 1 << 16  # elements per chunk of rows in _group_stats
 
 
 def channel_breakdown(x: object, y: object, axis: int = 0) -> Breakdown:
@@ -187,11 +205,19 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
     half-step threshold of ``clipped``."""
     xa = _f64(x)
     ya = _f64(q.dequantize(dtype=np.float64) if y is None else y)
-    fin = np.isfinite(xa)
     unspec = np.zeros(xa.shape, bool) if q.unspecified is None else np.asarray(q.unspecified, bool)
-    ok = fin & ~unspec
-    flushed = int(np.count_nonzero(ok & (xa != 0) & (ya == 0)))
-    nonfinite = int(np.count_nonzero(ok & ~np.isfinite(ya)))
+    # ok = finite x, specified; the counts in chunks of _ROWS_CHUNK elements (integer counts: any order)
+    xf, yf, uf = (np.broadcast_to(a, xa.shape).reshape(-1) for a in (xa, ya, unspec))
+    okf = np.empty(xf.size, dtype=bool)
+    flushed = nonfinite = 0
+    for i in range(0, xf.size, _ROWS_CHUNK):
+        sl = slice(i, i + _ROWS_CHUNK)
+        o = okf[sl]
+        np.isfinite(xf[sl], out=o)
+        o &= ~uf[sl]
+        flushed += int(np.count_nonzero(o & (xf[sl] != 0) & (yf[sl] == 0)))
+        nonfinite += int(np.count_nonzero(o & ~np.isfinite(yf[sl])))
+    ok = okf.reshape(xa.shape)
     info = _element_table(q.scheme)
     sat: int | None = None
     clip: int | None = None
@@ -203,9 +229,15 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
             lo, hi = st.lo, st.hi
             if getattr(getattr(q.scheme, "arithmetic", None), "narrow_symmetric", False):
                 lo = -hi
-            ev = codes.astype(np.int64)
-            top, bot = ev == hi, (ev == lo) & (lo != hi)
-            inner = np.where(top, hi - 1, np.where(bot, lo + 1, ev))
+            top, bot = codes == hi, (codes == lo) & (lo != hi)
+            if codes.dtype.kind in "iu" and lo < hi and np.can_cast(np.min_scalar_type(lo), codes.dtype) and \
+                    np.can_cast(np.min_scalar_type(hi), codes.dtype):
+                inner = codes.copy()  # hi - 1 and lo + 1 lie in [lo, hi]: the codes' dtype holds them
+                inner[top] = hi - 1
+                inner[bot] = lo + 1
+            else:
+                ev = codes.astype(np.int64)
+                inner = np.where(top, hi - 1, np.where(bot, lo + 1, ev))
         else:
             finite = np.isfinite(table)
             levels = np.unique(table[finite])
@@ -227,10 +259,12 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
         if sat:
             q_in = dataclasses.replace(q, codes=inner.astype(codes.dtype))
             y_in = _f64(q_in.dequantize(dtype=np.float64))
+            at = np.flatnonzero(sat_mask)  # only the saturated elements can be clipped
+            ys = ya.reshape(-1)[at]
             with np.errstate(invalid="ignore"):
-                step = ya - y_in  # outward step: the spacing to the next level inward, signed
-                beyond = (xa - ya) * np.sign(step) > np.abs(step) / 2
-            clip = int(np.count_nonzero(sat_mask & beyond))
+                step = ys - y_in.reshape(-1)[at]  # outward step: the spacing to the next level inward, signed
+                beyond = (xa.reshape(-1)[at] - ys) * np.sign(step) > np.abs(step) / 2
+            clip = int(np.count_nonzero(beyond))
         else:
             clip = 0
     return Counts(n=int(xa.size), saturated=sat, clipped=clip, flushed=flushed, nonfinite=nonfinite,

@@ -132,10 +132,12 @@ def _as_recipe(item: SchemeLike, x: np.ndarray) -> tuple[str, Scheme, dict[str, 
 def evaluate(x: object, item: SchemeLike, *, label: str | None = None,
              quantize_kwargs: Mapping[str, Any] | None = None, channel_axis: int | None = 0,
              block_size: int | None = 32, block_axis: int = -1, bins: int | Sequence[float] = 128,
-             smoothing: float = 0.5, progress: bool = False) -> Result:
+             smoothing: float = 0.5, progress: bool = False, _x64: np.ndarray | None = None,
+             _x_counts: dict[Any, np.ndarray] | None = None) -> Result:
     """Quantize ``x`` with one scheme and compute its metrics, counts and breakdowns (one row of compare).
     quantize_kwargs: extra arguments of ``scheme.quantize`` (e.g. axis= of a block scheme). progress: a tqdm
-    bar on stderr over the six stages (build, quantize, dequantize, metrics, counts, breakdowns)."""
+    bar on stderr over the six stages (build, quantize, dequantize, metrics, counts, breakdowns).
+    _x64 / _x_counts: x as float64 and its KL histograms, kept by compare() across schemes."""
     from .sweep import progress_bar
 
     arr = np.asarray(x)
@@ -159,8 +161,8 @@ def evaluate(x: object, item: SchemeLike, *, label: str | None = None,
         stage("dequantized")
         unspec = None if q.unspecified is None else np.asarray(q.unspecified, bool)
         keep = None if unspec is None or not unspec.any() else ~unspec
-        xa = _f64(arr)
-        m = metrics(xa, y, where=keep, bins=bins, smoothing=smoothing)
+        xa = _f64(arr) if _x64 is None else _x64
+        m = metrics(xa, y, where=keep, bins=bins, smoothing=smoothing, _x_counts=_x_counts)
         stage("metrics")
         c = counts(xa, q, y)
         stage("counts")
@@ -196,9 +198,12 @@ def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike],
         raise QrefError("compare needs at least one scheme")
     rows: list[dict[str, Any]] = []
     details: dict[str, Result] = {}
+    x64 = _f64(arr)  # once for every scheme, with x's KL histograms
+    x_counts: dict[Any, np.ndarray] = {}
     for lab, item in items:
         r = evaluate(arr, item, label=lab, channel_axis=channel_axis, block_size=block_size,
-                     block_axis=block_axis, bins=bins, smoothing=smoothing, progress=progress)
+                     block_axis=block_axis, bins=bins, smoothing=smoothing, progress=progress, _x64=x64,
+                     _x_counts=x_counts)
         base, k = r.label, 2
         while r.label in details:
             r.label = f"{base}#{k}"

@@ -135,8 +135,9 @@ def kl_divergence(x: object, y: object, *, bins: int | Sequence[float] = 128,
 
 
 def _kl(a: np.ndarray, b: np.ndarray, bins: int | Sequence[float], range: tuple[float, float] | None,
-        smoothing: float) -> float:
-    """kl_divergence on selected finite pairs."""
+        smoothing: float, a_counts: dict[Any, np.ndarray] | None = None) -> float:
+    """kl_divergence on selected finite pairs. ``a_counts``: histograms of this same ``a`` already counted,
+    by (bins, first edge, last edge) (compare() evaluates one x under several schemes; integer counts)."""
     if smoothing < 0:
         raise QrefError(f"smoothing must be >= 0, got {smoothing}")
     if a.size == 0:
@@ -153,7 +154,13 @@ def _kl(a: np.ndarray, b: np.ndarray, bins: int | Sequence[float], range: tuple[
         if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
             raise QrefError("bins given as edges must be a strictly increasing 1-D sequence of >= 2 values")
     if isinstance(bins, (int, np.integer)):  # numpy's equal-width path: the counts of the same edges, no sort
-        p = np.histogram(a, int(bins), range=(edges[0], edges[-1]))[0].astype(np.float64) + smoothing
+        key = (int(bins), float(edges[0]), float(edges[-1]))
+        pc = None if a_counts is None else a_counts.get(key)
+        if pc is None:
+            pc = np.histogram(a, int(bins), range=(edges[0], edges[-1]))[0]
+            if a_counts is not None:
+                a_counts[key] = pc
+        p = pc.astype(np.float64) + smoothing
         q = np.histogram(b, int(bins), range=(edges[0], edges[-1]))[0].astype(np.float64) + smoothing
     else:
         p = np.histogram(a, edges)[0].astype(np.float64) + smoothing
@@ -196,6 +203,58 @@ def ulp_error(x: object, y: object, fmt: str | Format, scale: object = 1.0) -> n
     return np.where(m, err, np.nan)
 
 
+#: elements per chunk of the metrics (float64 temporaries of 512 KiB each)
+CHUNK = 1 << 16
+
+
+def pairwise_split(n: int) -> int:
+    """Where numpy's pairwise summation of n > 128 float elements splits them (numpy/_core/src/umath/
+    loops_utils.h.src, ``pairwise_sum``: n2 = n / 2 rounded down to a multiple of 8): np.add.reduce of a
+    contiguous float64 array is 0.0 + pairwise_sum of all of it, so sums of the two parts, each taken by
+    np.add.reduce and added, give the whole array's sum bit for bit (a zero sum's sign aside, which the final
+    0.0 + makes +0.0 either way; tests/test_perf_compare.py holds it to np.sum)."""
+    n2 = n // 2
+    return n2 - n2 % 8
+
+
+def _chunk_sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float, float]:
+    """(sum e^2, sum e, sum a^2, max |e|, max |e| / |a| over a != 0 (0 if none)) with e = b - a, for 1-D
+    float64 a and b: every sum equal to np.sum of the whole array (numpy's pairwise tree, split by
+    ``pairwise_split`` down to chunks of at most CHUNK elements), every temporary a chunk."""
+    n = a.size
+    size = min(n, CHUNK)
+    e, t = np.empty(size), np.empty(size)
+    maxima = [0.0, 0.0]
+
+    def leaf(lo: int, hi: int) -> tuple[float, float, float]:
+        k = hi - lo
+        ec, tc = e[:k], t[:k]
+        ac = a[lo:hi]
+        np.subtract(b[lo:hi], ac, out=ec)
+        se = float(np.add.reduce(ec))
+        np.multiply(ec, ec, out=tc)
+        see = float(np.add.reduce(tc))
+        np.abs(ec, out=ec)
+        maxima[0] = max(maxima[0], float(np.max(ec)))
+        np.abs(ac, out=tc)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.divide(ec, tc, out=ec)  # a == 0 gives Inf or NaN: left out below
+        ec[tc == 0] = 0.0  # |e| / |a| >= 0: a zero changes no maximum
+        maxima[1] = max(maxima[1], float(np.max(ec)))
+        np.multiply(ac, ac, out=tc)
+        return see, se, float(np.add.reduce(tc))
+
+    def tree(lo: int, hi: int) -> tuple[float, float, float]:
+        if hi - lo <= CHUNK:
+            return leaf(lo, hi)
+        mid = lo + pairwise_split(hi - lo)
+        x, y = tree(lo, mid), tree(mid, hi)
+        return x[0] + y[0], x[1] + y[1], x[2] + y[2]
+
+    see, se, saa = tree(0, n)
+    return see, se, saa, maxima[0], maxima[1]
+
+
 @dataclass(frozen=True)
 class Metrics:
     """Every §1 metric of one (x, y) pair; ``n`` finite pairs used, ``nonfinite`` finite x with non-finite y,
@@ -219,9 +278,12 @@ class Metrics:
 
 
 def metrics(x: object, y: object, *, fmt: str | Format | None = None, scale: object = 1.0,
-            where: object = None, bins: int | Sequence[float] = 128, smoothing: float = 0.5) -> Metrics:
+            where: object = None, bins: int | Sequence[float] = 128, smoothing: float = 0.5,
+            _x_counts: dict[Any, np.ndarray] | None = None) -> Metrics:
     """All §1 metrics at once. fmt (optional): also the max / mean error in ulps of fmt (times scale).
-    where (optional bool mask): only these elements (e.g. ``~qarray.unspecified``). bins, smoothing: for KL."""
+    where (optional bool mask): only these elements (e.g. ``~qarray.unspecified``). bins, smoothing: for KL.
+    _x_counts: a dict kept by the caller for one x across calls: x's KL histograms are counted once per set of
+    edges (used only when every element of x takes part)."""
     xa, ya, m = _pair(x, y)
     sc = np.broadcast_to(_f64(scale), xa.shape)
     if where is not None:
@@ -230,38 +292,26 @@ def metrics(x: object, y: object, *, fmt: str | Format | None = None, scale: obj
     nonfinite = int(np.count_nonzero(np.isfinite(xa) & ~np.isfinite(ya)))
     every = bool(m.all())
     a, b = (xa.reshape(-1), ya.reshape(-1)) if every else (xa[m], ya[m])
-    e = b - a
     n = int(a.size)
-    ee = e * e
-    mse_ = float(np.mean(ee)) if n else math.nan
     mu, mu_mean = None, None
     if fmt is not None:
         u = ulp_error(a, b, fmt, sc.reshape(-1) if every else sc[m])
         mu = float(np.max(u)) if n else 0.0
         mu_mean = float(np.mean(u)) if n else math.nan
-    # the same expressions as mse / sqnr_db / max_abs_error / ... on (a, b), evaluated once (e = b - a)
+    # the same expressions as mse / sqnr_db / max_abs_error / ... on (a, b), evaluated once (e = b - a), in
+    # cache-sized chunks whose sums combine in numpy's own pairwise order (_chunk_sums)
     if n:
-        ae = np.abs(e)
-        max_abs, mean_e = float(np.max(ae)), float(np.mean(e))
-        nz = a != 0
-        if nz.all():
-            buf = np.abs(a)
-            max_rel = float(np.max(np.divide(ae, buf, out=buf)))
-        else:
-            max_rel = float(np.max(ae[nz] / np.abs(a[nz]))) if nz.any() else 0.0
-            buf = np.empty_like(a)
-        del ae, nz
-        sig = float(np.sum(np.multiply(a, a, out=buf)))
-        sqnr = _sqnr(sig, float(np.sum(ee)))
-        del buf
+        see, se, saa, max_abs, max_rel = _chunk_sums(a, b)
+        mse_ = see / n
+        mean_e = se / n
+        sqnr = _sqnr(saa, see)
     else:
-        max_rel, max_abs, mean_e, sqnr = 0.0, 0.0, math.nan, math.nan
-    del e, ee
+        mse_, max_rel, max_abs, mean_e, sqnr = math.nan, 0.0, 0.0, math.nan, math.nan
     return Metrics(
         n=n, mse=mse_, rmse=math.sqrt(mse_) if n else math.nan,
         sqnr_db=sqnr,
         max_abs_error=max_abs, max_rel_error=max_rel, mean_error=mean_e,
-        cosine=_cosine(a, b), kl=_kl(a, b, bins, None, smoothing),
+        cosine=_cosine(a, b), kl=_kl(a, b, bins, None, smoothing, _x_counts if where is None and every else None),
         nonfinite=nonfinite, max_ulp=mu, mean_ulp=mu_mean,
     )
 

@@ -108,7 +108,10 @@ def flush(v: np.ndarray, min_normal: float = F32_MIN_NORMAL) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         if v.dtype in (F32, F64) and float(v.dtype.type(min_normal)) == min_normal:
             a = np.abs(v)  # the threshold is exact in v's dtype: the comparison is the same as in float64
-            tiny = (a < v.dtype.type(min_normal)) & (a != 0)
+            tiny = a < v.dtype.type(min_normal)
+            if not tiny.any():  # no zero and no tiny value: nothing to flush (two passes fewer)
+                return v
+            tiny &= a != 0
         else:
             tiny = (np.abs(f64(v)) < min_normal) & (v != 0)
     if not tiny.any():

@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import ml_dtypes
@@ -66,6 +67,8 @@ _FLOAT_DTYPES = {
     "float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
 }
 _TWO62 = float(2**62)
+#: elements per slice of quantize's fast path (UniformScheme._quantize_chunks)
+CHUNK = 1 << 18
 
 
 def _np_dtype(fmt: FloatFormat) -> np.dtype:
@@ -80,9 +83,12 @@ def _np_dtype(fmt: FloatFormat) -> np.dtype:
 cast = convert  # one rounding from any source dtype (qref.core.arith.convert)
 
 
+@lru_cache(maxsize=256)
 def _cast_scalar(v: float | int, dt: np.dtype) -> np.ndarray:
     src = np.asarray(v, dtype=np.float64 if isinstance(v, float) else np.int64)
-    return cast(src, dt)
+    out = cast(src, dt)
+    out.setflags(write=False)  # cached: shared by every call
+    return out
 
 
 def round_to_int(q: np.ndarray, mode: str, random_bits: np.ndarray | None = None, nbits: int | None = None
@@ -131,6 +137,27 @@ def _int_to_float(v: np.ndarray, dt: np.dtype) -> np.ndarray:
         if v.size and max(-int(v.min()), int(v.max())) <= 1 << p:
             return v.astype(dt)
     return cast(v, dt)
+
+
+def _value_range(v: np.ndarray) -> tuple[int, int]:
+    """(min, max) of an integer array: its dtype's range for 8-bit dtypes (no pass over it), else its values'."""
+    if v.dtype.itemsize == 1 or v.size == 0:
+        info = np.iinfo(v.dtype)
+        return int(info.min), int(info.max)
+    return int(v.min()), int(v.max())
+
+
+def _difference_dtype(codes: np.ndarray, z: np.ndarray) -> np.dtype | None:
+    """int16 or int32 when every code - z (codes of their integer dtype's range, z the zero points) fits it
+    exactly; None otherwise (the int64 path)."""
+    if codes.dtype.kind not in "iu" or codes.dtype.itemsize > 2 or z.size == 0:
+        return None
+    info = np.iinfo(codes.dtype)
+    lo, hi = int(info.min) - int(z.max()), int(info.max) - int(z.min())
+    for dt in (np.int16, np.int32):
+        if np.iinfo(dt).min <= lo and hi <= np.iinfo(dt).max:
+            return np.dtype(dt)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -281,6 +308,25 @@ class UniformScheme(Scheme):
         ix = np.ix_(*index) if ndim else ()
         return S[ix], Z[ix]
 
+    def split_blocks(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], np.ndarray, np.ndarray] | None:
+        """(split shape, scales, zero points) of a blocked scheme whose blocks divide every axis: axis i of size
+        n_i * b_i becomes the two axes (n_i, b_i) and the scales (float64) and zero points (int64) get shape
+        (n_0, 1, n_1, 1, ...), so that they broadcast against ``x.reshape(split shape)`` exactly as ``expand``'s
+        full-size arrays do against x (the same value at every element, in the same C order); None where that
+        does not hold (per tensor, per axis, a partial block, an empty axis): use ``expand``."""
+        if self.granularity != "blocked" or len(self.scale_shape) != len(shape) or 0 in shape:
+            return None
+        blocks = self._blocks(len(shape))
+        split: list[int] = []
+        sshape: list[int] = []
+        for i, d in enumerate(shape):
+            b = blocks.get(i, d)
+            if d % b or self.scale_shape[i] != d // b:
+                return None  # a partial block, or scales that do not match (expand raises the error)
+            split += [d // b, b]
+            sshape += [d // b, 1]
+        return tuple(split), self.scale_array.reshape(sshape), self.zero_point_array.reshape(sshape)
+
     # ---- quantize ---------------------------------------------------------------------------------------
     def _compute_dtype(self, arr: np.ndarray) -> np.dtype:
         c = self.arithmetic.compute
@@ -331,8 +377,44 @@ class UniformScheme(Scheme):
         if A.input_dtypes is not None and arr.dtype.name not in A.input_dtypes:
             raise QrefError(f"profile {self.profile!r} accepts {', '.join(A.input_dtypes)} input only, got "
                             f"{arr.dtype} (convert it first, as the system would require)")
+        split = None if _reference else self.split_blocks(arr.shape)
+        if split is None:
+            S, Z = self.expand(arr.shape)
+            codes, unspecified = self._quantize_chunks(arr, S, Z, rbits, _reference)
+        else:  # blocks as axes of their own: scales and zero points stay one per block (uniform.md §2.5)
+            shp, S, Z = split
+            codes, unspecified = self._quantize_chunks(arr.reshape(shp), S, Z,
+                                                       None if rbits is None else rbits.reshape(shp), _reference)
+            codes, unspecified = codes.reshape(arr.shape), unspecified.reshape(arr.shape)
+        return QArray(codes=codes, scheme=self, scales=self.scale_array.copy(),
+                      zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
+                      meta={"profile": self.profile})
+
+    def _quantize_chunks(self, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, rbits: np.ndarray | None,
+                         _reference: bool) -> tuple[np.ndarray, np.ndarray]:
+        """_quantize_arrays over slices of about CHUNK elements along the first axis (scales and zero points
+        sliced alike where they vary along it): every step is elementwise, so each slice's codes are those of
+        the whole; the slices' temporaries stay in cache. The defining path (``_reference``) takes the whole."""
+        rows = arr.shape[0] if arr.ndim else 1
+        step = max(1, CHUNK // max(1, arr.size // max(rows, 1)))
+        if _reference or arr.ndim == 0 or step >= rows:
+            return self._quantize_arrays(arr, S, Z, rbits, _reference)
+        codes = np.empty(arr.shape, dtype=self.codes_dtype)
+        unspecified = np.empty(arr.shape, dtype=bool)
+        along = np.ndim(S) == arr.ndim and np.shape(S)[0] > 1
+        for r0 in range(0, rows, step):
+            sl = slice(r0, r0 + step)
+            c, u = self._quantize_arrays(arr[sl], S[sl] if along else S, Z[sl] if along else Z,
+                                         None if rbits is None else rbits[sl], False)
+            codes[sl] = c
+            unspecified[sl] = u
+        return codes, unspecified
+
+    def _quantize_arrays(self, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, rbits: np.ndarray | None,
+                         _reference: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(codes, unspecified) of ``arr`` with scales S and zero points Z broadcastable against it."""
+        A = self.arithmetic
         C = self._compute_dtype(arr)
-        S, Z = self.expand(arr.shape)
         Z = self._wrapped_zero_points(Z)
         xc = arr if arr.dtype == C else cast(arr, C)  # read only below
         sc = self._scale_in(S, C)  # broadcastable against x: every step below is elementwise
@@ -350,24 +432,27 @@ class UniformScheme(Scheme):
                 q = np.asarray(xc * inv).astype(C, copy=False)
         unspecified = np.zeros(arr.shape, dtype=bool)
         if isinstance(self.storage, FloatFormat):
-            return self._quantize_float(arr, q, S, Z, unspecified, rbits)
+            return self._quantize_float(q, unspecified, rbits), unspecified
         lo, hi = self.storage_bounds
         Zb = np.asarray(Z, dtype=np.int64)  # broadcastable against x; every step below is elementwise
         if A.zero_point in ("before_rounding", "fused"):
-            zc = cast(Zb, C)
+            zc = cast(Zb, C) if _reference else _int_to_float(Zb, C)  # equal: exact where numpy's is used
             if A.constants == "unspecified":
-                unspecified |= np.broadcast_to(zc.astype(np.float64) != Zb, arr.shape)
+                inexact = zc.astype(np.float64) != Zb
+                if _reference or inexact.any():
+                    unspecified |= np.broadcast_to(inexact, arr.shape)
             with np.errstate(over="ignore", invalid="ignore"):
                 if A.zero_point == "fused":
                     assert inv is not None
                     if not _reference and not np.any(zc) and C.name == "float32":
-                        # fma(x, 1/s, 0) = fl32(x * (1/s)): the product is exact in float64; only the sign of a
-                        # zero can differ, which no integer code sees (uniform.md §2.5)
-                        q = (xc.astype(np.float64) * inv.astype(np.float64)).astype(np.float32)
+                        # fma(x, 1/s, 0) = fl32(x * (1/s)), the q above (one rounding of the exact product);
+                        # only the sign of a zero can differ, which no integer code sees (uniform.md §2.5)
+                        pass
                     else:
                         q = fma32(xc, np.broadcast_to(inv, arr.shape), np.broadcast_to(zc, arr.shape))
-                else:
+                elif _reference or np.any(zc):
                     q = np.asarray(q + zc).astype(C, copy=False)
+                # else q + 0 = q but for the sign of a zero, which no integer code sees
         if A.clamp == "float":
             lo_c, hi_c = _cast_scalar(lo, C), _cast_scalar(hi, C)
             if A.constants == "unspecified":
@@ -380,9 +465,7 @@ class UniformScheme(Scheme):
             n = self._integer_tail(q, Zb, unspecified, rbits)
         else:
             n = integer_tail_fast(self, q, Zb, unspecified)
-        return QArray(codes=n, scheme=self, scales=self.scale_array.copy(),
-                      zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
-                      meta={"profile": self.profile})
+        return n, unspecified
 
     def _integer_tail(self, q: np.ndarray, Z: np.ndarray, unspecified: np.ndarray,
                       random_bits: np.ndarray | None = None) -> np.ndarray:
@@ -461,8 +544,8 @@ class UniformScheme(Scheme):
             return np.where(np.isinf(inv), np.ones((), inv.dtype), inv).astype(inv.dtype)
         return inv
 
-    def _quantize_float(self, arr: np.ndarray, q: np.ndarray, S: np.ndarray, Z: np.ndarray,
-                        unspecified: np.ndarray, random_bits: np.ndarray | None = None) -> QArray:
+    def _quantize_float(self, q: np.ndarray, unspecified: np.ndarray, random_bits: np.ndarray | None = None
+                        ) -> np.ndarray:
         A = self.arithmetic
         fmt = self.storage
         assert isinstance(fmt, FloatFormat)
@@ -479,40 +562,83 @@ class UniformScheme(Scheme):
             "random_bits": random_bits, "stochastic_bits": A.stochastic_bits}
         codes = encode(q, fmt, rounding=A.rounding, overflow=overflow, profile="ml_dtypes@0.7" if
                        not A.float_saturate else None, **stochastic)
-        return QArray(codes=codes.astype(self.codes_dtype), scheme=self, scales=self.scale_array.copy(),
-                      zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
-                      meta={"profile": self.profile})
+        return codes.astype(self.codes_dtype)
 
     # ---- dequantize -------------------------------------------------------------------------------------
-    def dequantize(self, q: QArray, dtype: object = None) -> np.ndarray:
+    def dequantize(self, q: QArray, dtype: object = None, *, _reference: bool = False) -> np.ndarray:
         """(code - z) * s (uniform.md §2.2) in the profile's dtypes, then cast to ``dtype`` (default: the
         expressed type). Values at q.unspecified positions are computed from placeholder codes."""
-        return self.dequantize_with_mask(q, dtype)[0]
+        return self.dequantize_with_mask(q, dtype, _reference=_reference)[0]
 
-    def dequantize_with_mask(self, q: QArray, dtype: object = None) -> tuple[np.ndarray, np.ndarray]:
+    def dequantize_with_mask(self, q: QArray, dtype: object = None, *, _reference: bool = False
+                             ) -> tuple[np.ndarray, np.ndarray]:
         """(values, unspecified): the mask marks results the profile leaves undefined (StableHLO spec: the
-        subtraction overflows the storage type) together with q.unspecified."""
+        subtraction overflows the storage type) together with q.unspecified. ``_reference=True`` broadcasts
+        the scales to the codes' shape (``expand``) also where blocks divide the axes (§2.5)."""
         A = self.arithmetic
         codes = np.asarray(q.codes)
         if A.simd_width:
             body, rem = self._loops()
             tail = self._tail(codes.shape)
-            vb, bb = body.dequantize_with_mask(dataclasses.replace(q, scheme=body), dtype)
-            vr, br = rem.dequantize_with_mask(dataclasses.replace(q, scheme=rem), dtype)
+            vb, bb = body.dequantize_with_mask(dataclasses.replace(q, scheme=body), dtype, _reference=_reference)
+            vr, br = rem.dequantize_with_mask(dataclasses.replace(q, scheme=rem), dtype, _reference=_reference)
             return np.where(tail, vr, vb), np.where(tail, br, bb)
+        bad = np.zeros(codes.shape, dtype=bool) if q.unspecified is None else np.asarray(q.unspecified).copy()
+        split = None if _reference else self.split_blocks(codes.shape)
+        if split is None:
+            S, Z = self.expand(codes.shape)
+            if _reference:
+                return self._dequantize_arrays(codes, S, Z, bad, dtype, _reference)
+            return self._dequantize_chunks(codes, S, Z, bad, dtype)
+        shp, S, Z = split  # blocks as axes of their own (see quantize)
+        vals, bad = self._dequantize_chunks(codes.reshape(shp), S, Z, bad.reshape(shp), dtype)
+        return vals.reshape(codes.shape), bad.reshape(codes.shape)
+
+    def _dequantize_chunks(self, codes: np.ndarray, S: np.ndarray, Z: np.ndarray, bad: np.ndarray, dtype: object
+                           ) -> tuple[np.ndarray, np.ndarray]:
+        """_dequantize_arrays over slices of about CHUNK elements along the first axis, as _quantize_chunks."""
+        rows = codes.shape[0] if codes.ndim else 1
+        step = max(1, CHUNK // max(1, codes.size // max(rows, 1)))
+        if codes.ndim == 0 or step >= rows:
+            return self._dequantize_arrays(codes, S, Z, bad, dtype)
+        along = np.ndim(S) == codes.ndim and np.shape(S)[0] > 1
+        vals: np.ndarray | None = None
+        for r0 in range(0, rows, step):
+            sl = slice(r0, r0 + step)
+            v, _ = self._dequantize_arrays(codes[sl], S[sl] if along else S, Z[sl] if along else Z, bad[sl], dtype)
+            if vals is None:
+                vals = np.empty(codes.shape, dtype=v.dtype)
+            vals[sl] = v
+        assert vals is not None
+        return vals, bad
+
+    def _dequantize_arrays(self, codes: np.ndarray, S: np.ndarray, Z: np.ndarray, bad: np.ndarray, dtype: object,
+                           _reference: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(values, unspecified) of ``codes`` with scales S and zero points Z broadcastable against them;
+        ``bad`` (q.unspecified, a copy) is updated in place. Outside ``_reference`` an integer code - z is taken
+        in the narrowest integer dtype that holds every difference the dtypes allow (the same integers as
+        int64, so int32's wrap is the identity; §2.5)."""
+        A = self.arithmetic
         out_dt = _np_dtype(self.expressed) if dtype is None else np.dtype(dtype)
         E = _np_dtype(self.expressed)
-        S, Z = self.expand(codes.shape)
         Zs = Z
         Z = np.broadcast_to(self._wrapped_zero_points(Z), codes.shape)
-        bad = np.zeros(codes.shape, dtype=bool) if q.unspecified is None else np.asarray(q.unspecified).copy()
         if isinstance(self.storage, FloatFormat):
             d = decode(codes.astype(self.storage.code_dtype), self.storage, dtype=np.float32)
         else:
-            c64 = codes.astype(np.int64)
             sub = A.dq_subtract
-            if sub in ("int64", "int32", "storage"):
-                diff = c64 - Z
+            idt = None if _reference or sub not in ("int64", "int32", "storage") else _difference_dtype(
+                codes, self._wrapped_zero_points(Zs))
+            if idt is not None:  # every code - z exact in idt: the int64 difference, which int32 then keeps
+                diff = np.subtract(codes, self._wrapped_zero_points(Zs).astype(idt), dtype=idt)
+                if sub == "storage":
+                    lo, hi = self.storage.full_range
+                    dlo, dhi = _value_range(diff)
+                    if dlo < lo or dhi > hi:
+                        bad |= (diff < lo) | (diff > hi)
+                d = diff
+            elif sub in ("int64", "int32", "storage"):
+                diff = codes.astype(np.int64) - Z
                 if sub == "int32":
                     diff = ((diff + 2**31) % 2**32) - 2**31
                 elif sub == "storage":
@@ -531,8 +657,9 @@ class UniformScheme(Scheme):
             md = np.promote_types(np.float32, E) if E.name != "bfloat16" else np.dtype(np.float32)
         else:
             md = _FLOAT_DTYPES[mul]
-        if A.dq_subtract == "storage" and A.constants == "unspecified":
-            dm = _int_to_float(np.asarray(d, dtype=np.int64), md)
+        if A.dq_subtract == "storage" and A.constants == "unspecified" and (
+                _reference or max(map(abs, _value_range(d))) > 1 << _SIGNIFICAND_BITS.get(md.name, 0)):
+            dm = _int_to_float(np.asarray(d, dtype=np.int64), md)  # (every |d| <= 2^p is exact in md)
             bad |= dm.astype(np.float64) != np.asarray(d, dtype=np.float64)
         sm = self._scale_in(S, md)
         with np.errstate(over="ignore", invalid="ignore"):

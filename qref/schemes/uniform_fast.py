@@ -91,36 +91,62 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
     full_lo, full_hi = s.storage.full_range
     r = np.asarray(round_integral(q, A.rounding))
     nan = np.isnan(r)
+    any_nan = bool(nan.any())  # the NaN steps below change nothing when there is none
     Z32 = np.asarray(Z, dtype=np.int32)
+    # max |r| over the non-NaN r (NaN when every r is NaN, 0 for none), without an |r| array
+    amax = max(float(np.fmax.reduce(r, axis=None)), -float(np.fmin.reduce(r, axis=None))) if r.size else 0.0
     # the int32 checks below can only flag values beyond +-(2^31 - 2^17): skipped when no r is (NaN ignored)
-    wide = A.conversion == "int32" and r.size > 0 and bool(np.fmax.reduce(np.abs(r), axis=None) >= _TWO31 - 2**17)
+    wide = A.conversion == "int32" and r.size > 0 and amax >= _TWO31 - 2**17
     if wide:
         unspecified |= (r < -_TWO31) | (r >= _TWO31)
     if A.zero_point == "after_rounding_float":
-        big = float(np.fmax.reduce(np.abs(r), axis=None)) if r.size else 0.0  # NaN ignored; Inf gives Inf
+        big = amax  # NaN ignored; Inf gives Inf
         zmax = float(np.abs(Z).max()) if Z.size else 0.0
         with np.errstate(invalid="ignore", over="ignore"):
             if big + zmax < 2.0 ** (np.finfo(C).nmant + 1):
-                # integers below 2^p: r + z is exact in C, so it equals fl_C(fl64(r + z)) (an integer already)
-                r = np.asarray(r + Z.astype(C))
+                # integers below 2^p: r + z is exact in C, so it equals fl_C(fl64(r + z)) (an integer already);
+                # r + 0 = r but for the sign of a zero, which no integer code sees
+                if Z.any():
+                    r = np.asarray(r + Z.astype(C))
             else:
                 r64 = np.clip(r.astype(np.float64), -_TWO62, _TWO62)
                 r64 = np.where(np.isinf(q), q, r64)  # +-Inf stays Inf: -Inf + Inf is NaN
                 r = np.asarray(np.rint((r64 + Z.astype(np.float64)).astype(C)))
         nan = nan | np.isnan(r)
+        any_nan = bool(nan.any())
         if A.conversion == "int32":
             unspecified |= (r < -_TWO31) | (r >= _TWO31)
         if A.constants == "unspecified":  # the zero point as a C value (exact for |z| < 2^16 in float32)
-            unspecified |= np.broadcast_to(Z.astype(C).astype(np.float64) != Z, q.shape)
+            inexact = Z.astype(C).astype(np.float64) != Z
+            if inexact.any():
+                unspecified |= np.broadcast_to(inexact, q.shape)
         zadd = None
     elif A.zero_point == "after_rounding":
-        zadd = Z32
+        zadd = Z32 if Z.any() else None  # adding zero points 0 changes no integer
         if wide:  # r + z outside int32, exactly in float64
             with np.errstate(invalid="ignore"):
                 r64 = r.astype(np.float64) + Z.astype(np.float64)
             unspecified |= (r64 < -_TWO31) | (r64 >= _TWO31)
     else:
         zadd = None
+    if zadd is None and A.conversion != "storage":
+        # no zero point to add and no storage-range flag: clip(clip(r, W), lo, hi) = clip(r, lo, hi) ([lo, hi]
+        # lies in W), straight to the codes' dtype, which holds [lo, hi]
+        if not r.flags.writeable or r is q:
+            r = r.copy()
+        if any_nan:
+            np.copyto(r, 0, where=nan)
+        np.clip(r, lo, hi, out=r)
+        n = r.astype(s.codes_dtype)
+        zero = n.dtype.type(np.clip(0, lo, hi))
+        if any_nan:
+            if A.nan == "zero":
+                np.copyto(n, zero, where=nan)
+            else:
+                unspecified |= nan
+        if unspecified.any():
+            np.copyto(n, zero, where=unspecified)  # the placeholder code
+        return n
     zmin, zmax = (int(Z.min()), int(Z.max())) if zadd is not None and Z.size else (0, 0)
     w_lo, w_hi = full_lo - zmax - 1, full_hi - zmin + 1
     # the narrowest integer dtype that holds every W value plus any zero point
@@ -128,7 +154,8 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
     idt = np.dtype(np.int16) if bound < 2**15 else np.dtype(np.int32)
     if not r.flags.writeable or r is q:
         r = r.copy()
-    np.copyto(r, 0, where=nan)
+    if any_nan:
+        np.copyto(r, 0, where=nan)
     np.clip(r, w_lo, w_hi, out=r)
     n = r.astype(idt)
     if zadd is not None:
@@ -136,7 +163,9 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
     if A.conversion == "storage":
         unspecified |= (n < full_lo) | (n > full_hi)
     np.clip(n, lo, hi, out=n)
-    if A.nan == "zero":
+    if not any_nan:
+        pass
+    elif A.nan == "zero":
         np.copyto(n, idt.type(np.clip(0, lo, hi)), where=nan)
     else:
         unspecified |= nan
