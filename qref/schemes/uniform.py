@@ -38,8 +38,8 @@ import numpy as np
 from ..core.arith import convert, flush, fma_float32, round_fractions
 from ..core.decode import decode
 from ..core.encode import encode, stochastic_random_bits
-from ..core.exact import as_source_array, decompose
-from ..core.rounding import round_to_quantum
+from ..core.exact import as_source_array
+from ..core.rounding import round_to_integer
 from ..errors import QrefError, unknown_name
 from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..formats.policy import STOCHASTIC_MODES
@@ -66,7 +66,6 @@ _FLOAT_DTYPES = {
     "float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float32": np.dtype(np.float32), "float64": np.dtype(np.float64),
 }
-_TWO62 = float(2**62)
 #: elements per slice of quantize's fast path (UniformScheme._quantize_chunks)
 CHUNK = 1 << 18
 
@@ -91,20 +90,7 @@ def _cast_scalar(v: float | int, dt: np.dtype) -> np.ndarray:
     return out
 
 
-def round_to_int(q: np.ndarray, mode: str, random_bits: np.ndarray | None = None, nbits: int | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(n, nan): n = q rounded to an integer under ``mode`` exactly (int64; |q| >= 2^62 and +-Inf give
-    +-2^62, which saturates any storage), nan = isnan(q). Uses the core rounding primitive; a stochastic mode
-    takes ``random_bits`` (N-bit integers, q's shape) and ``nbits`` = N, applied to the magnitude (P3109)."""
-    q64 = np.asarray(q).astype(np.float64)  # exact for every float dtype used here
-    nan = np.isnan(q64)
-    c = np.clip(np.where(nan, 0.0, q64), -_TWO62, _TWO62).reshape(-1)
-    ex = decompose(c)
-    rb = None if random_bits is None else np.broadcast_to(np.asarray(random_bits), q64.shape).reshape(-1)
-    n, _ = round_to_quantum(ex.sig, ex.exp, 0, ex.neg, mode, 0, rb, nbits)
-    v = n.astype(np.int64)
-    v = np.where(ex.neg, -v, v)
-    return v.reshape(q64.shape), nan
+round_to_int = round_to_integer  # q rounded to an integer exactly, stochastic modes included (qref.core.rounding)
 
 
 def round_fraction(v: Fraction, fmt: FloatFormat) -> float:
