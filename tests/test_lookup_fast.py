@@ -184,3 +184,19 @@ def test_odd_block_size(profile: str) -> None:
     a, b = s.quantize(x), s.quantize(x, _reference=True)
     _same_qarray(a, b)
     assert np.array_equal(_bits(s.dequantize(a)), _bits(s.dequantize(a, _reference=True)))
+
+
+def test_ftz_dequantize_with_subnormal_entries() -> None:
+    """qwix's FTZ/DAZ dequantize (lut.md §4) on a table holding float32 subnormals: the flushed entries and
+    scales, the flushed product, in the fast path as in the definition."""
+    t = np.array([-1, -1e-39, -0.0, 1e-40, 2**-126, 0.5, 1, 3e-39], np.float32)
+    s = qref.scheme("lut", table=t, profile="qwix")
+    rng = np.random.default_rng(9)
+    codes = rng.integers(0, t.size, (16, 128)).astype(np.uint8)
+    sc = (rng.standard_normal(32) * 2.0 ** rng.integers(-130, 10, 32)).astype(np.float32).reshape(16, 2)
+    sc[0] = [1e30, -1e20]  # a subnormal entry times a large scale: normal unless the entry is flushed first
+    q = qref.QArray(codes=codes, scheme=s, scales=sc, axis=s.axis, unspecified=np.zeros(codes.shape, bool),
+                    meta={"input_dtype": "float32"})
+    a, b = s.dequantize(q), s.dequantize(q, _reference=True)
+    assert np.array_equal(_bits(a), _bits(b))
+    assert (np.abs(a[a != 0]) >= 2.0**-126).all()

@@ -656,8 +656,10 @@ class LookupScheme(Scheme):
         entries = self._entries(cd, "dequant_table_dtype")
         flat = raw.reshape(-1)
         out = np.empty(n, np.float32)
+        plain = cd == "float32"  # one float32 multiply per element (with ftz: of flushed operands, flushed)
+        if plain and self.ftz:  # lut.md §4: DAZ of t and a, FTZ of the float32 product
+            entries, per_block = fp.flush(entries), fp.flush(per_block)
         pairs = fast.pair_table((self.table, entries.tobytes()), entries) if raw.dtype == np.uint8 else None
-        plain = not self.ftz and cd == "float32"
         rows = max(1, fast.CHUNK // B)
         for r0 in range(0, n // B, rows):  # chunks of blocks, not elements
             r1 = min(n // B, r0 + rows)
@@ -674,6 +676,8 @@ class LookupScheme(Scheme):
             if plain:
                 with np.errstate(over="ignore", invalid="ignore"):
                     np.multiply(o2, a, out=o2)  # one float32 multiply: fl32(t * a)
+                    if self.ftz:
+                        np.copysign(np.float32(0), o, out=o, where=np.abs(o) < np.float32(2.0**-126))
             else:
                 o2[...] = self._scale_product(o2, a, cd)
         return out.reshape(raw.shape)
