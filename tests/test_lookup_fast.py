@@ -43,11 +43,13 @@ def _float32_cases(s, rng: np.random.Generator) -> np.ndarray:
              rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32),
              rng.uniform(-1.1, 1.1, 1 << 20).astype(np.float32).view(np.uint32)]
     v = np.concatenate(parts).view(np.float32)
-    # level-2 runs of 256 floats: their boundaries too
-    lut = s._decision_luts("float32")[0]
+    # the level-1 runs (65536 or 4096 floats) and the level-2 runs within split ones: their boundaries too
+    lut, _, sh = s._decision_luts("float32")
+    first = np.arange(lut.size, dtype=np.uint32) << np.uint32(sh)
     split = np.flatnonzero((lut >= s.table.size) & (lut < np.iinfo(lut.dtype).max)).astype(np.uint32)
-    sub = ((split[:, None] << np.uint32(16)) | (np.arange(256, dtype=np.uint32) << np.uint32(8))).ravel()
-    return np.concatenate([v, sub.view(np.float32), (sub | np.uint32(0xFF)).view(np.float32)])
+    sub = ((split[:, None] << np.uint32(sh)) | (np.arange(256, dtype=np.uint32) << np.uint32(sh - 8))).ravel()
+    ends = [first, first | np.uint32((1 << sh) - 1), sub, sub | np.uint32((1 << (sh - 8)) - 1)]
+    return np.concatenate([v, *(e.view(np.float32) for e in ends)])
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -23,7 +23,7 @@ import numpy as np
 
 CHUNK = 1 << 14  # elements per chunk: the scaled values, codes and indices of one chunk stay in L2
 _U16 = np.arange(1 << 16, dtype=np.uint32)
-_LUTS: dict[Hashable, np.ndarray] = {}
+_LUTS: dict[Hashable, tuple[np.ndarray, np.ndarray, int]] = {}
 _PAIRS: dict[Hashable, np.ndarray] = {}
 
 Decide = Callable[[np.ndarray, str], tuple[np.ndarray, np.ndarray]]
@@ -35,13 +35,14 @@ def _sentinel(size: int) -> tuple[np.dtype, int]:
 
 
 def decision_lut(key: Hashable, size: int, cd: str, decide: Decide, argmin_entries: np.ndarray | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
     """The decision tables of one scheme's rule in compute dtype cd (cached under key).
 
-    Level 1 (65536 entries): index = the 16-bit pattern (float16 / bfloat16) or the top 16 bits of the float32
-    pattern; value v = the code (v < size), the sentinel (the dtype's max: the reference decides), or, for a
-    float32 bucket with a decision point inside, size + j: block j of level 2. Level 2 (256 entries per block):
-    index = bits 8..15 of the float32 pattern; value = the code of that run of 256 floats, or the sentinel.
+    Returns (level 1, level 2, sh). Level 1: index = the 16-bit pattern (float16 / bfloat16) or the float32
+    pattern >> sh (sh = 16; 12 for float32 with tables of more than 255 entries and no argmin); value v = the
+    code (v < size), the sentinel (the dtype's max: the reference decides), or, for a float32 run with a decision
+    point inside, size + j: block j of level 2. Level 2 (256 entries per block): index = the next 8 bits of the
+    pattern; value = the code of that run of 2^(sh - 8) floats, or the sentinel.
     argmin_entries: the entries of an ``argmin`` rule (float32 distances), whose code is not monotone everywhere
     (merged distances far from the table): a float32 run then keeps its code only where ``_argmin_certified``
     proves no distance can merge with the winner's (lut.md §3.6 L2)."""
@@ -56,42 +57,47 @@ def decision_lut(key: Hashable, size: int, cd: str, decide: Decide, argmin_entri
     if hit is not None:
         return hit
     dt, sent = _sentinel(size)
+    level2 = np.zeros(0, dt)
+    sh = 16  # level 1 is indexed by the pattern >> sh
     if cd == "float16":
         v = _U16.astype(np.uint16).view(np.float16).astype(np.float32)
         special = np.isnan(v)
         codes, unspec = decide(np.where(special, np.float32(0), v), cd)
         lut = np.where(special | unspec, sent, codes).astype(dt)
-        level2 = np.zeros(0, dt)
-    else:  # float32 buckets; bfloat16 patterns are the buckets' first values
-        first = _U16 << np.uint32(16)
-        special = (_U16 & np.uint32(0x7F80)) == np.uint32(0x7F80)  # exponent all ones: Inf or NaN inside
+    else:  # float32 runs; bfloat16 patterns are the 16-bit runs' first values
+        if cd == "float32" and size > 0xFF and argmin_entries is None:
+            sh = 12  # 8-bit tables: 2^20 runs of 4096 floats keep the split runs rare
+        first = np.arange(1 << (32 - sh), dtype=np.uint32) << np.uint32(sh)
+        last = first | np.uint32((1 << sh) - 1)
+        special = (first >> np.uint32(23)) & np.uint32(0xFF) == np.uint32(0xFF)  # Inf or NaN inside
         codes, unspec = _ends(first, special, decide, cd)
         bad = special | unspec
-        level2 = np.zeros(0, dt)
         lut = np.where(bad, sent, codes).astype(dt)
         if cd == "float32":
-            hi_codes, hi_unspec = _ends(first | np.uint32(0xFFFF), special, decide, cd)
+            hi_codes, hi_unspec = _ends(last, special, decide, cd)
             same = ~bad & (hi_codes == codes) & ~hi_unspec
             cert = np.zeros(same.size, bool)
-            cert[same] = agree(first[same], (first | np.uint32(0xFFFF))[same], codes[same])
+            cert[same] = agree(first[same], last[same], codes[same])
             lut = np.where(cert, lut, sent).astype(dt)  # agreeing ends without a certificate: the reference
             split = ~bad & ~same
             h = np.flatnonzero(split).astype(np.uint32)
-            if h.size > sent - size:  # more split buckets than level-2 block numbers: the reference decides
+            if h.size > sent - size:  # more split runs than level-2 block numbers: the reference decides
                 lut[h] = sent
             elif h.size:
-                sub = ((h[:, None] << np.uint32(16)) | (np.arange(256, dtype=np.uint32) << np.uint32(8))).reshape(-1)
+                sub = ((h[:, None] << np.uint32(sh)) | (np.arange(256, dtype=np.uint32) << np.uint32(sh - 8))).ravel()
+                sub_last = sub | np.uint32((1 << (sh - 8)) - 1)
                 no = np.zeros(sub.size, bool)
                 c_lo, u_lo = _ends(sub, no, decide, cd)
-                c_hi, u_hi = _ends(sub | np.uint32(0xFF), no, decide, cd)
+                c_hi, u_hi = _ends(sub_last, no, decide, cd)
                 ok = ~(u_lo | u_hi | (c_lo != c_hi))
-                ok[ok] = agree(sub[ok], (sub | np.uint32(0xFF))[ok], c_lo[ok])
+                ok[ok] = agree(sub[ok], sub_last[ok], c_lo[ok])
                 level2 = np.where(ok, c_lo, sent).astype(dt)
                 lut[h] = (size + np.arange(h.size)).astype(dt)
     lut.setflags(write=False)
     level2.setflags(write=False)
-    _LUTS[k] = (lut, level2)
-    return lut, level2
+    out = (lut, level2, sh)
+    _LUTS[k] = out
+    return out
 
 
 def _ends(patterns: np.ndarray, special: np.ndarray, decide: Decide, cd: str) -> tuple[np.ndarray, np.ndarray]:
@@ -124,16 +130,16 @@ def _argmin_certified(a: np.ndarray, b: np.ndarray, w: np.ndarray, entries: np.n
     return out
 
 
-def lookup_chunk(s: np.ndarray, cd: str, luts: tuple[np.ndarray, np.ndarray], size: int, codes_out: np.ndarray,
-                 idx: np.ndarray) -> np.ndarray:
+def lookup_chunk(s: np.ndarray, cd: str, luts: tuple[np.ndarray, np.ndarray, int], size: int,
+                 codes_out: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Codes of the flat float32 chunk s (values of cd) from the decision tables into codes_out; returns the
     positions (in s) left to the reference decision (the sentinel). idx: an intp scratch buffer of s.size."""
-    lut, level2 = luts
+    lut, level2, sh = luts
     if cd == "float16":
         np.copyto(idx, s.astype(np.float16).view(np.uint16), casting="unsafe")
     else:
-        np.right_shift(s.view(np.uint32), 16, out=idx, casting="unsafe")
-    sent = int(np.iinfo(lut.dtype).max)
+        np.right_shift(s.view(np.uint32), sh, out=idx, casting="unsafe")
+    sent = 0xFF if lut.dtype == np.uint8 else 0xFFFF
     if lut.dtype == codes_out.dtype:
         np.take(lut, idx, out=codes_out)
         c = codes_out
@@ -148,7 +154,7 @@ def lookup_chunk(s: np.ndarray, cd: str, luts: tuple[np.ndarray, np.ndarray], si
     v = c[pos].astype(np.intp)
     two = v < sent
     p2 = pos[two]
-    sub = (s[p2].view(np.uint32) >> np.uint32(8)) & np.uint32(0xFF)
+    sub = (s[p2].view(np.uint32) >> np.uint32(sh - 8)) & np.uint32(0xFF)
     c2 = level2[(v[two] - size) * 256 + sub]
     codes_out[p2] = c2
     return np.concatenate([pos[~two], p2[c2 == sent]])

@@ -507,7 +507,7 @@ class LookupScheme(Scheme):
     def _decision_key(self) -> tuple[Any, ...]:
         return (self.table, self.rule, self.midpoints, self.tie, self.distance_dtype, self.table_dtype, self.nan)
 
-    def _decision_luts(self, cd: str) -> tuple[np.ndarray, np.ndarray]:
+    def _decision_luts(self, cd: str) -> tuple[np.ndarray, np.ndarray, int]:
         return fast.decision_lut(self._decision_key(), self.table.size, cd, self._decide,
                                  self._entries(cd) if self.rule == "argmin" else None)
 
