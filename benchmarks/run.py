@@ -22,8 +22,9 @@ What each side does:
   ``qref.pack(q, "mlx")`` outside the timing). The MLX input array is created and evaluated before timing.
   dequantize: ``mx.dequantize(words, scales, mode=..., dtype=float32)`` vs ``scheme.dequantize(q)`` on the
   same codes and scales (float32 input quantized once).
-- bitsandbytes: ``quantize_4bit(t, blocksize=64, quant_type="nf4")`` on a CPU tensor vs
-  ``qref.scheme("nf4", block_size=64, profile="bitsandbytes").quantize(x)``.
+- bitsandbytes (lookup): ``quantize_4bit`` / ``quantize_blockwise`` and their dequantize on a CPU tensor vs
+  ``qref.scheme(name, block_size=B, profile=P)`` for nf4, fp4_bnb, af4, dynamic8 and every lookup profile
+  (``bnb_rows``).
 - calibration: ``qref.calibrate(x, ...)`` vs its own reference path (``_reference=True``, timed once: it is the
   readable float64 / Fraction definition) and, formula="pytorch", vs torch.ao's MinMaxObserver and
   PerChannelMinMaxObserver (``obs(t); obs.calculate_qparams()``).
@@ -145,7 +146,25 @@ def mlx_rows(x32: np.ndarray) -> list[Row]:
     return rows
 
 
+LOOKUP_PROFILES = ("bitsandbytes", "spec", "torchao", "openvino", "qwix")
+LOOKUP_SCHEMES = (("nf4", "nf4", 64), ("fp4_bnb", "fp4", 64), ("af4", "nf4", 64), ("dynamic8", None, 4096))
+
+
+def _bnb_codes(packed: Any, n: int) -> np.ndarray:
+    b = packed.contiguous().numpy().view(np.uint8).reshape(-1)
+    codes = np.empty(2 * b.size, dtype=np.uint8)
+    codes[0::2], codes[1::2] = b >> 4, b & 0x0F
+    return codes[:n]
+
+
 def bnb_rows(x32: np.ndarray) -> list[Row]:
+    """Lookup schemes (nf4, fp4_bnb, af4, dynamic8) under every lookup profile against bitsandbytes CPU:
+    quantize vs ``quantize_4bit(t, blocksize=64, quant_type=...)`` (nf4 for nf4 and af4, fp4 for fp4_bnb) or
+    ``quantize_blockwise(t, blocksize=4096)`` (dynamic8); dequantize (float32 out, qref's own codes and scales)
+    vs ``dequantize_4bit`` / ``dequantize_blockwise`` of bitsandbytes' own result. qref's block sizes are the same
+    (64; dynamic8 4096). "same": for the bitsandbytes profile on nf4, fp4_bnb and dynamic8, equal to the library
+    (codes, absmax, dequantized values as bit patterns); for the other profiles and af4, equal to qref's own
+    reference path (``_reference=True``, lut.md §3.6), computed once outside the timing."""
     try:
         import torch
         with warnings.catch_warnings():
@@ -154,21 +173,48 @@ def bnb_rows(x32: np.ndarray) -> list[Row]:
     except ImportError:
         return []
     t = torch.from_numpy(x32.reshape(-1).copy())
-    sch = qref.scheme("nf4", block_size=64, profile="bitsandbytes")
+    rows = []
+    for name, qt, B in LOOKUP_SCHEMES:
+        if qt is None:
+            def run_q(B: int = B) -> Any:
+                return F.quantize_blockwise(t, blocksize=B)
 
-    def run_bnb() -> Any:
-        return F.quantize_4bit(t, blocksize=64, quant_type="nf4")
+            packed, state = run_q()
 
-    def check(q: Any, o: Any) -> bool:
-        packed, state = o
-        b = packed.contiguous().view(torch.uint8).numpy().reshape(-1)
-        codes = np.empty(2 * b.size, dtype=np.uint8)
-        codes[0::2], codes[1::2] = b >> 4, b & 0x0F
-        same_codes = (q.codes.reshape(-1) == codes[: x32.size]).all()
-        return bool(same_codes and (_bits(q.scales) == _bits(state.absmax.numpy())).all())
+            def run_dq(packed: Any = packed, state: Any = state) -> Any:
+                return F.dequantize_blockwise(packed, state)
+        else:
+            def run_q(qt: str = qt, B: int = B) -> Any:
+                return F.quantize_4bit(t, blocksize=B, quant_type=qt)
 
-    return [Row("quantize nf4 block 64 (bitsandbytes)", "float32", "bitsandbytes", None,
-                lambda: sch.quantize(x32.reshape(-1)), run_bnb, check, x32.size)]
+            packed, state = run_q()
+
+            def run_dq(packed: Any = packed, state: Any = state) -> Any:
+                return F.dequantize_4bit(packed, state)
+        for prof in LOOKUP_PROFILES:
+            sch = qref.scheme(name, block_size=B, profile=prof)
+            against_bnb = prof == "bitsandbytes" and name != "af4"
+            q0 = sch.quantize(x32)
+
+            def same_q(q: Any, o: Any, sch: Any = sch, bnb: bool = against_bnb, qt: Any = qt) -> bool:
+                if bnb:
+                    packed, state = o
+                    codes = packed.numpy().reshape(-1) if qt is None else _bnb_codes(packed, x32.size)
+                    return bool((q.codes.reshape(-1) == codes).all()
+                                and (_bits(q.scales) == _bits(state.absmax.numpy())).all())
+                r = sch.quantize(x32, _reference=True)
+                return bool((q.codes == r.codes).all() and (_bits(q.scales) == _bits(r.scales)).all()
+                            and (q.unspecified == r.unspecified).all())
+
+            def same_dq(v: Any, o: Any, sch: Any = sch, q0: Any = q0, bnb: bool = against_bnb) -> bool:
+                ref = o.numpy().reshape(v.shape) if bnb else sch.dequantize(q0, _reference=True)
+                return bool((_bits(v) == _bits(ref)).all())
+
+            rows.append(Row(f"quantize {name} block {B} ({prof})", "float32", "bitsandbytes", 1.0,
+                            lambda sch=sch: sch.quantize(x32), run_q, same_q, x32.size))
+            rows.append(Row(f"dequantize {name} block {B} ({prof})", "float32", "bitsandbytes", 1.0,
+                            lambda sch=sch, q0=q0: sch.dequantize(q0), run_dq, same_dq, x32.size))
+    return rows
 
 
 def _ort_session(op: str, x_type: int, y_type: int, shape: tuple[int, ...], axis: int) -> Any:

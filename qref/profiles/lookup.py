@@ -32,8 +32,20 @@ RULES = ("nearest", "argmin", "grid65536")
 MIDPOINTS = ("exact", "float32", "decimal_literal")
 TIES = ("lower_value", "upper_value", "lower_code", "even_code")
 NAN_RULES = ("max_value", "min_value", "first_index", "unspecified", "error")
+ROUNDINGS = ("deterministic", "stochastic_a", "stochastic_b", "stochastic_c")  # lut.md §3.5
 INPUT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 ENTRY_DIGITS = (4,)  # NF4 entries written with 4 decimal digits (the only rounded variant shipped)
+
+
+def check_stochastic(rounding: str, bits: object) -> None:
+    """lut.md §3.5 (C8): a stochastic rounding needs stochastic_bits = N in 1..62; a deterministic one none."""
+    if rounding != "deterministic":
+        if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 62:
+            raise QrefError(f"rounding={rounding!r} needs stochastic_bits=N (1..62 random bits per element, "
+                            f"lut.md §3.5), got {bits!r}")
+    elif bits is not None:
+        raise QrefError(f"stochastic_bits is for the stochastic roundings (stochastic_a/b/c), got "
+                        f"rounding={rounding!r}")
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,8 @@ class LookupRules:
     dequant_flush: tuple[str, ...] = ()
     bf16_upcast: bool = False
     ftz: bool = False
+    rounding: str = "deterministic"
+    stochastic_bits: int | None = None
     entry_digits: int | None = None
     double_quant: DoubleQuantRule | None = None
     double_quant_default: bool = False
@@ -114,9 +128,10 @@ class LookupRules:
             ("store_guarded", self.store_guarded, STORE_GUARDED), ("lookup rule", self.rule, RULES),
             ("midpoints", self.midpoints, MIDPOINTS), ("tie rule", self.tie, TIES),
             ("distance_dtype", self.distance_dtype, ("float32", "input")), ("NaN rule", self.nan, NAN_RULES),
-            ("zero_block rule", self.zero_block, ZERO_BLOCKS),
+            ("zero_block rule", self.zero_block, ZERO_BLOCKS), ("rounding", self.rounding, ROUNDINGS),
         ):
             check_choice(kind, val, choices)
+        check_stochastic(self.rounding, self.stochastic_bits)
         object.__setattr__(self, "input_dtypes", tuple(self.input_dtypes))
         object.__setattr__(self, "dequant_flush", tuple(self.dequant_flush))
         for d in (*self.input_dtypes, *self.dequant_flush):

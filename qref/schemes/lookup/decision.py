@@ -169,3 +169,70 @@ def nan_code(table: Table, nan: str) -> int:
     if nan == "min_value":
         return int(table.order[0])
     return 0  # first_index (argmin over all-NaN distances), unspecified (reported as code 0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# stochastic rounding between neighbouring entries (lut.md §3.5)
+# ---------------------------------------------------------------------------------------------------------
+def _scaled_ints(v: np.ndarray) -> np.ndarray:
+    """Exact integers v * 2^149 (object array of Python ints) of finite float32 values v: every float32 value
+    is a multiple of 2^-149 (the smallest subnormal), so these are exact."""
+    bits = np.ascontiguousarray(v, dtype=np.float32).view(np.uint32).astype(np.int64)
+    e = (bits >> 23) & 0xFF
+    mant = (bits & 0x7FFFFF) | np.where(e > 0, 1 << 23, 0)
+    shift = np.maximum(e, 1) - 1  # value = mant * 2^(max(e, 1) - 150)
+    mag = mant.astype(object) << shift.astype(object)
+    return np.where(bits >> 31 == 1, -mag, mag)
+
+
+def stochastic_table_encode(s: np.ndarray, entries: np.ndarray, mode: str, nbits: int,
+                            random_bits: np.ndarray) -> np.ndarray:
+    """Codes (int64) of scaled values s (float32 array holding values of the compute dtype, no NaN) under
+    P3109 stochastic rounding between the two neighbouring table values (lut.md §3.5).
+
+    v_0 < ... < v_m: the distinct entries (``entries``: the table as the decision sees it). s <= v_0 -> v_0,
+    s >= v_m -> v_m; else v_j <= s < v_(j+1) and eta = (s - v_j) / (v_(j+1) - v_j), computed exactly (integers
+    scaled by 2^149); R = random_bits (N = nbits-bit integers, s's shape):
+        A: up iff floor(eta 2^N) + R >= 2^N
+        B: up iff floor(eta 2^(N+1)) + 2R + 1 >= 2^(N+1)
+        C: up iff RNE(eta 2^N) + R >= 2^N
+    and the code is that of v_(j+1) if up else v_j; a value held by several codes takes the lowest of them.
+    """
+    flat = np.asarray(s, dtype=np.float32).reshape(-1)
+    r = np.asarray(random_bits).astype(np.uint64).reshape(-1)
+    if r.size != flat.size:
+        raise QrefError(f"{r.size} random values for {flat.size} scaled values")
+    ent = np.asarray(entries, dtype=np.float32)
+    order = np.argsort(ent, kind="stable")
+    sv = ent[order].astype(np.float64)
+    first = np.concatenate([[True], sv[1:] != sv[:-1]])
+    vals, codes = sv[first], order[first]  # distinct values ascending, each with its lowest code
+    x = flat.astype(np.float64)
+    j = np.clip(np.searchsorted(vals, x, side="right") - 1, 0, vals.size - 1)
+    out = codes[j].astype(np.int64)
+    inner = np.flatnonzero((x > vals[0]) & (x < vals[-1]) & (x != vals[j]))
+    if inner.size == 0:
+        return out.reshape(np.shape(s))
+    ji = j[inner]
+    iv = _scaled_ints(vals.astype(np.float32))
+    lo = iv[ji]
+    num = (_scaled_ints(flat[inner]) - lo) << (nbits + 1)  # (s - v_j) 2^(N+1), exact
+    width = iv[ji + 1] - lo
+    f_obj = num // width                                     # floor(eta 2^(N+1)) in [0, 2^(N+1))
+    exact = (num - f_obj * width) == 0
+    f = f_obj.astype(np.uint64)
+    R = r[inner]
+    one, n2 = np.uint64(1), np.uint64(1 << nbits)
+    if mode == "stochastic_a":
+        up = (f >> one) + R >= n2
+    elif mode == "stochastic_b":
+        up = f + (R << one) + one >= np.uint64(1 << (nbits + 1))
+    elif mode == "stochastic_c":
+        k = f >> one
+        odd_f = (f & one) == one
+        rne = k + (odd_f & (~exact.astype(bool) | ((k & one) == one))).astype(np.uint64)
+        up = rne + R >= n2
+    else:
+        raise QrefError(f"unknown stochastic rounding mode {mode!r}")
+    out[inner] = np.where(up, codes[ji + 1], codes[ji])
+    return out.reshape(np.shape(s))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...core import arith as fp
-from ...core.encode import encode
+from ...core.encode import encode, stochastic_random_bits
 from ...core.exact import as_source_array
 from ...errors import QrefError, check_choice, unknown_name
 from ...formats import IntFormat, get_format
@@ -30,6 +30,7 @@ from ...profiles.lookup import (
     COMPUTE_DTYPES,
     DQ_KINDS,
     PARTIAL_SCALINGS,
+    ROUNDINGS,
     SCALE_DTYPES,
     SCALE_MIN_RULES,
     SCALE_MODES,
@@ -39,11 +40,13 @@ from ...profiles.lookup import (
     TABLE_DTYPES,
     ZERO_BLOCKS,
     LookupRules,
+    check_stochastic,
     rules_of,
 )
 from ...tables import Table, get_table, tables
 from ..base import QArray, Scheme, normalize_axis, register_family
-from .decision import MIDPOINTS, NAN_RULES, RULES, TIES, nan_code, table_encode
+from . import fast
+from .decision import MIDPOINTS, NAN_RULES, RULES, TIES, nan_code, stochastic_table_encode, table_encode
 
 __all__ = [
     "DoubleQuant",
@@ -154,7 +157,8 @@ class DoubleQuantized:
         return fp.op_in_float32(fp.op_in_float32(c, fac, np.divide, self.dtype), self.offset, np.add, self.dtype)
 
 
-def _double_quantize(cfg: DoubleQuant, scales: np.ndarray, offset: float | None, dtype: str) -> DoubleQuantized:
+def _double_quantize(cfg: DoubleQuant, scales: np.ndarray, offset: float | None, dtype: str,
+                     reference: bool = True) -> DoubleQuantized:
     dt = dtype if cfg.compute == "input" else "float32"
     s = scales.astype(np.float32).reshape(-1)
     if offset is None:
@@ -164,7 +168,7 @@ def _double_quantize(cfg: DoubleQuant, scales: np.ndarray, offset: float | None,
     u = fp.op_in_float32(s, off, np.subtract, dt)
     if cfg.kind == "lookup":
         assert cfg.inner is not None
-        q = cfg.inner.quantize(u)
+        q = cfg.inner.quantize(u, _reference=reference)
         unspec = q.unspecified if np.isfinite(off) else np.ones(u.shape, bool)
         return DoubleQuantized(q.codes, q.scales, off, cfg, dt, unspec)
     b = cfg.block_size
@@ -207,6 +211,9 @@ class LookupScheme(Scheme):
     s = fl_bf16(fl32(x * fl32(1 / a))) (XLA:CPU's bfloat16 normalization). ftz: float32/bfloat16 FTZ/DAZ
     (XLA:CPU): a reciprocal 1 / a below 2^-126 is 0, and the dequantize product t * a is a zero of its sign when
     t, a or the float32 product is below 2^-126 in magnitude. Defaults: off (lut.md §3.1).
+    rounding: "deterministic" (default: ``rule`` decides) or "stochastic_a" / "stochastic_b" / "stochastic_c"
+    (P3109 stochastic rounding between the two neighbouring entries, lut.md §3.5) with stochastic_bits = N
+    (1..62; default None, required with a stochastic rounding); quantize then takes random_bits= or seed=.
     """
 
     name: str
@@ -239,6 +246,8 @@ class LookupScheme(Scheme):
     dequant_flush: tuple[str, ...] = ()
     bf16_upcast: bool = False
     ftz: bool = False
+    rounding: str = "deterministic"
+    stochastic_bits: int | None = None
     family = "lookup"
 
     def __post_init__(self) -> None:
@@ -254,9 +263,10 @@ class LookupScheme(Scheme):
             ("store_guarded", self.store_guarded, STORE_GUARDED), ("lookup rule", self.rule, RULES),
             ("midpoints", self.midpoints, MIDPOINTS), ("tie rule", self.tie, TIES),
             ("distance_dtype", self.distance_dtype, ("float32", "input")), ("NaN rule", self.nan, NAN_RULES),
-            ("zero_block rule", self.zero_block, ZERO_BLOCKS),
+            ("zero_block rule", self.zero_block, ZERO_BLOCKS), ("rounding", self.rounding, ROUNDINGS),
         ):
             check_choice(kind, val, choices)
+        check_stochastic(self.rounding, self.stochastic_bits)
         for d in self.input_dtypes:
             check_choice("input dtype", d, ("float64", *fp.FLOAT_DTYPES))
         if isinstance(self.scale_min, str):
@@ -313,15 +323,20 @@ class LookupScheme(Scheme):
         return int(table_encode(np.zeros(1, np.float32), self.table, rule=self.rule, midpoints=self.midpoints,
                                 tie=self.tie, entries=self._entries("float32"))[0])
 
-    def _decide(self, s: np.ndarray, cd: str) -> tuple[np.ndarray, np.ndarray]:
-        """(codes int64, unspecified bool) of scaled values s (float32 array holding cd values)."""
+    def _decide(self, s: np.ndarray, cd: str, rbits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(codes int64, unspecified bool) of scaled values s (float32 array holding cd values); rbits: the
+        random integers of a stochastic rounding, one per element of s (lut.md §3.5)."""
         nan = np.isnan(s)
         sv = np.where(nan, np.float32(0), s).astype(np.float32)
-        if cd != "float32":
-            sv = sv.astype(fp.FLOAT_DTYPES[cd])  # exact: s already holds values of the compute dtype
-        dist = cd if self.distance_dtype == "input" else "float32"
-        codes = table_encode(sv, self.table, rule=self.rule, midpoints=self.midpoints, tie=self.tie,
-                             distance_dtype=dist, entries=self._entries(cd))
+        if self.rounding != "deterministic":
+            assert rbits is not None and self.stochastic_bits is not None
+            codes = stochastic_table_encode(sv, self._entries(cd), self.rounding, self.stochastic_bits, rbits)
+        else:
+            if cd != "float32":
+                sv = sv.astype(fp.FLOAT_DTYPES[cd])  # exact: s already holds values of the compute dtype
+            dist = cd if self.distance_dtype == "input" else "float32"
+            codes = table_encode(sv, self.table, rule=self.rule, midpoints=self.midpoints, tie=self.tie,
+                                 distance_dtype=dist, entries=self._entries(cd))
         unspec = np.zeros(s.shape, bool)
         if nan.any():
             if self.nan == "error":
@@ -383,35 +398,63 @@ class LookupScheme(Scheme):
         if self.compute_dtype == "input" and name == "float64":
             raise QrefError(f"profile {self.profile!r} computes in the input dtype; float64 is not supported")
         cd = name if self.compute_dtype == "input" else self.compute_dtype
+        if arr.dtype == np.float32 and cd == "float32":
+            return arr, arr, cd  # the conversion would be a copy
         return arr, np.asarray(fp.convert(arr, fp.float_dtype(cd)), dtype=np.float32), cd
 
     # ---- quantize / dequantize -----------------------------------------------------------------------------
-    def quantize(self, x: object, *, scale_offset: float | None = None, **kwargs: Any) -> QArray:
+    def quantize(self, x: object, *, scale_offset: float | None = None, random_bits: object = None,
+                 seed: object = None, _reference: bool = False, **kwargs: Any) -> QArray:
         """One code per element and the per-block absmax (float32) of x (lut.md §3.2).
 
         scale_offset: with double quantization, the offset (the mean of the block scales) to use instead of
         their exact mean; pass the producer's value to reproduce a library bit for bit (lut.md §5.3).
+        random_bits / seed: the random integers of a stochastic rounding (lut.md §3.5): random_bits = integers
+        in [0, 2^stochastic_bits) broadcast to x's shape (element i of x, in C order, takes the i-th); or
+        seed = a non-negative int: the top stochastic_bits bits of PCG64(seed).random_raw(), in x's C order.
+        Default None for both: a stochastic rounding needs one of them; a deterministic one takes neither.
+        _reference=True: the readable definition everywhere instead of the fast path (lut.md §3.6; same results).
         """
         if kwargs:
-            raise QrefError(f"LookupScheme.quantize takes scale_offset= only, got {sorted(kwargs)}")
+            raise QrefError(f"LookupScheme.quantize takes scale_offset=, random_bits= and seed= only, got "
+                            f"{sorted(kwargs)}")
         if scale_offset is not None and self.double_quant is None:
             raise QrefError("scale_offset= is the offset of double quantization; this scheme has none "
                             "(build it with double_quant=True)")
         arr, x32, cd = self._check_input(x)
+        rbits = None
+        if self.rounding != "deterministic":
+            assert self.stochastic_bits is not None
+            rbits = stochastic_random_bits(arr.shape, self.stochastic_bits, random_bits, seed).reshape(arr.shape)
+        elif random_bits is not None or seed is not None:
+            raise QrefError("random_bits= / seed= are for stochastic rounding; this scheme rounds "
+                            "deterministically (build it with rounding='stochastic_a'|'stochastic_b'|"
+                            "'stochastic_c' and stochastic_bits=N)")
         with np.errstate(all="ignore"):
             if self.scale == "static":
-                codes, unspec = self._quantize_static(x32, cd)
+                codes, unspec = self._quantize_static(x32, cd, rbits)
                 zp = None if self.static_zero_points is None else np.asarray(self.static_zero_points, np.float32)
                 return QArray(codes=codes.astype(self.table.storage_format.code_dtype), scheme=self,
                               scales=np.asarray(self.static_scales, np.float32), zero_points=zp,
                               unspecified=unspec, axis=self.axis, meta={"input_dtype": arr.dtype.name})
-            return self._quantize_absmax(arr, x32, cd, scale_offset)
+            if (not _reference and rbits is None and self._layout_is_reshape(arr.shape)
+                    and self.table.size <= 0xFFFF):
+                return self._quantize_absmax_fast(arr, x32, cd, scale_offset)
+            return self._quantize_absmax(arr, x32, cd, scale_offset, rbits)
 
-    def _quantize_absmax(self, arr: np.ndarray, x32: np.ndarray, cd: str, scale_offset: float | None
-                         ) -> QArray:
-        blocks, valid, sshape = self._blocks(x32)
+    def _layout_is_reshape(self, shape: tuple[int, ...]) -> bool:
+        """True when the blocks are a plain (n / B, B) reshape of the C-order data: no padding, no transpose."""
+        B = self.block_size
+        if B is None or not shape or math.prod(shape) == 0:
+            return False
+        if self.axis is None:
+            return math.prod(shape) % B == 0
+        return normalize_axis(self.axis, len(shape)) == len(shape) - 1 and shape[-1] % B == 0
+
+    def _scale_blocks(self, blocks: np.ndarray, partial: np.ndarray, cd: str
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(s, stored, zero) of blocks (nb, B) (lut.md §3.2): the scaled values before the decision."""
         absmax = np.max(np.abs(blocks), axis=1) if blocks.size else np.zeros(0, np.float32)
-        partial = valid < blocks.shape[1]
         div = absmax
         if self.scale_min is not None:
             smin = _sqrt_tiny(cd) if self.scale_min == "sqrt_tiny" else np.float32(self.scale_min)
@@ -419,8 +462,6 @@ class LookupScheme(Scheme):
             div = np.where(absmax < smin, fp.convert(np.array([repl]), fp.float_dtype(cd))[0], absmax)
             div = div.astype(np.float32)
         stored = {"all": div, "none": absmax, "partial": np.where(partial, div, absmax)}[self.store_guarded]
-        if self.scale_dtype != "float32":  # lut.md §3.2: the stored scale, rounded once (overflow to +-Inf)
-            stored = fp.convert(stored, fp.float_dtype(self.scale_dtype)).astype(np.float32)
         dcol = div[:, None]
         if self.scaling == "reciprocal":
             r = fp.op_in_float32(1, dcol, np.divide, "float32" if self.bf16_upcast and cd == "bfloat16" else cd)
@@ -432,24 +473,100 @@ class LookupScheme(Scheme):
         else:
             s = fp.op_in_float32(blocks, dcol, np.divide, cd)
         zero = absmax == 0
-        if self.zero_block == "zero_code":
+        if self.zero_block == "zero_code" and zero.any():
             s = np.where(zero[:, None], np.float32(0), s)
         if self.clamp:
             s = np.clip(s, np.float32(-1), np.float32(1))
-        codes, unspec = self._decide(s.reshape(-1), cd)
+        return s, stored, zero
+
+    def _finish_absmax(self, arr: np.ndarray, codes: np.ndarray, unspec: np.ndarray, stored: np.ndarray,
+                       sshape: tuple[int, ...], cd: str, scale_offset: float | None, reference: bool) -> QArray:
+        if self.scale_dtype != "float32":  # lut.md §3.2: the stored scale, rounded once (overflow to +-Inf)
+            stored = fp.convert(stored, fp.float_dtype(self.scale_dtype)).astype(np.float32)
+        meta: dict[str, Any] = {"input_dtype": arr.dtype.name}
+        if self.double_quant is not None:
+            meta["double_quant"] = _double_quantize(self.double_quant, stored, scale_offset, cd, reference)
+        scales = stored.astype(np.float32).reshape(sshape)
+        if self.axis is not None:
+            scales = np.moveaxis(scales, -1, normalize_axis(self.axis, arr.ndim))
+        return QArray(codes=codes, scheme=self, scales=scales, unspecified=unspec, axis=self.axis, meta=meta)
+
+    def _quantize_absmax(self, arr: np.ndarray, x32: np.ndarray, cd: str, scale_offset: float | None,
+                         rbits: np.ndarray | None = None) -> QArray:
+        blocks, valid, sshape = self._blocks(x32)
+        s, stored, zero = self._scale_blocks(blocks, valid < blocks.shape[1], cd)
+        rb = None if rbits is None else self._blocks(rbits)[0].reshape(-1)  # each element keeps its own R
+        codes, unspec = self._decide(s.reshape(-1), cd, rb)
         codes, unspec = codes.reshape(blocks.shape), unspec.reshape(blocks.shape)
         if self.zero_block == "code0":
             codes = np.where(zero[:, None], 0, codes)
             unspec = np.where(zero[:, None], False, unspec)
-        meta: dict[str, Any] = {"input_dtype": arr.dtype.name}
-        if self.double_quant is not None:
-            meta["double_quant"] = _double_quantize(self.double_quant, stored, scale_offset, cd)
-        scales = stored.astype(np.float32).reshape(sshape)
-        if self.axis is not None:
-            scales = np.moveaxis(scales, -1, normalize_axis(self.axis, arr.ndim))
-        return QArray(codes=self._unblock(codes, arr.shape).astype(self.table.storage_format.code_dtype),
-                      scheme=self, scales=scales, unspecified=self._unblock(unspec, arr.shape), axis=self.axis,
-                      meta=meta)
+        return self._finish_absmax(arr, self._unblock(codes, arr.shape).astype(self.table.storage_format.code_dtype),
+                                   self._unblock(unspec, arr.shape), stored, sshape, cd, scale_offset, True)
+
+    def _decision_key(self) -> tuple[Any, ...]:
+        return (self.table, self.rule, self.midpoints, self.tie, self.distance_dtype, self.table_dtype, self.nan)
+
+    def _decision_luts(self, cd: str) -> tuple[np.ndarray, np.ndarray, int]:
+        return fast.decision_lut(self._decision_key(), self.table.size, cd, self._decide,
+                                 self._entries(cd) if self.rule == "argmin" else None)
+
+    def _decide_fast(self, s: np.ndarray, cd: str) -> tuple[np.ndarray, np.ndarray]:
+        """_decide (deterministic) through the decision tables (lut.md §3.6): (codes, unspecified) of flat s."""
+        luts = self._decision_luts(cd)
+        codes = np.empty(s.size, self.table.storage_format.code_dtype)
+        unspec = np.zeros(s.size, bool)
+        idx = np.empty(fast.CHUNK, np.intp)
+        for i in range(0, s.size, fast.CHUNK):  # chunks, not elements
+            c = s[i:i + fast.CHUNK]
+            amb = fast.lookup_chunk(c, cd, luts, self.table.size, codes[i:i + c.size], idx[: c.size])
+            if amb.size:
+                rc, ru = self._decide(c[amb], cd)
+                codes[i + amb], unspec[i + amb] = rc, ru
+        return codes, unspec
+
+    def _quantize_absmax_fast(self, arr: np.ndarray, x32: np.ndarray, cd: str, scale_offset: float | None
+                              ) -> QArray:
+        """_quantize_absmax for a reshape layout, chunked, with the table decision (lut.md §3.6)."""
+        B = self.block_size
+        assert B is not None
+        x2 = x32.reshape(-1, B)
+        nb = x2.shape[0]
+        code_dt = self.table.storage_format.code_dtype
+        codes = np.empty(x2.shape, dtype=code_dt)
+        unspec = np.zeros(x2.shape, dtype=bool)
+        stored = np.empty(nb, np.float32)
+        lut = self._decision_luts(cd)
+        rows = max(1, fast.CHUNK // B)
+        idx = np.empty(rows * B, dtype=np.intp)
+        no_partial = np.zeros(rows, dtype=bool)
+        flat_codes = codes.reshape(-1)
+        amb_pos: list[np.ndarray] = []
+        amb_val: list[np.ndarray] = []
+        zero_rows: list[np.ndarray] = []
+        for r0 in range(0, nb, rows):  # chunks of blocks, not elements
+            r1 = min(nb, r0 + rows)
+            s, st, zero = self._scale_blocks(x2[r0:r1], no_partial[: r1 - r0], cd)
+            stored[r0:r1] = st
+            sf = s.reshape(-1)
+            amb = fast.lookup_chunk(sf, cd, lut, self.table.size, flat_codes[r0 * B:r1 * B], idx[: sf.size])
+            if amb.size:
+                amb_pos.append(amb + r0 * B)
+                amb_val.append(sf[amb])
+            if self.zero_block == "code0" and zero.any():
+                zero_rows.append(np.flatnonzero(zero) + r0)
+        if amb_pos:  # the elements the table leaves to the reference decision
+            pos = np.concatenate(amb_pos)
+            c, u = self._decide(np.concatenate(amb_val), cd)
+            flat_codes[pos] = c
+            unspec.reshape(-1)[pos] = u
+        if zero_rows:
+            zr = np.concatenate(zero_rows)
+            codes[zr] = 0
+            unspec[zr] = False
+        sshape = (nb,) if self.axis is None else (*arr.shape[:-1], arr.shape[-1] // B)
+        return self._finish_absmax(arr, codes.reshape(arr.shape), unspec.reshape(arr.shape), stored, sshape, cd,
+                                   scale_offset, False)
 
     def _static_params(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         assert self.static_scales is not None
@@ -465,25 +582,53 @@ class LookupScheme(Scheme):
         bshape[ax] = sc.size
         return sc.reshape(bshape), zp.reshape(bshape)
 
-    def _quantize_static(self, x32: np.ndarray, cd: str) -> tuple[np.ndarray, np.ndarray]:
+    def _quantize_static(self, x32: np.ndarray, cd: str, rbits: np.ndarray | None = None
+                         ) -> tuple[np.ndarray, np.ndarray]:
         sc, zp = self._static_params(x32.shape)
         s = fp.op_in_float32(x32, fp.convert(sc, fp.float_dtype(cd)), np.divide, cd)
         if self.static_zero_points is not None:
             s = fp.op_in_float32(s, fp.convert(zp, fp.float_dtype(cd)), np.add, cd)
         if self.clamp:
             s = np.clip(s, np.float32(-1), np.float32(1))
-        codes, unspec = self._decide(s.reshape(-1), cd)
+        codes, unspec = self._decide(s.reshape(-1), cd, None if rbits is None else rbits.reshape(-1))
         return codes.reshape(x32.shape), unspec.reshape(x32.shape)
 
-    def dequantize(self, q: QArray, dtype: object = np.float32) -> np.ndarray:
+    def dequantize(self, q: QArray, dtype: object = np.float32, *, _reference: bool = False) -> np.ndarray:
         """entry[code] * scale (lut.md §4) computed in the compute dtype (float32: one float32 multiply), then
-        rounded to ``dtype`` by nearest_even. Double-quantized scales are reconstructed first (lut.md §5)."""
+        rounded to ``dtype`` by nearest_even. Double-quantized scales are reconstructed first (lut.md §5).
+        _reference=True: the readable definition instead of the chunked fast path (lut.md §3.6; same results)."""
         out_dt = _out_dtype(dtype)
         cd = self.compute_dtype
         if cd == "input":
             cd = q.meta.get("input_dtype", "float32")
             cd = "float32" if cd == "float64" else cd
-        codes = np.asarray(q.codes).astype(np.int64)
+        raw = np.asarray(q.codes)
+        if (not _reference and self.scale == "absmax" and raw.dtype in (np.dtype(np.uint8), np.dtype(np.uint16))
+                and self._layout_is_reshape(raw.shape)):
+            v = self._dequantize_fast(q, np.ascontiguousarray(raw), cd)
+            if out_dt == np.dtype(np.float32):
+                return v
+        else:
+            v = self._dequantize_values(q, raw, cd)
+        return self._dequantize_output(v, raw.shape, out_dt)
+
+    def _per_block_scales(self, q: QArray, ndim: int) -> np.ndarray:
+        dq = q.meta.get("double_quant")
+        if dq is not None:
+            return dq.dequantize()
+        if self.axis is None:
+            return np.asarray(q.scales, np.float32).reshape(-1)
+        return np.moveaxis(np.asarray(q.scales, np.float32), normalize_axis(self.axis, ndim), -1).reshape(-1)
+
+    def _scale_product(self, t: np.ndarray, a: np.ndarray, cd: str) -> np.ndarray:
+        """fl_cd(t * a) with the profile's FTZ/DAZ (lut.md §4); t: (blocks, B) entries, a: (blocks, 1) scales."""
+        if self.ftz and cd in ("float32", "bfloat16"):  # DAZ of t and a, FTZ of the float32 product (§4)
+            return fp.mul(t, a, fp.resolve_compute_dtype(cd, fp.F32), ftz=True).astype(np.float32)
+        return fp.op_in_float32(t, a, np.multiply, cd)
+
+    def _dequantize_values(self, q: QArray, raw: np.ndarray, cd: str) -> np.ndarray:
+        """The reference dequantization before the output rounding: float32 values of cd (lut.md §4)."""
+        codes = raw.astype(np.int64)
         if codes.size and (codes.min() < 0 or codes.max() >= self.table.size):
             raise QrefError(f"codes out of range for table {self.table.name!r} ({self.table.size} entries)")
         t = self._entries(cd, "dequant_table_dtype")[codes]
@@ -491,28 +636,58 @@ class LookupScheme(Scheme):
             sc, zp = self._static_params(codes.shape)
             if self.static_zero_points is not None:
                 t = fp.op_in_float32(t, fp.convert(zp, fp.float_dtype(cd)), np.subtract, cd)
-            v = fp.op_in_float32(t, fp.convert(sc, fp.float_dtype(cd)), np.multiply, cd)
-        else:
-            dq = q.meta.get("double_quant")
-            if dq is not None:
-                per_block = dq.dequantize()
-            elif self.axis is None:
-                per_block = np.asarray(q.scales, np.float32).reshape(-1)
+            return fp.op_in_float32(t, fp.convert(sc, fp.float_dtype(cd)), np.multiply, cd)
+        per_block = self._per_block_scales(q, codes.ndim)
+        tb = self._blocks(t)[0]
+        if per_block.size != tb.shape[0]:
+            raise QrefError(f"{per_block.size} block scales for {tb.shape[0]} blocks")
+        return self._unblock(self._scale_product(tb, per_block[:, None], cd), codes.shape)
+
+    def _dequantize_fast(self, q: QArray, raw: np.ndarray, cd: str) -> np.ndarray:
+        """_dequantize_values for uint8/uint16 codes in a reshape layout: chunked; 8-bit codes gathered two at a
+        time through a table of value pairs (lut.md §3.6)."""
+        B = self.block_size
+        assert B is not None
+        n = raw.size
+        size = self.table.size
+        per_block = self._per_block_scales(q, raw.ndim)
+        if per_block.size != n // B:
+            raise QrefError(f"{per_block.size} block scales for {n // B} blocks")
+        entries = self._entries(cd, "dequant_table_dtype")
+        flat = raw.reshape(-1)
+        out = np.empty(n, np.float32)
+        plain = cd == "float32"  # one float32 multiply per element (with ftz: of flushed operands, flushed)
+        if plain and self.ftz:  # lut.md §4: DAZ of t and a, FTZ of the float32 product
+            entries, per_block = fp.flush(entries), fp.flush(per_block)
+        pairs = fast.pair_table((self.table, entries.tobytes()), entries) if raw.dtype == np.uint8 else None
+        rows = max(1, fast.CHUNK // B)
+        for r0 in range(0, n // B, rows):  # chunks of blocks, not elements
+            r1 = min(n // B, r0 + rows)
+            c = flat[r0 * B:r1 * B]
+            if c.size and int(c.max()) >= size:
+                raise QrefError(f"codes out of range for table {self.table.name!r} ({size} entries)")
+            o = out[r0 * B:r1 * B]
+            if pairs is not None and c.size % 2 == 0 and (r0 * B) % 2 == 0:
+                np.take(pairs, c.view(np.uint16), out=o.view(np.uint64))
             else:
-                ax = normalize_axis(self.axis, codes.ndim)
-                per_block = np.moveaxis(np.asarray(q.scales, np.float32), ax, -1).reshape(-1)
-            tb = self._blocks(t)[0]
-            if per_block.size != tb.shape[0]:
-                raise QrefError(f"{per_block.size} block scales for {tb.shape[0]} blocks")
-            if self.ftz and cd in ("float32", "bfloat16"):  # DAZ of t and a, FTZ of the float32 product (§4)
-                v = fp.mul(tb, per_block[:, None], fp.resolve_compute_dtype(cd, fp.F32), ftz=True).astype(np.float32)
+                np.take(entries, c, out=o)
+            o2 = o.reshape(r1 - r0, B)
+            a = per_block[r0:r1, None]
+            if plain:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    np.multiply(o2, a, out=o2)  # one float32 multiply: fl32(t * a)
+                    if self.ftz:
+                        np.copysign(np.float32(0), o, out=o, where=np.abs(o) < np.float32(2.0**-126))
             else:
-                v = fp.op_in_float32(tb, per_block[:, None], np.multiply, cd)
-            v = self._unblock(v, codes.shape)
+                o2[...] = self._scale_product(o2, a, cd)
+        return out.reshape(raw.shape)
+
+    def _dequantize_output(self, v: np.ndarray, shape: tuple[int, ...], out_dt: np.dtype) -> np.ndarray:
+        """The values of cd rounded to the output dtype (lut.md §4)."""
         if out_dt in (np.dtype(np.float32), np.dtype(np.float64)):
             return v.astype(out_dt)
         out = fp.convert(v, fp.float_dtype(fp.dtype_name(out_dt)))
-        if (fp.dtype_name(out_dt) in self.dequant_flush and codes.ndim and codes.shape[-1] % 2 == 0
+        if (fp.dtype_name(out_dt) in self.dequant_flush and len(shape) and shape[-1] % 2 == 0
                 and (self.block_size or 0) < 2048):  # lut.md §4: DAZ of the output conversion's float32 input
             out = np.where(np.abs(v) < np.float32(2.0**-126), np.where(np.signbit(v), -0.0, 0.0), out).astype(out_dt)
         return out
@@ -527,7 +702,8 @@ class LookupScheme(Scheme):
                 spec["double_quant"] = None if val is None else val.to_spec()
             elif isinstance(val, tuple):
                 spec[f.name] = list(val)
-            elif f.name == "scale_dtype" and val == "float32":
+            elif (f.name, val) in (("scale_dtype", "float32"), ("rounding", "deterministic"),
+                                   ("stochastic_bits", None)):
                 continue  # left out at its default: specs written before the field existed read the same
             else:
                 spec[f.name] = val

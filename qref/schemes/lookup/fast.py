@@ -1,0 +1,179 @@
+"""Fast path of the lookup quantizer (spec: lut.md §3.6, informative): the same results as the readable
+reference (``scheme._decide``, ``table_encode``), proven equal by tests/test_lookup_fast.py.
+
+- 16-bit compute dtypes (float16, bfloat16): the decision is a table over every 16-bit pattern, filled by the
+  reference decision itself (NaN patterns excepted: they go to the reference).
+- float32: a table over the top 16 bits of the float32 pattern (sign, exponent, 7 fraction bits). Each such
+  bucket is a run of 65536 consecutive float32 values; when the reference decision gives the same code at both
+  ends of the run, the bucket holds that code, else a sentinel, and elements in a sentinel bucket (a decision
+  point inside the run, or an Inf/NaN pattern) are decided by the reference. This rests on lut.md §3.6 (L1):
+  every deterministic rule's code is constant between two values where it agrees (the chosen entry's value is
+  monotone in s and equal values keep their code).
+- The data is processed in chunks of ``CHUNK`` elements so the intermediates stay in cache.
+
+Imports only the reference decision's helpers; the scheme calls in here, never the reverse.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+CHUNK = 1 << 14  # elements per chunk: the scaled values, codes and indices of one chunk stay in L2
+_U16 = np.arange(1 << 16, dtype=np.uint32)
+_LUTS: dict[Hashable, tuple[np.ndarray, np.ndarray, int]] = {}
+_PAIRS: dict[Hashable, np.ndarray] = {}
+
+Decide = Callable[[np.ndarray, str], tuple[np.ndarray, np.ndarray]]
+
+
+def _sentinel(size: int) -> tuple[np.dtype, int]:
+    dt = np.dtype(np.uint8) if size < 0xFF else np.dtype(np.uint16)
+    return dt, int(np.iinfo(dt).max)
+
+
+def decision_lut(key: Hashable, size: int, cd: str, decide: Decide, argmin_entries: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+    """The decision tables of one scheme's rule in compute dtype cd (cached under key).
+
+    Returns (level 1, level 2, sh). Level 1: index = the 16-bit pattern (float16 / bfloat16) or the float32
+    pattern >> sh (sh = 16; 12 for float32 with tables of more than 255 entries and no argmin); value v = the
+    code (v < size), the sentinel (the dtype's max: the reference decides), or, for a float32 run with a decision
+    point inside, size + j: block j of level 2. Level 2 (256 entries per block): index = the next 8 bits of the
+    pattern; value = the code of that run of 2^(sh - 8) floats, or the sentinel.
+    argmin_entries: the entries of an ``argmin`` rule (float32 distances), whose code is not monotone everywhere
+    (merged distances far from the table): a float32 run then keeps its code only where ``_argmin_certified``
+    proves no distance can merge with the winner's (lut.md §3.6 L2)."""
+
+    def agree(lo_pat: np.ndarray, hi_pat: np.ndarray, c_lo: np.ndarray) -> np.ndarray:
+        if argmin_entries is None:
+            return np.ones(lo_pat.size, bool)
+        return _argmin_certified(lo_pat.view(np.float32), hi_pat.view(np.float32), c_lo, argmin_entries)
+
+    k = (key, cd)
+    hit = _LUTS.get(k)
+    if hit is not None:
+        return hit
+    dt, sent = _sentinel(size)
+    level2 = np.zeros(0, dt)
+    sh = 16  # level 1 is indexed by the pattern >> sh
+    if cd == "float16":
+        v = _U16.astype(np.uint16).view(np.float16).astype(np.float32)
+        special = np.isnan(v)
+        codes, unspec = decide(np.where(special, np.float32(0), v), cd)
+        lut = np.where(special | unspec, sent, codes).astype(dt)
+    else:  # float32 runs; bfloat16 patterns are the 16-bit runs' first values
+        if cd == "float32" and size > 0xFF and argmin_entries is None:
+            sh = 12  # 8-bit tables: 2^20 runs of 4096 floats keep the split runs rare
+        first = np.arange(1 << (32 - sh), dtype=np.uint32) << np.uint32(sh)
+        last = first | np.uint32((1 << sh) - 1)
+        special = (first >> np.uint32(23)) & np.uint32(0xFF) == np.uint32(0xFF)  # Inf or NaN inside
+        codes, unspec = _ends(first, special, decide, cd)
+        bad = special | unspec
+        lut = np.where(bad, sent, codes).astype(dt)
+        if cd == "float32":
+            hi_codes, hi_unspec = _ends(last, special, decide, cd)
+            same = ~bad & (hi_codes == codes) & ~hi_unspec
+            cert = np.zeros(same.size, bool)
+            cert[same] = agree(first[same], last[same], codes[same])
+            lut = np.where(cert, lut, sent).astype(dt)  # agreeing ends without a certificate: the reference
+            split = ~bad & ~same
+            h = np.flatnonzero(split).astype(np.uint32)
+            if h.size > sent - size:  # more split runs than level-2 block numbers: the reference decides
+                lut[h] = sent
+            elif h.size:
+                sub = ((h[:, None] << np.uint32(sh)) | (np.arange(256, dtype=np.uint32) << np.uint32(sh - 8))).ravel()
+                sub_last = sub | np.uint32((1 << (sh - 8)) - 1)
+                no = np.zeros(sub.size, bool)
+                c_lo, u_lo = _ends(sub, no, decide, cd)
+                c_hi, u_hi = _ends(sub_last, no, decide, cd)
+                ok = ~(u_lo | u_hi | (c_lo != c_hi))
+                ok[ok] = agree(sub[ok], sub_last[ok], c_lo[ok])
+                level2 = np.where(ok, c_lo, sent).astype(dt)
+                lut[h] = (size + np.arange(h.size)).astype(dt)
+    lut.setflags(write=False)
+    level2.setflags(write=False)
+    out = (lut, level2, sh)
+    _LUTS[k] = out
+    return out
+
+
+def _ends(patterns: np.ndarray, special: np.ndarray, decide: Decide, cd: str) -> tuple[np.ndarray, np.ndarray]:
+    """The reference decision at the float32 values with these bit patterns (0 where special)."""
+    return decide(np.where(special, np.float32(0), patterns.view(np.float32)), cd)
+
+
+def _argmin_certified(a: np.ndarray, b: np.ndarray, w: np.ndarray, entries: np.ndarray) -> np.ndarray:
+    """For runs of float32 values between a and b (the run's first and last values) whose ends both decide code
+    w under argmin with float32 distances: True where, for every s in the run and every entry t_k != t_w,
+    |s - t_k| (1 - 2^-23) - |s - t_w| (1 + 2^-23) > 2^-147. Then fl32|s - t_k| > fl32|s - t_w| (a float32
+    subtraction errs by at most 2^-24 relatively or 2^-150 absolutely), so w wins on the whole run. The left
+    side is piecewise linear in s: its minimum lies at a, b, t_k or t_w (clipped to the run); evaluated in
+    float64 with the margin 2^-40 (|s| + |t_k| + |t_w|) for float64's own rounding."""
+    e = entries.astype(np.float64)
+    out = np.empty(a.size, bool)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for i in range(0, a.size, 2048):  # blocks of runs, to bound the (runs x entries) temporaries
+            lo = np.minimum(a[i:i + 2048], b[i:i + 2048]).astype(np.float64)[:, None]
+            hi = np.maximum(a[i:i + 2048], b[i:i + 2048]).astype(np.float64)[:, None]
+            tw = e[w[i:i + 2048].astype(np.intp)][:, None]
+            tk = e[None, :]
+            worst = np.full(np.broadcast_shapes(lo.shape, tk.shape), np.inf)
+            for s in (lo, hi, np.clip(tk, lo, hi), np.clip(tw, lo, hi)):
+                g = np.abs(s - tk) * (1 - 2.0**-23) - np.abs(s - tw) * (1 + 2.0**-23) - 2.0**-147
+                g -= 2.0**-40 * (np.abs(s) + np.abs(tk) + np.abs(tw))
+                worst = np.minimum(worst, g)
+            worst = np.where(tk == tw, np.inf, worst)  # an equal entry: the same distance, the reference's order
+            out[i:i + 2048] = (worst > 0).all(axis=1)
+    return out
+
+
+def lookup_chunk(s: np.ndarray, cd: str, luts: tuple[np.ndarray, np.ndarray, int], size: int,
+                 codes_out: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Codes of the flat float32 chunk s (values of cd) from the decision tables into codes_out; returns the
+    positions (in s) left to the reference decision (the sentinel). idx: an intp scratch buffer of s.size."""
+    lut, level2, sh = luts
+    if cd == "float16":
+        np.copyto(idx, s.astype(np.float16).view(np.uint16), casting="unsafe")
+    else:
+        np.right_shift(s.view(np.uint32), sh, out=idx, casting="unsafe")
+    sent = 0xFF if lut.dtype == np.uint8 else 0xFFFF
+    if lut.dtype == codes_out.dtype:
+        np.take(lut, idx, out=codes_out)
+        c = codes_out
+    else:
+        c = np.take(lut, idx)
+        np.copyto(codes_out, c, casting="unsafe")
+    if not level2.size:
+        return np.flatnonzero(c == sent)
+    pos = np.flatnonzero(c >= size)
+    if not pos.size:
+        return pos
+    v = c[pos].astype(np.intp)
+    two = v < sent
+    p2 = pos[two]
+    sub = (s[p2].view(np.uint32) >> np.uint32(sh - 8)) & np.uint32(0xFF)
+    c2 = level2[(v[two] - size) * 256 + sub]
+    codes_out[p2] = c2
+    return np.concatenate([pos[~two], p2[c2 == sent]])
+
+
+def pair_table(key: Hashable, entries: np.ndarray) -> np.ndarray | None:
+    """uint64 table T with T[c0 + 256 c1] = the float32 bit patterns of (entries[c0], entries[c1]) in memory
+    order: a gather of a little-endian uint16 view of two uint8 codes yields both values. None on a
+    big-endian machine or for tables of more than 256 entries."""
+    if sys.byteorder != "little" or entries.size > 256:
+        return None
+    t = _PAIRS.get(key)
+    if t is None:
+        n = entries.size
+        e = entries.astype(np.float32).view(np.uint32).astype(np.uint64)
+        c0 = np.arange(256 * (n - 1) + n) % 256
+        c1 = np.arange(256 * (n - 1) + n) // 256
+        ok = c0 < n
+        t = np.where(ok, e[np.minimum(c0, n - 1)] | (e[np.minimum(c1, n - 1)] << np.uint64(32)), 0).astype(np.uint64)
+        t.setflags(write=False)
+        _PAIRS[key] = t
+    return t

@@ -1,0 +1,204 @@
+"""The lookup fast path equals the readable reference (spec: lut.md §3.6).
+
+The decision tables against the reference decision (``LookupScheme._decide``): every 16-bit pattern for the
+float16 / bfloat16 compute dtypes; for float32 every table-bucket boundary and every decision point +-3 ulp, and
+2^20 random float32 bit patterns plus 2^20 random values in [-1.1, 1.1], per profile and table. quantize
+end to end (``_reference=True`` is the definition): random, every float16 / bfloat16 value as a normalized input,
+NaN / Inf / -0 / zero / subnormal / huge blocks, axis layouts, double quantization, and 2^18 random float32 bit
+patterns; dequantize for random codes and scales into every output dtype. Codes compare as unsigned integers,
+floats as bit patterns."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import qref
+from qref.schemes.lookup.decision import decision_points
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+PROFILES = ("spec", "bitsandbytes", "torchao", "openvino", "qwix")
+NAMES = ("nf4", "fp4_bnb", "af4", "dynamic8")
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+def _same_decisions(s, v: np.ndarray, cd: str) -> None:
+    got_c, got_u = s._decide_fast(v, cd)
+    ref_c, ref_u = s._decide(v, cd)
+    bad = np.flatnonzero((got_c.astype(np.uint64) != ref_c.astype(np.uint64)) | (got_u != ref_u))
+    assert bad.size == 0, [(hex(int(_bits(v[i:i + 1])[0])), int(got_c[i]), int(ref_c[i])) for i in bad[:5]]
+
+
+def _float32_cases(s, rng: np.random.Generator) -> np.ndarray:
+    u16 = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)
+    pts, lo = decision_points(s.table, s.midpoints)
+    pts = np.concatenate([pts, pts + lo, s.table.values.astype(np.float64)]).astype(np.float32)
+    near = (pts.view(np.int32)[:, None] + np.arange(-3, 4, dtype=np.int32)[None, :]).ravel().view(np.float32)
+    parts = [u16, u16 | np.uint32(0xFFFF), u16 | np.uint32(0x8000), near.view(np.uint32), (-near).view(np.uint32),
+             rng.integers(0, 1 << 32, 1 << 20, dtype=np.uint64).astype(np.uint32),
+             rng.uniform(-1.1, 1.1, 1 << 20).astype(np.float32).view(np.uint32)]
+    v = np.concatenate(parts).view(np.float32)
+    # the level-1 runs (65536 or 4096 floats) and the level-2 runs within split ones: their boundaries too
+    lut, _, sh = s._decision_luts("float32")
+    first = np.arange(lut.size, dtype=np.uint32) << np.uint32(sh)
+    split = np.flatnonzero((lut >= s.table.size) & (lut < np.iinfo(lut.dtype).max)).astype(np.uint32)
+    sub = ((split[:, None] << np.uint32(sh)) | (np.arange(256, dtype=np.uint32) << np.uint32(sh - 8))).ravel()
+    ends = [first, first | np.uint32((1 << sh) - 1), sub, sub | np.uint32((1 << (sh - 8)) - 1)]
+    return np.concatenate([v, *(e.view(np.float32) for e in ends)])
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("profile", PROFILES)
+def test_decision_tables_equal_the_reference(profile: str, name: str) -> None:
+    s = qref.scheme(name, profile=profile)
+    rng = np.random.default_rng(abs(hash((profile, name))) % 2**32)
+    if s.nan == "error":
+        pytest.skip("nan='error' raises on the NaN patterns")
+    _same_decisions(s, _float32_cases(s, rng), "float32")
+    for cd, dt in (("float16", np.float16), ("bfloat16", BF16)):  # every 16-bit pattern
+        v = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dt).astype(np.float32)
+        _same_decisions(s, v, cd)
+
+
+def _same_qarray(a, b) -> None:
+    assert a.codes.dtype == b.codes.dtype and a.codes.shape == b.codes.shape
+    assert np.array_equal(a.codes, b.codes)
+    assert np.array_equal(_bits(np.asarray(a.scales, np.float32)), _bits(np.asarray(b.scales, np.float32)))
+    assert np.asarray(a.scales).shape == np.asarray(b.scales).shape
+    assert np.array_equal(a.unspecified, b.unspecified)
+    assert a.meta.keys() == b.meta.keys() and a.meta["input_dtype"] == b.meta["input_dtype"]
+    if "double_quant" in a.meta:
+        da, db = a.meta["double_quant"], b.meta["double_quant"]
+        assert np.array_equal(_bits(np.asarray(da.codes)), _bits(np.asarray(db.codes)))
+        assert np.array_equal(_bits(np.asarray(da.scales, np.float32)), _bits(np.asarray(db.scales, np.float32)))
+        assert np.array_equal(np.asarray(da.unspecified), np.asarray(db.unspecified))
+
+
+def _special_blocks(B: int) -> np.ndarray:
+    rng = np.random.default_rng(B)
+    rows = [rng.standard_normal(B) for _ in range(12)]
+    rows[0][:] = 0.0
+    rows[1][:] = -0.0
+    rows[2][3] = np.nan
+    rows[3][5] = np.inf
+    rows[4][0] = -np.inf
+    rows[5] *= 1e-40  # subnormal absmax
+    rows[6] *= 1e38  # huge absmax (float16 scale overflow, reciprocal underflow)
+    rows[7][:] = 1e-45
+    rows[8][::2] = -0.0
+    rows[9] *= 70000.0
+    rows[10][:] = np.nan
+    rows[11][0] = 1.0  # planted absmax: s = x
+    return np.stack(rows).astype(np.float32)
+
+
+def _inputs(B: int, dt: np.dtype) -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    normal = rng.standard_normal((256, 4 * B)).astype(np.float32)
+    special = np.tile(_special_blocks(B), (1, 4))
+    every16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(
+        np.float16 if dt != BF16 else BF16).astype(np.float32)
+    every16 = every16[np.isfinite(every16) & (np.abs(every16) <= 1)]
+    pad = (-every16.size) % (B - 1)
+    every16 = np.concatenate([every16, np.zeros(pad, np.float32)]).reshape(-1, B - 1)
+    planted = np.concatenate([np.ones((every16.shape[0], 1), np.float32), every16], axis=1)  # s = x exactly
+    out = [normal, special, planted]
+    with np.errstate(over="ignore"):  # the huge block overflows float16 on purpose
+        return [a.astype(dt) if dt != np.float32 else a for a in out]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("profile", PROFILES)
+def test_quantize_equals_reference(profile: str, name: str) -> None:
+    base = qref.scheme(name, profile=profile)
+    dts = [np.dtype(np.float32), np.dtype(np.float16), BF16]
+    for dt in dts:
+        if (dt.name if dt != BF16 else "bfloat16") not in base.input_dtypes:
+            continue
+        for B in (64, 256):
+            s = qref.scheme(name, profile=profile, block_size=B, double_quant=False,
+                            **({} if profile in ("openvino", "qwix") else {"axis": None}))
+            for x in _inputs(B, dt):
+                _same_qarray(s.quantize(x), s.quantize(x, _reference=True))
+                if s.axis is None:
+                    _same_qarray(s.quantize(x.reshape(-1)), s.quantize(x.reshape(-1), _reference=True))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_quantize_random_bit_patterns(profile: str) -> None:
+    rng = np.random.default_rng(len(profile))
+    x = rng.integers(0, 1 << 32, 1 << 18, dtype=np.uint64).astype(np.uint32).view(np.float32).reshape(-1, 256)
+    for name in NAMES:
+        s = qref.scheme(name, profile=profile, double_quant=False)
+        if s.nan == "error":
+            continue
+        _same_qarray(s.quantize(x), s.quantize(x, _reference=True))
+
+
+@pytest.mark.parametrize("profile", ["bitsandbytes", "torchao"])
+def test_double_quantization_equals_reference(profile: str) -> None:
+    x = np.random.default_rng(1).standard_normal((256, 64 * 4)).astype(np.float32)
+    x[3, :64] = 0
+    s = qref.scheme("nf4", profile=profile, double_quant=True)
+    a, b = s.quantize(x), s.quantize(x, _reference=True)
+    _same_qarray(a, b)
+    for dt in (np.float32, np.float16, BF16, np.float64):
+        assert np.array_equal(_bits(s.dequantize(a, dtype=dt)), _bits(s.dequantize(a, dtype=dt, _reference=True)))
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("profile", PROFILES)
+def test_dequantize_equals_reference(profile: str, name: str) -> None:
+    s = qref.scheme(name, profile=profile, double_quant=False)
+    rng = np.random.default_rng(5)
+    B = s.block_size
+    shape = (8, 4 * B)
+    codes = rng.integers(0, s.table.size, shape).astype(s.table.storage_format.code_dtype)
+    nb = codes.size // B
+    sc = rng.standard_normal(nb).astype(np.float32) * np.float32(2.0) ** rng.integers(-140, 120, nb)
+    sc[:6] = [0.0, -0.0, np.inf, np.nan, 1e-45, 3e38]
+    scales = sc.reshape(8, 4) if s.axis is not None else sc
+    q = qref.QArray(codes=codes, scheme=s, scales=scales, axis=s.axis,
+                    unspecified=np.zeros(shape, bool), meta={"input_dtype": "float32"})
+    for dt in (np.float32, np.float16, BF16, np.float64):
+        a, b = s.dequantize(q, dtype=dt), s.dequantize(q, dtype=dt, _reference=True)
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert np.array_equal(_bits(a), _bits(b)), (profile, name, dt)
+    bad = codes.copy()
+    bad.flat[17] = s.table.size if s.table.size < 256 else 0
+    if s.table.size < 256:
+        q2 = qref.QArray(codes=bad, scheme=s, scales=scales, axis=s.axis, unspecified=np.zeros(shape, bool),
+                         meta={"input_dtype": "float32"})
+        with pytest.raises(qref.QrefError, match="out of range"):
+            s.dequantize(q2)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_odd_block_size(profile: str) -> None:
+    """Block size 33: chunks of odd length take the one-code-at-a-time gather."""
+    s = qref.scheme("nf4", profile=profile, block_size=33, double_quant=False)
+    x = np.random.default_rng(2).standard_normal((31, 66)).astype(np.float32)
+    a, b = s.quantize(x), s.quantize(x, _reference=True)
+    _same_qarray(a, b)
+    assert np.array_equal(_bits(s.dequantize(a)), _bits(s.dequantize(a, _reference=True)))
+
+
+def test_ftz_dequantize_with_subnormal_entries() -> None:
+    """qwix's FTZ/DAZ dequantize (lut.md §4) on a table holding float32 subnormals: the flushed entries and
+    scales, the flushed product, in the fast path as in the definition."""
+    t = np.array([-1, -1e-39, -0.0, 1e-40, 2**-126, 0.5, 1, 3e-39], np.float32)
+    s = qref.scheme("lut", table=t, profile="qwix")
+    rng = np.random.default_rng(9)
+    codes = rng.integers(0, t.size, (16, 128)).astype(np.uint8)
+    sc = (rng.standard_normal(32) * 2.0 ** rng.integers(-130, 10, 32)).astype(np.float32).reshape(16, 2)
+    sc[0] = [1e30, -1e20]  # a subnormal entry times a large scale: normal unless the entry is flushed first
+    q = qref.QArray(codes=codes, scheme=s, scales=sc, axis=s.axis, unspecified=np.zeros(codes.shape, bool),
+                    meta={"input_dtype": "float32"})
+    a, b = s.dequantize(q), s.dequantize(q, _reference=True)
+    assert np.array_equal(_bits(a), _bits(b))
+    assert (np.abs(a[a != 0]) >= 2.0**-126).all()
