@@ -644,8 +644,10 @@ class UniformScheme(Scheme):
         else:
             md = _FLOAT_DTYPES[mul]
         if A.dq_subtract == "storage" and A.constants == "unspecified" and (
-                _reference or max(map(abs, _value_range(d))) > 1 << _SIGNIFICAND_BITS.get(md.name, 0)):
-            dm = _int_to_float(np.asarray(d, dtype=np.int64), md)  # (every |d| <= 2^p is exact in md)
+                _reference or isinstance(self.storage, FloatFormat)
+                or max(map(abs, _value_range(d))) > 1 << _SIGNIFICAND_BITS.get(md.name, 0)):
+            with np.errstate(invalid="ignore"):  # float storage (NaN codes) takes the reference's int64 reading
+                dm = _int_to_float(np.asarray(d, dtype=np.int64), md)  # (every |d| <= 2^p is exact in md)
             bad |= dm.astype(np.float64) != np.asarray(d, dtype=np.float64)
         sm = self._scale_in(S, md)
         with np.errstate(over="ignore", invalid="ignore"):
