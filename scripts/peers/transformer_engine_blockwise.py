@@ -121,6 +121,28 @@ def to_bits(v: np.ndarray, dtype: str, rng: np.random.Generator, nudge: bool) ->
     return b
 
 
+def design_tensors(rng: np.random.Generator, whole: tuple[str, ...] = ()) -> list[tuple[str, np.ndarray, str]]:
+    """(tag, input bits, dtype) of every input tensor, float32 then bfloat16: the mixed-tile tensors (tiles_a
+    twice, the second +-1 ulp), one 256 x 256 tensor of each kind in ``whole`` (tag tiles_b_<kind>), a padded
+    136 x 200 tensor, and NaN / Inf tensors."""
+    tensors = []
+    for dtype in ("float32", "bfloat16"):
+        tensors.append((f"{dtype}__tiles_a__0", to_bits(tensor(rng, TILE_KINDS["tiles_a"]), dtype, rng, False), dtype))
+        tensors.append((f"{dtype}__tiles_a__1", to_bits(tensor(rng, TILE_KINDS["tiles_a"]), dtype, rng, True), dtype))
+        tensors.append((f"{dtype}__tiles_b__0", to_bits(tensor(rng, TILE_KINDS["tiles_b"]), dtype, rng, False), dtype))
+        tensors.append((f"{dtype}__tiles_c__0", to_bits(tensor(rng, TILE_KINDS["tiles_c"]), dtype, rng, False), dtype))
+        for kind in whole:
+            tensors.append((f"{dtype}__tiles_b_{kind}__0", to_bits(tile(rng, kind), dtype, rng, False), dtype))
+        v = rng.standard_normal((136, 200)) * 2.0 ** rng.integers(-10, 10, size=(136, 1))
+        tensors.append((f"{dtype}__padded__0", to_bits(v, dtype, rng, False), dtype))
+        for special in ("nan", "inf"):
+            v = np.hstack([tile(rng, "normal"), tile(rng, "normal")])
+            v[3, 5] = np.nan if special == "nan" else np.inf
+            v[100, 200] = -np.inf if special == "inf" else 1.0
+            tensors.append((f"{dtype}__{special}__0", to_bits(v, dtype, rng, False), dtype))
+    return tensors
+
+
 def torch_of(bits: np.ndarray, dtype: str) -> Any:
     import torch
 
@@ -207,20 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     ref = importlib.import_module("references.blockwise_quantizer_reference")
     quantizer = ref.BlockwiseQuantizerReference()
     qdt = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
-    rng = np.random.default_rng(a.seed)
-    tensors = []
-    for dtype in ("float32", "bfloat16"):
-        tensors.append((f"{dtype}__tiles_a__0", to_bits(tensor(rng, TILE_KINDS["tiles_a"]), dtype, rng, False), dtype))
-        tensors.append((f"{dtype}__tiles_a__1", to_bits(tensor(rng, TILE_KINDS["tiles_a"]), dtype, rng, True), dtype))
-        tensors.append((f"{dtype}__tiles_b__0", to_bits(tensor(rng, TILE_KINDS["tiles_b"]), dtype, rng, False), dtype))
-        tensors.append((f"{dtype}__tiles_c__0", to_bits(tensor(rng, TILE_KINDS["tiles_c"]), dtype, rng, False), dtype))
-        v = rng.standard_normal((136, 200)) * 2.0 ** rng.integers(-10, 10, size=(136, 1))
-        tensors.append((f"{dtype}__padded__0", to_bits(v, dtype, rng, False), dtype))
-        for special in ("nan", "inf"):
-            v = np.hstack([tile(rng, "normal"), tile(rng, "normal")])
-            v[3, 5] = np.nan if special == "nan" else np.inf
-            v[100, 200] = -np.inf if special == "inf" else 1.0
-            tensors.append((f"{dtype}__{special}__0", to_bits(v, dtype, rng, False), dtype))
+    tensors = design_tensors(np.random.default_rng(a.seed))
     arrays: dict[str, np.ndarray] = {}
     for tag, xbits, dtype in tensors:
         x = torch_of(xbits, dtype)

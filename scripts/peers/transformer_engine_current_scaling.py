@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from transformer_engine_blockwise import TILE_KINDS, tensor, tile, to_bits, torch_of
+from transformer_engine_blockwise import design_tensors, torch_of
 
 # (name, fp8 dtype, force_pow_2_scales, amax_epsilon, tensors it runs on: all, or a tag part)
 CONFIGS = (
@@ -83,22 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     ref = importlib.import_module("references.ref_per_tensor_cs")
     dtypes = sys.modules["transformer_engine.pytorch"].DType  # type: ignore[attr-defined]
     qdt = {"e4m3": dtypes.kFloat8E4M3, "e5m2": dtypes.kFloat8E5M2}
-    rng = np.random.default_rng(a.seed)
-    tensors = []
-    for dtype in ("float32", "bfloat16"):
-        tensors.append((f"{dtype}__tiles_a__0", to_bits(tensor(rng, TILE_KINDS["tiles_a"]), dtype, rng, False), dtype))
-        tensors.append((f"{dtype}__tiles_a__1", to_bits(tensor(rng, TILE_KINDS["tiles_a"]), dtype, rng, True), dtype))
-        tensors.append((f"{dtype}__tiles_b__0", to_bits(tensor(rng, TILE_KINDS["tiles_b"]), dtype, rng, False), dtype))
-        tensors.append((f"{dtype}__tiles_c__0", to_bits(tensor(rng, TILE_KINDS["tiles_c"]), dtype, rng, False), dtype))
-        for kind in ("tiny", "subnormal", "zeros", "huge"):  # one kind over the whole tensor: the per-tensor amax
-            tensors.append((f"{dtype}__tiles_b_{kind}__0", to_bits(tile(rng, kind), dtype, rng, False), dtype))
-        v = rng.standard_normal((136, 200)) * 2.0 ** rng.integers(-10, 10, size=(136, 1))
-        tensors.append((f"{dtype}__padded__0", to_bits(v, dtype, rng, False), dtype))
-        for special in ("nan", "inf"):
-            v = np.hstack([tile(rng, "normal"), tile(rng, "normal")])
-            v[3, 5] = np.nan if special == "nan" else np.inf
-            v[100, 200] = -np.inf if special == "inf" else 1.0
-            tensors.append((f"{dtype}__{special}__0", to_bits(v, dtype, rng, False), dtype))
+    # one kind over the whole tensor as well: the per-tensor amax of tiny, subnormal, zero and huge tensors
+    tensors = design_tensors(np.random.default_rng(a.seed), whole=("tiny", "subnormal", "zeros", "huge"))
     arrays: dict[str, np.ndarray] = {}
     for tag, xbits, dtype in tensors:
         x = torch_of(xbits, dtype)
