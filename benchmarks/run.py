@@ -193,6 +193,8 @@ def bnb_rows(x32: np.ndarray) -> list[Row]:
                 return F.dequantize_4bit(packed, state)
         for prof in LOOKUP_PROFILES:
             sch = qref.scheme(name, block_size=B, profile=prof)
+            if x32.size % sch.numel_multiple:  # torchao's NF4 takes multiples of 16384 elements (small --rows/--cols)
+                continue
             against_bnb = prof == "bitsandbytes" and name != "af4"
             q0 = sch.quantize(x32)
 
