@@ -362,3 +362,13 @@ def test_vectors_md_counts_match_the_committed_suite():
     assert int(m[1].replace(",", "")) == manifest["summary"]["cases"]
     assert int(m[2]) == round(manifest["summary"]["bytes"] / 1e6)
     assert stated == dict(families), (stated, dict(families))
+
+
+def test_run_refuses_to_overwrite_the_divergence_page(tmp_path, capsys):
+    """--findings writes DIR/divergence.md too: an existing one is refused (before any backend runs), like the
+    per-backend pages."""
+    d = tmp_path / "findings"
+    d.mkdir()
+    (d / "divergence.md").write_text("mine")
+    assert main(["run", "--backend", "ml_dtypes", "--findings", str(d)]) == 2
+    assert "divergence.md" in capsys.readouterr().err and (d / "divergence.md").read_text() == "mine"

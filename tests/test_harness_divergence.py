@@ -41,3 +41,24 @@ def test_nan_divergence_of_jax_and_the_onnx_reference_evaluator():
     page = divergence.render(res, "<!-- header -->")
     assert "## NaN" in page and "| `onnx_reference.qdq` | hi (6), lo (6) |" in page
     assert "| `jax.uniform.jit` | 0 |" in page
+
+
+def test_int32_conversion_is_named_before_a_clamp_variant_that_happens_to_agree():
+    """uint8, s = 1, z = 0: x / s >= 2^31 converted to int32 is INT_MIN, clipped to 0 (ONNX's numpy reference).
+    Under the spec profile a clamp-order variant also gives 0 there; the class must be the conversion."""
+    import numpy as np
+
+    from qref.conformance.suite import load_suite
+    from qref.harness import classify
+    from qref.harness.families import uniform as fam
+
+    case = load_suite("conformance/v1").verify_case("uniform/uint8/pt_s1_z0/f32/range/stablehlo")
+    (name,) = case.expected
+    x = case.inputs["x"].astype(np.float64).reshape(-1)
+    exp = fam.expectation(case, "stablehlo")
+    got = np.asarray(exp.outputs[name]).reshape(-1).copy()
+    big = x >= 2.0**31
+    assert big.sum() >= 4 and not (got[big] == 0).any()
+    got[big] = 0  # INT_MIN + 0 clipped to [0, 255]
+    comp = classify.compare(case, fam, exp, {name: got.reshape(exp.outputs[name].shape)}, "stablehlo")
+    assert comp.classes == {"int32_conversion": int(big.sum())}

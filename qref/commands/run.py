@@ -11,7 +11,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from ..harness.adapters import BACKENDS
 
     p = sub.add_parser(
-        "run", help="run real backends (ml_dtypes, jax, mlx, iree, mlir, stablehlo, onnxruntime) on the suite",
+        "run", help="run real backends (or your own implementation) on the suite",
         description="Run backends on a conformance suite; compare as unsigned bits with the spec default and each "
         "backend's qref profile; classify differences; write results.json and a markdown report. Exit status: 0 "
         "when everything conforms or is expected; 1 on unexpected failures or crashes (not covered by an xfail "
@@ -48,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report", default=None, metavar="FILE", help="write the markdown report to FILE "
                    "(docs/conformance.md for the committed one)")
     p.add_argument("--findings", default=None, metavar="DIR", help="write the findings (one per root cause): "
-                   "DIR/README.md and one page per backend (docs/conformance/ for the committed ones)")
-    p.add_argument("--force", action="store_true", help="overwrite existing --out / --report files")
+                   "DIR/README.md, DIR/divergence.md and one page per backend (docs/conformance/ for the committed "
+                   "ones)")
+    p.add_argument("--force", action="store_true", help="overwrite existing --out / --report / --findings files")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_run)
 
@@ -66,7 +67,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.findings:
         from ..harness.adapters import BACKENDS
 
-        check_output_dir(args.findings, "--findings", args.force, ("README.md", *(f"{b}.md" for b in BACKENDS)))
+        check_output_dir(args.findings, "--findings", args.force, ("README.md", "divergence.md",
+                                                                      *(f"{b}.md" for b in BACKENDS)))
     from ..errors import QrefError
 
     records = {}

@@ -120,8 +120,13 @@ def expectation(case: Case, profile: str) -> Expectation:
 
 
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
-    """(class, outputs) for arithmetic variants of ``profile`` (uniform.md §3), then integer wrap-around and
-    saturation at the signed bounds of the storage width."""
+    """(class, outputs): for integer quantize first the conversion through int32 (``_int32_alternatives``), then
+    arithmetic variants of ``profile`` (uniform.md §3), then integer wrap-around and saturation at the signed bounds
+    of the storage width."""
+    st = get_format(case.scheme["storage"])
+    quantize_int = case.operation == "uniform_quantize" and isinstance(st, IntFormat) and st.bits < 32
+    if quantize_int:  # first: on the elements it changes, a clamp variant can give the same codes by accident
+        yield from _int32_alternatives(case, profile)
     base = arithmetic_for(profile).to_dict()
     seen = set()
     for cls, ov in _ALTS:
@@ -135,7 +140,6 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
             yield cls, _outputs(case, scheme_of(case, profile, **ov)).outputs
         except Exception:
             continue
-    st = get_format(case.scheme["storage"])
     if case.operation == "uniform_dequantize":
         if isinstance(st, IntFormat) and not st.signed:  # codes read as the signed type of their width
             (cname,) = case.inputs
@@ -153,7 +157,7 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
             except Exception:
                 pass
         return
-    if not isinstance(st, IntFormat) or st.bits >= 32:
+    if not quantize_int:
         return
     spec = dict(case.scheme)
     wide = dict(spec, storage="int32" if st.bits < 32 else "int64", storage_range=None,
@@ -167,25 +171,32 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
     dt = case.expected[name].dtype
     mod = n & ((1 << st.bits) - 1)
     yield "wrap_around", {name: _as(mod, dt, st.bits)}
-    # INT_MIN: x86-64's float -> int32 conversion; 0: ml_dtypes' bfloat16 -> int32 cast (only there: a 0 + z
-    # elsewhere would pass for other mechanisms, e.g. a signless clamp giving z)
-    bf16 = case.inputs["x"].dtype.name == "bfloat16"
-    for undefined in (-(1 << 31), 0) if bf16 else (-(1 << 31),):
-        conv = _through_int32(case, profile, undefined)
-        if conv is None:
-            break
-        try:
-            base = _outputs(case, scheme_of(case, profile)).outputs[name]
-        except Exception:
-            return
-        bad, v = conv
-        yield "int32_conversion", {name: np.where(bad.reshape(base.shape), _as(v, dt, st.bits).reshape(base.shape),
-                                                  base)}
     lo, hi = -(1 << (st.bits - 1)), (1 << (st.bits - 1)) - 1
     if not st.signed:  # an unsigned storage saturated as the signed type of its width (a signless i8)
         yield "signedness", {name: _as(np.clip(n, lo, hi) & ((1 << st.bits) - 1), dt, st.bits)}
     else:
         yield "saturation", {name: _as(np.clip(n, 0, (1 << st.bits) - 1), dt, st.bits)}
+
+
+def _int32_alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """("int32_conversion", outputs) for each undefined value of the conversion (see ``_through_int32``): INT_MIN
+    (x86-64's float -> int32 conversion) and, for bfloat16 inputs only, 0 (ml_dtypes' bfloat16 -> int32 cast;
+    elsewhere a 0 + z would pass for other mechanisms, e.g. a signless clamp giving z)."""
+    (name,) = case.expected
+    dt = case.expected[name].dtype
+    bits_ = get_format(case.scheme["storage"]).bits
+    bf16 = case.inputs["x"].dtype.name == "bfloat16"
+    for undefined in (-(1 << 31), 0) if bf16 else (-(1 << 31),):
+        conv = _through_int32(case, profile, undefined)
+        if conv is None:
+            return
+        try:
+            base = _outputs(case, scheme_of(case, profile)).outputs[name]
+        except Exception:
+            return
+        bad, v = conv
+        yield "int32_conversion", {name: np.where(bad.reshape(base.shape), _as(v, dt, bits_).reshape(base.shape),
+                                                  base)}
 
 
 def _through_int32(case: Case, profile: str, undefined: int) -> tuple[np.ndarray, np.ndarray] | None:
