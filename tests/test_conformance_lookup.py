@@ -435,3 +435,61 @@ def test_torchao_reproduces_the_torchao_cases(cases):
         n += x.size
     print(f"torchao to_nf4: {n} codes; double quantization compared on {dq} cases")
     assert n >= 3 * 16384
+
+
+# ---- stochastic rounding (lut.md §3.5) ----------------------------------------------------------------------------
+def stochastic_code(s: Fraction, vals: list[Fraction], mode: str, n: int, r: int) -> int:
+    """lut.md §3.5 by fractions: the lowest code of v_j or v_(j+1) around s, up by P3109 StochasticA/B/C(N)."""
+    distinct = sorted(set(vals))
+    code = {v: min(i for i, w in enumerate(vals) if w == v) for v in distinct}
+    if s <= distinct[0]:
+        return code[distinct[0]]
+    if s >= distinct[-1]:
+        return code[distinct[-1]]
+    j = max(i for i, v in enumerate(distinct) if v <= s)
+    eta = (s - distinct[j]) / (distinct[j + 1] - distinct[j])
+    up = {"stochastic_a": math.floor(eta * 2**n) + r >= 2**n,
+          "stochastic_b": math.floor(eta * 2 ** (n + 1)) + 2 * r + 1 >= 2 ** (n + 1),
+          "stochastic_c": round(eta * 2**n) + r >= 2**n}[mode]  # round(Fraction): ties to even
+    return code[distinct[j + 1] if up else distinct[j]]
+
+
+def test_stochastic_cases_match_the_exact_oracle(cases):
+    """Every spec-profile stochastic_quantize case: a = max |block|, s = x / a rounded once to the compute dtype,
+    the code by fractions (``stochastic_code``) with the case's random_bits; NaN blocks unspecified; the scale a."""
+    sto = [c for c in cases if c.operation == "stochastic_quantize"]
+    assert {c.scheme["rounding"] for c in sto} == {"stochastic_a", "stochastic_b", "stochastic_c"}
+    assert {c.scheme["name"] for c in sto} == {"nf4", "af4", "fp4_bnb", "dynamic8"}
+    checked = ups = 0
+    for case in sto:
+        if case.profile != "spec":
+            continue
+        x, rb = case.inputs["x"], case.inputs["random_bits"].reshape(-1)
+        cd = case.scheme["compute_dtype"]
+        dtype = x.dtype.name if cd == "input" else cd
+        xs = x.astype(np.float32).astype(np.float64).reshape(-1)
+        codes = case.expected["codes"].reshape(-1)
+        unspec = case.unspecified.get("codes", np.zeros(x.shape, bool)).reshape(-1)
+        vals = [frac(v) for v in table_values(case.scheme)]
+        mode, n, block = case.scheme["rounding"], case.scheme["stochastic_bits"], case.scheme["block_size"]
+        det = [code_exact(Fraction(0), vals, "even_code")]
+        for b, (ix, _) in enumerate(blocks_of("spec", x, block)):
+            blk = xs[ix]
+            a = math.nan if np.isnan(blk).any() else float(np.abs(blk).max())
+            assert (math.isnan(a) and np.isnan(case.expected["scales"][b])) or case.expected["scales"][b] == a
+            for i in ix:
+                if math.isnan(a):
+                    assert unspec[i], (case.id, int(i))
+                    continue
+                if a == 0 or math.isinf(a):
+                    if not math.isfinite(xs[i]):
+                        assert unspec[i], (case.id, int(i))
+                        continue
+                    want = det[0]
+                else:
+                    s = rnd(frac(xs[i]) / frac(a), dtype)
+                    want = stochastic_code(s, vals, mode, n, int(rb[i]))
+                    ups += want != code_exact(s, vals, "even_code")
+                assert not unspec[i] and int(codes[i]) == want, (case.id, int(i), float(xs[i]), int(codes[i]), want)
+                checked += 1
+    assert checked > 5000 and ups > 500, (checked, ups)

@@ -404,7 +404,7 @@ ELEMENT_WISE = {  # written here from the spec pages, not read from the exporter
     ("elements", "encode"), ("elements", "decode"), ("elements", "quantize"), ("uniform", "uniform_quantize"),
     ("uniform", "uniform_dequantize"), ("block", "block_quantize"), ("block", "block_dequantize"),
     ("block", "tile_quantize"), ("block", "stochastic_quantize"), ("lookup", "lookup_quantize"),
-    ("lookup", "lookup_dequantize"), ("recipes", "scaled_qdq"),
+    ("lookup", "lookup_dequantize"), ("lookup", "stochastic_quantize"), ("recipes", "scaled_qdq"),
 }
 
 

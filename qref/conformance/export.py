@@ -391,7 +391,8 @@ HEX_OPERATIONS = frozenset({
     ("uniform", "uniform_quantize"), ("uniform", "uniform_dequantize"),
     ("block", "block_quantize"), ("block", "block_dequantize"), ("block", "tile_quantize"),
     ("block", "stochastic_quantize"),
-    ("lookup", "lookup_quantize"), ("lookup", "lookup_dequantize"), ("recipes", "scaled_qdq"),
+    ("lookup", "lookup_quantize"), ("lookup", "lookup_dequantize"), ("lookup", "stochastic_quantize"),
+    ("recipes", "scaled_qdq"),
 })
 _HEX_SKIPPED = {
     "pack": "bit packing: the output is a byte stream, not one word per input element",

@@ -9,7 +9,9 @@ outputs form one case (``profile`` = the first in ``CANDIDATES`` order, ``profil
 64 for 4-bit tables, 256 for dynamic8 (``large``: 4096, bitsandbytes' default for quantize_blockwise).
 
 Ids: ``lookup/<scheme>/b<block>/<src>/<category>/<candidate>``, ``lookup/<scheme>/b<block>/<src>/dequantize/
-<set>/<dtype>/<candidate>``, ``lookup/quantile/<label>/...`` (static scales, lut.md §7).
+<set>/<dtype>/<candidate>``, ``lookup/quantile/<label>/...`` (static scales, lut.md §7),
+``lookup/stochastic/<scheme>/b<block>/<src>/<mode>_n<N>/<profile>/<category>`` (stochastic rounding, lut.md §3.5:
+inputs x and random_bits, N-bit integers; at the midpoints R = 2^(N-1) - 1 .. 2^(N-1) + 2, 2^N - 1 and 0 in turn).
 
 Categories (1-D inputs of the source dtype):
   midpoints         every entry, exact midpoint (or its two float32 neighbours), float32 midpoint, each +-1 ulp,
@@ -369,9 +371,57 @@ def _quantile_cases() -> Iterator[Case]:
     )
 
 
+#: (table, profile, rounding, N, sources): stochastic rounding between neighbouring entries (lut.md §3.5)
+STOCHASTIC = (
+    ("nf4", "spec", "stochastic_a", 8, ("f32", "bf16")),
+    ("nf4", "spec", "stochastic_b", 4, ("f32",)),
+    ("nf4", "spec", "stochastic_c", 8, ("f32",)),
+    ("nf4", "bitsandbytes", "stochastic_a", 8, ("f32",)),
+    ("fp4_bnb", "spec", "stochastic_a", 3, ("f32",)),
+    ("af4", "spec", "stochastic_c", 4, ("f32",)),
+    ("dynamic8", "spec", "stochastic_a", 8, ("f32",)),
+)
+#: R around the thresholds of an exact midpoint (eta = 1/2): 2^(N-1) + d, and None = 2^N - 1
+_TIE_R = (-1, 0, 1, 2, None)
+
+
+def _stochastic_cases() -> Iterator[Case]:
+    """stochastic_quantize: the deterministic scheme's scales, codes by lut.md §3.5 with random_bits[i] rounding
+    x[i]; categories midpoints (R at and around the midpoint thresholds), random, special, zero, partial."""
+    for name, profile, mode, n, sources in STOCHASTIC:
+        block = BLOCK[name]
+        sch = lookup_scheme(name, profile=profile, block_size=block, rounding=mode, stochastic_bits=n)
+        for src_key in sources:
+            src = SOURCES[src_key]
+            label = f"{FAMILY}/stochastic/{name}/b{block}/{src_key}/{mode}_n{n}/{profile}"
+            cats = _categories(get_table(name).values, block, label, False)
+            for cat in ("midpoints", "random", "special", "zero", "partial"):
+                x = _cast(cats[cat], src)
+                if cat == "midpoints":
+                    half = 1 << (n - 1)
+                    choice = [half + d if d is not None else (1 << n) - 1 for d in _TIE_R] + [0]
+                    rb = np.resize(np.array(choice, dtype=np.uint32), x.size)
+                else:
+                    rb = qrandom.bits(f"{label}/{cat}/r", x.size, n).astype(np.uint32)
+                with np.errstate(invalid="ignore", over="ignore"):
+                    q = sch.quantize(x, random_bits=rb)
+                exp, unspec, formats = _outputs(q)
+                tags, spec_keys, desc = CATEGORY[cat]
+                yield Case(
+                    id=f"{label}/{cat}", family=FAMILY, operation="stochastic_quantize", scheme=sch,
+                    profile=profile, inputs={"x": x, "random_bits": rb}, expected=exp, unspecified=unspec,
+                    array_formats=formats, tags=(*tags, "stochastic", "profile"),
+                    spec=tuple(dict.fromkeys(["lut.md §3.5", *(SPEC[k] for k in spec_keys), SPEC["profiles"]])),
+                    profiles=(profile,),
+                    description=f"stochastic_quantize {src} -> {name} ({profile}, {mode} with N = {n}; "
+                                f"random_bits[i] rounds x[i]): {desc}",
+                )
+
+
 def build_cases(full: bool) -> Iterator[Case]:
     """Every lookup case (module docstring); ``full`` adds 1024 random blocks per table and source."""
     for name in ("nf4", "af4", "fp4_bnb", "dynamic8"):
         for src_key in ("f32", *(("f16", "bf16") if name == "nf4" else ())):
             yield from _table_cases(name, src_key, full)
     yield from _quantile_cases()
+    yield from _stochastic_cases()

@@ -34,7 +34,16 @@ from ._common import (
     single_element_case,
     storage_values,
 )
-from .onnxruntime import ONNX_TYPES, OPSET, PACKED, _cast_sat, _cast_supports, cast_model, qdq_model
+from .onnxruntime import (
+    ONNX_TYPES,
+    OPSET,
+    PACKED,
+    _cast_sat,
+    _cast_supports,
+    cast_model,
+    qdq_model,
+    qdq_snippet_parts,
+)
 
 BACKEND = "onnx_reference"
 DISTRIBUTIONS = ("onnx", "ml_dtypes")
@@ -187,17 +196,9 @@ def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
 
 
 def _uq_snippet(case: Case, i: int) -> str:
-    from onnx import numpy_helper
-
     one = single_element_case(case, i)
-    model, it, ot = qdq_model(one)
-    op = "QuantizeLinear" if one.operation == "uniform_quantize" else "DequantizeLinear"
-    node = model.graph.node[0]
-    attrs = "".join(f", {a.name}={a.i}" for a in node.attribute)
-    s_init, z_init = model.graph.initializer
-    sv = float(numpy_helper.to_array(s_init).astype(np.float64).reshape(-1)[0])
-    zv = np.asarray(numpy_helper.to_array(z_init)).astype(np.float64).reshape(-1)[0]
-    zlit = repr(float(zv)) if one.scheme["storage"].startswith("float") else str(int(zv))
+    model, it, ot, op, attrs, sv, zv = qdq_snippet_parts(one)
+    zlit = repr(zv) if one.scheme["storage"].startswith("float") else str(int(zv))
     x = _uq_input(one, it).reshape(-1)
     if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
         lit = float_literal(x, 0)

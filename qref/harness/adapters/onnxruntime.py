@@ -319,19 +319,26 @@ def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
     return run_each(cases, _uq_one)
 
 
+def qdq_snippet_parts(one: Case) -> tuple[Any, str, str, str, str, float, float]:
+    """For a one-element case's reproducer: (model, input type, output type, op name, ", name=value" attributes,
+    scale, zero point as a float)."""
+    from onnx import numpy_helper
+
+    model, it, ot = qdq_model(one)
+    op = "QuantizeLinear" if one.operation == "uniform_quantize" else "DequantizeLinear"
+    attrs = "".join(f", {a.name}={a.i}" for a in model.graph.node[0].attribute)
+    s_init, z_init = model.graph.initializer
+    sv = float(numpy_helper.to_array(s_init).astype(np.float64).reshape(-1)[0])
+    zv = float(np.asarray(numpy_helper.to_array(z_init)).astype(np.float64).reshape(-1)[0])
+    return model, it, ot, op, attrs, sv, zv
+
+
 def _uq_snippet(case: Case, i: int) -> str:
     from ._common import single_element_case
 
     one = single_element_case(case, i)
-    model, it, ot = qdq_model(one)
-    op = "QuantizeLinear" if one.operation == "uniform_quantize" else "DequantizeLinear"
-    node = model.graph.node[0]
-    attrs = ", ".join(f"{a.name}={a.i}" for a in node.attribute)
-    s_init, z_init = model.graph.initializer
-    from onnx import numpy_helper
-
-    sv = float(numpy_helper.to_array(s_init).astype(np.float64).reshape(-1)[0])
-    zv = int(np.asarray(numpy_helper.to_array(z_init)).astype(np.float64).reshape(-1)[0])
+    model, it, ot, op, attrs, sv, zf = qdq_snippet_parts(one)
+    zv = int(zf)
     x = _uq_input(one)
     if it in PACKED:
         lit = f"np.array([{int(x.reshape(-1)[0]) & 0xF}], np.uint8)"
@@ -342,7 +349,7 @@ def _uq_snippet(case: Case, i: int) -> str:
     zmake = f"helper.make_tensor('z', T.{ONNX_TYPES[one.scheme['storage']]}, [], [{zv}])"
     return python_c(
         *_SNIPPET_HEAD,
-        f"g = helper.make_graph([helper.make_node('{op}', ['x', 's', 'z'], ['y']{', ' + attrs if attrs else ''})], "
+        f"g = helper.make_graph([helper.make_node('{op}', ['x', 's', 'z'], ['y']{attrs})], "
         f"'g', [helper.make_tensor_value_info('x', T.{ONNX_TYPES[it]}, [1])], "
         f"[helper.make_tensor_value_info('y', T.{ONNX_TYPES[ot]}, [1])], initializer=["
         f"helper.make_tensor('s', T.{ONNX_TYPES[one.scheme['expressed']]}, [], [{sv!r}]), {zmake}])",
