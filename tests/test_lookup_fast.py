@@ -202,3 +202,68 @@ def test_ftz_dequantize_with_subnormal_entries() -> None:
     a, b = s.dequantize(q), s.dequantize(q, _reference=True)
     assert np.array_equal(_bits(a), _bits(b))
     assert (np.abs(a[a != 0]) >= 2.0**-126).all()
+
+
+def _wide_scales(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n float32 scales +-[1, 2) 2^e, e uniform in [-149, 127] (subnormal to near float32's max)."""
+    m = rng.uniform(1, 2, n) * rng.choice([-1.0, 1.0], n)
+    return np.ldexp(m, rng.integers(-149, 128, n)).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("profile", PROFILES)
+def test_dequantize_several_chunks(profile: str, name: str) -> None:
+    """Three-plus dequantize chunks (fast.DQ_CHUNK elements each): scales over the whole exponent range with
+    zeros, Inf, NaN and FTZ-tiny blocks in every chunk (qwix flushes only blocks that can underflow), codes in
+    every chunk; an out-of-range code in the last chunk still raises."""
+    from qref.schemes.lookup import fast
+    s = qref.scheme(name, profile=profile, double_quant=False)
+    B = s.block_size
+    rows = max(1, fast.DQ_CHUNK // B)
+    nb = 3 * rows + 5  # a short last chunk
+    rng = np.random.default_rng(11)
+    per = 4 if s.axis is not None else 1
+    shape = (nb // per, per * B) if nb % per == 0 else (nb, B)
+    codes = rng.integers(0, s.table.size, shape).astype(s.table.storage_format.code_dtype)
+    sc = _wide_scales(rng, nb)
+    sc[rng.integers(0, nb, 40)] = np.float32(2.0**-120)  # products below 2^-126 for most entries
+    sc[rng.integers(0, nb, 8)] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -2e-38, 3e38]
+    scales = sc.reshape(shape[0], -1) if s.axis is not None else sc
+    q = qref.QArray(codes=codes, scheme=s, scales=scales, axis=s.axis,
+                    unspecified=np.zeros(shape, bool), meta={"input_dtype": "float32"})
+    for dt in (np.float32, BF16):
+        a, b = s.dequantize(q, dtype=dt), s.dequantize(q, dtype=dt, _reference=True)
+        assert np.array_equal(_bits(a), _bits(b)), (profile, name, dt)
+    if s.table.size < 256:
+        bad = codes.copy()
+        bad.flat[-3] = s.table.size
+        q2 = qref.QArray(codes=bad, scheme=s, scales=scales, axis=s.axis, unspecified=np.zeros(shape, bool),
+                         meta={"input_dtype": "float32"})
+        with pytest.raises(qref.QrefError, match="out of range"):
+            s.dequantize(q2)
+
+
+@pytest.mark.parametrize("B", [33, 64])
+def test_dequantize_wide_codes_and_odd_blocks(B: int) -> None:
+    """uint16 codes (a 512-entry table: one code at a time) and an odd block size over several chunks, under
+    the FTZ profile (qwix) and the spec profile."""
+    from qref.schemes.lookup import fast
+    rng = np.random.default_rng(B)
+    vals = np.sort(rng.standard_normal(512).astype(np.float32))
+    vals[:3] = [0.0, 1e-39, -2.0**-126]
+    for profile in ("spec", "qwix"):
+        for table in (vals, vals[:16]):
+            s = qref.scheme("lut", table=table, profile=profile, block_size=B, axis=None)
+            nb = 3 * max(1, fast.DQ_CHUNK // B) + 1
+            codes = rng.integers(0, table.size, (nb, B)).astype(s.table.storage_format.code_dtype)
+            sc = _wide_scales(rng, nb)
+            q = qref.QArray(codes=codes, scheme=s, scales=sc, axis=None, unspecified=np.zeros(codes.shape, bool),
+                            meta={"input_dtype": "float32"})
+            a, b = s.dequantize(q), s.dequantize(q, _reference=True)
+            assert np.array_equal(_bits(a), _bits(b)), (profile, table.size)
+            bad = codes.copy()
+            bad.flat[-1] = table.size
+            q2 = qref.QArray(codes=bad, scheme=s, scales=sc, axis=None, unspecified=np.zeros(codes.shape, bool),
+                             meta={"input_dtype": "float32"})
+            with pytest.raises(qref.QrefError, match="out of range"):
+                s.dequantize(q2)

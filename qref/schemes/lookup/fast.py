@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable
 import numpy as np
 
 CHUNK = 1 << 14  # elements per chunk: the scaled values, codes and indices of one chunk stay in L2
+DQ_CHUNK = 1 << 16  # elements per dequantize chunk: codes, pair indices and values of one chunk stay in L2
 _U16 = np.arange(1 << 16, dtype=np.uint32)
 _LUTS: dict[Hashable, tuple[np.ndarray, np.ndarray, int]] = {}
 _PAIRS: dict[Hashable, np.ndarray] = {}
@@ -201,6 +202,21 @@ def _lookup_two_gathers(s: np.ndarray, luts: tuple[np.ndarray, np.ndarray, int],
     c = np.take(t2, idx, mode="clip")  # in range: q + T1[q >> 8] = 256 b + (q & 255)
     np.copyto(codes_out, c, casting="unsafe")
     return np.flatnonzero(c == (0xFF if t2.dtype == np.uint8 else 0xFFFF))
+
+
+def ftz_blocks(entries: np.ndarray, scales: np.ndarray) -> np.ndarray | None:
+    """For FTZ dequantize (lut.md §4) of flushed entries t and flushed block scales a: True for the blocks where
+    some fl32(t * a) can be a nonzero value below 2^-126, i.e. a != 0 and |a| * min |t != 0| < 2^-126 (exact in
+    float64: a product of two float32). Elsewhere every product is 0, +-Inf, NaN or at least 2^-126 in magnitude
+    (rounding is monotone and 2^-126 is a float32), so the flush leaves it as it is. None when no block needs it."""
+    nz = np.abs(entries.astype(np.float64))
+    nz = nz[nz > 0]  # neither zeros nor NaN
+    if not nz.size:
+        return None
+    a = np.abs(scales.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        tiny = (a != 0) & (a * nz.min() < 2.0**-126)  # NaN scales: False (NaN products are not flushed)
+    return tiny if tiny.any() else None
 
 
 def pair_table(key: Hashable, entries: np.ndarray) -> np.ndarray | None:
