@@ -267,3 +267,27 @@ def test_dequantize_wide_codes_and_odd_blocks(B: int) -> None:
                              meta={"input_dtype": "float32"})
             with pytest.raises(qref.QrefError, match="out of range"):
                 s.dequantize(q2)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_quantize_several_chunks(profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """quantize over many chunks (fast.CHUNK made small): the elements left to the reference decision and the
+    zero blocks are gathered across chunks; normal data, scaled data near every decision point, special blocks."""
+    from qref.schemes.lookup import fast
+    monkeypatch.setattr(fast, "CHUNK", 1 << 10)
+    rng = np.random.default_rng(3)
+    for name in NAMES:
+        s = qref.scheme(name, profile=profile, double_quant=False)
+        B = s.block_size
+        x = rng.standard_normal((48, 4 * B)).astype(np.float32)
+        x[::7, :B] = 0.0
+        x[5, 3] = np.inf
+        x[9, 1] = np.nan
+        pts = s.table.values.astype(np.float32)
+        near = (pts.view(np.int32)[:, None] + np.arange(-2, 3, dtype=np.int32)[None, :]).ravel().view(np.float32)
+        near = np.clip(np.nan_to_num(near), -1, 1)
+        x[20:, :].flat[: near.size] = near  # rows from 20 on: the absmax 1 (or larger) keeps s near the entries
+        x[20:, 0] = 1.0
+        if s.nan == "error":
+            x = np.nan_to_num(x, nan=0.0)
+        _same_qarray(s.quantize(x), s.quantize(x, _reference=True))

@@ -9,7 +9,8 @@ reference (``scheme._decide``, ``table_encode``), proven equal by tests/test_loo
   point inside the run, or an Inf/NaN pattern) are decided by the reference. This rests on lut.md §3.6 (L1):
   every deterministic rule's code is constant between two values where it agrees (the chosen entry's value is
   monotone in s and equal values keep their code).
-- The data is processed in chunks of ``CHUNK`` elements so the intermediates stay in cache.
+- The data is processed in chunks of ``CHUNK`` (quantize) or ``DQ_CHUNK`` (dequantize) elements, whole blocks:
+  bounded intermediates, and few enough numpy calls that their per-call overhead stays small.
 
 Imports only the reference decision's helpers; the scheme calls in here, never the reverse.
 """
@@ -21,7 +22,7 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-CHUNK = 1 << 14  # elements per chunk: the scaled values, codes and indices of one chunk stay in L2
+CHUNK = 1 << 18  # elements per quantize chunk: bounded temporaries (a few MiB), few Python-level steps
 DQ_CHUNK = 1 << 16  # elements per dequantize chunk: codes, pair indices and values of one chunk stay in L2
 _U16 = np.arange(1 << 16, dtype=np.uint32)
 _LUTS: dict[Hashable, tuple[np.ndarray, np.ndarray, int]] = {}

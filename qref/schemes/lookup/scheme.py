@@ -516,7 +516,7 @@ class LookupScheme(Scheme):
         luts = self._decision_luts(cd)
         codes = np.empty(s.size, self.table.storage_format.code_dtype)
         unspec = np.zeros(s.size, bool)
-        idx = np.empty(fast.CHUNK, np.intp)
+        idx = np.empty(min(fast.CHUNK, s.size), np.intp)
         for i in range(0, s.size, fast.CHUNK):  # chunks, not elements
             c = s[i:i + fast.CHUNK]
             amb = fast.lookup_chunk(c, cd, luts, self.table.size, codes[i:i + c.size], idx[: c.size])
