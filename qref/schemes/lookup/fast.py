@@ -115,8 +115,9 @@ def _ends(patterns: np.ndarray, special: np.ndarray, decide: Decide, cd: str) ->
 
 
 def _argmin_certified(a: np.ndarray, b: np.ndarray, w: np.ndarray, entries: np.ndarray) -> np.ndarray:
-    """For runs of float32 values between a and b (the run's first and last values) whose ends both decide code
-    w under argmin with float32 distances: True where, for every s in the run and every entry t_k != t_w,
+    """For runs of float32 values between a and b (decision_lut passes a run without its two ends, which the
+    reference itself decides as code w) under argmin with float32 distances: True where, for every s in
+    [a, b] and every entry t_k != t_w,
     |s - t_k| (1 - 2^-23) - |s - t_w| (1 + 2^-23) > 2^-147. Then fl32|s - t_k| > fl32|s - t_w| (a float32
     subtraction errs by at most 2^-24 relatively or 2^-150 absolutely), so w wins on the whole run. The left
     side is piecewise linear in s: its minimum lies at a, b, t_k or t_w (clipped to the run); evaluated in
