@@ -291,3 +291,41 @@ def test_quantize_several_chunks(profile: str, monkeypatch: pytest.MonkeyPatch) 
         if s.nan == "error":
             x = np.nan_to_num(x, nan=0.0)
         _same_qarray(s.quantize(x), s.quantize(x, _reference=True))
+
+
+def _certified_all_entries(a: np.ndarray, b: np.ndarray, w: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The argmin certificate against every entry (lut.md §3.6 L2), written out directly."""
+    lo, hi = np.minimum(a, b).astype(np.float64)[:, None], np.maximum(a, b).astype(np.float64)[:, None]
+    tw, tk = e[w][:, None], e[None, :]
+    worst = np.full((a.size, e.size), np.inf)
+    for s in (lo, hi, np.clip(tk, lo, hi), np.clip(tw, lo, hi)):
+        g = np.abs(s - tk) * (1 - 2.0**-23) - np.abs(s - tw) * (1 + 2.0**-23) - 2.0**-147
+        worst = np.minimum(worst, g - 2.0**-40 * (np.abs(s) + np.abs(tk) + np.abs(tw)))
+    return (np.where(tk == tw, np.inf, worst) > 0).all(axis=1)
+
+
+@pytest.mark.parametrize("name", ["dynamic8", "nf4", "fp4_bnb"])
+def test_argmin_certificate_neighbours(name: str) -> None:
+    """The argmin certificate checks only the winner's two neighbouring values (lut.md §3.6 L2): it certifies
+    every run the all-entries certificate does, and on every run it certifies, the reference decides the winner
+    at 65 points spread over the run (runs of 2^16 and 2^12 floats, |s| up to 2^40, where distances merge)."""
+    from qref.schemes.lookup import fast
+    s = qref.scheme(name, profile="torchao", double_quant=False)
+    e = s._entries("float32")
+    rng = np.random.default_rng(17)
+    for sh in (16, 12):
+        mag = rng.integers(0x3F000000, 0x54000000, 4000, dtype=np.int64)  # |s| in [0.5, 2^41)
+        pat = ((mag | (rng.integers(0, 2, mag.size) << 31)).astype(np.uint32) >> np.uint32(sh)) << np.uint32(sh)
+        last = pat | np.uint32((1 << sh) - 1)
+        c0, _ = s._decide(pat.view(np.float32), "float32")
+        c1, _ = s._decide(last.view(np.float32), "float32")
+        keep = c0 == c1
+        a, b, w = (pat[keep] + 1).view(np.float32), (last[keep] - 1).view(np.float32), c0[keep]
+        got = fast._argmin_certified(a, b, w, e)
+        full = _certified_all_entries(a, b, w.astype(np.intp), e.astype(np.float64))
+        assert (got | ~full).all()
+        steps = (np.arange(65, dtype=np.uint64) * ((1 << sh) - 1) // 64).astype(np.uint32)
+        pts = (pat[keep][got][:, None] + steps[None, :]).ravel()
+        codes, _ = s._decide(pts.view(np.float32), "float32")
+        assert (codes.reshape(-1, 65) == w[got][:, None]).all()
+        assert got.sum() > 100 and (~got).sum() > 100  # both kinds of run occur

@@ -8,7 +8,8 @@ reference (``scheme._decide``, ``table_encode``), proven equal by tests/test_loo
   ends of the run, the bucket holds that code, else a sentinel, and elements in a sentinel bucket (a decision
   point inside the run, or an Inf/NaN pattern) are decided by the reference. This rests on lut.md §3.6 (L1):
   every deterministic rule's code is constant between two values where it agrees (the chosen entry's value is
-  monotone in s and equal values keep their code).
+  monotone in s and equal values keep their code); argmin runs also need a certificate (L2). Tables of more
+  than 255 entries use the top 20 bits instead (argmin: refined from the 16-bit runs).
 - The data is processed in chunks of ``CHUNK`` (quantize) or ``DQ_CHUNK`` (dequantize) elements, whole blocks:
   bounded intermediates, and few enough numpy calls that their per-call overhead stays small.
 
@@ -27,7 +28,6 @@ DQ_CHUNK = 1 << 16  # elements per dequantize chunk: codes, pair indices and val
 _U16 = np.arange(1 << 16, dtype=np.uint32)
 _LUTS: dict[Hashable, tuple[np.ndarray, np.ndarray, int]] = {}
 _PAIRS: dict[Hashable, np.ndarray] = {}
-_TWO: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 Decide = Callable[[np.ndarray, str], tuple[np.ndarray, np.ndarray]]
 
@@ -42,7 +42,7 @@ def decision_lut(key: Hashable, size: int, cd: str, decide: Decide, argmin_entri
     """The decision tables of one scheme's rule in compute dtype cd (cached under key).
 
     Returns (level 1, level 2, sh). Level 1: index = the 16-bit pattern (float16 / bfloat16) or the float32
-    pattern >> sh (sh = 16; 12 for float32 with tables of more than 255 entries and no argmin); value v = the
+    pattern >> sh (sh = 16; 12 for float32 with tables of more than 255 entries); value v = the
     code (v < size), the sentinel (the dtype's max: the reference decides), or, for a float32 run with a decision
     point inside, size + j: block j of level 2. Level 2 (256 entries per block): index = the next 8 bits of the
     pattern; value = the code of that run of 2^(sh - 8) floats, or the sentinel.
@@ -73,7 +73,7 @@ def decision_lut(key: Hashable, size: int, cd: str, decide: Decide, argmin_entri
         lut = np.where(special | unspec, sent, codes).astype(dt)
     else:  # float32 runs; bfloat16 patterns are the 16-bit runs' first values
         if cd == "float32" and size > 0xFF and argmin_entries is None:
-            sh = 12  # 8-bit tables: 2^20 runs of 4096 floats keep the split runs rare
+            sh = 12  # 8-bit tables: 2^20 runs of 4096 floats keep the split runs rare (argmin: refined below)
         first = np.arange(1 << (32 - sh), dtype=np.uint32) << np.uint32(sh)
         last = first | np.uint32((1 << sh) - 1)
         special = (first >> np.uint32(23)) & np.uint32(0xFF) == np.uint32(0xFF)  # Inf or NaN inside
@@ -87,6 +87,22 @@ def decision_lut(key: Hashable, size: int, cd: str, decide: Decide, argmin_entri
             cert[same] = agree(first[same], last[same], codes[same])
             lut = np.where(cert, lut, sent).astype(dt)  # agreeing ends without a certificate: the reference
             split = ~bad & ~same
+            if size > 0xFF and argmin_entries is not None:  # refine to 2^20 runs of 4096 floats (as nearest has)
+                h16 = np.flatnonzero(split).astype(np.uint32)
+                lut = np.repeat(lut, 16)  # a certified 16-bit run is certified on its 16 parts; sentinels stay
+                sh = 12
+                first = ((h16[:, None] << np.uint32(16)) | (np.arange(16, dtype=np.uint32) << np.uint32(12))).ravel()
+                last = first | np.uint32(0xFFF)
+                no = np.zeros(first.size, bool)  # a split run has no Inf / NaN pattern
+                codes, unspec = _ends(first, no, decide, cd)
+                hi_codes, hi_unspec = _ends(last, no, decide, cd)
+                same = ~unspec & ~hi_unspec & (hi_codes == codes)
+                cert = np.zeros(same.size, bool)
+                cert[same] = agree(first[same], last[same], codes[same])
+                run = first >> np.uint32(12)
+                lut[run] = np.where(cert, codes, sent).astype(dt)
+                split = np.zeros(lut.size, bool)
+                split[run] = ~unspec & ~same
             h = np.flatnonzero(split).astype(np.uint32)
             if h.size > sent - size:  # more split runs than level-2 block numbers: the smallest |s| get them
                 mag = np.argsort(h & np.uint32((1 << (31 - sh)) - 1), kind="stable")  # (scaled values: |s| <= 1)
@@ -117,25 +133,36 @@ def _ends(patterns: np.ndarray, special: np.ndarray, decide: Decide, cd: str) ->
 def _argmin_certified(a: np.ndarray, b: np.ndarray, w: np.ndarray, entries: np.ndarray) -> np.ndarray:
     """For runs of float32 values between a and b (decision_lut passes a run without its two ends, which the
     reference itself decides as code w) under argmin with float32 distances: True where, for every s in
-    [a, b] and every entry t_k != t_w,
-    |s - t_k| (1 - 2^-23) - |s - t_w| (1 + 2^-23) > 2^-147. Then fl32|s - t_k| > fl32|s - t_w| (a float32
-    subtraction errs by at most 2^-24 relatively or 2^-150 absolutely), so w wins on the whole run. The left
-    side is piecewise linear in s: its minimum lies at a, b, t_k or t_w (clipped to the run); evaluated in
-    float64 with the margin 2^-40 (|s| + |t_k| + |t_w|) for float64's own rounding."""
+    [a, b] and every entry t_k != t_w, h_k(s) = |s - t_k| (1 - 2^-23) - |s - t_w| (1 + 2^-23) > 2^-147. Then
+    fl32|s - t_k| > fl32|s - t_w| (a float32 subtraction errs by at most 2^-24 relatively or 2^-150
+    absolutely), so w wins on the whole run. h_k is piecewise linear in s: its minimum lies at a, b, t_k or t_w
+    (clipped to the run); evaluated in float64 with the margin 2^-40 (|s| + |t_k| + |t_w|) for float64's own
+    rounding. With finite entries only the nearest distinct values t_l < t_w < t_r are checked: h_r(s) > 0
+    gives s < t_r, and then h_k(s) = h_r(s) + (t_k - t_r)(1 - 2^-23) > 0 for every t_k > t_r (t_l likewise)."""
     e = entries.astype(np.float64)
+    neighbours = bool(np.isfinite(e).all())
+    if neighbours:  # the two neighbouring values of each winner (NaN: none on that side)
+        u = np.unique(e)
+        j = np.searchsorted(u, e[w.astype(np.intp)])
+        ext = np.concatenate([[np.nan], u, [np.nan]])
+        cand = np.stack([ext[j], ext[j + 2]], axis=1)  # u[j - 1], u[j + 1]
+    else:
+        cand = np.broadcast_to(e[None, :], (a.size, e.size))
     out = np.empty(a.size, bool)
     with np.errstate(invalid="ignore", over="ignore"):
         for i in range(0, a.size, 2048):  # blocks of runs, to bound the (runs x entries) temporaries
             lo = np.minimum(a[i:i + 2048], b[i:i + 2048]).astype(np.float64)[:, None]
             hi = np.maximum(a[i:i + 2048], b[i:i + 2048]).astype(np.float64)[:, None]
             tw = e[w[i:i + 2048].astype(np.intp)][:, None]
-            tk = e[None, :]
+            tk = cand[i:i + 2048]
             worst = np.full(np.broadcast_shapes(lo.shape, tk.shape), np.inf)
             for s in (lo, hi, np.clip(tk, lo, hi), np.clip(tw, lo, hi)):
                 g = np.abs(s - tk) * (1 - 2.0**-23) - np.abs(s - tw) * (1 + 2.0**-23) - 2.0**-147
                 g -= 2.0**-40 * (np.abs(s) + np.abs(tk) + np.abs(tw))
                 worst = np.minimum(worst, g)
             worst = np.where(tk == tw, np.inf, worst)  # an equal entry: the same distance, the reference's order
+            if neighbours:
+                worst = np.where(np.isnan(tk), np.inf, worst)  # no neighbour on that side
             out[i:i + 2048] = (worst > 0).all(axis=1)
     return out
 
@@ -145,8 +172,6 @@ def lookup_chunk(s: np.ndarray, cd: str, luts: tuple[np.ndarray, np.ndarray, int
     """Codes of the flat float32 chunk s (values of cd) from the decision tables into codes_out; returns the
     positions (in s) left to the reference decision (the sentinel). idx: an intp scratch buffer of s.size."""
     lut, level2, sh = luts
-    if sh == 16 and lut.dtype == np.uint16 and level2.size and cd == "float32":
-        return _lookup_two_gathers(s, luts, size, codes_out, idx)
     if cd == "float16":
         np.copyto(idx, s.astype(np.float16).view(np.uint16), casting="unsafe")
     else:
@@ -170,40 +195,6 @@ def lookup_chunk(s: np.ndarray, cd: str, luts: tuple[np.ndarray, np.ndarray, int
     c2 = level2[(v[two] - size) * 256 + sub]
     codes_out[p2] = c2
     return np.concatenate([pos[~two], p2[c2 == sent]])
-
-
-def _two_gather_tables(luts: tuple[np.ndarray, np.ndarray, int], size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The decision tables (level 1 over p >> 16, level 2) as one gather chain for a pattern p (lut.md §3.6):
-    with q = p >> 8, code = T2[q + T1[q >> 8]]. T2: 256 copies of each code (blocks 0 .. size - 1), the level-2
-    blocks, then a block of sentinels; T1[r] = 256 (b - r), b = the block of level-1 run r (its code, size + its
-    level-2 block, or the sentinel block). Equal to level 1 then level 2 by construction; cached per table."""
-    lut, level2, _ = luts
-    hit = _TWO.get(id(lut))
-    if hit is not None and hit[0] is lut:
-        return hit[1], hit[2]
-    sent = int(np.iinfo(lut.dtype).max)
-    nb2 = level2.size // 256
-    v = lut.astype(np.intp)
-    blk = np.where(v < size, v, np.where(v == sent, size + nb2, v))  # level-2 block j is size + j already
-    t1 = (blk - np.arange(lut.size, dtype=np.intp)) << 8
-    t2 = np.concatenate([np.repeat(np.arange(size), 256), level2, np.full(256, sent)]).astype(lut.dtype)
-    for t in (t1, t2):
-        t.setflags(write=False)
-    _TWO[id(lut)] = (lut, t1, t2)
-    return t1, t2
-
-
-def _lookup_two_gathers(s: np.ndarray, luts: tuple[np.ndarray, np.ndarray, int], size: int,
-                        codes_out: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """lookup_chunk for a float32 16-bit level 1 with many level-2 runs (the argmin rule on 256 entries: about
-    10% of scaled normal data): every element takes the two gathers, no per-element fancy indexing."""
-    t1, t2 = _two_gather_tables(luts, size)
-    np.right_shift(s.view(np.uint32), 8, out=idx, casting="unsafe")  # q = p >> 8 (the level-2 index bits)
-    off = np.take(t1, np.right_shift(idx, 8), mode="clip")  # in range: q >> 8 < 2^16 = t1.size
-    np.add(idx, off, out=idx)
-    c = np.take(t2, idx, mode="clip")  # in range: q + T1[q >> 8] = 256 b + (q & 255)
-    np.copyto(codes_out, c, casting="unsafe")
-    return np.flatnonzero(c == (0xFF if t2.dtype == np.uint8 else 0xFFFF))
 
 
 def ftz_blocks(entries: np.ndarray, scales: np.ndarray) -> np.ndarray | None:
