@@ -202,3 +202,130 @@ def test_ftz_dequantize_with_subnormal_entries() -> None:
     a, b = s.dequantize(q), s.dequantize(q, _reference=True)
     assert np.array_equal(_bits(a), _bits(b))
     assert (np.abs(a[a != 0]) >= 2.0**-126).all()
+
+
+def _wide_scales(rng: np.random.Generator, n: int) -> np.ndarray:
+    """n float32 scales +-[1, 2) 2^e, e uniform in [-149, 127] (subnormal to near float32's max)."""
+    m = rng.uniform(1, 2, n) * rng.choice([-1.0, 1.0], n)
+    return np.ldexp(m, rng.integers(-149, 128, n)).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("profile", PROFILES)
+def test_dequantize_several_chunks(profile: str, name: str) -> None:
+    """Three-plus dequantize chunks (fast.DQ_CHUNK elements each): scales over the whole exponent range with
+    zeros, Inf, NaN and FTZ-tiny blocks in every chunk (qwix flushes only blocks that can underflow), codes in
+    every chunk; an out-of-range code in the last chunk still raises."""
+    from qref.schemes.lookup import fast
+    s = qref.scheme(name, profile=profile, double_quant=False)
+    B = s.block_size
+    rows = max(1, fast.DQ_CHUNK // B)
+    nb = 3 * rows + 5  # a short last chunk
+    rng = np.random.default_rng(11)
+    per = 4 if s.axis is not None else 1
+    shape = (nb // per, per * B) if nb % per == 0 else (nb, B)
+    codes = rng.integers(0, s.table.size, shape).astype(s.table.storage_format.code_dtype)
+    sc = _wide_scales(rng, nb)
+    sc[rng.integers(0, nb, 40)] = np.float32(2.0**-120)  # products below 2^-126 for most entries
+    sc[rng.integers(0, nb, 8)] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -2e-38, 3e38]
+    scales = sc.reshape(shape[0], -1) if s.axis is not None else sc
+    q = qref.QArray(codes=codes, scheme=s, scales=scales, axis=s.axis,
+                    unspecified=np.zeros(shape, bool), meta={"input_dtype": "float32"})
+    for dt in (np.float32, BF16):
+        a, b = s.dequantize(q, dtype=dt), s.dequantize(q, dtype=dt, _reference=True)
+        assert np.array_equal(_bits(a), _bits(b)), (profile, name, dt)
+    if s.table.size < 256:
+        bad = codes.copy()
+        bad.flat[-3] = s.table.size
+        q2 = qref.QArray(codes=bad, scheme=s, scales=scales, axis=s.axis, unspecified=np.zeros(shape, bool),
+                         meta={"input_dtype": "float32"})
+        with pytest.raises(qref.QrefError, match="out of range"):
+            s.dequantize(q2)
+
+
+@pytest.mark.parametrize("B", [33, 64])
+def test_dequantize_wide_codes_and_odd_blocks(B: int) -> None:
+    """uint16 codes (a 512-entry table: one code at a time) and an odd block size over several chunks, under
+    the FTZ profile (qwix) and the spec profile."""
+    from qref.schemes.lookup import fast
+    rng = np.random.default_rng(B)
+    vals = np.sort(rng.standard_normal(512).astype(np.float32))
+    vals[:3] = [0.0, 1e-39, -2.0**-126]
+    for profile in ("spec", "qwix"):
+        for table in (vals, vals[:16]):
+            s = qref.scheme("lut", table=table, profile=profile, block_size=B, axis=None)
+            nb = 3 * max(1, fast.DQ_CHUNK // B) + 1
+            codes = rng.integers(0, table.size, (nb, B)).astype(s.table.storage_format.code_dtype)
+            sc = _wide_scales(rng, nb)
+            q = qref.QArray(codes=codes, scheme=s, scales=sc, axis=None, unspecified=np.zeros(codes.shape, bool),
+                            meta={"input_dtype": "float32"})
+            a, b = s.dequantize(q), s.dequantize(q, _reference=True)
+            assert np.array_equal(_bits(a), _bits(b)), (profile, table.size)
+            bad = codes.copy()
+            bad.flat[-1] = table.size
+            q2 = qref.QArray(codes=bad, scheme=s, scales=sc, axis=None, unspecified=np.zeros(codes.shape, bool),
+                             meta={"input_dtype": "float32"})
+            with pytest.raises(qref.QrefError, match="out of range"):
+                s.dequantize(q2)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_quantize_several_chunks(profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """quantize over many chunks (fast.CHUNK made small): the elements left to the reference decision and the
+    zero blocks are gathered across chunks; normal data, scaled data near every decision point, special blocks."""
+    from qref.schemes.lookup import fast
+    monkeypatch.setattr(fast, "CHUNK", 1 << 10)
+    rng = np.random.default_rng(3)
+    for name in NAMES:
+        s = qref.scheme(name, profile=profile, double_quant=False)
+        B = s.block_size
+        x = rng.standard_normal((48, 4 * B)).astype(np.float32)
+        x[::7, :B] = 0.0
+        x[5, 3] = np.inf
+        x[9, 1] = np.nan
+        pts = s.table.values.astype(np.float32)
+        near = (pts.view(np.int32)[:, None] + np.arange(-2, 3, dtype=np.int32)[None, :]).ravel().view(np.float32)
+        near = np.clip(np.nan_to_num(near), -1, 1)
+        x[20:, :].flat[: near.size] = near  # rows from 20 on: the absmax 1 (or larger) keeps s near the entries
+        x[20:, 0] = 1.0
+        if s.nan == "error":
+            x = np.nan_to_num(x, nan=0.0)
+        _same_qarray(s.quantize(x), s.quantize(x, _reference=True))
+
+
+def _certified_all_entries(a: np.ndarray, b: np.ndarray, w: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The argmin certificate against every entry (lut.md §3.6 L2), written out directly."""
+    lo, hi = np.minimum(a, b).astype(np.float64)[:, None], np.maximum(a, b).astype(np.float64)[:, None]
+    tw, tk = e[w][:, None], e[None, :]
+    worst = np.full((a.size, e.size), np.inf)
+    for s in (lo, hi, np.clip(tk, lo, hi), np.clip(tw, lo, hi)):
+        g = np.abs(s - tk) * (1 - 2.0**-23) - np.abs(s - tw) * (1 + 2.0**-23) - 2.0**-147
+        worst = np.minimum(worst, g - 2.0**-40 * (np.abs(s) + np.abs(tk) + np.abs(tw)))
+    return (np.where(tk == tw, np.inf, worst) > 0).all(axis=1)
+
+
+@pytest.mark.parametrize("name", ["dynamic8", "nf4", "fp4_bnb"])
+def test_argmin_certificate_neighbours(name: str) -> None:
+    """The argmin certificate checks only the winner's two neighbouring values (lut.md §3.6 L2): it certifies
+    every run the all-entries certificate does, and on every run it certifies, the reference decides the winner
+    at 65 points spread over the run (runs of 2^16 and 2^12 floats, |s| up to 2^40, where distances merge)."""
+    from qref.schemes.lookup import fast
+    s = qref.scheme(name, profile="torchao", double_quant=False)
+    e = s._entries("float32")
+    rng = np.random.default_rng(17)
+    for sh in (16, 12):
+        mag = rng.integers(0x3F000000, 0x54000000, 4000, dtype=np.int64)  # |s| in [0.5, 2^41)
+        pat = ((mag | (rng.integers(0, 2, mag.size) << 31)).astype(np.uint32) >> np.uint32(sh)) << np.uint32(sh)
+        last = pat | np.uint32((1 << sh) - 1)
+        c0, _ = s._decide(pat.view(np.float32), "float32")
+        c1, _ = s._decide(last.view(np.float32), "float32")
+        keep = c0 == c1
+        a, b, w = (pat[keep] + 1).view(np.float32), (last[keep] - 1).view(np.float32), c0[keep]
+        got = fast._argmin_certified(a, b, w, e)
+        full = _certified_all_entries(a, b, w.astype(np.intp), e.astype(np.float64))
+        assert (got | ~full).all()
+        steps = (np.arange(65, dtype=np.uint64) * ((1 << sh) - 1) // 64).astype(np.uint32)
+        pts = (pat[keep][got][:, None] + steps[None, :]).ravel()
+        codes, _ = s._decide(pts.view(np.float32), "float32")
+        assert (codes.reshape(-1, 65) == w[got][:, None]).all()
+        assert got.sum() > 100 and (~got).sum() > 100  # both kinds of run occur

@@ -8,8 +8,10 @@ reference (``scheme._decide``, ``table_encode``), proven equal by tests/test_loo
   ends of the run, the bucket holds that code, else a sentinel, and elements in a sentinel bucket (a decision
   point inside the run, or an Inf/NaN pattern) are decided by the reference. This rests on lut.md §3.6 (L1):
   every deterministic rule's code is constant between two values where it agrees (the chosen entry's value is
-  monotone in s and equal values keep their code).
-- The data is processed in chunks of ``CHUNK`` elements so the intermediates stay in cache.
+  monotone in s and equal values keep their code); argmin runs also need a certificate (L2). Tables of more
+  than 255 entries use the top 20 bits instead (argmin: refined from the 16-bit runs).
+- The data is processed in chunks of ``CHUNK`` (quantize) or ``DQ_CHUNK`` (dequantize) elements, whole blocks:
+  bounded intermediates, and few enough numpy calls that their per-call overhead stays small.
 
 Imports only the reference decision's helpers; the scheme calls in here, never the reverse.
 """
@@ -21,7 +23,8 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-CHUNK = 1 << 14  # elements per chunk: the scaled values, codes and indices of one chunk stay in L2
+CHUNK = 1 << 18  # elements per quantize chunk: bounded temporaries (a few MiB), few Python-level steps
+DQ_CHUNK = 1 << 16  # elements per dequantize chunk: codes, pair indices and values of one chunk stay in L2
 _U16 = np.arange(1 << 16, dtype=np.uint32)
 _LUTS: dict[Hashable, tuple[np.ndarray, np.ndarray, int]] = {}
 _PAIRS: dict[Hashable, np.ndarray] = {}
@@ -39,7 +42,7 @@ def decision_lut(key: Hashable, size: int, cd: str, decide: Decide, argmin_entri
     """The decision tables of one scheme's rule in compute dtype cd (cached under key).
 
     Returns (level 1, level 2, sh). Level 1: index = the 16-bit pattern (float16 / bfloat16) or the float32
-    pattern >> sh (sh = 16; 12 for float32 with tables of more than 255 entries and no argmin); value v = the
+    pattern >> sh (sh = 16; 12 for float32 with tables of more than 255 entries); value v = the
     code (v < size), the sentinel (the dtype's max: the reference decides), or, for a float32 run with a decision
     point inside, size + j: block j of level 2. Level 2 (256 entries per block): index = the next 8 bits of the
     pattern; value = the code of that run of 2^(sh - 8) floats, or the sentinel.
@@ -50,7 +53,11 @@ def decision_lut(key: Hashable, size: int, cd: str, decide: Decide, argmin_entri
     def agree(lo_pat: np.ndarray, hi_pat: np.ndarray, c_lo: np.ndarray) -> np.ndarray:
         if argmin_entries is None:
             return np.ones(lo_pat.size, bool)
-        return _argmin_certified(lo_pat.view(np.float32), hi_pat.view(np.float32), c_lo, argmin_entries)
+        # the run's two ends are decided by the reference (code c_lo at both): the certificate covers the
+        # values strictly inside, so a tie at an end (a midpoint on a run boundary) does not void the run
+        one = np.uint32(1)
+        return _argmin_certified((lo_pat + one).view(np.float32), (hi_pat - one).view(np.float32), c_lo,
+                                 argmin_entries)
 
     k = (key, cd)
     hit = _LUTS.get(k)
@@ -66,7 +73,7 @@ def decision_lut(key: Hashable, size: int, cd: str, decide: Decide, argmin_entri
         lut = np.where(special | unspec, sent, codes).astype(dt)
     else:  # float32 runs; bfloat16 patterns are the 16-bit runs' first values
         if cd == "float32" and size > 0xFF and argmin_entries is None:
-            sh = 12  # 8-bit tables: 2^20 runs of 4096 floats keep the split runs rare
+            sh = 12  # 8-bit tables: 2^20 runs of 4096 floats keep the split runs rare (argmin: refined below)
         first = np.arange(1 << (32 - sh), dtype=np.uint32) << np.uint32(sh)
         last = first | np.uint32((1 << sh) - 1)
         special = (first >> np.uint32(23)) & np.uint32(0xFF) == np.uint32(0xFF)  # Inf or NaN inside
@@ -80,10 +87,28 @@ def decision_lut(key: Hashable, size: int, cd: str, decide: Decide, argmin_entri
             cert[same] = agree(first[same], last[same], codes[same])
             lut = np.where(cert, lut, sent).astype(dt)  # agreeing ends without a certificate: the reference
             split = ~bad & ~same
+            if size > 0xFF and argmin_entries is not None:  # refine to 2^20 runs of 4096 floats (as nearest has)
+                h16 = np.flatnonzero(split).astype(np.uint32)
+                lut = np.repeat(lut, 16)  # a certified 16-bit run is certified on its 16 parts; sentinels stay
+                sh = 12
+                first = ((h16[:, None] << np.uint32(16)) | (np.arange(16, dtype=np.uint32) << np.uint32(12))).ravel()
+                last = first | np.uint32(0xFFF)
+                no = np.zeros(first.size, bool)  # a split run has no Inf / NaN pattern
+                codes, unspec = _ends(first, no, decide, cd)
+                hi_codes, hi_unspec = _ends(last, no, decide, cd)
+                same = ~unspec & ~hi_unspec & (hi_codes == codes)
+                cert = np.zeros(same.size, bool)
+                cert[same] = agree(first[same], last[same], codes[same])
+                run = first >> np.uint32(12)
+                lut[run] = np.where(cert, codes, sent).astype(dt)
+                split = np.zeros(lut.size, bool)
+                split[run] = ~unspec & ~same
             h = np.flatnonzero(split).astype(np.uint32)
-            if h.size > sent - size:  # more split runs than level-2 block numbers: the reference decides
-                lut[h] = sent
-            elif h.size:
+            if h.size > sent - size:  # more split runs than level-2 block numbers: the smallest |s| get them
+                mag = np.argsort(h & np.uint32((1 << (31 - sh)) - 1), kind="stable")  # (scaled values: |s| <= 1)
+                lut[h[mag[sent - size:]]] = sent  # the reference decides the rest
+                h = np.sort(h[mag[:sent - size]])
+            if h.size:
                 sub = ((h[:, None] << np.uint32(sh)) | (np.arange(256, dtype=np.uint32) << np.uint32(sh - 8))).ravel()
                 sub_last = sub | np.uint32((1 << (sh - 8)) - 1)
                 no = np.zeros(sub.size, bool)
@@ -106,26 +131,38 @@ def _ends(patterns: np.ndarray, special: np.ndarray, decide: Decide, cd: str) ->
 
 
 def _argmin_certified(a: np.ndarray, b: np.ndarray, w: np.ndarray, entries: np.ndarray) -> np.ndarray:
-    """For runs of float32 values between a and b (the run's first and last values) whose ends both decide code
-    w under argmin with float32 distances: True where, for every s in the run and every entry t_k != t_w,
-    |s - t_k| (1 - 2^-23) - |s - t_w| (1 + 2^-23) > 2^-147. Then fl32|s - t_k| > fl32|s - t_w| (a float32
-    subtraction errs by at most 2^-24 relatively or 2^-150 absolutely), so w wins on the whole run. The left
-    side is piecewise linear in s: its minimum lies at a, b, t_k or t_w (clipped to the run); evaluated in
-    float64 with the margin 2^-40 (|s| + |t_k| + |t_w|) for float64's own rounding."""
+    """For runs of float32 values between a and b (decision_lut passes a run without its two ends, which the
+    reference itself decides as code w) under argmin with float32 distances: True where, for every s in
+    [a, b] and every entry t_k != t_w, h_k(s) = |s - t_k| (1 - 2^-23) - |s - t_w| (1 + 2^-23) > 2^-147. Then
+    fl32|s - t_k| > fl32|s - t_w| (a float32 subtraction errs by at most 2^-24 relatively or 2^-150
+    absolutely), so w wins on the whole run. h_k is piecewise linear in s: its minimum lies at a, b, t_k or t_w
+    (clipped to the run); evaluated in float64 with the margin 2^-40 (|s| + |t_k| + |t_w|) for float64's own
+    rounding. With finite entries only the nearest distinct values t_l < t_w < t_r are checked: h_r(s) > 0
+    gives s < t_r, and then h_k(s) = h_r(s) + (t_k - t_r)(1 - 2^-23) > 0 for every t_k > t_r (t_l likewise)."""
     e = entries.astype(np.float64)
+    neighbours = bool(np.isfinite(e).all())
+    if neighbours:  # the two neighbouring values of each winner (NaN: none on that side)
+        u = np.unique(e)
+        j = np.searchsorted(u, e[w.astype(np.intp)])
+        ext = np.concatenate([[np.nan], u, [np.nan]])
+        cand = np.stack([ext[j], ext[j + 2]], axis=1)  # u[j - 1], u[j + 1]
+    else:
+        cand = np.broadcast_to(e[None, :], (a.size, e.size))
     out = np.empty(a.size, bool)
     with np.errstate(invalid="ignore", over="ignore"):
         for i in range(0, a.size, 2048):  # blocks of runs, to bound the (runs x entries) temporaries
             lo = np.minimum(a[i:i + 2048], b[i:i + 2048]).astype(np.float64)[:, None]
             hi = np.maximum(a[i:i + 2048], b[i:i + 2048]).astype(np.float64)[:, None]
             tw = e[w[i:i + 2048].astype(np.intp)][:, None]
-            tk = e[None, :]
+            tk = cand[i:i + 2048]
             worst = np.full(np.broadcast_shapes(lo.shape, tk.shape), np.inf)
             for s in (lo, hi, np.clip(tk, lo, hi), np.clip(tw, lo, hi)):
                 g = np.abs(s - tk) * (1 - 2.0**-23) - np.abs(s - tw) * (1 + 2.0**-23) - 2.0**-147
                 g -= 2.0**-40 * (np.abs(s) + np.abs(tk) + np.abs(tw))
                 worst = np.minimum(worst, g)
             worst = np.where(tk == tw, np.inf, worst)  # an equal entry: the same distance, the reference's order
+            if neighbours:
+                worst = np.where(np.isnan(tk), np.inf, worst)  # no neighbour on that side
             out[i:i + 2048] = (worst > 0).all(axis=1)
     return out
 
@@ -158,6 +195,21 @@ def lookup_chunk(s: np.ndarray, cd: str, luts: tuple[np.ndarray, np.ndarray, int
     c2 = level2[(v[two] - size) * 256 + sub]
     codes_out[p2] = c2
     return np.concatenate([pos[~two], p2[c2 == sent]])
+
+
+def ftz_blocks(entries: np.ndarray, scales: np.ndarray) -> np.ndarray | None:
+    """For FTZ dequantize (lut.md §4) of flushed entries t and flushed block scales a: True for the blocks where
+    some fl32(t * a) can be a nonzero value below 2^-126, i.e. a != 0 and |a| * min |t != 0| < 2^-126 (exact in
+    float64: a product of two float32). Elsewhere every product is 0, +-Inf, NaN or at least 2^-126 in magnitude
+    (rounding is monotone and 2^-126 is a float32), so the flush leaves it as it is. None when no block needs it."""
+    nz = np.abs(entries.astype(np.float64))
+    nz = nz[nz > 0]  # neither zeros nor NaN
+    if not nz.size:
+        return None
+    a = np.abs(scales.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        tiny = (a != 0) & (a * nz.min() < 2.0**-126)  # NaN scales: False (NaN products are not flushed)
+    return tiny if tiny.any() else None
 
 
 def pair_table(key: Hashable, entries: np.ndarray) -> np.ndarray | None:

@@ -516,7 +516,7 @@ class LookupScheme(Scheme):
         luts = self._decision_luts(cd)
         codes = np.empty(s.size, self.table.storage_format.code_dtype)
         unspec = np.zeros(s.size, bool)
-        idx = np.empty(fast.CHUNK, np.intp)
+        idx = np.empty(min(fast.CHUNK, s.size), np.intp)
         for i in range(0, s.size, fast.CHUNK):  # chunks, not elements
             c = s[i:i + fast.CHUNK]
             amb = fast.lookup_chunk(c, cd, luts, self.table.size, codes[i:i + c.size], idx[: c.size])
@@ -644,42 +644,59 @@ class LookupScheme(Scheme):
         return self._unblock(self._scale_product(tb, per_block[:, None], cd), codes.shape)
 
     def _dequantize_fast(self, q: QArray, raw: np.ndarray, cd: str) -> np.ndarray:
-        """_dequantize_values for uint8/uint16 codes in a reshape layout: chunked; 8-bit codes gathered two at a
-        time through a table of value pairs (lut.md §3.6)."""
+        """_dequantize_values for uint8/uint16 codes in a reshape layout (lut.md §3.6): chunks of whole blocks;
+        8-bit codes gathered two at a time through a table of value pairs (an intp index, mode="clip" after the
+        range check), then one float32 multiply by the block scale in place. FTZ (lut.md §4): the flushed
+        entries and scales are the operands; the flush of the product runs only on the blocks where it can act."""
         B = self.block_size
         assert B is not None
         n = raw.size
+        nb = n // B
         size = self.table.size
         per_block = self._per_block_scales(q, raw.ndim)
-        if per_block.size != n // B:
-            raise QrefError(f"{per_block.size} block scales for {n // B} blocks")
+        if per_block.size != nb:
+            raise QrefError(f"{per_block.size} block scales for {nb} blocks")
         entries = self._entries(cd, "dequant_table_dtype")
         flat = raw.reshape(-1)
         out = np.empty(n, np.float32)
         plain = cd == "float32"  # one float32 multiply per element (with ftz: of flushed operands, flushed)
+        tiny = None
         if plain and self.ftz:  # lut.md §4: DAZ of t and a, FTZ of the float32 product
             entries, per_block = fp.flush(entries), fp.flush(per_block)
+            tiny = fast.ftz_blocks(entries, per_block)
         pairs = fast.pair_table((self.table, entries.tobytes()), entries) if raw.dtype == np.uint8 else None
-        rows = max(1, fast.CHUNK // B)
-        for r0 in range(0, n // B, rows):  # chunks of blocks, not elements
-            r1 = min(n // B, r0 + rows)
-            c = flat[r0 * B:r1 * B]
-            if c.size and int(c.max()) >= size:
-                raise QrefError(f"codes out of range for table {self.table.name!r} ({size} entries)")
-            o = out[r0 * B:r1 * B]
-            if pairs is not None and c.size % 2 == 0 and (r0 * B) % 2 == 0:
-                np.take(pairs, c.view(np.uint16), out=o.view(np.uint64))
-            else:
-                np.take(entries, c, out=o)
-            o2 = o.reshape(r1 - r0, B)
-            a = per_block[r0:r1, None]
-            if plain:
-                with np.errstate(over="ignore", invalid="ignore"):
-                    np.multiply(o2, a, out=o2)  # one float32 multiply: fl32(t * a)
-                    if self.ftz:
-                        np.copysign(np.float32(0), o, out=o, where=np.abs(o) < np.float32(2.0**-126))
-            else:
-                o2[...] = self._scale_product(o2, a, cd)
+        if B % 2:
+            pairs = None  # chunks of odd length: one code at a time
+        check = raw.dtype != np.uint8 or size < 256  # a uint8 code always indexes a 256-entry table
+        rows = max(1, fast.DQ_CHUNK // B)
+        idx = np.empty(rows * B // (1 if pairs is None else 2), np.intp)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for r0 in range(0, nb, rows):  # chunks of blocks, not elements
+                r1 = min(nb, r0 + rows)
+                c = flat[r0 * B:r1 * B]
+                if check and int(c.max()) >= size:
+                    raise QrefError(f"codes out of range for table {self.table.name!r} ({size} entries)")
+                o = out[r0 * B:r1 * B]
+                if pairs is not None:
+                    ix = idx[: c.size // 2]
+                    np.copyto(ix, c.view(np.uint16), casting="unsafe")
+                    np.take(pairs, ix, out=o.view(np.uint64), mode="clip")
+                else:
+                    ix = idx[: c.size]
+                    np.copyto(ix, c, casting="unsafe")
+                    np.take(entries, ix, out=o, mode="clip")
+                o2 = o.reshape(r1 - r0, B)
+                a = per_block[r0:r1, None]
+                if not plain:
+                    o2[...] = self._scale_product(o2, a, cd)
+                    continue
+                np.multiply(o2, a, out=o2)  # one float32 multiply: fl32(t * a)
+                if tiny is not None:
+                    t = np.flatnonzero(tiny[r0:r1])
+                    if t.size:  # FTZ of the product on the blocks where it can be below 2^-126
+                        sub = o2[t]
+                        np.copysign(np.float32(0), sub, out=sub, where=np.abs(sub) < np.float32(2.0**-126))
+                        o2[t] = sub
         return out.reshape(raw.shape)
 
     def _dequantize_output(self, v: np.ndarray, shape: tuple[int, ...], out_dt: np.dtype) -> np.ndarray:
