@@ -43,6 +43,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+# one thread on every side: bitsandbytes' CPU kernels use OpenMP threads, which torch.set_num_threads does not
+# control (unset, its quantize ran on one or two threads from run to run); set before any library loads OpenMP
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import ml_dtypes
 import numpy as np
 
