@@ -46,7 +46,7 @@ from ..formats.policy import STOCHASTIC_MODES
 from ..profiles import Profile, get_profile, profiles
 from ..profiles.uniform import ARITHMETIC_FIELDS, DEFAULT_PROFILE, UniformArithmetic, rules_of
 from .base import QArray, Scheme, normalize_axis, register_family
-from .uniform_fast import integer_tail_applies, integer_tail_fast
+from .uniform_fast import integer_tail_applies, integer_tail_fast, quantize_float32
 
 
 def arithmetic_for(profile: str | Profile | None, **overrides: Any) -> UniformArithmetic:
@@ -100,7 +100,8 @@ def round_fraction(v: Fraction, fmt: FloatFormat) -> float:
 
 
 fma32 = fma_float32  # float32 fused multiply-add with one rounding (qref.core.arith.fma_float32)
-_FTZ_DTYPES = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16))
+_F32 = np.dtype(np.float32)
+_FTZ_DTYPES = (_F32, np.dtype(ml_dtypes.bfloat16))
 _ftz = flush  # XLA:CPU's FTZ/DAZ: float32/bfloat16 values below 2^-126 become zeros of their sign
 
 
@@ -381,6 +382,10 @@ class UniformScheme(Scheme):
         """_quantize_arrays over slices of about CHUNK elements along the first axis (scales and zero points
         sliced alike where they vary along it): every step is elementwise, so each slice's codes are those of
         the whole; the slices' temporaries stay in cache. The defining path (``_reference``) takes the whole."""
+        if not _reference and rbits is None and arr.dtype == _F32 and self._compute_dtype(arr) == _F32:
+            done = quantize_float32(self, arr, S, Z)  # float32 in one kernel (uniform_fast.py), else None
+            if done is not None:
+                return done
         rows = arr.shape[0] if arr.ndim else 1
         step = max(1, CHUNK // max(1, arr.size // max(rows, 1)))
         if _reference or arr.ndim == 0 or step >= rows:

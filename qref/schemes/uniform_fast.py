@@ -18,11 +18,14 @@ float32 / float64 values q. Why each step is exact:
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.arith import flush
 from ..formats import IntFormat
+from ..profiles.uniform import ROUNDINGS as _ROUND_MODES
 
 if TYPE_CHECKING:
     from .uniform import UniformScheme
@@ -172,3 +175,178 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
     if unspecified.any():
         np.copyto(n, idt.type(np.clip(0, lo, hi)), where=unspecified)  # the placeholder code
     return n.astype(s.codes_dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# float32 quantize in one kernel (uniform.md §2.5): float32 input, float32 compute, integer storage <= 16 bits
+# ---------------------------------------------------------------------------------------------------------
+#: elements per piece of ``quantize_float32``: its buffer (and the input and output slices) stay in L2
+KCHUNK = 1 << 16
+_F32 = np.dtype(np.float32)
+_NEAREST = ("nearest_even", "nearest_away", "nearest_toward_zero")
+_SIGN = np.uint32(0x80000000)
+_HALF_PRED = np.uint32(0x3EFFFFFF)  # float32 0.5 - 2^-25, the predecessor of 1/2
+_FTZ_SAFE = 2.0**124  # a float32 subnormal x times at most this (or over a scale >= 2^-124) stays below 1/4
+
+
+def _pieces(shape: tuple[int, ...], sshape: tuple[int, ...], chunk: int):  # type: ignore[no-untyped-def]
+    """(index into x, index into the scales) of pieces of at most ``chunk`` elements where possible: whole
+    trailing axes, a slice of the next one, each leading index alone. Scales (rank 0 or x's rank) are indexed
+    alike where they vary along an axis, so that each piece's scales broadcast against it as the whole's do."""
+    nd = len(shape)
+    inner, k = 1, nd
+    while k > 0 and inner * shape[k - 1] <= chunk:
+        inner *= shape[k - 1]
+        k -= 1
+    if k == 0:
+        yield (), ()
+        return
+    a = k - 1
+    step = max(1, chunk // inner)
+    sfull = sshape if len(sshape) == nd else (1,) * nd
+    per = len(sshape) == nd
+    for lead in np.ndindex(*shape[:a]):
+        slead = tuple(i if sfull[j] > 1 else 0 for j, i in enumerate(lead)) if per else ()
+        for r0 in range(0, shape[a], step):
+            sl = slice(r0, r0 + step)
+            yield (*lead, sl), ((*slead, sl if sfull[a] > 1 else slice(None)) if per else ())
+
+
+def _round_scalar(v: float, mode: str) -> float:
+    return float(round_integral(np.array([v], dtype=_F32), mode)[0])
+
+
+def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(codes, unspecified) equal to ``UniformScheme._quantize_arrays(arr, S, Z)`` for float32 arr and float32
+    compute, integer storage of at most 16 bits and a deterministic rounding mode; None where it does not apply
+    (the caller takes the general path). Pieces of KCHUNK elements; each piece runs the float steps in one
+    float32 buffer (scale, zero point before rounding, float clamp: the definition's operations), then takes
+    max / min of the result: a piece without NaN whose rounded extremes raise no range flag (so its
+    unspecified mask is all False) is clamped, rounded and narrowed in place; any other piece takes
+    ``integer_tail_fast`` (the proven general steps). Why each shortcut is exact:
+
+    FTZ of x skipped     nearest rounding only, every scale >= 2^-124 (divide) or every |1/s| <= 2^124
+                         (multiply): a subnormal x gives |q| <= 1/4 - 2^-25 instead of 0, then q + z (|z| <=
+                         2^16, ulp(z) <= 2^-7) lies within 1/4 of z and rounds to z as 0 + z does; clamps keep
+                         that; so every rounded r, and all that follows from r, is the same
+    clamp before round   round is monotone and fixes integers: round(clip(q, a, b)) = clip(round(q), a, b) for
+                         integer a <= b; with a zero point added after rounding, clip(r, lo - z, hi - z) + z =
+                         clip(r + z, lo, hi) (one z), or W = [lo - max z - 1, hi - min z + 1] keeps r + z's
+                         saturated value (several; then a second clamp): and every value is now |v| <= 2^17, so
+                         r + z is exact in float32 (after_rounding and after_rounding_float agree)
+    range flags          monotone rounding: every r lies in [round(min q), round(max q)]; the piece is clean
+                         when those (plus the extreme zero points) raise no int32 / storage-range flag
+    nearest_away         trunc(fl(q + copysign(1/2 - 2^-25, q))) for finite q (uniform.md §2.5: below a tie the
+                         sum stays below the next integer, at or above it reaches it); the sign by bit masks
+    trunc                numpy's float -> integer cast truncates; values are integers in [lo, hi] or, for
+                         toward_zero / nearest_away with no zero point after rounding, in (lo - 1, hi + 1)
+    """
+    A = s.arithmetic
+    if (arr.dtype != _F32 or arr.ndim == 0 or arr.size == 0 or not isinstance(s.storage, IntFormat)
+            or s.storage.bits > 16 or A.rounding not in _ROUND_MODES):
+        return None
+    Zb = np.asarray(s._wrapped_zero_points(Z), dtype=np.int64)
+    if A.zero_point == "fused" and Zb.any():
+        return None  # the fused multiply-add: the general path
+    if Zb.size and int(np.abs(Zb).max()) > 1 << 16:
+        return None
+    lo, hi = s.storage_bounds
+    full_lo, full_hi = s.storage.full_range
+    sc = s._scale_in(S, _F32)
+    flush_x = False
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        if A.flush_subnormals:
+            sc = flush(sc)
+        if A.scale_op == "divide":
+            mul, op = sc, np.divide
+            ok = bool(np.all(sc >= _F32.type(2.0**-124)))
+        else:
+            mul = s._reciprocal(flush(np.asarray(np.ones((), _F32) / sc).astype(_F32)) if A.flush_subnormals
+                                else np.asarray(np.ones((), _F32) / sc).astype(_F32))
+            op = np.multiply
+            ok = bool(np.all(np.abs(mul) <= _F32.type(_FTZ_SAFE)))
+        flush_x = A.flush_subnormals and not (ok and A.rounding in _NEAREST)
+    zc = Zb.astype(_F32)
+    z_before = A.zero_point == "before_rounding" and bool(Zb.any())
+    z_after = A.zero_point in ("after_rounding", "after_rounding_float") and bool(Zb.any())
+    zmin, zmax = (int(Zb.min()), int(Zb.max())) if z_after else (0, 0)
+    one_z = zmin == zmax
+    if not z_after:
+        c_lo, c_hi = lo, hi
+    elif one_z:
+        c_lo, c_hi = lo - zmin, hi - zmin
+    else:
+        c_lo, c_hi = full_lo - zmax - 1, full_hi - zmin + 1
+    clamp_lo, clamp_hi = _F32.type(c_lo), _F32.type(c_hi)
+    f_lo, f_hi = _F32.type(lo), _F32.type(hi)
+    skip_clamp = A.clamp == "float" and not z_after  # q is in [lo, hi] (or NaN) already
+    mode = A.rounding
+    cast_truncates = mode in ("toward_zero", "nearest_away") and not z_after
+    shape = arr.shape
+    x = arr
+    if np.ndim(mul) == 0 and np.ndim(Zb) == 0 and arr.flags.c_contiguous:
+        x = arr.reshape(-1)  # one scale: the flat elements
+    codes = np.empty(x.shape, dtype=s.codes_dtype)
+    unspecified = np.zeros(x.shape, dtype=bool)
+    sshape = np.shape(mul) if np.ndim(mul) == x.ndim else ()
+    mul = np.asarray(mul)
+    zc = np.broadcast_to(zc, sshape) if sshape else zc.reshape(())
+    Zb = np.broadcast_to(Zb, sshape) if sshape else Zb.reshape(())
+    pieces = list(_pieces(x.shape, sshape, KCHUNK))
+    size = max(math.prod(x[ix].shape) for ix, _ in pieces[:2])
+    buf = np.empty(size, dtype=_F32)
+    bits = np.empty(size, dtype=np.uint32) if mode == "nearest_away" else None
+    check_range = A.conversion != "saturate"
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        for ix, six in pieces:
+            xp = x[ix]
+            if flush_x:
+                xp = flush(xp)
+            n = xp.size
+            qf = buf[:n]
+            q = qf.reshape(xp.shape)
+            op(xp, mul[six], out=q)
+            if z_before:
+                np.add(q, zc[six], out=q)
+            if A.clamp == "float":
+                np.clip(q, f_lo, f_hi, out=q)
+            mx = float(np.maximum.reduce(qf))
+            clean = mx == mx  # no NaN (max propagates it)
+            if clean and check_range:
+                mn = float(np.minimum.reduce(qf))
+                if A.conversion == "int32":
+                    clean = mn > -(2.0**30) and mx < 2.0**30
+                else:
+                    clean = (_round_scalar(mn, mode) + zmin >= full_lo
+                             and _round_scalar(mx, mode) + zmax <= full_hi)
+            if not clean:
+                codes[ix] = integer_tail_fast(s, q, Zb[six], unspecified[ix])
+                continue
+            if not skip_clamp:
+                np.clip(qf, clamp_lo, clamp_hi, out=qf)
+            if mode == "nearest_even":
+                np.rint(qf, out=qf)
+            elif mode == "nearest_away":
+                assert bits is not None
+                b = bits[:n]
+                np.bitwise_and(qf.view(np.uint32), _SIGN, out=b)
+                np.bitwise_or(b, _HALF_PRED, out=b)
+                np.add(qf, b.view(_F32), out=qf)
+                if not cast_truncates:
+                    np.trunc(qf, out=qf)
+            elif mode == "toward_zero":
+                if not cast_truncates:
+                    np.trunc(qf, out=qf)
+            elif mode == "down":
+                np.floor(qf, out=qf)
+            elif mode == "up":
+                np.ceil(qf, out=qf)
+            else:
+                qf[...] = round_integral(qf, mode)
+            if z_after:
+                np.add(q, zc[six], out=q)
+                if not one_z:
+                    np.clip(qf, f_lo, f_hi, out=qf)
+            np.copyto(codes[ix], q, casting="unsafe")
+    return codes.reshape(shape), unspecified.reshape(shape)
