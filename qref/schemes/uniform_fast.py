@@ -182,6 +182,9 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
 # ---------------------------------------------------------------------------------------------------------
 #: elements per piece of ``quantize_float32``: its buffer (and the input and output slices) stay in L2
 KCHUNK = 1 << 16
+#: numpy's ufunc buffer (elements) inside the kernel, whose operands are all float32: with the default (8192),
+#: a row of at most 4096 elements with a broadcast scale is copied through the buffer (numpy 2.x), 2-4x slower
+BUFSIZE = 256
 _F32 = np.dtype(np.float32)
 _NEAREST = ("nearest_even", "nearest_away", "nearest_toward_zero")
 _SIGN = np.uint32(0x80000000)
@@ -299,6 +302,7 @@ def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.nda
     bits = np.empty(size, dtype=np.uint32) if mode == "nearest_away" else None
     check_range = A.conversion != "saturate"
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        np.setbufsize(BUFSIZE)  # restored with the error state
         for ix, six in pieces:
             xp = x[ix]
             if flush_x:
