@@ -474,3 +474,76 @@ def test_float32_kernel_takes_both_paths(monkeypatch: pytest.MonkeyPatch) -> Non
         assert 0 < len(calls) < 32, (profile, len(calls))
     s = qref.scheme("int8", scale=0.1, zero_point=3, profile="pytorch")
     assert UF.quantize_float32(s, x, *s.expand(x.shape)) is None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the dequantize kernel (uniform_fast.dequantize_float) against the defining path
+# ---------------------------------------------------------------------------------------------------------
+def _bits_of(v: np.ndarray) -> np.ndarray:
+    v = np.ascontiguousarray(v)
+    return v.view(f"u{v.dtype.itemsize}")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("storage", ["int8", "uint8", "int16", "uint4", "int8<-127:127>", "int2"])
+def test_dequantize_kernel(profile: str, storage: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every code of the codes' dtype (codes outside a narrow storage's range included) at each of 16 scales
+    (subnormal, the FTZ edge, huge: products that overflow; int16: every code at one of them) with zero points
+    at the storage ends, per tensor / axis 0 and 1 / blocked (split and partial), each output dtype, with and without
+    an input mask, two piece sizes: values (as bit patterns) and masks equal the defining path's, through
+    ``dequantize`` and ``dequantize_with_mask``."""
+    import qref.schemes.uniform_fast as UF
+
+    fmt = qref.get_format(storage)
+    info = np.iinfo(fmt.storage_dtype)
+    every = np.arange(int(info.min), int(info.max) + 1).astype(fmt.storage_dtype)
+    rows = KERNEL_SCALES.size
+    cols = min(max(every.size, 512), 4096)  # int16: each code once over the 16 rows, the others at every scale
+    codes = np.resize(every, (rows, cols))
+    rng = np.random.default_rng(8)
+    mask = rng.random(codes.shape) < 0.05
+    zps = _kernel_zero_points(storage, rows)
+    n = 0
+    for gran in ("per_tensor", "per_axis", "blocked"):
+        for s, take in _kernel_schemes(profile, storage, gran, cols):
+            c = take(codes)
+            m = take(mask)
+            for unspecified in (None, m):
+                qa = qref.QArray(codes=c, scheme=s, unspecified=unspecified)
+                for out in (None, np.float64, np.float32, ml_dtypes.bfloat16):
+                    with np.errstate(all="ignore"):
+                        try:
+                            v_ref, m_ref = s.dequantize_with_mask(qa, out, _reference=True)
+                        except qref.QrefError:
+                            continue
+                        for chunk in (1 << 16, 100):
+                            monkeypatch.setattr(UF, "KCHUNK", chunk)
+                            v, mk = s.dequantize_with_mask(qa, out)
+                            v2 = s.dequantize(qa, out)
+                            assert v.dtype == v_ref.dtype == v2.dtype and np.array_equal(mk, m_ref), (gran, out)
+                            bad = np.flatnonzero((_bits_of(v) != _bits_of(v_ref)) | (_bits_of(v2) != _bits_of(v_ref)))
+                            assert bad.size == 0, (gran, out, chunk, c.reshape(-1)[bad[:4]], v.reshape(-1)[bad[:4]],
+                                                   v_ref.reshape(-1)[bad[:4]])
+                        monkeypatch.setattr(UF, "KCHUNK", 1 << 16)
+                    n += c.size
+    assert n > 0 and zps.size == rows
+
+
+def test_dequantize_kernel_applies() -> None:
+    """The kernel takes the benchmark's per-channel and per-tensor dequantize (pytorch_per_channel,
+    onnxruntime uint8 with zero point 128, pytorch per tensor) and every profile's int8 per axis but
+    tflite_optimized's multiply-add (per tensor)."""
+    rng = np.random.default_rng(9)
+    codes = rng.integers(-128, 128, (64, 256)).astype(np.int8)
+    sc = np.exp2(rng.uniform(-10, 0, 64))
+    for profile in PROFILES:
+        s = qref.scheme("int8", scale=sc, zero_point=np.zeros(64, np.int64), axis=0, profile=profile)
+        if s.arithmetic.simd_width:
+            s = s._loops()[1]
+        assert s._dequantize_kernel(qref.QArray(codes=codes, scheme=s), None) is not None, profile
+    s = qref.scheme("uint8", scale=sc, zero_point=np.full(64, 128), axis=0, profile="onnxruntime")
+    assert s._dequantize_kernel(qref.QArray(codes=codes.view(np.uint8), scheme=s), None) is not None
+    s = qref.scheme("int8", scale=0.05, zero_point=0, profile="pytorch")
+    assert s._dequantize_kernel(qref.QArray(codes=codes, scheme=s), None) is not None
+    s = qref.scheme("int8", scale=0.05, zero_point=3, profile="tflite_optimized")
+    assert s._dequantize_kernel(qref.QArray(codes=codes, scheme=s), None) is None

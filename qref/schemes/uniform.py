@@ -46,7 +46,7 @@ from ..formats.policy import STOCHASTIC_MODES
 from ..profiles import Profile, get_profile, profiles
 from ..profiles.uniform import ARITHMETIC_FIELDS, DEFAULT_PROFILE, UniformArithmetic, rules_of
 from .base import QArray, Scheme, normalize_axis, register_family
-from .uniform_fast import integer_tail_applies, integer_tail_fast, quantize_float32
+from .uniform_fast import dequantize_float, integer_tail_applies, integer_tail_fast, quantize_float32
 
 
 def arithmetic_for(profile: str | Profile | None, **overrides: Any) -> UniformArithmetic:
@@ -559,7 +559,42 @@ class UniformScheme(Scheme):
     def dequantize(self, q: QArray, dtype: object = None, *, _reference: bool = False) -> np.ndarray:
         """(code - z) * s (uniform.md §2.2) in the profile's dtypes, then cast to ``dtype`` (default: the
         expressed type). Values at q.unspecified positions are computed from placeholder codes."""
+        if not _reference:
+            if self.arithmetic.simd_width and self.granularity != "per_tensor":  # the scalar loop's, everywhere
+                rem = self._loops()[1]
+                return rem.dequantize(dataclasses.replace(q, scheme=rem), dtype)
+            vals = self._dequantize_kernel(q, dtype)
+            if vals is not None:
+                return vals
         return self.dequantize_with_mask(q, dtype, _reference=_reference)[0]
+
+    def _dq_multiply_dtype(self) -> np.dtype:
+        """The dtype of dequantize's multiplication by the scale (dq_multiply)."""
+        E = _np_dtype(self.expressed)
+        mul = self.arithmetic.dq_multiply
+        if mul == "expressed":
+            return E
+        if mul == "at_least_float32":
+            return np.promote_types(np.float32, E) if E.name != "bfloat16" else np.dtype(np.float32)
+        return _FLOAT_DTYPES[mul]
+
+    def _dequantize_kernel(self, q: QArray, dtype: object) -> np.ndarray | None:
+        """dequantize's values by ``uniform_fast.dequantize_float`` (blocks as axes of their own where they divide
+        the axes), or None where it does not apply; where it applies the unspecified mask gains nothing."""
+        codes = np.asarray(q.codes)
+        if self.arithmetic.simd_width or not isinstance(self.storage, IntFormat) or codes.dtype.kind not in "iu":
+            return None
+        split = self.split_blocks(codes.shape)
+        if split is None:
+            c = codes
+            S, Z = self.expand(codes.shape)
+        else:
+            shp, S, Z = split
+            c = codes.reshape(shp)
+        md = self._dq_multiply_dtype()
+        out_dt = _np_dtype(self.expressed) if dtype is None else np.dtype(dtype)  # type: ignore[call-overload]
+        vals = dequantize_float(self, c, S, Z, out_dt, md, self._scale_in(S, md))
+        return None if vals is None else vals.reshape(codes.shape)
 
     def dequantize_with_mask(self, q: QArray, dtype: object = None, *, _reference: bool = False
                              ) -> tuple[np.ndarray, np.ndarray]:
@@ -570,11 +605,17 @@ class UniformScheme(Scheme):
         codes = np.asarray(q.codes)
         if A.simd_width:
             body, rem = self._loops()
+            if not _reference and self.granularity != "per_tensor":  # the scalar loop's, everywhere (_tail)
+                return rem.dequantize_with_mask(dataclasses.replace(q, scheme=rem), dtype)
             tail = self._tail(codes.shape)
             vb, bb = body.dequantize_with_mask(dataclasses.replace(q, scheme=body), dtype, _reference=_reference)
             vr, br = rem.dequantize_with_mask(dataclasses.replace(q, scheme=rem), dtype, _reference=_reference)
             return np.where(tail, vr, vb), np.where(tail, br, bb)
         bad = np.zeros(codes.shape, dtype=bool) if q.unspecified is None else np.asarray(q.unspecified).copy()
+        if not _reference:
+            vals = self._dequantize_kernel(q, dtype)
+            if vals is not None:
+                return vals, bad
         split = None if _reference else self.split_blocks(codes.shape)
         if split is None:
             S, Z = self.expand(codes.shape)
@@ -641,13 +682,7 @@ class UniformScheme(Scheme):
                 with np.errstate(over="ignore", invalid="ignore"):
                     zs = cast(np.asarray(self._wrapped_zero_points(Zs), np.int64), sd)  # the unbroadcast zero points
                     d = np.asarray(_int_to_float(codes, sd) - zs).astype(sd)
-        mul = A.dq_multiply
-        if mul == "expressed":
-            md = E
-        elif mul == "at_least_float32":
-            md = np.promote_types(np.float32, E) if E.name != "bfloat16" else np.dtype(np.float32)
-        else:
-            md = _FLOAT_DTYPES[mul]
+        md = self._dq_multiply_dtype()
         if A.dq_subtract == "storage" and A.constants == "unspecified" and (
                 _reference or isinstance(self.storage, FloatFormat)
                 or max(map(abs, _value_range(d))) > 1 << _SIGNIFICAND_BITS.get(md.name, 0)):

@@ -186,6 +186,7 @@ KCHUNK = 1 << 16
 #: a row of at most 4096 elements with a broadcast scale is copied through the buffer (numpy 2.x), 2-4x slower
 BUFSIZE = 256
 _F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
 _NEAREST = ("nearest_even", "nearest_away", "nearest_toward_zero")
 _SIGN = np.uint32(0x80000000)
 _HALF_PRED = np.uint32(0x3EFFFFFF)  # float32 0.5 - 2^-25, the predecessor of 1/2
@@ -354,3 +355,72 @@ def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.nda
                     np.clip(qf, f_lo, f_hi, out=qf)
             np.copyto(codes[ix], q, casting="unsafe")
     return codes.reshape(shape), unspecified.reshape(shape)
+
+
+def dequantize_float(s: UniformScheme, codes: np.ndarray, S: np.ndarray, Z: np.ndarray, out_dt: np.dtype,
+                     md: np.dtype, sm: np.ndarray) -> np.ndarray | None:
+    """The values of ``UniformScheme._dequantize_arrays(codes, S, Z, ...)`` (uniform.md §2.2) where its
+    unspecified mask gains nothing, computed in pieces of KCHUNK elements; None where it does not apply.
+    ``md`` is the multiply's dtype and ``sm`` the scales in it. Applies to integer codes of at most 16 bits
+    with zero points |z| <= 2^16, the subtract form, a float32 / float64 multiply and output, finite scales,
+    and a subtraction in float32 / float64 or in integers that cannot leave the storage range. Exact: code - z
+    is an integer below 2^17 in magnitude, exact in every such dtype (and int32 does not wrap), so the value is
+    fl_md(d * s) rounded once to the output dtype, as the definition computes it; FTZ (float32 multiply): the
+    scale is flushed, and |d| * s >= 2^-126 for d != 0 and a normal s, so the product's flush changes nothing."""
+    A = s.arithmetic
+    if (not isinstance(s.storage, IntFormat) or codes.dtype.kind not in "iu" or codes.dtype.itemsize > 2
+            or codes.ndim == 0 or codes.size == 0 or A.dq_form != "subtract"
+            or md not in (_F32, _F64) or out_dt not in (_F32, _F64)):
+        return None
+    Zw = np.asarray(s._wrapped_zero_points(Z), dtype=np.int64)
+    if Zw.size and int(np.abs(Zw).max()) > 1 << 16:
+        return None
+    sub = A.dq_subtract
+    if sub == "storage":
+        info = np.iinfo(codes.dtype)
+        full_lo, full_hi = s.storage.full_range
+        zlo, zhi = int(Zw.min()), int(Zw.max())
+        # by the dtype's range, else by the codes' (some code - z may leave the storage range: the general path
+        # flags it)
+        if ((int(info.min) - zhi < full_lo or int(info.max) - zlo > full_hi)
+                and (int(codes.min()) - zhi < full_lo or int(codes.max()) - zlo > full_hi)):
+            return None
+    elif sub not in ("int64", "int32"):
+        E = _np_dtype_of(s)
+        if (E if sub == "expressed" else np.dtype(sub)) not in (_F32, _F64):
+            return None
+    sm = np.asarray(sm, dtype=md)
+    if A.flush_subnormals and md == _F32:
+        sm = flush(sm)
+    if not np.isfinite(sm).all():
+        return None
+    zf = Zw.astype(md)
+    z_any = bool(Zw.any())
+    values = np.empty(codes.shape, dtype=out_dt)
+    c, v = codes, values
+    if sm.ndim == 0 and zf.ndim == 0 and codes.flags.c_contiguous:
+        c, v = codes.reshape(-1), values.reshape(-1)
+    sshape = sm.shape if sm.ndim == c.ndim else ()
+    sm = sm if sshape else sm.reshape(())
+    zf = np.broadcast_to(zf, sshape) if sshape else zf.reshape(())
+    pieces = list(_pieces(c.shape, sshape, KCHUNK))
+    direct = md == out_dt
+    buf = None if direct else np.empty(max(math.prod(c[ix].shape) for ix, _ in pieces[:2]), dtype=md)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        np.setbufsize(BUFSIZE)
+        for ix, six in pieces:
+            cp = c[ix]
+            d = v[ix] if buf is None else buf[:cp.size].reshape(cp.shape)
+            np.copyto(d, cp, casting="unsafe")  # the codes as md values: exact
+            if z_any:
+                np.subtract(d, zf[six], out=d)  # code - z: exact
+            np.multiply(d, sm[six], out=d)  # the one rounding of the product
+            if buf is not None:
+                np.copyto(v[ix], d, casting="same_kind")  # RNE to the output dtype (exact widening)
+    return values
+
+
+def _np_dtype_of(s: UniformScheme) -> np.dtype:
+    from .uniform import _np_dtype
+
+    return _np_dtype(s.expressed)
