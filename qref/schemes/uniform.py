@@ -517,9 +517,9 @@ class UniformScheme(Scheme):
         k = n // self.arithmetic.simd_width * self.arithmetic.simd_width if self.granularity == "per_tensor" else 0
         if k == 0:  # the scalar loop only: the array as it is (per-axis and blocked scales need its shape)
             q = rem.quantize(arr, _reference=_reference)
-            return QArray(codes=q.codes.astype(self.codes_dtype), scheme=self, scales=self.scale_array.copy(),
-                          zero_points=self.zero_point_array.copy(), unspecified=q.unspecified, axis=self.axis,
-                          meta={"profile": self.profile})
+            return QArray(codes=q.codes.astype(self.codes_dtype, copy=False), scheme=self,
+                          scales=self.scale_array.copy(), zero_points=self.zero_point_array.copy(),
+                          unspecified=q.unspecified, axis=self.axis, meta={"profile": self.profile})
         flat = arr.reshape(-1)
         parts = [loop.quantize(part, _reference=_reference) for loop, part in ((body, flat[:k]), (rem, flat[k:]))
                  if part.size]

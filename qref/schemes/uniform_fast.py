@@ -216,8 +216,13 @@ def _pieces(shape: tuple[int, ...], sshape: tuple[int, ...], chunk: int):  # typ
             yield (*lead, sl), ((*slead, sl if sfull[a] > 1 else slice(None)) if per else ())
 
 
+_PY_ROUND = {"nearest_even": round, "toward_zero": math.trunc, "down": math.floor, "up": math.ceil}
+
+
 def _round_scalar(v: float, mode: str) -> float:
-    return float(round_integral(np.array([v], dtype=_F32), mode)[0])
+    """round_integral of one finite float32 value (a Python float, exact): Python's round is half-even."""
+    f = _PY_ROUND.get(mode)
+    return float(f(v)) if f is not None else float(round_integral(np.array([v], dtype=_F32), mode)[0])
 
 
 def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.ndarray
@@ -301,7 +306,8 @@ def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.nda
     size = max(math.prod(x[ix].shape) for ix, _ in pieces[:2])
     buf = np.empty(size, dtype=_F32)
     bits = np.empty(size, dtype=np.uint32) if mode == "nearest_away" else None
-    check_range = A.conversion != "saturate"
+    # a range flag needs a value outside the storage range (or int32): none after the float clamp to [lo, hi]
+    check_range = A.conversion != "saturate" and not skip_clamp
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
         np.setbufsize(BUFSIZE)  # restored with the error state
         for ix, six in pieces:
@@ -323,7 +329,7 @@ def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.nda
                 if A.conversion == "int32":
                     clean = mn > -(2.0**30) and mx < 2.0**30
                 else:
-                    clean = (_round_scalar(mn, mode) + zmin >= full_lo
+                    clean = (math.isfinite(mn) and math.isfinite(mx) and _round_scalar(mn, mode) + zmin >= full_lo
                              and _round_scalar(mx, mode) + zmax <= full_hi)
             if not clean:
                 codes[ix] = integer_tail_fast(s, q, Zb[six], unspecified[ix])
