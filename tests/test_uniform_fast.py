@@ -474,6 +474,10 @@ def test_float32_kernel_takes_both_paths(monkeypatch: pytest.MonkeyPatch) -> Non
         assert 0 < len(calls) < 32, (profile, len(calls))
     s = qref.scheme("int8", scale=0.1, zero_point=3, profile="pytorch")
     assert UF.quantize_float32(s, x, *s.expand(x.shape)) is None
+    size = np.getbufsize()
+    s = qref.scheme("int8", scale=0.1, zero_point=3, profile="onnx")
+    s.dequantize(s.quantize(x))
+    assert np.getbufsize() == size  # the kernels restore numpy's ufunc buffer size
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -18,8 +18,10 @@ float32 / float64 values q. Why each step is exact:
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -180,6 +182,11 @@ def integer_tail_fast(s: UniformScheme, q: np.ndarray, Z: np.ndarray, unspecifie
 # ---------------------------------------------------------------------------------------------------------
 # float32 quantize in one kernel (uniform.md §2.5): float32 input, float32 compute, integer storage <= 16 bits
 # ---------------------------------------------------------------------------------------------------------
+try:  # the clip ufunc itself: np.clip adds about 2 us of argument checks per call (numpy >= 2: _core)
+    from numpy._core.umath import clip as _uclip
+except ImportError:  # pragma: no cover - numpy 1.x
+    from numpy.core.umath import clip as _uclip
+
 #: elements per piece of ``quantize_float32``: its buffer (and the input and output slices) stay in L2
 KCHUNK = 1 << 16
 #: numpy's ufunc buffer (elements) inside the kernel, whose operands are all float32: with the default (8192),
@@ -193,7 +200,20 @@ _HALF_PRED = np.uint32(0x3EFFFFFF)  # float32 0.5 - 2^-25, the predecessor of 1/
 _FTZ_SAFE = 2.0**124  # a float32 subnormal x times at most this (or over a scale >= 2^-124) stays below 1/4
 
 
-def _pieces(shape: tuple[int, ...], sshape: tuple[int, ...], chunk: int):  # type: ignore[no-untyped-def]
+@contextlib.contextmanager
+def _kernel_state() -> Iterator[None]:
+    """Floating-point exceptions ignored (Inf / NaN are values here) and numpy's ufunc buffer at BUFSIZE,
+    both restored on exit (numpy 2 restores the buffer size with the error state, numpy 1 does not)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        old = np.setbufsize(BUFSIZE)
+        try:
+            yield
+        finally:
+            np.setbufsize(old)
+
+
+def _pieces(shape: tuple[int, ...], sshape: tuple[int, ...], chunk: int
+            ) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
     """(index into x, index into the scales) of pieces of at most ``chunk`` elements where possible: whole
     trailing axes, a slice of the next one, each leading index alone. Scales (rank 0 or x's rank) are indexed
     alike where they vary along an axis, so that each piece's scales broadcast against it as the whole's do."""
@@ -308,8 +328,7 @@ def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.nda
     bits = np.empty(size, dtype=np.uint32) if mode == "nearest_away" else None
     # a range flag needs a value outside the storage range (or int32): none after the float clamp to [lo, hi]
     check_range = A.conversion != "saturate" and not skip_clamp
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        np.setbufsize(BUFSIZE)  # restored with the error state
+    with _kernel_state():
         for ix, six in pieces:
             xp = x[ix]
             if flush_x:
@@ -321,7 +340,7 @@ def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.nda
             if z_before:
                 np.add(q, zc[six], out=q)
             if A.clamp == "float":
-                np.clip(q, f_lo, f_hi, out=q)
+                _uclip(q, f_lo, f_hi, out=q)
             mx = float(np.maximum.reduce(qf))
             clean = mx == mx  # no NaN (max propagates it)
             if clean and check_range:
@@ -335,7 +354,7 @@ def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.nda
                 codes[ix] = integer_tail_fast(s, q, Zb[six], unspecified[ix])
                 continue
             if not skip_clamp:
-                np.clip(qf, clamp_lo, clamp_hi, out=qf)
+                _uclip(qf, clamp_lo, clamp_hi, out=qf)
             if mode == "nearest_even":
                 np.rint(qf, out=qf)
             elif mode == "nearest_away":
@@ -358,7 +377,7 @@ def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.nda
             if z_after:
                 np.add(q, zc[six], out=q)
                 if not one_z:
-                    np.clip(qf, f_lo, f_hi, out=qf)
+                    _uclip(qf, f_lo, f_hi, out=qf)
             np.copyto(codes[ix], q, casting="unsafe")
     return codes.reshape(shape), unspecified.reshape(shape)
 
@@ -412,8 +431,7 @@ def dequantize_float(s: UniformScheme, codes: np.ndarray, S: np.ndarray, Z: np.n
     pieces = list(_pieces(c.shape, sshape, KCHUNK))
     direct = md == out_dt
     buf = None if direct else np.empty(max(math.prod(c[ix].shape) for ix, _ in pieces[:2]), dtype=md)
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        np.setbufsize(BUFSIZE)
+    with _kernel_state():
         for ix, six in pieces:
             cp = c[ix]
             d = v[ix] if buf is None else buf[:cp.size].reshape(cp.shape)
