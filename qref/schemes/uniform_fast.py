@@ -239,6 +239,18 @@ def _pieces(shape: tuple[int, ...], sshape: tuple[int, ...], chunk: int
 _PY_ROUND = {"nearest_even": round, "toward_zero": math.trunc, "down": math.floor, "up": math.ceil}
 
 
+def half_away_biased(q: np.ndarray, scratch: np.ndarray) -> None:
+    """q += copysign(1/2 - 2^-25, q) in place (float32; ``scratch``: uint32 of q's size), so that trunc(q) is
+    q rounded to nearest, ties away from zero, for every finite float32 q (uniform.md §2.5). With f the
+    fraction of |q| = k + f and u = ulp(q): f < 1/2 gives f <= 1/2 - u (u >= 2^-23 for |q| >= 1; for |q| < 1/2
+    the sum is at most 1 - 2^-24) and a sum below k + 1 - u, which rounds below k + 1; f >= 1/2 gives a sum of
+    at least k + 1 - 2^-25, which rounds to k + 1 or above (u > 2^-24, or u = 2^-24 and the tie at q = 1/2
+    goes to the even 1) and stays below k + 2; |q| >= 2^23: an integer, and 1/2 - 2^-25 < u / 2 leaves it."""
+    np.bitwise_and(q.view(np.uint32), _SIGN, out=scratch)
+    np.bitwise_or(scratch, _HALF_PRED, out=scratch)
+    np.add(q, scratch.view(_F32), out=q)
+
+
 def _round_scalar(v: float, mode: str) -> float:
     """round_integral of one finite float32 value (a Python float, exact): Python's round is half-even."""
     f = _PY_ROUND.get(mode)
@@ -359,10 +371,7 @@ def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.nda
                 np.rint(qf, out=qf)
             elif mode == "nearest_away":
                 assert bits is not None
-                b = bits[:n]
-                np.bitwise_and(qf.view(np.uint32), _SIGN, out=b)
-                np.bitwise_or(b, _HALF_PRED, out=b)
-                np.add(qf, b.view(_F32), out=qf)
+                half_away_biased(qf, bits[:n])
                 if not cast_truncates:
                     np.trunc(qf, out=qf)
             elif mode == "toward_zero":
