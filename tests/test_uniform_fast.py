@@ -256,3 +256,324 @@ def test_integer_tail_small_values_after_rounding_float(rounding: str, conversio
         lo, hi = qref.get_format(storage).full_range
         small = q[:, np.isnan(q[0]) | (np.abs(q[0]) <= 2 * max(-lo, hi) + 50)]
         _tails_agree(s, np.ascontiguousarray(small), Z)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the float32 kernel (uniform_fast.quantize_float32) against the defining path, per tensor / axis / block
+# ---------------------------------------------------------------------------------------------------------
+F32_TINY = float(np.finfo(np.float32).tiny)
+#: 16 scales: exact ties (powers of two), ordinary ones, the FTZ shortcut's edge (2^-124 and its float32
+#: neighbours), float32 subnormals (the smallest: 1/s overflows), huge ones (x / s underflows)
+KERNEL_SCALES = np.array([1.0, 0.5, 2.0**-10, 0.1, 3e-3, 7.0, 1e-5, 2.0**-124,
+                          float(np.nextafter(np.float32(2.0**-124), np.float32(0))), 2.0**-125, 2.0**-130, 2.0**-149,
+                          1e30, 3e38, 0.3, 1.5 * F32_TINY])
+
+
+def _kernel_zero_points(storage: str, n: int) -> np.ndarray:
+    lo, hi = qref.get_format(storage).full_range
+    z = np.array([0, lo, hi, lo + 1, hi - 1, 1, -1, (lo + hi) // 2, 3, 0, hi, lo, -7, 5, 0, 2])
+    return np.resize(z.clip(lo, hi), n)
+
+
+def _kernel_inputs(scales: np.ndarray, cols: int, seed: int) -> dict[str, np.ndarray]:
+    """float32 inputs of shape (len(scales), cols) for row scales ``scales``: q = x / s at integers and ties
+    (exact for power-of-two scales) +-1..2 ulp, near the storage, int32 and 2^22..2^24 edges; every float16
+    and bfloat16 pattern; random float32 bit patterns (NaN and Inf included, and with no NaN / Inf); random
+    magnitudes 2^-8..2^18 times the scale (where rounding and saturation act) and float32 subnormals."""
+    rng = np.random.default_rng(seed)
+    rows = scales.size
+    s32 = scales.astype(np.float32).astype(np.float64).reshape(-1, 1)
+    k = np.concatenate([np.arange(-300, 301), np.arange(-70000, 70001, 997), [-(2**16) - 2, 2**16 + 1],
+                        [2**e + d for e in (17, 22, 23, 24, 30, 31) for d in (-2, -1, 0, 1)]]).astype(np.float64)
+    k = np.concatenate([k, -k[-24:]])
+    v = np.concatenate([k, k + 0.5])
+    out: dict[str, np.ndarray] = {}
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        base = (v.reshape(1, -1) * s32).astype(np.float32)
+        lo_, hi_ = base.copy(), base.copy()
+        parts = [base]
+        for _ in range(2):
+            lo_, hi_ = np.nextafter(lo_, np.float32(-np.inf)), np.nextafter(hi_, np.float32(np.inf))
+            parts += [lo_, hi_]
+        ties = np.concatenate(parts, axis=1)
+        out["ties"] = np.resize(ties, (rows, cols)) if ties.shape[1] > cols else ties
+        every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+        for name, dt in (("float16", np.float16), ("bfloat16", ml_dtypes.bfloat16)):
+            out[name] = np.resize(every.view(dt).astype(np.float32), (rows, cols))
+        bits = rng.integers(0, 1 << 32, (rows, cols), dtype=np.uint64).astype(np.uint32)
+        out["bits"] = bits.view(np.float32)
+        finite = bits.copy()
+        exp = (finite >> 23) & 0xFF
+        finite[exp == 0xFF] &= np.uint32(0xBFFFFFFF)  # NaN / Inf patterns lose an exponent bit
+        out["finite_bits"] = finite.view(np.float32)
+        mag = np.exp2(rng.uniform(-8, 18, (rows, cols))) * rng.choice([-1.0, 1.0], (rows, cols))
+        mid = (mag * s32).astype(np.float32)
+        sub = rng.integers(0, 1 << 23, (rows, cols), dtype=np.uint32) | (rng.integers(0, 2, (rows, cols),
+                                                                                        dtype=np.uint32) << 31)
+        pick = rng.random((rows, cols)) < 1 / 16
+        mid[pick] = sub[pick].view(np.float32)
+        out["magnitudes"] = mid
+    return out
+
+
+def _kernel_agree(s: Any, x: np.ndarray, label: str, chunks: tuple[int, ...] = (1 << 16, 256)) -> int:
+    """s.quantize(x) with the kernel's piece size at each of ``chunks`` equals s.quantize(x, _reference=True)
+    (codes, mask); a QrefError raised by one is raised by both. Returns the elements compared."""
+    import qref.schemes.uniform_fast as UF
+
+    with np.errstate(all="ignore"):
+        try:
+            want = s.quantize(x, _reference=True)
+        except qref.QrefError:
+            with pytest.raises(qref.QrefError):
+                s.quantize(x)
+            return 0
+        for c in chunks:
+            old = UF.KCHUNK
+            UF.KCHUNK = c
+            try:
+                got = s.quantize(x)
+            finally:
+                UF.KCHUNK = old
+            assert got.codes.dtype == want.codes.dtype
+            bad = np.flatnonzero((got.codes != want.codes) | (got.unspecified != want.unspecified))
+            assert bad.size == 0, (label, c, x.reshape(-1)[bad[:4]], got.codes.reshape(-1)[bad[:4]],
+                                   want.codes.reshape(-1)[bad[:4]], got.unspecified.reshape(-1)[bad[:4]],
+                                   want.unspecified.reshape(-1)[bad[:4]])
+    return x.size
+
+
+def _kernel_schemes(profile: str, storage: str, granularity: str, cols: int) -> list[tuple[Any, Any]]:
+    """(scheme, x -> the input for it) pairs: per tensor (several scale / zero point pairs, 1-D and 2-D),
+    per axis 0 and 1, blocked (blocks dividing the axes: the split path; and a partial block: expand)."""
+    rows = KERNEL_SCALES.size
+    zps = _kernel_zero_points(storage, rows)
+    out: list[tuple[Any, Any]] = []
+
+    def make(**opts: Any) -> Any:
+        try:
+            return qref.scheme(storage, profile=profile, **opts)
+        except qref.QrefError:  # a profile that takes zero points of 0 only, or scales its type cannot hold
+            try:
+                zero = np.zeros_like(opts["zero_point"])
+                return qref.scheme(storage, profile=profile, **{**opts, "zero_point": zero})
+            except qref.QrefError:
+                return None
+
+    if granularity == "per_tensor":
+        for i in (0, 3, 7, 9, 11, 13):
+            s = make(scale=float(KERNEL_SCALES[i]), zero_point=int(zps[i]))
+            if s is not None:
+                out += [(s, lambda x, i=i: x[i]), (s, lambda x: x[:4])]
+    elif granularity == "per_axis":
+        s = make(scale=KERNEL_SCALES, zero_point=zps, axis=0)
+        if s is not None:
+            out.append((s, lambda x: x))
+        s = make(scale=KERNEL_SCALES, zero_point=zps, axis=1)
+        if s is not None:
+            out.append((s, lambda x: np.ascontiguousarray(x.T)))
+    else:
+        nb = 4
+        sc = np.stack([KERNEL_SCALES * f for f in (1.0, 0.75, 0.625, 0.875)], axis=1)
+        zb = np.stack([np.roll(zps, j) for j in range(nb)], axis=1)
+        s = make(scale=sc, zero_point=zb, block_size={0: 1, 1: cols // nb})
+        if s is not None:
+            out.append((s, lambda x: x))
+        s = make(scale=sc, zero_point=zb, block_size={0: 1, 1: cols // nb + 1})
+        if s is not None:
+            out.append((s, lambda x: x[:, : 3 * (cols // nb + 1) + 5]))
+    return out
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("granularity", ["per_tensor", "per_axis", "blocked"])
+def test_float32_kernel_int8(profile: str, granularity: str) -> None:
+    """int8, every input class of ``_kernel_inputs`` (16 rows of 65536: every float16 / bfloat16 pattern per
+    row, 2^20 random bit patterns, 2^20 random magnitudes...), each at two piece sizes."""
+    cols = 1 << 16
+    xs = _kernel_inputs(KERNEL_SCALES, cols, 21)
+    n = 0
+    for s, take in _kernel_schemes(profile, "int8", granularity, cols):
+        for label, x in xs.items():
+            n += _kernel_agree(s, take(x), f"{profile} {granularity} {label}")
+    assert n >= (1 << 20 if granularity == "per_tensor" else 1 << 22)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("storage", ["uint8", "int16", "uint4", "int2", "int8<-127:127>", "int8<3:100>"])
+def test_float32_kernel_storages(profile: str, storage: str) -> None:
+    """The other integer storages, per axis and blocked, ties / magnitudes / bit patterns on 16 x 4096."""
+    cols = 1 << 12
+    xs = _kernel_inputs(KERNEL_SCALES, cols, 22)
+    n = 0
+    for gran in ("per_axis", "blocked"):
+        for s, take in _kernel_schemes(profile, storage, gran, cols):
+            for label in ("ties", "magnitudes", "bits", "finite_bits", "bfloat16"):
+                n += _kernel_agree(s, take(xs[label]), f"{profile} {storage} {gran} {label}", (1 << 16, 64))
+    assert n > 0
+
+
+@pytest.mark.parametrize("rounding", MODES)
+@pytest.mark.parametrize("zero_point", ["after_rounding", "after_rounding_float", "before_rounding", "fused"])
+def test_float32_kernel_fields(rounding: str, zero_point: str) -> None:
+    """Every rounding mode and zero point stage with each conversion, clamp, NaN rule, FTZ and scale op (the
+    kernel's branches), per axis with zero points at the storage ends, one zero point, and none."""
+    cols = 1 << 10
+    xs = _kernel_inputs(KERNEL_SCALES, cols, 23)
+    base = qref.scheme("int8", scale=KERNEL_SCALES, zero_point=_kernel_zero_points("int8", 16), axis=0,
+                       profile="stablehlo_lowering")
+    n = 0
+    for conversion in ("saturate", "storage", "int32"):
+        for clamp in ("float", "integer"):
+            for flush in (False, True):
+                for zps in (_kernel_zero_points("int8", 16), np.full(16, -5), np.zeros(16, np.int64)):
+                    A = dataclasses.replace(base.arithmetic, rounding=rounding, zero_point=zero_point,
+                                            conversion=conversion, clamp=clamp, flush_subnormals=flush,
+                                            nan="zero" if flush else "unspecified",
+                                            scale_op="reciprocal" if zero_point == "fused" or clamp == "float"
+                                            else "divide")
+                    s = dataclasses.replace(base, arithmetic=A, zero_points=tuple(int(z) for z in zps))
+                    for label in ("ties", "magnitudes", "finite_bits", "bits", "bfloat16"):
+                        n += _kernel_agree(s, xs[label], f"{conversion} {clamp} {flush} {zps[:3]} {label}",
+                                           (1 << 16, 128))
+    assert n > 0
+
+
+def test_float32_kernel_takes_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel applies to every profile's float32 int8 scheme (but pytorch's fused multiply-add with a
+    zero point); on ordinary data no piece leaves it; on the test inputs both the in-place pieces and the
+    general integer steps (NaN, range flags) run."""
+    import qref.schemes.uniform_fast as UF
+
+    calls = []
+    tail = UF.integer_tail_fast
+
+    def counting(*a: Any) -> np.ndarray:
+        calls.append(a[1].size)
+        return tail(*a)
+
+    monkeypatch.setattr(UF, "integer_tail_fast", counting)
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((64, 4096)) * 3).astype(np.float32)
+    scales = np.abs(x).max(axis=1) / 127
+    for profile in PROFILES:
+        s = qref.scheme("int8", scale=scales, zero_point=np.zeros(64, np.int64), axis=0, profile=profile)
+        S, Z = s.expand(x.shape)
+        assert UF.quantize_float32(s._loops()[1] if s.arithmetic.simd_width else s, x, S, Z) is not None
+        calls.clear()
+        assert np.array_equal(s.quantize(x).codes, s.quantize(x, _reference=True).codes)
+        assert not calls, profile
+        xs = _kernel_inputs(KERNEL_SCALES, 1024, 5)
+        s = qref.scheme("int8", scale=KERNEL_SCALES[:8], zero_point=np.zeros(8, np.int64), axis=0, profile=profile)
+        monkeypatch.setattr(UF, "KCHUNK", 256)
+        mixed = np.concatenate([(rng.standard_normal((4, 1024)) * 20 * KERNEL_SCALES[:4, None]).astype(np.float32),
+                                xs["bits"][4:8]])  # in range (clean pieces), and NaN in most pieces
+        with np.errstate(all="ignore"):
+            assert np.array_equal(s.quantize(mixed).codes, s.quantize(mixed, _reference=True).codes)
+        monkeypatch.setattr(UF, "KCHUNK", 1 << 16)
+        assert 0 < len(calls) < 32, (profile, len(calls))
+    s = qref.scheme("int8", scale=0.1, zero_point=3, profile="pytorch")
+    assert UF.quantize_float32(s, x, *s.expand(x.shape)) is None
+    size = np.getbufsize()
+    s = qref.scheme("int8", scale=0.1, zero_point=3, profile="onnx")
+    s.dequantize(s.quantize(x))
+    assert np.getbufsize() == size  # the kernels restore numpy's ufunc buffer size
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the dequantize kernel (uniform_fast.dequantize_float) against the defining path
+# ---------------------------------------------------------------------------------------------------------
+def _bits_of(v: np.ndarray) -> np.ndarray:
+    v = np.ascontiguousarray(v)
+    return v.view(f"u{v.dtype.itemsize}")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("storage", ["int8", "uint8", "int16", "uint4", "int8<-127:127>", "int2"])
+def test_dequantize_kernel(profile: str, storage: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every code of the codes' dtype (codes outside a narrow storage's range included) at each of 16 scales
+    (subnormal, the FTZ edge, huge: products that overflow; int16: every code at one of them) with zero points
+    at the storage ends, per tensor / axis 0 and 1 / blocked (split and partial), each output dtype, with and without
+    an input mask, two piece sizes: values (as bit patterns) and masks equal the defining path's, through
+    ``dequantize`` and ``dequantize_with_mask``."""
+    import qref.schemes.uniform_fast as UF
+
+    fmt = qref.get_format(storage)
+    info = np.iinfo(fmt.storage_dtype)
+    every = np.arange(int(info.min), int(info.max) + 1).astype(fmt.storage_dtype)
+    rows = KERNEL_SCALES.size
+    cols = min(max(every.size, 512), 4096)  # int16: each code once over the 16 rows, the others at every scale
+    codes = np.resize(every, (rows, cols))
+    rng = np.random.default_rng(8)
+    mask = rng.random(codes.shape) < 0.05
+    zps = _kernel_zero_points(storage, rows)
+    n = 0
+    for gran in ("per_tensor", "per_axis", "blocked"):
+        for s, take in _kernel_schemes(profile, storage, gran, cols):
+            c = take(codes)
+            m = take(mask)
+            for unspecified in (None, m):
+                qa = qref.QArray(codes=c, scheme=s, unspecified=unspecified)
+                for out in (None, np.float64, np.float32, ml_dtypes.bfloat16):
+                    with np.errstate(all="ignore"):
+                        try:
+                            v_ref, m_ref = s.dequantize_with_mask(qa, out, _reference=True)
+                        except qref.QrefError:
+                            continue
+                        for chunk in (1 << 16, 100):
+                            monkeypatch.setattr(UF, "KCHUNK", chunk)
+                            v, mk = s.dequantize_with_mask(qa, out)
+                            v2 = s.dequantize(qa, out)
+                            assert v.dtype == v_ref.dtype == v2.dtype and np.array_equal(mk, m_ref), (gran, out)
+                            bad = np.flatnonzero((_bits_of(v) != _bits_of(v_ref)) | (_bits_of(v2) != _bits_of(v_ref)))
+                            assert bad.size == 0, (gran, out, chunk, c.reshape(-1)[bad[:4]], v.reshape(-1)[bad[:4]],
+                                                   v_ref.reshape(-1)[bad[:4]])
+                        monkeypatch.setattr(UF, "KCHUNK", 1 << 16)
+                    n += c.size
+    assert n > 0 and zps.size == rows
+
+
+def test_dequantize_kernel_applies() -> None:
+    """The kernel takes the benchmark's per-channel and per-tensor dequantize (pytorch_per_channel,
+    onnxruntime uint8 with zero point 128, pytorch per tensor) and every profile's int8 per axis but
+    tflite_optimized's multiply-add (per tensor)."""
+    rng = np.random.default_rng(9)
+    codes = rng.integers(-128, 128, (64, 256)).astype(np.int8)
+    sc = np.exp2(rng.uniform(-10, 0, 64))
+    for profile in PROFILES:
+        s = qref.scheme("int8", scale=sc, zero_point=np.zeros(64, np.int64), axis=0, profile=profile)
+        if s.arithmetic.simd_width:
+            s = s._loops()[1]
+        assert s._dequantize_kernel(qref.QArray(codes=codes, scheme=s), None) is not None, profile
+    s = qref.scheme("uint8", scale=sc, zero_point=np.full(64, 128), axis=0, profile="onnxruntime")
+    assert s._dequantize_kernel(qref.QArray(codes=codes.view(np.uint8), scheme=s), None) is not None
+    s = qref.scheme("int8", scale=0.05, zero_point=0, profile="pytorch")
+    assert s._dequantize_kernel(qref.QArray(codes=codes, scheme=s), None) is not None
+    s = qref.scheme("int8", scale=0.05, zero_point=3, profile="tflite_optimized")
+    assert s._dequantize_kernel(qref.QArray(codes=codes, scheme=s), None) is None
+
+
+def test_half_away_biased_every_float32_in_the_binades_it_meets() -> None:
+    """The kernel's nearest_away (trunc of q + copysign(1/2 - 2^-25, q)) equals round_integral's on every
+    float32 of |q| in [2^-3, 4) and [2^13, 2^18) (both signs: the kernel's values after the clamp are below
+    2^17 + 2 in magnitude), on ties +-3 ulp up to 2^26 and on 2^21 random finite patterns. (Run once over all
+    4,278,190,080 finite float32 values: 0 mismatches, 94 s.)"""
+    from qref.schemes.uniform_fast import half_away_biased, round_integral
+
+    def check(q: np.ndarray) -> None:
+        want = round_integral(q, "nearest_away")
+        got = q.copy()
+        half_away_biased(got, np.empty(got.size, np.uint32))
+        assert np.array_equal(np.trunc(got), want)
+
+    for lo_e, hi_e in ((-3, 2), (13, 18)):
+        start = np.float32(2.0**lo_e).view(np.uint32)
+        stop = np.float32(2.0**hi_e).view(np.uint32)
+        for b0 in range(int(start), int(stop), 1 << 22):
+            bits = np.arange(b0, min(b0 + (1 << 22), int(stop)), dtype=np.uint32)
+            check(bits.view(np.float32))
+            check((bits | np.uint32(0x80000000)).view(np.float32))
+    check(_near_ties(np.float32, 26)[np.isfinite(_near_ties(np.float32, 26))])
+    rng = np.random.default_rng(2)
+    fin = rng.integers(0, 0x7F800000, 1 << 20, dtype=np.uint32)
+    check(np.concatenate([fin, fin | np.uint32(0x80000000)]).view(np.float32))

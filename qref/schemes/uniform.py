@@ -46,7 +46,7 @@ from ..formats.policy import STOCHASTIC_MODES
 from ..profiles import Profile, get_profile, profiles
 from ..profiles.uniform import ARITHMETIC_FIELDS, DEFAULT_PROFILE, UniformArithmetic, rules_of
 from .base import QArray, Scheme, normalize_axis, register_family
-from .uniform_fast import integer_tail_applies, integer_tail_fast
+from .uniform_fast import dequantize_float, integer_tail_applies, integer_tail_fast, quantize_float32
 
 
 def arithmetic_for(profile: str | Profile | None, **overrides: Any) -> UniformArithmetic:
@@ -100,7 +100,8 @@ def round_fraction(v: Fraction, fmt: FloatFormat) -> float:
 
 
 fma32 = fma_float32  # float32 fused multiply-add with one rounding (qref.core.arith.fma_float32)
-_FTZ_DTYPES = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16))
+_F32 = np.dtype(np.float32)
+_FTZ_DTYPES = (_F32, np.dtype(ml_dtypes.bfloat16))
 _ftz = flush  # XLA:CPU's FTZ/DAZ: float32/bfloat16 values below 2^-126 become zeros of their sign
 
 
@@ -381,6 +382,10 @@ class UniformScheme(Scheme):
         """_quantize_arrays over slices of about CHUNK elements along the first axis (scales and zero points
         sliced alike where they vary along it): every step is elementwise, so each slice's codes are those of
         the whole; the slices' temporaries stay in cache. The defining path (``_reference``) takes the whole."""
+        if not _reference and rbits is None and arr.dtype == _F32 and self._compute_dtype(arr) == _F32:
+            done = quantize_float32(self, arr, S, Z)  # float32 in one kernel (uniform_fast.py), else None
+            if done is not None:
+                return done
         rows = arr.shape[0] if arr.ndim else 1
         step = max(1, CHUNK // max(1, arr.size // max(rows, 1)))
         if _reference or arr.ndim == 0 or step >= rows:
@@ -512,9 +517,9 @@ class UniformScheme(Scheme):
         k = n // self.arithmetic.simd_width * self.arithmetic.simd_width if self.granularity == "per_tensor" else 0
         if k == 0:  # the scalar loop only: the array as it is (per-axis and blocked scales need its shape)
             q = rem.quantize(arr, _reference=_reference)
-            return QArray(codes=q.codes.astype(self.codes_dtype), scheme=self, scales=self.scale_array.copy(),
-                          zero_points=self.zero_point_array.copy(), unspecified=q.unspecified, axis=self.axis,
-                          meta={"profile": self.profile})
+            return QArray(codes=q.codes.astype(self.codes_dtype, copy=False), scheme=self,
+                          scales=self.scale_array.copy(), zero_points=self.zero_point_array.copy(),
+                          unspecified=q.unspecified, axis=self.axis, meta={"profile": self.profile})
         flat = arr.reshape(-1)
         parts = [loop.quantize(part, _reference=_reference) for loop, part in ((body, flat[:k]), (rem, flat[k:]))
                  if part.size]
@@ -554,7 +559,42 @@ class UniformScheme(Scheme):
     def dequantize(self, q: QArray, dtype: object = None, *, _reference: bool = False) -> np.ndarray:
         """(code - z) * s (uniform.md §2.2) in the profile's dtypes, then cast to ``dtype`` (default: the
         expressed type). Values at q.unspecified positions are computed from placeholder codes."""
+        if not _reference:
+            if self.arithmetic.simd_width and self.granularity != "per_tensor":  # the scalar loop's, everywhere
+                rem = self._loops()[1]
+                return rem.dequantize(dataclasses.replace(q, scheme=rem), dtype)
+            vals = self._dequantize_kernel(q, dtype)
+            if vals is not None:
+                return vals
         return self.dequantize_with_mask(q, dtype, _reference=_reference)[0]
+
+    def _dq_multiply_dtype(self) -> np.dtype:
+        """The dtype of dequantize's multiplication by the scale (dq_multiply)."""
+        E = _np_dtype(self.expressed)
+        mul = self.arithmetic.dq_multiply
+        if mul == "expressed":
+            return E
+        if mul == "at_least_float32":
+            return np.promote_types(np.float32, E) if E.name != "bfloat16" else np.dtype(np.float32)
+        return _FLOAT_DTYPES[mul]
+
+    def _dequantize_kernel(self, q: QArray, dtype: object) -> np.ndarray | None:
+        """dequantize's values by ``uniform_fast.dequantize_float`` (blocks as axes of their own where they divide
+        the axes), or None where it does not apply; where it applies the unspecified mask gains nothing."""
+        codes = np.asarray(q.codes)
+        if self.arithmetic.simd_width or not isinstance(self.storage, IntFormat) or codes.dtype.kind not in "iu":
+            return None
+        split = self.split_blocks(codes.shape)
+        if split is None:
+            c = codes
+            S, Z = self.expand(codes.shape)
+        else:
+            shp, S, Z = split
+            c = codes.reshape(shp)
+        md = self._dq_multiply_dtype()
+        out_dt = _np_dtype(self.expressed) if dtype is None else np.dtype(dtype)  # type: ignore[call-overload]
+        vals = dequantize_float(self, c, S, Z, out_dt, md, self._scale_in(S, md))
+        return None if vals is None else vals.reshape(codes.shape)
 
     def dequantize_with_mask(self, q: QArray, dtype: object = None, *, _reference: bool = False
                              ) -> tuple[np.ndarray, np.ndarray]:
@@ -565,11 +605,17 @@ class UniformScheme(Scheme):
         codes = np.asarray(q.codes)
         if A.simd_width:
             body, rem = self._loops()
+            if not _reference and self.granularity != "per_tensor":  # the scalar loop's, everywhere (_tail)
+                return rem.dequantize_with_mask(dataclasses.replace(q, scheme=rem), dtype)
             tail = self._tail(codes.shape)
             vb, bb = body.dequantize_with_mask(dataclasses.replace(q, scheme=body), dtype, _reference=_reference)
             vr, br = rem.dequantize_with_mask(dataclasses.replace(q, scheme=rem), dtype, _reference=_reference)
             return np.where(tail, vr, vb), np.where(tail, br, bb)
         bad = np.zeros(codes.shape, dtype=bool) if q.unspecified is None else np.asarray(q.unspecified).copy()
+        if not _reference:
+            vals = self._dequantize_kernel(q, dtype)
+            if vals is not None:
+                return vals, bad
         split = None if _reference else self.split_blocks(codes.shape)
         if split is None:
             S, Z = self.expand(codes.shape)
@@ -636,13 +682,7 @@ class UniformScheme(Scheme):
                 with np.errstate(over="ignore", invalid="ignore"):
                     zs = cast(np.asarray(self._wrapped_zero_points(Zs), np.int64), sd)  # the unbroadcast zero points
                     d = np.asarray(_int_to_float(codes, sd) - zs).astype(sd)
-        mul = A.dq_multiply
-        if mul == "expressed":
-            md = E
-        elif mul == "at_least_float32":
-            md = np.promote_types(np.float32, E) if E.name != "bfloat16" else np.dtype(np.float32)
-        else:
-            md = _FLOAT_DTYPES[mul]
+        md = self._dq_multiply_dtype()
         if A.dq_subtract == "storage" and A.constants == "unspecified" and (
                 _reference or isinstance(self.storage, FloatFormat)
                 or max(map(abs, _value_range(d))) > 1 << _SIGNIFICAND_BITS.get(md.name, 0)):
