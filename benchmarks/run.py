@@ -243,11 +243,13 @@ def _ort_session(op: str, x_type: int, y_type: int, shape: tuple[int, ...], axis
 
 
 def uniform_rows(x32: np.ndarray) -> list[Row]:
-    """Uniform quantize / dequantize per channel (axis 0) and per tensor on float32: every profile against torch
-    (``quantize_per_channel`` / ``quantize_per_tensor`` on one thread), the onnxruntime profile also against
-    onnxruntime's QuantizeLinear on one intra-op thread. "same": equal to torch for the pytorch profiles and to
+    """Uniform quantize per channel (axis 0), per tensor and per block (128 along axis 1), and dequantize per channel,
+    on float32, every profile against issue 18's yardstick ``torch.quantize_per_channel`` (one thread); then, for
+    information (target "-"), torch's own single-pass per-tensor quantize and per-channel dequantize kernels, and
+    the onnxruntime profile against onnxruntime's QuantizeLinear / DequantizeLinear on one intra-op thread (target
+    1x: issue 18 asks for it or for a measured reason). "same": equal to torch for the pytorch profiles and to
     onnxruntime for the onnxruntime rows; for the other profiles (whose arithmetic differs from torch's) equal to
-    qref's own defining path (``quantize(x, _reference=True)``)."""
+    qref's own defining path (``quantize(x, _reference=True)`` / ``dequantize(q, _reference=True)``)."""
     try:
         import torch
     except ImportError:
@@ -257,6 +259,8 @@ def uniform_rows(x32: np.ndarray) -> list[Row]:
     rows_n = x32.shape[0]
     scales = (np.abs(x32).max(axis=1) / 127).astype(np.float64)
     zps = np.zeros(rows_n, dtype=np.int64)
+    block = 128
+    bscales = (np.abs(x32).reshape(rows_n, -1, block).max(axis=2) / 127).astype(np.float64)
     t = torch.from_numpy(x32)
     ts, tz = torch.from_numpy(scales), torch.from_numpy(zps)
 
@@ -266,27 +270,48 @@ def uniform_rows(x32: np.ndarray) -> list[Row]:
     def torch_pt() -> Any:
         return torch.quantize_per_tensor(t, 0.05, 0, torch.qint8)
 
+    def same_as_reference(sch: Any) -> Callable[[Any, Any], bool]:
+        def same(q: Any, o: Any) -> bool:
+            r = sch.quantize(x32, _reference=True)
+            return bool((q.codes == r.codes).all() and (q.unspecified == r.unspecified).all())
+        return same
+
+    def torch_codes(q: Any, o: Any) -> bool:
+        return bool((q.codes == o.int_repr().numpy()).all())
+
     out: list[Row] = []
+    granularities = (
+        ("per channel", {"scale": scales, "zero_point": zps, "axis": 0}),
+        ("per tensor", {"scale": 0.05, "zero_point": 0}),
+        (f"per block {block}", {"scale": bscales, "zero_point": np.zeros(bscales.shape, np.int64), "axis": 1,
+                                "block_size": block}),
+    )
+    for label, kw in granularities:
+        for prof in sorted(qref.profiles("uniform")):
+            try:
+                sch = qref.scheme("int8", profile=prof, **kw)
+            except qref.QrefError:
+                continue
+            same = torch_codes if (prof, label) == ("pytorch_per_channel", "per channel") else same_as_reference(sch)
+            out.append(Row(f"quantize int8 {label} ({prof})", "float32", "torch per-channel", 1.0,
+                           lambda sch=sch: sch.quantize(x32), torch_pc, same, x32.size))
     for prof in sorted(qref.profiles("uniform")):
         try:
             sch = qref.scheme("int8", scale=scales, zero_point=zps, axis=0, profile=prof)
         except qref.QrefError:
             continue
-        if prof == "pytorch_per_channel":
-            def same(q: Any, o: Any) -> bool:
-                return bool((q.codes == o.int_repr().numpy()).all())
-        else:
-            def same(q: Any, o: Any, sch: Any = sch) -> bool:
-                r = sch.quantize(x32, _reference=True)
-                return bool((q.codes == r.codes).all() and (q.unspecified == r.unspecified).all())
-        out.append(Row(f"quantize int8 per channel ({prof})", "float32", "torch", 1.0,
-                       lambda sch=sch: sch.quantize(x32), torch_pc, same, x32.size))
+        q = sch.quantize(x32)
+
+        def dq_same(v: Any, o: Any, sch: Any = sch, q: Any = q) -> bool:
+            return bool((_bits(v) == _bits(sch.dequantize(q, _reference=True))).all())
+        out.append(Row(f"dequantize int8 per channel ({prof})", "int8", "torch per-channel", 1.0,
+                       lambda sch=sch, q=q: sch.dequantize(q), torch_pc, dq_same, x32.size))
     pt = qref.scheme("int8", scale=0.05, zero_point=0, profile="pytorch")
-    out.append(Row("quantize int8 per tensor (pytorch)", "float32", "torch", 1.0, lambda: pt.quantize(x32), torch_pt,
-                   lambda q, o: bool((q.codes == o.int_repr().numpy()).all()), x32.size))
+    out.append(Row("quantize int8 per tensor (pytorch)", "float32", "torch", None, lambda: pt.quantize(x32), torch_pt,
+                   torch_codes, x32.size))
     pc = qref.scheme("int8", scale=scales, zero_point=zps, axis=0, profile="pytorch_per_channel")
     qpc, tq = pc.quantize(x32), torch_pc()
-    out.append(Row("dequantize int8 per channel (pytorch_per_channel)", "int8", "torch", 1.0,
+    out.append(Row("dequantize int8 per channel (pytorch_per_channel)", "int8", "torch", None,
                    lambda: pc.dequantize(qpc), lambda: tq.dequantize(),
                    lambda v, o: bool((_bits(v) == _bits(o.numpy())).all()), x32.size))
     try:
