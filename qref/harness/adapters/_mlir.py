@@ -105,7 +105,8 @@ def diagnostic(exc: BaseException, limit: int = 240) -> str:
     """The first MLIR error of a compiler/pass failure, without locations and op dumps: e.g. "failed to legalize
     operation 'arith.truncf' that was explicitly marked illegal: (vector<4xf64>) -> vector<4xf8E4M3FN>"."""
     text = str(exc)
-    lines = [ln for ln in text.splitlines() if "error:" in ln]
+    # the parser's summary line names no cause: the next error line does ('"-":2:7: 'quant.qcast' op ...')
+    lines = [ln for ln in text.splitlines() if "error:" in ln and "Unable to parse module assembly" not in ln]
     if not lines:
         lines = [ln for ln in text.splitlines() if ln.strip()] or [type(exc).__name__]
         msg = lines[0].strip()
@@ -115,17 +116,23 @@ def diagnostic(exc: BaseException, limit: int = 240) -> str:
     if m:
         msg = msg[: msg.index("%")].rstrip() + " " + m.group(1)
     msg = re.sub(r"\s*loc\(.*$", "", msg)
+    msg = re.sub(r'^"-":\d+:\d+:\s*', "", msg)
     return msg if len(msg) <= limit else msg[: limit - 3] + "..."
 
 
 # ---- uniform quantization (StableHLO ops and the quant dialect) ------------------------------------------------
 def quant_type(case: object) -> tuple[str, str, int, bool]:
     """(the case scheme's !quant.uniform type, its storage integer type, storage bits, signed)."""
-    from ...formats import IntFormat
-    from ...interop.mlir import format_type
     from ..families.uniform import scheme_of
 
-    sch = scheme_of(case)  # type: ignore[arg-type]
+    return scheme_quant_type(scheme_of(case))  # type: ignore[arg-type]
+
+
+def scheme_quant_type(sch: Any) -> tuple[str, str, int, bool]:
+    """quant_type of a UniformScheme (the output type of a requantize case: ``to_scheme_of``)."""
+    from ...formats import IntFormat
+    from ...interop.mlir import format_type
+
     if not isinstance(sch.storage, IntFormat):
         raise Unsupported(f"quantized types with {sch.storage.name} storage are not lowered (integer storage only)")
     if sch.granularity == "blocked":
@@ -149,6 +156,23 @@ def shlo_uniform_body(case: object, x: str) -> tuple[list[str], str, str]:
     arr = c.inputs[iname]  # type: ignore[attr-defined]
     sh = shape_text(arr.shape)
     lines: list[str] = []
+    if c.operation == "uniform_requantize":  # type: ignore[attr-defined]
+        from ..families.uniform import to_scheme_of
+
+        qt2, it2, b2, signed2 = scheme_quant_type(to_scheme_of(c))  # type: ignore[arg-type]
+        v = x
+        if b < 8:
+            lines.append(f"%n = stablehlo.convert {x} : (tensor<{sh}{'i8' if signed else 'ui8'}>) -> "
+                         f"tensor<{sh}{it}>")
+            v = "%n"
+        lines.append(f"%q = stablehlo.bitcast_convert {v} : (tensor<{sh}{it}>) -> tensor<{sh}{qt}>")
+        lines.append(f"%u = stablehlo.uniform_quantize %q : (tensor<{sh}{qt}>) -> tensor<{sh}{qt2}>")
+        lines.append(f"%b = stablehlo.bitcast_convert %u : (tensor<{sh}{qt2}>) -> tensor<{sh}{it2}>")
+        if b2 < 8:
+            wide = "i8" if signed2 else "ui8"
+            lines.append(f"%r = stablehlo.convert %b : (tensor<{sh}{it2}>) -> tensor<{sh}{wide}>")
+            return lines, "%r", wide
+        return lines, "%b", it2
     if c.operation == "uniform_quantize":  # type: ignore[attr-defined]
         ft = mlir_type(arr.dtype.name, "dtype")
         lines.append(f"%q = stablehlo.uniform_quantize {x} : (tensor<{sh}{ft}>) -> tensor<{sh}{qt}>")
@@ -186,6 +210,17 @@ def uniform_input_type(case: object) -> str:
         return mlir_type(arr.dtype.name, "dtype")
     _, it, b, signed = quant_type(case)
     return it if b >= 8 else ("i8" if signed else "ui8")
+
+
+def uniform_types(case: Any) -> tuple[object, ...]:
+    """The MLIR types a uniform case needs (its quantized type(s), its input type); Unsupported when one has
+    none."""
+    types: tuple[object, ...] = (quant_type(case), uniform_input_type(case))
+    if case.operation == "uniform_requantize":
+        from ..families.uniform import to_scheme_of
+
+        types += (scheme_quant_type(to_scheme_of(case)),)
+    return types
 
 
 def unsupported_reason(check: Callable[[Any], object]) -> Callable[[Any], str | None]:

@@ -34,7 +34,16 @@ from ._common import (
     single_element_case,
     storage_values,
 )
-from ._mlir import diagnostic, element_body, generic_memref_func, mlir_type, quant_type, shape_text, unsupported_reason
+from ._mlir import (
+    diagnostic,
+    element_body,
+    generic_memref_func,
+    mlir_type,
+    quant_type,
+    scheme_quant_type,
+    shape_text,
+    unsupported_reason,
+)
 
 BACKEND = "mlir"
 DISTRIBUTIONS = ("torch-mlir",)
@@ -171,7 +180,25 @@ def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
     shape = case.inputs[iname].shape
     sh = shape_text(shape)
     lines = []
-    if case.operation == "uniform_quantize":
+    if case.operation == "uniform_requantize":  # quant.qcast of a quantized operand (the verifier decides)
+        from ..families.uniform import to_scheme_of
+
+        qt2, _it2, b2, signed2 = scheme_quant_type(to_scheme_of(case))
+        st2 = f"i{b2}"
+        arg = f"tensor<{sh}{st if b >= 8 else 'i8'}>"
+        v = "%x"
+        if b < 8:
+            lines.append(f"%n = arith.trunci %x : tensor<{sh}i8> to tensor<{sh}{st}>")
+            v = "%n"
+        lines += [f"%q = quant.scast {v} : tensor<{sh}{st}> to tensor<{sh}{qt}>",
+                  f"%u = quant.qcast %q : tensor<{sh}{qt}> to tensor<{sh}{qt2}>",
+                  f"%s = quant.scast %u : tensor<{sh}{qt2}> to tensor<{sh}{st2}>"]
+        res, rt = "%s", st2
+        if b2 < 8:
+            lines.append(f"%w = arith.{'extsi' if signed2 else 'extui'} %s : tensor<{sh}{st2}> to tensor<{sh}i8>")
+            res, rt = "%w", "i8"
+        out_dt = np.dtype(f"int{max(8, b2)}")
+    elif case.operation == "uniform_quantize":
         ft = mlir_type(case.inputs["x"].dtype.name, "dtype")
         arg = f"tensor<{sh}{ft}>"
         lines += [f"%q = quant.qcast %x : {arg} to tensor<{sh}{qt}>",
@@ -207,7 +234,7 @@ def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
 def _uq_input(case: Case) -> np.ndarray:
     if case.operation == "uniform_quantize":
         return np.ascontiguousarray(case.inputs["x"])
-    v = storage_values(case)
+    v = storage_values(case)  # dequantize and requantize: the input codes
     return v.astype(np.int8) if v.dtype.itemsize == 1 else v
 
 
@@ -259,5 +286,5 @@ def _uq_snippet(case: Case, i: int) -> str:
 
 def _uniform_target() -> Target:
     return Target(BACKEND, "mlir.quant", "uniform", "quant.qcast / quant.dcast (+ quant.scast), lower-quant-ops, "
-                  "lowered to LLVM, ExecutionEngine", "mlir", ("uniform_quantize", "uniform_dequantize"),
-                  _uq_supports, _uq_run, _uq_snippet)
+                  "lowered to LLVM, ExecutionEngine", "mlir",
+                  ("uniform_quantize", "uniform_dequantize", "uniform_requantize"), _uq_supports, _uq_run, _uq_snippet)

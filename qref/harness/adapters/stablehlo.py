@@ -23,10 +23,10 @@ from ._mlir import (
     as_crash,
     diagnostic,
     mlir_type,
-    quant_type,
     shape_text,
     shlo_uniform_body,
     uniform_input_type,
+    uniform_types,
     unsupported_reason,
 )
 
@@ -158,7 +158,7 @@ def uniform_module(case: Case) -> str:
             f"tensor<{sh}{rt}>\n  }}\n}}\n")
 
 
-_uq_supports = unsupported_reason(lambda case: (quant_type(case), uniform_input_type(case)))
+_uq_supports = unsupported_reason(uniform_types)
 
 
 def _uq_one(case: Case) -> Outputs:
@@ -189,7 +189,8 @@ def targets() -> list[Target]:
     return [
         Target(BACKEND, "stablehlo.convert", "elements", "stablehlo.convert in the StableHLO reference interpreter "
                "(eval_module)", None, ("encode", "decode", "quantize"), _el_supports, _el_run, _el_snippet),
-        Target(BACKEND, "stablehlo.uniform", "uniform", "stablehlo.uniform_quantize / uniform_dequantize in the "
-               "StableHLO reference interpreter", "stablehlo_lowering", ("uniform_quantize", "uniform_dequantize"),
+        Target(BACKEND, "stablehlo.uniform", "uniform", "stablehlo.uniform_quantize (float or quantized operand) / "
+               "uniform_dequantize in the StableHLO reference interpreter", "stablehlo_lowering",
+               ("uniform_quantize", "uniform_dequantize", "uniform_requantize"),
                _uq_supports, _uq_run, _uq_snippet),
     ]
