@@ -142,6 +142,16 @@ FLOAT_SETUPS: tuple[Setup, ...] = (
           description="ONNX QuantizeLinear to float4_e2m1fn (opset 23)"),
 )
 
+#: MLIR float storage (``!quant.uniform<f8E4M3FN:f32, 0.5>``, mlir-types.md §2.1) for the MLIR backends: uniform.md
+#: §2.1's float storage (x / s encoded with the core, saturating) under the StableHLO profiles. Not claimed for
+#: ``mlir``: upstream lower-quant-ops has no float-storage lowering (it emits arith.sitofp / fptosi on the float
+#: storage type), so the quant dialect's rounding of such a type is not known
+MLIR_FLOAT_SETUPS: tuple[Setup, ...] = tuple(
+    Setup(f"mlir_s{_s(s)}", st, s, profiles=("stablehlo", "stablehlo_lowering"),
+          description=f"MLIR float storage !quant.uniform<{t}:f32, {_s(s)}>")
+    for st, t, s in (("float8_e4m3fn", "f8E4M3FN", 0.5), ("float8_e5m2", "f8E5M2", 2.0),
+                     ("float4_e2m1fn", "f4E2M1FN", 0.25)))
+
 
 # ---------------------------------------------------------------------------------------------------------
 # helpers
@@ -451,6 +461,8 @@ def build_cases(full: bool) -> Iterator[Case]:
         yield from fn(st, full)
     for rs in REQUANTIZE_SETUPS:
         yield from _requantize_cases(rs)
+    for st in MLIR_FLOAT_SETUPS:
+        yield from _float_storage(st, full)
 
 
 # ---------------------------------------------------------------------------------------------------------
