@@ -342,6 +342,8 @@ def describe_input(case: Case, index: int) -> str:
     with np.errstate(invalid="ignore"):
         val = float_text(float(v.astype(np.float64)[0])) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" \
             else str(int(v[0]))
+    if case.operation == "uniform_requantize":  # the code as a value of its storage type
+        val = str(int(_signed_codes(v, sch)[0]))
     text = f"{a.dtype.name} {hex_words(v)[0]} ({val}) with scale {s!r}, zero point {z} ({sch.storage.name})"
     if case.operation == "uniform_requantize":
         to = to_scheme_of(case)
