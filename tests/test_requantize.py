@@ -230,3 +230,24 @@ def test_suite_cases_match_the_oracles():
                 assert not mask[i] and exp[i] == (o[0] & ((1 << b2) - 1)), (case.id, i, exp[i], o[0])
             checked += 1
     assert checked > 9000
+
+
+def test_stablehlo_interpreter_runs_the_requantize_cases():
+    """The StableHLO reference interpreter (StablehloLegalizeQuantToMath's requantize) on every committed
+    requantize case claimed by stablehlo_lowering, except u8 storage (signless: uniform.md §4.2 (10)) and per axis
+    off the last axis (the interpreter fails: conformance/xfails/stablehlo.txt): bit exact on every element."""
+    pytest.importorskip("torch_mlir._mlir_libs._stablehlo", reason="the StableHLO interpreter (torch-mlir)")
+    from qref.conformance.suite import load_suite
+    from qref.harness.adapters._common import codes_as
+    from qref.harness.adapters.stablehlo import evaluate, uniform_module
+
+    cases = [c for c in load_suite().select(family="uniform") if c.operation == "uniform_requantize"
+             and "stablehlo_lowering" in c.profiles and "uint8" not in c.id and "axis0-axis0" not in c.id]
+    assert len(cases) >= 15
+    n = 0
+    for case in cases:
+        (y,) = evaluate(uniform_module(case))
+        got = codes_as(case, "result", y)
+        assert (got == case.expected["result"]).all(), case.id
+        n += got.size
+    assert n > 4000
