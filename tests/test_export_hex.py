@@ -402,9 +402,10 @@ def test_results_of_another_case_and_links_in_the_output_are_refused(exported, t
 
 ELEMENT_WISE = {  # written here from the spec pages, not read from the exporter
     ("elements", "encode"), ("elements", "decode"), ("elements", "quantize"), ("uniform", "uniform_quantize"),
-    ("uniform", "uniform_dequantize"), ("block", "block_quantize"), ("block", "block_dequantize"),
-    ("block", "tile_quantize"), ("block", "stochastic_quantize"), ("lookup", "lookup_quantize"),
-    ("lookup", "lookup_dequantize"), ("lookup", "stochastic_quantize"), ("recipes", "scaled_qdq"),
+    ("uniform", "uniform_dequantize"), ("uniform", "uniform_requantize"), ("block", "block_quantize"),
+    ("block", "block_dequantize"), ("block", "tile_quantize"), ("block", "stochastic_quantize"),
+    ("lookup", "lookup_quantize"), ("lookup", "lookup_dequantize"), ("lookup", "stochastic_quantize"),
+    ("recipes", "scaled_qdq"),
 }
 
 

@@ -217,6 +217,13 @@ def test_uniform_targets_on_temporary_cases(uniform_suite, backend, target, modu
     ran = [r for r in res.results if r.status != "unsupported"]
     assert ran, [r.reason for r in res.results]
     for r in ran:
+        assert not ("/float8_" in r.task and backend == "stablehlo"), r.task  # float storage: unsupported
+        if "/float8_" in r.task and backend in ("iree", "mlir"):  # MLIR float storage (uniform.md §4.3)
+            if backend == "iree":  # the integer lowering: x / s rounded to an integer, then converted
+                assert r.status in ("pass", "fail"), (r.task, r.reason)
+            else:  # lower-quant-ops emits arith.sitofp on the float storage type
+                assert r.status == "crash" and "arith.sitofp" in r.reason, (r.task, r.reason)
+            continue
         if r.status == "crash":  # a lowering failure of an op/type StableHLO accepts (odd-length i2/i4, ...)
             assert backend in ("stablehlo", "iree") and r.reason.startswith("CompileFailure: "), r.reason
             assert any(p in r.reason for p in LOWERING_FAILURES), r.reason

@@ -39,6 +39,7 @@ TAGS = ("tie", "boundary", "subnormal", "overflow", "underflow", "special", "ran
         "values", "profile", "edge")
 #: Operations used so far; new ones follow the same lower_snake_case pattern.
 OPERATIONS = ("encode", "decode", "quantize", "dequantize", "uniform_quantize", "uniform_dequantize",
+              "uniform_requantize",
               "block_quantize", "block_dequantize", "lookup_quantize", "lookup_dequantize", "pack", "unpack",
               "delayed_scaling", "scaled_qdq", "block_matmul", "qdq_matmul", "mma", "gemm", "tile_quantize",
               "stochastic_quantize", "hadamard")

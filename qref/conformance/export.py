@@ -388,7 +388,7 @@ _FLAG = {v: k for k, v in HEX_FLAGS.items()}
 #: lookup and uniform scales, zero points and global scales travel as their own files).
 HEX_OPERATIONS = frozenset({
     ("elements", "encode"), ("elements", "decode"), ("elements", "quantize"),
-    ("uniform", "uniform_quantize"), ("uniform", "uniform_dequantize"),
+    ("uniform", "uniform_quantize"), ("uniform", "uniform_dequantize"), ("uniform", "uniform_requantize"),
     ("block", "block_quantize"), ("block", "block_dequantize"), ("block", "tile_quantize"),
     ("block", "stochastic_quantize"),
     ("lookup", "lookup_quantize"), ("lookup", "lookup_dequantize"), ("lookup", "stochastic_quantize"),

@@ -65,6 +65,9 @@ CLASSES: dict[str, tuple[str, str]] = {
                                                      "and NaN take the undefined conversion's value (INT_MIN on "
                                                      "x86-64, 0 through ml_dtypes' bfloat16) instead of "
                                                      "saturating"),
+    "requantize_form": ("requantize form", "requantized with the merged scale s1 / s2 and merged zero point in one "
+                                           "multiply-add where the reference dequantizes then quantizes (or the "
+                                           "reverse; uniform.md §2.7)"),
     "dequantize_arithmetic": ("dequantize arithmetic", "(q - z) * s computed in other types"),
     "decode_value": ("decoded value", "a code decodes to another value"),
     "other": ("other", "no single documented variant reproduces the backend's result"),

@@ -52,6 +52,7 @@ SPEC = {
     "scheme": "uniform.md §1",
     "quantize": "uniform.md §2.1",
     "dequantize": "uniform.md §2.2",
+    "requantize": "uniform.md §2.7",
     "arith": "uniform.md §3",
     "profiles": "uniform.md §4.1",
     "examples": "uniform.md §4.2",
@@ -140,6 +141,16 @@ FLOAT_SETUPS: tuple[Setup, ...] = (
     Setup("onnx_s0.25", "float4_e2m1fn", 0.25, profiles=("onnx",),
           description="ONNX QuantizeLinear to float4_e2m1fn (opset 23)"),
 )
+
+#: MLIR float storage (``!quant.uniform<f8E4M3FN:f32, 0.5>``, mlir-types.md §2.1) for the MLIR backends: uniform.md
+#: §2.1's float storage (x / s encoded with the core, saturating) under the StableHLO profiles. Not claimed for
+#: ``mlir``: upstream lower-quant-ops has no float-storage lowering (it emits arith.sitofp / fptosi on the float
+#: storage type), so the quant dialect's rounding of such a type is not known
+MLIR_FLOAT_SETUPS: tuple[Setup, ...] = tuple(
+    Setup(f"mlir_s{_s(s)}", st, s, profiles=("stablehlo", "stablehlo_lowering"),
+          description=f"MLIR float storage !quant.uniform<{t}:f32, {_s(s)}>")
+    for st, t, s in (("float8_e4m3fn", "f8E4M3FN", 0.5), ("float8_e5m2", "f8E5M2", 2.0),
+                     ("float4_e2m1fn", "f4E2M1FN", 0.25)))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -448,3 +459,122 @@ def build_cases(full: bool) -> Iterator[Case]:
         builders.append((st, _float_storage))
     for st, fn in builders:
         yield from fn(st, full)
+    for rs in REQUANTIZE_SETUPS:
+        yield from _requantize_cases(rs)
+    for st in MLIR_FLOAT_SETUPS:
+        yield from _float_storage(st, full)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# requantize (uniform.md §2.7): uniform_quantize of a quantized operand
+# ---------------------------------------------------------------------------------------------------------
+REQUANTIZE_PROFILES = ("stablehlo", "stablehlo_lowering")
+
+
+@dataclass(frozen=True)
+class RequantizeSetup:
+    """Codes of ``frm`` requantized to ``to`` (each a Setup-like dict: storage, scale, zero_point, axis)."""
+
+    label: str
+    frm: dict[str, Any]
+    to: dict[str, Any]
+    shape: tuple[int, ...] | None = None  # per axis: every channel takes every code (windows for wide storage)
+    codes: tuple[int, ...] | None = None  # explicit input values (the spec's example)
+    description: str = ""
+
+
+def _rq(storage: str, s: Any, z: Any = 0, axis: int | None = None) -> dict[str, Any]:
+    return {"storage": storage, "scale": s, "zero_point": z, "axis": axis}
+
+
+REQUANTIZE_SETUPS: tuple[RequantizeSetup, ...] = (
+    RequantizeSetup("s1_z0-s2_z0", _rq("int8", 1.0), _rq("int8", 2.0),
+                    description="ratio 1/2: every odd code is an exact tie of the second rounding (half even)"),
+    RequantizeSetup("s0.1_z-1-s0.4_z0", _rq("int8", 0.1, -1), _rq("int8", 0.4),
+                    description="ratio 1/4 = f32(0.1 / 0.4): the merged scale keeps the ties, the spec's "
+                                "fl32((q - z) s1) / s2 moves some off them"),
+    RequantizeSetup("s0.1_z3-s0.3_z-1", _rq("int8", 0.1, 3), _rq("int8", 0.3, -1),
+                    description="ratio 1/3 (inexact), both zero points nonzero"),
+    RequantizeSetup("s0.5_z-3-s0.2_z5", _rq("int8", 0.5, -3), _rq("int8", 0.2, 5),
+                    description="ratio 2.5: ties, saturation at both ends"),
+    RequantizeSetup("s0.7_z-128-s0.35_z127", _rq("int8", 0.7, -128), _rq("int8", 0.35, 127),
+                    description="zero points at the storage ends: q - z1 leaves i8 (spec: unspecified), "
+                                "results saturate"),
+    RequantizeSetup("s1_3_z-1-s0.1_z3", _rq("int8", 1 / 3, -1), _rq("int8", 0.1, 3),
+                    description="ratio 10/3, most codes saturate"),
+    RequantizeSetup("s0.1_z3-s0.1_z4", _rq("int8", 0.1, 3), _rq("int8", 0.1, 4),
+                    description="same scale, zero point shifted by one"),
+    RequantizeSetup("s0.1_z3-same", _rq("int8", 0.1, 3), _rq("int8", 0.1, 3),
+                    description="identical input and output types"),
+    RequantizeSetup("s0.013_z0-narrow_s0.1_z0", _rq("int8", 0.013), _rq("int8<-127:127>", 0.1),
+                    description="narrowed output range [-127, 127]"),
+    RequantizeSetup("s0.25_z0-u_s1_z128", _rq("int8", 0.25), _rq("uint8", 1.0, 128),
+                    description="int8 to uint8, ratio 1/4"),
+    RequantizeSetup("u_s0.1_z127-s0.05_z-3", _rq("uint8", 0.1, 127), _rq("int8", 0.05, -3),
+                    description="uint8 to int8, ratio 2, saturation"),
+    RequantizeSetup("s0.5_z0-i4_s2_z-1", _rq("int8", 0.5), _rq("int4", 2.0, -1),
+                    description="int8 to int4, ratio 1/4"),
+    RequantizeSetup("i4_s0.1_z-1-s0.03_z2", _rq("int4", 0.1, -1), _rq("int8", 0.03, 2),
+                    description="int4 to int8, ratio 10/3"),
+    RequantizeSetup("i16_s0.1_z-3-s1_3_z1", _rq("int16", 0.1, -3), _rq("int8", 1 / 3, 1),
+                    description="int16 to int8 (windows of int16 codes)"),
+    RequantizeSetup("s0.5_z0-i32_s2e-20_z0", _rq("int8", 0.5), _rq("int32", 2.0**-20),
+                    description="int8 to int32: no clamp below 32 bits in the merged form"),
+    RequantizeSetup("i32_s0.001_z0-s0.5_z0", _rq("int32", 0.001), _rq("int8", 0.5),
+                    description="int32 to int8: codes beyond 2^24 round when converted to f32"),
+    RequantizeSetup("axis1-axis1", _rq("int8", (0.1, 0.5, 1 / 3), (-30, -20, 0), 1),
+                    _rq("int8", (0.1, 0.2, 0.25), (-20, -30, 5), 1), shape=(256, 3),
+                    description="per axis on the last axis to per axis on the same axis"),
+    RequantizeSetup("pt-axis1", _rq("int8", 0.1, 3), _rq("int8", (0.3, 0.05, 0.1), (-1, 0, 4), 1), shape=(256, 3),
+                    description="per tensor to per axis on the last axis"),
+    RequantizeSetup("axis1-pt", _rq("int8", (0.3, 0.05, 0.1), (-1, 0, 4), 1), _rq("int8", 0.1, 3), shape=(256, 3),
+                    description="per axis on the last axis to per tensor"),
+    RequantizeSetup("axis0-axis0", _rq("int8", (0.1, 0.5, 1 / 3), (-30, -20, 0), 0),
+                    _rq("int8", (0.1, 0.2, 0.25), (-20, -30, 5), 0), shape=(3, 256),
+                    description="per axis on axis 0 (not the last) of a (3, 256) input"),
+    RequantizeSetup("spec_example", _rq("int8", (0.1, 0.5), (-30, -20), 0), _rq("int8", (0.1, 0.2), (-20, -30), 0),
+                    codes=(10, 10), description="the StableHLO spec's uniform_quantize example: [10, 10] -> [20, 45]"),
+)
+
+
+def _rq_scheme(d: dict[str, Any], profile: str) -> UniformScheme | None:
+    try:
+        return build_uniform(d["storage"], scale=d["scale"], zero_point=d["zero_point"], axis=d["axis"],
+                             profile=profile)
+    except QrefError:
+        return None
+
+
+def _requantize_cases(rs: RequantizeSetup) -> Iterator[Case]:
+    from ...schemes.uniform_requantize import requantize
+
+    st_in, st_out = rs.frm["storage"], rs.to["storage"]
+    if rs.codes is not None:
+        vals = np.array(rs.codes, dtype=np.int64)
+        codes = code_patterns(vals, st_in)
+    elif rs.shape is None:
+        codes = _all_codes(st_in)
+    else:
+        ax = rs.frm["axis"] if rs.frm["axis"] is not None else rs.to["axis"]
+        base = _all_codes(st_in)
+        codes = np.moveaxis(np.broadcast_to(base[:, None], (base.size, rs.shape[ax])), 1, ax)
+        codes = np.ascontiguousarray(codes).reshape(rs.shape)
+    outs = []
+    for p in REQUANTIZE_PROFILES:
+        frm, to = _rq_scheme(rs.frm, p), _rq_scheme(rs.to, p)
+        if frm is None or to is None:
+            continue
+        q = requantize(storage_values(codes, st_in).astype(frm.codes_dtype), frm, to)
+        outs.append((p, frm, (code_patterns(q.codes, st_out), np.asarray(q.unspecified, dtype=bool)), to))
+    tos = {p: to for p, _, _, to in outs}
+    for rep, frm, (res, unspec), members in _group([(p, f, a) for p, f, a, _ in outs]):
+        yield Case(
+            id=f"{FAMILY}/requantize/{st_in}-{st_out}/{rs.label}/{rep}", family=FAMILY,
+            operation="uniform_requantize", scheme=frm, profile=rep, params={"to": tos[rep].to_spec()},
+            inputs={"codes": codes}, expected={"result": res},
+            unspecified={"result": unspec} if unspec.any() else {},
+            array_formats={"codes": st_in, "result": st_out},
+            tags=("values", "tie", "overflow", "profile"), spec=(SPEC["requantize"], SPEC["profiles"]),
+            profiles=tuple(members),
+            description=f"uniform_quantize of a quantized {st_in} operand to {st_out} ({rs.description})",
+        )

@@ -169,17 +169,28 @@ def single_element_case(case: Case, i: int) -> Case:
     (oname,) = case.expected
     one = {iname: case.inputs[iname].reshape(-1)[i : i + 1]}
     exp = {oname: case.expected[oname].reshape(-1)[i : i + 1]}
+    params = dict(case.params)
+    if case.operation == "uniform_requantize":  # the output type reduced to the element's own parameters
+        from ..families.uniform import to_scheme_of
+
+        to = to_scheme_of(case)
+        shape = case.inputs[iname].shape
+        S, Z = to.expand(shape)
+        params["to"] = dict(to.to_spec(), scales=[float(np.broadcast_to(S, shape).reshape(-1)[i])],
+                            zero_points=[int(np.broadcast_to(Z, shape).reshape(-1)[i])], scale_shape=[], axis=None,
+                            block_size=None)
     return Case(id=case.id, family=case.family, operation=case.operation, inputs=one, expected=exp,
-                scheme=spec, profile=case.profile, array_formats=dict(case.array_formats), profiles=case.profiles)
+                scheme=spec, profile=case.profile, params=params, array_formats=dict(case.array_formats),
+                profiles=case.profiles)
 
 
 def _mask(case: Case) -> str:
     """Source text masking a printed storage value to its bit width (" & 0x3" for 2-bit codes), or ""."""
     from ...formats import IntFormat
 
-    if case.operation != "uniform_quantize":
+    if case.operation not in ("uniform_quantize", "uniform_requantize"):
         return ""
-    st = get_format(case.scheme["storage"])
+    st = get_format((case.params["to"] if case.operation == "uniform_requantize" else case.scheme)["storage"])
     return f" & {hex((1 << st.bits) - 1)}" if isinstance(st, IntFormat) and st.bits < 8 else ""
 
 

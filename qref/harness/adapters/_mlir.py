@@ -105,7 +105,10 @@ def diagnostic(exc: BaseException, limit: int = 240) -> str:
     """The first MLIR error of a compiler/pass failure, without locations and op dumps: e.g. "failed to legalize
     operation 'arith.truncf' that was explicitly marked illegal: (vector<4xf64>) -> vector<4xf8E4M3FN>"."""
     text = str(exc)
-    lines = [ln for ln in text.splitlines() if "error:" in ln]
+    # the parser's and the pass manager's summary lines name no cause: the next error line does
+    # ('"-":2:7: 'quant.qcast' op ...')
+    lines = [ln for ln in text.splitlines() if "error:" in ln and not any(
+        g in ln for g in ("Unable to parse module assembly", "Failure while executing pass pipeline"))]
     if not lines:
         lines = [ln for ln in text.splitlines() if ln.strip()] or [type(exc).__name__]
         msg = lines[0].strip()
@@ -115,23 +118,36 @@ def diagnostic(exc: BaseException, limit: int = 240) -> str:
     if m:
         msg = msg[: msg.index("%")].rstrip() + " " + m.group(1)
     msg = re.sub(r"\s*loc\(.*$", "", msg)
+    msg = re.sub(r'^"-":\d+:\d+:\s*', "", msg)
     return msg if len(msg) <= limit else msg[: limit - 3] + "..."
 
 
 # ---- uniform quantization (StableHLO ops and the quant dialect) ------------------------------------------------
 def quant_type(case: object) -> tuple[str, str, int, bool]:
     """(the case scheme's !quant.uniform type, its storage integer type, storage bits, signed)."""
-    from ...formats import IntFormat
-    from ...interop.mlir import format_type
     from ..families.uniform import scheme_of
 
-    sch = scheme_of(case)  # type: ignore[arg-type]
-    if not isinstance(sch.storage, IntFormat):
-        raise Unsupported(f"quantized types with {sch.storage.name} storage are not lowered (integer storage only)")
+    return scheme_quant_type(scheme_of(case))  # type: ignore[arg-type]
+
+
+def scheme_quant_type(sch: Any) -> tuple[str, str, int, bool]:
+    """quant_type of a UniformScheme (the output type of a requantize case: ``to_scheme_of``). Float storage
+    (``!quant.uniform<f8E4M3FN:f32, ...>``) gives its MLIR float type as the storage type and signed=False: its
+    codes cross the boundary as unsigned integers of the format's width (widened to 8 bits)."""
+    from ...formats import IntFormat
+    from ...interop.mlir import format_type
+
     if sch.granularity == "blocked":
         raise Unsupported("sub-channel (blocked) quantized types are not supported")
+    if not isinstance(sch.storage, IntFormat):
+        return format_type(sch), mlir_type(sch.storage.name, "storage format"), sch.storage.bits, False
     b, signed = sch.storage.bits, sch.storage.signed
     return format_type(sch), (f"i{b}" if signed else f"ui{b}"), b, signed
+
+
+def is_float_storage(storage_type: str) -> bool:
+    """Whether a storage type of scheme_quant_type is a float type (f8E4M3FN, f8E5M2, f4E2M1FN)."""
+    return storage_type.startswith("f")
 
 
 def shape_text(shape: tuple[int, ...]) -> str:
@@ -149,6 +165,25 @@ def shlo_uniform_body(case: object, x: str) -> tuple[list[str], str, str]:
     arr = c.inputs[iname]  # type: ignore[attr-defined]
     sh = shape_text(arr.shape)
     lines: list[str] = []
+    if is_float_storage(it) and c.operation in ("uniform_quantize", "uniform_dequantize"):  # type: ignore[attr-defined]
+        return _shlo_float_storage_body(c, x, qt, it, b, sh)
+    if c.operation == "uniform_requantize":  # type: ignore[attr-defined]
+        from ..families.uniform import to_scheme_of
+
+        qt2, it2, b2, signed2 = scheme_quant_type(to_scheme_of(c))  # type: ignore[arg-type]
+        v = x
+        if b < 8:
+            lines.append(f"%n = stablehlo.convert {x} : (tensor<{sh}{'i8' if signed else 'ui8'}>) -> "
+                         f"tensor<{sh}{it}>")
+            v = "%n"
+        lines.append(f"%q = stablehlo.bitcast_convert {v} : (tensor<{sh}{it}>) -> tensor<{sh}{qt}>")
+        lines.append(f"%u = stablehlo.uniform_quantize %q : (tensor<{sh}{qt}>) -> tensor<{sh}{qt2}>")
+        lines.append(f"%b = stablehlo.bitcast_convert %u : (tensor<{sh}{qt2}>) -> tensor<{sh}{it2}>")
+        if b2 < 8:
+            wide = "i8" if signed2 else "ui8"
+            lines.append(f"%r = stablehlo.convert %b : (tensor<{sh}{it2}>) -> tensor<{sh}{wide}>")
+            return lines, "%r", wide
+        return lines, "%b", it2
     if c.operation == "uniform_quantize":  # type: ignore[attr-defined]
         ft = mlir_type(arr.dtype.name, "dtype")
         lines.append(f"%q = stablehlo.uniform_quantize {x} : (tensor<{sh}{ft}>) -> tensor<{sh}{qt}>")
@@ -177,6 +212,41 @@ def shlo_uniform_body(case: object, x: str) -> tuple[list[str], str, str]:
     return lines, "%r", f"ui{w}"
 
 
+def _shlo_float_storage_body(c: Any, x: str, qt: str, ft: str, b: int, sh: str) -> tuple[list[str], str, str]:
+    """shlo_uniform_body for float storage: the element codes cross as ui8 and are bitcast to and from the float
+    type (4-bit types through ui4)."""
+    from ..families.uniform import scheme_of
+
+    ui = f"ui{b}"
+    lines: list[str] = []
+    if c.operation == "uniform_quantize":
+        ft_in = mlir_type(c.inputs["x"].dtype.name, "dtype")
+        lines.append(f"%q = stablehlo.uniform_quantize {x} : (tensor<{sh}{ft_in}>) -> tensor<{sh}{qt}>")
+        lines.append(f"%f = stablehlo.bitcast_convert %q : (tensor<{sh}{qt}>) -> tensor<{sh}{ft}>")
+        lines.append(f"%b = stablehlo.bitcast_convert %f : (tensor<{sh}{ft}>) -> tensor<{sh}{ui}>")
+        if b < 8:
+            lines.append(f"%r = stablehlo.convert %b : (tensor<{sh}{ui}>) -> tensor<{sh}ui8>")
+            return lines, "%r", "ui8"
+        return lines, "%b", ui
+    et = mlir_type(scheme_of(c).expressed.name, "expressed type")
+    (oname,) = c.expected
+    ot = mlir_type(c.expected[oname].dtype.name, "dtype")
+    v = x
+    if b < 8:
+        lines.append(f"%n = stablehlo.convert {x} : (tensor<{sh}ui8>) -> tensor<{sh}{ui}>")
+        v = "%n"
+    lines.append(f"%f = stablehlo.bitcast_convert {v} : (tensor<{sh}{ui}>) -> tensor<{sh}{ft}>")
+    lines.append(f"%q = stablehlo.bitcast_convert %f : (tensor<{sh}{ft}>) -> tensor<{sh}{qt}>")
+    lines.append(f"%y = stablehlo.uniform_dequantize %q : (tensor<{sh}{qt}>) -> tensor<{sh}{et}>")
+    res = "%y"
+    if ot != et:
+        lines.append(f"%o = stablehlo.convert %y : (tensor<{sh}{et}>) -> tensor<{sh}{ot}>")
+        res = "%o"
+    w = WIDTH[ot]
+    lines.append(f"%r = stablehlo.bitcast_convert {res} : (tensor<{sh}{ot}>) -> tensor<{sh}ui{w}>")
+    return lines, "%r", f"ui{w}"
+
+
 def uniform_input_type(case: object) -> str:
     """MLIR element type in which the case's input crosses the boundary (floats as floats, codes widened to 8
     bits)."""
@@ -185,7 +255,20 @@ def uniform_input_type(case: object) -> str:
     if case.operation == "uniform_quantize":  # type: ignore[attr-defined]
         return mlir_type(arr.dtype.name, "dtype")
     _, it, b, signed = quant_type(case)
+    if is_float_storage(it):
+        return f"ui{max(8, b)}"
     return it if b >= 8 else ("i8" if signed else "ui8")
+
+
+def uniform_types(case: Any) -> tuple[object, ...]:
+    """The MLIR types a uniform case needs (its quantized type(s), its input type); Unsupported when one has
+    none."""
+    types: tuple[object, ...] = (quant_type(case), uniform_input_type(case))
+    if case.operation == "uniform_requantize":
+        from ..families.uniform import to_scheme_of
+
+        types += (scheme_quant_type(to_scheme_of(case)),)
+    return types
 
 
 def unsupported_reason(check: Callable[[Any], object]) -> Callable[[Any], str | None]:

@@ -34,10 +34,10 @@ from ._mlir import (
     element_body,
     func_name,
     generic_tensor_func,
-    quant_type,
     shape_text,
     shlo_uniform_body,
     uniform_input_type,
+    uniform_types,
     unsupported_reason,
 )
 
@@ -188,7 +188,7 @@ def _uq_func(name: str, case: Case) -> str:
             f"    return {res} : tensor<{sh}{rt}>\n  }}")
 
 
-_uq_supports = unsupported_reason(lambda case: (quant_type(case), uniform_input_type(case)))
+_uq_supports = unsupported_reason(uniform_types)
 
 
 def _uq_input(case: Case) -> np.ndarray:
@@ -227,6 +227,6 @@ def _uq_snippet(case: Case, i: int) -> str:
 
 
 def _uniform_target() -> Target:
-    return Target(BACKEND, "iree.stablehlo_uniform", "uniform", "stablehlo.uniform_quantize / uniform_dequantize "
-                  "(+ bitcast_convert), iree-compile llvm-cpu", "stablehlo_lowering",
-                  ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run, _uq_snippet)
+    return Target(BACKEND, "iree.stablehlo_uniform", "uniform", "stablehlo.uniform_quantize (float or quantized "
+                  "operand) / uniform_dequantize (+ bitcast_convert), iree-compile llvm-cpu", "stablehlo_lowering",
+                  ("uniform_quantize", "uniform_dequantize", "uniform_requantize"), _uq_supports, _uq_run, _uq_snippet)

@@ -34,7 +34,18 @@ from ._common import (
     single_element_case,
     storage_values,
 )
-from ._mlir import diagnostic, element_body, generic_memref_func, mlir_type, quant_type, shape_text, unsupported_reason
+from ._mlir import (
+    CompileFailure,
+    diagnostic,
+    element_body,
+    generic_memref_func,
+    is_float_storage,
+    mlir_type,
+    quant_type,
+    scheme_quant_type,
+    shape_text,
+    unsupported_reason,
+)
 
 BACKEND = "mlir"
 DISTRIBUTIONS = ("torch-mlir",)
@@ -46,6 +57,11 @@ PIPELINE = (
     "convert-math-to-llvm, expand-strided-metadata, finalize-memref-to-llvm, convert-arith-to-llvm, "
     "convert-func-to-llvm, convert-cf-to-llvm, reconcile-unrealized-casts)")
 UINT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+class PipelineFailure(Unsupported):
+    """The module parsed and verified, and the lowering pipeline (or the JIT) failed on it: for an element
+    conversion arith has no lowering (unsupported); for a quant op on a type the dialect accepts, a crash."""
 
 
 class Compiled:
@@ -66,11 +82,15 @@ class Compiled:
         with self.ctx:
             try:
                 module = ir.Module.parse(text)
+            except Exception as exc:
+                msg = errors[0] if errors else str(exc)
+                raise Unsupported(f"mlir: {diagnostic(RuntimeError('error: ' + msg))}") from None
+            try:
                 passmanager.PassManager.parse(PIPELINE).run(module.operation)
                 self.engine = ExecutionEngine(module, opt_level=2)
             except Exception as exc:
                 msg = errors[0] if errors else str(exc)
-                raise Unsupported(f"mlir: {diagnostic(RuntimeError('error: ' + msg))}") from None
+                raise PipelineFailure(f"mlir: {diagnostic(RuntimeError('error: ' + msg))}") from None
 
     def call(self, name: str, x: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
         from torch_mlir.runtime import get_ranked_memref_descriptor
@@ -171,7 +191,44 @@ def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
     shape = case.inputs[iname].shape
     sh = shape_text(shape)
     lines = []
-    if case.operation == "uniform_quantize":
+    if case.operation == "uniform_requantize":  # quant.qcast of a quantized operand (the verifier decides)
+        from ..families.uniform import to_scheme_of
+
+        qt2, _it2, b2, signed2 = scheme_quant_type(to_scheme_of(case))
+        st2 = f"i{b2}"
+        arg = f"tensor<{sh}{st if b >= 8 else 'i8'}>"
+        v = "%x"
+        if b < 8:
+            lines.append(f"%n = arith.trunci %x : tensor<{sh}i8> to tensor<{sh}{st}>")
+            v = "%n"
+        lines += [f"%q = quant.scast {v} : tensor<{sh}{st}> to tensor<{sh}{qt}>",
+                  f"%u = quant.qcast %q : tensor<{sh}{qt}> to tensor<{sh}{qt2}>",
+                  f"%s = quant.scast %u : tensor<{sh}{qt2}> to tensor<{sh}{st2}>"]
+        res, rt = "%s", st2
+        if b2 < 8:
+            lines.append(f"%w = arith.{'extsi' if signed2 else 'extui'} %s : tensor<{sh}{st2}> to tensor<{sh}i8>")
+            res, rt = "%w", "i8"
+        out_dt = np.dtype(f"int{max(8, b2)}")
+    elif is_float_storage(_it):  # f8E4M3FN / f8E5M2 / f4E2M1FN storage: quant.scast takes integers only, so the
+        # function takes or returns the quantized tensor itself (strip-func-quant-types makes it the float type)
+        if case.operation == "uniform_quantize":
+            ft = mlir_type(case.inputs["x"].dtype.name, "dtype")
+            arg = f"tensor<{sh}{ft}>"
+            lines.append(f"%q = quant.qcast %x : {arg} to tensor<{sh}{qt}>")
+            res, rt = "%q", qt
+            out_dt = np.dtype(np.uint8)
+        else:
+            from ..families.uniform import scheme_of
+
+            et = mlir_type(scheme_of(case).expressed.name, "expressed type")
+            arg = f"tensor<{sh}{qt}>"
+            lines.append(f"%y = quant.dcast %x : {arg} to tensor<{sh}{et}>")
+            res, rt = "%y", et
+            (oname,) = case.expected
+            if et != mlir_type(case.expected[oname].dtype.name):
+                raise Unsupported(f"dequantize to {case.expected[oname].dtype} from expressed type {et}")
+            out_dt = np.dtype(case.expected[oname].dtype)
+    elif case.operation == "uniform_quantize":
         ft = mlir_type(case.inputs["x"].dtype.name, "dtype")
         arg = f"tensor<{sh}{ft}>"
         lines += [f"%q = quant.qcast %x : {arg} to tensor<{sh}{qt}>",
@@ -207,7 +264,7 @@ def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
 def _uq_input(case: Case) -> np.ndarray:
     if case.operation == "uniform_quantize":
         return np.ascontiguousarray(case.inputs["x"])
-    v = storage_values(case)
+    v = storage_values(case)  # dequantize and requantize: the input codes
     return v.astype(np.int8) if v.dtype.itemsize == 1 else v
 
 
@@ -228,7 +285,10 @@ _uq_supports = unsupported_reason(lambda case: _uq_func("f", case))
 
 def _uq_one(case: Case) -> Outputs:
     text, out_dt = _uq_func("f", case)
-    mod = Compiled("module {" + text + "\n}\n")
+    try:
+        mod = Compiled("module {" + text + "\n}\n")
+    except PipelineFailure as exc:  # lower-quant-ops failed on an op and type the quant dialect accepts: a crash
+        raise CompileFailure(str(exc)) from None
     y = _call_returning(mod, "f", _uq_input(case), out_dt)
     (oname,) = case.expected
     return {oname: codes_as(case, oname, y)}
@@ -259,5 +319,5 @@ def _uq_snippet(case: Case, i: int) -> str:
 
 def _uniform_target() -> Target:
     return Target(BACKEND, "mlir.quant", "uniform", "quant.qcast / quant.dcast (+ quant.scast), lower-quant-ops, "
-                  "lowered to LLVM, ExecutionEngine", "mlir", ("uniform_quantize", "uniform_dequantize"),
-                  _uq_supports, _uq_run, _uq_snippet)
+                  "lowered to LLVM, ExecutionEngine", "mlir",
+                  ("uniform_quantize", "uniform_dequantize", "uniform_requantize"), _uq_supports, _uq_run, _uq_snippet)

@@ -21,12 +21,13 @@ from ...formats import IntFormat, get_format
 from ...schemes.base import QArray
 from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
 from ...schemes.uniform import from_spec as _from_spec
+from ...schemes.uniform_requantize import FORMS, requantize, requantize_arithmetic
 from ..model import bits
 from . import Expectation, task_hash
 
 FAMILY = "uniform"
 SPEC_PROFILE = DEFAULT_PROFILE
-OPERATIONS = ("uniform_quantize", "uniform_dequantize")
+OPERATIONS = ("uniform_quantize", "uniform_dequantize", "uniform_requantize")
 
 CLASS_SECTIONS = {
     "zero_point_order": "uniform.md §2.1", "fma": "uniform.md §3", "tie_rule": "uniform.md §2.1",
@@ -35,6 +36,7 @@ CLASS_SECTIONS = {
     "compute_precision": "uniform.md §3", "saturation": "uniform.md §2.1", "wrap_around": "uniform.md §2.1",
     "nan_sign_or_code": "uniform.md §4.2", "dequantize_arithmetic": "uniform.md §2.2",
     "saturation_nan_inf": "uniform.md §2.1", "signedness": "uniform.md §4.2", "int32_conversion": "uniform.md §4.2",
+    "requantize_form": "uniform.md §2.7",
 }
 
 # arithmetic changes tried in order: (class, overrides)
@@ -75,6 +77,10 @@ def task_key(case: Case) -> str:
     sch = dict(case.scheme or {})
     geometry = {k: sch.get(k) for k in ("storage", "expressed", "scales", "zero_points", "scale_shape", "axis",
                                         "block_size", "storage_range")}
+    if case.operation == "uniform_requantize":  # the output type is part of the task
+        to = dict(case.params["to"])
+        geometry["to"] = {k: to.get(k) for k in ("storage", "expressed", "scales", "zero_points", "scale_shape",
+                                                 "axis", "block_size", "storage_range")}
     return task_hash(case, geometry)
 
 
@@ -88,7 +94,66 @@ def scheme_of(case: Case, profile: str | None = None, **overrides: Any) -> Unifo
     return _from_spec(spec)
 
 
+def to_scheme_of(case: Case, profile: str | None = None, **overrides: Any) -> UniformScheme:
+    """The output scheme of a uniform_requantize case (``params["to"]``), with ``profile``'s arithmetic."""
+    spec = dict(case.params["to"])
+    if profile is not None or overrides:
+        spec["arithmetic"] = arithmetic_for(profile or spec.get("profile"), **overrides).to_dict()
+        spec["profile"] = profile or spec.get("profile")
+    return _from_spec(spec)
+
+
+def _requantize_outputs(case: Case, profile: str | None, form: str | None = None) -> Expectation:
+    """uniform.md §2.7: the case's codes requantized under ``profile`` (its requantize arithmetic, or ``form``)."""
+    frm, to = scheme_of(case, profile), to_scheme_of(case, profile)
+    ar = requantize_arithmetic(to.profile, **({"form": form} if form else {}))
+    (name,) = case.expected
+    exp = case.expected[name]
+    codes = _signed_codes(case.inputs["codes"], frm)
+    with np.errstate(all="ignore"):
+        q = requantize(codes.astype(frm.codes_dtype), frm, to, ar)
+    st = to.storage
+    assert isinstance(st, IntFormat)
+    out = (np.asarray(q.codes).astype(np.int64) & ((1 << st.bits) - 1)).astype(np.uint64).astype(exp.dtype)
+    return Expectation({name: out}, {name: np.asarray(q.unspecified, dtype=bool)})
+
+
+def _requantize_signless(case: Case, profile: str) -> dict[str, np.ndarray]:
+    """uniform.md §4.2 (10) for requantize: unsigned storage held in the signless integer of its width (MLIR's
+    u8 spelling): input codes >= 2^(b-1) read as negative, results saturated to the signed range."""
+    frm, to = scheme_of(case, profile), to_scheme_of(case, profile)
+    fs, ts = frm.storage, to.storage
+    assert isinstance(fs, IntFormat) and isinstance(ts, IntFormat)
+    if fs.signed and ts.signed:
+        raise ValueError("no unsigned storage")
+    codes = _signed_codes(case.inputs["codes"], frm).astype(np.int64)
+    if not fs.signed:
+        codes = np.where(codes >= 1 << (fs.bits - 1), codes - (1 << fs.bits), codes)
+        frm = _from_spec(dict(frm.to_spec(), storage=f"int{fs.bits}", type_spelling=None))
+    with np.errstate(all="ignore"):
+        q = requantize(codes, frm, to, requantize_arithmetic(to.profile))
+    n = np.asarray(q.codes).astype(np.int64)
+    if not ts.signed:
+        n = np.clip(n, -(1 << (ts.bits - 1)), (1 << (ts.bits - 1)) - 1)
+    (name,) = case.expected
+    dt = case.expected[name].dtype
+    return {name: (n & ((1 << ts.bits) - 1)).astype(np.uint64).astype(dt)}
+
+
+def _signed_codes(codes: np.ndarray, sch: UniformScheme) -> np.ndarray:
+    """Suite codes (unsigned bit patterns) as storage values of ``sch`` (sign-extended for signed storage)."""
+    st = sch.storage
+    if isinstance(st, IntFormat) and codes.dtype.kind == "u" and st.signed:
+        codes = codes.view(f"i{codes.dtype.itemsize}")
+        if st.bits < 8 * codes.dtype.itemsize:  # sign-extend narrow codes held in a wider integer
+            shift = 8 * codes.dtype.itemsize - st.bits
+            codes = (codes << shift) >> shift
+    return codes
+
+
 def _outputs(case: Case, sch: UniformScheme) -> Expectation:
+    if case.operation == "uniform_requantize":
+        return _requantize_outputs(case, sch.profile)
     (name,) = case.expected
     exp = case.expected[name]
     if case.operation == "uniform_quantize":
@@ -101,13 +166,7 @@ def _outputs(case: Case, sch: UniformScheme) -> Expectation:
             out = out & exp.dtype.type((1 << st.bits) - 1)  # narrow codes as the suite stores them
         return Expectation({name: out}, {name: np.asarray(q.unspecified, dtype=bool)})
     (cname,) = case.inputs
-    codes = case.inputs[cname]
-    st = sch.storage
-    if isinstance(st, IntFormat) and codes.dtype.kind == "u" and st.signed:
-        codes = codes.view(f"i{codes.dtype.itemsize}")
-        if st.bits < 8 * codes.dtype.itemsize:  # sign-extend narrow codes held in a wider integer
-            shift = 8 * codes.dtype.itemsize - st.bits
-            codes = (codes << shift) >> shift
+    codes = _signed_codes(case.inputs[cname], sch)
     with np.errstate(all="ignore"):
         vals, bad = sch.dequantize_with_mask(QArray(codes=codes, scheme=sch), dtype=exp.dtype)
     return Expectation({name: np.asarray(vals)}, {name: np.asarray(bad, dtype=bool)})
@@ -120,9 +179,23 @@ def expectation(case: Case, profile: str) -> Expectation:
 
 
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
-    """(class, outputs): for integer quantize first the conversion through int32 (``_int32_alternatives``), then
-    arithmetic variants of ``profile`` (uniform.md §3), then integer wrap-around and saturation at the signed bounds
-    of the storage width."""
+    """(class, outputs): for requantize the other form (uniform.md §2.7) and signless storage; for integer quantize
+    first the conversion through int32 (``_int32_alternatives``), then arithmetic variants of ``profile``
+    (uniform.md §3), then integer wrap-around and saturation at the signed bounds of the storage width."""
+    if case.operation == "uniform_requantize":  # the other requantize form (uniform.md §2.7)
+        mine = requantize_arithmetic(profile).form
+        for form in FORMS:
+            if form != mine:
+                try:
+                    yield "requantize_form", _requantize_outputs(case, profile, form).outputs
+                except Exception:
+                    continue
+        try:
+            signless = _requantize_signless(case, profile)
+        except Exception:
+            return
+        yield "signedness", signless
+        return
     st = get_format(case.scheme["storage"])
     quantize_int = case.operation == "uniform_quantize" and isinstance(st, IntFormat) and st.bits < 32
     if quantize_int:  # first: on the elements it changes, a clamp variant can give the same codes by accident
@@ -239,6 +312,8 @@ def _as(v: np.ndarray, dt: np.dtype, bits_: int) -> np.ndarray:
 
 def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
     out = np.full(exp.shape, "", dtype=object)
+    if case.operation == "uniform_requantize":
+        return out
     if case.operation == "uniform_quantize" and "x" in case.inputs:
         with np.errstate(invalid="ignore"):
             xv = case.inputs["x"].reshape(-1)[idx].astype(np.float64)
@@ -273,7 +348,16 @@ def describe_input(case: Case, index: int) -> str:
     with np.errstate(invalid="ignore"):
         val = float_text(float(v.astype(np.float64)[0])) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" \
             else str(int(v[0]))
-    return f"{a.dtype.name} {hex_words(v)[0]} ({val}) with scale {s!r}, zero point {z} ({sch.storage.name})"
+    if case.operation == "uniform_requantize":  # the code as a value of its storage type
+        val = str(int(_signed_codes(v, sch)[0]))
+    text = f"{a.dtype.name} {hex_words(v)[0]} ({val}) with scale {s!r}, zero point {z} ({sch.storage.name})"
+    if case.operation == "uniform_requantize":
+        to = to_scheme_of(case)
+        S, Z = to.expand(a.shape)
+        s2 = float(np.broadcast_to(S, a.shape).reshape(-1)[index])
+        z2 = int(np.broadcast_to(Z, a.shape).reshape(-1)[index])
+        text += f" to scale {s2!r}, zero point {z2} ({to.storage.name})"
+    return text
 
 
 def element_params(case: Case, index: int) -> tuple[float, int]:
@@ -291,8 +375,8 @@ def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     from ...conformance.text import float_text, hex_words
 
     v = np.asarray(value).reshape(-1)[:1]
-    if case.operation == "uniform_quantize":
-        st = get_format(case.scheme["storage"])
+    if case.operation in ("uniform_quantize", "uniform_requantize"):
+        st = get_format((case.params["to"] if case.operation == "uniform_requantize" else case.scheme)["storage"])
         if isinstance(st, IntFormat):
             u = int(bits(v)[0]) & ((1 << st.bits) - 1)
             val = u - (1 << st.bits) if st.signed and u >= 1 << (st.bits - 1) else u
@@ -308,6 +392,8 @@ def divergence(case: Case, got: dict[str, np.ndarray], unspecified: dict[str, np
     count (docs/conformance/divergence.md; kinds and behaviours are described there). Integer storage only."""
     (name,) = case.expected
     mask = unspecified.get(name)
+    if case.operation == "uniform_requantize":
+        return {}
     if mask is None or name not in got or not np.asarray(mask).any():
         return {}
     sch = scheme_of(case)
