@@ -26,6 +26,7 @@ from .profiles import CastRule, Profile, get_profile, profiles, register_profile
 from .schemes import QArray, Scheme, scheme, scheme_from_spec
 from .schemes.block import BlockScheme
 from .schemes.lookup import DoubleQuantized, LookupScheme, lookup_scheme_from_table
+from .schemes.uniform_requantize import RequantizeArithmetic, requantize
 from .tables import Table, dynamic_map, get_table, lloyd_max_table, nf_table, quantile_table, register_table
 
 __version__ = "0.1.0"
@@ -45,6 +46,7 @@ __all__ = [
     "Profile",
     "QArray",
     "QrefError",
+    "RequantizeArithmetic",
     "Scheme",
     "Table",
     "UnknownNameError",
@@ -75,6 +77,7 @@ __all__ = [
     "register_format",
     "register_profile",
     "register_table",
+    "requantize",
     "resolve_profile",
     "scheme",
     "scheme_from_spec",

@@ -122,6 +122,9 @@ def test_forms_differ_where_the_spec_moves_ties():
     assert sorted((codes[(a != b) & ~qa.unspecified]).tolist()) == diff
     assert codes[qa.unspecified].tolist() == [127]  # 127 - (-1) = 128 leaves i8
     assert a[25 + 128] == 7 and b[25 + 128] == 6  # the spec text's example
+    top = qref.requantize(qref.QArray(codes=codes.astype(np.int8), scheme=frm), frm, to,
+                          qref.RequantizeArithmetic(form="merged"))  # the public name, QArray input
+    assert np.array_equal(top.codes, b)
 
 
 def test_spec_example_per_axis():
