@@ -62,3 +62,39 @@ def test_int32_conversion_is_named_before_a_clamp_variant_that_happens_to_agree(
     got[big] = 0  # INT_MIN + 0 clipped to [0, 255]
     comp = classify.compare(case, fam, exp, {name: got.reshape(exp.outputs[name].shape)}, "stablehlo")
     assert comp.classes == {"int32_conversion": int(big.sum())}
+
+
+def test_float_storage_through_the_integer_lowering_is_one_class():
+    """A float-storage dequantize computed as IREE does (the f8E4M3FN code truncated to an int32, then (n - z) * s;
+    uniform.md §4.3): code 0x39 = 1.125 at s = 0.5 gives 0.5, not 0.5625; Inf / NaN codes aside, every mismatch is
+    "integer_lowering", not a spread of rounding classes."""
+    import numpy as np
+
+    from qref.conformance.suite import load_suite
+    from qref.harness import classify
+    from qref.harness.families import uniform as fam
+
+    case = load_suite("conformance/v1").verify_case("uniform/float8_e4m3fn/mlir_s0.5/dequantize/stablehlo_lowering")
+    codes = case.inputs["codes"].astype(np.int64)
+    v = np.array(_e4m3_values(codes))  # exact decoded values
+    finite = np.isfinite(v)
+    got = np.where(finite, np.trunc(np.where(finite, v, 0)) * 0.5, np.float32(case.expected["y"][0])).astype(
+        np.float32)
+    exp = fam.expectation(case, "stablehlo_lowering")
+    assert got[0x39] == 0.5 and exp.outputs["y"][0x39] == np.float32(0.5625)
+    got = np.where(finite, got, exp.outputs["y"]).astype(np.float32)  # keep the NaN codes as expected
+    comp = classify.compare(case, fam, exp, {"y": got + np.float32(0)}, "stablehlo_lowering")
+    assert set(comp.classes) <= {"integer_lowering", "sign_of_zero"} and comp.classes["integer_lowering"] > 100
+
+
+def _e4m3_values(codes):
+    """E4M3FN decoded by its definition (bias 7, 3 mantissa bits, S.1111.111 NaN), independent of qref."""
+    out = []
+    for c in codes.tolist():
+        s, e, m = (c >> 7) & 1, (c >> 3) & 0xF, c & 7
+        if e == 15 and m == 7:
+            out.append(float("nan"))
+            continue
+        mag = (m / 8) * 2.0**-6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+        out.append(-mag if s else mag)
+    return out

@@ -69,6 +69,10 @@ CLASSES: dict[str, tuple[str, str]] = {
                                            "multiply-add where the reference dequantizes then quantizes (or the "
                                            "reverse; uniform.md §2.7)"),
     "dequantize_arithmetic": ("dequantize arithmetic", "(q - z) * s computed in other types"),
+    "integer_lowering": ("float storage lowered as integer", "a float storage type runs the integer lowering: x / s "
+                                                             "+ z rounded to an integer before the conversion to the "
+                                                             "float format, the float code truncated to an integer "
+                                                             "before (q - z) * s"),
     "decode_value": ("decoded value", "a code decodes to another value"),
     "other": ("other", "no single documented variant reproduces the backend's result"),
     "crash": ("crash", "the backend raised an error or failed to compile a case it should support"),

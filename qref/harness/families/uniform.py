@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...conformance.case import Case
-from ...core import decode
+from ...core import decode, encode
 from ...formats import IntFormat, get_format
 from ...schemes.base import QArray
 from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
@@ -36,6 +36,7 @@ CLASS_SECTIONS = {
     "compute_precision": "uniform.md §3", "saturation": "uniform.md §2.1", "wrap_around": "uniform.md §2.1",
     "nan_sign_or_code": "uniform.md §4.2", "dequantize_arithmetic": "uniform.md §2.2",
     "saturation_nan_inf": "uniform.md §2.1", "signedness": "uniform.md §4.2", "int32_conversion": "uniform.md §4.2",
+    "integer_lowering": "uniform.md §4.3",
     "requantize_form": "uniform.md §2.7",
 }
 
@@ -213,6 +214,13 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
             yield cls, _outputs(case, scheme_of(case, profile, **ov)).outputs
         except Exception:
             continue
+    if not isinstance(st, IntFormat):  # float storage lowered as integer storage (uniform.md §4.3); last
+        try:
+            lowered = _integer_lowering(case, profile)
+        except Exception:
+            lowered = None
+        if lowered is not None:
+            yield "integer_lowering", lowered
     if case.operation == "uniform_dequantize":
         if isinstance(st, IntFormat) and not st.signed:  # codes read as the signed type of their width
             (cname,) = case.inputs
@@ -249,6 +257,33 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
         yield "signedness", {name: _as(np.clip(n, lo, hi) & ((1 << st.bits) - 1), dt, st.bits)}
     else:
         yield "saturation", {name: _as(np.clip(n, 0, (1 << st.bits) - 1), dt, st.bits)}
+
+
+def _integer_lowering(case: Case, profile: str) -> dict[str, np.ndarray]:
+    """Float storage through an integer lowering: quantize rounds fl32(fl32(x / s) + z), clamped to the format's
+    +-max, to an integer (half to even) and converts that integer to the format; dequantize truncates the decoded
+    code to an int32 (Inf and NaN: INT_MIN, x86-64's undefined conversion), then (n - z) * s in float32."""
+    sch = scheme_of(case, profile)
+    fmt = sch.storage
+    (name,) = case.expected
+    exp = case.expected[name]
+    if case.operation == "uniform_quantize":
+        x = case.inputs["x"]
+        S, Z = sch.expand(x.shape)
+        with np.errstate(all="ignore"):
+            v = (x.astype(np.float32) / np.asarray(S, np.float32)).astype(np.float32) + np.asarray(Z, np.float32)
+            v = np.clip(v, np.float32(-fmt.max_value), np.float32(fmt.max_value))
+            codes = encode(np.rint(v), fmt)
+        return {name: np.asarray(codes).astype(exp.dtype)}
+    (cname,) = case.inputs
+    codes = case.inputs[cname]
+    S, Z = sch.expand(codes.shape)
+    with np.errstate(all="ignore"):
+        d = decode(codes, fmt, dtype=np.float64)
+        # float -> int32 out of range (Inf, NaN): x86-64's INT_MIN
+        n = np.where(np.abs(d) < 2.0**31, np.trunc(d) + 0.0, -(2.0**31)).astype(np.float32)  # an integer: no -0
+        y = ((n - np.asarray(Z, np.float32)) * np.asarray(S, np.float32)).astype(np.float32)
+    return {name: y.astype(exp.dtype)}
 
 
 def _int32_alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
