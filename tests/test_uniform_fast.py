@@ -577,3 +577,68 @@ def test_half_away_biased_every_float32_in_the_binades_it_meets() -> None:
     rng = np.random.default_rng(2)
     fin = rng.integers(0, 0x7F800000, 1 << 20, dtype=np.uint32)
     check(np.concatenate([fin, fin | np.uint32(0x80000000)]).view(np.float32))
+
+
+@pytest.mark.parametrize("profile", ["tflite", "tflite_optimized", "tflite_xnnpack", "onnx"])
+def test_blocked_float32_takes_the_kernel_without_rebuilding_the_scheme(profile: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18's blocked row (blocks of 128 along axis 1, many scales): quantize runs ``quantize_float32`` once
+    on the split blocks (tflite_optimized: its scalar loop's scheme, built once and kept), builds no scheme
+    (each build validates every scale) after the first call, and converts the scale / zero point tuples to
+    arrays once (kept read-only); the codes and
+    mask equal the defining path's, on normals, ties, +-1 ulp and random bit patterns, also on a fresh scheme
+    whose first call builds the caches. ``scale_array`` / ``zero_point_array`` stay writable copies."""
+    import qref.schemes.uniform as U
+    import qref.schemes.uniform_fast as UF
+
+    rng = np.random.default_rng(31)
+    rows, cols, block = 16, 2048, 128
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    bs = (np.abs(x).reshape(rows, -1, block).max(axis=2) / 127).astype(np.float64)
+    zeros = np.zeros(bs.shape, np.int64)
+    ties = ((rng.integers(-300, 300, x.shape) / 2.0) * np.repeat(bs, block, axis=1)).astype(np.float32)
+    bits = rng.integers(0, 1 << 32, x.shape, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    inputs = [x, ties, np.nextafter(ties, np.float32(np.inf)), np.nextafter(ties, np.float32(-np.inf)), bits]
+    kernel_calls: list[tuple[int, ...]] = []
+    kernel = UF.quantize_float32
+
+    def spy(s: Any, arr: np.ndarray, S: np.ndarray, Z: np.ndarray) -> Any:
+        kernel_calls.append(arr.shape)
+        assert s.arithmetic.simd_width == 0 and S.shape == (rows, 1, cols // block, 1)
+        done = kernel(s, arr, S, Z)
+        assert done is not None
+        return done
+
+    monkeypatch.setattr(U, "quantize_float32", spy)
+    builds = []
+    post_init = U.UniformScheme.__post_init__
+
+    def counting(self: Any) -> None:
+        builds.append(1)
+        post_init(self)
+
+    for xi in inputs:
+        s = qref.scheme("int8", scale=bs, zero_point=zeros, axis=1, block_size=block, profile=profile)
+        monkeypatch.setattr(U.UniformScheme, "__post_init__", counting)
+        with np.errstate(all="ignore"):
+            want = s.quantize(xi, _reference=True)
+            for k in range(3):
+                builds.clear()
+                kernel_calls.clear()
+                got = s.quantize(xi)
+                assert kernel_calls == [(rows, 1, cols // block, block)], (profile, k)
+                assert k == 0 or not builds, (profile, k, len(builds))
+                assert got.codes.dtype == want.codes.dtype and np.array_equal(got.codes, want.codes)
+                assert np.array_equal(got.unspecified, want.unspecified)
+        monkeypatch.setattr(U.UniformScheme, "__post_init__", post_init)
+    if profile == "tflite_optimized":
+        assert s._loops() is s._loops() and s._loops()[1].arithmetic.rounding == "nearest_away"
+    for cached in (s._scale_values, s._zero_point_values):
+        assert not cached.flags.writeable
+    assert s._scale_values is s._scale_values and s._zero_point_values is s._zero_point_values
+    sa, za = s.scale_array, s.zero_point_array
+    assert sa.flags.writeable and za.flags.writeable and np.array_equal(sa, bs) and np.array_equal(za, zeros)
+    sa[...] = 1.0
+    za[...] = 3
+    assert np.array_equal(s.scale_array, bs) and np.array_equal(s.zero_point_array, zeros)
+    assert np.array_equal(s.quantize(x).codes, s.quantize(x, _reference=True).codes)

@@ -29,7 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import ml_dtypes
@@ -225,11 +225,26 @@ class UniformScheme(Scheme):
 
     @property
     def scale_array(self) -> np.ndarray:
-        return np.array(self.scales, dtype=np.float64).reshape(self.scale_shape)
+        return self._scale_values.copy()
 
     @property
     def zero_point_array(self) -> np.ndarray:
-        return np.array(self.zero_points, dtype=np.int64).reshape(self.scale_shape)
+        return self._zero_point_values.copy()
+
+    @cached_property
+    def _scale_values(self) -> np.ndarray:
+        """The scales as a read-only float64 array of scale_shape, built once (a tuple of many scales takes
+        about 15 ns each to convert); ``scale_array`` hands out copies."""
+        a = np.array(self.scales, dtype=np.float64).reshape(self.scale_shape)
+        a.flags.writeable = False
+        return a
+
+    @cached_property
+    def _zero_point_values(self) -> np.ndarray:
+        """The zero points as a read-only int64 array of scale_shape, built once (see ``_scale_values``)."""
+        a = np.array(self.zero_points, dtype=np.int64).reshape(self.scale_shape)
+        a.flags.writeable = False
+        return a
 
     @property
     def storage_bounds(self) -> tuple[int, int]:
@@ -262,7 +277,7 @@ class UniformScheme(Scheme):
 
     def expand(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Scales (float64, as stored) and zero points (int64) broadcast against an input of ``shape``."""
-        S, Z = self.scale_array, self.zero_point_array
+        S, Z = self._scale_values, self._zero_point_values
         ndim = len(shape)
         if self.granularity == "per_tensor":
             return S, Z
@@ -312,7 +327,7 @@ class UniformScheme(Scheme):
                 return None  # a partial block, or scales that do not match (expand raises the error)
             split += [d // b, b]
             sshape += [d // b, 1]
-        return tuple(split), self.scale_array.reshape(sshape), self.zero_point_array.reshape(sshape)
+        return tuple(split), self._scale_values.reshape(sshape), self._zero_point_values.reshape(sshape)
 
     # ---- quantize ---------------------------------------------------------------------------------------
     def _compute_dtype(self, arr: np.ndarray) -> np.dtype:
@@ -361,6 +376,14 @@ class UniformScheme(Scheme):
             raise QrefError(f"random_bits / seed are for stochastic rounding; this scheme rounds {A.rounding!r}")
         if A.simd_width:
             return self._quantize_simd(arr, _reference)
+        codes, unspecified = self._quantize_codes(arr, rbits, _reference)
+        return QArray(codes=codes, scheme=self, scales=self.scale_array, zero_points=self.zero_point_array,
+                      unspecified=unspecified, axis=self.axis, meta={"profile": self.profile})
+
+    def _quantize_codes(self, arr: np.ndarray, rbits: np.ndarray | None, _reference: bool
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """(codes, unspecified) of ``quantize`` for a scheme without a vector loop."""
+        A = self.arithmetic
         if A.input_dtypes is not None and arr.dtype.name not in A.input_dtypes:
             raise QrefError(f"profile {self.profile!r} accepts {', '.join(A.input_dtypes)} input only, got "
                             f"{arr.dtype} (convert it first, as the system would require)")
@@ -373,9 +396,7 @@ class UniformScheme(Scheme):
             codes, unspecified = self._quantize_chunks(arr.reshape(shp), S, Z,
                                                        None if rbits is None else rbits.reshape(shp), _reference)
             codes, unspecified = codes.reshape(arr.shape), unspecified.reshape(arr.shape)
-        return QArray(codes=codes, scheme=self, scales=self.scale_array.copy(),
-                      zero_points=self.zero_point_array.copy(), unspecified=unspecified, axis=self.axis,
-                      meta={"profile": self.profile})
+        return codes, unspecified
 
     def _quantize_chunks(self, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, rbits: np.ndarray | None,
                          _reference: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -496,6 +517,11 @@ class UniformScheme(Scheme):
 
     def _loops(self) -> tuple[UniformScheme, UniformScheme]:
         """(vector loop, scalar remainder loop) schemes of a profile with simd_width > 0 (uniform.md §2.4)."""
+        return self._loop_schemes
+
+    @cached_property
+    def _loop_schemes(self) -> tuple[UniformScheme, UniformScheme]:
+        # built once per scheme: each replace validates every scale again (milliseconds for many scales)
         A = self.arithmetic
         return (dataclasses.replace(self, arithmetic=dataclasses.replace(A, simd_width=0)),
                 dataclasses.replace(self, arithmetic=A.remainder()))
@@ -516,17 +542,17 @@ class UniformScheme(Scheme):
         # its own part alone); everything else is the scalar loop's (uniform.md §2.4)
         k = n // self.arithmetic.simd_width * self.arithmetic.simd_width if self.granularity == "per_tensor" else 0
         if k == 0:  # the scalar loop only: the array as it is (per-axis and blocked scales need its shape)
-            q = rem.quantize(arr, _reference=_reference)
-            return QArray(codes=q.codes.astype(self.codes_dtype, copy=False), scheme=self,
-                          scales=self.scale_array.copy(), zero_points=self.zero_point_array.copy(),
-                          unspecified=q.unspecified, axis=self.axis, meta={"profile": self.profile})
+            codes, unspecified = rem._quantize_codes(arr, None, _reference)
+            return QArray(codes=codes.astype(self.codes_dtype, copy=False), scheme=self,
+                          scales=self.scale_array, zero_points=self.zero_point_array,
+                          unspecified=unspecified, axis=self.axis, meta={"profile": self.profile})
         flat = arr.reshape(-1)
         parts = [loop.quantize(part, _reference=_reference) for loop, part in ((body, flat[:k]), (rem, flat[k:]))
                  if part.size]
         codes = np.concatenate([p.codes.reshape(-1) for p in parts]).reshape(arr.shape)
         unspecified = np.concatenate([np.asarray(p.unspecified).reshape(-1) for p in parts]).reshape(arr.shape)
         return QArray(codes=codes.astype(self.codes_dtype), scheme=self,
-                      scales=self.scale_array.copy(), zero_points=self.zero_point_array.copy(),
+                      scales=self.scale_array, zero_points=self.zero_point_array,
                       unspecified=unspecified, axis=self.axis, meta={"profile": self.profile})
 
     def _reciprocal(self, inv: np.ndarray) -> np.ndarray:
