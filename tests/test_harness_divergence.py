@@ -98,3 +98,20 @@ def _e4m3_values(codes):
         mag = (m / 8) * 2.0**-6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
         out.append(-mag if s else mag)
     return out
+
+
+def test_crashes_differing_in_small_float_types_or_shapes_are_one_group():
+    """The same MLIR verifier error on f8E5M2, f8E4M3FN and f4E2M1FN tensors of any length is one crash group."""
+    from qref.harness.findings import _crash_key
+    from qref.harness.model import TaskResult
+
+    def crash(msg: str) -> TaskResult:
+        return TaskResult("mlir.quant", "uniform", "t", ("t",), "crash", f"CompileFailure: mlir: {msg}")
+
+    keys = {_crash_key(crash(f"'arith.sitofp' op operand #0 must be signless-fixed-width-integer-like, but got "
+                             f"'tensor<{n}x{t}>'")) for n, t in ((28, "f8E5M2"), (764, "f8E4M3FN"), (50, "f4E2M1FN"))}
+    assert len(keys) == 1
+    assert _crash_key(crash("'quant.scast' op result #0 must be ..., but got 'tensor<16xf4E2M1FN>'")) not in keys
+    sizes = {_crash_key(crash(f"'stream.tensor.sizeof' op failed to calculate total byte count: 'tensor<{s}>' does "
+                              "not have integral number of total bytes")) for s in ("10xi2", "15x7xi2", "3x5x7xi4")}
+    assert len(sizes) == 1  # one root cause whatever the rank

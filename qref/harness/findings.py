@@ -71,9 +71,12 @@ def _crash_message(r: TaskResult) -> str:
 
 
 def _crash_key(r: TaskResult) -> str:
-    """Crashes with the same error up to numbers (shapes, lengths, widths), the float type named and the op of a
-    family (``chlo.broadcast_*``) share a root cause."""
+    """Crashes with the same error up to numbers (shapes of any rank, lengths, widths), the float type named
+    (bf16 / f16, and the small float types f8E5M2 / f8E4M3FN / f4E2M1FN / ...) and the op of a family
+    (``chlo.broadcast_*``) share a root cause."""
     msg = re.sub(r"\d+", "#", _crash_message(r).split(": ", 1)[-1]).replace("bf#", "f#")
+    msg = re.sub(r"f#E#M#[A-Z]*", "f#", msg)  # the small float types: f8E5M2, f8E4M3FN, f4E2M1FN, ...
+    msg = re.sub(r"(?:#x)+", "#x", msg)  # shapes of any rank: tensor<10xi2>, tensor<15x7xi2>
     msg = re.sub(r"'(\w+)\.([a-z]+)_\w+'", r"'\1.\2_*'", msg)  # chlo.broadcast_divide, chlo.broadcast_subtract
     return "crash:" + msg.split(" that was explicitly marked illegal")[0]
 
