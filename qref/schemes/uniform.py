@@ -619,7 +619,7 @@ class UniformScheme(Scheme):
             c = codes.reshape(shp)
         md = self._dq_multiply_dtype()
         out_dt = _np_dtype(self.expressed) if dtype is None else np.dtype(dtype)  # type: ignore[call-overload]
-        vals = dequantize_float(self, c, S, Z, out_dt, md, self._scale_in(S, md))
+        vals = dequantize_float(self, c, S, Z, out_dt, md, self._scale_in(S, md), _np_dtype(self.expressed))
         return None if vals is None else vals.reshape(codes.shape)
 
     def dequantize_with_mask(self, q: QArray, dtype: object = None, *, _reference: bool = False

@@ -392,15 +392,16 @@ def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.nda
 
 
 def dequantize_float(s: UniformScheme, codes: np.ndarray, S: np.ndarray, Z: np.ndarray, out_dt: np.dtype,
-                     md: np.dtype, sm: np.ndarray) -> np.ndarray | None:
+                     md: np.dtype, sm: np.ndarray, expressed_dt: np.dtype) -> np.ndarray | None:
     """The values of ``UniformScheme._dequantize_arrays(codes, S, Z, ...)`` (uniform.md §2.2) where its
     unspecified mask gains nothing, computed in pieces of KCHUNK elements; None where it does not apply.
-    ``md`` is the multiply's dtype and ``sm`` the scales in it. Applies to integer codes of at most 16 bits
-    with zero points |z| <= 2^16, the subtract form, a float32 / float64 multiply and output, finite scales,
-    and a subtraction in float32 / float64 or in integers that cannot leave the storage range. Exact: code - z
-    is an integer below 2^17 in magnitude, exact in every such dtype (and int32 does not wrap), so the value is
-    fl_md(d * s) rounded once to the output dtype, as the definition computes it; FTZ (float32 multiply): the
-    scale is flushed, and |d| * s >= 2^-126 for d != 0 and a normal s, so the product's flush changes nothing."""
+    ``md`` is the multiply's dtype, ``sm`` the scales in it and ``expressed_dt`` the expressed type's dtype.
+    Applies to integer codes of at most 16 bits with zero points |z| <= 2^16, the subtract form, a float32 /
+    float64 multiply and output, finite scales, and a subtraction in float32 / float64 or in integers that cannot
+    leave the storage range. Exact: code - z is an integer below 2^17 in magnitude, exact in every such dtype
+    (and int32 does not wrap), so the value is fl_md(d * s) rounded once to the output dtype, as the definition
+    computes it; FTZ (float32 multiply): the scale is flushed, and |d| * s >= 2^-126 for d != 0 and a normal s,
+    so the product's flush changes nothing."""
     A = s.arithmetic
     if (not isinstance(s.storage, IntFormat) or codes.dtype.kind not in "iu" or codes.dtype.itemsize > 2
             or codes.ndim == 0 or codes.size == 0 or A.dq_form != "subtract"
@@ -419,10 +420,8 @@ def dequantize_float(s: UniformScheme, codes: np.ndarray, S: np.ndarray, Z: np.n
         if ((int(info.min) - zhi < full_lo or int(info.max) - zlo > full_hi)
                 and (int(codes.min()) - zhi < full_lo or int(codes.max()) - zlo > full_hi)):
             return None
-    elif sub not in ("int64", "int32"):
-        E = _np_dtype_of(s)
-        if (E if sub == "expressed" else np.dtype(sub)) not in (_F32, _F64):
-            return None
+    elif sub not in ("int64", "int32") and (expressed_dt if sub == "expressed" else np.dtype(sub)) not in (_F32, _F64):
+        return None
     sm = np.asarray(sm, dtype=md)
     if A.flush_subnormals and md == _F32:
         sm = flush(sm)
@@ -452,8 +451,3 @@ def dequantize_float(s: UniformScheme, codes: np.ndarray, S: np.ndarray, Z: np.n
                 np.copyto(v[ix], d, casting="same_kind")  # RNE to the output dtype (exact widening)
     return values
 
-
-def _np_dtype_of(s: UniformScheme) -> np.dtype:
-    from .uniform import _np_dtype
-
-    return _np_dtype(s.expressed)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ...conformance.case import Case, to_storage
 from ...formats import get_format
+from ..families.uniform import element_params, scheme_of, to_scheme_of
 
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 K = TypeVar("K")
@@ -160,8 +161,6 @@ def single_element_case(case: Case, i: int) -> Case:
     """A copy of a uniform case reduced to element ``i`` of its input: per tensor with that element's scale and
     zero point (the minimal reproducer; the per-axis/blocked structure is not needed to show a per-element
     difference)."""
-    from ..families.uniform import element_params, scheme_of
-
     sch = scheme_of(case)
     s, z = element_params(case, i)
     spec = dict(sch.to_spec(), scales=[s], zero_points=[z], scale_shape=[], axis=None, block_size=None)
@@ -171,8 +170,6 @@ def single_element_case(case: Case, i: int) -> Case:
     exp = {oname: case.expected[oname].reshape(-1)[i : i + 1]}
     params = dict(case.params)
     if case.operation == "uniform_requantize":  # the output type reduced to the element's own parameters
-        from ..families.uniform import to_scheme_of
-
         to = to_scheme_of(case)
         shape = case.inputs[iname].shape
         S, Z = to.expand(shape)

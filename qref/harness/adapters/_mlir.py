@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...conformance.export import MLIR_TYPES
+from ..families.uniform import scheme_of, to_scheme_of
 from ..model import Unsupported
 
 #: bit width of each MLIR float type
@@ -125,8 +126,6 @@ def diagnostic(exc: BaseException, limit: int = 240) -> str:
 # ---- uniform quantization (StableHLO ops and the quant dialect) ------------------------------------------------
 def quant_type(case: object) -> tuple[str, str, int, bool]:
     """(the case scheme's !quant.uniform type, its storage integer type, storage bits, signed)."""
-    from ..families.uniform import scheme_of
-
     return scheme_quant_type(scheme_of(case))  # type: ignore[arg-type]
 
 
@@ -157,7 +156,6 @@ def shape_text(shape: tuple[int, ...]) -> str:
 def shlo_uniform_body(case: object, x: str) -> tuple[list[str], str, str]:
     """StableHLO lines computing the case from the SSA value ``x`` (the input tensor); (lines, result, result
     element type). Quantize returns the storage integers (4-bit widened to 8), dequantize the value bits."""
-    from ..families.uniform import scheme_of
 
     c = case
     qt, it, b, signed = quant_type(c)
@@ -168,8 +166,6 @@ def shlo_uniform_body(case: object, x: str) -> tuple[list[str], str, str]:
     if is_float_storage(it) and c.operation in ("uniform_quantize", "uniform_dequantize"):  # type: ignore[attr-defined]
         return _shlo_float_storage_body(c, x, qt, it, b, sh)
     if c.operation == "uniform_requantize":  # type: ignore[attr-defined]
-        from ..families.uniform import to_scheme_of
-
         qt2, it2, b2, signed2 = scheme_quant_type(to_scheme_of(c))  # type: ignore[arg-type]
         v = x
         if b < 8:
@@ -193,15 +189,20 @@ def shlo_uniform_body(case: object, x: str) -> tuple[list[str], str, str]:
             lines.append(f"%r = stablehlo.convert %b : (tensor<{sh}{it}>) -> tensor<{sh}{wide}>")
             return lines, "%r", wide
         return lines, "%b", it
-    sch = scheme_of(c)  # type: ignore[arg-type]
-    et = mlir_type(sch.expressed.name, "expressed type")
-    (oname,) = c.expected  # type: ignore[attr-defined]
-    ot = mlir_type(c.expected[oname].dtype.name, "dtype")  # type: ignore[attr-defined]
     v = x
     if b < 8:
         lines.append(f"%n = stablehlo.convert {x} : (tensor<{sh}{'i8' if signed else 'ui8'}>) -> tensor<{sh}{it}>")
         v = "%n"
     lines.append(f"%q = stablehlo.bitcast_convert {v} : (tensor<{sh}{it}>) -> tensor<{sh}{qt}>")
+    return _shlo_dequantize_tail(c, lines, qt, sh)
+
+
+def _shlo_dequantize_tail(c: Any, lines: list[str], qt: str, sh: str) -> tuple[list[str], str, str]:
+    """The end of a dequantize body: %q (of quantized type qt) dequantized to the expressed type, converted to the
+    case's output dtype, read back as unsigned integers of its width."""
+    et = mlir_type(scheme_of(c).expressed.name, "expressed type")
+    (oname,) = c.expected
+    ot = mlir_type(c.expected[oname].dtype.name, "dtype")
     lines.append(f"%y = stablehlo.uniform_dequantize %q : (tensor<{sh}{qt}>) -> tensor<{sh}{et}>")
     res = "%y"
     if ot != et:
@@ -215,7 +216,6 @@ def shlo_uniform_body(case: object, x: str) -> tuple[list[str], str, str]:
 def _shlo_float_storage_body(c: Any, x: str, qt: str, ft: str, b: int, sh: str) -> tuple[list[str], str, str]:
     """shlo_uniform_body for float storage: the element codes cross as ui8 and are bitcast to and from the float
     type (4-bit types through ui4)."""
-    from ..families.uniform import scheme_of
 
     ui = f"ui{b}"
     lines: list[str] = []
@@ -228,23 +228,13 @@ def _shlo_float_storage_body(c: Any, x: str, qt: str, ft: str, b: int, sh: str) 
             lines.append(f"%r = stablehlo.convert %b : (tensor<{sh}{ui}>) -> tensor<{sh}ui8>")
             return lines, "%r", "ui8"
         return lines, "%b", ui
-    et = mlir_type(scheme_of(c).expressed.name, "expressed type")
-    (oname,) = c.expected
-    ot = mlir_type(c.expected[oname].dtype.name, "dtype")
     v = x
     if b < 8:
         lines.append(f"%n = stablehlo.convert {x} : (tensor<{sh}ui8>) -> tensor<{sh}{ui}>")
         v = "%n"
     lines.append(f"%f = stablehlo.bitcast_convert {v} : (tensor<{sh}{ui}>) -> tensor<{sh}{ft}>")
     lines.append(f"%q = stablehlo.bitcast_convert %f : (tensor<{sh}{ft}>) -> tensor<{sh}{qt}>")
-    lines.append(f"%y = stablehlo.uniform_dequantize %q : (tensor<{sh}{qt}>) -> tensor<{sh}{et}>")
-    res = "%y"
-    if ot != et:
-        lines.append(f"%o = stablehlo.convert %y : (tensor<{sh}{et}>) -> tensor<{sh}{ot}>")
-        res = "%o"
-    w = WIDTH[ot]
-    lines.append(f"%r = stablehlo.bitcast_convert {res} : (tensor<{sh}{ot}>) -> tensor<{sh}ui{w}>")
-    return lines, "%r", f"ui{w}"
+    return _shlo_dequantize_tail(c, lines, qt, sh)
 
 
 def uniform_input_type(case: object) -> str:
@@ -265,8 +255,6 @@ def uniform_types(case: Any) -> tuple[object, ...]:
     none."""
     types: tuple[object, ...] = (quant_type(case), uniform_input_type(case))
     if case.operation == "uniform_requantize":
-        from ..families.uniform import to_scheme_of
-
         types += (scheme_quant_type(to_scheme_of(case)),)
     return types
 

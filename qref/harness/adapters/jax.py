@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...conformance.case import Case
+from ..families.uniform import scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
 from ._common import codes_as, float_literal, hex_print, python_c, run_each, run_elements, suite_input
@@ -198,8 +199,6 @@ UQ_STORAGE = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int4", "ui
 def _uq_geometry(case: Case) -> tuple[object, np.ndarray, np.ndarray, tuple[tuple[int, int], ...]]:
     """(scheme, scales, zero points, blocks) as a JAX user holds them: per tensor 0-d, per axis a vector reshaped
     to broadcast along the axis, blocked one value per block ((axis, block) for every axis: ``_uq_blocked``)."""
-    from ..families.uniform import scheme_of
-
     sch = scheme_of(case)
     (iname,) = case.inputs
     nd = case.inputs[iname].ndim
@@ -226,8 +225,6 @@ def _uq_storage(sch) -> str:
 
 
 def _uq_supports(case: Case) -> str | None:
-    from ..families.uniform import scheme_of
-
     sch = scheme_of(case)
     st = _uq_storage(sch)
     if st not in UQ_STORAGE:
@@ -301,7 +298,6 @@ def _npdt(name: str) -> np.dtype:
 def _uq_input_codes(case: Case) -> np.ndarray:
     import jax.numpy as jnp
 
-    from ..families.uniform import scheme_of
     from ._common import storage_values
 
     return np.asarray(storage_values(case)).astype(np.dtype(getattr(jnp, _uq_storage(scheme_of(case)))))

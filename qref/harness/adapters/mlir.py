@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...conformance.case import Case
+from ..families.uniform import scheme_of, to_scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
 from ._common import (
@@ -192,8 +193,6 @@ def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
     sh = shape_text(shape)
     lines = []
     if case.operation == "uniform_requantize":  # quant.qcast of a quantized operand (the verifier decides)
-        from ..families.uniform import to_scheme_of
-
         qt2, _it2, b2, signed2 = scheme_quant_type(to_scheme_of(case))
         st2 = f"i{b2}"
         arg = f"tensor<{sh}{st if b >= 8 else 'i8'}>"
@@ -218,8 +217,6 @@ def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
             res, rt = "%q", qt
             out_dt = np.dtype(np.uint8)
         else:
-            from ..families.uniform import scheme_of
-
             et = mlir_type(scheme_of(case).expressed.name, "expressed type")
             arg = f"tensor<{sh}{qt}>"
             lines.append(f"%y = quant.dcast %x : {arg} to tensor<{sh}{et}>")
@@ -239,8 +236,6 @@ def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
             res, rt = "%w", "i8"
         out_dt = np.dtype(f"int{max(8, b)}")
     else:
-        from ..families.uniform import scheme_of
-
         et = mlir_type(scheme_of(case).expressed.name, "expressed type")
         it = st if b >= 8 else "i8"
         arg = f"tensor<{sh}{it}>"

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...conformance.case import Case
+from ..families.uniform import scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
 from ._common import codes_as, element_signature, float_literal, group_by, python_c
@@ -241,8 +242,6 @@ def _initializer(name: str, arr: np.ndarray, tname: str) -> Any:
 def qdq_model(case: Case) -> tuple[Any, str, str]:
     """(model, input type, output type) of the QuantizeLinear / DequantizeLinear node for a uniform case."""
     from onnx import helper
-
-    from ..families.uniform import scheme_of
 
     sch = scheme_of(case)
     st = sch.storage.name

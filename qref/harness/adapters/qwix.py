@@ -20,6 +20,7 @@ import numpy as np
 from ...conformance.case import Case
 from ...formats import IntFormat, get_format
 from ..families.lookup import dq_kind, effective_axis
+from ..families.uniform import element_params, scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
 from ._common import codes_as, python_c, run_each, storage_values, suite_input
@@ -59,8 +60,6 @@ def _storage_jdt(name: str) -> Any:
 # ---- uniform: quantize_with_scale_zero_point / dequantize --------------------------------------------------
 def _uq_shapes(case: Case) -> tuple[tuple[int, ...], str | None]:
     """(scale shape with the input's rank, or a reason qwix cannot express the granularity)."""
-    from ..families.uniform import scheme_of
-
     sch = scheme_of(case)
     (iname,) = case.inputs
     shape = case.inputs[iname].shape
@@ -80,8 +79,6 @@ def _uq_shapes(case: Case) -> tuple[tuple[int, ...], str | None]:
 
 
 def _uq_supports(case: Case) -> str | None:
-    from ..families.uniform import scheme_of
-
     sch = scheme_of(case)
     st = sch.storage
     if st.name not in INT_QTYPES:
@@ -108,8 +105,6 @@ def _uq_make(jit: bool):
         reason = _uq_supports(case)
         if reason:
             raise Unsupported(reason)
-        from ..families.uniform import scheme_of
-
         jax, jnp, qarray = _mods()
         wrap = jax.jit if jit else (lambda f: f)
         sch = scheme_of(case)
@@ -137,8 +132,6 @@ def _uq_make(jit: bool):
 
 def _uq_snippet(jit: bool):
     def snippet(case: Case, i: int) -> str:
-        from ..families.uniform import element_params
-
         st = case.scheme["storage"]
         et = case.scheme["expressed"]
         s, z = element_params(case, i)
