@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_suite_integrity import object_npy
 
 import qref
 from qref import mlir
@@ -271,7 +272,7 @@ def small_suite(tmp_path_factory):
                       policy=CastPolicy(), inputs={"x": x}, expected={"codes": qref.encode(x, "float8_e4m3fn")},
                       array_formats={"codes": "float8_e4m3fn"})], root, families=["elements"])
     np.save(root.parent / "w.npy", np.linspace(-2, 2, 64, dtype=np.float32).reshape(8, 8))
-    np.save(root.parent / "obj.npy", np.array([{}], dtype=object), allow_pickle=True)
+    (root.parent / "obj.npy").write_bytes(object_npy([{}]))
     (root.parent / "text.npy").write_text("not numpy")
     return root
 
