@@ -36,11 +36,11 @@ from ._common import (
 )
 from .onnxruntime import (
     ONNX_TYPES,
-    OPSET,
     PACKED,
     _cast_sat,
     _cast_supports,
     cast_model,
+    cast_snippet_parts,
     qdq_model,
     qdq_snippet_parts,
 )
@@ -127,13 +127,7 @@ def _printer(ot: str, mask: str = "") -> str:
 
 def _cast_snippet(saturating: bool):
     def snippet(case: Case, i: int) -> str:
-        op, fmt, src, out = element_signature(case)
-        name = "codes" if op == "decode" else "x"
-        a, b = (fmt, out) if op == "decode" else (src, fmt)
-        sat = None if op == "decode" else _cast_sat(saturating, fmt)
-        attrs = "" if sat is None else f", saturate={sat}"
-        opset = max(21, OPSET.get(a, 0), OPSET.get(b, 0))
-        x = case.inputs[name].reshape(-1)
+        op, fmt, a, b, attrs, opset, x = cast_snippet_parts(case, saturating)
         if op == "decode":
             w = _np_dtype(fmt).itemsize
             lit = f"np.array([{hex(int(x[i]))}], np.uint{8 * w}).view({_dtype_src(fmt)})"

@@ -169,15 +169,21 @@ _SNIPPET_HEAD = ("import ctypes, numpy as np, ml_dtypes, onnxruntime as ort",
                  "from onnx import helper, TensorProto as T")
 
 
+def cast_snippet_parts(case: Case, saturating: bool) -> tuple[str, str, str, str, str, int, np.ndarray]:
+    """For a Cast reproducer: (op, format, the Cast's input type, its output type, ", saturate=N" or "", opset,
+    the flat input)."""
+    op, fmt, src, out = element_signature(case)
+    name = "codes" if op == "decode" else "x"
+    a, b = (fmt, out) if op == "decode" else (src, fmt)
+    sat = None if op == "decode" else _cast_sat(saturating, fmt)
+    attrs = "" if sat is None else f", saturate={sat}"
+    opset = max(21, OPSET.get(a, 0), OPSET.get(b, 0))
+    return op, fmt, a, b, attrs, opset, case.inputs[name].reshape(-1)
+
+
 def _cast_snippet(saturating: bool):
     def snippet(case: Case, i: int) -> str:
-        op, fmt, src, out = element_signature(case)
-        name = "codes" if op == "decode" else "x"
-        a, b = (fmt, out) if op == "decode" else (src, fmt)
-        sat = None if op == "decode" else _cast_sat(saturating, fmt)
-        attrs = "" if sat is None else f", saturate={sat}"
-        opset = max(21, OPSET.get(a, 0), OPSET.get(b, 0))
-        x = case.inputs[name].reshape(-1)
+        op, _fmt, a, b, attrs, opset, x = cast_snippet_parts(case, saturating)
         if op == "decode" and x.dtype.itemsize == 1:
             lit = f"np.array([{int(x[i])}], np.uint8)"
         else:
