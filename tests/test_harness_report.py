@@ -1,6 +1,8 @@
 """CI checks of the committed conformance report (docs/conformance.md):
 
-1. every backend is run on the committed suite with the committed expected-failure files: no unexpected failure,
+1. every backend is run on the committed suite with the committed expected-failure files, the backends whose code
+   depends on the CPU pinned to x86-64-v3 (`--cpu baseline`, profiles.md §6: the report is the same on every
+   supported x86-64 CPU; tests/test_cpu.py checks what the pins hide): no unexpected failure,
    no crash, no stale entry, and the regenerated report is byte-identical to the committed one;
 2. the findings pages (docs/conformance/*.md) are regenerated from the same run and compared byte for byte.
 
@@ -24,7 +26,7 @@ MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "mlx": "mlx.c
            "onnx_reference": "onnx.reference",
            "bitsandbytes": "bitsandbytes", "torchao": "torchao"}
 FINDINGS = ROOT / "docs" / "conformance"
-REGENERATE = "qref run --backend all --report docs/conformance.md --findings docs/conformance --force"
+REGENERATE = "qref run --backend all --cpu baseline --report docs/conformance.md --findings docs/conformance --force"
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +44,7 @@ def run_result():
     _require_all()
     from qref.harness import runner
 
-    return runner.run("all")
+    return runner.run("all", cpu="baseline")
 
 
 def test_committed_report_is_current(run_result):

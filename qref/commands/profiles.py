@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..profiles import FAMILIES, STATUSES, installed_version, profiles
+from ..profiles import FAMILIES, STATUSES, cpu, installed_version, profiles
 
 _SPEC_PAGES = {"element": "elements.md §6", "uniform": "uniform.md §4", "block": "block.md §8", "lookup": "lut.md",
                "recipe": "recipes.md §4"}
@@ -85,6 +85,34 @@ numpy version, generating script, sha256 of the vectors); `scripts/peers/*` are 
 environment holding that code. `tests/test_profile_peers.py` (and each family's peer tests) hold the record to
 them bit for bit.
 
+## 6. The CPU
+
+A backend that generates code for the CPU it runs on (XLA:CPU, upstream MLIR's ExecutionEngine) or picks kernels by
+the CPU's features can give other bits on another CPU. The CPU is then part of the truth, as the version is.
+
+C1. `qref run` records the host CPU (architecture, vendor, model and the ISA features that matter: SSE4.1/4.2, AVX,
+AVX2, FMA, F16C, BMI2, the AVX-512 subsets, AVX512-VNNI, AVX512-BF16, AVX512-FP16, AVX-VNNI, AMX) in
+`results.json` and in the report's header (`qref.profiles.cpu.host_cpu`; Linux reads `/proc/cpuinfo`, elsewhere
+numpy's runtime detection).
+
+C2. A behaviour selected by the CPU is a *CPU variant* (`qref.profiles.cpu.CpuVariant`): a named mechanism, the
+feature that selects it (present or absent), the targets and cases it touches, the classes it explains and the CPUs
+it was seen on. Variants are listed below and in §4 of the conformance report with whether each applied in the run.
+
+C3. A *pin* (`CpuPin`) fixes a backend's code generation to x86-64-v3 (AVX, AVX2, BMI2, F16C, FMA over SSE4.2):
+XLA by `XLA_FLAGS=--xla_cpu_max_isa=AVX2`, set before JAX is imported in the backend's own process; the MLIR JIT by
+`target_cpu` / `target_features` written on every `llvm.func` (LLVM then compiles for them, not for the host).
+`qref run --cpu baseline` applies every pin, and the reproducers it writes pin the backend the same way. IREE
+(compiled for `generic`) and the StableHLO interpreter generate no host-specific code.
+
+C4. `docs/conformance.md` and `docs/conformance/` are made with `--cpu baseline`: they are the same on every
+x86-64 CPU with AVX2, FMA and F16C (the CPUs the committed report was reproduced on are named in its header). An
+expected-failure entry that holds only on some CPUs carries its condition, `cpu:FEATURE` or `cpu:!FEATURE`,
+evaluated on the features the backend may use in the run (the host's, cut to x86-64-v3 for a pinned backend).
+
+C5. `tests/test_cpu.py` runs every pinned backend's CPU-dependent targets natively and pinned, and fails where the
+two differ on a task no variant predicts for this CPU, or where a variant predicted here does not show.
+
 """
 
 
@@ -94,7 +122,13 @@ def _cell(text: str) -> str:
 
 def profiles_markdown() -> str:
     """docs/spec/profiles.md: the rules above and the catalogue of registered records."""
-    lines = [_RULES.rstrip("\n"), ""]
+    lines = [_RULES.rstrip("\n"), "", "| pin | backend | mechanism |", "|---|---|---|"]
+    lines += [f"| `{cpu.BASELINE}` | {b} | {_cell(pin.mechanism)} |" for b, pin in cpu.PINS.items()]
+    lines += ["", "| variant | selected | targets | cases | classes | effect | seen on |",
+              "|---|---|---|---|---|---|---|"]
+    lines += [f"| `{v.name}` | {v.condition} | `{v.targets}` | `{v.cases}` | {', '.join(v.classes)} | "
+              f"{_cell(v.effect)} | {_cell('; '.join(v.seen_on))} |" for v in cpu.CPU_VARIANTS]
+    lines.append("")
     for fam in FAMILIES:
         ps = profiles(fam)
         if not ps:

@@ -44,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="compare against this profile record instead of the installed version's (repeatable, "
                    "e.g. ml_dtypes@0.6); differences from a record that does not cover the installed version "
                    "are drift")
+    p.add_argument("--cpu", choices=("native", "baseline"), default="native",
+                   help="native (default): every backend as built for this CPU (the report records the CPU); "
+                   "baseline: pin the backends whose generated code depends on the CPU (XLA, the MLIR JIT) to "
+                   "x86-64-v3, so the results are the same on every supported x86-64 CPU (how docs/conformance.md "
+                   "is made; profiles.md §6)")
     p.add_argument("--out", default=None, metavar="DIR", help="write DIR/results.json and DIR/report.md")
     p.add_argument("--report", default=None, metavar="FILE", help="write the markdown report to FILE "
                    "(docs/conformance.md for the committed one)")
@@ -91,7 +96,8 @@ def _run(args: argparse.Namespace) -> int:
                             "own profiles (use --record NAME@TAG to force a record)")
         backends = "all" if "all" in args.backend else args.backend
         res = runner.run(backends, args.suite, include=args.include, exclude=args.exclude, xfail_files=xf,
-                         targets=args.target, progress=None if args.quiet else sys.stderr, records=records)
+                         targets=args.target, progress=None if args.quiet else sys.stderr, records=records,
+                         cpu=args.cpu)
     if args.out:
         report.write_results(res, args.out)
         report.write_report(res, f"{args.out}/report.md")

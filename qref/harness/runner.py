@@ -12,6 +12,10 @@ is "unsupported" (never a pass); an exception while running a supported task is 
 Profiles are versioned (profiles.md §2): a target's profile name resolves to the record of the installed version;
 when the installed version is outside every record's range, the newest record is the reference and a failing task
 is "drift" (a new behaviour to study), not "fail". A backend whose process fails is an error, never a skip.
+
+The CPU is part of the result (profiles.md §6): the run records the host CPU; ``cpu="baseline"`` pins every backend
+whose generated code depends on it (qref.profiles.cpu.PINS) to x86-64-v3, so the run gives the same bits on every
+supported x86-64 CPU; xfail entries keyed by a CPU feature apply where the backend may (or may not) use it.
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ import numpy as np
 
 from ..conformance.case import Case
 from ..conformance.suite import Suite, load_suite
-from ..errors import QrefError
+from ..errors import QrefError, check_choice
 from ..profiles import resolve_profile
+from ..profiles.cpu import CPU_MODES, PINS, CpuInfo, effective_features, host_cpu
 from . import adapters
 from .classify import compare
 from .families import Expectation, get_family
@@ -96,6 +101,9 @@ class RunResults:
     stale_xfails: list[str] = field(default_factory=list)
     filtered: bool = False
     seconds: dict[str, float] = field(default_factory=dict)  # per backend; never written to the report
+    #: the host CPU and the mode ("native": every backend as built for it; "baseline": PINS applied)
+    cpu: CpuInfo | None = None
+    cpu_mode: str = "native"
 
     @property
     def unexpected(self) -> list[TaskResult]:
@@ -118,7 +126,12 @@ class RunResults:
             "targets": [t.to_json() for t in sorted(self.targets, key=lambda t: t.name)],
             "results": [r.to_json() for r in sorted(self.results, key=lambda r: (r.target, r.task))],
             "stale_xfails": sorted(self.stale_xfails), "filtered": self.filtered,
+            "cpu": None if self.cpu is None else self.cpu.to_json(), "cpu_mode": self.cpu_mode,
         }
+
+    def features(self, backend: str) -> frozenset[str] | None:
+        """The ISA features ``backend``'s code could use in this run (None: the CPU is not known)."""
+        return None if self.cpu is None else effective_features(backend, self.cpu, self.cpu_mode)
 
 
 def _matches(case_id: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
@@ -414,13 +427,15 @@ def _digest(case: Case) -> bytes:
     return h.digest()
 
 
-def judge(results: list[TaskResult], xfails: Xfails) -> None:
-    """Apply expected failures: a failing or crashing task whose every class is covered becomes "xfail"."""
+def judge(results: list[TaskResult], xfails: Xfails, features: frozenset[str] | None = None) -> None:
+    """Apply expected failures: a failing or crashing task whose every class is covered (by entries active for the
+    backend's CPU ``features``) becomes "xfail"."""
     for r in results:
         if r.status == "unsupported":
             continue
         failing = {"crash"} if r.status == "crash" else (set(r.vs_profile.classes) if r.vs_profile else set())
-        expected, why = xfails.check(r.target, r.cases, failing if r.status in ("fail", "crash", "drift") else set())
+        expected, why = xfails.check(r.target, r.cases, failing if r.status in ("fail", "crash", "drift") else set(),
+                                     features)
         if expected:
             r.reason = why if r.status in ("fail", "drift") else f"{why} (crash: {r.reason})"
             r.status = "xfail"
@@ -437,11 +452,32 @@ def resolve_target(tg: Target, records: Mapping[str, str] | None = None) -> tupl
     return dataclasses.replace(tg, profile=res.profile.key), (res.note if res.drift else "")
 
 
+PIN_ENV = "QREF_LLVM_TARGET"  # "CPU;FEATURES": read by adapters that JIT-compile with LLVM (mlir.py)
+
+
+def apply_pin(name: str) -> None:
+    """Pin backend ``name``'s code generation to the baseline (profiles.md §6) in this process, before the backend
+    is imported: its environment variables, and the LLVM target for adapters that JIT-compile."""
+    pin = PINS.get(name)
+    if pin is None:
+        return
+    for key, value in pin.env:
+        if key == "XLA_FLAGS" and "jax" in sys.modules and os.environ.get(key) != value:
+            raise QrefError(f"cannot pin {name} to the baseline ISA: jax is already imported in this process; run "
+                            "with isolate=True (each backend in its own process)")
+        os.environ[key] = value
+    if pin.llvm_target is not None:
+        os.environ[PIN_ENV] = ";".join(pin.llvm_target)
+
+
 def run_backend(name: str, suite_path: str | None, include: Sequence[str], exclude: Sequence[str],
-                targets: Sequence[str], records: Mapping[str, str] | None = None
+                targets: Sequence[str], records: Mapping[str, str] | None = None, cpu: str = "native"
                 ) -> tuple[list[TargetInfo], list[TaskResult], str | None]:
     """Run every (selected) target of one backend: (targets, results, skip reason). Used in a child process.
-    Only a missing backend is a skip; any other failure (a suite that does not load, an adapter error) raises."""
+    Only a missing backend is a skip; any other failure (a suite that does not load, an adapter error) raises.
+    cpu: "native" or "baseline" (the backend's pin applied first)."""
+    if cpu == "baseline":
+        apply_pin(name)
     try:
         tgts = adapters.load_targets(name)
     except BackendMissing as exc:
@@ -452,6 +488,9 @@ def run_backend(name: str, suite_path: str | None, include: Sequence[str], exclu
         if targets and not any(fnmatch.fnmatchcase(tg.name, p) for p in targets):
             continue
         tg, drift = resolve_target(tg, records)
+        prelude = PINS[name].prelude if cpu == "baseline" and name in PINS else ""
+        if prelude:  # a reproducer of a pinned run pins the backend the same way
+            tg = dataclasses.replace(tg, snippet=lambda c, i, f=tg.snippet, p=prelude: p + "\n" + f(c, i))
         infos.append(TargetInfo(tg.backend, tg.name, tg.family, tg.api, tg.profile, tg.notes, drift))
         mine = run_target(tg, select_tasks(tg, cache.family(tg.family), include, exclude))
         if drift:  # the reference is a record for another version: its differences are drift, not failures
@@ -462,7 +501,7 @@ def run_backend(name: str, suite_path: str | None, include: Sequence[str], exclu
     return infos, results, None
 
 
-def _child(args: tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...], dict[str, str]]
+def _child(args: tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...], dict[str, str], str]
            ) -> Any:
     return run_backend(*args)
 
@@ -483,7 +522,7 @@ def _offer(best: dict[tuple[str, str, str], Any], res: TaskResult, task: Task, a
 def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | Suite | None = None, *,
         include: Sequence[str] = (), exclude: Sequence[str] = (), xfail_files: Sequence[str | os.PathLike[str]]
         | None = None, targets: Sequence[str] = (), progress: TextIO | None = None, isolate: bool = True,
-        records: Mapping[str, str] | None = None) -> RunResults:
+        records: Mapping[str, str] | None = None, cpu: str = "native") -> RunResults:
     """Run ``backends`` ("all" or names) on ``suite`` (default: the committed corpus).
 
     isolate: run each backend in its own (spawned) process (default; in one process torch-mlir's StableHLO
@@ -491,8 +530,11 @@ def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | S
     include / exclude: case-id globs. xfail_files: None = conformance/xfails/<backend>.txt of each backend that
     has one; [] = no expected failures. targets: target-name globs to restrict to (default all). records: force
     a profile record per profile name ({"ml_dtypes": "ml_dtypes@0.6"}); differences from a record that does not
-    cover the installed version are reported as drift (profiles.md §2).
+    cover the installed version are reported as drift (profiles.md §2). cpu: "native" (default: every backend as
+    built for this CPU) or "baseline" (the backends in qref.profiles.cpu.PINS pinned to x86-64-v3: the same bits on
+    every supported x86-64 CPU; how docs/conformance.md is made; profiles.md §6).
     """
+    check_choice("CPU mode", cpu, CPU_MODES)
     names = list(adapters.BACKENDS) if backends == "all" or backends == ["all"] else list(backends)
     for n in names:
         adapters.backend_module(n)  # unknown names raise with close matches
@@ -502,11 +544,11 @@ def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | S
         xfail_files = [d / f"{n}.txt" for n in names if (d / f"{n}.txt").exists()]
     xf = load_xfails(list(xfail_files))
     res = RunResults(suite=str(s.manifest.get("name", Path(s.root).name)), suite_cases=len(s), backends=names,
-                     filtered=bool(include or exclude or targets))
+                     filtered=bool(include or exclude or targets), cpu=host_cpu(), cpu_mode=cpu)
     for n in names:
         res.versions[n] = adapters.versions(n)
         t0 = time.monotonic()
-        args = (n, str(s.root), tuple(include), tuple(exclude), tuple(targets), dict(records or {}))
+        args = (n, str(s.root), tuple(include), tuple(exclude), tuple(targets), dict(records or {}), cpu)
         try:
             if isolate:  # each backend in its own process: libraries cannot disturb one another, a crash stays local
                 with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
@@ -523,7 +565,7 @@ def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | S
             if progress is not None:
                 print(f"qref run: {n}: skipped: {skipped}", file=progress)
             continue
-        judge(results, xf)
+        judge(results, xf, res.features(n))
         res.targets.extend(infos)
         res.results.extend(results)
         res.seconds[n] = time.monotonic() - t0

@@ -2,14 +2,20 @@
 
 One entry per line, fields separated by whitespace, the reason is the rest of the line (required):
 
-    TARGET-GLOB  CASE-GLOB  CLASSES  REASON
+    TARGET-GLOB  CASE-GLOB  CLASSES  [cpu:FEATURE | cpu:!FEATURE]  REASON
     jax.astype.*  elements/float4_e2m1fn/*  nan_sign_or_code  XLA converts NaN to -0 for both signs ...
+    jax.astype.*  elements/float16/f64/*  double_rounding  cpu:!avx512_fp16  float64 -> float16 through float32 ...
 
 CLASSES is a comma-separated list of mismatch classes (qref.harness.classify.CLASSES, "crash", or "a+b"
 combinations) or "*". A failing task is an expected failure when every class by which it differs from the
 target's reference (its profile, else the spec) is covered by an entry whose globs match the target and one of
 the task's case ids. Entries are strict: one whose globs match tasks that ran, none of which needed it, is stale
 and fails the run (delete it: the backend was fixed). Lines starting with '#' are comments.
+
+An entry keyed by a CPU feature (``cpu:avx512_fp16``: only where the backend's code may use the feature;
+``cpu:!avx512_fp16``: only where it may not, profiles.md §6) is inactive on other CPUs: it covers nothing there and
+is never stale there. The features are the host's, cut to the baseline where ``qref run --cpu baseline`` pins the
+backend (qref.profiles.cpu.effective_features).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import QrefError
+from ..profiles.cpu import FEATURES
 from .classify import CLASSES
 
 
@@ -30,12 +37,23 @@ class XfailEntry:
     classes: tuple[str, ...]
     reason: str
     where: str
+    #: (feature, present): the entry applies only where the backend may (True) / may not (False) use the feature
+    cpu: tuple[str, bool] | None = None
     matched: int = 0  # tasks that ran and matched the globs
     used: int = 0  # failing tasks it covered
+
+    def active(self, features: frozenset[str] | None) -> bool:
+        """Does the entry apply to a run whose backend may use ``features`` (None: no CPU condition known)?"""
+        return self.cpu is None or features is None or (self.cpu[0] in features) == self.cpu[1]
 
     def matches(self, target: str, case_ids: tuple[str, ...]) -> bool:
         return fnmatch.fnmatchcase(target, self.target) and any(fnmatch.fnmatchcase(c, self.cases)
                                                                  for c in case_ids)
+
+    @property
+    def condition(self) -> str:
+        """"" or the CPU condition as written (``cpu:!avx512_fp16``)."""
+        return "" if self.cpu is None else f"cpu:{'' if self.cpu[1] else '!'}{self.cpu[0]}"
 
     def covers(self, cls: str) -> bool:
         return "*" in self.classes or cls in self.classes
@@ -45,9 +63,10 @@ class XfailEntry:
 class Xfails:
     entries: list[XfailEntry] = field(default_factory=list)
 
-    def check(self, target: str, case_ids: tuple[str, ...], failing: set[str]) -> tuple[bool, str]:
-        """(expected, reason): every class in ``failing`` covered by a matching entry?"""
-        hits = [e for e in self.entries if e.matches(target, case_ids)]
+    def check(self, target: str, case_ids: tuple[str, ...], failing: set[str],
+              features: frozenset[str] | None = None) -> tuple[bool, str]:
+        """(expected, reason): every class in ``failing`` covered by a matching entry active for ``features``?"""
+        hits = [e for e in self.entries if e.active(features) and e.matches(target, case_ids)]
         for e in hits:
             e.matched += 1
         if not failing or not hits:
@@ -83,11 +102,19 @@ def parse_xfails(text: str, where: str = "<xfails>") -> list[XfailEntry]:
             raise QrefError(f"{loc}: an xfail entry is 'TARGET-GLOB CASE-GLOB CLASSES REASON' (the reason is "
                             f"required), got {raw.strip()!r}")
         target, cases, classes, reason = parts
+        cpu = None
+        if reason.startswith("cpu:"):
+            cond, _, reason = reason.partition(" ")
+            feat = cond[4:].lstrip("!")
+            if feat not in FEATURES or not reason.strip():
+                raise QrefError(f"{loc}: a CPU condition is 'cpu:FEATURE' or 'cpu:!FEATURE' followed by the reason, "
+                                f"FEATURE one of {', '.join(FEATURES)}; got {cond!r}")
+            cpu = (feat, not cond[4:].startswith("!"))
         cl = tuple(c for c in classes.split(",") if c)
         bad = [c for c in cl if any(p not in known for p in c.split("+"))]
         if bad:
             raise QrefError(f"{loc}: unknown mismatch class(es) {bad}; known: {', '.join(sorted(known))}")
-        out.append(XfailEntry(target, cases, cl, reason.strip(), loc))
+        out.append(XfailEntry(target, cases, cl, reason.strip(), loc, cpu))
     return out
 
 

@@ -65,6 +65,40 @@ class PipelineFailure(Unsupported):
     conversion arith has no lowering (unsupported); for a quant op on a type the dialect accepts, a crash."""
 
 
+def llvm_target() -> tuple[str, str] | None:
+    """(target-cpu, target-features) when the run pins the JIT to the baseline ISA (``qref run --cpu baseline``:
+    the runner sets QREF_LLVM_TARGET = "CPU;FEATURES", profiles.md §6), else None: the host CPU's."""
+    v = os.environ.get("QREF_LLVM_TARGET", "")
+    if not v:
+        return None
+    cpu, _, features = v.partition(";")
+    return cpu, features
+
+
+def _pin_lines() -> tuple[str, ...]:
+    """The reproducer's lines that write the pinned target on every llvm.func ("" when not pinned)."""
+    t = llvm_target()
+    if t is None:
+        return ()
+    return ("for o in [o for o in m.body.operations if o.operation.name == 'llvm.func']:",
+            f"    o.attributes['target_cpu'] = ir.StringAttr.get({t[0]!r})",
+            f"    o.attributes['target_features'] = ir.Attribute.parse('#llvm.target_features<[\"{t[1]}\"]>')")
+
+
+def pin_llvm_target(module: Any) -> None:
+    """Write the pinned target-cpu / target-features on every llvm.func of a lowered module (LLVM compiles each
+    function for them instead of the host's); nothing when the run is not pinned."""
+    t = llvm_target()
+    if t is None:
+        return
+    from torch_mlir import ir
+
+    for op in module.body.operations:
+        if op.operation.name == "llvm.func":
+            op.attributes["target_cpu"] = ir.StringAttr.get(t[0])
+            op.attributes["target_features"] = ir.Attribute.parse(f'#llvm.target_features<["{t[1]}"]>')
+
+
 class Compiled:
     """A module lowered to LLVM and JIT-compiled; ``call(name, x, out_dtype)`` runs @name(x, y) on 1-D arrays."""
 
@@ -88,6 +122,7 @@ class Compiled:
                 raise Unsupported(f"mlir: {diagnostic(RuntimeError('error: ' + msg))}") from None
             try:
                 passmanager.PassManager.parse(PIPELINE).run(module.operation)
+                pin_llvm_target(module)
                 self.engine = ExecutionEngine(module, opt_level=2)
             except Exception as exc:
                 msg = errors[0] if errors else str(exc)
@@ -99,6 +134,14 @@ class Compiled:
         x = np.array(x, copy=True, order="C")  # the lowered code may write into its argument buffers
         y = np.zeros(x.shape, dtype=out_dtype)
         args = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in (x, y)]
+        try:
+            self.invoke(name, *args)
+        except LinkFailure as exc:  # an element conversion arith lowers to a builtin the JIT lacks: unsupported
+            raise Unsupported(str(exc)) from None
+        return y
+
+    def invoke(self, name: str, *args: Any) -> None:
+        """engine.invoke, with a link failure raised as LinkFailure naming the missing symbols."""
         with _stderr_captured() as err:
             try:
                 self.engine.invoke(name, *args)
@@ -107,10 +150,14 @@ class Compiled:
                     raise
                 err.seek(0)
                 missing = re.findall(r"Symbols not found: \[ ([^\]]+) \]", err.read())
-                raise Unsupported("ExecutionEngine: the JIT cannot link the lowered code (symbols not found: "
+                raise LinkFailure("ExecutionEngine: the JIT cannot link the lowered code (symbols not found: "
                                   f"{', '.join(sorted(set(m.strip() for m in missing))) or '?'}; compiler-rt "
                                   "builtins are not linked)") from None
-        return y
+
+
+class LinkFailure(RuntimeError):
+    """The JIT could not resolve symbols of the lowered code (compiler-rt builtins LLVM calls for conversions the
+    target CPU has no instruction for: which ones depends on the CPU, profiles.md §6)."""
 
 
 @contextlib.contextmanager
@@ -169,6 +216,7 @@ def _el_snippet(case: Case, i: int) -> str:
         "c = ir.Context(); c.__enter__()",
         f"m = ir.Module.parse({text!r})",
         f"passmanager.PassManager.parse({PIPELINE!r}).run(m.operation)",
+        *_pin_lines(),
         f"x = {lit}.view(np.uint{win}); y = np.zeros(x.size, np.uint{wout})",
         "ee.ExecutionEngine(m, opt_level=2).invoke('f', *[ctypes.pointer(ctypes.pointer(d(a))) for a in (x, y)])",
         "print(hex(int(y[0])))")
@@ -271,7 +319,7 @@ def _call_returning(mod: Compiled, name: str, x: np.ndarray, out_dt: np.dtype) -
     res = make_nd_memref_descriptor(x.ndim, np.ctypeslib.as_ctypes_type(carrier))()
     x = np.array(x, copy=True, order="C")  # one-shot-bufferize may reuse the argument buffer in place
     arg = get_ranked_memref_descriptor(x)
-    mod.engine.invoke(name, ctypes.pointer(ctypes.pointer(res)), ctypes.pointer(ctypes.pointer(arg)))
+    mod.invoke(name, ctypes.pointer(ctypes.pointer(res)), ctypes.pointer(ctypes.pointer(arg)))
     return np.array(ranked_memref_to_numpy([res]), copy=True).reshape(x.shape)
 
 
@@ -306,6 +354,7 @@ def _uq_snippet(case: Case, i: int) -> str:
         "ranked_memref_to_numpy as tonp",
         "c = ir.Context(); c.__enter__()", f"m = ir.Module.parse({text!r})",
         f"passmanager.PassManager.parse({PIPELINE!r}).run(m.operation)",
+        *_pin_lines(),
         f"x = {lit}; r = mk(1, np.ctypeslib.as_ctypes_type(np.{'uint16' if out_dt.itemsize == 2 else out_dt.name}))()",
         "ee.ExecutionEngine(m, opt_level=2).invoke('f', ctypes.pointer(ctypes.pointer(r)), "
         "ctypes.pointer(ctypes.pointer(d(x))))",

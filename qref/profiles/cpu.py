@@ -1,0 +1,218 @@
+"""The CPU as part of the truth: the host's ISA features, the pins that fix a backend's code generation to a
+baseline ISA, and the CPU variants of backend behaviour (spec: profiles.md §6).
+
+A backend compiled or JIT-compiled for the host CPU (XLA:CPU, upstream MLIR's ExecutionEngine) may produce other
+bits on another CPU. Each such difference is a ``CpuVariant``: a named mechanism, the ISA feature that selects it,
+the targets and cases it touches and the mismatch classes it explains. A ``CpuPin`` fixes a backend's code
+generation to the ``x86-64-v3`` baseline (AVX2, FMA, F16C, BMI2: every x86-64 CPU the project supports), so a
+pinned run gives the same bits on every such CPU; ``qref run --cpu baseline`` applies every pin.
+
+Records only: nothing here runs a backend (the harness applies pins and evaluates variants).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import platform
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import QrefError, check_choice
+
+#: the ISA features a result was seen to depend on or may depend on (Linux /proc/cpuinfo flag spelling)
+FEATURES = ("sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512dq", "avx512bw",
+            "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_int8",
+            "amx_bf16", "amx_fp16")
+#: x86-64-v3 (the psABI level: AVX, AVX2, BMI2, F16C, FMA on top of SSE4.2): what a pinned run may use
+BASELINE = "x86-64-v3"
+BASELINE_FEATURES = frozenset({"sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "bmi2"})
+#: numpy's spelling of the same features (used where /proc/cpuinfo is absent)
+_NUMPY_NAMES = {"SSE41": "sse4_1", "SSE42": "sse4_2", "AVX": "avx", "AVX2": "avx2", "FMA3": "fma", "F16C": "f16c",
+                "AVX512F": "avx512f", "AVX512DQ": "avx512dq", "AVX512BW": "avx512bw", "AVX512VL": "avx512vl",
+                "AVX512VNNI": "avx512_vnni", "AVX512_BF16": "avx512_bf16", "AVX512FP16": "avx512_fp16"}
+CPU_MODES = ("native", "baseline")
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    """One CPU: architecture (platform.machine()), vendor id, model name and the ``FEATURES`` it has."""
+
+    arch: str
+    vendor: str
+    model: str
+    features: frozenset[str]
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+    def describe(self) -> str:
+        """``x86_64 GenuineIntel Intel(R) Xeon(R) ... (avx2, fma, ...; not: amx_int8, ...)``."""
+        have = [f for f in FEATURES if f in self.features]
+        lack = [f for f in FEATURES if f not in self.features]
+        return (f"{self.arch} {self.vendor} {self.model} ({', '.join(have) or 'none of the listed features'}"
+                + (f"; not: {', '.join(lack)}" if lack else "") + ")")
+
+    def to_json(self) -> dict[str, object]:
+        return {"arch": self.arch, "vendor": self.vendor, "model": self.model,
+                "features": [f for f in FEATURES if f in self.features]}
+
+
+def parse_cpuinfo(text: str, arch: str = "x86_64") -> CpuInfo:
+    """A CpuInfo from the text of Linux's /proc/cpuinfo (the first processor's vendor_id, model name, flags)."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    if "flags" not in fields:
+        raise QrefError("the CPU description has no 'flags' line (not a Linux /proc/cpuinfo text)")
+    return CpuInfo(arch, fields.get("vendor_id", "unknown"), fields.get("model name", "unknown"),
+                   frozenset(f for f in FEATURES if f in flags))
+
+
+def host_cpu() -> CpuInfo:
+    """The CPU this process runs on: /proc/cpuinfo on Linux, else numpy's runtime feature detection."""
+    arch = platform.machine() or "unknown"
+    p = Path("/proc/cpuinfo")
+    if sys.platform.startswith("linux") and p.exists():
+        try:
+            return parse_cpuinfo(p.read_text(encoding="utf-8", errors="replace"), arch)
+        except QrefError:
+            pass
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as nf  # numpy 2
+    except ImportError:  # pragma: no cover - numpy 1
+        from numpy.core._multiarray_umath import __cpu_features__ as nf
+    return CpuInfo(arch, "unknown", platform.processor() or "unknown",
+                   frozenset(v for k, v in _NUMPY_NAMES.items() if nf.get(k)))
+
+
+@dataclass(frozen=True)
+class CpuPin:
+    """How one backend's code generation is fixed to the baseline ISA (``qref run --cpu baseline``).
+
+    backend: the harness backend. mechanism: what is set, in words. env: environment variables set before the
+    backend is imported (in its own process). llvm_target: (target-cpu, target-features) written on every LLVM
+    function before JIT compilation (LLVM then ignores the host's features). prelude: the Python line a
+    reproducer of a pinned run starts with ("" when the pin needs none).
+    """
+
+    backend: str
+    mechanism: str
+    env: tuple[tuple[str, str], ...] = ()
+    llvm_target: tuple[str, str] | None = None
+    prelude: str = ""
+
+    def features(self, cpu: CpuInfo) -> frozenset[str]:
+        """The features the pinned backend may use on ``cpu``: the host's, cut to the baseline."""
+        return cpu.features & BASELINE_FEATURES
+
+
+XLA_PIN = "--xla_cpu_max_isa=AVX2"
+PINS: dict[str, CpuPin] = {p.backend: p for p in (
+    CpuPin("jax", f"XLA:CPU compiles for at most AVX2 (XLA_FLAGS={XLA_PIN})", (("XLA_FLAGS", XLA_PIN),),
+           prelude=f"import os; os.environ['XLA_FLAGS'] = '{XLA_PIN}'"),
+    CpuPin("qwix", f"XLA:CPU compiles for at most AVX2 (XLA_FLAGS={XLA_PIN})", (("XLA_FLAGS", XLA_PIN),),
+           prelude=f"import os; os.environ['XLA_FLAGS'] = '{XLA_PIN}'"),
+    CpuPin("mlir", f"every llvm.func gets target_cpu = \"{BASELINE}\" and target_features = [\"-avx512fp16\"] "
+           "before the ExecutionEngine compiles it (LLVM then uses these instead of the host's)",
+           llvm_target=(BASELINE, "-avx512fp16")),
+)}
+#: the CPUs on which a baseline run reproduced the committed docs/conformance.md byte for byte
+VERIFIED_ON = ("AMD EPYC (Zen 4: AVX-512 F/BW/DQ/VL, AVX512-VNNI, AVX512-BF16; no AVX512-FP16, no AMX), natively",
+               "the same CPU with AVX-512 masked for every pinned and unpinned XLA program (XLA_FLAGS="
+               "--xla_cpu_max_isa=AVX2 for the whole run: an x86-64-v3 CPU without AVX-512 as XLA sees it)")
+#: backends whose generated code does not depend on the host CPU (stated, and held by tests/test_cpu.py)
+FIXED_TARGET = {"iree": "compiled with --iree-llvmcpu-target-cpu=generic",
+                "stablehlo": "an interpreter: no code is generated for the host"}
+
+
+@dataclass(frozen=True)
+class CpuVariant:
+    """A backend behaviour selected by the CPU (profiles.md §6).
+
+    name: the mechanism's stable name. feature: the ISA feature that selects it. present: the variant applies
+    when the feature is present (True) or absent (False). targets / cases: globs of the harness targets and case
+    ids it touches. classes: the mismatch classes it explains there ("unsupported": the task cannot run).
+    effect: what happens, in words. seen_on: the CPUs it was observed on (model names, or the pin).
+    """
+
+    name: str
+    feature: str
+    present: bool
+    targets: str
+    cases: str
+    classes: tuple[str, ...]
+    effect: str
+    seen_on: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        check_choice("CPU feature", self.feature, FEATURES)
+
+    def applies(self, features: frozenset[str]) -> bool:
+        return (self.feature in features) == self.present
+
+    def touches(self, target: str, case_id: str) -> bool:
+        return fnmatch.fnmatchcase(target, self.targets) and fnmatch.fnmatchcase(case_id, self.cases)
+
+    @property
+    def condition(self) -> str:
+        return ("with " if self.present else "without ") + self.feature
+
+
+_FP16 = "AVX512-FP16 (Intel Sapphire Rapids and later)"
+CPU_VARIANTS: tuple[CpuVariant, ...] = (
+    CpuVariant("xla_f64_to_f16_through_f32", "avx512_fp16", False, "jax.astype.*", "elements/float16/f64/*",
+               ("double_rounding",),
+               f"float64 -> float16 rounds through float32 (double rounding) in XLA:CPU's generated code; with "
+               f"{_FP16} the conversion is one correctly rounded instruction (vcvtpd2ph) and these cases conform",
+               ("AMD EPYC (Zen 4, AVX-512 without AVX512-FP16) native", f"the {BASELINE} pin",
+                "conforming: the CPU of the report committed before profiles.md §6 (it has AVX512-FP16, inferred "
+                "from its results)")),
+    CpuVariant("xla_f16_loop_fma", "avx512_fp16", True, "qwix.int.jit",
+               "uniform/*/f16/*", ("fma_contraction",),
+               f"with {_FP16} XLA:CPU vectorizes the float16-input quantize loop (float16 -> float32 in the vector "
+               "loop) and contracts x * fl(1/s) + z into a fused multiply-add there; without it those elements take "
+               "the scalar path and round the product first, as the qwix profile says",
+               ("the CPU of the report committed before profiles.md §6: 3 more tasks with fma_contraction, one of "
+                "them uniform/int8/e16_s0.1_z1/f16/near_ties/stablehlo; the other two inferred to be float16 "
+                "inputs as well",)),
+    CpuVariant("llvm_f64_to_f16_libcall", "avx512_fp16", False, "mlir.arith", "elements/float16/f64/*",
+               ("unsupported",),
+               f"LLVM lowers fptrunc f64 -> f16 to the compiler-rt call __truncdfhf2, which the ExecutionEngine does "
+               f"not link (the task cannot run); with {_FP16} it is one instruction (vcvtsd2sh) and these cases run "
+               "and conform",
+               ("AMD EPYC (Zen 4, AVX-512 without AVX512-FP16) native", f"the {BASELINE} pin",
+                "running and conforming: the CPU of the report committed before profiles.md §6")),
+    CpuVariant("llvm_f32_to_bf16_libcall", "avx512_bf16", False, "mlir.quant", "uniform/*/ebf16_*",
+               ("crash",),
+               "lower-quant-ops on a bfloat16 expressed type rounds float32 -> bfloat16 with fptrunc, which LLVM lowers "
+               "to the compiler-rt call __truncsfbf2 where the CPU has no AVX512-BF16; the ExecutionEngine does not "
+               "link it and the run fails (a crash: the quant dialect accepts the type); with AVX512-BF16 it is one "
+               "instruction (vcvtneps2bf16) and these cases run and conform",
+               (f"the {BASELINE} pin (crash)", "AMD EPYC (Zen 4, with AVX512-BF16) native: conforming")),
+)
+
+
+def cpu_variants(target: str | None = None) -> tuple[CpuVariant, ...]:
+    """The CPU variants (of one target, when given)."""
+    return tuple(v for v in CPU_VARIANTS if target is None or fnmatch.fnmatchcase(target, v.targets))
+
+
+def effective_features(backend: str, cpu: CpuInfo, mode: str) -> frozenset[str]:
+    """The ISA features ``backend``'s code may use on ``cpu`` in ``mode`` ("native" or "baseline")."""
+    check_choice("CPU mode", mode, CPU_MODES)
+    pin = PINS.get(backend)
+    if mode == "baseline" and pin is not None:
+        return pin.features(cpu)
+    return cpu.features
+
+
+__all__ = ["BASELINE", "BASELINE_FEATURES", "CPU_MODES", "CPU_VARIANTS", "FEATURES", "FIXED_TARGET", "PINS",
+           "VERIFIED_ON",
+           "CpuInfo", "CpuPin", "CpuVariant", "cpu_variants", "effective_features", "host_cpu", "parse_cpuinfo"]
