@@ -418,7 +418,7 @@ def matmul_element_inputs(case: Case, i: int) -> dict[str, np.ndarray]:
             out[name] = v[m : m + 1]
         elif name == "b":
             out[name] = v[:, n : n + 1]
-        elif v.ndim == 1:
+        elif v.ndim == 1 and v.size > 1:  # one per row of a / column of b
             out[name] = v[m : m + 1] if name.startswith("a_") else v[n : n + 1]
         else:
             out[name] = v
