@@ -8,7 +8,7 @@ import argparse
 from ..profiles import FAMILIES, STATUSES, cpu, installed_version, profiles
 
 _SPEC_PAGES = {"element": "elements.md §6", "uniform": "uniform.md §4", "block": "block.md §8", "lookup": "lut.md",
-               "recipe": "recipes.md §4"}
+               "recipe": "recipes.md §4", "matmul": "matmul.md §6"}
 
 _STATUS_TEXT = {
     "spec": "a specification: qref's reading of a normative document, nothing to run",

@@ -74,6 +74,14 @@ CLASSES: dict[str, tuple[str, str]] = {
                                                              "float format, the float code truncated to an integer "
                                                              "before (q - z) * s"),
     "decode_value": ("decoded value", "a code decodes to another value"),
+    "pair_saturation": ("int16 pair saturation", "adjacent u8 x s8 products summed with int16 saturation before the "
+                                                 "int32 sum (x86 vpmaddubsw), or the reverse"),
+    "accumulator_overflow": ("accumulator overflow", "an integer sum beyond int32 wraps, saturates or is kept exact "
+                                                     "otherwise than the reference"),
+    "requantize_method": ("requantization method", "the accumulator is requantized by another method (fixed-point "
+                                                   "Q31 multiplier, float multiply, dequantize-dot-quantize)"),
+    "multiplier_arithmetic": ("multiplier arithmetic", "the output multiplier a_s b_s / y_s or acc * m computed in "
+                                                       "another type or association"),
     "other": ("other", "no single documented variant reproduces the backend's result"),
     "crash": ("crash", "the backend raised an error or failed to compile a case it should support"),
 }

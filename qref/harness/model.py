@@ -19,7 +19,7 @@ from ..errors import QrefError
 
 #: family -> the kind of qref profile that models its backends (qref/profiles/base.py FAMILIES)
 PROFILE_FAMILY = {"elements": "element", "uniform": "uniform", "block": "block", "lookup": "lookup",
-                  "recipes": "recipe"}
+                  "recipes": "recipe", "matmul": "matmul"}
 
 
 class Unsupported(QrefError):

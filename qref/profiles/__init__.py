@@ -5,7 +5,7 @@ recipe) registers its records from its own module on import. Profiles are data: 
 and ``qref.formats`` only, never an operation (core, schemes).
 """
 
-from . import block, element, lookup, recipe, uniform  # noqa: F401  (register their records)
+from . import block, element, lookup, matmul, recipe, uniform  # noqa: F401  (register their records)
 from .base import (
     FAMILIES,
     SOURCE_CLASSES,

@@ -28,7 +28,7 @@ from ..errors import QrefError, unknown_name
 from ..formats import FloatFormat, Format, IntFormat
 from ..formats.policy import CastPolicy
 
-FAMILIES = ("element", "uniform", "block", "lookup", "recipe")
+FAMILIES = ("element", "uniform", "block", "lookup", "recipe", "matmul")
 
 # How a profile's claim was established (profiles.md §3).
 STATUSES = (

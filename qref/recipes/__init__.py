@@ -15,6 +15,16 @@
 from .linear import RECIPES, LinearStep, OperandRule, TrainingRecipe, get_recipe, linear_step
 from .mlx_cpu import mlx_qqmm, mlx_quantized_matmul
 from .ops import Accumulation, MatmulResult, block_dot, block_matmul, exact_matmul, qdq_matmul
+from .qmatmul import (
+    IntAccumulation,
+    IntMatmulRules,
+    IntOperand,
+    QuantizedMatmul,
+    Requantization,
+    int_accumulate,
+    matmul_rules,
+    quantized_matmul,
+)
 from .scaling import (
     DelayedScaling,
     ScalingState,
@@ -49,9 +59,14 @@ __all__ = [
     "DenseStep",
     "Fp8DotState",
     "HybridRecipe",
+    "IntAccumulation",
+    "IntMatmulRules",
+    "IntOperand",
     "LinearStep",
     "MatmulResult",
     "OperandRule",
+    "QuantizedMatmul",
+    "Requantization",
     "ScalingState",
     "TrainingRecipe",
     "adam8bit_step",
@@ -65,13 +80,16 @@ __all__ = [
     "exact_matmul",
     "expand_scale",
     "get_recipe",
+    "int_accumulate",
     "jax_scaled_dot",
     "linear_step",
+    "matmul_rules",
     "mlx_qqmm",
     "mlx_quantized_matmul",
     "qdq",
     "qdq_matmul",
     "quantize_blockwise",
+    "quantized_matmul",
     "scaled_dequantize",
     "scaled_quantize",
     "sgd",

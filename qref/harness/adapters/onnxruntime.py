@@ -219,6 +219,7 @@ def targets() -> list[Target]:
                "float16/bfloat16/float4; Cast from the float8 types", None, ops, _cast_supports(False),
                _cast_run(False), _cast_snippet(False)),
         _uniform_target(),
+        *matmul_targets(),
     ]
 
 
@@ -371,3 +372,129 @@ def _uniform_target() -> Target:
     return Target(BACKEND, "onnxruntime.qdq", "uniform", "QuantizeLinear / DequantizeLinear (opset 21; int2 25), "
                   "per tensor, per axis, blocked; saturate for float8 outputs", "onnx",
                   ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run, _uq_snippet)
+
+
+# ---- matmul: MatMulInteger / QLinearMatMul (matmul.md §6.1) ------------------------------------------------
+MATMUL_INPUTS = {"matmul_integer": ("a", "b", "a_zero_point", "b_zero_point"),
+                 "qlinear_matmul": ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale",
+                                    "y_zero_point")}
+MATMUL_OPS = {"matmul_integer": "MatMulInteger", "qlinear_matmul": "QLinearMatMul"}
+
+
+def matmul_unsupported(case: Case) -> str | None:
+    """Why ONNX's MatMulInteger / QLinearMatMul cannot express the case (None: it can)."""
+    if "bias" in case.inputs:
+        return "MatMulInteger and QLinearMatMul have no bias input"
+    p = case.params
+    if any(p.get(k) not in (None, "int8", "uint8") for k in ("a_storage", "b_storage", "output")):
+        return "ONNX MatMulInteger / QLinearMatMul take 8-bit operands"
+    return None
+
+
+def matmul_model(case: Case, inputs: dict[str, np.ndarray] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
+    """(one-node model, feeds): every operand and quantization parameter is a graph input (no constant folding
+    or weight prepacking), shapes as the case holds them."""
+    from onnx import helper
+
+    ins = dict(case.inputs if inputs is None else inputs)
+    names = MATMUL_INPUTS[case.operation]
+    feeds = {n: np.ascontiguousarray(ins[n]) for n in names}
+    vi = [helper.make_tensor_value_info(n, onnx_type(feeds[n].dtype.name), list(feeds[n].shape)) for n in names]
+    M, N = feeds["a"].shape[0], feeds["b"].shape[1]
+    ot = "int32" if case.operation == "matmul_integer" else feeds["y_zero_point"].dtype.name
+    node = helper.make_node(MATMUL_OPS[case.operation], list(names), ["y"])
+    g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("y", onnx_type(ot), [M, N])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), feeds
+
+
+def matmul_element_inputs(case: Case, i: int) -> dict[str, np.ndarray]:
+    """The inputs of output element i alone: row m of a and column n of b as a 1 x K by K x 1 problem, with the
+    row's and column's scales and zero points."""
+    m, n = divmod(int(i), int(case.params["n"]))
+    out = {}
+    for name, v in case.inputs.items():
+        v = np.asarray(v)
+        if name == "a":
+            out[name] = v[m : m + 1]
+        elif name == "b":
+            out[name] = v[:, n : n + 1]
+        elif v.ndim == 1 and v.size > 1:  # one per row of a / column of b
+            out[name] = v[m : m + 1] if name.startswith("a_") else v[n : n + 1]
+        else:
+            out[name] = v
+    return out
+
+
+def matmul_literal(v: np.ndarray) -> str:
+    """Python source of a small integer / float32 array: runs of equal values as np.repeat."""
+    from ._common import array_literal
+
+    v = np.asarray(v)
+    flat = v.reshape(-1)
+    if v.dtype.kind == "f" or flat.size < 8:
+        return array_literal(v)
+    edges = np.flatnonzero(np.diff(flat.astype(np.int64))) + 1
+    starts = np.concatenate([[0], edges])
+    counts = np.diff(np.concatenate([starts, [flat.size]]))
+    if starts.size * 2 >= flat.size:
+        return array_literal(v)
+    vals = ", ".join(str(int(x)) for x in flat[starts])
+    cnts = ", ".join(str(int(c)) for c in counts)
+    return f"np.repeat(np.array([{vals}], np.{v.dtype.name}), [{cnts}]).reshape({tuple(v.shape)})"
+
+
+def matmul_snippet_lines(case: Case, i: int) -> tuple[list[str], list[str]]:
+    """(statements defining the one-element inputs as numpy arrays, the graph construction statements)."""
+    ins = matmul_element_inputs(case, i)
+    names = MATMUL_INPUTS[case.operation]
+    defs = [f"{n} = {matmul_literal(ins[n])}" for n in names]
+    ot = "INT32" if case.operation == "matmul_integer" else ONNX_TYPES[ins["y_zero_point"].dtype.name]
+    vis = ", ".join(f"helper.make_tensor_value_info('{n}', T.{ONNX_TYPES[ins[n].dtype.name]}, {list(ins[n].shape)})"
+                    for n in names)
+    graph = [f"g = helper.make_graph([helper.make_node('{MATMUL_OPS[case.operation]}', {list(names)}, ['y'])], "
+             f"'g', [{vis}], [helper.make_tensor_value_info('y', T.{ot}, [1, 1])])",
+             "m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 21)])"]
+    return defs, graph
+
+
+def _mm_supports(op: str):
+    def supports(case: Case) -> str | None:
+        return None if case.operation != op else matmul_unsupported(case)
+    return supports
+
+
+def _mm_one(case: Case) -> Outputs:
+    import onnxruntime as ort
+
+    model, feeds = matmul_model(case)
+    # a model ONNX Runtime has no kernel for is a failure to run an operator it exposes: a crash, not Unsupported
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = sess.run(None, feeds)[0]
+    return {"y": np.asarray(y).astype(case.expected["y"].dtype)}
+
+
+def _mm_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    from ._common import run_each
+
+    return run_each(cases, _mm_one)
+
+
+def _mm_snippet(case: Case, i: int) -> str:
+    defs, graph = matmul_snippet_lines(case, i)
+    feeds = ", ".join(f"'{n}': {n}" for n in MATMUL_INPUTS[case.operation])
+    return python_c(
+        "import numpy as np, onnxruntime as ort", "from onnx import helper, TensorProto as T", *defs, *graph,
+        "s = ort.InferenceSession(m.SerializeToString(), providers=['CPUExecutionProvider'])",
+        f"y = s.run(None, {{{feeds}}})[0]",
+        f"print(hex(int(y.reshape(-1).view(np.uint{8 * case.expected['y'].dtype.itemsize})[0])))")
+
+
+def matmul_targets() -> list[Target]:
+    return [
+        Target(BACKEND, "onnxruntime.matmul_integer", "matmul", "MatMulInteger (opset 21; u8/s8 operands, int32 "
+               "out; every input a graph input)", "onnxruntime", ("matmul_integer",), _mm_supports("matmul_integer"),
+               _mm_run, _mm_snippet, notes="MLAS picks its u8 x s8 kernel by cpuid (AVX-512 VNNI here)"),
+        Target(BACKEND, "onnxruntime.qlinear_matmul", "matmul", "QLinearMatMul (opset 21; u8 x u8/s8 -> u8, "
+               "s8 x s8 -> s8; every input a graph input)", "onnxruntime", ("qlinear_matmul",),
+               _mm_supports("qlinear_matmul"), _mm_run, _mm_snippet),
+    ]

@@ -1,0 +1,138 @@
+"""Quantized integer matrix products for the harness (spec: docs/spec/matmul.md).
+
+Cases: ``matmul_integer`` (int32 accumulator out) and ``qlinear_matmul`` (requantized codes out); see
+qref/conformance/cases/matmul.py. The spec default is the ``exact`` profile (matmul.md §5.2 in real arithmetic,
+int32 overflow unspecified). qref's prediction of profile P is the case's operands run through
+qref.recipes.qmatmul with P's rules (requantization method "none" for matmul_integer). Mismatch classes are named
+by the rule change that reproduces the backend's outputs: the accumulator's overflow and pair sums (§3), the
+requantization method, its multiplier arithmetic, tie rule and zero-point stage (§5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ...conformance.case import Case
+from ...errors import QrefError
+from ...recipes.qmatmul import IntOperand, QuantizedMatmul, matmul_rules, quantized_matmul
+from . import Expectation, task_hash
+
+FAMILY = "matmul"
+SPEC_PROFILE = "exact"
+OPERATIONS = ("matmul_integer", "qlinear_matmul")
+
+CLASS_SECTIONS = {
+    "pair_saturation": "matmul.md §3.2", "accumulator_overflow": "matmul.md §3.1",
+    "requantize_method": "matmul.md §5", "multiplier_arithmetic": "matmul.md §5.2",
+    "tie_rule": "matmul.md §5.2", "zero_point_order": "matmul.md §5.2", "compute_precision": "matmul.md §5.2",
+}
+
+# rule changes tried in order: (class, overrides)
+_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("pair_saturation", {"pair_sum": "saturating_int16"}), ("pair_saturation", {"pair_sum": None}),
+    ("accumulator_overflow", {"overflow": "wrap"}), ("accumulator_overflow", {"overflow": "saturate"}),
+    ("accumulator_overflow", {"overflow": "exact"}),
+    ("zero_point_order", {"zero_point": "before_rounding"}), ("zero_point_order", {"zero_point": "after_rounding"}),
+    ("tie_rule", {"rounding": "nearest_away"}), ("tie_rule", {"rounding": "nearest_up"}),
+    ("tie_rule", {"rounding": "nearest_even"}),
+    ("compute_precision", {"compute": "float32"}), ("compute_precision", {"compute": "float64"}),
+    ("compute_precision", {"compute": "exact", "zero_point": "after_rounding"}),
+    ("multiplier_arithmetic", {"multiplier_dtype": "float64"}),
+    ("multiplier_arithmetic", {"multiplier_dtype": "float32"}),
+    ("multiplier_arithmetic", {"association": "a_then_b_over_y"}),
+    ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64"}),
+    ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64", "fixed_point": "single_rounding"}),
+    ("requantize_method", {"method": "float_multiply"}),
+    ("requantize_method", {"method": "dequantize_compute_quantize"}),
+)
+
+
+def relevant(case: Case, profile: str | None) -> bool:
+    if case.family != FAMILY or case.operation not in OPERATIONS:
+        return False
+    return holds(case, SPEC_PROFILE) or (profile is not None and holds(case, profile))
+
+
+def holds(case: Case, profile: str) -> bool:
+    return profile in case.profiles or (not case.profiles and case.profile == profile)
+
+
+def task_key(case: Case) -> str:
+    p = case.params
+    return task_hash(case, {k: p.get(k) for k in ("a_storage", "b_storage", "output")})
+
+
+def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    p = case.params
+    rules = matmul_rules(profile)
+    if case.operation == "matmul_integer":
+        rules = rules.replace(method="none")
+    if rules.accumulation.pair_sum and (p["a_storage"], p["b_storage"]) != ("uint8", "int8"):
+        rules = rules.replace(pair_sum=None)
+    if overrides:
+        rules = rules.replace(**overrides)
+    if case.operation == "matmul_integer" and rules.requantization.method != "none":
+        raise QrefError("matmul_integer has no requantization")
+    out = p["output"] if case.operation == "qlinear_matmul" else None
+    pipe = QuantizedMatmul(IntOperand(p["a_storage"]), IntOperand(p["b_storage"]), out, rules)
+    ins = case.inputs
+    with np.errstate(all="ignore"):
+        r = quantized_matmul(ins["a"], ins["b"], a_scale=ins.get("a_scale"), a_zero_point=ins["a_zero_point"],
+                             b_scale=ins.get("b_scale"), b_zero_point=ins["b_zero_point"],
+                             y_scale=ins.get("y_scale"), y_zero_point=ins.get("y_zero_point", 0),
+                             bias=ins.get("bias"), pipeline=pipe)
+    exp = case.expected["y"]
+    vals = np.where(r.unspecified, 0, r.values) if case.operation == "matmul_integer" else r.values
+    return Expectation({"y": vals.astype(exp.dtype)}, {"y": np.asarray(r.unspecified, dtype=bool)})
+
+
+def expectation(case: Case, profile: str) -> Expectation:
+    if holds(case, profile):
+        return Expectation(dict(case.expected), dict(case.unspecified))
+    return _outputs(case, profile)
+
+
+def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """(class, outputs): ``profile``'s rules with one change each (module docstring), then the other profiles'
+    rules whole (class ``requantize_method`` for a different method, else ``multiplier_arithmetic``)."""
+    for cls, ov in _ALTS:
+        try:
+            yield cls, _outputs(case, profile, **ov).outputs
+        except (QrefError, ValueError):
+            continue
+
+
+def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
+    return np.full(idx.shape, "", dtype=object)
+
+
+def spec_sections(case: Case) -> tuple[str, ...]:
+    return tuple(case.spec)
+
+
+def describe_input(case: Case, index: int) -> str:
+    """Row m and column n of output element ``index``, with the quantization parameters."""
+    p = case.params
+    m, n = divmod(int(index), int(p["n"]))
+    ins = case.inputs
+
+    def at(name: str, i: int) -> str:
+        v = np.asarray(ins[name]).reshape(-1)
+        return repr(v[i if v.size > 1 else 0].item())
+
+    text = (f"row {m} of a ({p['a_storage']}, K = {p['k']}, zero point {at('a_zero_point', m)}) times column {n} "
+            f"of b ({p['b_storage']}, zero point {at('b_zero_point', n)})")
+    if case.operation == "qlinear_matmul":
+        text += (f"; a_scale {at('a_scale', m)}, b_scale {at('b_scale', n)}, y_scale {at('y_scale', 0)}, "
+                 f"y_zero_point {at('y_zero_point', 0)} ({p['output']})")
+    if "bias" in ins:
+        text += f"; bias {at('bias', n)}"
+    return text
+
+
+def describe_output(case: Case, name: str, value: np.ndarray) -> str:
+    v = np.asarray(value).reshape(-1)
+    return f"{int(v[0])}" if v.size else ""
