@@ -524,13 +524,13 @@ def _cast_snippet(jit: bool):
         s = float(case.inputs["scale"].reshape(-1)[0])
         k, w = (0, "np.uint8") if out == "codes" else (1, "np.uint32")
         return python_c("import numpy as np, jax, jax.numpy as jnp",
-                        f"x = jnp.asarray({float_literal(case.inputs['x'], i)})",
+                        f"x = jnp.asarray({suite_input(case, 'x')})",
                         f"s = jnp.asarray(np.array([{np.float32(s).view(np.uint32):#x}], np.uint32).view(np.float32))",
                         f"m = jnp.float32(float(jnp.finfo(jnp.{fmt}).max))",
                         f"f = lambda x, s: (lambda c: (c, c.astype(jnp.float32) * s))(jnp.clip(x / s, -m, m)"
                         f".astype(jnp.{fmt}))",
                         f"print(hex(int(np.asarray({'jax.jit(f)' if jit else 'f'}(x, s)[{k}]).reshape(-1)"
-                        f".view({w})[0])))")
+                        f".view({w})[{i}])))")
     return snippet
 
 
