@@ -16,7 +16,7 @@ import numpy as np
 
 from ...conformance.case import Case
 from ..families.uniform import scheme_of
-from ..model import Outputs, Target, Unsupported
+from ..model import Outputs, Target, Unsupported, first_line
 from . import require
 from ._common import codes_as, float_literal, hex_print, python_c, run_each, run_elements, suite_input
 
@@ -373,9 +373,9 @@ def _ml(name: str):
     return getattr(ml_dtypes, name)
 
 
-def _sd_supports(case: Case) -> str | None:
+def _sd_supports(case: Case, api: str = "jax.lax.scaled_dot") -> str | None:
     if "lhs_global_scale" in case.inputs:
-        return "jax.lax.scaled_dot has no global scale (two-level NVFP4 takes one per operand)"
+        return f"{api} has no global scale (two-level NVFP4 takes one per operand)"
     return None
 
 
@@ -422,6 +422,39 @@ def _sd_snippet(jit: bool):
         return python_c("import numpy as np, ml_dtypes, jax, jax.numpy as jnp", *lits, f"y = {call}",
                         f"print(hex(int(np.asarray(y).reshape(-1).view(np.uint32)[{i}])))")
     return snippet
+
+
+def _nn_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    """jax.nn.scaled_matmul(lhs (1, M, K), rhs (1, N, K), lhs_scales (1, M, K / B), rhs_scales (1, N, K / B)). JAX
+    0.10.2 lowers it for cuDNN only: on CPU the call raises NotImplementedError ("MLIR translation rule for
+    primitive 'scaled_matmul' not found for platform cpu"), which is the library saying it has no CPU
+    implementation (unsupported); any other error is a crash."""
+    def one(case: Case) -> Outputs:
+        import jax
+        import jax.numpy as jnp
+
+        jax.config.update("jax_platforms", "cpu")
+        a, b, sa, sb = _sd_args(case)
+        try:
+            y = jax.nn.scaled_matmul(jnp.asarray(a)[None], jnp.asarray(b.T)[None], jnp.asarray(sa)[None],
+                                     jnp.asarray(sb.T)[None], preferred_element_type=jnp.float32)
+        except NotImplementedError as exc:
+            if "not found for platform cpu" not in str(exc):
+                raise
+            raise Unsupported(f"jax.nn.scaled_matmul has no CPU lowering ({first_line(exc)})") from None
+        return {"y": codes_as(case, "y", np.asarray(y)[0])}
+    return run_each(cases, one)
+
+
+def _nn_snippet(case: Case, i: int) -> str:
+    af = case.array_formats
+    lits = [f"{n} = {suite_input(case, n)}.view(ml_dtypes.{af[n]})"
+            for n in ("lhs_codes", "rhs_codes", "lhs_scales", "rhs_scales")]
+    return python_c("import numpy as np, ml_dtypes, jax, jax.numpy as jnp", *lits,
+                    "y = jax.nn.scaled_matmul(jnp.asarray(lhs_codes)[None], jnp.asarray(rhs_codes.T)[None], "
+                    "jnp.asarray(lhs_scales)[None], jnp.asarray(rhs_scales.T)[None], "
+                    "preferred_element_type=jnp.float32)",
+                    f"print(hex(int(np.asarray(y).reshape(-1).view(np.uint32)[{i}])))")
 
 
 def _qdq_fn(case: Case, jit: bool):
@@ -542,6 +575,9 @@ def _recipe_targets() -> list[Target]:
                _sd_supports, _sd_run(False), _sd_snippet(False)),
         Target(BACKEND, "jax.scaled_dot.jit", "recipes", "the same call under jax.jit (XLA:CPU)", None, mm,
                _sd_supports, _sd_run(True), _sd_snippet(True)),
+        Target(BACKEND, "jax.nn.scaled_matmul", "recipes", "jax.nn.scaled_matmul(lhs[None], rhs.T[None], "
+               "lhs_scales[None], rhs_scales.T[None], preferred_element_type=jnp.float32) (XLA:CPU)", None, mm,
+               lambda c: _sd_supports(c, "jax.nn.scaled_matmul"), _nn_run, _nn_snippet),
         Target(BACKEND, "jax.fp8_dot.eager", "recipes", "s = amax / max (1 for a zero amax) unless given, q = "
                "jnp.clip(x / s, -max, max).astype(jnp.float8_*), y = jax.lax.dot_general(q_a, q_b, "
                "preferred_element_type=jnp.float32) * (s_a * s_b) (eager, XLA:CPU)", None, ("qdq_matmul",),
