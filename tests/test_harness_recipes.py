@@ -165,3 +165,30 @@ def test_mlx_targets_on_the_committed_cases():
             ("mlx.quantized_matmul", "unsupported")} <= st
     nan = [x for x in r.results if x.target == "mlx.quantized_matmul" and "/nan/float32_any" in x.task]
     assert nan and nan[0].status == "xfail" and set(nan[0].vs_profile.classes) == {"nan_sign_or_code"}
+
+
+def test_a_user_callable_in_float64_conforms_on_float32_any_only():
+    """qref run --callable ... --family recipes: a block_matmul computed in float64 and rounded once is within every
+    float32_any interval, and differs from bit-defined accumulations only by accumulation order."""
+    import ml_dtypes
+
+    from qref.harness.user import check
+
+    def fn(op, inputs, spec):
+        if op != "block_matmul" or "lhs_global_scale" in inputs:
+            raise NotImplementedError(op)
+        B = spec["params"]["block_size"]
+        el = getattr(ml_dtypes, spec["scheme"]["element"])
+        sc = ml_dtypes.float8_e8m0fnu if spec["scheme"]["kind"] == "mx" else ml_dtypes.float8_e4m3fn
+        a = inputs["lhs_codes"].view(el).astype(np.float64) * np.repeat(
+            inputs["lhs_scales"].view(sc).astype(np.float64), B, axis=1)
+        b = inputs["rhs_codes"].view(el).astype(np.float64) * np.repeat(
+            inputs["rhs_scales"].view(sc).astype(np.float64), B, axis=0)
+        with np.errstate(all="ignore"):
+            return {"y": (a @ b).astype(F32)}
+
+    res = check(fn, "recipes", include=["recipes/block_matmul/mxfp4/ocp/random/*"])
+    st = {r.task.rsplit("/", 1)[1]: r for r in res.results}
+    assert st["float32_any"].status == "pass"
+    for k in ("exact", "float32_blocked_b32"):
+        assert st[k].status in ("pass", "fail") and set(st[k].vs_profile.classes) <= {"accumulation_order"}
