@@ -25,6 +25,12 @@ What each side does:
 - bitsandbytes (lookup): ``quantize_4bit`` / ``quantize_blockwise`` and their dequantize on a CPU tensor vs
   ``qref.scheme(name, block_size=B, profile=P)`` for nf4, fp4_bnb, af4, dynamic8 and every lookup profile
   (``bnb_rows``).
+- recipes (matrix products, one row per pipeline, M x K x N = 32 x 256 x 32 from the input's first rows; M/s =
+  million products M*K*N; "same" = every backend result within qref's rigorous bound and, for qdq, the codes
+  equal): ``qref.recipes.jax_scaled_dot`` vs ``jax.jit(jax.lax.scaled_dot)`` (MXFP8 E4M3), ``qdq_matmul``
+  (E4M3 x E4M3, current scaling) vs the same pipeline in JAX under jit (``jnp.clip(x / s).astype``,
+  ``lax.dot_general(..., preferred_element_type=float32)``), ``mlx_quantized_matmul`` vs ``mx.quantized_matmul``
+  (mxfp8) and ``mlx_qqmm`` vs ``mx.qqmm`` (mxfp8, one row, the CPU kernel's shape).
 - calibration: ``qref.calibrate(x, ...)`` vs its own reference path (``_reference=True``, timed once: it is the
   readable float64 / Fraction definition) and, formula="pytorch", vs torch.ao's MinMaxObserver and
   PerChannelMinMaxObserver (``obs(t); obs.calculate_qparams()``).
@@ -393,6 +399,90 @@ def calibration_rows(x32: np.ndarray) -> list[Row]:
     return rows
 
 
+def recipes_rows(x32: np.ndarray) -> list[Row]:
+    """qref's emulations of block-scaled / FP8 matrix products against the libraries they emulate."""
+    from qref.recipes import jax_scaled_dot, mlx_qqmm, mlx_quantized_matmul, qdq_matmul
+
+    M, K, N = 32, 256, 32
+    a = np.ascontiguousarray(x32.reshape(-1)[: M * K].reshape(M, K))
+    b = np.ascontiguousarray(x32.reshape(-1)[M * K : M * K + K * N].reshape(K, N))
+    rows: list[Row] = []
+    ocp = qref.scheme("mxfp8_e4m3", profile="ocp")
+    qa, qb = ocp.quantize(a, axis=1), ocp.quantize(b, axis=0)
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        jax.config.update("jax_platforms", "cpu")
+        ops = [jnp.asarray(np.asarray(qa.codes, np.uint8).view(ml_dtypes.float8_e4m3fn)),
+               jnp.asarray(np.asarray(qb.codes, np.uint8).view(ml_dtypes.float8_e4m3fn)),
+               jnp.asarray(np.asarray(qa.scales, np.uint8).view(ml_dtypes.float8_e8m0fnu)),
+               jnp.asarray(np.asarray(qb.scales, np.uint8).view(ml_dtypes.float8_e8m0fnu))]
+        sd = jax.jit(lambda p, q, s, t: jax.lax.scaled_dot(p, q, lhs_scale=s, rhs_scale=t,
+                                                           preferred_element_type=jnp.float32))
+
+        def run_sd() -> np.ndarray:
+            return np.asarray(sd(*ops).block_until_ready())
+
+        rows.append(Row("block_matmul mxfp8_e4m3 (jax.lax.scaled_dot)", "float32", "JAX", None,
+                        lambda: jax_scaled_dot(qa, qb), run_sd, lambda r, o: bool(r.within(o).all()), M * K * N))
+        m = jnp.float32(448.0)
+
+        def pipeline(x, y):
+            sx = jnp.where(jnp.max(jnp.abs(x)) > 0, jnp.max(jnp.abs(x)) / m, 1.0)
+            sy = jnp.where(jnp.max(jnp.abs(y)) > 0, jnp.max(jnp.abs(y)) / m, 1.0)
+            px = jnp.clip(x / sx, -m, m).astype(jnp.float8_e4m3fn)
+            py = jnp.clip(y / sy, -m, m).astype(jnp.float8_e4m3fn)
+            acc = jax.lax.dot_general(px, py, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+            return px, py, acc * (sx * sy)
+
+        qp = jax.jit(pipeline)
+        aj, bj = jnp.asarray(a), jnp.asarray(b)
+
+        def run_qdq() -> Any:
+            return [np.asarray(v) for v in jax.block_until_ready(qp(aj, bj))]
+
+        def qdq_same(r: Any, o: Any) -> bool:  # codes bit for bit, y within the bound
+            return bool((np.asarray(r.meta["a_codes"]) == o[0].view(np.uint8)).all()
+                        and (np.asarray(r.meta["b_codes"]) == o[1].view(np.uint8)).all() and r.within(o[2]).all())
+
+        rows.append(Row("qdq_matmul e4m3 x e4m3 (jax fp8 dot_general)", "float32", "JAX", None,
+                        lambda: qdq_matmul(a, b), run_qdq, qdq_same, M * K * N))
+    except ImportError:
+        pass
+    try:
+        import mlx.core as mx
+    except ImportError:
+        return rows
+    from qref.interop.packing import pack
+
+    mlx = qref.scheme("mxfp8_e4m3", profile="mlx")
+    w = np.ascontiguousarray(b.T)  # (N, K): MLX's weight layout
+    qw = mlx.quantize(w, axis=1)
+    wm, sm, xm = mx.array(pack(qw, "mlx")), mx.array(np.asarray(qw.scales, np.uint8)), mx.array(a)
+    mx.eval(wm, sm, xm)
+
+    def run_qmm() -> np.ndarray:
+        y = mx.quantized_matmul(xm, wm, sm, transpose=True, group_size=32, bits=8, mode="mxfp8")
+        mx.eval(y)
+        return np.asarray(y)
+
+    rows.append(Row("quantized_matmul mxfp8 (mx.quantized_matmul)", "float32", "MLX", None,
+                    lambda: mlx_quantized_matmul(a, qw), run_qmm, lambda r, o: bool(r.within(o).all()), M * K * N))
+    x1 = a[:1]
+    x1m = mx.array(x1)
+    mx.eval(x1m)
+
+    def run_qq() -> np.ndarray:
+        y = mx.qqmm(x1m, wm, sm, group_size=32, bits=8, mode="mxfp8")
+        mx.eval(y)
+        return np.asarray(y)
+
+    rows.append(Row("qqmm mxfp8, one row (mx.qqmm)", "float32", "MLX", None,
+                    lambda: mlx_qqmm(x1, qw), run_qq, lambda r, o: bool(r.within(o).all()), K * N))
+    return rows
+
+
 def best_times(row: Row, repeats: int) -> tuple[float, float, bool]:
     """Alternate the two sides ``repeats`` times (the other side ``row.other_repeats`` times when set); best
     wall time of each and the identity check."""
@@ -486,7 +576,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     # the child inherits from this process, not qref's allocations)
     mem = measure_memory() if args.memory else None
     x32 = np.random.default_rng(0).standard_normal((args.rows, args.cols), dtype=np.float32)
-    rows = ml_dtypes_rows(x32) + mlx_rows(x32) + bnb_rows(x32) + uniform_rows(x32) + calibration_rows(x32)
+    rows = ml_dtypes_rows(x32) + mlx_rows(x32) + bnb_rows(x32) + uniform_rows(x32) + calibration_rows(x32) + \
+        recipes_rows(x32)
     if args.only:
         rows = [r for r in rows if args.only in r.name]
     print(f"qref {qref.__version__ if hasattr(qref, '__version__') else ''} numpy {np.__version__} "

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="your own implementation instead of a backend: MODULE:FUNCTION or path/to/file.py:FUNCTION, "
                    "called as FUNCTION(operation, inputs, spec) -> outputs (or FUNCTION(x, format) -> codes for "
                    "element encoders; docs/user-backends.md); needs --family")
-    p.add_argument("--family", choices=("elements", "uniform", "block", "lookup", "matmul"), default=None,
+    p.add_argument("--family", choices=("elements", "uniform", "block", "lookup", "matmul", "recipes"), default=None,
                    help="the family --callable implements")
     p.add_argument("--profile", default=None, metavar="NAME",
                    help="with --callable: the reference profile record of the family (default: the spec)")

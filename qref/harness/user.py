@@ -43,6 +43,7 @@ OPERATIONS = {
     "uniform": ("uniform_quantize", "uniform_dequantize"),
     "block": ("block_quantize", "block_dequantize"),
     "lookup": ("lookup_quantize", "lookup_dequantize"),
+    "recipes": ("block_matmul", "qdq_matmul", "scaled_qdq"),
 }
 
 

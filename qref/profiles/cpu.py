@@ -191,10 +191,10 @@ CPU_VARIANTS: tuple[CpuVariant, ...] = (
                 "running and conforming: the CPU of the report committed before profiles.md §6")),
     CpuVariant("llvm_f32_to_bf16_libcall", "avx512_bf16", False, "mlir.quant", "uniform/*/ebf16_*",
                ("crash",),
-               "lower-quant-ops on a bfloat16 expressed type rounds float32 -> bfloat16 with fptrunc, which LLVM lowers "
-               "to the compiler-rt call __truncsfbf2 where the CPU has no AVX512-BF16; the ExecutionEngine does not "
-               "link it and the run fails (a crash: the quant dialect accepts the type); with AVX512-BF16 it is one "
-               "instruction (vcvtneps2bf16) and these cases run and conform",
+               "lower-quant-ops on a bfloat16 expressed type rounds float32 -> bfloat16 with fptrunc, which LLVM "
+               "lowers to the compiler-rt call __truncsfbf2 where the CPU has no AVX512-BF16; the ExecutionEngine "
+               "does not link it and the run fails (a crash: the quant dialect accepts the type); with AVX512-BF16 "
+               "it is one instruction (vcvtneps2bf16) and these cases run and conform",
                (f"the {BASELINE} pin (crash)", "AMD EPYC (Zen 4, with AVX512-BF16) native: conforming")),
 )
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...conformance.case import Case
 from ..families.uniform import scheme_of
-from ..model import Outputs, Target, Unsupported
+from ..model import Outputs, Target, Unsupported, first_line
 from . import require
 from ._common import codes_as, float_literal, hex_print, python_c, run_each, run_elements, suite_input
 
@@ -366,6 +366,233 @@ def _uq_snippet(jit: bool):
     return snippet
 
 
+# ---- recipes: jax.lax.scaled_dot, float8 dot_general, scaled casts ----------------------------------------------
+def _ml(name: str):
+    import ml_dtypes
+
+    return getattr(ml_dtypes, name)
+
+
+def _sd_supports(case: Case, api: str = "jax.lax.scaled_dot") -> str | None:
+    if "lhs_global_scale" in case.inputs:
+        return f"{api} has no global scale (two-level NVFP4 takes one per operand)"
+    return None
+
+
+def _sd_args(case: Case) -> list[np.ndarray]:
+    """lhs, rhs, lhs_scale, rhs_scale as ml_dtypes arrays (codes viewed as their element / scale types)."""
+    af = case.array_formats
+    return [np.ascontiguousarray(case.inputs[n]).view(_ml(af[n]))
+            for n in ("lhs_codes", "rhs_codes", "lhs_scales", "rhs_scales")]
+
+
+def _sd_fn(jit: bool):
+    import jax
+    import jax.numpy as jnp
+
+    def f(a, b, sa, sb):
+        return jax.lax.scaled_dot(a, b, lhs_scale=sa, rhs_scale=sb, preferred_element_type=jnp.float32)
+    return jax.jit(f) if jit else f
+
+
+def _sd_run(jit: bool):
+    def one(case: Case) -> Outputs:
+        import jax
+        import jax.numpy as jnp
+
+        jax.config.update("jax_platforms", "cpu")
+        y = _sd_fn(jit)(*(jnp.asarray(a) for a in _sd_args(case)))
+        return {"y": codes_as(case, "y", np.asarray(y))}
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+    return run
+
+
+def _sd_snippet(jit: bool):
+    def snippet(case: Case, i: int) -> str:
+        af = case.array_formats
+        lits = [f"{n} = {suite_input(case, n)}.view(ml_dtypes.{af[n]})"
+                for n in ("lhs_codes", "rhs_codes", "lhs_scales", "rhs_scales")]
+        call = ("jax.lax.scaled_dot(jnp.asarray(lhs_codes), jnp.asarray(rhs_codes), lhs_scale=jnp.asarray(lhs_scales), "
+                "rhs_scale=jnp.asarray(rhs_scales), preferred_element_type=jnp.float32)")
+        if jit:
+            call = ("jax.jit(lambda a, b, c, d: jax.lax.scaled_dot(a, b, lhs_scale=c, rhs_scale=d, "
+                    "preferred_element_type=jnp.float32))(lhs_codes, rhs_codes, lhs_scales, rhs_scales)")
+        return python_c("import numpy as np, ml_dtypes, jax, jax.numpy as jnp", *lits, f"y = {call}",
+                        f"print(hex(int(np.asarray(y).reshape(-1).view(np.uint32)[{i}])))")
+    return snippet
+
+
+def _nn_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    """jax.nn.scaled_matmul(lhs (1, M, K), rhs (1, N, K), lhs_scales (1, M, K / B), rhs_scales (1, N, K / B)). JAX
+    0.10.2 lowers it for cuDNN only: on CPU the call raises NotImplementedError ("MLIR translation rule for
+    primitive 'scaled_matmul' not found for platform cpu"), which is the library saying it has no CPU
+    implementation (unsupported); any other error is a crash."""
+    def one(case: Case) -> Outputs:
+        import jax
+        import jax.numpy as jnp
+
+        jax.config.update("jax_platforms", "cpu")
+        a, b, sa, sb = _sd_args(case)
+        try:
+            y = jax.nn.scaled_matmul(jnp.asarray(a)[None], jnp.asarray(b.T)[None], jnp.asarray(sa)[None],
+                                     jnp.asarray(sb.T)[None], preferred_element_type=jnp.float32)
+        except NotImplementedError as exc:
+            if "not found for platform cpu" not in str(exc):
+                raise
+            raise Unsupported(f"jax.nn.scaled_matmul has no CPU lowering ({first_line(exc)})") from None
+        return {"y": codes_as(case, "y", np.asarray(y)[0])}
+    return run_each(cases, one)
+
+
+def _nn_snippet(case: Case, i: int) -> str:
+    af = case.array_formats
+    lits = [f"{n} = {suite_input(case, n)}.view(ml_dtypes.{af[n]})"
+            for n in ("lhs_codes", "rhs_codes", "lhs_scales", "rhs_scales")]
+    return python_c("import numpy as np, ml_dtypes, jax, jax.numpy as jnp", *lits,
+                    "y = jax.nn.scaled_matmul(jnp.asarray(lhs_codes)[None], jnp.asarray(rhs_codes.T)[None], "
+                    "jnp.asarray(lhs_scales)[None], jnp.asarray(rhs_scales.T)[None], "
+                    "preferred_element_type=jnp.float32)",
+                    f"print(hex(int(np.asarray(y).reshape(-1).view(np.uint32)[{i}])))")
+
+
+def _qdq_fn(case: Case, jit: bool):
+    """The scaled-FP8 matmul as JAX users write it (Flax fp8_ops): s = amax / max per tensor (1 where amax is 0
+    or not finite) unless given, q = clip(x / s, -max, max).astype(f8), y = dot_general(q_a, q_b,
+    preferred_element_type=float32) * (s_a * s_b)."""
+    import jax
+    import jax.numpy as jnp
+
+    p = case.params
+    fa, fb = _jdt(p["a_format"]), _jdt(p["b_format"])
+
+    def scale(x, fmt):
+        m = jnp.float32(float(jnp.finfo(fmt).max))
+        am = jnp.max(jnp.abs(x))
+        return jnp.where(jnp.isfinite(am) & (am > 0), am / m, jnp.float32(1)).reshape(1)
+
+    def q(x, s, fmt):
+        m = jnp.float32(float(jnp.finfo(fmt).max))
+        return jnp.clip(x / s, -m, m).astype(fmt)
+
+    def f(a, b, sa=None, sb=None):
+        sa = scale(a, fa) if sa is None else sa
+        sb = scale(b, fb) if sb is None else sb
+        qa, qb = q(a, sa, fa), q(b, sb, fb)
+        acc = jax.lax.dot_general(qa, qb, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+        return qa, qb, sa, sb, acc * (sa * sb)
+    return jax.jit(f) if jit else f
+
+
+def _qdq_run(jit: bool):
+    def one(case: Case) -> Outputs:
+        import jax
+        import jax.numpy as jnp
+
+        jax.config.update("jax_platforms", "cpu")
+        args = [jnp.asarray(case.inputs[n]) for n in ("a", "b", "a_scale", "b_scale") if n in case.inputs]
+        qa, qb, sa, sb, y = _qdq_fn(case, jit)(*args)
+        out = {"a_codes": np.asarray(qa).view(np.uint8), "b_codes": np.asarray(qb).view(np.uint8),
+               "a_scale": np.asarray(sa, np.float32).reshape(-1), "b_scale": np.asarray(sb, np.float32).reshape(-1),
+               "y": np.asarray(y)}
+        return {k: codes_as(case, k, v) for k, v in out.items() if k in case.expected}
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+    return run
+
+
+def _qdq_snippet(jit: bool):
+    def snippet(case: Case, i: int) -> str:
+        p = case.params
+        out = getattr(case, "_output", "y")
+        given = "a_scale" in case.inputs
+        lits = [f"{n} = jnp.asarray({suite_input(case, n)})" for n in ("a", "b", "a_scale", "b_scale")
+                if n in case.inputs]
+        fa, fb = p["a_format"], p["b_format"]
+        body = [f"fa, fb = jnp.{fa}, jnp.{fb}",
+                "sc = lambda x, t: jnp.where(jnp.isfinite(jnp.max(jnp.abs(x))) & (jnp.max(jnp.abs(x)) > 0), "
+                "jnp.max(jnp.abs(x)) / jnp.float32(float(jnp.finfo(t).max)), jnp.float32(1)).reshape(1)",
+                "q = lambda x, s, t: jnp.clip(x / s, -jnp.float32(float(jnp.finfo(t).max)), "
+                "jnp.float32(float(jnp.finfo(t).max))).astype(t)",
+                "def f(a, b" + (", sa, sb" if given else "") + "):",
+                *([] if given else ["    sa, sb = sc(a, fa), sc(b, fb)"]),
+                "    qa, qb = q(a, sa, fa), q(b, sb, fb)",
+                "    return qa, qb, sa, sb, jax.lax.dot_general(qa, qb, (((1,), (0,)), ((), ())), "
+                "preferred_element_type=jnp.float32) * (sa * sb)",
+                f"r = {'jax.jit(f)' if jit else 'f'}(a, b" + (", a_scale, b_scale" if given else "") + ")"]
+        k = {"a_codes": 0, "b_codes": 1, "a_scale": 2, "b_scale": 3, "y": 4}[out]
+        w = "np.uint8" if out.endswith("codes") else "np.uint32"
+        return python_c("import numpy as np, jax, jax.numpy as jnp", *lits, *body,
+                        f"print(hex(int(np.asarray(r[{k}]).reshape(-1).view({w})[{i}])))")
+    return snippet
+
+
+def _cast_run(jit: bool):
+    def one(case: Case) -> Outputs:
+        import jax
+        import jax.numpy as jnp
+
+        jax.config.update("jax_platforms", "cpu")
+        dt = _jdt(case.format["name"])
+        m = jnp.float32(float(jnp.finfo(dt).max))
+
+        def f(x, s):
+            c = jnp.clip(x / s, -m, m).astype(dt)
+            return c, c.astype(jnp.float32) * s
+        g = jax.jit(f) if jit else f
+        c, y = g(jnp.asarray(case.inputs["x"]), jnp.asarray(case.inputs["scale"]))
+        return {"codes": codes_as(case, "codes", np.asarray(c).view(np.uint8)), "y": codes_as(case, "y", np.asarray(y))}
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+    return run
+
+
+def _cast_snippet(jit: bool):
+    def snippet(case: Case, i: int) -> str:
+        fmt = case.format["name"]
+        out = getattr(case, "_output", "codes")
+        s = float(case.inputs["scale"].reshape(-1)[0])
+        k, w = (0, "np.uint8") if out == "codes" else (1, "np.uint32")
+        return python_c("import numpy as np, jax, jax.numpy as jnp",
+                        f"x = jnp.asarray({suite_input(case, 'x')})",
+                        f"s = jnp.asarray(np.array([{np.float32(s).view(np.uint32):#x}], np.uint32).view(np.float32))",
+                        f"m = jnp.float32(float(jnp.finfo(jnp.{fmt}).max))",
+                        f"f = lambda x, s: (lambda c: (c, c.astype(jnp.float32) * s))(jnp.clip(x / s, -m, m)"
+                        f".astype(jnp.{fmt}))",
+                        f"print(hex(int(np.asarray({'jax.jit(f)' if jit else 'f'}(x, s)[{k}]).reshape(-1)"
+                        f".view({w})[{i}])))")
+    return snippet
+
+
+def _recipe_targets() -> list[Target]:
+    mm = ("block_matmul",)
+    return [
+        Target(BACKEND, "jax.scaled_dot.eager", "recipes", "jax.lax.scaled_dot(lhs, rhs, lhs_scale=, rhs_scale=, "
+               "preferred_element_type=jnp.float32) on ml_dtypes element / scale arrays (eager, XLA:CPU)", None, mm,
+               _sd_supports, _sd_run(False), _sd_snippet(False)),
+        Target(BACKEND, "jax.scaled_dot.jit", "recipes", "the same call under jax.jit (XLA:CPU)", None, mm,
+               _sd_supports, _sd_run(True), _sd_snippet(True)),
+        Target(BACKEND, "jax.nn.scaled_matmul", "recipes", "jax.nn.scaled_matmul(lhs[None], rhs.T[None], "
+               "lhs_scales[None], rhs_scales.T[None], preferred_element_type=jnp.float32) (XLA:CPU)", None, mm,
+               lambda c: _sd_supports(c, "jax.nn.scaled_matmul"), _nn_run, _nn_snippet),
+        Target(BACKEND, "jax.fp8_dot.eager", "recipes", "s = amax / max (1 for a zero amax) unless given, q = "
+               "jnp.clip(x / s, -max, max).astype(jnp.float8_*), y = jax.lax.dot_general(q_a, q_b, "
+               "preferred_element_type=jnp.float32) * (s_a * s_b) (eager, XLA:CPU)", None, ("qdq_matmul",),
+               lambda c: None, _qdq_run(False), _qdq_snippet(False)),
+        Target(BACKEND, "jax.fp8_dot.jit", "recipes", "the same function under jax.jit (XLA:CPU)", None,
+               ("qdq_matmul",), lambda c: None, _qdq_run(True), _qdq_snippet(True)),
+        Target(BACKEND, "jax.scaled_cast.eager", "recipes", "c = jnp.clip(x / s, -max, max).astype(jnp.float8_*), "
+               "y = c.astype(jnp.float32) * s (eager, XLA:CPU: Flax fp8_ops quantize / dequantize)", "flax",
+               ("scaled_qdq",), lambda c: None, _cast_run(False), _cast_snippet(False)),
+        Target(BACKEND, "jax.scaled_cast.jit", "recipes", "the same function under jax.jit (XLA:CPU rewrites x / s "
+               "into x * (1 / s))", "flax_jit", ("scaled_qdq",), lambda c: None, _cast_run(True),
+               _cast_snippet(True)),
+    ]
+
+
 def targets() -> list[Target]:
     require("jax", "jaxlib", "ml_dtypes", backend=BACKEND, hint="pip install jax")
     ops = ("encode", "decode", "quantize")
@@ -385,4 +612,5 @@ def targets() -> list[Target]:
         Target(BACKEND, "jax.uniform.jit", "uniform", "the same function under jax.jit (XLA:CPU rewrites x / s "
                "into x * (1 / s))", "jax", ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run(True),
                _uq_snippet(True), copies=True),
+        *_recipe_targets(),
     ]

@@ -145,6 +145,7 @@ def targets() -> list[Target]:
         Target(BACKEND, "mlx.astype", "elements", "mx.array(x).astype(mx.float16 | mx.bfloat16)", None, ops,
                _astype_supports, _runner(_astype_fn), _astype_snippet),
         _block_target(),
+        *_recipe_targets(),
     ]
 
 
@@ -268,3 +269,138 @@ def _block_target() -> Target:
     return Target(BACKEND, "mlx.quantize", "block", "mx.quantize / mx.dequantize (modes affine, mxfp4, mxfp8, "
                   "nvfp4); codes read from the packed uint32 words", "mlx", ("block_quantize", "block_dequantize"),
                   _blk_supports, _blk_run, _blk_snippet)
+
+
+# ---- recipes: mx.quantized_matmul / mx.qqmm on block_matmul cases ------------------------------------------------
+def _mm_mode(case: Case) -> tuple[str, int, int]:
+    name = (case.scheme or {}).get("name")
+    if name not in MODES:
+        raise Unsupported(f"MLX has no quantized_matmul mode for {name} (modes: affine, mxfp4, mxfp8 (E4M3), nvfp4)")
+    if "lhs_global_scale" in case.inputs:
+        raise Unsupported("mx.quantized_matmul and mx.qqmm take no global scale on CPU (two-level NVFP4)")
+    mode, b = MODES[name]
+    return mode, int(case.scheme["block_size"]), b
+
+
+def _lhs_values(case: Case) -> tuple[np.ndarray, bool]:
+    """The lhs as float32 values P * X and whether they are exact (MLX's x is a float array)."""
+    from ...core.decode import decode
+
+    af = case.array_formats
+    g = int(case.scheme["block_size"])
+    p = decode(case.inputs["lhs_codes"], af["lhs_codes"], dtype=np.float64)
+    sc = decode(case.inputs["lhs_scales"], af["lhs_scales"], dtype=np.float64)
+    with np.errstate(all="ignore"):
+        v = p * np.repeat(sc, g, axis=1)
+        x = v.astype(np.float32)
+    return x, bool(np.array_equal(x.astype(np.float64), v, equal_nan=True))
+
+
+def _weight(case: Case, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """MLX's weight (N, K) packed words and its scales (N, K / B) from the case's rhs (K, N)."""
+    return pack_words(np.ascontiguousarray(case.inputs["rhs_codes"].T), bits), \
+        np.ascontiguousarray(case.inputs["rhs_scales"].T)
+
+
+def _qmm_supports(case: Case) -> str | None:
+    try:
+        _mm_mode(case)
+    except Unsupported as exc:
+        return str(exc)
+    if not _lhs_values(case)[1]:
+        return ("mx.quantized_matmul takes x as a float array: the case's lhs values P X are not all float32 "
+                "values (above float32's range or below its subnormals)")
+    return None
+
+
+def _qmm_one(case: Case) -> Outputs:
+    mx = _mx()
+    mode, g, b = _mm_mode(case)
+    x, _ = _lhs_values(case)
+    w, sc = _weight(case, b)
+    y = mx.quantized_matmul(mx.array(x), mx.array(w), mx.array(sc), transpose=True, group_size=g, bits=b, mode=mode)
+    return {"y": codes_as(case, "y", np.asarray(y))}
+
+
+def _qqmm_model_xhat(case: Case) -> np.ndarray | None:
+    """qref's emulation of qqmm's input quantizer (recipes.md §7.3) on the case's lhs rows, or None."""
+    from ...recipes import mlx_qqmm
+    from ...schemes.base import QArray, scheme
+
+    x, _ = _lhs_values(case)
+    sch = scheme(case.scheme["name"], profile="mlx")
+    w = QArray(codes=np.ascontiguousarray(case.inputs["rhs_codes"].T), scheme=sch,
+               scales=np.ascontiguousarray(case.inputs["rhs_scales"].T), axis=1)
+    try:
+        with np.errstate(all="ignore"):
+            return np.concatenate([np.asarray(mlx_qqmm(x[m : m + 1], w).meta["xhat"]) for m in range(x.shape[0])])
+    except Exception:
+        return None
+
+
+def _qqmm_supports(case: Case) -> str | None:
+    reason = _qmm_supports(case)
+    if reason:
+        return reason.replace("mx.quantized_matmul takes x", "mx.qqmm takes x")
+    x, _ = _lhs_values(case)
+    xh = _qqmm_model_xhat(case)
+    if xh is None or not np.array_equal(xh.astype(np.float32), x, equal_nan=True):
+        return ("mx.qqmm quantizes x itself (scale from the group's amax): its quantization of the case's lhs "
+                "values does not reproduce the case's lhs codes and scales (qref's emulation, recipes.md §7.3), so "
+                "the case's product is not what qqmm computes")
+    return None
+
+
+def _qqmm_one(case: Case) -> Outputs:
+    mx = _mx()
+    mode, g, b = _mm_mode(case)
+    x, _ = _lhs_values(case)
+    w, sc = _weight(case, b)
+    wm, scm = mx.array(w), mx.array(sc)
+    rows = [np.asarray(mx.qqmm(mx.array(x[m : m + 1]), wm, scm, group_size=g, bits=b, mode=mode))
+            for m in range(x.shape[0])]  # the CPU kernel takes one row at a time
+    return {"y": codes_as(case, "y", np.concatenate(rows))}
+
+
+def _mm_run(one):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        from ._common import run_each
+
+        return run_each(cases, one)
+    return run
+
+
+def _mm_snippet(qq: bool):
+    def snippet(case: Case, i: int) -> str:
+        from ._common import array_literal
+
+        mode, g, b = _mm_mode(case)
+        x, _ = _lhs_values(case)
+        w, sc = _weight(case, b)
+        N = case.expected["y"].shape[1]
+        m, n = divmod(i, N)
+        if qq:
+            call = (f"y = mx.qqmm(mx.array(x[{m}:{m + 1}]), mx.array(w), mx.array(s), group_size={g}, bits={b}, "
+                    f"mode={mode!r})")
+            j = n
+        else:
+            call = (f"y = mx.quantized_matmul(mx.array(x), mx.array(w), mx.array(s), transpose=True, group_size={g}, "
+                    f"bits={b}, mode={mode!r})")
+            j = i
+        return python_c("import numpy as np, mlx.core as mx", f"x = {array_literal(x)}", f"w = {array_literal(w)}",
+                        f"s = {array_literal(sc)}", call,
+                        f"print(hex(int(np.asarray(y).reshape(-1).view(np.uint32)[{j}])))")
+    return snippet
+
+
+def _recipe_targets() -> list[Target]:
+    return [
+        Target(BACKEND, "mlx.quantized_matmul", "recipes", "mx.quantized_matmul(x, w, scales, transpose=True, "
+               "group_size, bits, mode) (modes mxfp4, mxfp8, nvfp4; CPU) with x = the lhs values P X as float32 and "
+               "w the rhs codes (N, K) packed into uint32 words", None, ("block_matmul",), _qmm_supports,
+               _mm_run(_qmm_one), _mm_snippet(False)),
+        Target(BACKEND, "mlx.qqmm", "recipes", "mx.qqmm(x_row, w, scales, group_size, bits, mode) per row of the lhs "
+               "(CPU: one row at a time; x quantized by MLX itself), on the cases where that quantization gives "
+               "back the case's lhs", None, ("block_matmul",), _qqmm_supports, _mm_run(_qqmm_one),
+               _mm_snippet(True)),
+    ]
