@@ -11,11 +11,13 @@ and the reproducer of its smallest task.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..profiles.cpu import BASELINE, CPU_VARIANTS, FIXED_TARGET, PINS, VERIFIED_ON
 from . import divergence
 from .classify import CLASSES, class_order, class_title
 from .model import TaskResult
@@ -87,7 +89,7 @@ def findings(res: RunResults) -> list[Finding]:
     groups: dict[tuple[str, str, str, str], list[tuple[TaskResult, str]]] = defaultdict(list)
     for r in res.results:
         t = info.get(r.target)
-        if t is None or r.status == "unsupported":
+        if t is None or r.status in ("unsupported", "variant"):  # CPU variants: the report's §4
             continue
         if r.status == "crash" or (r.status == "xfail" and r.reason.endswith(")") and "(crash:" in r.reason):
             groups[(t.backend, r.family, "crash", _crash_key(r))].append((r, "crash"))
@@ -168,6 +170,8 @@ def bug_report(res: RunResults, f: Finding) -> str:
     versions = res.versions.get(f.backend, {})
     L = [f"Title: [{f.backend}] {f.statement}", "",
          "Versions: " + (", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "-"),
+         "CPU: " + (res.cpu.describe() if res.cpu is not None else "not recorded")
+         + (f" (pinned: {PINS[f.backend].mechanism})" if res.cpu_mode == "baseline" and f.backend in PINS else ""),
          f"Targets: {', '.join(f.targets)}", f"Affected: {len(f.tasks)} task(s), {f.elements} element(s); formats "
          f"{', '.join(f.formats)}", ""]
     if f.repro:
@@ -191,6 +195,8 @@ def render_summary(res: RunResults, fs: list[Finding]) -> str:
     info = {t.name: t for t in res.targets}
     for r in res.results:
         key = (info[r.target].backend, r.family)
+        if r.status == "variant":
+            continue
         if r.status == "unsupported":
             unsupported[key] += 1
         else:
@@ -229,6 +235,24 @@ def render_summary(res: RunResults, fs: list[Finding]) -> str:
     return "\n".join(L)
 
 
+def cpu_note(res: RunResults, backend: str) -> str:
+    """Where the findings of ``backend`` were seen (profiles.md §6): the pin, or the host's kernels on the CPUs the
+    committed report was reproduced on, and the CPU variants of its targets."""
+    if res.cpu_mode == "baseline":
+        where = (f"pinned to {BASELINE}: {PINS[backend].mechanism}" if backend in PINS else
+                 f"generated for a fixed target ({FIXED_TARGET[backend]})" if backend in FIXED_TARGET else
+                 "the backend's own kernels for the host CPU")
+        seen = f"CPU: {where}; these findings were seen on: {'; '.join(VERIFIED_ON)}."
+    else:
+        seen = f"CPU: {res.cpu.describe() if res.cpu is not None else 'not recorded'} (native)."
+    mine = {t.name for t in res.targets if t.backend == backend}
+    vs = [v for v in CPU_VARIANTS if any(fnmatch.fnmatchcase(t, v.targets) for t in mine)]
+    if vs:
+        seen += " CPU variants (../conformance.md §4): " + "; ".join(
+            f"`{v.name}` ({v.condition}; seen on: {', '.join(v.seen_on)})" for v in vs) + "."
+    return seen
+
+
 def render_backend(res: RunResults, backend: str, fs: list[Finding]) -> str:
     """docs/conformance/<backend>.md: every finding of one backend."""
     mine = [f for f in fs if f.backend == backend]
@@ -236,7 +260,7 @@ def render_backend(res: RunResults, backend: str, fs: list[Finding]) -> str:
     L = [HEADER, "", f"# {backend}: conformance findings", "",
          "Versions: " + (", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "-") + ". Targets: "
          + ", ".join(f"`{t.name}` ({t.family}, profile {t.profile or 'none'})" for t in res.targets
-                     if t.backend == backend) + ".", ""]
+                     if t.backend == backend) + ".", "", cpu_note(res, backend), ""]
     if backend in res.skipped:
         return "\n".join([*L, f"Skipped: {res.skipped[backend]}", ""])
     if not mine:

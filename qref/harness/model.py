@@ -109,12 +109,16 @@ class TaskResult:
     #: what the backend returned where the spec leaves the result unspecified: "kind|storage" -> behaviour ->
     #: element count (divergence.py)
     unspecified: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: for status "variant" (a CPU variant of an unpinned backend, profiles.md §6): the status on this host
+    host_status: str = ""
 
     def to_json(self) -> dict[str, Any]:
         d = {"target": self.target, "family": self.family, "task": self.task, "cases": list(self.cases),
              "status": self.status, "reason": self.reason, "size": self.size,
              "vs_profile": None if self.vs_profile is None else self.vs_profile.to_json(),
              "vs_spec": None if self.vs_spec is None else self.vs_spec.to_json()}
+        if self.host_status:
+            d["host_status"] = self.host_status
         if self.unspecified:
             d["unspecified"] = {k: dict(sorted(v.items())) for k, v in sorted(self.unspecified.items())}
         return d

@@ -14,7 +14,7 @@ import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from ..profiles.cpu import BASELINE, CPU_VARIANTS, FIXED_TARGET, PINS, VERIFIED_ON, CpuInfo
+from ..profiles.cpu import BASELINE, BASELINE_FEATURES, CPU_VARIANTS, FIXED_TARGET, PINS, VERIFIED_ON, CpuInfo
 from .classify import CLASSES, class_order, class_title
 from .model import TaskResult
 from .runner import RunResults, TargetInfo
@@ -61,7 +61,8 @@ def load_results(path: str | os.PathLike[str]) -> RunResults:
         res.targets = [TargetInfo(t["backend"], t["name"], t["family"], t["api"], t["profile"], t["notes"],
                                   t.get("drift", "")) for t in d["targets"]]
         res.results = [TaskResult(r["target"], r["family"], r["task"], tuple(r["cases"]), r["status"], r["reason"],
-                                  comp(r["vs_profile"]), comp(r["vs_spec"]), r["size"]) for r in d["results"]]
+                                  comp(r["vs_profile"]), comp(r["vs_spec"]), r["size"],
+                                  host_status=r.get("host_status", "")) for r in d["results"]]
     except (KeyError, TypeError) as exc:
         raise QrefError(f"{p} is not a qref run results file ({exc})") from None
     return res
@@ -85,19 +86,33 @@ def cpu_line(res: RunResults) -> str:
 def render_cpu(res: RunResults) -> list[str]:
     """§4: every CPU variant of the targets that ran, the feature that selects it, and whether it applied here."""
     names = {t.name: t.backend for t in res.targets}
+    variant_tasks: Counter = Counter()
+    for r in res.results:
+        if r.status == "variant":
+            for v in CPU_VARIANTS:
+                if any(v.touches(r.target, c) for c in r.cases):
+                    variant_tasks[(names[r.target], v.name)] += 1
     L = ["## 4. CPU variants", "", "A backend behaviour selected by the CPU (profiles.md §6): the mechanism, the "
          "ISA feature that selects it, and whether it applied in this run (for a pinned backend, to the features "
          "the pin leaves it). Xfail entries keyed by the feature (`cpu:FEATURE`, `cpu:!FEATURE`) apply only where it "
          "does; tests/test_cpu.py runs these targets natively and pinned and fails on any difference no variant "
-         "explains.", "", "| variant | targets | cases | selected | applied in this run | effect | seen on |",
+         "explains. Tasks a variant touches in a backend that is not pinned have the status *variant*: their outcome "
+         "depends on the host (they pass where the variant does not apply and differ by its classes, covered by its "
+         "entries, where it does), so they are listed here and not counted in §1-§3.", "",
+         "| variant | targets | cases | selected | applied in this run | effect | seen on |",
          "|---|---|---|---|---|---|---|"]
     for v in CPU_VARIANTS:
         backends = sorted({b for t, b in names.items() if fnmatch.fnmatchcase(t, v.targets)})
         if not backends:
             continue
         feats = [res.features(b) for b in backends]
-        applied = "unknown" if any(f is None for f in feats) else \
-            ", ".join(f"{b}: {'yes' if v.applies(f) else 'no'}" for b, f in zip(backends, feats))
+        if res.cpu_mode == "baseline":  # the same text on every CPU: pinned backends are decided by the pin
+            applied = ", ".join(f"{b}: {'yes' if v.applies(BASELINE_FEATURES) else 'no'} (pinned)" if b in PINS
+                                else f"{b}: on the host (not pinned; {n} tasks reported here only)"
+                                for b in backends for n in [variant_tasks[(b, v.name)]])
+        else:
+            applied = "unknown" if any(f is None for f in feats) else \
+                ", ".join(f"{b}: {'yes' if v.applies(f) else 'no'}" for b, f in zip(backends, feats))
         L.append(f"| `{v.name}` | `{v.targets}` | `{v.cases}` | {v.condition} | {applied} | {v.effect} | "
                  f"{'; '.join(v.seen_on)} |")
     return [*L, ""]
@@ -118,7 +133,8 @@ def _fmt_classes(counter: Counter) -> str:
 def _per_target(res: RunResults) -> dict[str, list[TaskResult]]:
     by: dict[str, list[TaskResult]] = defaultdict(list)
     for r in res.results:
-        by[r.target].append(r)
+        if r.status != "variant":  # CPU variants of unpinned backends are reported in §4 only
+            by[r.target].append(r)
     for v in by.values():
         v.sort(key=lambda r: r.task)
     return by

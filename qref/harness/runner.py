@@ -41,14 +41,14 @@ from ..conformance.case import Case
 from ..conformance.suite import Suite, load_suite
 from ..errors import QrefError, check_choice
 from ..profiles import resolve_profile
-from ..profiles.cpu import CPU_MODES, PINS, CpuInfo, effective_features, host_cpu
+from ..profiles.cpu import CPU_MODES, PINS, CpuInfo, cpu_variants, effective_features, host_cpu
 from . import adapters
 from .classify import compare
 from .families import Expectation, get_family
 from .model import PROFILE_FAMILY, BackendMissing, Comparison, Target, TaskResult, Unsupported, bits, first_line
 from .xfail import Xfails, default_xfail_dir, load_xfails
 
-STATUSES = ("pass", "fail", "xfail", "unsupported", "crash", "drift")
+STATUSES = ("pass", "fail", "xfail", "unsupported", "crash", "drift", "variant")
 
 
 @dataclass
@@ -441,6 +441,28 @@ def judge(results: list[TaskResult], xfails: Xfails, features: frozenset[str] | 
             r.status = "xfail"
 
 
+def host_dependent(backend: str, mode: str) -> bool:
+    """Does what ``backend`` computes in a run of ``mode`` depend on the host CPU (not pinned: profiles.md §6)?"""
+    return not (mode == "baseline" and backend in PINS)
+
+
+def mark_variants(results: list[TaskResult], backend: str, mode: str) -> None:
+    """Tasks touched by a CPU variant of their target whose outcome depends on the host (the backend is not
+    pinned in this run) get the status "variant" (after ``judge``): they pass where the variant does not apply and
+    fail, crash or cannot run by the variant's classes (covered by ``cpu:``-keyed xfail entries) where it does, so
+    they are reported in the report's §4, not counted among the host-independent results. A task that fails
+    unexpectedly keeps its status."""
+    if not host_dependent(backend, mode):
+        return
+    for r in results:
+        if r.status in ("fail", "crash"):
+            continue
+        hit = [v for v in cpu_variants(r.target) if any(v.touches(r.target, c) for c in r.cases)]
+        if hit:
+            r.host_status = r.status
+            r.status, r.reason = "variant", "; ".join(f"{v.name} ({v.condition})" for v in hit)
+
+
 def resolve_target(tg: Target, records: Mapping[str, str] | None = None) -> tuple[Target, str]:
     """The target with its profile resolved to a record key (``NAME@TAG`` for versioned profiles) and the drift
     note ("" when the installed version is covered). ``records`` forces a record per profile name, e.g.
@@ -566,6 +588,7 @@ def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | S
                 print(f"qref run: {n}: skipped: {skipped}", file=progress)
             continue
         judge(results, xf, res.features(n))
+        mark_variants(results, n, cpu)
         res.targets.extend(infos)
         res.results.extend(results)
         res.seconds[n] = time.monotonic() - t0

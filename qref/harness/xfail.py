@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import QrefError
-from ..profiles.cpu import FEATURES
+from ..profiles.cpu import FEATURES, has_feature
 from .classify import CLASSES
 
 
@@ -44,7 +44,7 @@ class XfailEntry:
 
     def active(self, features: frozenset[str] | None) -> bool:
         """Does the entry apply to a run whose backend may use ``features`` (None: no CPU condition known)?"""
-        return self.cpu is None or features is None or (self.cpu[0] in features) == self.cpu[1]
+        return self.cpu is None or features is None or has_feature(features, self.cpu[0]) == self.cpu[1]
 
     def matches(self, target: str, case_ids: tuple[str, ...]) -> bool:
         return fnmatch.fnmatchcase(target, self.target) and any(fnmatch.fnmatchcase(c, self.cases)
@@ -106,9 +106,9 @@ def parse_xfails(text: str, where: str = "<xfails>") -> list[XfailEntry]:
         if reason.startswith("cpu:"):
             cond, _, reason = reason.partition(" ")
             feat = cond[4:].lstrip("!")
-            if feat not in FEATURES or not reason.strip():
-                raise QrefError(f"{loc}: a CPU condition is 'cpu:FEATURE' or 'cpu:!FEATURE' followed by the reason, "
-                                f"FEATURE one of {', '.join(FEATURES)}; got {cond!r}")
+            if any(f not in FEATURES for f in feat.split("|")) or not reason.strip():
+                raise QrefError(f"{loc}: a CPU condition is 'cpu:FEATURE' or 'cpu:!FEATURE' (FEATURE 'a' or 'a|b': "
+                                f"either) followed by the reason, FEATURE one of {', '.join(FEATURES)}; got {cond!r}")
             cpu = (feat, not cond[4:].startswith("!"))
         cl = tuple(c for c in classes.split(",") if c)
         bad = [c for c in cl if any(p not in known for p in c.split("+"))]

@@ -136,9 +136,10 @@ FIXED_TARGET = {"iree": "compiled with --iree-llvmcpu-target-cpu=generic",
 class CpuVariant:
     """A backend behaviour selected by the CPU (profiles.md §6).
 
-    name: the mechanism's stable name. feature: the ISA feature that selects it. present: the variant applies
-    when the feature is present (True) or absent (False). targets / cases: globs of the harness targets and case
-    ids it touches. classes: the mismatch classes it explains there ("unsupported": the task cannot run).
+    name: the mechanism's stable name. feature: the ISA feature that selects it ("a|b": either of them).
+    present: the variant applies when the feature is present (True) or absent (False). targets / cases: globs of
+    the harness targets and case ids it touches. classes: the mismatch classes it explains there ("unsupported":
+    the task cannot run).
     effect: what happens, in words. seen_on: the CPUs it was observed on (model names, or the pin).
     """
 
@@ -152,10 +153,11 @@ class CpuVariant:
     seen_on: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
-        check_choice("CPU feature", self.feature, FEATURES)
+        for f in self.feature.split("|"):
+            check_choice("CPU feature", f, FEATURES)
 
     def applies(self, features: frozenset[str]) -> bool:
-        return (self.feature in features) == self.present
+        return has_feature(features, self.feature) == self.present
 
     def touches(self, target: str, case_id: str) -> bool:
         return fnmatch.fnmatchcase(target, self.targets) and fnmatch.fnmatchcase(case_id, self.cases)
@@ -175,11 +177,11 @@ CPU_VARIANTS: tuple[CpuVariant, ...] = (
                 "conforming: the CPU of the report committed before profiles.md §6 (it has AVX512-FP16, inferred "
                 "from its results)")),
     CpuVariant("xla_f16_loop_fma", "avx512_fp16", True, "qwix.int.jit",
-               "uniform/*/f16/*", ("fma_contraction",),
+               "uniform/*/f16/*", ("fma",),
                f"with {_FP16} XLA:CPU vectorizes the float16-input quantize loop (float16 -> float32 in the vector "
                "loop) and contracts x * fl(1/s) + z into a fused multiply-add there; without it those elements take "
                "the scalar path and round the product first, as the qwix profile says",
-               ("the CPU of the report committed before profiles.md §6: 3 more tasks with fma_contraction, one of "
+               ("the CPU of the report committed before profiles.md §6: 3 more tasks with fma, one of "
                 "them uniform/int8/e16_s0.1_z1/f16/near_ties/stablehlo; the other two inferred to be float16 "
                 "inputs as well",)),
     CpuVariant("llvm_f64_to_f16_libcall", "avx512_fp16", False, "mlir.arith", "elements/float16/f64/*",
@@ -189,6 +191,13 @@ CPU_VARIANTS: tuple[CpuVariant, ...] = (
                "and conform",
                ("AMD EPYC (Zen 4, AVX-512 without AVX512-FP16) native", f"the {BASELINE} pin",
                 "running and conforming: the CPU of the report committed before profiles.md §6")),
+    CpuVariant("mlas_u8s8_int16_pairs", "avx512_vnni|avx_vnni", False, "onnxruntime.*", "matmul/*/uint8xint8*",
+               ("pair_saturation",),
+               "MLAS picks its u8 x s8 GEMM kernel by cpuid: without VNNI (AVX2 / AVX-512BW) vpmaddubsw sums adjacent "
+               "u8 x s8 products with int16 saturation before the int32 sum (the onnxruntime_avx2 matmul profile, "
+               "matmul.md §3.2: modelled); with AVX512-VNNI or AVX-VNNI vpdpbusd accumulates every product exactly "
+               "in int32 (the onnxruntime profile). Nearly every u8 x s8 case has a saturating pair",
+               ("AMD EPYC (Zen 4, AVX512-VNNI) native: exact, 0 mismatches",)),
     CpuVariant("llvm_f32_to_bf16_libcall", "avx512_bf16", False, "mlir.quant", "uniform/*/ebf16_*",
                ("crash",),
                "lower-quant-ops on a bfloat16 expressed type rounds float32 -> bfloat16 with fptrunc, which LLVM "
@@ -197,6 +206,11 @@ CPU_VARIANTS: tuple[CpuVariant, ...] = (
                "it is one instruction (vcvtneps2bf16) and these cases run and conform",
                (f"the {BASELINE} pin (crash)", "AMD EPYC (Zen 4, with AVX512-BF16) native: conforming")),
 )
+
+
+def has_feature(features: frozenset[str], feature: str) -> bool:
+    """``feature`` ("a" or "a|b": either) is among ``features``."""
+    return any(f in features for f in feature.split("|"))
 
 
 def cpu_variants(target: str | None = None) -> tuple[CpuVariant, ...]:
@@ -214,5 +228,5 @@ def effective_features(backend: str, cpu: CpuInfo, mode: str) -> frozenset[str]:
 
 
 __all__ = ["BASELINE", "BASELINE_FEATURES", "CPU_MODES", "CPU_VARIANTS", "FEATURES", "FIXED_TARGET", "PINS",
-           "VERIFIED_ON",
-           "CpuInfo", "CpuPin", "CpuVariant", "cpu_variants", "effective_features", "host_cpu", "parse_cpuinfo"]
+           "VERIFIED_ON", "CpuInfo", "CpuPin", "CpuVariant", "cpu_variants", "effective_features", "has_feature",
+           "host_cpu", "parse_cpuinfo"]
