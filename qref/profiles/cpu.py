@@ -164,7 +164,7 @@ class CpuVariant:
 
     @property
     def condition(self) -> str:
-        return ("with " if self.present else "without ") + self.feature
+        return ("with " if self.present else "without ") + " or ".join(self.feature.split("|"))
 
 
 _FP16 = "AVX512-FP16 (Intel Sapphire Rapids and later)"
