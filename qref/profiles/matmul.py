@@ -157,6 +157,12 @@ _REF_EVIDENCE = (
     "promotes to float64): QLinearMatMul and MatMulInteger bit for bit",
     "qref run --backend onnx_reference --family matmul",
 )
+_XLA_EVIDENCE = (
+    "tests/test_matmul_xla.py against jax / jaxlib 0.10.2 XLA:CPU (AMD EPYC Zen 4; also under XLA_FLAGS="
+    "--xla_cpu_max_isa=AVX2): jax.lax.dot_general(int8 / uint8, preferred_element_type=jnp.int32), eager and "
+    "jitted, bit for bit against Python-int sums modulo 2^32, K = 33,100 products of 65,025 included",
+    "qref run --backend jax --target 'jax.matmul_integer.*' (and --cpu baseline): every matmul_integer task passes",
+)
 _SHLO_EVIDENCE = (
     "tests/test_matmul_xla.py against the StableHLO interpreter of torch-mlir (eval_module) and IREE 3.13 "
     "(iree-compile llvm-cpu): dot_general on per-tensor !quant.uniform i8 / u8 operands, requantized i8 / u8 and "
@@ -220,6 +226,14 @@ PROFILES = (
             rules=IntMatmulRules(IntAccumulation(overflow="exact"),
                                  Requantization(method="dequantize_compute_quantize")),
             sources=("https://openxla.org/stablehlo/spec#dot_general", "docs/spec/matmul.md §5.4"), status="spec"),
+    Profile("xla_cpu", "matmul", "XLA:CPU (jaxlib 0.10) integer dot_general: s8 / u8 operands converted to s32, "
+            "an s32 dot, int32 jnp ops",
+            "The int32 accumulator wraps modulo 2^32 (K = 33,100 products of 65,025 wrap); no requantization "
+            "(int32 out); the same bits with XLA_FLAGS=--xla_cpu_max_isa=AVX2.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="none")),
+            sources=("jax.lax.dot_general (preferred_element_type=jnp.int32): HLO convert to s32, dot",
+                     "docs/spec/matmul.md §6.4"),
+            package="jaxlib", versions=">=0.10,<0.11", status="verified", evidence=_XLA_EVIDENCE),
     Profile("stablehlo_lowering", "matmul", "StableHLO dot_general on per-tensor !quant.uniform operands lowered by "
             "StablehloLegalizeQuantToMath (the StableHLO interpreter of torch-mlir, IREE 3.13)",
             "Storage bits sign-extended to int32 (u8 storage is read as a signless i8); raw = dot(lhs, rhs) and "
