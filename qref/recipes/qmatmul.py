@@ -3,10 +3,10 @@
 Y = requant(sum_k (A[m,k] - za)(B[k,n] - zb) + bias) as a pipeline of records: the operands (``IntOperand``:
 storage and scale / zero-point granularity, matmul.md §2), the accumulation (``IntAccumulation``: int32 wrap,
 saturation or exact, int16 pair sums, matmul.md §3), the bias (matmul.md §4) and the requantization
-(``Requantization``: none, float multiply, gemmlowp / TFLite fixed point, dequantize-compute-quantize, matmul.md
-§5). The rule records and the named profiles are data in qref.profiles.matmul; this module is the readable
-reference: vectorized numpy on int64 (Python integers in object arrays where a product needs more than 63 bits),
-no loop over elements.
+(``Requantization``: none, float multiply, gemmlowp / TFLite fixed point, dequantize-compute-quantize, the
+StableHLO lowering's separately scaled zero-point offset, matmul.md §5). The rule records and the named profiles
+are data in qref.profiles.matmul; this module is the readable reference: vectorized numpy on int64 (Python
+integers in object arrays where a product needs more than 63 bits), no loop over elements.
 
     quantized_matmul(a, b, a_scale=..., b_scale=..., y_scale=..., profile="onnxruntime")   # codes + mask
     int_accumulate(a, b, a_zero_point, b_zero_point)                                          # int32 accumulator

@@ -5,7 +5,8 @@ qref/conformance/cases/matmul.py. The spec default is the ``exact`` profile (mat
 int32 overflow unspecified). qref's prediction of profile P is the case's operands run through
 qref.recipes.qmatmul with P's rules (requantization method "none" for matmul_integer). Mismatch classes are named
 by the rule change that reproduces the backend's outputs: the accumulator's overflow and pair sums (§3), the
-requantization method, its multiplier arithmetic, tie rule and zero-point stage (§5).
+requantization method, its multiplier arithmetic, tie rule and zero-point stage (§5), how unsigned storage is
+extended (§3.3) and how the result is narrowed (§5).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ CLASS_SECTIONS = {
     "pair_saturation": "matmul.md §3.2", "accumulator_overflow": "matmul.md §3.1",
     "requantize_method": "matmul.md §5", "multiplier_arithmetic": "matmul.md §5.2",
     "tie_rule": "matmul.md §5.2", "zero_point_order": "matmul.md §5.2", "compute_precision": "matmul.md §5.2",
+    "unsigned_extension": "matmul.md §3.3", "narrowing": "matmul.md §5",
 }
 
 # rule changes tried in order: (class, overrides)
@@ -47,6 +49,9 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64", "fixed_point": "single_rounding"}),
     ("requantize_method", {"method": "float_multiply"}),
     ("requantize_method", {"method": "dequantize_compute_quantize"}),
+    ("unsigned_extension", {"unsigned_extension": "sign"}), ("unsigned_extension", {"unsigned_extension": "zero"}),
+    ("narrowing", {"narrowing": "wrap"}), ("narrowing", {"narrowing": "clamp"}),
+    ("tie_rule", {"rounding": "toward_zero"}),
 )
 
 
