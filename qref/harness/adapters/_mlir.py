@@ -353,13 +353,8 @@ def shlo_dot_body(case: Any, a: str, b: str) -> tuple[list[str], str, str]:
 
 
 def matmul_element_case(case: Any, i: int) -> Any:
-    """A copy of a matmul case reduced to output element ``i``: row m of a times column n of b (1 x K by K x 1)
-    with that row's and column's quantization parameters (the minimal reproducer)."""
-    import dataclasses
+    """A copy of a matmul case reduced to output element ``i`` (the family's ``reduce``: row m of a times column n
+    of b with that row's and column's quantization parameters, the minimal reproducer)."""
+    from ..families.matmul import reduce
 
-    from .onnxruntime import matmul_element_inputs
-
-    ins = matmul_element_inputs(case, i)
-    exp = {k: v.reshape(-1)[i : i + 1].reshape(1, 1) for k, v in case.expected.items()}
-    return dataclasses.replace(case, inputs=ins, expected=exp, unspecified={},
-                               params=dict(case.params, m=1, n=1))
+    return reduce(case, i)

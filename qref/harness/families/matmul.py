@@ -138,6 +138,29 @@ def describe_input(case: Case, index: int) -> str:
     return text
 
 
+def reduce(case: Case, index: int, name: str = "y") -> Case:
+    """The case reduced to output element ``index``: row m of a times column n of b (1 x K by K x 1) with that
+    row's and column's scales and zero points (the runner's minimal reproducer; matmul.md §2)."""
+    import dataclasses
+
+    m, n = divmod(int(index), int(case.params["n"]))
+    ins = {}
+    for key, v in case.inputs.items():
+        v = np.asarray(v)
+        if key == "a":
+            ins[key] = v[m : m + 1]
+        elif key == "b":
+            ins[key] = v[:, n : n + 1]
+        elif v.ndim == 1 and v.size > 1:  # one per row of a / column of b
+            ins[key] = v[m : m + 1] if key.startswith("a_") else v[n : n + 1]
+        else:
+            ins[key] = v
+    exp = {k: np.asarray(v)[m : m + 1, n : n + 1] for k, v in case.expected.items()}
+    uns = {k: np.asarray(v)[m : m + 1, n : n + 1] for k, v in case.unspecified.items()}
+    return dataclasses.replace(case, inputs=ins, expected=exp, unspecified=uns,
+                               params=dict(case.params, m=1, n=1))
+
+
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     v = np.asarray(value).reshape(-1)
     return f"{int(v[0])}" if v.size else ""
