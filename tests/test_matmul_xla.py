@@ -46,24 +46,20 @@ def signless(v: int, bits: int = 8) -> int:
 
 def lowering(a: np.ndarray, b: np.ndarray, sa: float, za: int, sb: float, sy: float, zy: int, out_bits: int,
              out_signed: bool) -> np.ndarray:
-    """dot_general on per-tensor quantized operands (rhs zero point 0) as the pass lowers it."""
-    M, K = a.shape
-    N = b.shape[1]
+    """dot_general on per-tensor quantized operands (rhs zero point 0) as the pass lowers it (int64 numpy for the
+    integer sums, numpy float32 for the f32 ops)."""
+    sgn = np.vectorize(signless, otypes=[np.int64])
+    A, B = sgn(a.astype(np.int64)), sgn(b.astype(np.int64))
+    w32 = np.vectorize(wrap32, otypes=[np.int64])
+    raw = w32(A @ B)
+    off = w32(za * B.sum(axis=0, keepdims=True)) * np.ones_like(raw)  # zp_l * sum(rhs); zp_r = 0
     combined = float(sa) * float(sb) / float(sy)  # double
-    scale = abs(combined - 1.0) > 0.001
-    c32 = np.float32(combined)
-    out = np.zeros((M, N), np.int64)
-    for m in range(M):
-        for n in range(N):
-            raw = wrap32(sum(signless(int(a[m, k])) * signless(int(b[k, n])) for k in range(K)))
-            off = wrap32(za * sum(signless(int(b[k, n])) for k in range(K)))  # zp_l * sum(rhs); zp_r = 0
-            if scale:
-                raw = int(np.trunc(np.float32(np.float32(raw) * c32)))
-                off = int(np.trunc(np.float32(np.float32(off) * c32)))
-            y = wrap32(raw + wrap32(zy - off))
-            y &= (1 << out_bits) - 1
-            out[m, n] = signless(y, out_bits) if out_signed else y
-    return out
+    if abs(combined - 1.0) > 0.001:
+        c32 = np.float32(combined)
+        raw = np.trunc(raw.astype(np.float32) * c32).astype(np.int64)  # float32 product, convert truncates
+        off = np.trunc(off.astype(np.float32) * c32).astype(np.int64)
+    y = w32(raw + w32(zy - off)) & ((1 << out_bits) - 1)
+    return np.vectorize(lambda v: signless(int(v), out_bits), otypes=[np.int64])(y) if out_signed else y
 
 
 def qref_lowering(a, b, sa, za, sb, sy, zy, storage, output):
@@ -84,8 +80,8 @@ def _setups():
     for storage in ("int8", "uint8"):
         lo, hi = RANGE[storage]
         for j, (sa, sb, sy) in enumerate(scales):
-            a = rng.integers(lo, hi + 1, (6, 17)).astype(NP[storage])
-            b = rng.integers(lo, hi + 1, (17, 5)).astype(NP[storage])
+            a = rng.integers(lo, hi + 1, (48, 97)).astype(NP[storage])
+            b = rng.integers(lo, hi + 1, (97, 40)).astype(NP[storage])
             if j % 2:
                 a[0], b[:, 0] = hi, lo
             za = int(rng.integers(lo, hi + 1)) if j != 2 else lo
@@ -165,6 +161,20 @@ def _run(backend: str, a, b, qa, qb, qy, st, yt) -> np.ndarray:
     return iree(_module(a, b, qa, qb, qy, st, yt, args=True), a, b)
 
 
+def test_transcription_on_hand_values() -> None:
+    """The transcription on values worked by hand (matmul.md §5.5): m = 1/2 truncates 3.5 to 3 and -3.5 to -3;
+    a zero point's offset is scaled and truncated on its own; u8 200 reads as -56; 150 wraps to -106 in int8."""
+    a = np.array([[7], [-7], [4]], np.int8)
+    b = np.array([[1]], np.int8)
+    np.testing.assert_array_equal(lowering(a, b, 0.5, 0, 1.0, 1.0, 0, 8, True), [[3], [-3], [2]])
+    np.testing.assert_array_equal(lowering(a[2:], b, 0.5, 3, 1.0, 1.0, 5, 8, True), [[6]])  # 2 + 5 - 1
+    u = np.array([[200]], np.uint8)
+    np.testing.assert_array_equal(lowering(u, np.array([[1]], np.uint8), 1.0, 0, 1.0, 1.0, 0, 8, False), [[200]])
+    np.testing.assert_array_equal(lowering(u, np.array([[2]], np.uint8), 1.0, 0, 1.0, 1.0, 0, 8, False), [[144]])
+    np.testing.assert_array_equal(lowering(np.array([[100]], np.int8), np.array([[3]], np.int8), 0.5, 0, 1.0,
+                                           1.0, 0, 8, True), [[-106]])
+
+
 def test_profile_equals_the_transcription() -> None:
     for storage, a, b, sa, za, sb, sy, zy in SETUPS:
         want = lowering(a, b, sa, za, sb, sy, zy, 8, storage == "int8")
@@ -183,7 +193,7 @@ def test_stablehlo_dot_general_requantized_bit_for_bit(backend: str) -> None:
         want = lowering(a, b, sa, za, sb, sy, zy, 8, storage == "int8")
         np.testing.assert_array_equal(got.astype(np.int64), want, err_msg=f"{storage} {sa} {sb} {sy}")
         compared += want.size
-    assert compared == len(SETUPS) * 30
+    assert compared == len(SETUPS) * 48 * 40
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "iree"])
