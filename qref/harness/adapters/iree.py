@@ -1,6 +1,7 @@
 """IREE (iree-base-compiler + iree-base-runtime, llvm-cpu, local-task): ``arith.truncf`` / ``arith.extf`` for
 every MLIR small-float type (elements; no qref profile: the spec default is the reference) and
-``stablehlo.uniform_quantize`` / ``uniform_dequantize`` (uniform profile ``stablehlo_lowering``).
+``stablehlo.uniform_quantize`` / ``uniform_dequantize`` (uniform profile ``stablehlo_lowering``) and
+``stablehlo.dot_general`` on ``!quant.uniform`` operands (matmul profile ``stablehlo_lowering``, matmul.md §6.3).
 
 All functions of one run are compiled into one module (``iree.compiler.compile_str``, dynamic shapes, so one
 compile serves every case of a signature); functions IREE cannot compile are reported "unsupported" with their

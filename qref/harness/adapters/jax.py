@@ -1,7 +1,9 @@
 """JAX on XLA:CPU: ``x.astype(jnp.<format>)`` eagerly and under ``jax.jit`` (no qref element profile models it,
 so the spec default is its reference; elements.md), and JAX's own MX / NVFP4 quantizer
 (``jax._src.cudnn.scaled_matmul_stablehlo.quantize``, what ``jax.nn.scaled_dot_general`` quantizes with) under
-``jax.jit`` on the block cases (block profile ``jax``, block.md §8).
+``jax.jit`` on the block cases (block profile ``jax``, block.md §8), and ``jax.lax.dot_general`` on int8 / uint8
+operands with ``preferred_element_type=jnp.int32`` on the matmul_integer cases (matmul profile ``xla_cpu``,
+matmul.md §6.4).
 
 Every element type jnp has (float8 variants, E8M0, float4_e2m1fn, float16, bfloat16, int4/uint4/int8/uint8);
 float6 types exist in jnp but XLA:CPU rejects them. float64 inputs run inside ``jax.enable_x64(True)`` (without

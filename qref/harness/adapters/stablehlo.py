@@ -1,7 +1,9 @@
 """The StableHLO reference interpreter (``torch_mlir._mlir_libs._stablehlo.eval_module``, torch-mlir's bindings):
 ``stablehlo.convert`` between f32/f64/f16/bf16 and every MLIR small-float type (elements; no qref profile: the
 spec default is the reference) and ``stablehlo.uniform_quantize`` / ``uniform_dequantize`` (uniform profile
-``stablehlo_lowering``: the interpreter lowers quantized ops with StablehloLegalizeQuantToMath).
+``stablehlo_lowering``: the interpreter lowers quantized ops with StablehloLegalizeQuantToMath), and
+``stablehlo.dot_general`` on ``!quant.uniform`` operands on the matmul cases (matmul profile ``stablehlo_lowering``,
+matmul.md §6.3).
 
 One module per signature: the inputs of all its cases concatenated into a hex dense constant (raw little-endian
 bytes, so NaN payloads and -0 survive), results read with ``stablehlo.bitcast_convert`` to unsigned integers
