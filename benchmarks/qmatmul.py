@@ -6,7 +6,12 @@
 Each row runs one pipeline on the same seeded u8 x s8 operands (per-column b scales and zero points): qref's
 ``quantized_matmul`` with the row's profile, and the backend that profile models (onnxruntime 1.32 CPU:
 MatMulInteger / QLinearMatMul with every input a graph input; onnx 1.23 ReferenceEvaluator) or none where qref
-is the only implementation (gemmlowp / TFLite fixed point, StableHLO dequantize-dot-quantize, the exact spec).
+is the only implementation (gemmlowp / TFLite fixed point, StableHLO dequantize-dot-quantize, the exact spec);
+JAX 0.10 (XLA:CPU, jax.jit of jax.lax.dot_general(preferred_element_type=int32) plus the int32 zero-point terms);
+IREE 3.13 and the StableHLO interpreter of torch-mlir (stablehlo.dot_general on !quant.uniform types, profile
+stablehlo_lowering) on their own operands: s8 x s8, per-tensor scales, a zero point 3, b zero point 0 (StableHLO's
+dot_general C15), since they cannot express u8 x s8 with per-column zero points; the interpreter only with
+``--interpreter`` (it evaluates element by element: minutes at the default size).
 Before timing both results are compared as integers ("same"). Times are the best of ``--repeats`` alternating
 runs (wall clock, one numpy thread; ORT's intra-op threads set to 1). MMAC/s = million multiply-accumulates per
 second; ratio = qref / backend. No assertion is made on the timings.
@@ -33,7 +38,74 @@ ROWS = (("matmul_integer (int32 wrap)", "onnxruntime", "MatMulInteger", "ort"),
         ("qlinear fixed point, double rounding", "gemmlowp", "QLinearMatMul", None),
         ("qlinear fixed point, single rounding", "tflite_single_rounding", "QLinearMatMul", None),
         ("qlinear dequantize-dot-quantize", "dequantize_dot", "QLinearMatMul", None),
-        ("matmul_integer, int16 pair sums", "onnxruntime_avx2", "MatMulInteger", None))
+        ("matmul_integer, int16 pair sums", "onnxruntime_avx2", "MatMulInteger", None),
+        ("matmul_integer (int32 wrap)", "xla_cpu", "MatMulInteger", "jax"),
+        ("qlinear zero-point offset, s8 x s8", "stablehlo_lowering", "dot_general", "iree"),
+        ("qlinear zero-point offset, s8 x s8", "stablehlo_lowering", "dot_general", "shlo"))
+
+SHLO_SCALES = (0.0173, 0.011, 0.0931)  # a, b, y
+SHLO_ZP = (3, 0, -5)  # a, b, y
+
+
+def _shlo_text(M: int, K: int, N: int, args: bool, a: np.ndarray | None = None, b: np.ndarray | None = None) -> str:
+    """@main: stablehlo.dot_general of M x K by K x N s8 storage as !quant.uniform types (SHLO_SCALES, SHLO_ZP):
+    function arguments (IREE) or hex constants (the interpreter)."""
+    sa, sb, sy = (repr(float(np.float32(v))) for v in SHLO_SCALES)
+    za, zb, zy = SHLO_ZP
+    qa, qb = f"!quant.uniform<i8:f32, {sa}:{za}>", f"!quant.uniform<i8:f32, {sb}:{zb}>"
+    qy = f"!quant.uniform<i8:f32, {sy}:{zy}>"
+    ta, tb, ty = f"tensor<{M}x{K}xi8>", f"tensor<{K}x{N}xi8>", f"tensor<{M}x{N}xi8>"
+    if args:
+        head, consts = f"func.func @main(%a: {ta}, %b: {tb}) -> {ty}", ""
+    else:
+        assert a is not None and b is not None
+        head = f"func.func @main() -> {ty}"
+        consts = (f'%a = stablehlo.constant dense<"0x{a.tobytes().hex().upper()}"> : {ta}\n'
+                  f'%b = stablehlo.constant dense<"0x{b.tobytes().hex().upper()}"> : {tb}\n')
+    return (f"module {{ {head} {{\n{consts}"
+            f"%qa = stablehlo.bitcast_convert %a : ({ta}) -> tensor<{M}x{K}x{qa}>\n"
+            f"%qb = stablehlo.bitcast_convert %b : ({tb}) -> tensor<{K}x{N}x{qb}>\n"
+            f"%y = stablehlo.dot_general %qa, %qb, contracting_dims = [1] x [0] : (tensor<{M}x{K}x{qa}>, "
+            f"tensor<{K}x{N}x{qb}>) -> tensor<{M}x{N}x{qy}>\n"
+            f"%r = stablehlo.bitcast_convert %y : (tensor<{M}x{N}x{qy}>) -> {ty}\nreturn %r : {ty} }} }}")
+
+
+def _backend_run(backend: str, a: np.ndarray, b: np.ndarray, feeds: dict[str, np.ndarray]) -> tuple[str, Callable]:
+    """(backend name, a callable running it) for the jax / iree / shlo rows."""
+    M, K = a.shape
+    N = b.shape[1]
+    if backend == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        def f(a, b, za, zb):
+            i32 = jnp.int32
+            acc = jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=i32)
+            za, zb = za.astype(i32).reshape(-1, 1), zb.astype(i32).reshape(1, -1)
+            return (acc - zb * jnp.sum(a, axis=1, keepdims=True, dtype=i32)
+                    - za * jnp.sum(b, axis=0, keepdims=True, dtype=i32) + i32(K) * za * zb)
+        g = jax.jit(f)
+        args = [jnp.asarray(x) for x in (a, b, feeds["a_zero_point"], feeds["b_zero_point"])]
+        return "jax.jit (XLA:CPU)", lambda: np.asarray(g(*args))
+    if backend == "iree":
+        import iree.compiler as ic
+        import iree.runtime as rt
+
+        vmfb = ic.compile_str(_shlo_text(M, K, N, True), target_backends=["llvm-cpu"],
+                              extra_args=["--iree-llvmcpu-target-cpu=host"])
+        mod = rt.load_vm_flatbuffer(vmfb, driver="local-sync")
+        return "iree llvm-cpu (local-sync)", lambda: np.asarray(mod.main(a, b))
+    from torch_mlir import ir
+    from torch_mlir._mlir_libs import _stablehlo
+
+    text = _shlo_text(M, K, N, False, a, b)
+
+    def interp() -> np.ndarray:
+        ctx = ir.Context()
+        _stablehlo.register_dialect(ctx)
+        with ctx:
+            return np.array(_stablehlo.eval_module(ir.Module.parse(text), [])[0])
+    return "stablehlo interpreter", interp
 
 
 def _best(fn: Callable[[], object], repeats: int) -> float:
@@ -51,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=256)
     ap.add_argument("--n", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--interpreter", action="store_true", help="also time the StableHLO interpreter")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     M, K, N = args.m, args.k, args.n
@@ -63,20 +136,38 @@ def main(argv: list[str] | None = None) -> int:
     print(f"M = {M}, K = {K}, N = {N}; best of {args.repeats}")
     print("| pipeline | profile | backend | qref MMAC/s | backend MMAC/s | ratio | same |")
     print("|---|---|---|---|---|---|---|")
+    a8 = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    b8 = rng.integers(-128, 128, (K, N)).astype(np.int8)
     for title, profile, op, backend in ROWS:
+        if backend == "shlo" and not args.interpreter:
+            continue
         integer = op == "MatMulInteger"
-        pipe = qm.QuantizedMatmul(qm.IntOperand("uint8"), qm.IntOperand("int8"), None if integer else "uint8",
+        shlo = op == "dot_general"
+        sa = "int8" if shlo else "uint8"
+        pipe = qm.QuantizedMatmul(qm.IntOperand(sa), qm.IntOperand("int8"), None if integer else sa,
                                   qm.matmul_rules(profile, **({"method": "none"} if integer else {})))
+        if shlo:
+            f32 = [np.float32(v) for v in SHLO_SCALES]
+            qa, qb = a8, b8
+            qargs = dict(a_scale=f32[0], a_zero_point=SHLO_ZP[0], b_scale=f32[1], b_zero_point=SHLO_ZP[1],
+                         y_scale=f32[2], y_zero_point=SHLO_ZP[2])
+        else:
+            qa, qb = a, b
+            qargs = dict(a_scale=feeds["a_scale"], a_zero_point=feeds["a_zero_point"], b_scale=feeds["b_scale"],
+                         b_zero_point=feeds["b_zero_point"], y_scale=feeds["y_scale"],
+                         y_zero_point=feeds["y_zero_point"])
 
-        def q(pipe: qm.QuantizedMatmul = pipe) -> np.ndarray:
-            return qm.quantized_matmul(a, b, a_scale=feeds["a_scale"], a_zero_point=feeds["a_zero_point"],
-                                       b_scale=feeds["b_scale"], b_zero_point=feeds["b_zero_point"],
-                                       y_scale=feeds["y_scale"], y_zero_point=feeds["y_zero_point"],
-                                       pipeline=pipe).values
+        def q(pipe: qm.QuantizedMatmul = pipe, qa: np.ndarray = qa, qb: np.ndarray = qb,
+              qargs: dict = qargs) -> np.ndarray:
+            return qm.quantized_matmul(qa, qb, pipeline=pipe, **qargs).values
         mmac = M * N * K / 1e6
         tq = _best(q, args.repeats)
         other, same, tb = "-", "-", None
-        if backend is not None:
+        if backend in ("jax", "iree", "shlo"):
+            other, run = _backend_run(backend, qa, qb, feeds)
+            same = "yes" if np.array_equal(np.asarray(run()).astype(np.int64), q()) else "NO"
+            tb = _best(run, 1 if backend == "shlo" else args.repeats)
+        elif backend is not None:
             from onnx import TensorProto as T
             from onnx import helper
 

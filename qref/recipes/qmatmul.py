@@ -3,10 +3,10 @@
 Y = requant(sum_k (A[m,k] - za)(B[k,n] - zb) + bias) as a pipeline of records: the operands (``IntOperand``:
 storage and scale / zero-point granularity, matmul.md §2), the accumulation (``IntAccumulation``: int32 wrap,
 saturation or exact, int16 pair sums, matmul.md §3), the bias (matmul.md §4) and the requantization
-(``Requantization``: none, float multiply, gemmlowp / TFLite fixed point, dequantize-compute-quantize, matmul.md
-§5). The rule records and the named profiles are data in qref.profiles.matmul; this module is the readable
-reference: vectorized numpy on int64 (Python integers in object arrays where a product needs more than 63 bits),
-no loop over elements.
+(``Requantization``: none, float multiply, gemmlowp / TFLite fixed point, dequantize-compute-quantize, the
+StableHLO lowering's separately scaled zero-point offset, matmul.md §5). The rule records and the named profiles
+are data in qref.profiles.matmul; this module is the readable reference: vectorized numpy on int64 (Python
+integers in object arrays where a product needs more than 63 bits), no loop over elements.
 
     quantized_matmul(a, b, a_scale=..., b_scale=..., y_scale=..., profile="onnxruntime")   # codes + mask
     int_accumulate(a, b, a_zero_point, b_zero_point)                                          # int32 accumulator
@@ -171,6 +171,24 @@ def _pair_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def _extend(x: np.ndarray, storage: str, extension: str) -> np.ndarray:
+    """Values of unsigned storage as their bits sign-extended ("sign": uint8 200 -> -56, matmul.md §3.3), else as
+    they are."""
+    lo, hi = STORAGES[storage]
+    if extension != "sign" or lo < 0:
+        return x
+    return np.where(x > hi // 2, x - (hi + 1), x)
+
+
+def narrow(y: np.ndarray, output: str, narrowing: str) -> np.ndarray:
+    """int64 values to the output storage: "clamp" to its range or "wrap" (its low bits, read in the storage's
+    signedness; matmul.md §5.5)."""
+    lo, hi = STORAGES[output]
+    if narrowing == "clamp":
+        return np.clip(y, lo, hi)
+    return ((np.asarray(y, dtype=np.int64) - lo) & hi - lo) + lo
+
+
 def int_accumulate(a: object, b: object, a_zero_point: object = 0, b_zero_point: object = 0, bias: object = None,
                    *, accumulation: IntAccumulation | None = None, a_storage: str = "uint8",
                    b_storage: str = "int8") -> tuple[np.ndarray, np.ndarray]:
@@ -180,8 +198,8 @@ def int_accumulate(a: object, b: object, a_zero_point: object = 0, b_zero_point:
     acc = accumulation or IntAccumulation()
     check_choice("a storage", a_storage, STORAGES)
     check_choice("b storage", b_storage, STORAGES)
-    A = _int_matrix(a, "a", a_storage)
-    B = _int_matrix(b, "b", b_storage)
+    A = _extend(_int_matrix(a, "a", a_storage), a_storage, acc.unsigned_extension)
+    B = _extend(_int_matrix(b, "b", b_storage), b_storage, acc.unsigned_extension)
     M, K = A.shape
     if B.shape[0] != K:
         raise QrefError(f"a is (M, K) = {A.shape} and b must be (K, N) with K = {K}, got {B.shape}")
@@ -386,7 +404,6 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
     b_s = _scale(b_scale, "b_scale", N, "column of b")
     y_s = _scale(y_scale, "y_scale", 1, "tensor")
     zy = int(_zero_point(y_zero_point, "y_zero_point", output, 1, "tensor"))
-    lo, hi = STORAGES[output]
     bad = np.zeros(acc.shape, dtype=bool)
     if req.method == "fixed_point":
         if req.multiplier_dtype == "exact":
@@ -418,7 +435,7 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
                 n = round_float(v, req.rounding) + zy
     else:
         raise QrefError(f"requantize_accumulator takes methods float_multiply and fixed_point, not {req.method!r}")
-    return np.clip(n, lo, hi), bad
+    return narrow(n, output, req.narrowing), bad
 
 
 def _round_ratio(num: np.ndarray, den: np.ndarray, dt: np.dtype) -> np.ndarray:
@@ -438,6 +455,39 @@ def _dequantize_dot(A: np.ndarray, B: np.ndarray, za: np.ndarray, zb: np.ndarray
     d = Dyadic.from_floats(af).matmul(Dyadic.from_floats(bf)).round(get_format("float32"))
     sch = build_uniform(output, scale=float(y_s), zero_point=zy, profile="stablehlo")
     return np.asarray(sch.quantize(d.astype(np.float32)).codes).astype(np.int64)
+
+
+def _to_int32_toward(v: np.ndarray, rounding: str) -> tuple[np.ndarray, np.ndarray]:
+    """A float array converted to int32 by ``rounding`` (float-to-int convert: toward zero); (int64 values,
+    unspecified: outside the int32 range, where the conversion is undefined)."""
+    bad = ~np.isfinite(v) | (np.abs(np.asarray(v, dtype=np.float64)) >= 2.0**31)
+    return round_float(np.where(bad, 0.0, v), rounding), bad
+
+
+def _zero_point_offset(A: np.ndarray, B: np.ndarray, za: np.ndarray, zb: np.ndarray, a_s: np.ndarray,
+                       b_s: np.ndarray, y_s: np.ndarray, zy: int, pipe: QuantizedMatmul
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """matmul.md §5.5: raw = dot(A, B), offset = zb sum_k A + za sum_k B - K za zb (int32 wrap, operands
+    extended by the accumulation's rule); y = round(fl(fl(raw) m)) + (zy - round(fl(fl(offset) m))) unless
+    |m - 1| <= unit_tolerance (then y = raw + (zy - offset)); narrowed to the output storage."""
+    req, acc = pipe.rules.requantization, pipe.rules.accumulation
+    K = A.shape[1]
+    raw, bad = int_accumulate(A, B, 0, 0, accumulation=acc, a_storage=pipe.a.storage, b_storage=pipe.b.storage)
+    Ae = _extend(A, pipe.a.storage, acc.unsigned_extension)
+    Be = _extend(B, pipe.b.storage, acc.unsigned_extension)
+    off = zb * Ae.sum(axis=1, keepdims=True) + za * Be.sum(axis=0) - K * za * zb
+    off = wrap_int32(off) if acc.overflow == "wrap" else off
+    if req.multiplier_dtype == "exact":
+        raise QrefError("zero_point_offset applies a float multiplier: multiplier_dtype float32 or float64")
+    m = np.broadcast_to(output_multiplier(a_s, b_s, y_s, req), raw.shape)
+    skip = np.abs(m.astype(np.float64) - 1) <= req.unit_tolerance
+    dt = np.dtype(req.compute if req.compute != "exact" else "float64")
+    mc = round_to(m, dt)
+    t_raw, bad_r = _to_int32_toward(mul(round_to(f64(raw), dt), mc, dt), req.rounding)
+    t_off, bad_o = _to_int32_toward(mul(round_to(f64(off), dt), mc, dt), req.rounding)
+    y = np.where(skip, wrap_int32(raw + wrap_int32(zy - off)), wrap_int32(t_raw + wrap_int32(zy - t_off)))
+    assert pipe.output is not None
+    return narrow(y, pipe.output, req.narrowing), bad | (~skip & (bad_r | bad_o))
 
 
 def quantized_matmul(a: object, b: object, *, a_scale: object = None, a_zero_point: object = 0,
@@ -460,9 +510,9 @@ def quantized_matmul(a: object, b: object, *, a_scale: object = None, a_zero_poi
         return MatmulOutput(acc, unspec, acc)
     assert pipe.output is not None
     M, N = acc.shape
-    if req.method == "dequantize_compute_quantize":
+    if req.method in ("dequantize_compute_quantize", "zero_point_offset"):
         if bias is not None:
-            raise QrefError("dequantize_compute_quantize has no int32 bias (matmul.md §5.4 C2)")
+            raise QrefError(f"{req.method} has no int32 bias (matmul.md §5.4 C2, §5.5 C1)")
         A, B = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
         za = np.asarray(_zero_point(a_zero_point, "a_zero_point", pipe.a.storage, M, "row of a"))
         zb = _zero_point(b_zero_point, "b_zero_point", pipe.b.storage, N, "column of b")
@@ -470,6 +520,10 @@ def quantized_matmul(a: object, b: object, *, a_scale: object = None, a_zero_poi
         b_s = _scale(b_scale, "b_scale", N, "column of b")
         y_s = _scale(y_scale, "y_scale", 1, "tensor")
         zy = int(_zero_point(y_zero_point, "y_zero_point", pipe.output, 1, "tensor"))
+        if req.method == "zero_point_offset":
+            vals, bad = _zero_point_offset(A, B, za.reshape(-1, 1) if za.ndim else za, zb, a_s, b_s, y_s, zy,
+                                           pipe)
+            return MatmulOutput(vals, bad, acc)
         vals = _dequantize_dot(A, B, za.reshape(-1, 1) if za.ndim else za, zb, a_s, b_s, y_s, zy, pipe.output)
         return MatmulOutput(vals, np.zeros(vals.shape, dtype=bool), acc)
     vals, bad = requantize_accumulator(np.where(unspec, 0, acc), a_scale=a_scale, b_scale=b_scale,

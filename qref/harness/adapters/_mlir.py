@@ -288,3 +288,73 @@ def as_crash(exc: BaseException) -> BaseException:
     if isinstance(exc, Unsupported) and any(p in str(exc) for p in LOWERING_FAILURES):
         return CompileFailure(str(exc))
     return exc
+
+
+# ---- matmul: stablehlo.dot_general on !quant.uniform operands (matmul.md §5.5, §6.3) ---------------------------
+#: qref storage -> (quant storage type, tensor element type)
+DOT_STORAGE = {"int8": ("i8", "i8"), "uint8": ("u8", "ui8"), "int32": ("i32", "i32")}
+
+
+def _scale_text(s: float) -> str:
+    """A float32 scale as the decimal MLIR parses to the same double (repr of the float32 value, exact)."""
+    return repr(float(s))
+
+
+def dot_quant_type(storage: str, scale: object, zero_point: object, axis: int) -> str:
+    """``!quant.uniform<...>`` of a dot_general operand or result: per tensor when scale and zero point are one
+    value, else per axis ``axis`` (one scale:zero point per index)."""
+    if storage not in DOT_STORAGE:
+        raise Unsupported(f"StableHLO quantized dot_general: no {storage} storage here")
+    st = DOT_STORAGE[storage][0]
+    import numpy as np
+
+    s = np.asarray(scale, dtype=np.float32).reshape(-1)
+    z = np.asarray(zero_point).astype(np.int64).reshape(-1)
+    if s.size == 1 and z.size == 1:
+        return f"!quant.uniform<{st}:f32, {_scale_text(s[0])}:{int(z[0])}>"
+    n = max(s.size, z.size)
+    s, z = np.broadcast_to(s, (n,)), np.broadcast_to(z, (n,))
+    pairs = ", ".join(f"{_scale_text(a)}:{int(b)}" for a, b in zip(s, z))
+    return f"!quant.uniform<{st}:f32:{axis}, {{{pairs}}}>"
+
+
+def dot_types(case: Any) -> tuple[str, str, str, str, str, str]:
+    """(lhs quant type, rhs quant type, result quant type, lhs / rhs tensor element type, result element type) of
+    a matmul case as stablehlo.dot_general: matmul_integer with scales 1 and an i32 result of scale 1 (the
+    accumulator, the multiplier being 1), qlinear_matmul with the case's scales and zero points."""
+    p, ins = case.params, case.inputs
+    if "bias" in ins:
+        raise Unsupported("stablehlo.dot_general has no bias operand")
+    if case.operation == "matmul_integer":
+        a_s = b_s = y_s = 1.0
+        out, zy = "int32", 0
+    else:
+        a_s, b_s, y_s = ins["a_scale"], ins["b_scale"], ins["y_scale"]
+        out, zy = p["output"], ins["y_zero_point"]
+    qa = dot_quant_type(p["a_storage"], a_s, ins["a_zero_point"], 0)
+    qb = dot_quant_type(p["b_storage"], b_s, ins["b_zero_point"], 1)
+    qy = dot_quant_type(out, y_s, zy, 1)
+    return qa, qb, qy, DOT_STORAGE[p["a_storage"]][1], DOT_STORAGE[p["b_storage"]][1], DOT_STORAGE[out][1]
+
+
+def shlo_dot_body(case: Any, a: str, b: str) -> tuple[list[str], str, str]:
+    """StableHLO lines computing a matmul case from the SSA values ``a`` (M x K storage integers) and ``b``
+    (K x N): bitcast to the quantized types, dot_general, bitcast of the result to its storage integers;
+    (lines, result, result tensor type)."""
+    qa, qb, qy, ta, tb, ty = dot_types(case)
+    M, K = case.inputs["a"].shape
+    N = case.inputs["b"].shape[1]
+    lines = [f"%qa = stablehlo.bitcast_convert {a} : (tensor<{M}x{K}x{ta}>) -> tensor<{M}x{K}x{qa}>",
+             f"%qb = stablehlo.bitcast_convert {b} : (tensor<{K}x{N}x{tb}>) -> tensor<{K}x{N}x{qb}>",
+             f"%qy = stablehlo.dot_general %qa, %qb, contracting_dims = [1] x [0] : (tensor<{M}x{K}x{qa}>, "
+             f"tensor<{K}x{N}x{qb}>) -> tensor<{M}x{N}x{qy}>",
+             f"%y = stablehlo.bitcast_convert %qy : (tensor<{M}x{N}x{qy}>) -> tensor<{M}x{N}x{ty}>"]
+    return lines, "%y", f"tensor<{M}x{N}x{ty}>"
+
+
+def matmul_element_case(case: Any, i: int) -> Any:
+    """A copy of a matmul case reduced to output element ``i`` (the family's ``reduce``: row m of a times column n
+    of b with that row's and column's quantization parameters, the minimal reproducer)."""
+    from ..families.matmul import reduce
+
+    return reduce(case, i)

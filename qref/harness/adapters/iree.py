@@ -1,6 +1,7 @@
 """IREE (iree-base-compiler + iree-base-runtime, llvm-cpu, local-task): ``arith.truncf`` / ``arith.extf`` for
 every MLIR small-float type (elements; no qref profile: the spec default is the reference) and
-``stablehlo.uniform_quantize`` / ``uniform_dequantize`` (uniform profile ``stablehlo_lowering``).
+``stablehlo.uniform_quantize`` / ``uniform_dequantize`` (uniform profile ``stablehlo_lowering``) and
+``stablehlo.dot_general`` on ``!quant.uniform`` operands (matmul profile ``stablehlo_lowering``, matmul.md §6.3).
 
 All functions of one run are compiled into one module (``iree.compiler.compile_str``, dynamic shapes, so one
 compile serves every case of a signature); functions IREE cannot compile are reported "unsupported" with their
@@ -31,10 +32,13 @@ from ._common import (
 from ._mlir import (
     as_crash,
     diagnostic,
+    dot_types,
     element_body,
     func_name,
     generic_tensor_func,
+    matmul_element_case,
     shape_text,
+    shlo_dot_body,
     shlo_uniform_body,
     uniform_input_type,
     uniform_types,
@@ -173,6 +177,7 @@ def targets() -> list[Target]:
                "llvm-cpu (generic CPU), local-task", None, ("encode", "decode", "quantize"), _el_supports, _el_run,
                _el_snippet),
         _uniform_target(),
+        _matmul_target(),
     ]
 
 
@@ -230,3 +235,50 @@ def _uniform_target() -> Target:
     return Target(BACKEND, "iree.stablehlo_uniform", "uniform", "stablehlo.uniform_quantize (float or quantized "
                   "operand) / uniform_dequantize (+ bitcast_convert), iree-compile llvm-cpu", "stablehlo_lowering",
                   ("uniform_quantize", "uniform_dequantize", "uniform_requantize"), _uq_supports, _uq_run, _uq_snippet)
+
+
+# ---- matmul: stablehlo.dot_general on !quant.uniform operands (matmul.md §5.5, §6.3) --------------------------
+def _mm_func(name: str, case: Case) -> str:
+    a, b = case.inputs["a"], case.inputs["b"]
+    ta, tb = (f"tensor<{shape_text(x.shape)}{'ui8' if x.dtype == np.uint8 else 'i8'}>" for x in (a, b))
+    lines, res, rt = shlo_dot_body(case, "%a", "%b")
+    body = "\n    ".join(lines)
+    return f"\n  func.func @{name}(%a: {ta}, %b: {tb}) -> {rt} {{\n    {body}\n    return {res} : {rt}\n  }}"
+
+
+_mm_supports = unsupported_reason(dot_types)
+
+
+def _mm_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    fns = compile_functions({f"m{i}": _mm_func(f"m{i}", c) for i, c in enumerate(cases)})
+    out: list[Any] = []
+    for i, c in enumerate(cases):
+        try:
+            fn = fns[f"m{i}"]
+            if isinstance(fn, BaseException):  # a lowering failure of a claimed op/type is a crash
+                raise as_crash(fn)
+            out.append({"y": codes_as(c, "y", fn(c.inputs["a"], c.inputs["b"]))})
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
+def _mm_snippet(case: Case, i: int) -> str:
+    from .onnxruntime import matmul_literal
+
+    one = matmul_element_case(case, i)
+    text = " ".join(ln.strip() for ln in ("module {" + _mm_func("f", one) + "}").splitlines())
+    return python_c(
+        "import numpy as np, iree.compiler as ic, iree.runtime as rt",
+        f"a = {matmul_literal(one.inputs['a'])}", f"b = {matmul_literal(one.inputs['b'])}",
+        f"m = rt.load_vm_flatbuffer(ic.compile_str({text!r}, target_backends=['llvm-cpu'], "
+        f"extra_args={FLAGS!r}), driver='local-task')",
+        "y = np.asarray(m.f(a, b)).reshape(-1)", "print(hex(int(y.view(f'u{y.dtype.itemsize}')[0])))")
+
+
+def _matmul_target() -> Target:
+    return Target(BACKEND, "iree.dot_general.matmul", "matmul", "stablehlo.dot_general on !quant.uniform operands "
+                  "(bitcast_convert from the storage integers), iree-compile llvm-cpu: qlinear_matmul with the "
+                  "case's scales and zero points and a requantized result type, matmul_integer with scales 1 and "
+                  "an !quant.uniform<i32:f32, 1.0> result (the accumulator)", "stablehlo_lowering",
+                  ("matmul_integer", "qlinear_matmul"), _mm_supports, _mm_run, _mm_snippet)

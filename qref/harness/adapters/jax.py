@@ -1,7 +1,9 @@
 """JAX on XLA:CPU: ``x.astype(jnp.<format>)`` eagerly and under ``jax.jit`` (no qref element profile models it,
 so the spec default is its reference; elements.md), and JAX's own MX / NVFP4 quantizer
 (``jax._src.cudnn.scaled_matmul_stablehlo.quantize``, what ``jax.nn.scaled_dot_general`` quantizes with) under
-``jax.jit`` on the block cases (block profile ``jax``, block.md §8).
+``jax.jit`` on the block cases (block profile ``jax``, block.md §8), and ``jax.lax.dot_general`` on int8 / uint8
+operands with ``preferred_element_type=jnp.int32`` on the matmul_integer cases (matmul profile ``xla_cpu``,
+matmul.md §6.4).
 
 Every element type jnp has (float8 variants, E8M0, float4_e2m1fn, float16, bfloat16, int4/uint4/int8/uint8);
 float6 types exist in jnp but XLA:CPU rejects them. float64 inputs run inside ``jax.enable_x64(True)`` (without
@@ -593,6 +595,84 @@ def _recipe_targets() -> list[Target]:
     ]
 
 
+# ---- matmul: jax.lax.dot_general on 8-bit integers with an int32 result (matmul.md §6.4) -----------------------
+MM_DTYPES = ("int8", "uint8")
+
+
+def _mm_supports(case: Case) -> str | None:
+    p = case.params
+    if p["a_storage"] not in MM_DTYPES or p["b_storage"] not in MM_DTYPES:
+        return "the target takes int8 / uint8 operands"
+    return None
+
+
+def mm_function():
+    """f(a, b, za, zb[, bias]): jax.lax.dot_general on the raw int8 / uint8 operands with
+    preferred_element_type=jnp.int32, then the zero points in int32 jnp ops (which wrap):
+    acc - zb * sum_k a - za * sum_k b + K za zb (+ bias)."""
+    import jax
+    import jax.numpy as jnp
+
+    def f(a, b, za, zb, *bias):
+        i32 = jnp.int32
+        acc = jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=i32)
+        za = za.astype(i32).reshape(-1, 1)
+        zb = zb.astype(i32).reshape(1, -1)
+        y = (acc - zb * jnp.sum(a, axis=1, keepdims=True, dtype=i32) - za * jnp.sum(b, axis=0, keepdims=True,
+             dtype=i32) + i32(a.shape[1]) * za * zb)
+        return y + bias[0].astype(i32) if bias else y
+    return f
+
+
+def _mm_run(jit: bool):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        import jax
+
+        jax.config.update("jax_platforms", "cpu")
+        f = mm_function()
+        g = jax.jit(f) if jit else f
+
+        def one(case: Case) -> Outputs:
+            ins = case.inputs
+            args = [ins["a"], ins["b"], ins["a_zero_point"], ins["b_zero_point"]]
+            if "bias" in ins:
+                args.append(ins["bias"])
+            return {"y": np.asarray(g(*(jax.numpy.asarray(x) for x in args))).astype(np.int32)}
+        return run_each(cases, one)
+    return run
+
+
+def _mm_snippet(jit: bool):
+    def snippet(case: Case, i: int) -> str:
+        from .onnxruntime import matmul_element_inputs, matmul_literal
+
+        ins = matmul_element_inputs(case, i)
+        names = ["a", "b", "a_zero_point", "b_zero_point"] + (["bias"] if "bias" in ins else [])
+        return python_c(
+            "import numpy as np, jax, jax.numpy as jnp", *(f"{n} = {matmul_literal(ins[n])}" for n in names),
+            "def f(a, b, za, zb, *bias):",
+            "    acc = jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.int32)",
+            "    za, zb = za.astype(jnp.int32).reshape(-1, 1), zb.astype(jnp.int32).reshape(1, -1)",
+            "    y = acc - zb * jnp.sum(a, axis=1, keepdims=True, dtype=jnp.int32) - za * jnp.sum(b, axis=0, "
+            "keepdims=True, dtype=jnp.int32) + jnp.int32(a.shape[1]) * za * zb",
+            "    return y + bias[0].astype(jnp.int32) if bias else y",
+            f"y = np.asarray({'jax.jit(f)' if jit else 'f'}({', '.join(names)}))",
+            "print(hex(int(y.reshape(-1).view(np.uint32)[0])))")
+    return snippet
+
+
+def _matmul_targets() -> list[Target]:
+    api = ("jax.lax.dot_general(a, b, preferred_element_type=jnp.int32) on the raw int8 / uint8 operands, zero "
+           "points in int32 jnp ops afterwards: acc - zb * sum_k a - za * sum_k b + K za zb (+ bias)")
+    return [
+        Target(BACKEND, "jax.matmul_integer.eager", "matmul", api + " (eager, XLA:CPU)", "xla_cpu",
+               ("matmul_integer",), _mm_supports, _mm_run(False), _mm_snippet(False)),
+        Target(BACKEND, "jax.matmul_integer.jit", "matmul", "the same function under jax.jit (XLA:CPU)",
+               "xla_cpu", ("matmul_integer",), _mm_supports, _mm_run(True), _mm_snippet(True),
+               notes="XLA converts both operands to s32 and runs an s32 x s32 dot"),
+    ]
+
+
 def targets() -> list[Target]:
     require("jax", "jaxlib", "ml_dtypes", backend=BACKEND, hint="pip install jax")
     ops = ("encode", "decode", "quantize")
@@ -613,4 +693,5 @@ def targets() -> list[Target]:
                "into x * (1 / s))", "jax", ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run(True),
                _uq_snippet(True), copies=True),
         *_recipe_targets(),
+        *_matmul_targets(),
     ]

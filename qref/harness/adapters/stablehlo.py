@@ -1,7 +1,9 @@
 """The StableHLO reference interpreter (``torch_mlir._mlir_libs._stablehlo.eval_module``, torch-mlir's bindings):
 ``stablehlo.convert`` between f32/f64/f16/bf16 and every MLIR small-float type (elements; no qref profile: the
 spec default is the reference) and ``stablehlo.uniform_quantize`` / ``uniform_dequantize`` (uniform profile
-``stablehlo_lowering``: the interpreter lowers quantized ops with StablehloLegalizeQuantToMath).
+``stablehlo_lowering``: the interpreter lowers quantized ops with StablehloLegalizeQuantToMath), and
+``stablehlo.dot_general`` on ``!quant.uniform`` operands on the matmul cases (matmul profile ``stablehlo_lowering``,
+matmul.md §6.3).
 
 One module per signature: the inputs of all its cases concatenated into a hex dense constant (raw little-endian
 bytes, so NaN payloads and -0 survive), results read with ``stablehlo.bitcast_convert`` to unsigned integers
@@ -22,10 +24,13 @@ from ._mlir import (
     WIDTH,
     as_crash,
     diagnostic,
+    dot_types,
     is_float_storage,
+    matmul_element_case,
     mlir_type,
     quant_type,
     shape_text,
+    shlo_dot_body,
     shlo_uniform_body,
     uniform_input_type,
     uniform_types,
@@ -203,6 +208,42 @@ def _uq_snippet(case: Case, i: int) -> str:
         f"y = np.array(r[0]).reshape(-1); print(hex(int(y.view(f'u{{y.dtype.itemsize}}')[0]){_mask(one)}))")
 
 
+# ---- matmul: stablehlo.dot_general on !quant.uniform operands (matmul.md §5.5, §6.3) ------------------------
+def matmul_module(case: Case) -> str:
+    a, b = np.ascontiguousarray(case.inputs["a"]), np.ascontiguousarray(case.inputs["b"])
+    lines, res, rt = shlo_dot_body(case, "%a", "%b")
+    ta, tb = (f"tensor<{shape_text(x.shape)}{'ui8' if x.dtype == np.uint8 else 'i8'}>" for x in (a, b))
+    body = "\n    ".join([f'%a = stablehlo.constant dense<"{_hex(a)}"> : {ta}',
+                          f'%b = stablehlo.constant dense<"{_hex(b)}"> : {tb}', *lines])
+    return f"module {{\n  func.func @main() -> {rt} {{\n    {body}\n    return {res} : {rt}\n  }}\n}}\n"
+
+
+def _mm_supports(case: Case) -> str | None:
+    try:
+        dot_types(case)
+    except Unsupported as exc:
+        return str(exc)
+    return None
+
+
+def _mm_one(case: Case) -> Outputs:
+    try:
+        (y,) = evaluate(matmul_module(case))
+    except Unsupported as exc:  # a lowering failure of a claimed op/type is a crash
+        raise as_crash(exc) from None
+    return {"y": codes_as(case, "y", y)}
+
+
+def _mm_snippet(case: Case, i: int) -> str:
+    one = matmul_element_case(case, i)
+    text = " ".join(ln.strip() for ln in matmul_module(one).splitlines())
+    return python_c(
+        "import numpy as np", "from torch_mlir import ir", "from torch_mlir._mlir_libs import _stablehlo as s",
+        "c = ir.Context(); s.register_dialect(c); c.__enter__()",
+        f"r = s.eval_module(ir.Module.parse({text!r}), [])",
+        "y = np.array(r[0]).reshape(-1); print(hex(int(y.view(f'u{y.dtype.itemsize}')[0])))")
+
+
 def targets() -> list[Target]:
     require("torch_mlir.ir", "torch_mlir._mlir_libs._stablehlo", backend=BACKEND, hint="pip install torch-mlir")
     return [
@@ -212,4 +253,10 @@ def targets() -> list[Target]:
                "uniform_dequantize in the StableHLO reference interpreter", "stablehlo_lowering",
                ("uniform_quantize", "uniform_dequantize", "uniform_requantize"),
                _uq_supports, _uq_run, _uq_snippet),
+        Target(BACKEND, "stablehlo.dot_general.matmul", "matmul", "stablehlo.dot_general on !quant.uniform operands "
+               "(bitcast_convert from the storage integers) in the StableHLO reference interpreter: qlinear_matmul "
+               "with the case's scales and zero points and a requantized result type, matmul_integer with scales "
+               "1 and an !quant.uniform<i32:f32, 1.0> result (the accumulator)", "stablehlo_lowering",
+               ("matmul_integer", "qlinear_matmul"), _mm_supports, lambda cs: run_each(cs, _mm_one), _mm_snippet,
+               notes="per-axis operands are written as per-axis types and left to the verifier"),
     ]

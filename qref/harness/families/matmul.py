@@ -5,7 +5,8 @@ qref/conformance/cases/matmul.py. The spec default is the ``exact`` profile (mat
 int32 overflow unspecified). qref's prediction of profile P is the case's operands run through
 qref.recipes.qmatmul with P's rules (requantization method "none" for matmul_integer). Mismatch classes are named
 by the rule change that reproduces the backend's outputs: the accumulator's overflow and pair sums (§3), the
-requantization method, its multiplier arithmetic, tie rule and zero-point stage (§5).
+requantization method, its multiplier arithmetic, tie rule and zero-point stage (§5), how unsigned storage is
+extended (§3.3) and how the result is narrowed (§5).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ CLASS_SECTIONS = {
     "pair_saturation": "matmul.md §3.2", "accumulator_overflow": "matmul.md §3.1",
     "requantize_method": "matmul.md §5", "multiplier_arithmetic": "matmul.md §5.2",
     "tie_rule": "matmul.md §5.2", "zero_point_order": "matmul.md §5.2", "compute_precision": "matmul.md §5.2",
+    "unsigned_extension": "matmul.md §3.3", "narrowing": "matmul.md §5",
 }
 
 # rule changes tried in order: (class, overrides)
@@ -47,6 +49,9 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64", "fixed_point": "single_rounding"}),
     ("requantize_method", {"method": "float_multiply"}),
     ("requantize_method", {"method": "dequantize_compute_quantize"}),
+    ("unsigned_extension", {"unsigned_extension": "sign"}), ("unsigned_extension", {"unsigned_extension": "zero"}),
+    ("narrowing", {"narrowing": "wrap"}), ("narrowing", {"narrowing": "clamp"}),
+    ("tie_rule", {"rounding": "toward_zero"}),
 )
 
 
@@ -131,6 +136,29 @@ def describe_input(case: Case, index: int) -> str:
     if "bias" in ins:
         text += f"; bias {at('bias', n)}"
     return text
+
+
+def reduce(case: Case, index: int, name: str = "y") -> Case:
+    """The case reduced to output element ``index``: row m of a times column n of b (1 x K by K x 1) with that
+    row's and column's scales and zero points (the runner's minimal reproducer; matmul.md §2)."""
+    import dataclasses
+
+    m, n = divmod(int(index), int(case.params["n"]))
+    ins = {}
+    for key, v in case.inputs.items():
+        v = np.asarray(v)
+        if key == "a":
+            ins[key] = v[m : m + 1]
+        elif key == "b":
+            ins[key] = v[:, n : n + 1]
+        elif v.ndim == 1 and v.size > 1:  # one per row of a / column of b
+            ins[key] = v[m : m + 1] if key.startswith("a_") else v[n : n + 1]
+        else:
+            ins[key] = v
+    exp = {k: np.asarray(v)[m : m + 1, n : n + 1] for k, v in case.expected.items()}
+    uns = {k: np.asarray(v)[m : m + 1, n : n + 1] for k, v in case.unspecified.items()}
+    return dataclasses.replace(case, inputs=ins, expected=exp, unspecified=uns,
+                               params=dict(case.params, m=1, n=1))
 
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
