@@ -267,6 +267,44 @@ def test_int16x8_reference_kernel_reads_an_int32_bias_as_int64() -> None:
     assert np.all(y[:, :4] == -32768)  # high word 1: 2^32 + ... beyond int32 -> INT32_MIN
 
 
+def test_weight_zero_points_and_uint8() -> None:
+    """A per-tensor int8 weight zero point and uint8 x uint8 (per tensor) are honoured by the three kernel
+    choices' formulas; per-channel int8 weight zero points are ignored by the builtin kernels and refused by
+    XNNPACK's prepare."""
+    rng = np.random.default_rng(5)
+    M, K, N = 64, 40, 48
+    for st, zb in (("int8", 13), ("uint8", 131)):
+        info = np.iinfo(st)
+        a = rng.integers(info.min, info.max + 1, (M, K)).astype(st)
+        w_t = rng.integers(info.min, info.max + 1, (K, N)).astype(st)
+        bias = rng.integers(-5000, 5000, N).astype(np.int64)
+        a_s, w_s, y_s, za, zy = F32(0.0173), F32(0.0041), F32(0.0931), int(info.min) + 100, int(info.min) + 120
+        ins = {"a": a, "b": w_t, "a_scale": a_s, "a_zero_point": np.array(za), "b_scale": w_s,
+               "b_zero_point": np.array(zb), "y_scale": y_s, "y_zero_point": np.array(zy), "bias": bias}
+        buf = LA.model_bytes("fully_connected", *LA.tensor_specs("fully_connected", ins, (st, st, st)))
+        acc = (a.astype(np.int64) - za) @ (w_t.astype(np.int64) - zb) + bias
+        m, m32 = F64(a_s) * F64(w_s) / F64(y_s), F64(F32(a_s * w_s)) / F64(y_s)
+        exp = {"ref": ref_requant(acc, m), "optimized": ruy_requant(acc, np.full(1, m32)),
+               "xnnpack": xnn_requant(acc, F32(F32(a_s * w_s) / y_s)) if st == "uint8" else ruy_requant(
+                   acc, np.full(1, m32))}  # XNNPACK declines an int8 weight zero point: the optimized kernel runs
+        for kind, e in exp.items():
+            y, ops = LA.invoke(buf, [a], kind)
+            assert np.array_equal(y.astype(np.int64), clamp(e + zy, st)), (st, kind)
+            assert ("DELEGATE" in ops) == (kind == "xnnpack" and st == "uint8")
+    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    w_t = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    zb = rng.integers(-100, 100, N)
+    ins = {"a": a, "b": w_t, "a_scale": F32(0.02), "a_zero_point": np.array(3), "b_scale": np.full(N, F32(0.01)),
+           "b_zero_point": zb, "y_scale": F32(0.5), "y_zero_point": np.array(-2)}
+    buf = LA.model_bytes("fully_connected", *LA.tensor_specs("fully_connected", ins, ("int8", "int8", "int8")))
+    acc0 = (a.astype(np.int64) - 3) @ w_t.astype(np.int64)  # the zero points ignored
+    y, _ = LA.invoke(buf, [a], "ref")
+    assert np.array_equal(y.astype(np.int64), clamp(ref_requant(acc0, np.full(N, F64(F32(0.02)) * F64(F32(0.01)) /
+                                                                     0.5)) - 2, "int8"))
+    with pytest.raises(RuntimeError, match="zero-point"):
+        LA.invoke(buf, [a], "xnnpack")
+
+
 # ---- BATCH_MATMUL -------------------------------------------------------------------------------------------
 def bmm_problem() -> tuple[np.ndarray, np.ndarray]:
     a = np.stack(np.meshgrid(np.arange(-128, 128), np.arange(-128, 128, 16)), -1).reshape(-1, 2).astype(np.int8)

@@ -10,8 +10,9 @@ matmul.md §6.3), each under the interpreter's three kernel choices:
   kernels and is reported unsupported for this target.
 
 Each case becomes a one-operator .tflite flatbuffer written with the schema module that ships inside
-ai-edge-litert: FULLY_CONNECTED takes ``a`` (M, K) as its input and ``b`` transposed (N, K) as constant int8
-weights (scales per tensor or per output channel, zero point 0) with the case's int32 bias (int64 for int16
+ai-edge-litert: FULLY_CONNECTED takes ``a`` (M, K) as its input and ``b`` transposed (N, K) as constant weights
+(scales and zero points per tensor or per output channel, as the case holds them: TFLite's quantization spec
+wants int8 weights symmetric, the kernels accept others) with the case's int32 bias (int64 for int16
 activations, TFLite's int16x8 bias type); BATCH_MATMUL takes ``a`` and ``b`` as two inputs.
 """
 
@@ -52,7 +53,8 @@ def tensor_specs(op: str, ins: dict[str, np.ndarray], storages: tuple[str, str, 
          np.asarray(ins["y_zero_point"]).reshape(-1))
     ta = ("a", a_st, (M, K), None, a_s, za)
     if op == "fully_connected":
-        tw = ("w", b_st, (N, K), np.ascontiguousarray(b.T), b_s, np.zeros(b_s.size, np.int64))
+        n = max(b_s.size, zb.size)  # one (scale, zero point) per output channel, or one for the tensor
+        tw = ("w", b_st, (N, K), np.ascontiguousarray(b.T), np.broadcast_to(b_s, (n,)), np.broadcast_to(zb, (n,)))
         tensors = [ta, tw]
         op_in = [0, 1, -1]
         if "bias" in ins:
@@ -130,10 +132,11 @@ def unsupported(case: Case, op: str) -> str | None:
     if np.asarray(ins["a_scale"]).size > 1:
         return "TFLite quantizes activations per tensor (no per-row a scale)"
     if op == "fully_connected":
-        if (a_st, b_st, y_st) not in (("int8", "int8", "int8"), ("int16", "int8", "int16")):
-            return "FULLY_CONNECTED takes int8 x int8 -> int8 and int16 x int8 -> int16 (TFLite quantization spec)"
-        if np.any(np.asarray(ins["b_zero_point"]) != 0) or np.any(np.asarray(case.inputs["b"]) == -128):
-            return "TFLite's int8 weights are symmetric: zero point 0, values in [-127, 127]"
+        if (a_st, b_st, y_st) not in (("int8", "int8", "int8"), ("int16", "int8", "int16"),
+                                      ("uint8", "uint8", "uint8")):
+            return "FULLY_CONNECTED takes int8 x int8 -> int8, int16 x int8 -> int16 and uint8 x uint8 -> uint8"
+        if a_st == "uint8" and (np.asarray(ins["b_scale"]).size > 1 or np.asarray(ins["b_zero_point"]).size > 1):
+            return "FULLY_CONNECTED takes per-channel weights with int8 / int16 activations only (uint8: per tensor)"
     else:
         if a_st != b_st or a_st != y_st or a_st not in ("int8", "int16"):
             return "BATCH_MATMUL takes two operands and an output of one type (int8 or int16)"
@@ -245,7 +248,8 @@ def targets() -> list[Target]:
             hint="pip install ai-edge-litert")
     out = []
     for op, what in (("fully_connected", "FULLY_CONNECTED (int8 x int8 weights per tensor / per channel -> int8, "
-                                         "int16 x int8 -> int16; constant weights and bias)"),
+                                         "int16 x int8 -> int16, uint8 x uint8 -> uint8; constant weights and "
+                                         "bias)"),
                      ("batch_matmul", "BATCH_MATMUL (int8 / int16 operands per tensor, both inputs)")):
         for kind in KINDS:
             out.append(Target(BACKEND, f"litert.{op}.{kind}", "matmul",
