@@ -1,4 +1,5 @@
-"""qref.recipes.qmatmul against ONNX Runtime and the ONNX reference evaluator: one row per pipeline (matmul.md).
+"""qref.recipes.qmatmul against ONNX Runtime, the ONNX reference evaluator and LiteRT: one row per pipeline
+(matmul.md).
 
     python benchmarks/qmatmul.py                    # M = N = 256, K = 256
     python benchmarks/qmatmul.py --m 64 --k 256 --n 64 --repeats 7
@@ -15,6 +16,10 @@ dot_general C15), since they cannot express u8 x s8 with per-column zero points;
 Before timing both results are compared as integers ("same"). Times are the best of ``--repeats`` alternating
 runs (wall clock, one numpy thread; ORT's intra-op threads set to 1). MMAC/s = million multiply-accumulates per
 second; ratio = qref / backend. No assertion is made on the timings.
+
+The LiteRT rows (matmul.md §6.3) run s8 x s8 operands (symmetric weights, per-channel scales for
+FULLY_CONNECTED, per-tensor for BATCH_MATMUL, an int32 bias for FULLY_CONNECTED) through one-operator models
+under each kernel choice (Interpreter(num_threads=1)) against qref with the kernel's profile.
 """
 
 from __future__ import annotations
@@ -197,7 +202,60 @@ def main(argv: list[str] | None = None) -> int:
         rb = f"{mmac / tb:.0f}" if tb else "-"
         ratio = f"{tb / tq:.3g}" if tb else "-"
         print(f"| {title} | {profile} | {other} | {mmac / tq:.1f} | {rb} | {ratio} | {same} |")
+    _litert_rows(M, K, N, args.repeats, rng)
     return 0
+
+
+def _litert_rows(M: int, K: int, N: int, repeats: int, rng: np.random.Generator) -> None:
+    """One row per LiteRT pipeline (FULLY_CONNECTED / BATCH_MATMUL x kernel choice), skipped without LiteRT."""
+    try:
+        from ai_edge_litert import interpreter as L
+
+        from qref.harness.adapters import litert as LA
+    except ImportError:
+        print("| LiteRT | - | not installed | - | - | - | - |")
+        return
+    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    b = rng.integers(-127, 128, (K, N)).astype(np.int8)
+    bias = rng.integers(-(1 << 15), 1 << 15, N).astype(np.int32)
+    mmac = M * N * K / 1e6
+    for op in ("fully_connected", "batch_matmul"):
+        fc = op == "fully_connected"
+        ins = {"a": a, "b": b, "a_scale": np.float32(0.0173), "a_zero_point": np.array(3),
+               "b_scale": (rng.uniform(1, 2, N) * 2**-9).astype(np.float32) if fc else np.float32(0.0041),
+               "b_zero_point": np.zeros(N if fc else 1, np.int64), "y_scale": np.float32(0.0931 if fc else 0.00731),
+               "y_zero_point": np.array(-5)}
+        if fc:
+            ins["bias"] = bias
+        tensors, inputs, op_in = LA.tensor_specs(op, ins, ("int8", "int8", "int8"))
+        buf = LA.model_bytes(op, tensors, inputs, op_in)
+        feeds = [a] if fc else [a, b]
+        for kind, resolver in LA.KINDS.items():
+            profile = LA.PROFILES[(op, kind)]
+            pipe = qm.QuantizedMatmul(qm.IntOperand("int8"), qm.IntOperand("int8", "per_column" if fc else
+                                                                           "per_tensor"), "int8",
+                                      qm.matmul_rules(profile))
+
+            def q(pipe: qm.QuantizedMatmul = pipe, ins: dict = ins) -> np.ndarray:
+                return qm.quantized_matmul(a, b, a_scale=ins["a_scale"], a_zero_point=3, b_scale=ins["b_scale"],
+                                           b_zero_point=0, y_scale=ins["y_scale"], y_zero_point=-5,
+                                           bias=ins.get("bias"), pipeline=pipe).values
+            it = L.Interpreter(model_content=buf, num_threads=1,
+                               experimental_op_resolver_type=getattr(L.OpResolverType, resolver))
+            it.allocate_tensors()
+            details = it.get_input_details()
+            out = it.get_output_details()[0]["index"]
+
+            def run(it: L.Interpreter = it, details: list = details, out: int = out, feeds: list = feeds
+                    ) -> np.ndarray:
+                for d, x in zip(details, feeds):
+                    it.set_tensor(d["index"], x)
+                it.invoke()
+                return it.get_tensor(out)
+            same = "yes" if np.array_equal(np.asarray(run()).astype(np.int64), q()) else "NO"
+            tq, tb = _best(q, repeats), _best(run, repeats)
+            print(f"| litert {op} ({kind}) | {profile} | {LA.OPS[op]} {resolver} | {mmac / tq:.1f} | "
+                  f"{mmac / tb:.0f} | {tb / tq:.3g} | {same} |")
 
 
 if __name__ == "__main__":

@@ -20,11 +20,11 @@ OVERFLOWS = ("wrap", "saturate", "exact")
 PAIR_SUMS = (None, "saturating_int16")
 METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize", "zero_point_offset")
 MULTIPLIER_DTYPES = ("float32", "float64", "exact")
-ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y")
+ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y", "ab_float32_if_per_tensor")
 COMPUTE_DTYPES = ("float32", "float64", "exact")
 ZERO_POINT_STAGES = ("after_rounding", "before_rounding")
 ROUNDINGS = ("nearest_even", "nearest_away", "nearest_up", "toward_zero")
-FIXED_POINT_FORMS = ("double_rounding", "single_rounding")
+FIXED_POINT_FORMS = ("double_rounding", "single_rounding", "double_rounding_half_up")
 UNSIGNED_EXTENSIONS = ("zero", "sign")
 NARROWINGS = ("clamp", "wrap")
 BIAS_STAGES = ("accumulator",)
@@ -67,14 +67,18 @@ class Requantization:
         "zero_point_offset" (the raw-operand dot and the zero-point offset scaled and rounded separately, then
         y = round(dot m) + zy - round(offset m) in int32, §5.5).
     multiplier_dtype: the dtype m is computed in ("float32", "float64", or "exact": the real quotient).
-    association: "ab_then_y" (m = (a_s * b_s) / y_s) or "a_then_b_over_y" (m = a_s * (b_s / y_s)).
+    association: "ab_then_y" (m = (a_s * b_s) / y_s), "a_then_b_over_y" (m = a_s * (b_s / y_s)) or
+        "ab_float32_if_per_tensor" (with one b scale, a_s * b_s is rounded to float32 before the division in
+        multiplier_dtype; with per-column b scales as "ab_then_y", matmul.md §5.3).
     compute: the dtype of acc * m ("float32": acc is first converted to float32, nearest even; "float64": acc is
         exact in float64, one rounding of the product; "exact": no rounding before the final one).
     zero_point: "after_rounding" (round(acc * m) + zy in integers) or "before_rounding" (fl(acc * m + zy) in the
         compute dtype, then round).
     rounding: the rounding of the final value to an integer (float_multiply, dequantize_compute_quantize).
-    fixed_point: "double_rounding" (gemmlowp: SaturatingRoundingDoublingHighMul, RoundingDivideByPOT) or
-        "single_rounding" (one rounding of acc * q / 2^(31 - shift), half up).
+    fixed_point: "double_rounding" (gemmlowp: SaturatingRoundingDoublingHighMul, RoundingDivideByPOT),
+        "single_rounding" (one rounding of acc * q / 2^(31 - shift), half up) or "double_rounding_half_up"
+        ((acc 2^left * q + 2^30) >> 31 in 64 bits, then a rounding right shift half up: both roundings toward
+        +inf on ties; the left shift wraps in int32, matmul.md §5.3).
     unit_tolerance: a multiplier with |m - 1| <= unit_tolerance (m in the multiplier dtype) is not applied: the
         accumulator passes unscaled (zero_point_offset, §5.5; 0: only m = 1 exactly, which changes nothing).
     narrowing: how the int32 result becomes the output storage: "clamp" (saturate to its range) or "wrap" (keep
@@ -174,6 +178,12 @@ _SHLO_EVIDENCE = (
     "qref run --backend stablehlo --backend iree --target '*matmul*': 28 tasks the verifier accepts, 5,592 outputs "
     "per backend, 0 mismatches (the other 102 are refused: dot_general C15, per-row lhs, bias)",
 )
+_LITERT_EVIDENCE = (
+    "tests/test_matmul_litert.py against ai-edge-litert 2.3.0's Interpreter (AMD EPYC Zen 4, AVX-512 VNNI): "
+    "one-operator FULLY_CONNECTED / BATCH_MATMUL flatbuffers, per-tensor and per-channel int8 weights, "
+    "accumulators set through the bias at every tie and near tie, >= 10^6 outputs bit for bit",
+    "qref run --backend litert",
+)
 
 PROFILES = (
     Profile("exact", "matmul", "matmul.md §5.2 read with real arithmetic (the spec default of the matmul family)",
@@ -225,6 +235,48 @@ PROFILES = (
                                                 fixed_point="single_rounding")),
             sources=("tensorflow/lite/kernels/internal/common.cc MultiplyByQuantizedMultiplier",
                      "docs/spec/matmul.md §5.3"), status="modelled"),
+    Profile("litert_reference", "matmul", "LiteRT (ai-edge-litert 2.3) reference kernels (BUILTIN_REF): "
+            "FULLY_CONNECTED and BATCH_MATMUL on int8 operands",
+            "int32 accumulator; the output multiplier a_s * b_s / y_s in double (float32 scales widened), "
+            "double(acc) * m rounded once in double, then half away from zero (TfLiteRound), + zy in integers, "
+            "clamp: no Q31 multiplier (matmul.md §6.6).",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+                                 Requantization(multiplier_dtype="float64", compute="float64",
+                                                rounding="nearest_away")),
+            sources=("docs/spec/matmul.md §6.6", "tests/test_matmul_litert.py"),
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_LITERT_EVIDENCE),
+    Profile("litert_optimized", "matmul", "LiteRT (ai-edge-litert 2.3) optimized kernels "
+            "(BUILTIN_WITHOUT_DEFAULT_DELEGATES: ruy's x86-64 AVX-512 8-bit kernel) FULLY_CONNECTED and BATCH_MATMUL",
+            "int32 accumulator; per-tensor multiplier double(fl32(a_s * b_s)) / y_s, per-channel a_s * b_s / y_s "
+            "in double; QuantizeMultiplier (frexp, Q31 half away, 2^31 carry); (acc 2^left * q + 2^30) >> 31 in "
+            "64 bits, then (t + 2^(right - 1)) >> right: both roundings half up (matmul.md §6.6).",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+                                 Requantization(method="fixed_point", multiplier_dtype="float64",
+                                                association="ab_float32_if_per_tensor",
+                                                fixed_point="double_rounding_half_up")),
+            sources=("ruy/kernel_avx512.cc (apply_multiplier, rounding_right_shift)",
+                     "tensorflow/lite/kernels/kernel_util.cc GetQuantizedConvolutionMultipler",
+                     "docs/spec/matmul.md §6.6"),
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_LITERT_EVIDENCE),
+    Profile("litert_xnnpack", "matmul", "LiteRT (ai-edge-litert 2.3) default interpreter (AUTO): int8 "
+            "FULLY_CONNECTED / BATCH_MATMUL delegated to XNNPACK (qs8 / qc8 GEMM, fp32 requantization)",
+            "int32 accumulator; scale fl32(fl32(a_s * b_s) / y_s); fl32(float(acc) * scale) (acc to float32 "
+            "first), clamp, round half even (magic bias), + zy in integers (matmul.md §6.6).",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization()),
+            sources=("XNNPACK src/qs8-gemm (fp32 requantization)", "docs/spec/matmul.md §6.6"),
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_LITERT_EVIDENCE),
+    Profile("litert_batch_matmul", "matmul", "LiteRT (ai-edge-litert 2.3) BATCH_MATMUL on int8 operands, "
+            "reference and optimized kernels (BUILTIN_REF, BUILTIN_WITHOUT_DEFAULT_DELEGATES)",
+            "int32 accumulator (zero points of both operands subtracted); m = double(fl32(a_s * b_s)) / y_s; "
+            "QuantizeMultiplier (frexp, Q31 half away, 2^31 carry); gemmlowp's RoundingDivideByPOT("
+            "SaturatingRoundingDoublingHighMul(acc 2^left, q), right): TFLite built without TFLITE_SINGLE_ROUNDING "
+            "(matmul.md §6.6).",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+                                 Requantization(method="fixed_point", multiplier_dtype="float64",
+                                                association="ab_float32_if_per_tensor")),
+            sources=("tensorflow/lite/kernels/internal/common.cc MultiplyByQuantizedMultiplier (double rounding)",
+                     "tensorflow/lite/kernels/batch_matmul.cc", "docs/spec/matmul.md §6.6"),
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_LITERT_EVIDENCE),
     Profile("dequantize_dot", "matmul", "StableHLO dot_general on quantized tensors (spec: dequantize, dot, quantize)",
             "Operands dequantized to float32 ((q - z) * s rounded), the float dot correctly rounded to float32, "
             "uniform_quantize of the result (x / y_s rounded to float32, nearest even, + zy, clamp).",

@@ -31,7 +31,7 @@ from ..schemes.uniform import build_uniform
 from .exact import Dyadic
 
 #: storage name -> (lowest, highest) value; 4-bit storages hold their values in int8 / uint8 arrays
-STORAGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
+STORAGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15), "int16": (-32768, 32767)}
 GRANULARITIES = ("per_tensor", "per_row", "per_column")
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
@@ -298,7 +298,9 @@ def output_multiplier(a_scale: np.ndarray, b_scale: np.ndarray, y_scale: np.ndar
     if req.multiplier_dtype == "exact":
         raise QrefError("the exact multiplier is a rational: use exact_multiplier")
     dt = np.dtype(req.multiplier_dtype)
-    if req.association == "ab_then_y":
+    if req.association == "ab_float32_if_per_tensor" and b.ndim == 0:  # one multiplier: fl32(a_s b_s) first
+        return div(mul(a, b, np.dtype(np.float32)).astype(dt), y, dt)
+    if req.association in ("ab_then_y", "ab_float32_if_per_tensor"):
         return div(mul(a, b, dt), y, dt)
     return mul(a, div(b, y, dt), dt)
 
@@ -376,9 +378,17 @@ def multiply_by_quantized_multiplier(x: object, q: object, shift: object, form: 
                                      ) -> tuple[np.ndarray, np.ndarray]:
     """x q 2^(shift - 31) in integers (matmul.md §5.3): "double_rounding" = RoundingDivideByPOT(
     SaturatingRoundingDoublingHighMul(x 2^left, q), right); "single_rounding" = (x q + 2^(30 - shift)) >>
-    (31 - shift). Returns (int64 values, unspecified: an int32 overflow C leaves undefined)."""
+    (31 - shift); "double_rounding_half_up" = (t + 2^(right - 1)) >> right with t = (wrap32(x 2^left) q + 2^30)
+    >> 31 (a t beyond 2^31 - 1 - nudge gives 2^(31 - right)). Returns (int64 values, unspecified: an int32
+    overflow C leaves undefined)."""
     v = np.asarray(x, dtype=np.int64)
     qq, sh = np.asarray(q, dtype=np.int64), np.asarray(shift, dtype=np.int64)
+    if form == "double_rounding_half_up":
+        left, right = np.maximum(sh, 0), np.maximum(-sh, 0)
+        t = (wrap_int32(v << left) * qq + (np.int64(1) << 30)) >> 31  # 32-bit lane shift wraps; 64-bit product
+        nudge = np.where(right > 0, np.int64(1) << np.maximum(right - 1, 0), 0)
+        r = np.where(t > INT32_MAX - nudge, np.int64(1) << (31 - right), (t + nudge) >> right)
+        return r, np.zeros(r.shape, dtype=bool)
     if form == "single_rounding":
         total = 31 - sh
         r = (v * qq + (np.int64(1) << (total - 1))) >> total

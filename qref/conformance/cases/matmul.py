@@ -40,7 +40,7 @@ PROFILE_ORDER = ("exact", "onnxruntime", "onnx_reference", "onnxruntime_avx2", "
 SPEC = {"operands": "matmul.md §2", "accumulation": "matmul.md §3", "pairs": "matmul.md §3.2",
         "bias": "matmul.md §4", "none": "matmul.md §5.1", "float": "matmul.md §5.2", "fixed": "matmul.md §5.3",
         "dcq": "matmul.md §5.4", "profiles": "matmul.md §6"}
-NP = {"int8": np.int8, "uint8": np.uint8, "int4": np.int8, "uint4": np.uint8}
+NP = {"int8": np.int8, "uint8": np.uint8, "int4": np.int8, "uint4": np.uint8, "int16": np.int16}
 
 
 @dataclass
@@ -115,8 +115,8 @@ def _inputs(s: Setup) -> dict[str, np.ndarray]:
     return ins
 
 
-def _cases(s: Setup) -> Iterator[Case]:
-    results = [(p, e) for p in PROFILE_ORDER if (e := _expected(s, p)) is not None]
+def _cases(s: Setup, order: tuple[str, ...] = PROFILE_ORDER) -> Iterator[Case]:
+    results = [(p, e) for p in order if (e := _expected(s, p)) is not None]
     groups: list[tuple[str, np.ndarray, np.ndarray, list[str]]] = []
     for p, (y, u) in results:
         for g in groups:
@@ -327,3 +327,124 @@ def build_cases(full: bool) -> Iterator[Case]:
         yield from _cases(s)
     for s in _qlinear_setups():
         yield from _cases(s)
+    for s in _litert_setups():
+        yield from _cases(s, LITERT_PROFILE_ORDER)
+
+
+# ---- TFLite-shaped quantized matmuls (LiteRT FULLY_CONNECTED / BATCH_MATMUL, matmul.md §6.6) ----------------------
+#: the suite's profiles and the three LiteRT kernel choices (cases of these setups list them too)
+LITERT_PROFILE_ORDER = (*PROFILE_ORDER, "litert_reference", "litert_optimized", "litert_xnnpack", "litert_batch_matmul")
+
+
+def _tfl(ca: str, cat: str, a: np.ndarray, b: np.ndarray, **kw: Any) -> Setup:
+    """A TFLite-shaped setup: weights symmetric (b zero point 0), one activation scale, output = a's storage."""
+    kw.setdefault("zb", 0)
+    return _q(ca, "int8", ca, f"tflite_{cat}", a, b, **kw)
+
+
+def _near_tie_bias(label: str, m: np.ndarray, zy: int, lo: int, hi: int) -> np.ndarray:
+    """int32 biases b[n] with b[n] m[n] + zy at k + 1/2 (k seeded, kept in [lo + 4, hi - 4]): with rows of
+    a - za = -128..127 and one unit weight, the accumulators b[n] + i sweep every tie and near tie around it."""
+    k = qrandom.below(label, m.size, max(1, hi - lo - 8)).astype(np.int64) + lo + 4 - zy
+    return np.round((k + 0.5) / m.astype(np.float64)).astype(np.int64)
+
+
+def _litert_setups() -> Iterator[Setup]:
+    """TFLite's constraints: int8 weights with zero point 0 (per tensor or per output channel), int32 bias,
+    output storage = activation storage, int16 activations and outputs with zero point 0 (matmul.md §6.6).
+    ``sweep``: K = 1, a = -128..127 (za 0), unit weights: acc = bias[n] + a[m] (every accumulator near a tie)."""
+    L = f"{FAMILY}/tflite"
+    sweep_a = np.arange(-128, 128, dtype=np.int64).reshape(-1, 1).astype(np.int8)
+    # ties: dyadic multipliers (m 2^-1, 2^-4, 0.75 2^-4 (the Q31 product itself ties), 1.5 (a left shift))
+    for name, sa in (("m2e-1", 0.5), ("m2e-4", 2.0**-4), ("m3x2e-6", 0.75 * 2.0**-4), ("m1.5", 1.5)):
+        for zy in (0, 1, -3):
+            N = 64
+            bias = (np.arange(N, dtype=np.int64) - N // 2) * 3
+            yield _tfl("int8", f"ties_{name}_zy{zy}", sweep_a, np.ones((1, N), np.int8), a_scale=sa, b_scale=1.0,
+                       y_scale=1.0, zy=zy, bias=bias, tags=("tie",),
+                       description=f"acc = bias + a sweeps every tie of m = {sa!r} (zero point {zy}): the tie rule "
+                                   "and the stage of the zero point")
+    # near ties: non-dyadic multipliers, per tensor and per channel
+    for gran in ("per_tensor", "per_channel"):
+        for j in range(3):
+            N = 96
+            n = N if gran == "per_channel" else 1
+            e = qrandom.below(f"{L}/near/{gran}/{j}/e", n, 1 << 12).astype(np.float64) / 4096
+            bs = (2.0 ** (-4 - 6 * e)).astype(np.float32)
+            sa = float(np.float32([0.0173, 0.0041, 0.11][j]))
+            sy = float(np.float32([0.731, 0.977, 3.3][j]))
+            m = np.broadcast_to(np.float64(sa) * bs.astype(np.float64) / sy, (N,))
+            zy = [0, -7, 5][j]
+            bias = _near_tie_bias(f"{L}/near/{gran}/{j}/k", m, zy, -128, 127)
+            yield _tfl("int8", f"near_ties_{gran}_{j}", sweep_a, np.ones((1, N), np.int8), a_scale=sa,
+                       b_scale=bs if n > 1 else bs.reshape(()), y_scale=sy, zy=zy, bias=bias,
+                       tags=("tie", "boundary"),
+                       description=f"{gran} weight scales; accumulators within +-128 of a tie of every column")
+    # multiplier edges: near 2^-31 and below (Q31 underflow), near one, the Q31 carry, above one
+    for name, (sa, sb, sy) in (("small_2e-31", (2.0**-16, 2.0**-15, 1.0)),
+                               ("small_3x2e-33", (3 * 2.0**-17, 2.0**-16, 1.0)),
+                               ("small_below_2e-32", (2.0**-20, 2.0**-20, 2.0**-3)),
+                               ("near_one_below", (1 - 2.0**-24, 1.0, 1.0)), ("near_one", (1.0, 1.0, 1.0)),
+                               ("near_one_above", (1 + 2.0**-23, 1.0, 1.0)), ("q31_carry", _carry_scales()),
+                               ("above_one", (3.0, 5.0, 1.0)), ("non_dyadic_above_one", (1.37, 2.71, 0.93))):
+        m = float(np.float32(sa)) * sb / sy
+        N = 32
+        if m < 1e-6:  # huge accumulators: rows sweep -128..127 around biases up to +-2^31
+            bias = np.linspace(-(2.0**31) + 256, 2.0**31 - 256, N).astype(np.int64)
+        else:
+            bias = _near_tie_bias(f"{L}/mult/{name}/k", np.full(N, m), 0, -128, 127)
+        yield _tfl("int8", f"multiplier_{name}", sweep_a, np.ones((1, N), np.int8), a_scale=float(np.float32(sa)),
+                   b_scale=sb, y_scale=sy, zy=0, bias=bias, tags=("boundary",),
+                   description=f"m = a_s b_s / y_s = {m!r}: Q31 quantization and shift edges")
+    # zero points at the storage ends, random operands, bias
+    for za, zy in ((-128, -128), (127, 127), (-128, 127)):
+        a, b = _ints(f"{L}/zp/{za}{zy}/a", (16, 40), "int8"), _ints(f"{L}/zp/{za}{zy}/b", (40, 24), "int8")
+        b[b == -128] = -127
+        bias = _ints(f"{L}/zp/{za}{zy}/bias", (24,), "int8").astype(np.int64) * 37
+        yield _tfl("int8", f"zero_points_{za}_{zy}", a, b, za=za, a_scale=0.02, b_scale=0.03, y_scale=0.4, zy=zy,
+                   bias=bias, description="activation and output zero points at the storage ends")
+    # random, per tensor / per channel, with and without bias (the latter also a BATCH_MATMUL problem)
+    for gran in ("per_tensor", "per_channel"):
+        for with_bias in (True, False):
+            a = _ints(f"{L}/random/{gran}/{with_bias}/a", (256, 64), "int8")
+            b = _ints(f"{L}/random/{gran}/{with_bias}/b", (64, 128), "int8")
+            b[b == -128] = -127
+            n = 128 if gran == "per_channel" else 1
+            fr = qrandom.below(f"{L}/random/{gran}/{with_bias}/bs", n, 1 << 10).astype(np.float64)
+            bs = ((1 + fr / 1024) * 2.0**-9).astype(np.float32).reshape(() if n == 1 else (n,))
+            bias = (qrandom.below(f"{L}/random/{gran}/bias", 128, 1 << 16).astype(np.int64) - (1 << 15)
+                    if with_bias else None)
+            yield _tfl("int8", f"random_{gran}{'_bias' if with_bias else ''}", a, b,
+                       za=_ints(f"{L}/random/{gran}/{with_bias}/za", (), "int8"), a_scale=0.0173, b_scale=bs,
+                       y_scale=0.0931, zy=_ints(f"{L}/random/{gran}/{with_bias}/zy", (), "int8"), bias=bias,
+                       tags=("random",), description=f"seeded operands, {gran} weight scales")
+    # no bias, per tensor (BATCH_MATMUL): K = 2, acc = (a0 - za) + (a1 - za) b1[n] sweeps the ties
+    a2 = np.stack(np.meshgrid(np.arange(-128, 128, 5), np.arange(-128, 128, 9)), -1).reshape(-1, 2).astype(np.int8)
+    b2 = np.stack([np.ones(40, np.int64), np.arange(40) - 20]).astype(np.int8)
+    for name, sa in (("m2e-4", 2.0**-4), ("m3x2e-6", 0.75 * 2.0**-4), ("m0.0173", 0.0173)):
+        for zb in (0, 3):
+            yield _tfl("int8", f"nobias_ties_{name}_zb{zb}", a2, b2, za=1, zb=zb, a_scale=float(np.float32(sa)),
+                       b_scale=1.0, y_scale=1.0, zy=-1, tags=("tie",),
+                       description=f"no bias; accumulators (a0 - 1) + (a1 - 1)(b1 - {zb}) across ties of m = {sa!r}")
+    # int16 activations and outputs (zero point 0), int8 weights: K small enough that acc stays in int32
+    sweep16 = (np.arange(-128, 128, dtype=np.int64) * 255).reshape(-1, 1).astype(np.int16)
+    for name, (sa, sb, sy) in (("ties_m2e-1", (0.5, 1.0, 1.0)), ("ties_m3x2e-6", (0.75 * 2.0**-4, 1.0, 1.0)),
+                               ("near_ties", (0.0173, 0.0091, 0.000731))):
+        N = 48
+        m = np.full(N, float(np.float32(sa)) * sb / float(np.float32(sy)))
+        bias = (_near_tie_bias(f"{L}/int16/{name}/k", m, 0, -32768 + 40000 * 0, 32767) if name == "near_ties"
+                else (np.arange(N, dtype=np.int64) - N // 2) * 1001)
+        bias = np.clip(bias, -(2**31), 2**31 - 1)
+        yield _tfl("int16", f"int16_{name}", sweep16, np.ones((1, N), np.int8), za=0, a_scale=float(np.float32(sa)),
+                   b_scale=sb, y_scale=float(np.float32(sy)), zy=0, bias=bias, tags=("tie",),
+                   description="int16 activations (zero point 0) x int8 weights, accumulators across ties")
+    for gran in ("per_tensor", "per_channel"):
+        a = _ints(f"{L}/int16/{gran}/a", (128, 48), "int16")
+        b = _ints(f"{L}/int16/{gran}/b", (48, 64), "int8")
+        b[b == -128] = -127
+        n = 64 if gran == "per_channel" else 1
+        fr = qrandom.below(f"{L}/int16/{gran}/bs", n, 1 << 10).astype(np.float64)
+        bs = ((1 + fr / 1024) * 2.0**-7).astype(np.float32).reshape(() if n == 1 else (n,))
+        yield _tfl("int16", f"int16_random_{gran}", a, b, za=0, a_scale=0.0173, b_scale=bs, y_scale=3.71, zy=0,
+                   bias=qrandom.below(f"{L}/int16/{gran}/bias", 64, 1 << 20).astype(np.int64) - (1 << 19),
+                   tags=("random",), description=f"int16 x int8, {gran} weight scales")

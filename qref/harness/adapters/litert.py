@@ -1,0 +1,261 @@
+"""LiteRT (ai-edge-litert, TFLite's runtime): quantized FULLY_CONNECTED and BATCH_MATMUL (matmul family,
+matmul.md §6.6), each under the interpreter's three kernel choices:
+
+- ``ref``: ``OpResolverType.BUILTIN_REF``, the reference kernels (profile ``litert_reference`` for
+  FULLY_CONNECTED; BATCH_MATMUL: ``litert_batch_matmul``, gemmlowp's double rounding);
+- ``optimized``: ``BUILTIN_WITHOUT_DEFAULT_DELEGATES``, the optimized kernels (FULLY_CONNECTED: ruy's 8-bit
+  kernel, ``litert_optimized``; BATCH_MATMUL: ``litert_batch_matmul``);
+- ``xnnpack``: ``AUTO`` (the default interpreter), which hands int8 operators to the XNNPACK delegate
+  (``litert_xnnpack``); a case XNNPACK does not take (int16, a BATCH_MATMUL zero point) stays on the builtin
+  kernels and is reported unsupported for this target.
+
+Each case becomes a one-operator .tflite flatbuffer written with the schema module that ships inside
+ai-edge-litert: FULLY_CONNECTED takes ``a`` (M, K) as its input and ``b`` transposed (N, K) as constant weights
+(scales and zero points per tensor or per output channel, as the case holds them: TFLite's quantization spec
+wants int8 weights symmetric, the kernels accept others) with the case's int32 bias (int64 for int16
+activations, TFLite's int16x8 bias type); BATCH_MATMUL takes ``a`` and ``b`` as two inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...conformance.case import Case
+from ..model import Outputs, Target, Unsupported
+from . import require
+from ._common import python_c, run_each
+
+BACKEND = "litert"
+DISTRIBUTIONS = ("ai-edge-litert",)
+KINDS = {"ref": "BUILTIN_REF", "optimized": "BUILTIN_WITHOUT_DEFAULT_DELEGATES", "xnnpack": "AUTO"}
+OPS = {"fully_connected": "FULLY_CONNECTED", "batch_matmul": "BATCH_MATMUL"}
+PROFILES = {("fully_connected", "ref"): "litert_reference", ("fully_connected", "optimized"): "litert_optimized",
+            ("fully_connected", "xnnpack"): "litert_xnnpack", ("batch_matmul", "ref"): "litert_batch_matmul",
+            ("batch_matmul", "optimized"): "litert_batch_matmul", ("batch_matmul", "xnnpack"): "litert_xnnpack"}
+TYPES = {"int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8"}
+
+
+# ---- the flatbuffer (one operator) -------------------------------------------------------------------------
+def tensor_specs(op: str, ins: dict[str, np.ndarray], storages: tuple[str, str, str]
+                 ) -> tuple[list[tuple], list[int], list[int]]:
+    """(tensors, subgraph inputs, operator inputs) of the one-operator model of matmul.md §6.6: each tensor is
+    (name, type, shape, constant data or None, scales, zero points)."""
+    a_st, b_st, y_st = storages
+    a, b = np.asarray(ins["a"]), np.asarray(ins["b"])
+    M, K = a.shape
+    N = b.shape[1]
+    a_s, b_s = np.asarray(ins["a_scale"], np.float32).reshape(-1), np.asarray(ins["b_scale"], np.float32).reshape(-1)
+    za, zb = np.asarray(ins["a_zero_point"]).reshape(-1), np.asarray(ins["b_zero_point"]).reshape(-1)
+    y = ("y", y_st, (M, N), None, np.asarray(ins["y_scale"], np.float32).reshape(-1),
+         np.asarray(ins["y_zero_point"]).reshape(-1))
+    ta = ("a", a_st, (M, K), None, a_s, za)
+    if op == "fully_connected":
+        n = max(b_s.size, zb.size)  # one (scale, zero point) per output channel, or one for the tensor
+        tw = ("w", b_st, (N, K), np.ascontiguousarray(b.T), np.broadcast_to(b_s, (n,)), np.broadcast_to(zb, (n,)))
+        tensors = [ta, tw]
+        op_in = [0, 1, -1]
+        if "bias" in ins:
+            bias_t = "int64" if a_st == "int16" else "int32"
+            bs = (a_s[0] * b_s).astype(np.float32)  # the bias scale TFLite checks: a_s * w_s in float32
+            tensors.append(("bias", bias_t, (N,), np.asarray(ins["bias"]).astype(bias_t), bs,
+                            np.zeros(bs.size, np.int64)))
+            op_in[2] = 2
+        tensors.append(y)
+        return tensors, [0], op_in
+    tensors = [ta, ("b", b_st, (K, N), None, b_s, zb), y]
+    return tensors, [0, 1], [0, 1]
+
+
+def model_bytes(op: str, tensors: list[tuple], inputs: list[int], op_inputs: list[int]) -> bytes:
+    """The .tflite flatbuffer of one FULLY_CONNECTED / BATCH_MATMUL operator (output: the last tensor)."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as S
+
+    m = S.ModelT()
+    m.version = 3
+    oc = S.OperatorCodeT()
+    oc.builtinCode = oc.deprecatedBuiltinCode = getattr(S.BuiltinOperator, OPS[op])
+    oc.version = 1
+    m.operatorCodes, m.buffers = [oc], [S.BufferT()]
+    sg = S.SubGraphT()
+    sg.tensors = []
+    for name, t, shape, data, scale, zp in tensors:
+        tt = S.TensorT()
+        tt.shape, tt.type, tt.name = list(shape), getattr(S.TensorType, TYPES[t]), name.encode()
+        buf = S.BufferT()
+        if data is not None:
+            buf.data = np.ascontiguousarray(data).tobytes()
+        m.buffers.append(buf)
+        tt.buffer = len(m.buffers) - 1
+        qp = S.QuantizationParametersT()
+        qp.scale, qp.zeroPoint = [float(v) for v in scale], [int(v) for v in zp]
+        qp.quantizedDimension = 0
+        tt.quantization = qp
+        sg.tensors.append(tt)
+    sg.inputs, sg.outputs = inputs, [len(tensors) - 1]
+    o = S.OperatorT()
+    o.opcodeIndex, o.inputs, o.outputs = 0, op_inputs, [len(tensors) - 1]
+    if op == "fully_connected":
+        o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.FullyConnectedOptions, S.FullyConnectedOptionsT()
+    else:
+        o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.BatchMatMulOptions, S.BatchMatMulOptionsT()
+    sg.operators, m.subgraphs = [o], [sg]
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def invoke(buf: bytes, feeds: Sequence[np.ndarray], kind: str) -> tuple[np.ndarray, list[str]]:
+    """Run the model with kernel choice ``kind``: (output, the executed nodes' names; "DELEGATE" when XNNPACK
+    took the operator)."""
+    from ai_edge_litert import interpreter as L
+
+    it = L.Interpreter(model_content=buf, experimental_op_resolver_type=getattr(L.OpResolverType, KINDS[kind]))
+    it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), feeds):
+        it.set_tensor(d["index"], np.ascontiguousarray(x))
+    it.invoke()
+    ops = [str(o["op_name"]) for o in it._get_ops_details()]
+    return it.get_tensor(it.get_output_details()[0]["index"]).copy(), ops
+
+
+# ---- targets ---------------------------------------------------------------------------------------------
+def unsupported(case: Case, op: str) -> str | None:
+    """Why TFLite's FULLY_CONNECTED / BATCH_MATMUL cannot express the case (None: it can)."""
+    if case.operation != "qlinear_matmul":
+        return "TFLite has no integer matmul with an int32 accumulator output"
+    p, ins = case.params, case.inputs
+    a_st, b_st, y_st = p["a_storage"], p["b_storage"], p["output"]
+    if np.asarray(ins["a_scale"]).size > 1:
+        return "TFLite quantizes activations per tensor (no per-row a scale)"
+    if op == "fully_connected":
+        if (a_st, b_st, y_st) not in (("int8", "int8", "int8"), ("int16", "int8", "int16"),
+                                      ("uint8", "uint8", "uint8")):
+            return "FULLY_CONNECTED takes int8 x int8 -> int8, int16 x int8 -> int16 and uint8 x uint8 -> uint8"
+        if a_st == "uint8" and (np.asarray(ins["b_scale"]).size > 1 or np.asarray(ins["b_zero_point"]).size > 1):
+            return "FULLY_CONNECTED takes per-channel weights with int8 / int16 activations only (uint8: per tensor)"
+    else:
+        if a_st != b_st or a_st != y_st or a_st not in ("int8", "int16"):
+            return "BATCH_MATMUL takes two operands and an output of one type (int8 or int16)"
+        if "bias" in ins:
+            return "BATCH_MATMUL has no bias input"
+        if np.asarray(ins["b_scale"]).size > 1 or np.asarray(ins["b_zero_point"]).size > 1:
+            return "BATCH_MATMUL quantizes both operands per tensor"
+    if a_st == "int16" and (np.any(np.asarray(ins["a_zero_point"]) != 0) or np.any(np.asarray(ins["y_zero_point"]) != 0)
+                            or np.any(np.asarray(ins["b_zero_point"]) != 0)):
+        return "TFLite's int16 tensors are symmetric (zero point 0)"
+    return None
+
+
+def problem(case: Case, op: str) -> tuple[bytes, list[np.ndarray]]:
+    p = case.params
+    tensors, inputs, op_in = tensor_specs(op, case.inputs, (p["a_storage"], p["b_storage"], p["output"]))
+    feeds = [np.asarray(case.inputs["a"])] + ([np.asarray(case.inputs["b"])] if op == "batch_matmul" else [])
+    return model_bytes(op, tensors, inputs, op_in), feeds
+
+
+def _runner(op: str, kind: str):
+    def one(case: Case) -> Outputs:
+        buf, feeds = problem(case, op)
+        y, ops = invoke(buf, feeds, kind)
+        if kind == "xnnpack" and "DELEGATE" not in ops:
+            raise Unsupported(f"XNNPACK does not take this {OPS[op]} (the default interpreter runs the builtin "
+                              "kernel)")
+        return {"y": np.asarray(y).astype(case.expected["y"].dtype)}
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+
+    return run
+
+
+def _supports(op: str):
+    def supports(case: Case) -> str | None:
+        return unsupported(case, op)
+
+    return supports
+
+
+def element_inputs(case: Case, i: int) -> dict[str, np.ndarray]:
+    """Output element i alone: row m of a, column n of b, the column's scale and bias (1 x K by K x 1)."""
+    m, n = divmod(int(i), int(case.params["n"]))
+    out = {}
+    for name, v in case.inputs.items():
+        v = np.asarray(v)
+        if name == "a":
+            out[name] = v[m : m + 1]
+        elif name == "b":
+            out[name] = v[:, n : n + 1]
+        elif v.ndim == 1 and v.size > 1:
+            out[name] = v[n : n + 1]
+        else:
+            out[name] = v
+    return out
+
+
+def _literal(v: Any) -> str:
+    v = np.asarray(v)
+    return f"np.array({v.tolist()!r}, np.{v.dtype.name})"
+
+
+def _snippet(op: str, kind: str):
+    def snippet(case: Case, i: int) -> str:
+        p = case.params
+        ins = element_inputs(case, i)
+        tensors, inputs, op_in = tensor_specs(op, ins, (p["a_storage"], p["b_storage"], p["output"]))
+        width = case.expected["y"].dtype.itemsize
+        tl = ", ".join(f"({n!r}, {t!r}, {tuple(int(x) for x in sh)}, {'None' if d is None else _literal(d)}, "
+                       f"{[float(x) for x in s]}, {[int(x) for x in z]})" for n, t, sh, d, s, z in tensors)
+        feeds = "[a]" if op == "fully_connected" else "[a, b]"
+        opts = "FullyConnectedOptions" if op == "fully_connected" else "BatchMatMulOptions"
+        return python_c(
+            "import numpy as np, flatbuffers",
+            "from ai_edge_litert import schema_py_generated as S, interpreter as L",
+            f"a = {_literal(ins['a'])}",
+            f"b = {_literal(ins['b'])}",
+            f"tensors = [{tl}]",
+            "m = S.ModelT(); m.version = 3; oc = S.OperatorCodeT()",
+            f"oc.builtinCode = oc.deprecatedBuiltinCode = S.BuiltinOperator.{OPS[op]}; oc.version = 1",
+            "m.operatorCodes, m.buffers = [oc], [S.BufferT()]; sg = S.SubGraphT(); sg.tensors = []",
+            "for name, t, shape, data, scale, zp in tensors:",
+            "    tt = S.TensorT(); tt.shape, tt.type, tt.name = list(shape), getattr(S.TensorType, t.upper()), "
+            "name.encode()",
+            "    buf = S.BufferT(); buf.data = None if data is None else data.tobytes(); m.buffers.append(buf)",
+            "    tt.buffer = len(m.buffers) - 1; qp = S.QuantizationParametersT()",
+            "    qp.scale, qp.zeroPoint, qp.quantizedDimension = scale, zp, 0; tt.quantization = qp",
+            "    sg.tensors.append(tt)",
+            f"sg.inputs, sg.outputs = {inputs}, [len(tensors) - 1]",
+            f"o = S.OperatorT(); o.opcodeIndex, o.inputs, o.outputs = 0, {op_in}, [len(tensors) - 1]",
+            f"o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.{opts}, S.{opts}T()",
+            "sg.operators, m.subgraphs = [o], [sg]",
+            "fb = flatbuffers.Builder(1024); fb.Finish(m.Pack(fb), file_identifier=b'TFL3')",
+            f"it = L.Interpreter(model_content=bytes(fb.Output()), experimental_op_resolver_type="
+            f"L.OpResolverType.{KINDS[kind]})",
+            "it.allocate_tensors()",
+            f"for d, x in zip(it.get_input_details(), {feeds}): it.set_tensor(d['index'], x)",
+            "it.invoke()",
+            f"print(hex(int(it.get_tensor(it.get_output_details()[0]['index']).reshape(-1).view(np.uint{8 * width})"
+            "[0])))")
+
+    return snippet
+
+
+def targets() -> list[Target]:
+    require("ai_edge_litert.interpreter", "ai_edge_litert.schema_py_generated", "flatbuffers", backend=BACKEND,
+            hint="pip install ai-edge-litert")
+    out = []
+    for op, what in (("fully_connected", "FULLY_CONNECTED (int8 x int8 weights per tensor / per channel -> int8, "
+                                         "int16 x int8 -> int16, uint8 x uint8 -> uint8; constant weights and "
+                                         "bias)"),
+                     ("batch_matmul", "BATCH_MATMUL (int8 / int16 operands per tensor, both inputs)")):
+        for kind in KINDS:
+            out.append(Target(BACKEND, f"litert.{op}.{kind}", "matmul",
+                              f"{what}, Interpreter(experimental_op_resolver_type=OpResolverType.{KINDS[kind]})",
+                              PROFILES[(op, kind)], ("qlinear_matmul",), _supports(op), _runner(op, kind),
+                              _snippet(op, kind),
+                              notes="ruy and XNNPACK pick their x86 kernels by cpuid (AVX-512 VNNI here)"
+                              if kind != "ref" else ""))
+    return out
