@@ -31,7 +31,8 @@ REPORT = ROOT / "docs" / "conformance.md"
 MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "mlx": "mlx.core", "iree": "iree.compiler",
            "mlir": "torch_mlir", "stablehlo": "torch_mlir", "onnxruntime": "onnxruntime",
            "onnx_reference": "onnx.reference",
-           "bitsandbytes": "bitsandbytes", "torchao": "torchao"}
+           "bitsandbytes": "bitsandbytes", "torchao": "torchao", "litert": "ai_edge_litert.interpreter",
+           "torch": "torch"}
 RUN = "import sys; sys.modules['qref'] = None; exec(open(sys.argv[1]).read())"
 
 
