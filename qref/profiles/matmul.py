@@ -18,14 +18,17 @@ from .base import Profile, register_profile
 
 OVERFLOWS = ("wrap", "saturate", "exact")
 PAIR_SUMS = (None, "saturating_int16")
-METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize")
+METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize", "float_output")
 MULTIPLIER_DTYPES = ("float32", "float64", "exact")
 ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y")
 COMPUTE_DTYPES = ("float32", "float64", "exact")
 ZERO_POINT_STAGES = ("after_rounding", "before_rounding")
 ROUNDINGS = ("nearest_even", "nearest_away", "nearest_up", "toward_zero")
 FIXED_POINT_FORMS = ("double_rounding", "single_rounding")
-BIAS_STAGES = ("accumulator",)
+BIAS_STAGES = ("accumulator", "output")
+DYNAMIC_SCALINGS = ("min_max_with_zero",)
+DYNAMIC_DIVISIONS = ("divide", "reciprocal")
+NBITS_COMPUTES = ("float32_dequantize", "int8_blocks")
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,9 @@ class Requantization:
     method: "none" (the int32 accumulator is the output, §5.1), "float_multiply" (y = clamp(round(acc * m) + zy)
         with m = a_s b_s / y_s in floating point, §5.2), "fixed_point" (m quantized to an int32 Q31 multiplier
         and a shift; SaturatingRoundingDoublingHighMul then RoundingDivideByPOT, or one rounding, §5.3) or
-        "dequantize_compute_quantize" (both operands dequantized to float32, dotted, the dot quantized, §5.4).
+        "dequantize_compute_quantize" (both operands dequantized to float32, dotted, the dot quantized, §5.4) or
+        "float_output" (float32 out: y = fl(fl(acc) * m) with m = a_s b_s and no output scale; a float bias is
+        added to the result, bias stage "output", §8).
     multiplier_dtype: the dtype m is computed in ("float32", "float64", or "exact": the real quotient).
     association: "ab_then_y" (m = (a_s * b_s) / y_s) or "a_then_b_over_y" (m = a_s * (b_s / y_s)).
     compute: the dtype of acc * m ("float32": acc is first converted to float32, nearest even; "float64": acc is
@@ -95,7 +100,8 @@ class Requantization:
 @dataclass(frozen=True)
 class IntMatmulRules:
     """The rules of a quantized integer matmul (matmul.md §3-§5): accumulation, where the bias enters
-    ("accumulator": an int32 bias added to the accumulator under its overflow rule, §4) and requantization."""
+    ("accumulator": an int32 bias added to the accumulator under its overflow rule, §4; "output": a float32 bias
+    added to the float32 output of method "float_output", §8) and requantization."""
 
     accumulation: IntAccumulation = field(default_factory=IntAccumulation)
     requantization: Requantization = field(default_factory=Requantization)
@@ -117,6 +123,40 @@ class IntMatmulRules:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class DynamicQuantization:
+    """How a float32 operand is quantized on the fly to uint8 per tensor (matmul.md §9).
+
+    scaling: "min_max_with_zero" (lo = min(0, min x), hi = max(0, max x), all in float32; s = fl32(fl32(hi - lo)
+        / 255), s = 1 when hi == lo; z = round_half_even(clamp(fl32(0 - fl32(lo / s)), 0, 255))).
+    division: "divide" (q = clamp(round_half_even(fl32(x / s)) + z, 0, 255)) or "reciprocal" (x * fl32(1 / s)).
+    """
+
+    scaling: str = "min_max_with_zero"
+    division: str = "divide"
+
+    def __post_init__(self) -> None:
+        check_choice("scaling", self.scaling, DYNAMIC_SCALINGS)
+        check_choice("division", self.division, DYNAMIC_DIVISIONS)
+
+
+@dataclass(frozen=True)
+class NBitsCompute:
+    """How a float32 A times 4-bit blockwise weights B is computed (matmul.md §10).
+
+    compute: "float32_dequantize" (B dequantized to float32, one rounding of (q - z) s; a float32 dot in an
+        implementation-defined order) or "int8_blocks" (A quantized per block of K to int8: s_a = fl32(amax /
+        127), q_a = round_half_even(fl32(a * fl32(127 / amax))); exact int32 dots per block, scaled and summed in
+        float32 in an implementation-defined order).
+    Neither sum order is pinned: results are compared within the rigorous bound of §10.3.
+    """
+
+    compute: str = "float32_dequantize"
+
+    def __post_init__(self) -> None:
+        check_choice("compute", self.compute, NBITS_COMPUTES)
 
 
 _ORT_EVIDENCE = (
