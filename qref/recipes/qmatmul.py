@@ -11,6 +11,9 @@ no loop over elements.
     quantized_matmul(a, b, a_scale=..., b_scale=..., y_scale=..., profile="onnxruntime")   # codes + mask
     int_accumulate(a, b, a_zero_point, b_zero_point)                                          # int32 accumulator
     quantize_multiplier(m), multiply_by_quantized_multiplier(x, q, shift)                     # gemmlowp / TFLite
+    matmul_integer_to_float(a, b, a_scale=..., b_scale=..., bias=...)       # float32 out (matmul.md §8)
+    dynamic_quantize_matmul(x, b, b_scale=...)                              # A quantized on the fly (§9)
+    matmul_nbits(x, codes, scales, zero_points, block_size=32)              # 4-bit blockwise B, bound (§10)
 """
 
 from __future__ import annotations
