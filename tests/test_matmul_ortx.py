@@ -5,6 +5,7 @@ exact (Fraction) arithmetic; >= 10^6 outputs are compared against the real onnxr
 
 from __future__ import annotations
 
+import zlib
 from fractions import Fraction
 
 import numpy as np
@@ -190,7 +191,7 @@ RANGES = {"uint8": (0, 256), "int8": (-128, 128)}
 
 @pytest.mark.parametrize("at,bt", [("uint8", "int8"), ("uint8", "uint8"), ("int8", "int8")])
 def test_matmul_integer_to_float_bit_for_bit(at: str, bt: str) -> None:
-    rng = np.random.default_rng(hash((at, bt)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(f"{at}{bt}".encode()))
     total = 0
     for trial in range(10):
         M, K, N = int(rng.integers(1, 160)), int(rng.integers(1, 1200)), int(rng.integers(1, 200))
@@ -340,9 +341,73 @@ def test_matmul_nbits_within_the_bound(level: int) -> None:
     COUNT[f"nbits_l{level}"] = total
 
 
+def _qgemm_session(at: str, bt: str, ot: str, alpha: float, has_c: bool):
+    names = ["a", "sa", "za", "b", "sb", "zb"] + (["c"] if has_c else [""]) + (["sy", "zy"] if ot != "float32" else [])
+    types = [at, "float32", at, bt, "float32", bt, None, "float32", ot]
+    vi = [helper.make_tensor_value_info(n, T.INT32 if n == "c" else ONNX_T[t], None) for n, t in zip(names, types)
+          if n]
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node("QGemm", names, ["y"], domain="com.microsoft", alpha=alpha)
+    g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("y", ONNX_T[ot], None)])
+    return ort.InferenceSession(helper.make_model(g, opset_imports=OPSETS).SerializeToString(),
+                                providers=["CPUExecutionProvider"])
+
+
+def ref_qgemm_requant(acc, m, zy, lo, hi):
+    """MlasRequantizeOutput (matmul.md §6.1): fl32(fl32(acc) * m), clamp to [lo - zy, hi - zy], nearest even, + zy."""
+    v = (acc.astype(F) * m).astype(F)
+    return np.rint(np.clip(v, F(lo - zy), F(hi - zy))).astype(np.int64) + zy
+
+
+QGEMM_COMBOS = [("uint8", "int8", "float32"), ("int8", "int8", "float32"), ("uint8", "int8", "uint8"),
+                ("uint8", "uint8", "uint8"), ("int8", "int8", "int8")]
+
+
+@pytest.mark.parametrize("at,bt,ot", QGEMM_COMBOS)
+def test_qgemm_bit_for_bit(at: str, bt: str, ot: str) -> None:
+    rng = np.random.default_rng(zlib.crc32(f"{at}{bt}{ot}".encode()))
+    total = 0
+    for trial in range(8):
+        M, K, N = int(rng.integers(1, 128)), int(rng.integers(1, 600)), int(rng.integers(1, 128))
+        a = rng.integers(*RANGES[at], (M, K)).astype(at)
+        b = rng.integers(*RANGES[bt], (K, N)).astype(bt)
+        pc = trial % 2 == 0
+        za = np.array(rng.integers(*RANGES[at]), at)
+        zb = (rng.integers(*RANGES[bt], N) if pc else np.array(rng.integers(*RANGES[bt]))).astype(bt)
+        sa = np.array(rng.uniform(0.01, 0.1), F)
+        sb = (rng.uniform(0.01, 0.1, N) if pc else np.array(rng.uniform(0.01, 0.1))).astype(F)
+        alpha = (1.0, 0.5, 2.0, 0.25)[trial % 4]
+        c = rng.integers(-(10**5), 10**5, N).astype(np.int32) if trial % 3 else None
+        feeds = {"a": a, "sa": sa, "za": za, "b": b, "sb": sb, "zb": zb}
+        if c is not None:
+            feeds["c"] = c
+        acc = (a.astype(np.int64) - np.int64(za)) @ (b.astype(np.int64) - zb.astype(np.int64))
+        if c is not None:
+            acc = acc + c
+        m = ((F(alpha) * sa) * sb).astype(F)  # ComputeOutputScale: alpha * a_scale * b_scale[i] (/ y_scale)
+        if ot == "float32":
+            want = (acc.astype(F) * m).astype(F)
+            sy = zy = None
+        else:
+            sy, zy = np.array(rng.uniform(1, 50), F), np.array(rng.integers(*RANGES[ot]), ot)
+            feeds.update(sy=sy, zy=zy)
+            want = ref_qgemm_requant(acc, (m / sy).astype(F), int(zy), RANGES[ot][0], RANGES[ot][1] - 1)
+        y = _qgemm_session(at, bt, ot, alpha, c is not None).run(None, feeds)[0]
+        r = qm.qgemm(a, b, a_scale=sa, b_scale=sb, a_zero_point=za, b_zero_point=zb, c=c, y_scale=sy,
+                     y_zero_point=0 if zy is None else zy, alpha=alpha, a_storage=at, b_storage=bt, output=ot,
+                     profile="onnxruntime")
+        if ot == "float32":
+            assert np.array_equal(ref_bits(y), ref_bits(want)) and np.array_equal(ref_bits(r.values), ref_bits(want))
+        else:
+            assert np.array_equal(y.astype(np.int64), want) and np.array_equal(r.values, want), trial
+        total += y.size
+    COUNT[f"qgemm_{at}{bt}{ot}"] = total
+
+
 def test_outputs_compared_against_onnxruntime() -> None:
     """>= 10^6 outputs across the operations above (run in this module's order)."""
-    if len(COUNT) < 8:
+    if len(COUNT) < 13:
         pytest.skip("run with the whole module")
     print(COUNT, sum(COUNT.values()))
     assert sum(COUNT.values()) >= 10**6, COUNT
@@ -367,14 +432,15 @@ def test_harness_targets_pass_on_the_suite_cases() -> None:
     backend output fails the matmul_nbits cases."""
     import dataclasses
 
-    from qref.conformance.cases.matmul import build_float_cases
+    from qref.conformance.cases.matmul import build_float_cases, build_qgemm_cases
     from qref.harness import runner
     from qref.harness.adapters import onnxruntime as ad
 
-    cases = list(build_float_cases())
+    cases = [*build_float_cases(), *build_qgemm_cases()]
     targets = {t.name: t for t in ad.ms_matmul_targets()}
     assert set(targets) == {"onnxruntime.matmul_integer_to_float", "onnxruntime.dynamic_quantize_matmul",
-                            "onnxruntime.matmul_nbits.l0", "onnxruntime.matmul_nbits.l1", "onnxruntime.matmul_nbits.l4"}
+                            "onnxruntime.qgemm", "onnxruntime.matmul_nbits.l0", "onnxruntime.matmul_nbits.l1",
+                            "onnxruntime.matmul_nbits.l4"}
     for tg in targets.values():
         res = runner.run_target(tg, runner.select_tasks(tg, cases))
         assert res and all(r.status == "pass" for r in res), (tg.name, [r.status for r in res])
@@ -385,3 +451,33 @@ def test_harness_targets_pass_on_the_suite_cases() -> None:
     tg = dataclasses.replace(targets["onnxruntime.matmul_nbits.l0"], run=zeros)
     res = runner.run_target(tg, runner.select_tasks(tg, cases))
     assert all(r.status == "fail" for r in res)
+
+
+def test_reproducer_snippets_are_standalone() -> None:
+    """Each target's snippet (numpy + onnxruntime only) prints the element's bits: equal to the case's expected
+    value (bit-defined operations) or within [y_lo, y_hi] (matmul_nbits)."""
+    import subprocess
+    import sys
+
+    from qref.conformance.cases.matmul import build_float_cases, build_qgemm_cases
+    from qref.harness.adapters import onnxruntime as ad
+
+    cases = [c for c in [*build_float_cases(), *build_qgemm_cases()] if "onnxruntime" in c.profiles]
+    for tg in ad.ms_matmul_targets():
+        mine = [c for c in cases if c.operation in tg.operations]
+        picks = mine[:1] + [c for c in mine if c.params.get("output") not in ("float32", None)][:1]
+        for c in picks:
+            i = c.expected["y"].size // 2 + 1
+            code = tg.snippet(c, i)
+            assert "qref" not in code
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+            got = int(out.stdout.strip().splitlines()[-1], 16)
+            y = c.expected["y"].reshape(-1)
+            if y.dtype.kind == "f":
+                g = np.array([got], np.uint32).view(F)[0]
+                if "y_lo" in c.expected:
+                    assert c.expected["y_lo"].reshape(-1)[i] <= g <= c.expected["y_hi"].reshape(-1)[i], c.id
+                else:
+                    assert got == int(y.view(np.uint32)[i]), c.id
+            else:
+                assert got == int(y.astype(np.int64)[i]) & 0xFF, c.id

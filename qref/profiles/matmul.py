@@ -166,8 +166,9 @@ _ORT_EVIDENCE = (
     "qref run --backend onnxruntime --family matmul: every matmul task passes",
     "tests/test_matmul_ortx.py against onnxruntime 1.32.0 (com.microsoft, AMD EPYC, AVX-512 VNNI): "
     "MatMulIntegerToFloat (u8 x s8/u8, s8 x s8; per-tensor and per-column scales and zero points, float bias; "
-    "accumulators beyond 2^24) 259,509 outputs and DynamicQuantizeMatMul (ties of x / s, one-signed and all-zero A) "
-    "515,840 outputs bit for bit with method float_output (matmul.md §8, §9); MatMulNBits accuracy_level 0 / 1 / 4 "
+    "accumulators beyond 2^24) 295,765 outputs, DynamicQuantizeMatMul (ties of x / s, one-signed and all-zero A) "
+    "515,840 outputs bit for bit with method float_output (matmul.md §8, §9); QGemm (alpha, int32 C, float32 and "
+    "u8/s8 outputs) 161,906 outputs bit for bit (matmul.md §11); MatMulNBits accuracy_level 0 / 1 / 4 "
     "(blocks 16-128, with and without zero points, K not a multiple of the block) 931,200 outputs within the bound "
     "of matmul.md §10.3",
 )
@@ -191,12 +192,14 @@ PROFILES = (
             "saturation); output scale fl32(fl32(a_s * b_s) / y_s); MlasRequantizeOutput: fl32(float(acc) * "
             "scale) (acc converted to float32 first), clamped to [lo - zy, hi - zy], _mm512_cvtps_epi32 (nearest "
             "even), + zy in int32. Float outputs (com.microsoft MatMulIntegerToFloat, DynamicQuantizeMatMul): "
-            "fl32(fl32(fl32(acc) * fl32(a_s * b_s)) + bias) (MLAS_QGEMM_SCALE_BIAS_OUTPUT_PROCESSOR).",
+            "fl32(fl32(fl32(acc) * fl32(a_s * b_s)) + bias) (MLAS_QGEMM_SCALE_BIAS_OUTPUT_PROCESSOR); QGemm: "
+            "a_s replaced by fl32(alpha * a_s), C in the int32 accumulator.",
             rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization()),
             sources=("onnxruntime/core/providers/cpu/quantization/quantize_linear_matmul.cc",
                      "onnxruntime/core/mlas/lib/requantize.cpp (MlasRequantizeOutput)", "docs/spec/matmul.md §6.1",
                      "onnxruntime/contrib_ops/cpu/quantization/dynamic_quantize_matmul.cc",
-                     "onnxruntime/core/mlas/lib/qpostprocessor.cpp", "docs/spec/matmul.md §8.1, §9.1, §10"),
+                     "onnxruntime/core/mlas/lib/qpostprocessor.cpp", "docs/spec/matmul.md §8.1, §9.1, §10, §11",
+                     "onnxruntime/contrib_ops/cpu/quantization/qgemm.cc"),
             package="onnxruntime", versions=">=1.32,<1.33", status="verified", evidence=_ORT_EVIDENCE),
     Profile("onnxruntime_avx2", "matmul", "ONNX Runtime CPU (MLAS) u8 x s8 GEMM kernels on x86-64 without VNNI "
             "(AVX2 / AVX-512BW vpmaddubsw)",

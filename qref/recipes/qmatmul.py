@@ -702,6 +702,38 @@ def matmul_nbits(a: object, b_codes: object, scales: object, zero_points: object
     return NBitsResult(S, value, bound, lo, hi, codes, scl)
 
 
+# ---- QGemm: alpha, an int32 C, float or quantized output (matmul.md §11) ----------------------------------------
+def qgemm(a: object, b: object, *, a_scale: object, b_scale: object, a_zero_point: object = 0, b_zero_point: object = 0,
+          c: object = None, y_scale: object = None, y_zero_point: object = 0, alpha: float = 1.0,
+          a_storage: str = "uint8", b_storage: str = "int8", output: str = "float32",
+          profile: str | Profile | None = None, rules: IntMatmulRules | None = None
+          ) -> MatmulOutput | FloatMatmulOutput:
+    """com.microsoft QGemm (matmul.md §11): acc = sum_k (A - za)(B - zb) + C (int32, in the accumulator, §4), the
+    scale alpha a_s b_s (/ y_s) applied as ``profile``'s requantization (§5.2, output a storage) or float output
+    (§8, output "float32"); ``rules`` replace the profile's. alpha * a_s must be a float32 value (C1): it takes
+    a_s's place in the multiplier."""
+    al = np.float32(alpha)
+    a_s = _scale(a_scale, "a_scale", 1, "tensor")
+    folded = f64(al) * f64(a_s)
+    if float(al) != float(alpha) or not al > 0 or float(np.float32(folded)) != float(folded):
+        raise QrefError("alpha must be a positive float32 whose product with a_scale is a float32 value (matmul.md "
+                        "§11 C1)")
+    a_s2 = np.float32(folded)
+    rules = rules or matmul_rules(profile)
+    if output == "float32":
+        if y_scale is not None:
+            raise QrefError("a float32 output has no y_scale (matmul.md §11 C2)")
+        rules = rules.replace(method="float_output")
+        acc, unspec = int_accumulate(a, b, a_zero_point, b_zero_point, c, accumulation=rules.accumulation,
+                                     a_storage=a_storage, b_storage=b_storage)
+        y = float_output(np.where(unspec, 0, acc), a_scale=a_s2, b_scale=b_scale,
+                         requantization=rules.requantization)
+        return FloatMatmulOutput(y, unspec, acc)
+    pipe = QuantizedMatmul(IntOperand(a_storage), IntOperand(b_storage), output, rules)
+    return quantized_matmul(a, b, a_scale=a_s2, a_zero_point=a_zero_point, b_scale=b_scale, b_zero_point=b_zero_point,
+                            y_scale=y_scale, y_zero_point=y_zero_point, bias=c, pipeline=pipe)
+
+
 __all__ = [
     "GRANULARITIES",
     "STORAGES",
@@ -725,6 +757,7 @@ __all__ = [
     "matmul_rules",
     "multiply_by_quantized_multiplier",
     "output_multiplier",
+    "qgemm",
     "quantize_a_int8_blocks",
     "quantize_multiplier",
     "quantized_matmul",

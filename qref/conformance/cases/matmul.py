@@ -328,6 +328,7 @@ def build_cases(full: bool) -> Iterator[Case]:
     for s in _qlinear_setups():
         yield from _cases(s)
     yield from build_float_cases()
+    yield from build_qgemm_cases()
 
 
 # ---- float outputs: MatMulIntegerToFloat, DynamicQuantizeMatMul (matmul.md §8, §9) -------------------------------
@@ -645,3 +646,120 @@ def build_float_cases() -> Iterator[Case]:
     for s in _dynamic_setups():
         yield from _float_cases(s)
     yield from _nbits_cases()
+
+
+# ---- QGemm (matmul.md §11) ----------------------------------------------------------------------------------------
+# Operation ``qgemm``: inputs ``a``, ``a_scale``, ``a_zero_point``, ``b``, ``b_scale`` (() or (N,)), ``b_zero_point``,
+# optionally ``c`` ((N,) int32, added in the accumulator) and, for a quantized output, ``y_scale`` and
+# ``y_zero_point``; params ``alpha`` and ``output`` ("float32" or the output storage); expected ``y``.
+COMBOS_QGEMM = (("uint8", "int8", "float32"), ("uint8", "uint8", "float32"), ("int8", "int8", "float32"),
+                ("uint8", "int8", "uint8"), ("uint8", "uint8", "uint8"), ("int8", "int8", "int8"))
+
+
+@dataclass
+class QGemmSetup:
+    """One QGemm problem."""
+
+    a_storage: str
+    b_storage: str
+    output: str
+    category: str
+    a: np.ndarray
+    b: np.ndarray
+    a_scale: Any
+    b_scale: Any
+    alpha: float = 1.0
+    za: Any = 0
+    zb: Any = 0
+    c: np.ndarray | None = None
+    y_scale: Any = None
+    zy: int = 0
+    tags: tuple[str, ...] = ("edge",)
+    description: str = ""
+
+
+def _qgemm_expected(s: QGemmSetup, profile: str) -> tuple[np.ndarray, np.ndarray]:
+    from ...recipes.qmatmul import qgemm
+
+    prof = profile
+    with np.errstate(all="ignore"):
+        rules = matmul_rules(prof)
+        if rules.accumulation.pair_sum and (s.a_storage, s.b_storage) != ("uint8", "int8"):
+            prof = "onnxruntime"  # no pair instruction outside u8 x s8: the VNNI record's rules (matmul.md §3.2 C1)
+        r = qgemm(s.a, s.b, a_scale=_f32(s.a_scale), b_scale=_f32(s.b_scale), a_zero_point=s.za, b_zero_point=s.zb,
+                  c=s.c, y_scale=None if s.y_scale is None else _f32(s.y_scale), y_zero_point=s.zy, alpha=s.alpha,
+                  a_storage=s.a_storage, b_storage=s.b_storage, output=s.output, profile=prof)
+    y = r.values if s.output == "float32" else r.values.astype(NP[s.output])
+    return y, np.asarray(r.unspecified, dtype=bool)
+
+
+def _qgemm_cases(s: QGemmSetup) -> Iterator[Case]:
+    groups: list[tuple[str, np.ndarray, np.ndarray, list[str]]] = []
+    for p in FLOAT_PROFILES:
+        y, u = _qgemm_expected(s, p)
+        for g in groups:
+            if g[1].tobytes() == y.tobytes() and np.array_equal(g[2], u):
+                g[3].append(p)
+                break
+        else:
+            groups.append((p, y, u, [p]))
+    combo = f"{s.a_storage}x{s.b_storage}_{s.output}"
+    M, K = s.a.shape
+    N = s.b.shape[1]
+    ins = {"a": np.ascontiguousarray(s.a), "a_scale": _f32(s.a_scale),
+           "a_zero_point": np.asarray(s.za).astype(NP[s.a_storage]), "b": np.ascontiguousarray(s.b),
+           "b_scale": _f32(s.b_scale), "b_zero_point": np.asarray(s.zb).astype(NP[s.b_storage])}
+    if s.c is not None:
+        ins["c"] = np.asarray(s.c, dtype=np.int32)
+    if s.output != "float32":
+        ins.update(y_scale=_f32(s.y_scale), y_zero_point=np.asarray(s.zy).astype(NP[s.output]))
+    spec = (SPEC["operands"], SPEC["accumulation"], SPEC["bias"],
+            FLOAT_SPEC["float"] if s.output == "float32" else SPEC["float"], "matmul.md §11")
+    for rep, y, u, members in groups:
+        yield Case(id=f"{FAMILY}/qgemm/{combo}/{s.category}/{rep}", family=FAMILY, operation="qgemm", profile=rep,
+                   profiles=tuple(members), inputs=ins, expected={"y": y}, unspecified={"y": u} if u.any() else {},
+                   params={"a_storage": s.a_storage, "b_storage": s.b_storage, "output": s.output, "m": M, "k": K,
+                           "n": N, "alpha": s.alpha},
+                   tags=(*s.tags, "profile"), spec=(*spec, SPEC["profiles"]),
+                   description=f"qgemm {combo} (M={M}, K={K}, N={N}, alpha {s.alpha}): {s.description}")
+
+
+def _qgemm_setups() -> Iterator[QGemmSetup]:
+    L = f"{FAMILY}/qgemm"
+    for ca, cb, co in COMBOS_QGEMM:
+        c = f"{ca}{cb}{co}"
+        lo_a, hi_a = STORAGES[ca]
+        lo_b, hi_b = STORAGES[cb]
+        quant = co != "float32"
+        mid_y = 0 if not quant else (STORAGES[co][0] + STORAGES[co][1] + 1) // 2
+        ys = {"y_scale": 1.0, "zy": mid_y + 1} if quant else {}
+        za, zb = (lo_a + hi_a + 1) // 2, (lo_b + hi_b + 1) // 2
+        a, b = _small(f"{L}/alpha/{c}/a", (16, 9), ca, za, 5), _small(f"{L}/alpha/{c}/b", (9, 24), cb, zb, 5)
+        for alpha in (0.5, 0.25, 2.0):
+            yield QGemmSetup(ca, cb, co, f"alpha_{alpha}", a, b, a_scale=0.5, b_scale=1.0, alpha=alpha, za=za, zb=zb,
+                             tags=("tie",), description=f"alpha {alpha} folded into a_s (exact): the multiplier "
+                                                        f"{alpha * 0.5}; ties of the requantization", **ys)
+        a, b = _ints(f"{L}/c/{c}/a", (8, 33), ca), _ints(f"{L}/c/{c}/b", (33, 8), cb)
+        cc = (qrandom.below(f"{L}/c/{c}/c", 8, 1 << 20).astype(np.int64) - (1 << 19))
+        cc[:3] = (2**31 - 1, -(2**31), 2**31 - 200_000)
+        yield QGemmSetup(ca, cb, co, "c_int32", a, b, a_scale=0.0625, b_scale=0.125, alpha=1.0, za=lo_a, zb=hi_b, c=cc,
+                         tags=("overflow",), description="an int32 C in the accumulator, at the int32 ends: wraps",
+                         **({"y_scale": 2.0**20, "zy": mid_y} if quant else {}))
+        bs = np.abs(_pow2_floats(f"{L}/pc/{c}/bs", (8,), -9, -4))
+        zbv = _ints(f"{L}/pc/{c}/zb", (8,), cb)
+        yield QGemmSetup(ca, cb, co, "per_column", a, b, a_scale=0.0173, b_scale=bs, alpha=1.0, za=za, zb=zbv,
+                         c=np.concatenate([cc[3:], cc[3:6]]),
+                         description="per-column b scales and zero points, an int32 C",
+                         **({"y_scale": 0.0931, "zy": mid_y} if quant else {}))
+        a, b = _ints(f"{L}/random/{c}/a", (128, 48), ca), _ints(f"{L}/random/{c}/b", (48, 96), cb)
+        yield QGemmSetup(ca, cb, co, "random", a, b, a_scale=0.0173, b_scale=np.abs(_pow2_floats(
+            f"{L}/random/{c}/bs", (96,), -10, -5)), alpha=0.5, za=_ints(f"{L}/random/{c}/za", (), ca),
+            zb=_ints(f"{L}/random/{c}/zb", (96,), cb), tags=("random",),
+            description="seeded operands, per-column scales and zero points, alpha 0.5",
+            **({"y_scale": 0.0931, "zy": mid_y} if quant else {}))
+
+
+def build_qgemm_cases() -> Iterator[Case]:
+    """QGemm cases (matmul.md §11)."""
+    for s in _qgemm_setups():
+        yield from _qgemm_cases(s)

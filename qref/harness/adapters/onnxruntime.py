@@ -503,8 +503,10 @@ def matmul_targets() -> list[Target]:
 
 # ---- matmul: com.microsoft MatMulIntegerToFloat / DynamicQuantizeMatMul / MatMulNBits (matmul.md §8-§10) ------
 MS_INPUTS = {"matmul_integer_to_float": ("a", "b", "a_scale", "b_scale", "a_zero_point", "b_zero_point", "bias"),
-             "dynamic_quantize_matmul": ("a", "b", "b_scale", "b_zero_point", "bias")}
-MS_OPS = {"matmul_integer_to_float": "MatMulIntegerToFloat", "dynamic_quantize_matmul": "DynamicQuantizeMatMul"}
+             "dynamic_quantize_matmul": ("a", "b", "b_scale", "b_zero_point", "bias"),
+             "qgemm": ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "c", "y_scale", "y_zero_point")}
+MS_OPS = {"matmul_integer_to_float": "MatMulIntegerToFloat", "dynamic_quantize_matmul": "DynamicQuantizeMatMul",
+          "qgemm": "QGemm"}
 MS_OPSETS = "[helper.make_opsetid('', 21), helper.make_opsetid('com.microsoft', 1)]"
 #: accuracy_level -> the operation whose cases it runs (matmul.md §10: 0 and 1 compute in float32, 4 in int8)
 NBITS_LEVELS = {0: "matmul_nbits", 1: "matmul_nbits", 4: "matmul_nbits_int8"}
@@ -526,9 +528,13 @@ def ms_matmul_model(case: Case, inputs: dict[str, np.ndarray] | None = None) -> 
     feeds = {n: np.ascontiguousarray(ins[n]) for n in names}
     vi = [helper.make_tensor_value_info(n, onnx_type(feeds[n].dtype.name), list(feeds[n].shape)) for n in names]
     M, N = feeds["a"].shape[0], feeds["b"].shape[1]
-    node = helper.make_node(MS_OPS[case.operation], [n if n in feeds else "" for n in MS_INPUTS[case.operation]],
-                            ["y"], domain="com.microsoft")
-    g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("y", onnx_type("float32"), [M, N])])
+    node_in = [n if n in feeds else "" for n in MS_INPUTS[case.operation]]
+    while node_in[-1] == "":
+        node_in.pop()
+    attrs = {"alpha": float(case.params["alpha"])} if case.operation == "qgemm" else {}
+    node = helper.make_node(MS_OPS[case.operation], node_in, ["y"], domain="com.microsoft", **attrs)
+    ot = "float32" if "y_zero_point" not in feeds else feeds["y_zero_point"].dtype.name
+    g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("y", onnx_type(ot), [M, N])])
     return helper.make_model(g, opset_imports=_ms_opsets()), feeds
 
 
@@ -537,8 +543,8 @@ def _ms_supports(op: str):
         if case.operation != op:
             return None
         p = case.params
-        if op == "matmul_integer_to_float" and (p["a_storage"], p["b_storage"]) == ("int8", "uint8"):
-            return "MatMulIntegerToFloat has kernels for u8 x u8/s8 and s8 x s8 only"
+        if op in ("matmul_integer_to_float", "qgemm") and (p["a_storage"], p["b_storage"]) == ("int8", "uint8"):
+            return f"{MS_OPS[op]} has kernels for u8 x u8/s8 and s8 x s8 only"
         return None
     return supports
 
@@ -548,8 +554,9 @@ def _ms_one(case: Case) -> Outputs:
 
     model, feeds = ms_matmul_model(case)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    y = np.asarray(sess.run(None, feeds)[0], dtype=np.float32)
-    return {"y": y.view(np.uint32).view(case.expected["y"].dtype)}
+    y = np.asarray(sess.run(None, feeds)[0])
+    return {"y": y.astype(case.expected["y"].dtype) if y.dtype.kind in "iu" else
+            y.astype(np.float32).view(np.uint32).view(case.expected["y"].dtype)}
 
 
 def _ms_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
@@ -562,7 +569,7 @@ def _ms_snippet(case: Case, i: int) -> str:
     m, n = divmod(int(i), int(case.params["n"]))
     ins = dict(case.inputs)
     one = dict(ins)
-    if case.operation == "matmul_integer_to_float":
+    if case.operation in ("matmul_integer_to_float", "qgemm"):
         one = matmul_element_inputs(case, i)
     else:  # the dynamic quantization reads the whole of A: keep A, take column n of b
         for name, v in ins.items():
@@ -573,16 +580,22 @@ def _ms_snippet(case: Case, i: int) -> str:
     vis = ", ".join(f"helper.make_tensor_value_info('{k}', T.{ONNX_TYPES[one[k].dtype.name]}, {list(one[k].shape)})"
                     for k in names)
     node_in = [k if k in one else "" for k in MS_INPUTS[case.operation]]
+    while node_in[-1] == "":
+        node_in.pop()
     rows = one["a"].shape[0]
+    attrs = f", alpha={float(case.params['alpha'])!r}" if case.operation == "qgemm" else ""
+    ot = "FLOAT" if "y_zero_point" not in one else ONNX_TYPES[one["y_zero_point"].dtype.name]
+    width = 32 if ot == "FLOAT" else 8
+    row = m if case.operation == "dynamic_quantize_matmul" else 0
     feeds = ", ".join(f"'{k}': {k}" for k in names)
     return python_c(
         "import numpy as np, onnxruntime as ort", "from onnx import helper, TensorProto as T", *defs,
         f"g = helper.make_graph([helper.make_node('{MS_OPS[case.operation]}', {node_in}, ['y'], "
-        f"domain='com.microsoft')], 'g', [{vis}], [helper.make_tensor_value_info('y', T.FLOAT, [{rows}, 1])])",
+        f"domain='com.microsoft'{attrs})], 'g', [{vis}], [helper.make_tensor_value_info('y', T.{ot}, [{rows}, 1])])",
         f"mdl = helper.make_model(g, opset_imports={MS_OPSETS})",
         "s = ort.InferenceSession(mdl.SerializeToString(), providers=['CPUExecutionProvider'])",
         f"y = s.run(None, {{{feeds}}})[0]",
-        f"print(hex(int(y.reshape(-1).view(np.uint32)[{m if case.operation != 'matmul_integer_to_float' else 0}])))")
+        f"print(hex(int(y.reshape(-1).view(np.uint{width})[{row}])))")
 
 
 def nbits_pack(codes: np.ndarray, zero_points: np.ndarray | None, block: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -694,6 +707,10 @@ def ms_matmul_targets() -> list[Target]:
                "(float32 A quantized to uint8 per tensor, u8/s8 B, float bias; every input a graph input)",
                "onnxruntime", ("dynamic_quantize_matmul",), _ms_supports("dynamic_quantize_matmul"), _ms_run,
                _ms_snippet),
+        Target(BACKEND, "onnxruntime.qgemm", "matmul", "com.microsoft QGemm (alpha, int32 C, float32 or u8/s8 "
+               "output; transA = transB = 0; every input a graph input)", "onnxruntime", ("qgemm",),
+               _ms_supports("qgemm"), _ms_run, _ms_snippet,
+               notes="MLAS picks its u8 x s8 kernel by cpuid (AVX-512 VNNI here)"),
     ]
     for level in (0, 1, 4):
         op = NBITS_LEVELS[level]

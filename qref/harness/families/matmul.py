@@ -6,6 +6,11 @@ int32 overflow unspecified). qref's prediction of profile P is the case's operan
 qref.recipes.qmatmul with P's rules (requantization method "none" for matmul_integer). Mismatch classes are named
 by the rule change that reproduces the backend's outputs: the accumulator's overflow and pair sums (§3), the
 requantization method, its multiplier arithmetic, tie rule and zero-point stage (§5).
+
+The com.microsoft operations: ``matmul_integer_to_float`` and ``dynamic_quantize_matmul`` (float32 out, §8, §9)
+and ``qgemm`` (§11) are compared bit for bit like the others (float outputs as their bits);
+``matmul_nbits`` / ``matmul_nbits_int8`` (§10) are not bit-defined: ``accept`` takes a result within the case's
+[y_lo, y_hi] (the rigorous bound of §10.3), and no alternative is tried.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from . import Expectation, describe_value, task_hash
 FAMILY = "matmul"
 SPEC_PROFILE = "exact"
 OPERATIONS = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float", "dynamic_quantize_matmul", "matmul_nbits",
-              "matmul_nbits_int8")
+              "matmul_nbits_int8", "qgemm")
 FLOAT_OPS = ("matmul_integer_to_float", "dynamic_quantize_matmul")
 NBITS_OPS = ("matmul_nbits", "matmul_nbits_int8")
 
@@ -98,7 +103,31 @@ def _float_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
     return Expectation({"y": r.values.astype(case.expected["y"].dtype)}, {"y": np.asarray(r.unspecified, bool)})
 
 
+def _qgemm_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    """matmul.md §11: QGemm under ``profile``'s rules with ``overrides``."""
+    from ...recipes.qmatmul import qgemm
+
+    p = case.params
+    rules = matmul_rules(profile)
+    if rules.accumulation.pair_sum and (p["a_storage"], p["b_storage"]) != ("uint8", "int8"):
+        rules = rules.replace(pair_sum=None)
+    if p["output"] == "float32":
+        rules = rules.replace(method="float_output")
+    if overrides:
+        rules = rules.replace(**overrides)
+    ins = case.inputs
+    with np.errstate(all="ignore"):
+        r = qgemm(ins["a"], ins["b"], a_scale=ins["a_scale"], b_scale=ins["b_scale"], a_zero_point=ins["a_zero_point"],
+                  b_zero_point=ins["b_zero_point"], c=ins.get("c"), y_scale=ins.get("y_scale"),
+                  y_zero_point=ins.get("y_zero_point", 0), alpha=float(p["alpha"]), a_storage=p["a_storage"],
+                  b_storage=p["b_storage"], output=p["output"], rules=rules)
+    return Expectation({"y": np.asarray(r.values).astype(case.expected["y"].dtype)},
+                       {"y": np.asarray(r.unspecified, dtype=bool)})
+
+
 def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    if case.operation == "qgemm":
+        return _qgemm_outputs(case, profile, **overrides)
     if case.operation in FLOAT_OPS:
         return _float_outputs(case, profile, **overrides)
     if case.operation in NBITS_OPS:
@@ -137,7 +166,8 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
     rules whole (class ``requantize_method`` for a different method, else ``multiplier_arithmetic``)."""
     if case.operation in NBITS_OPS:
         return
-    for cls, ov in (_FLOAT_ALTS if case.operation in FLOAT_OPS else _ALTS):
+    floats = case.operation in FLOAT_OPS or (case.operation == "qgemm" and case.params["output"] == "float32")
+    for cls, ov in (_FLOAT_ALTS if floats else _ALTS):
         try:
             yield cls, _outputs(case, profile, **ov).outputs
         except (QrefError, ValueError):
@@ -184,16 +214,22 @@ def describe_input(case: Case, index: int) -> str:
             f"of b ({p['b_storage']}, zero point {at('b_zero_point', n)})")
     if case.operation == "matmul_integer_to_float":
         text += f"; a_scale {at('a_scale', 0)}, b_scale {at('b_scale', n)}"
+    if case.operation == "qgemm":
+        text += f"; alpha {p['alpha']}, a_scale {at('a_scale', 0)}, b_scale {at('b_scale', n)}"
+        if "y_scale" in ins:
+            text += f", y_scale {at('y_scale', 0)}, y_zero_point {at('y_zero_point', 0)} ({p['output']})"
     if case.operation == "qlinear_matmul":
         text += (f"; a_scale {at('a_scale', m)}, b_scale {at('b_scale', n)}, y_scale {at('y_scale', 0)}, "
                  f"y_zero_point {at('y_zero_point', 0)} ({p['output']})")
     if "bias" in ins:
         text += f"; bias {at('bias', n)}"
+    if "c" in ins:
+        text += f"; c {at('c', n)}"
     return text
 
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     v = np.asarray(value).reshape(-1)
-    if case.operation in FLOAT_OPS + NBITS_OPS and name == "y":
+    if (case.operation in FLOAT_OPS + NBITS_OPS or case.params.get("output") == "float32") and name == "y":
         return describe_value(name, v.view(np.uint32).view(np.float32) if v.dtype != np.float32 else v)
     return f"{int(v[0])}" if v.size else ""
