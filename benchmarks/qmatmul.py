@@ -110,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _ms_session(node: object, inputs: list[object], inits: list[object] = ()) -> object:  # type: ignore[assignment]
+def _ms_session(node: object, inputs: list[object], inits: list[object] = (),  # type: ignore[assignment]
+                out_type: int = 1) -> object:
     import onnxruntime as ort
     from onnx import TensorProto as T
     from onnx import helper
 
-    g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", T.FLOAT, None)],
+    g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", out_type or T.FLOAT, None)],
                           initializer=list(inits))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
     so = ort.SessionOptions()
@@ -162,7 +163,7 @@ def _ms_rows(M: int, K: int, N: int, repeats: int, rng: np.random.Generator) -> 
                                       domain="com.microsoft", alpha=0.5),
                      [vi("a", T.UINT8, None), vi("sa", T.FLOAT, None), vi("za", T.UINT8, None), vi("b", T.INT8, None),
                       vi("sb", T.FLOAT, None), vi("zb", T.INT8, None), vi("sy", T.FLOAT, None),
-                      vi("zy", T.UINT8, None)])
+                      vi("zy", T.UINT8, None)], out_type=T.UINT8)
     fd4 = {"a": a, "sa": sa, "za": za, "b": b, "sb": sb, "zb": zb, "sy": np.array(0.5, np.float32),
            "zy": np.array(128, np.uint8)}
     rows.append(("qgemm (alpha 0.5, uint8 output)", "QGemm", M, lambda: s4.run(None, fd4)[0].astype(np.int64),
