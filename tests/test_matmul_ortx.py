@@ -405,14 +405,6 @@ def test_qgemm_bit_for_bit(at: str, bt: str, ot: str) -> None:
     COUNT[f"qgemm_{at}{bt}{ot}"] = total
 
 
-def test_outputs_compared_against_onnxruntime() -> None:
-    """>= 10^6 outputs across the operations above (run in this module's order)."""
-    if len(COUNT) < 13:
-        pytest.skip("run with the whole module")
-    print(COUNT, sum(COUNT.values()))
-    assert sum(COUNT.values()) >= 10**6, COUNT
-
-
 def test_int8_blocks_leave_the_float32_bound() -> None:
     """accuracy_level 4 is not a float32 computation: its results leave the float32_dequantize bound (so the two
     bounds tell the modes apart), and stay within the int8_blocks bound."""
@@ -432,15 +424,15 @@ def test_harness_targets_pass_on_the_suite_cases() -> None:
     backend output fails the matmul_nbits cases."""
     import dataclasses
 
-    from qref.conformance.cases.matmul import build_float_cases, build_qgemm_cases
+    from qref.conformance.cases.matmul import build_bnb4_cases, build_float_cases, build_qgemm_cases
     from qref.harness import runner
     from qref.harness.adapters import onnxruntime as ad
 
-    cases = [*build_float_cases(), *build_qgemm_cases()]
+    cases = [*build_float_cases(), *build_qgemm_cases(), *build_bnb4_cases()]
     targets = {t.name: t for t in ad.ms_matmul_targets()}
     assert set(targets) == {"onnxruntime.matmul_integer_to_float", "onnxruntime.dynamic_quantize_matmul",
                             "onnxruntime.qgemm", "onnxruntime.matmul_nbits.l0", "onnxruntime.matmul_nbits.l1",
-                            "onnxruntime.matmul_nbits.l4"}
+                            "onnxruntime.matmul_nbits.l4", "onnxruntime.matmul_bnb4"}
     for tg in targets.values():
         res = runner.run_target(tg, runner.select_tasks(tg, cases))
         assert res and all(r.status == "pass" for r in res), (tg.name, [r.status for r in res])
@@ -459,10 +451,11 @@ def test_reproducer_snippets_are_standalone() -> None:
     import subprocess
     import sys
 
-    from qref.conformance.cases.matmul import build_float_cases, build_qgemm_cases
+    from qref.conformance.cases.matmul import build_bnb4_cases, build_float_cases, build_qgemm_cases
     from qref.harness.adapters import onnxruntime as ad
 
-    cases = [c for c in [*build_float_cases(), *build_qgemm_cases()] if "onnxruntime" in c.profiles]
+    cases = [c for c in [*build_float_cases(), *build_qgemm_cases(), *build_bnb4_cases()]
+             if "onnxruntime" in c.profiles]
     for tg in ad.ms_matmul_targets():
         mine = [c for c in cases if c.operation in tg.operations]
         picks = mine[:1] + [c for c in mine if c.params.get("output") not in ("float32", None)][:1]
@@ -481,3 +474,47 @@ def test_reproducer_snippets_are_standalone() -> None:
                     assert got == int(y.view(np.uint32)[i]), c.id
             else:
                 assert got == int(y.astype(np.int64)[i]) & 0xFF, c.id
+
+
+def test_matmul_bnb4_within_the_bound() -> None:
+    """MatMulBnb4 (matmul.md §12): NF4 and FP4, blocks over the flattened weight straddling rows; ORT within the
+    bound of qref's exact result, and within an independent float64 bound; the bound rejects an all-zero output."""
+    from qref.tables import get_table
+
+    rng = np.random.default_rng(30)
+    total = 0
+    for qt, tname, code in (("nf4", "nf4", 1), ("fp4", "fp4_bnb", 0)):
+        table = np.asarray(get_table(tname).values, F).astype(np.float64)
+        for block in (16, 64, 256):
+            for M in (1, 33):
+                K, N = int(rng.integers(block // 2, 3 * block)) | 1, 301
+                q = rng.integers(0, 16, (N, K)).astype(np.uint8)
+                nblk = -(-(N * K) // block)
+                am = rng.uniform(0.1, 3, nblk).astype(F)
+                a = (rng.standard_normal((M, K)) * 10.0 ** rng.uniform(-2, 2)).astype(F)
+                flat = np.concatenate([q.reshape(-1), np.zeros((N * K) % 2, np.uint8)])
+                packed = ((flat[0::2] << 4) | flat[1::2]).astype(np.uint8)
+                node = helper.make_node("MatMulBnb4", ["a", "b", "absmax"], ["y"], domain="com.microsoft", K=K, N=N,
+                                        block_size=block, quant_type=code)
+                s = _session([node], [helper.make_tensor_value_info("a", T.FLOAT, None)],
+                             [nh.from_array(packed, "b"), nh.from_array(am, "absmax")])
+                y = s.run(None, {"a": a})[0].astype(np.float64)
+                B = table[q.astype(np.int64)] * am.astype(np.float64)[np.arange(N * K) // block].reshape(N, K)
+                S = a.astype(np.float64) @ B.T
+                mag = np.abs(a.astype(np.float64)) @ np.abs(B.T)
+                bound = mag * ((K + 3) * U * 1.01) + mag * K * 2.0**-52
+                assert np.all(np.abs(y - S) <= bound), (qt, block, M)
+                assert np.mean(np.abs(S) > bound) > 0.9
+                if M == 1:
+                    r = qm.matmul_bnb4(a, q, am, block_size=block, quant_type=qt)
+                    assert np.all((r.lo <= y) & (y <= r.hi))
+                total += y.size
+    COUNT["bnb4"] = total
+
+def test_outputs_compared_against_onnxruntime() -> None:
+    """>= 10^6 outputs across the operations above (run in this module's order)."""
+    if len(COUNT) < 14:
+        pytest.skip("run with the whole module")
+    print(COUNT, sum(COUNT.values()))
+    assert sum(COUNT.values()) >= 10**6, COUNT
+

@@ -170,7 +170,8 @@ _ORT_EVIDENCE = (
     "515,840 outputs bit for bit with method float_output (matmul.md §8, §9); QGemm (alpha, int32 C, float32 and "
     "u8/s8 outputs) 161,906 outputs bit for bit (matmul.md §11); MatMulNBits accuracy_level 0 / 1 / 4 "
     "(blocks 16-128, with and without zero points, K not a multiple of the block) 931,200 outputs within the bound "
-    "of matmul.md §10.3",
+    "of matmul.md §10.3; MatMulBnb4 (NF4, FP4, blocks 16-256 straddling rows) 61,404 outputs within the bound "
+    "(matmul.md §12)",
 )
 _REF_EVIDENCE = (
     "tests/test_matmul.py against onnx 1.23.2 onnx.reference.ReferenceEvaluator (numpy 2.4: int32 * float32 "

@@ -659,7 +659,7 @@ def matmul_nbits(a: object, b_codes: object, scales: object, zero_points: object
     A = np.asarray(a)
     if A.ndim != 2 or A.dtype != np.float32 or not np.all(np.isfinite(A)):
         raise QrefError("a must be a 2-D float32 array of finite values (matmul.md §10 C1)")
-    M, K = A.shape
+    K = A.shape[1]
     if K == 0 or (K + 3) * U32 > 1e-2:
         raise QrefError(f"K = {K}: the bound of matmul.md §10.3 holds for 1 <= K <= 160,000")
     q, s, z = _nbits_weights(b_codes, scales, zero_points, K, block_size)
@@ -690,8 +690,14 @@ def matmul_nbits(a: object, b_codes: object, scales: object, zero_points: object
                  + absq.sum(-1)[:, None, :] * z[None, :, :])  # sum_k |q_a| (|q_b| + z): both forms' terms
         mag = (mag_k * f64(scl)[:, None, :] * f64(s)[None, :, :]).sum(-1)
         terms = 2 * nb + 6  # per block: the scale product, the scaling, the zero-point term; the block sum; bias
+    return _bounded(S, mag, terms, bias_v, codes, scl)
+
+
+def _bounded(S: Dyadic, mag: np.ndarray, terms: int, bias_v: np.ndarray | None, codes: np.ndarray | None = None,
+             scl: np.ndarray | None = None) -> NBitsResult:
+    """The exact result S (+ bias), its float32 rounding and the interval of the bound 1.01 terms u mag (§10.3)."""
     if bias_v is not None:
-        S = S + Dyadic.from_floats(np.broadcast_to(bias_v, (M, N)))
+        S = S + Dyadic.from_floats(np.broadcast_to(bias_v, S.shape))
         mag = mag + np.abs(f64(bias_v))
     bound = np.asarray(mag * (terms * U32 * 1.01) * (1 + 2.0**-40), dtype=np.float64)
     f32 = acc_format("float32")
@@ -700,6 +706,41 @@ def matmul_nbits(a: object, b_codes: object, scales: object, zero_points: object
     lo = np.asarray((S + (-bd)).round(f32, rounding="up"), dtype=np.float32)
     hi = np.asarray((S + bd).round(f32, rounding="down"), dtype=np.float32)
     return NBitsResult(S, value, bound, lo, hi, codes, scl)
+
+
+BNB4_TABLES = {"nf4": "nf4", "fp4": "fp4_bnb"}
+
+
+def matmul_bnb4(a: object, b_codes: object, absmax: object, *, block_size: int = 64, quant_type: str = "nf4"
+                ) -> NBitsResult:
+    """Y = A B^T with B[n, k] = table[q[n, k]] absmax[(n K + k) // block] (matmul.md §12; com.microsoft
+    MatMulBnb4: bitsandbytes' NF4 / FP4 tables, blocks over the flattened (N, K) weight): the exact result, its
+    float32 rounding and the float32_dequantize bound of §10.3."""
+    from ..tables import get_table
+
+    if quant_type not in BNB4_TABLES:
+        raise QrefError(f"quant_type must be one of {sorted(BNB4_TABLES)} (matmul.md §12 C1), got {quant_type!r}")
+    if block_size < 16 or block_size & (block_size - 1):
+        raise QrefError(f"block_size must be a power of two >= 16 (matmul.md §12 C1), got {block_size}")
+    A = np.asarray(a)
+    if A.ndim != 2 or A.dtype != np.float32 or not np.all(np.isfinite(A)):
+        raise QrefError("a must be a 2-D float32 array of finite values (matmul.md §12 C2)")
+    K = A.shape[1]
+    if K == 0 or (K + 3) * U32 > 1e-2:
+        raise QrefError(f"K = {K}: the bound of matmul.md §10.3 holds for 1 <= K <= 160,000")
+    q = np.asarray(b_codes)
+    if q.ndim != 2 or q.shape[1] != K or q.dtype.kind not in "iu" or (q.size and (q.min() < 0 or q.max() > 15)):
+        raise QrefError(f"b_codes must be an (N, {K}) array of 4-bit codes (matmul.md §12 C2)")
+    N = q.shape[0]
+    nblk = -(-(N * K) // block_size)
+    am = np.asarray(absmax)
+    if am.shape != (nblk,) or am.dtype != np.float32 or not np.all(np.isfinite(am)):
+        raise QrefError(f"absmax must be {nblk} finite float32 values (matmul.md §12 C2)")
+    table = np.asarray(get_table(BNB4_TABLES[quant_type]).values, dtype=np.float32)
+    scale = f64(am)[np.arange(N * K) // block_size].reshape(N, K)
+    B = (f64(table)[q.astype(np.int64)] * scale).T  # exact in float64: two float32 significands
+    S = Dyadic.from_floats(A).matmul(Dyadic.from_floats(B))
+    return _bounded(S, np.abs(f64(A)) @ np.abs(B), K + 3, None)
 
 
 # ---- QGemm: alpha, an int32 C, float or quantized output (matmul.md §11) ----------------------------------------
@@ -752,6 +793,7 @@ __all__ = [
     "exact_multiplier",
     "float_output",
     "int_accumulate",
+    "matmul_bnb4",
     "matmul_integer_to_float",
     "matmul_nbits",
     "matmul_rules",

@@ -329,6 +329,7 @@ def build_cases(full: bool) -> Iterator[Case]:
         yield from _cases(s)
     yield from build_float_cases()
     yield from build_qgemm_cases()
+    yield from build_bnb4_cases()
 
 
 # ---- float outputs: MatMulIntegerToFloat, DynamicQuantizeMatMul (matmul.md §8, §9) -------------------------------
@@ -763,3 +764,35 @@ def build_qgemm_cases() -> Iterator[Case]:
     """QGemm cases (matmul.md §11)."""
     for s in _qgemm_setups():
         yield from _qgemm_cases(s)
+
+
+# ---- MatMulBnb4 (matmul.md §12) -------------------------------------------------------------------------------------
+# Operation ``matmul_bnb4``: inputs ``a`` (M, K) float32, ``b_codes`` (N, K) 4-bit codes in uint8, ``absmax``
+# (ceil(N K / block),) float32; params ``block_size``, ``quant_type`` ("nf4" / "fp4"); expected as matmul_nbits.
+def build_bnb4_cases() -> Iterator[Case]:
+    """MatMulBnb4 cases: NF4 and FP4, blocks of 16, 64 and 256 over the flattened (N, K) weight (K not a multiple
+    of the block: blocks straddle rows), seeded A, M = 1 and M = 8."""
+    from ...recipes.qmatmul import matmul_bnb4
+
+    L = f"{FAMILY}/matmul_bnb4"
+    for qt in ("nf4", "fp4"):
+        for block in (16, 64, 256):
+            for M in (1, 8):
+                K, N = 3 * block // 2 + 5, 20
+                tag = f"{qt}/{block}/{M}"
+                a = _pow2_floats(f"{L}/{tag}/a", (M, K), -4, 3)
+                q = _ints(f"{L}/{tag}/q", (N, K), "uint4")
+                nblk = -(-(N * K) // block)
+                am = np.abs(_pow2_floats(f"{L}/{tag}/absmax", (nblk,), -3, 2))
+                r = matmul_bnb4(a, q, am, block_size=block, quant_type=qt)
+                exp = {"y": r.value, "exact": np.asarray(r.exact.round(acc_format_f64()), np.float64),
+                       "bound": r.bound, "y_lo": r.lo, "y_hi": r.hi}
+                yield Case(id=f"{FAMILY}/matmul_bnb4/float32x{qt}_b{block}/m{M}/exact", family=FAMILY,
+                           operation="matmul_bnb4", profile="exact", profiles=("exact", "onnxruntime"),
+                           inputs={"a": a, "b_codes": q.astype(np.uint8), "absmax": am}, expected=exp,
+                           params={"a_storage": "float32", "b_storage": qt, "output": "float32", "m": M, "k": K,
+                                   "n": N, "block_size": block, "quant_type": qt, "compare": "bound"},
+                           tags=("random", "profile"), spec=("matmul.md §12", FLOAT_SPEC["nbits_bound"],
+                                                             SPEC["profiles"]),
+                           description=f"matmul_bnb4 {qt} (M={M}, K={K}, N={N}, block {block} over the flattened "
+                                       "weight): compare within the bound (matmul.md §10.3): y_lo <= result <= y_hi")

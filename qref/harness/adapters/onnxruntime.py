@@ -696,6 +696,62 @@ def _nbits_snippet(level: int):
     return snippet
 
 
+def bnb4_pack(codes: np.ndarray) -> np.ndarray:
+    """MatMulBnb4's layout (bitsandbytes): the (N, K) codes flattened, two per byte, the first in the high nibble."""
+    flat = np.asarray(codes, np.uint8).reshape(-1)
+    flat = np.concatenate([flat, np.zeros(flat.size % 2, np.uint8)])
+    return ((flat[0::2] << 4) | flat[1::2]).astype(np.uint8)
+
+
+def bnb4_model(case: Case, inputs: dict[str, np.ndarray] | None = None) -> Any:
+    """A one-node MatMulBnb4 model: A a graph input, the packed codes and absmax initializers."""
+    from onnx import helper, numpy_helper
+
+    ins = dict(case.inputs if inputs is None else inputs)
+    M, K = ins["a"].shape
+    N = ins["b_codes"].shape[0]
+    node = helper.make_node("MatMulBnb4", ["a", "b", "absmax"], ["y"], domain="com.microsoft", K=K, N=N,
+                            block_size=int(case.params["block_size"]),
+                            quant_type=1 if case.params["quant_type"] == "nf4" else 0)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", onnx_type("float32"), [M, K])],
+                          [helper.make_tensor_value_info("y", onnx_type("float32"), [M, N])],
+                          initializer=[numpy_helper.from_array(bnb4_pack(ins["b_codes"]), "b"),
+                                       numpy_helper.from_array(ins["absmax"], "absmax")])
+    return helper.make_model(g, opset_imports=_ms_opsets())
+
+
+def _bnb4_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    import onnxruntime as ort
+
+    from ._common import run_each
+
+    def one(case: Case) -> Outputs:
+        sess = ort.InferenceSession(bnb4_model(case).SerializeToString(), providers=["CPUExecutionProvider"])
+        return {"y": np.asarray(sess.run(None, {"a": case.inputs["a"]})[0], dtype=np.float32)}
+
+    return run_each(cases, one)
+
+
+def _bnb4_snippet(case: Case, i: int) -> str:
+    """The whole weight (its blocks run over the flattened (N, K) codes), row m of A, output element (m, n)."""
+    m, n = divmod(int(i), int(case.params["n"]))
+    ins = case.inputs
+    a = ins["a"][m:m + 1]
+    N, K = ins["b_codes"].shape
+    qt = 1 if case.params["quant_type"] == "nf4" else 0
+    return python_c(
+        "import numpy as np, onnxruntime as ort", "from onnx import helper, numpy_helper as nh, TensorProto as T",
+        f"a = {matmul_literal(a)}", f"b = np.array({bnb4_pack(ins['b_codes']).tolist()}, np.uint8)",
+        f"absmax = {matmul_literal(ins['absmax'])}",
+        f"g = helper.make_graph([helper.make_node('MatMulBnb4', ['a', 'b', 'absmax'], ['y'], domain='com.microsoft', "
+        f"K={K}, N={N}, block_size={int(case.params['block_size'])}, quant_type={qt})], 'g', "
+        f"[helper.make_tensor_value_info('a', T.FLOAT, [1, {K}])], [helper.make_tensor_value_info('y', T.FLOAT, "
+        f"[1, {N}])], initializer=[nh.from_array(b, 'b'), nh.from_array(absmax, 'absmax')])",
+        f"mdl = helper.make_model(g, opset_imports={MS_OPSETS})",
+        "s = ort.InferenceSession(mdl.SerializeToString(), providers=['CPUExecutionProvider'])",
+        "y = s.run(None, {'a': a})[0]", f"print(hex(int(y.reshape(-1).view(np.uint32)[{n}])))")
+
+
 def ms_matmul_targets() -> list[Target]:
     out = [
         Target(BACKEND, "onnxruntime.matmul_integer_to_float", "matmul", "com.microsoft MatMulIntegerToFloat (u8 x "
@@ -718,4 +774,8 @@ def ms_matmul_targets() -> list[Target]:
                           f"(bits 4, accuracy_level {level}; B, scales, zero points, bias initializers)",
                           "onnxruntime", (op,), _nbits_supports(level), _nbits_run(level), _nbits_snippet(level),
                           notes="compared within the bound of matmul.md §10.3 (the float32 order is not pinned)"))
+    out.append(Target(BACKEND, "onnxruntime.matmul_bnb4", "matmul", "com.microsoft MatMulBnb4 (NF4 / FP4, blocks over "
+                      "the flattened (N, K) weight; codes and absmax initializers)", "onnxruntime", ("matmul_bnb4",),
+                      lambda case: None, _bnb4_run, _bnb4_snippet,
+                      notes="compared within the bound of matmul.md §10.3 (the float32 order is not pinned)"))
     return out

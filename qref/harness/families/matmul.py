@@ -8,9 +8,9 @@ by the rule change that reproduces the backend's outputs: the accumulator's over
 requantization method, its multiplier arithmetic, tie rule and zero-point stage (§5).
 
 The com.microsoft operations: ``matmul_integer_to_float`` and ``dynamic_quantize_matmul`` (float32 out, §8, §9)
-and ``qgemm`` (§11) are compared bit for bit like the others (float outputs as their bits);
-``matmul_nbits`` / ``matmul_nbits_int8`` (§10) are not bit-defined: ``accept`` takes a result within the case's
-[y_lo, y_hi] (the rigorous bound of §10.3), and no alternative is tried.
+and ``qgemm`` (§11) are compared bit for bit like the others (float outputs as their bits); ``matmul_nbits`` /
+``matmul_nbits_int8`` (§10) and ``matmul_bnb4`` (§12) are not bit-defined: ``accept`` takes a result within the
+case's [y_lo, y_hi] (the rigorous bound of §10.3), and no alternative is tried.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from . import Expectation, describe_value, task_hash
 FAMILY = "matmul"
 SPEC_PROFILE = "exact"
 OPERATIONS = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float", "dynamic_quantize_matmul", "matmul_nbits",
-              "matmul_nbits_int8", "qgemm")
+              "matmul_nbits_int8", "qgemm", "matmul_bnb4")
 FLOAT_OPS = ("matmul_integer_to_float", "dynamic_quantize_matmul")
-NBITS_OPS = ("matmul_nbits", "matmul_nbits_int8")
+NBITS_OPS = ("matmul_nbits", "matmul_nbits_int8", "matmul_bnb4")
 
 CLASS_SECTIONS = {
     "pair_saturation": "matmul.md §3.2", "accumulator_overflow": "matmul.md §3.1",
@@ -203,8 +203,9 @@ def describe_input(case: Case, index: int) -> str:
         return repr(v[i if v.size > 1 else 0].item())
 
     if case.operation in NBITS_OPS:
-        return (f"row {m} of a (float32, K = {p['k']}) times row {n} of the uint4 weights (block {p['block_size']}, "
-                f"compute {p['compute']}); bound {float(np.asarray(case.expected['bound']).reshape(-1)[int(index)])!r}")
+        how = f"compute {p['compute']}" if "compute" in p else f"{p['quant_type']} table"
+        return (f"row {m} of a (float32, K = {p['k']}) times row {n} of the 4-bit weights (block {p['block_size']}, "
+                f"{how}); bound {float(np.asarray(case.expected['bound']).reshape(-1)[int(index)])!r}")
     if case.operation == "dynamic_quantize_matmul":
         return (f"row {m} of a (float32, K = {p['k']}, quantized per tensor: scale "
                 f"{float(np.asarray(case.expected['a_scale']).reshape(-1)[0])!r}, zero point "
