@@ -203,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = f"{tb / tq:.3g}" if tb else "-"
         print(f"| {title} | {profile} | {other} | {mmac / tq:.1f} | {rb} | {ratio} | {same} |")
     _litert_rows(M, K, N, args.repeats, rng)
+    _ms_rows(M, K, N, args.repeats, rng)
     return 0
 
 
@@ -256,6 +257,101 @@ def _litert_rows(M: int, K: int, N: int, repeats: int, rng: np.random.Generator)
             tq, tb = _best(q, repeats), _best(run, repeats)
             print(f"| litert {op} ({kind}) | {profile} | {LA.OPS[op]} {resolver} | {mmac / tq:.1f} | "
                   f"{mmac / tb:.0f} | {tb / tq:.3g} | {same} |")
+
+
+
+
+def _ms_session(node: object, inputs: list[object], inits: list[object] = (),  # type: ignore[assignment]
+                out_type: int = 1) -> object:
+    import onnxruntime as ort
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", out_type or T.FLOAT, None)],
+                          initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def _ms_rows(M: int, K: int, N: int, repeats: int, rng: np.random.Generator) -> None:
+    """com.microsoft rows (matmul.md §8-§10): MatMulIntegerToFloat and DynamicQuantizeMatMul compared bit for
+    bit; MatMulNBits (block 32, B an initializer) compared within the bound of §10.3, on M_nbits = min(M, 16) rows
+    (qref computes the exact result S with Python integers)."""
+    from onnx import TensorProto as T
+    from onnx import helper
+    from onnx import numpy_helper as nh
+
+    from qref.profiles.matmul import NBitsCompute
+
+    a = rng.integers(0, 256, (M, K)).astype(np.uint8)
+    b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    sa, sb = np.array(0.0173, np.float32), (rng.uniform(1, 2, N) * 2**-9).astype(np.float32)
+    za, zb = np.array(131, np.uint8), rng.integers(-3, 4, N).astype(np.int8)
+    bias = rng.standard_normal(N).astype(np.float32)
+    vi = helper.make_tensor_value_info
+    rows = []
+    s = _ms_session(helper.make_node("MatMulIntegerToFloat", ["a", "b", "sa", "sb", "za", "zb", "bias"], ["y"],
+                                     domain="com.microsoft"),
+                    [vi("a", T.UINT8, None), vi("b", T.INT8, None), vi("sa", T.FLOAT, None), vi("sb", T.FLOAT, None),
+                     vi("za", T.UINT8, None), vi("zb", T.INT8, None), vi("bias", T.FLOAT, None)])
+    fd = {"a": a, "b": b, "sa": sa, "sb": sb, "za": za, "zb": zb, "bias": bias}
+    rows.append(("matmul_integer_to_float (float32 output)", "MatMulIntegerToFloat", M, lambda: s.run(None, fd)[0],
+                 lambda: qm.matmul_integer_to_float(a, b, a_scale=sa, b_scale=sb, a_zero_point=za, b_zero_point=zb,
+                                                    bias=bias, profile="onnxruntime").values, None))
+    s2 = _ms_session(helper.make_node("DynamicQuantizeMatMul", ["x", "b", "sbs", "zbs", "bias"], ["y"],
+                                      domain="com.microsoft"),
+                     [vi("x", T.FLOAT, None), vi("b", T.INT8, None), vi("sbs", T.FLOAT, None),
+                      vi("zbs", T.INT8, None), vi("bias", T.FLOAT, None)])
+    fd2 = {"x": x, "b": b, "sbs": sb[:1].reshape(()), "zbs": zb[:1].reshape(()), "bias": bias}
+    rows.append(("dynamic_quantize_matmul (uint8 per tensor)", "DynamicQuantizeMatMul", M,
+                 lambda: s2.run(None, fd2)[0],
+                 lambda: qm.dynamic_quantize_matmul(x, b, b_scale=fd2["sbs"], b_zero_point=fd2["zbs"], bias=bias,
+                                                    profile="onnxruntime").values, None))
+    s4 = _ms_session(helper.make_node("QGemm", ["a", "sa", "za", "b", "sb", "zb", "", "sy", "zy"], ["y"],
+                                      domain="com.microsoft", alpha=0.5),
+                     [vi("a", T.UINT8, None), vi("sa", T.FLOAT, None), vi("za", T.UINT8, None), vi("b", T.INT8, None),
+                      vi("sb", T.FLOAT, None), vi("zb", T.INT8, None), vi("sy", T.FLOAT, None),
+                      vi("zy", T.UINT8, None)], out_type=T.UINT8)
+    fd4 = {"a": a, "sa": sa, "za": za, "b": b, "sb": sb, "zb": zb, "sy": np.array(0.5, np.float32),
+           "zy": np.array(128, np.uint8)}
+    rows.append(("qgemm (alpha 0.5, uint8 output)", "QGemm", M, lambda: s4.run(None, fd4)[0].astype(np.int64),
+                 lambda: qm.qgemm(a, b, a_scale=sa, b_scale=sb, a_zero_point=za, b_zero_point=zb, y_scale=fd4["sy"],
+                                  y_zero_point=128, alpha=0.5, output="uint8", profile="onnxruntime").values, "int"))
+    mn, block = min(M, 16), 32
+    nb = -(-K // block)
+    q = rng.integers(0, 16, (N, K)).astype(np.uint8)
+    qs = (rng.uniform(0.5, 2, (N, nb)) * 2.0**-5).astype(np.float32)
+    qp = np.zeros((N, nb * block), np.uint8)
+    qp[:, :K] = q
+    qp = qp.reshape(N, nb, block)
+    packed = (qp[..., 0::2] | (qp[..., 1::2] << 4)).astype(np.uint8)
+    xn = x[:mn]
+    for level, compute in ((0, "float32_dequantize"), (4, "int8_blocks")):
+        node = helper.make_node("MatMulNBits", ["x", "w", "s"], ["y"], domain="com.microsoft", K=K, N=N, bits=4,
+                                block_size=block, accuracy_level=level)
+        s3 = _ms_session(node, [vi("x", T.FLOAT, None)], [nh.from_array(packed, "w"), nh.from_array(qs.reshape(-1),
+                                                                                                     "s")])
+        rows.append((f"matmul_nbits accuracy_level {level} ({compute}, block 32)", "MatMulNBits", mn,
+                     lambda s3=s3: s3.run(None, {"x": xn})[0],
+                     lambda compute=compute: qm.matmul_nbits(xn, q, qs, None, block_size=block,
+                                                             nbits=NBitsCompute(compute)), "bound"))
+    print(f"\ncom.microsoft (M = {M}, K = {K}, N = {N}; MatMulNBits on {mn} rows; best of {repeats})")
+    print("| pipeline | operator | qref MMAC/s | onnxruntime MMAC/s | ratio | same |")
+    print("|---|---|---|---|---|---|")
+    for title, op, m, run, ref, compare in rows:
+        got, want = np.asarray(run()), ref()
+        if compare == "bound":
+            same = "within bound" if np.all((want.lo <= got) & (got <= want.hi)) else "NO"
+        elif compare == "int":
+            same = "yes" if np.array_equal(got, want) else "NO"
+        else:
+            same = "yes" if np.array_equal(got.view(np.uint32), np.asarray(want).view(np.uint32)) else "NO"
+        tq, tb = _best(ref, repeats if compare != "bound" else 1), _best(run, repeats)
+        mmac = m * K * N / 1e6
+        print(f"| {title} | {op} | {mmac / tq:.1f} | {mmac / tb:.0f} | {tb / tq:.3g} | {same} |")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from .base import Profile, register_profile
 
 OVERFLOWS = ("wrap", "saturate", "exact")
 PAIR_SUMS = (None, "saturating_int16")
-METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize", "zero_point_offset")
+METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize", "zero_point_offset",
+           "float_output")
 MULTIPLIER_DTYPES = ("float32", "float64", "exact")
 ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y", "ab_float32_if_per_tensor")
 COMPUTE_DTYPES = ("float32", "float64", "exact")
@@ -27,7 +28,10 @@ ROUNDINGS = ("nearest_even", "nearest_away", "nearest_up", "toward_zero")
 FIXED_POINT_FORMS = ("double_rounding", "single_rounding", "double_rounding_half_up")
 UNSIGNED_EXTENSIONS = ("zero", "sign")
 NARROWINGS = ("clamp", "wrap")
-BIAS_STAGES = ("accumulator",)
+BIAS_STAGES = ("accumulator", "output")
+DYNAMIC_SCALINGS = ("min_max_with_zero",)
+DYNAMIC_DIVISIONS = ("divide", "reciprocal")
+NBITS_COMPUTES = ("float32_dequantize", "int8_blocks")
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,9 @@ class Requantization:
         and a shift; SaturatingRoundingDoublingHighMul then RoundingDivideByPOT, or one rounding, §5.3) or
         "dequantize_compute_quantize" (both operands dequantized to float32, dotted, the dot quantized, §5.4) or
         "zero_point_offset" (the raw-operand dot and the zero-point offset scaled and rounded separately, then
-        y = round(dot m) + zy - round(offset m) in int32, §5.5).
+        y = round(dot m) + zy - round(offset m) in int32, §5.5) or
+        "float_output" (float32 out: y = fl(fl(acc) * m) with m = a_s b_s and no output scale; a float bias is
+        added to the result, bias stage "output", §8).
     multiplier_dtype: the dtype m is computed in ("float32", "float64", or "exact": the real quotient).
     association: "ab_then_y" (m = (a_s * b_s) / y_s), "a_then_b_over_y" (m = a_s * (b_s / y_s)) or
         "ab_float32_if_per_tensor" (with one b scale, a_s * b_s is rounded to float32 before the division in
@@ -125,7 +131,8 @@ def _without_defaults(record: Any, later: tuple[str, ...]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class IntMatmulRules:
     """The rules of a quantized integer matmul (matmul.md §3-§5): accumulation, where the bias enters
-    ("accumulator": an int32 bias added to the accumulator under its overflow rule, §4) and requantization."""
+    ("accumulator": an int32 bias added to the accumulator under its overflow rule, §4; "output": a float32 bias
+    added to the float32 output of method "float_output", §8) and requantization."""
 
     accumulation: IntAccumulation = field(default_factory=IntAccumulation)
     requantization: Requantization = field(default_factory=Requantization)
@@ -150,11 +157,53 @@ class IntMatmulRules:
                 "requantization": self.requantization.to_dict(), "bias": self.bias}
 
 
+@dataclass(frozen=True)
+class DynamicQuantization:
+    """How a float32 operand is quantized on the fly to uint8 per tensor (matmul.md §9).
+
+    scaling: "min_max_with_zero" (lo = min(0, min x), hi = max(0, max x), all in float32; s = fl32(fl32(hi - lo)
+        / 255), s = 1 when hi == lo; z = round_half_even(clamp(fl32(0 - fl32(lo / s)), 0, 255))).
+    division: "divide" (q = clamp(round_half_even(fl32(x / s)) + z, 0, 255)) or "reciprocal" (x * fl32(1 / s)).
+    """
+
+    scaling: str = "min_max_with_zero"
+    division: str = "divide"
+
+    def __post_init__(self) -> None:
+        check_choice("scaling", self.scaling, DYNAMIC_SCALINGS)
+        check_choice("division", self.division, DYNAMIC_DIVISIONS)
+
+
+@dataclass(frozen=True)
+class NBitsCompute:
+    """How a float32 A times 4-bit blockwise weights B is computed (matmul.md §10).
+
+    compute: "float32_dequantize" (B dequantized to float32, one rounding of (q - z) s; a float32 dot in an
+        implementation-defined order) or "int8_blocks" (A quantized per block of K to int8: s_a = fl32(amax /
+        127), q_a = round_half_even(fl32(a * fl32(127 / amax))); exact int32 dots per block, scaled and summed in
+        float32 in an implementation-defined order).
+    Neither sum order is pinned: results are compared within the rigorous bound of §10.3.
+    """
+
+    compute: str = "float32_dequantize"
+
+    def __post_init__(self) -> None:
+        check_choice("compute", self.compute, NBITS_COMPUTES)
+
+
 _ORT_EVIDENCE = (
     "tests/test_matmul.py against onnxruntime 1.32.0 CPUExecutionProvider (AMD EPYC, AVX-512 VNNI): MatMulInteger "
     "and QLinearMatMul, u8/s8 operands, per-tensor and per-column B scales and zero points, >= 10^6 outputs bit "
     "for bit; int32 wrap-around and u8 x s8 pairs at 255 x -128 (no int16 saturation on VNNI)",
     "qref run --backend onnxruntime --family matmul: every matmul task passes",
+    "tests/test_matmul_ortx.py against onnxruntime 1.32.0 (com.microsoft, AMD EPYC, AVX-512 VNNI): "
+    "MatMulIntegerToFloat (u8 x s8/u8, s8 x s8; per-tensor and per-column scales and zero points, float bias; "
+    "accumulators beyond 2^24) 295,765 outputs, DynamicQuantizeMatMul (ties of x / s, one-signed and all-zero A) "
+    "515,840 outputs bit for bit with method float_output (matmul.md §8, §9); QGemm (alpha, int32 C, float32 and "
+    "u8/s8 outputs) 161,906 outputs bit for bit (matmul.md §11); MatMulNBits accuracy_level 0 / 1 / 4 "
+    "(blocks 16-128, with and without zero points, K not a multiple of the block) 931,200 outputs within the bound "
+    "of matmul.md §10.3; MatMulBnb4 (NF4, FP4, blocks 16-256 straddling rows) 61,404 outputs within the bound "
+    "(matmul.md §12)",
 )
 _REF_EVIDENCE = (
     "tests/test_matmul.py against onnx 1.23.2 onnx.reference.ReferenceEvaluator (numpy 2.4: int32 * float32 "
@@ -198,10 +247,15 @@ PROFILES = (
             "int32 accumulator wrapping (vpdpbusd: u8 x s8 quadruples summed into int32 without int16 "
             "saturation); output scale fl32(fl32(a_s * b_s) / y_s); MlasRequantizeOutput: fl32(float(acc) * "
             "scale) (acc converted to float32 first), clamped to [lo - zy, hi - zy], _mm512_cvtps_epi32 (nearest "
-            "even), + zy in int32.",
+            "even), + zy in int32. Float outputs (com.microsoft MatMulIntegerToFloat, DynamicQuantizeMatMul): "
+            "fl32(fl32(fl32(acc) * fl32(a_s * b_s)) + bias) (MLAS_QGEMM_SCALE_BIAS_OUTPUT_PROCESSOR); QGemm: "
+            "a_s replaced by fl32(alpha * a_s), C in the int32 accumulator.",
             rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization()),
             sources=("onnxruntime/core/providers/cpu/quantization/quantize_linear_matmul.cc",
-                     "onnxruntime/core/mlas/lib/requantize.cpp (MlasRequantizeOutput)", "docs/spec/matmul.md §6.1"),
+                     "onnxruntime/core/mlas/lib/requantize.cpp (MlasRequantizeOutput)", "docs/spec/matmul.md §6.1",
+                     "onnxruntime/contrib_ops/cpu/quantization/dynamic_quantize_matmul.cc",
+                     "onnxruntime/core/mlas/lib/qpostprocessor.cpp", "docs/spec/matmul.md §8.1, §9.1, §10, §11",
+                     "onnxruntime/contrib_ops/cpu/quantization/qgemm.cc"),
             package="onnxruntime", versions=">=1.32,<1.33", status="verified", evidence=_ORT_EVIDENCE),
     Profile("onnxruntime_avx2", "matmul", "ONNX Runtime CPU (MLAS) u8 x s8 GEMM kernels on x86-64 without VNNI "
             "(AVX2 / AVX-512BW vpmaddubsw)",

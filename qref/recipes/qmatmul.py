@@ -11,6 +11,9 @@ integers in object arrays where a product needs more than 63 bits), no loop over
     quantized_matmul(a, b, a_scale=..., b_scale=..., y_scale=..., profile="onnxruntime")   # codes + mask
     int_accumulate(a, b, a_zero_point, b_zero_point)                                          # int32 accumulator
     quantize_multiplier(m), multiply_by_quantized_multiplier(x, q, shift)                     # gemmlowp / TFLite
+    matmul_integer_to_float(a, b, a_scale=..., b_scale=..., bias=...)       # float32 out (matmul.md §8)
+    dynamic_quantize_matmul(x, b, b_scale=...)                              # A quantized on the fly (§9)
+    matmul_nbits(x, codes, scales, zero_points, block_size=32)              # 4-bit blockwise B, bound (§10)
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ from ..core.arith import div, f64, mul, round_fractions, round_to
 from ..errors import QrefError, check_choice
 from ..formats import get_format
 from ..profiles import Profile, resolve_profile
-from ..profiles.matmul import IntAccumulation, IntMatmulRules, Requantization
+from ..profiles.matmul import DynamicQuantization, IntAccumulation, IntMatmulRules, NBitsCompute, Requantization
 from ..schemes.uniform import build_uniform
-from .exact import Dyadic
+from .exact import Dyadic, acc_format
 
 #: storage name -> (lowest, highest) value; 4-bit storages hold their values in int8 / uint8 arrays
 STORAGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15), "int16": (-32768, 32767)}
@@ -542,20 +545,326 @@ def quantized_matmul(a: object, b: object, *, a_scale: object = None, a_zero_poi
     return MatmulOutput(vals, unspec | bad, acc)
 
 
+# ---- float output: MatMulIntegerToFloat (matmul.md §8) ---------------------------------------------------------
+@dataclass
+class FloatMatmulOutput:
+    """A float32 result: ``values`` (float32), ``unspecified`` (bool), the ``accumulator`` (int64) and, for the
+    dynamically quantized operand (matmul.md §9), its ``a_codes``, ``a_scale`` and ``a_zero_point``."""
+
+    values: np.ndarray
+    unspecified: np.ndarray
+    accumulator: np.ndarray
+    a_codes: np.ndarray | None = None
+    a_scale: float | None = None
+    a_zero_point: int | None = None
+
+
+def _float_bias(bias: object, n: int) -> np.ndarray | None:
+    if bias is None:
+        return None
+    v = _vector(bias, "bias", n, "column of b")
+    if v.dtype != np.float32:
+        raise QrefError(f"the float output's bias is a float32 array (matmul.md §8 C2), got dtype {v.dtype}")
+    return v
+
+
+def float_output(acc: np.ndarray, *, a_scale: object, b_scale: object, bias: object = None,
+                 requantization: Requantization | None = None) -> np.ndarray:
+    """The float32 output of the int32 accumulator (matmul.md §8): y = fl(fl(acc) * m) (+ bias, float32) with
+    m = a_s * b_s in ``requantization.multiplier_dtype`` and the product in ``requantization.compute``; with
+    compute "exact", y = fl32(acc a_s b_s + bias), one rounding."""
+    req = requantization or Requantization(method="float_output")
+    acc = np.asarray(acc, dtype=np.int64)
+    M, N = acc.shape
+    a_s = _scale(a_scale, "a_scale", 1, "tensor")
+    b_s = _scale(b_scale, "b_scale", N, "column of b")
+    bias_v = _float_bias(bias, N)
+    f32 = np.dtype(np.float32)
+    if req.compute == "exact":
+        if req.multiplier_dtype != "exact":
+            m = Dyadic.from_floats(np.broadcast_to(output_multiplier(a_s, b_s, np.float32(1), req), (1, N)))
+        else:
+            m = Dyadic.from_floats(np.broadcast_to(a_s, (1, N))) * Dyadic.from_floats(np.broadcast_to(b_s, (1, N)))
+        d = Dyadic(acc.astype(object), 0) * Dyadic(np.broadcast_to(m.num, (M, N)), m.exp)
+        if bias_v is not None:
+            d = d + Dyadic.from_floats(np.broadcast_to(bias_v, (M, N)))
+        return np.asarray(d.round(acc_format("float32")), dtype=np.float32)
+    dt = np.dtype(req.compute)
+    if req.multiplier_dtype == "exact":
+        raise QrefError("an exact multiplier is used with compute 'exact' (matmul.md §8)")
+    m = mul(a_s, b_s, np.dtype(req.multiplier_dtype))
+    v = mul(round_to(f64(acc), dt), round_to(m, dt), dt)
+    if bias_v is not None:
+        v = round_to(f64(v) + f64(bias_v), dt)
+    return np.asarray(round_to(v, f32), dtype=np.float32)
+
+
+def matmul_integer_to_float(a: object, b: object, *, a_scale: object, b_scale: object, a_zero_point: object = 0,
+                            b_zero_point: object = 0, bias: object = None, a_storage: str = "uint8",
+                            b_storage: str = "int8", profile: str | Profile | None = None,
+                            rules: IntMatmulRules | None = None) -> FloatMatmulOutput:
+    """Y = fl(fl(sum_k (A - za)(B - zb)) * fl(a_s b_s)) + bias in float32 (matmul.md §8; com.microsoft
+    MatMulIntegerToFloat): the accumulation of ``profile`` (default "exact") and its requantization record with
+    method "float_output" (multiplier a_s * b_s, per tensor or per column of B) and the float32 bias added last."""
+    r = rules or matmul_rules(profile)
+    r = r.replace(method="float_output", bias="output")
+    acc, unspec = int_accumulate(a, b, a_zero_point, b_zero_point, None, accumulation=r.accumulation,
+                                 a_storage=a_storage, b_storage=b_storage)
+    y = float_output(np.where(unspec, 0, acc), a_scale=a_scale, b_scale=b_scale, bias=bias,
+                     requantization=r.requantization)
+    return FloatMatmulOutput(y, unspec, acc)
+
+
+# ---- dynamic quantization: DynamicQuantizeMatMul (matmul.md §9) -----------------------------------------------
+def dynamic_quantize_uint8(x: object, dq: DynamicQuantization | None = None) -> tuple[np.ndarray, np.float32, int]:
+    """A float32 tensor quantized on the fly to uint8 per tensor (matmul.md §9): (codes, scale, zero point)."""
+    d = dq or DynamicQuantization()
+    v = np.asarray(x)
+    if v.dtype != np.float32:
+        raise QrefError(f"dynamic quantization takes a float32 tensor (matmul.md §9 C1), got dtype {v.dtype}")
+    if v.size == 0 or not np.all(np.isfinite(v)):
+        raise QrefError("dynamic quantization takes a non-empty tensor of finite values (matmul.md §9 C1)")
+    f = np.float32
+    lo = min(f(v.min()), f(0))
+    hi = max(f(v.max()), f(0))
+    with np.errstate(over="ignore"):
+        s = f(1) if hi == lo else f(f(hi - lo) / f(255))
+    if not np.isfinite(s) or s == 0:
+        raise QrefError("dynamic quantization: max - min overflows float32 or the scale underflows (matmul.md §9 "
+                        "C1)")
+    z0 = f(f(0) - f(lo / s))
+    zp = int(round_float(np.clip(z0, f(0), f(255)), "nearest_even"))
+    q = f(v / s) if d.division == "divide" else f(v * f(f(1) / s))
+    q = np.clip(q.astype(np.float32), f(-zp), f(255 - zp))
+    codes = (round_float(q, "nearest_even") + zp).astype(np.uint8)
+    return codes, s, zp
+
+
+def dynamic_quantize_matmul(a: object, b: object, *, b_scale: object, b_zero_point: object = 0, bias: object = None,
+                            b_storage: str = "int8", profile: str | Profile | None = None,
+                            dynamic: DynamicQuantization | None = None) -> FloatMatmulOutput:
+    """com.microsoft DynamicQuantizeMatMul (matmul.md §9): A (float32) quantized to uint8 per tensor by
+    ``dynamic`` (§9.1), then ``matmul_integer_to_float`` with a_s, za of that quantization (§8)."""
+    A = np.asarray(a)
+    if A.ndim != 2:
+        raise QrefError(f"a must be 2-D, got shape {A.shape}")
+    codes, s, zp = dynamic_quantize_uint8(A, dynamic)
+    r = matmul_integer_to_float(codes, b, a_scale=s, b_scale=b_scale, a_zero_point=zp, b_zero_point=b_zero_point,
+                                bias=bias, a_storage="uint8", b_storage=b_storage, profile=profile)
+    return FloatMatmulOutput(r.values, r.unspecified, r.accumulator, codes, s, zp)
+
+
+# ---- 4-bit blockwise weights: MatMulNBits (matmul.md §10) -----------------------------------------------------
+NBITS_BLOCKS = (16, 32, 64, 128, 256)
+U32 = 2.0**-24  # the unit roundoff of float32
+
+
+@dataclass
+class NBitsResult:
+    """MatMulNBits under ``compute`` (matmul.md §10): ``exact`` (the exact result S as a Dyadic), ``value``
+    (S rounded once to float32), ``bound`` (float64: |result - S| <= bound for every order, §10.3), ``lo`` /
+    ``hi`` (float32: the least and greatest float32 within the bound) and, for "int8_blocks", ``a_codes``
+    (M, n_blocks, block) and ``a_scales`` (M, n_blocks)."""
+
+    exact: Dyadic
+    value: np.ndarray
+    bound: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    a_codes: np.ndarray | None = None
+    a_scales: np.ndarray | None = None
+
+
+def quantize_a_int8_blocks(a: np.ndarray, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """A (M, K) float32 quantized per block of ``block_size`` along K to int8 (matmul.md §10.2): (codes (M, nb,
+    block) int64 with zeros past K, scales (M, nb) float32): s = fl32(amax / 127), q = round_half_even(fl32(a *
+    fl32(127 / amax))); an all-zero block has s = 0 and codes 0."""
+    f = np.float32
+    M, K = a.shape
+    nb = -(-K // block_size)
+    ap = np.zeros((M, nb * block_size), np.float32)
+    ap[:, :K] = a
+    ab = ap.reshape(M, nb, block_size)
+    amax = np.abs(ab).max(axis=-1).astype(np.float32)
+    nz = amax != 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(nz, (amax / f(127)).astype(np.float32), f(0)).astype(np.float32)
+        r = np.where(nz, (f(127) / amax).astype(np.float32), f(0)).astype(np.float32)
+    q = round_float((ab * r[..., None]).astype(np.float32), "nearest_even")
+    return np.clip(q, -127, 127), s
+
+
+def _nbits_weights(b_codes: object, scales: object, zero_points: object, K: int, block_size: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    q = np.asarray(b_codes)
+    if q.ndim != 2 or q.shape[1] != K or q.dtype.kind not in "iu":
+        raise QrefError(f"b_codes must be an (N, K) = (N, {K}) integer array of uint4 codes (matmul.md §10 C1)")
+    if q.size and (int(q.min()) < 0 or int(q.max()) > 15):
+        raise QrefError("b_codes hold uint4 values 0..15 (matmul.md §10 C1)")
+    N = q.shape[0]
+    nb = -(-K // block_size)
+    s = np.asarray(scales)
+    if s.shape != (N, nb) or s.dtype != np.float32 or not np.all(np.isfinite(s)):
+        raise QrefError(f"scales must be finite float32 of shape (N, n_blocks) = ({N}, {nb}) (matmul.md §10 C2)")
+    z = np.full((N, nb), 8, np.int64) if zero_points is None else np.asarray(zero_points).astype(np.int64)
+    if z.shape != (N, nb) or (z.size and (int(z.min()) < 0 or int(z.max()) > 15)):
+        raise QrefError(f"zero_points must be uint4 values of shape ({N}, {nb}) (matmul.md §10 C2)")
+    return q.astype(np.int64), s, z
+
+
+def matmul_nbits(a: object, b_codes: object, scales: object, zero_points: object = None, bias: object = None, *,
+                 block_size: int = 32, nbits: NBitsCompute | None = None) -> NBitsResult:
+    """Y = A B^T with B[n, k] = (q[n, k] - z[n, k // block]) s[n, k // block] (matmul.md §10; com.microsoft
+    MatMulNBits, 4 bits): the exact result of ``nbits.compute`` ("float32_dequantize": float A, exact B;
+    "int8_blocks": A quantized per block to int8, §10.2), S rounded to float32 and the rigorous bound (§10.3)."""
+    comp = nbits or NBitsCompute()
+    if block_size not in NBITS_BLOCKS:
+        raise QrefError(f"block_size must be one of {NBITS_BLOCKS} (matmul.md §10 C3), got {block_size}")
+    A = np.asarray(a)
+    if A.ndim != 2 or A.dtype != np.float32 or not np.all(np.isfinite(A)):
+        raise QrefError("a must be a 2-D float32 array of finite values (matmul.md §10 C1)")
+    K = A.shape[1]
+    if K == 0 or (K + 3) * U32 > 1e-2:
+        raise QrefError(f"K = {K}: the bound of matmul.md §10.3 holds for 1 <= K <= 160,000")
+    q, s, z = _nbits_weights(b_codes, scales, zero_points, K, block_size)
+    N = q.shape[0]
+    nb = s.shape[1]
+    bias_v = _float_bias(bias, N)
+    blk = np.arange(K) // block_size
+    d = q - z[:, blk]  # (N, K) exact integers
+    codes = scl = None
+    if comp.compute == "float32_dequantize":
+        B = (d * f64(s[:, blk])).T  # exact in float64: a 5-bit integer times a float32
+        S = Dyadic.from_floats(A).matmul(Dyadic.from_floats(B))
+        mag = np.abs(f64(A)) @ np.abs(B)
+        terms = K + 3  # K - 1 adds, a product and the dequantization rounding per term, the bias add
+    else:
+        codes, scl = quantize_a_int8_blocks(A, block_size)
+        dp = np.zeros((N, nb * block_size), np.int64)
+        dp[:, :K] = d
+        qp = np.zeros((N, nb * block_size), np.int64)
+        qp[:, :K] = q
+        dots = np.einsum("mbk,nbk->mnb", codes, dp.reshape(N, nb, block_size))  # exact int32 block dots
+        da = Dyadic.from_floats(scl)
+        db = Dyadic.from_floats(s)
+        prod = Dyadic(da.num[:, None, :] * db.num[None, :, :], da.exp + db.exp)  # s_a s_b, exact (M, N, nb)
+        S = Dyadic(prod.num * dots.astype(object), prod.exp).sum(axis=2)
+        absq = np.abs(codes).astype(np.float64)
+        mag_k = (np.einsum("mbk,nbk->mnb", absq, np.abs(qp).reshape(N, nb, block_size).astype(np.float64))
+                 + absq.sum(-1)[:, None, :] * z[None, :, :])  # sum_k |q_a| (|q_b| + z): both forms' terms
+        mag = (mag_k * f64(scl)[:, None, :] * f64(s)[None, :, :]).sum(-1)
+        terms = 2 * nb + 6  # per block: the scale product, the scaling, the zero-point term; the block sum; bias
+    return _bounded(S, mag, terms, bias_v, codes, scl)
+
+
+def _bounded(S: Dyadic, mag: np.ndarray, terms: int, bias_v: np.ndarray | None, codes: np.ndarray | None = None,
+             scl: np.ndarray | None = None) -> NBitsResult:
+    """The exact result S (+ bias), its float32 rounding and the interval of the bound 1.01 terms u mag (§10.3)."""
+    if bias_v is not None:
+        S = S + Dyadic.from_floats(np.broadcast_to(bias_v, S.shape))
+        mag = mag + np.abs(f64(bias_v))
+    bound = np.asarray(mag * (terms * U32 * 1.01) * (1 + 2.0**-40), dtype=np.float64)
+    f32 = acc_format("float32")
+    bd = Dyadic.from_floats(bound)
+    value = np.asarray(S.round(f32), dtype=np.float32)
+    lo = np.asarray((S + (-bd)).round(f32, rounding="up"), dtype=np.float32)
+    hi = np.asarray((S + bd).round(f32, rounding="down"), dtype=np.float32)
+    return NBitsResult(S, value, bound, lo, hi, codes, scl)
+
+
+BNB4_TABLES = {"nf4": "nf4", "fp4": "fp4_bnb"}
+
+
+def matmul_bnb4(a: object, b_codes: object, absmax: object, *, block_size: int = 64, quant_type: str = "nf4"
+                ) -> NBitsResult:
+    """Y = A B^T with B[n, k] = table[q[n, k]] absmax[(n K + k) // block] (matmul.md §12; com.microsoft
+    MatMulBnb4: bitsandbytes' NF4 / FP4 tables, blocks over the flattened (N, K) weight): the exact result, its
+    float32 rounding and the float32_dequantize bound of §10.3."""
+    from ..tables import get_table
+
+    if quant_type not in BNB4_TABLES:
+        raise QrefError(f"quant_type must be one of {sorted(BNB4_TABLES)} (matmul.md §12 C1), got {quant_type!r}")
+    if block_size < 16 or block_size & (block_size - 1):
+        raise QrefError(f"block_size must be a power of two >= 16 (matmul.md §12 C1), got {block_size}")
+    A = np.asarray(a)
+    if A.ndim != 2 or A.dtype != np.float32 or not np.all(np.isfinite(A)):
+        raise QrefError("a must be a 2-D float32 array of finite values (matmul.md §12 C2)")
+    K = A.shape[1]
+    if K == 0 or (K + 3) * U32 > 1e-2:
+        raise QrefError(f"K = {K}: the bound of matmul.md §10.3 holds for 1 <= K <= 160,000")
+    q = np.asarray(b_codes)
+    if q.ndim != 2 or q.shape[1] != K or q.dtype.kind not in "iu" or (q.size and (q.min() < 0 or q.max() > 15)):
+        raise QrefError(f"b_codes must be an (N, {K}) array of 4-bit codes (matmul.md §12 C2)")
+    N = q.shape[0]
+    nblk = -(-(N * K) // block_size)
+    am = np.asarray(absmax)
+    if am.shape != (nblk,) or am.dtype != np.float32 or not np.all(np.isfinite(am)):
+        raise QrefError(f"absmax must be {nblk} finite float32 values (matmul.md §12 C2)")
+    table = np.asarray(get_table(BNB4_TABLES[quant_type]).values, dtype=np.float32)
+    scale = f64(am)[np.arange(N * K) // block_size].reshape(N, K)
+    B = (f64(table)[q.astype(np.int64)] * scale).T  # exact in float64: two float32 significands
+    S = Dyadic.from_floats(A).matmul(Dyadic.from_floats(B))
+    return _bounded(S, np.abs(f64(A)) @ np.abs(B), K + 3, None)
+
+
+# ---- QGemm: alpha, an int32 C, float or quantized output (matmul.md §11) ----------------------------------------
+def qgemm(a: object, b: object, *, a_scale: object, b_scale: object, a_zero_point: object = 0, b_zero_point: object = 0,
+          c: object = None, y_scale: object = None, y_zero_point: object = 0, alpha: float = 1.0,
+          a_storage: str = "uint8", b_storage: str = "int8", output: str = "float32",
+          profile: str | Profile | None = None, rules: IntMatmulRules | None = None
+          ) -> MatmulOutput | FloatMatmulOutput:
+    """com.microsoft QGemm (matmul.md §11): acc = sum_k (A - za)(B - zb) + C (int32, in the accumulator, §4), the
+    scale alpha a_s b_s (/ y_s) applied as ``profile``'s requantization (§5.2, output a storage) or float output
+    (§8, output "float32"); ``rules`` replace the profile's. alpha * a_s must be a float32 value (C1): it takes
+    a_s's place in the multiplier."""
+    al = np.float32(alpha)
+    a_s = _scale(a_scale, "a_scale", 1, "tensor")
+    folded = f64(al) * f64(a_s)
+    if float(al) != float(alpha) or not al > 0 or float(np.float32(folded)) != float(folded):
+        raise QrefError("alpha must be a positive float32 whose product with a_scale is a float32 value (matmul.md "
+                        "§11 C1)")
+    a_s2 = np.float32(folded)
+    rules = rules or matmul_rules(profile)
+    if output == "float32":
+        if y_scale is not None:
+            raise QrefError("a float32 output has no y_scale (matmul.md §11 C2)")
+        rules = rules.replace(method="float_output")
+        acc, unspec = int_accumulate(a, b, a_zero_point, b_zero_point, c, accumulation=rules.accumulation,
+                                     a_storage=a_storage, b_storage=b_storage)
+        y = float_output(np.where(unspec, 0, acc), a_scale=a_s2, b_scale=b_scale,
+                         requantization=rules.requantization)
+        return FloatMatmulOutput(y, unspec, acc)
+    pipe = QuantizedMatmul(IntOperand(a_storage), IntOperand(b_storage), output, rules)
+    return quantized_matmul(a, b, a_scale=a_s2, a_zero_point=a_zero_point, b_scale=b_scale, b_zero_point=b_zero_point,
+                            y_scale=y_scale, y_zero_point=y_zero_point, bias=c, pipeline=pipe)
+
+
 __all__ = [
     "GRANULARITIES",
     "STORAGES",
+    "DynamicQuantization",
+    "FloatMatmulOutput",
     "IntAccumulation",
     "IntMatmulRules",
     "IntOperand",
     "MatmulOutput",
+    "NBitsCompute",
+    "NBitsResult",
     "QuantizedMatmul",
     "Requantization",
+    "dynamic_quantize_matmul",
+    "dynamic_quantize_uint8",
     "exact_multiplier",
+    "float_output",
     "int_accumulate",
+    "matmul_bnb4",
+    "matmul_integer_to_float",
+    "matmul_nbits",
     "matmul_rules",
     "multiply_by_quantized_multiplier",
     "output_multiplier",
+    "qgemm",
+    "quantize_a_int8_blocks",
     "quantize_multiplier",
     "quantized_matmul",
     "requantize_accumulator",

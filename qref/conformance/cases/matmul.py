@@ -329,6 +329,9 @@ def build_cases(full: bool) -> Iterator[Case]:
         yield from _cases(s)
     for s in _litert_setups():
         yield from _cases(s, LITERT_PROFILE_ORDER)
+    yield from build_float_cases()
+    yield from build_qgemm_cases()
+    yield from build_bnb4_cases()
 
 
 # ---- TFLite-shaped quantized matmuls (LiteRT FULLY_CONNECTED / BATCH_MATMUL, matmul.md §6.6) ----------------------
@@ -448,3 +451,469 @@ def _litert_setups() -> Iterator[Setup]:
         yield _tfl("int16", f"int16_random_{gran}", a, b, za=0, a_scale=0.0173, b_scale=bs, y_scale=3.71, zy=0,
                    bias=qrandom.below(f"{L}/int16/{gran}/bias", 64, 1 << 20).astype(np.int64) - (1 << 19),
                    tags=("random",), description=f"int16 x int8, {gran} weight scales")
+
+
+# ---- float outputs: MatMulIntegerToFloat, DynamicQuantizeMatMul (matmul.md §8, §9) -------------------------------
+# Operations:
+#   matmul_integer_to_float  inputs ``a``, ``b``, ``a_scale`` (()), ``b_scale`` (() or (N,)), ``a_zero_point``,
+#                            ``b_zero_point`` (() or (N,)), optionally ``bias`` ((N,) float32); expected ``y``
+#                            (M, N) float32 (matmul.md §8).
+#   dynamic_quantize_matmul  inputs ``a`` (M, K) float32, ``b``, ``b_scale``, ``b_zero_point``, optionally
+#                            ``bias``; expected ``y`` float32 and A's dynamic quantization ``a_codes`` (uint8),
+#                            ``a_scale`` (float32 ()), ``a_zero_point`` (uint8 ()) (matmul.md §9).
+#   matmul_nbits[_int8]      inputs ``a`` (M, K) float32, ``b_codes`` (N, K) uint4 values in uint8, ``scales``
+#                            (N, n_blocks) float32, optionally ``zero_points`` (N, n_blocks) uint4 values in uint8
+#                            and ``bias``; params ``block_size``, ``compute``; expected ``y`` (S rounded to
+#                            float32), ``exact`` (float64), ``bound`` (float64), ``y_lo``, ``y_hi`` (float32): a
+#                            result conforms when y_lo <= r <= y_hi (matmul.md §10.3).
+FLOAT_PROFILES = ("exact", "onnxruntime", "onnxruntime_avx2")
+FLOAT_SPEC = {"float": "matmul.md §8", "dynamic": "matmul.md §9", "nbits": "matmul.md §10",
+              "nbits_int8": "matmul.md §10.2", "nbits_bound": "matmul.md §10.3"}
+COMBOS_F = (("uint8", "int8"), ("uint8", "uint8"), ("int8", "int8"))
+NBITS_OPS = {"float32_dequantize": "matmul_nbits", "int8_blocks": "matmul_nbits_int8"}
+
+
+@dataclass
+class FloatSetup:
+    """One float-output problem (matmul_integer_to_float or dynamic_quantize_matmul)."""
+
+    op: str
+    a_storage: str
+    b_storage: str
+    category: str
+    a: np.ndarray
+    b: np.ndarray
+    b_scale: Any
+    za: Any = 0
+    zb: Any = 0
+    a_scale: Any = None
+    bias: np.ndarray | None = None
+    tags: tuple[str, ...] = ("edge",)
+    description: str = ""
+
+
+def _float_rules(profile: str, s: FloatSetup) -> Any:
+    rules = matmul_rules(profile).replace(method="float_output", bias="output")
+    if rules.accumulation.pair_sum and (s.a_storage, s.b_storage) != ("uint8", "int8"):
+        rules = rules.replace(pair_sum=None)  # the pair instruction is a u8 x s8 kernel's (matmul.md §3.2 C1)
+    return rules
+
+
+def _float_expected(s: FloatSetup, profile: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    from ...recipes.qmatmul import dynamic_quantize_matmul, matmul_integer_to_float
+
+    rules = _float_rules(profile, s)
+    with np.errstate(all="ignore"):
+        if s.op == "dynamic_quantize_matmul":
+            from ...recipes.qmatmul import dynamic_quantize_uint8
+
+            codes, sa, za = dynamic_quantize_uint8(s.a)
+            r = matmul_integer_to_float(codes, s.b, a_scale=sa, b_scale=_f32(s.b_scale), a_zero_point=za,
+                                        b_zero_point=s.zb, bias=s.bias, a_storage="uint8", b_storage=s.b_storage,
+                                        rules=rules)
+            if profile != "onnxruntime_avx2":  # the operation's own entry point gives the same result
+                check = dynamic_quantize_matmul(s.a, s.b, b_scale=_f32(s.b_scale), b_zero_point=s.zb, bias=s.bias,
+                                                b_storage=s.b_storage, profile=profile)
+                assert check.values.tobytes() == r.values.tobytes()
+            out = {"y": r.values, "a_codes": codes, "a_scale": np.asarray(sa, np.float32),
+                   "a_zero_point": np.asarray(za, np.uint8)}
+        else:
+            r = matmul_integer_to_float(s.a, s.b, a_scale=_f32(s.a_scale), b_scale=_f32(s.b_scale), a_zero_point=s.za,
+                                        b_zero_point=s.zb, bias=s.bias, a_storage=s.a_storage,
+                                        b_storage=s.b_storage, rules=rules)
+            out = {"y": r.values}
+    return out, np.asarray(r.unspecified, dtype=bool)
+
+
+def _float_inputs(s: FloatSetup) -> dict[str, np.ndarray]:
+    ins: dict[str, np.ndarray] = {"a": np.ascontiguousarray(s.a), "b": np.ascontiguousarray(s.b)}
+    if s.op == "matmul_integer_to_float":
+        ins.update(a_scale=_f32(s.a_scale), a_zero_point=np.asarray(s.za).astype(NP[s.a_storage]))
+    ins.update(b_scale=_f32(s.b_scale), b_zero_point=np.asarray(s.zb).astype(NP[s.b_storage]))
+    if s.bias is not None:
+        ins["bias"] = np.asarray(s.bias, dtype=np.float32)
+    return ins
+
+
+def _float_cases(s: FloatSetup) -> Iterator[Case]:
+    groups: list[tuple[str, dict[str, np.ndarray], np.ndarray, list[str]]] = []
+    for p in FLOAT_PROFILES:
+        out, u = _float_expected(s, p)
+        for g in groups:
+            if all(g[1][k].tobytes() == out[k].tobytes() for k in out) and \
+                    np.array_equal(g[2], u):
+                g[3].append(p)
+                break
+        else:
+            groups.append((p, out, u, [p]))
+    combo = f"{s.a_storage}x{s.b_storage}" if s.op == "matmul_integer_to_float" else f"float32x{s.b_storage}"
+    M, K = s.a.shape
+    N = s.b.shape[1]
+    spec = (SPEC["operands"], SPEC["accumulation"], FLOAT_SPEC["float"])
+    if s.op == "dynamic_quantize_matmul":
+        spec += (FLOAT_SPEC["dynamic"],)
+    for rep, out, u, members in groups:
+        yield Case(id=f"{FAMILY}/{s.op}/{combo}/{s.category}/{rep}", family=FAMILY, operation=s.op, profile=rep,
+                   profiles=tuple(members), inputs=_float_inputs(s), expected=out,
+                   unspecified={"y": u} if u.any() else {},
+                   params={"a_storage": s.a_storage, "b_storage": s.b_storage, "output": "float32", "m": M, "k": K,
+                           "n": N, "rules": _float_rules(rep, s).to_dict()},
+                   tags=(*s.tags, "profile"), spec=(*spec, SPEC["profiles"]),
+                   description=f"{s.op} {combo} (M={M}, K={K}, N={N}): {s.description}")
+
+
+def _pow2_floats(label: str, shape: tuple[int, ...], lo: int, hi: int) -> np.ndarray:
+    """Seeded float32 values (1 + f / 2^10) 2^e, e in [lo, hi], random sign."""
+    n = int(np.prod(shape))
+    e = qrandom.below(label + "/e", n, hi - lo + 1).astype(np.int64) + lo
+    f = qrandom.below(label + "/f", n, 1 << 10).astype(np.float64)
+    sg = np.where(qrandom.below(label + "/s", n, 2) == 1, -1.0, 1.0)
+    return (sg * (1 + f / 1024) * np.exp2(e.astype(np.float64))).astype(np.float32).reshape(shape)
+
+
+def _integer_to_float_setups() -> Iterator[FloatSetup]:
+    L = f"{FAMILY}/matmul_integer_to_float"
+    op = "matmul_integer_to_float"
+    for ca, cb in COMBOS_F:
+        c = f"{ca}{cb}"
+        lo_a, hi_a = STORAGES[ca]
+        lo_b, hi_b = STORAGES[cb]
+        mid_a, mid_b = (lo_a + hi_a + 1) // 2, (lo_b + hi_b + 1) // 2
+        # large accumulators: |acc| beyond 2^24, the float32 conversion rounds (ties of the conversion included)
+        K = 1100
+        a = _ints(f"{L}/large/{c}/a", (6, K), ca)
+        a[0] = hi_a
+        a[1] = lo_a
+        b = _ints(f"{L}/large/{c}/b", (K, 8), cb)
+        b[:, 0] = lo_b
+        b[:, 1] = hi_b
+        yield FloatSetup(op, ca, cb, "large_accumulators", a, b, b_scale=np.float32(2.0**-20), a_scale=1.0, za=mid_a,
+                         zb=mid_b, tags=("boundary",),
+                         description="|acc| up to K 2^14 (beyond 2^24): fl32(acc) rounds before the scaling")
+        # ties of the int32 -> float32 conversion: acc = n 65,025 + t in [2^24, 2^26] (odd: a tie in [2^24, 2^25])
+        big = (258, 258, 259, 259, 259, 260, 516, 516, 517, 1031, 1032, 1032)
+        tail = (0, 1, 0, 1, 2, 3, 2, 3, 1, 7, 0, 2)
+        K = 1032 + 8
+        a = np.full((len(big), K), hi_a, NP[ca])
+        for r, (nr, tr) in enumerate(zip(big, tail)):
+            a[r, :nr] = lo_a  # a - za = -255
+            a[r, 1032:1032 + tr] = hi_a - 1  # a - za = -1
+        b = np.full((K, 4), lo_b, NP[cb])  # b - zb = -255
+        b[1032:, :] = hi_b - 1  # b - zb = -1: each tail element adds 1
+        b[1032:, 1] = hi_b  # column 1: no tail
+        b[1::2, 2] = hi_b  # column 2: half the big products
+        b[:, 3] = NP[cb](hi_b - 1)  # column 3: acc = -255 n - t... times -1: 255 n + t
+        for cat, sa in (("conversion_ties", 1.0), ("conversion_ties_scaled", 0.1)):
+            yield FloatSetup(op, ca, cb, cat, a, b, b_scale=np.float32(1.0), a_scale=sa, za=hi_a, zb=hi_b,
+                             tags=("tie",),
+                             description=f"acc = n 65,025 + t in [2^24, 2^26]: odd accumulators are ties of the "
+                                         f"float32 conversion (nearest even); multiplier {sa}")
+        # per-column scales: the multiplier fl32(a_s b_s) per column, with and without the float bias
+        a, b = _ints(f"{L}/pc/{c}/a", (16, 40), ca), _ints(f"{L}/pc/{c}/b", (40, 24), cb)
+        bs = _pow2_floats(f"{L}/pc/{c}/bs", (24,), -12, -4)
+        bs = np.abs(bs)
+        zb = _ints(f"{L}/pc/{c}/zb", (24,), cb)
+        zb[:2] = (lo_b, hi_b)
+        bias = _pow2_floats(f"{L}/pc/{c}/bias", (24,), -3, 6)
+        yield FloatSetup(op, ca, cb, "per_column", a, b, b_scale=bs, a_scale=0.0173, za=lo_a, zb=zb,
+                         description="per-column b scales (fl32(a_s b_s) per column) and zero points")
+        yield FloatSetup(op, ca, cb, "per_column_bias", a, b, b_scale=bs, a_scale=0.0173, za=hi_a, zb=zb, bias=bias,
+                         description="per-column scales, the float32 bias added after the scaling (one more rounding)")
+        # the bias rounding: acc * m tiny against the bias (absorbed) and cancelling it
+        a, b = _ints(f"{L}/bias/{c}/a", (8, 16), ca), _ints(f"{L}/bias/{c}/b", (16, 8), cb)
+        bias = np.array([1.0, -1.0, 2.0**20, -(2.0**20), 3.0, 0.0, -0.0, 2.0**-30], np.float32)
+        yield FloatSetup(op, ca, cb, "bias_rounding", a, b, b_scale=np.float32(2.0**-30 * 3), a_scale=1.0 / 3,
+                         za=mid_a, zb=mid_b, bias=bias, tags=("boundary",),
+                         description="products near 2^-21 added to biases 1, 2^20, 0, -0 (absorbed or rounded)")
+        # zero points at the storage ends, per tensor
+        a, b = _ints(f"{L}/zp/{c}/a", (8, 33), ca), _ints(f"{L}/zp/{c}/b", (33, 8), cb)
+        for cat, za, zb in (("zero_points_low", lo_a, lo_b), ("zero_points_high", hi_a, hi_b)):
+            yield FloatSetup(op, ca, cb, cat, a, b, b_scale=np.float32(0.0371), a_scale=0.1, za=za, zb=zb,
+                             description="zero points at the storage ends")
+        for cat, (M, K, N) in (("k1", (16, 1, 16)), ("m1", (1, 65, 33)), ("n1", (33, 65, 1))):
+            a, b = _ints(f"{L}/{cat}/{c}/a", (M, K), ca), _ints(f"{L}/{cat}/{c}/b", (K, N), cb)
+            yield FloatSetup(op, ca, cb, cat, a, b, b_scale=np.float32(0.3), a_scale=0.7,
+                             za=_ints(f"{L}/{cat}/{c}/za", (), ca), zb=_ints(f"{L}/{cat}/{c}/zb", (), cb),
+                             description=f"shape edge {cat}")
+        a, b = _ints(f"{L}/random/{c}/a", (256, 64), ca), _ints(f"{L}/random/{c}/b", (64, 128), cb)
+        bs = np.abs(_pow2_floats(f"{L}/random/{c}/bs", (128,), -10, -5))
+        yield FloatSetup(op, ca, cb, "random", a, b, b_scale=bs, a_scale=0.0173, za=_ints(f"{L}/random/{c}/za", (), ca),
+                         zb=_ints(f"{L}/random/{c}/zb", (128,), cb),
+                         bias=_pow2_floats(f"{L}/random/{c}/bias", (128,), -4, 4), tags=("random",),
+                         description="seeded operands, per-column scales and zero points, float bias")
+
+
+def _dynamic_setups() -> Iterator[FloatSetup]:
+    L = f"{FAMILY}/dynamic_quantize_matmul"
+    op = "dynamic_quantize_matmul"
+    for cb in ("int8", "uint8"):
+        lo_b, hi_b = STORAGES[cb]
+        b = _ints(f"{L}/b/{cb}", (48, 16), cb)
+        zb = (lo_b + hi_b + 1) // 2
+        # ties of x / s: max - min = 255 2^-4 (s = 2^-4 exactly), x = (k + 1/2) 2^-4
+        k = qrandom.below(f"{L}/ties/k", 8 * 48, 254).astype(np.float64)
+        x = ((k - 127 + 0.5) * 2.0**-4).reshape(8, 48)
+        x[0, 0], x[0, 1] = -127 * 2.0**-4, 128 * 2.0**-4
+        yield FloatSetup(op, "float32", cb, "ties", x.astype(np.float32), b, b_scale=np.float32(0.02), zb=zb,
+                         tags=("tie",), description="s = 2^-4 exactly, every x / s a tie (nearest even)")
+        x = ((k + 0.5) * 2.0**-4).reshape(8, 48)
+        x[0, 0] = 0.0
+        x[0, 1] = 255 * 2.0**-4
+        yield FloatSetup(op, "float32", cb, "ties_nonnegative", x.astype(np.float32), b, b_scale=np.float32(0.02),
+                         zb=zb, tags=("tie",), description="min = 0: zero point 0, ties of x / s")
+        x = -((k + 0.5) * 2.0**-4).reshape(8, 48)
+        x[0, 1] = -255 * 2.0**-4
+        yield FloatSetup(op, "float32", cb, "ties_nonpositive", x.astype(np.float32), b, b_scale=np.float32(0.02),
+                         zb=zb, tags=("tie",), description="max = 0: zero point 255, ties of x / s")
+        # zero point ties: -min / s = k + 1/2
+        x = _pow2_floats(f"{L}/zpt/{cb}", (8, 48), -2, 1)
+        x[0, 0] = -100.5 * 2.0**-3
+        x[0, 1] = (255 - 100.5) * 2.0**-3
+        x = np.clip(x, -100.5 * 2.0**-3, (255 - 100.5) * 2.0**-3).astype(np.float32)
+        yield FloatSetup(op, "float32", cb, "zero_point_tie", x, b, b_scale=np.float32(0.02), zb=zb, tags=("tie",),
+                         description="-min / s = 100.5: the zero point rounds half to even (100)")
+        yield FloatSetup(op, "float32", cb, "all_zero", np.zeros((4, 48), np.float32), b, b_scale=np.float32(0.5),
+                         zb=zb, bias=np.arange(16, dtype=np.float32) - 8, tags=("boundary",),
+                         description="max == min == 0: scale 1, zero point 0, the output is the bias")
+        x = np.full((4, 48), 3.25, np.float32)
+        yield FloatSetup(op, "float32", cb, "constant_positive", x, b, b_scale=np.float32(0.5), zb=zb,
+                         tags=("boundary",), description="a constant positive tensor: min is 0, x / s = 255")
+        x = _pow2_floats(f"{L}/wide/{cb}", (8, 48), -20, 20)
+        yield FloatSetup(op, "float32", cb, "wide_range", x, b, b_scale=np.float32(0.02), zb=lo_b, tags=("boundary",),
+                         description="magnitudes 2^-20 .. 2^21: small values quantize to the zero point")
+        x = _pow2_floats(f"{L}/random/{cb}", (128, 48), -3, 2)
+        yield FloatSetup(op, "float32", cb, "random", x, b, b_scale=np.float32(0.0131),
+                         zb=_ints(f"{L}/random/{cb}/zb", (), cb), bias=_pow2_floats(f"{L}/rbias/{cb}", (16,), -2, 2),
+                         tags=("random",), description="seeded float A, float bias")
+
+
+# ---- 4-bit blockwise weights: MatMulNBits (matmul.md §10) -------------------------------------------------------
+def _nbits_case(cat: str, compute: str, a: np.ndarray, q: np.ndarray, s: np.ndarray, z: np.ndarray | None,
+                block: int, bias: np.ndarray | None, tags: tuple[str, ...], description: str) -> Case:
+    from ...profiles.matmul import NBitsCompute
+    from ...recipes.qmatmul import matmul_nbits
+
+    r = matmul_nbits(a, q, s, z, bias, block_size=block, nbits=NBitsCompute(compute))
+    op = NBITS_OPS[compute]
+    ins = {"a": a, "b_codes": q.astype(np.uint8), "scales": s}
+    if z is not None:
+        ins["zero_points"] = z.astype(np.uint8)
+    if bias is not None:
+        ins["bias"] = bias
+    M, K = a.shape
+    N = q.shape[0]
+    zt = "zp" if z is not None else "nozp"
+    exp = {"y": r.value, "exact": np.asarray(r.exact.round(acc_format_f64()), np.float64), "bound": r.bound,
+           "y_lo": r.lo, "y_hi": r.hi}
+    spec = (FLOAT_SPEC["nbits"], FLOAT_SPEC["nbits_bound"]) + ((FLOAT_SPEC["nbits_int8"],)
+                                                              if compute == "int8_blocks" else ())
+    return Case(id=f"{FAMILY}/{op}/float32xuint4_b{block}_{zt}/{cat}/exact", family=FAMILY, operation=op,
+                profile="exact", profiles=("exact", "onnxruntime"), inputs=ins, expected=exp,
+                params={"a_storage": "float32", "b_storage": "uint4", "output": "float32", "m": M, "k": K, "n": N,
+                        "block_size": block, "compute": compute, "compare": "bound"},
+                tags=(*tags, "profile"), spec=(*spec, SPEC["profiles"]),
+                description=f"{op} (M={M}, K={K}, N={N}, block {block}, {zt}): {description}; compare within the "
+                            "bound (matmul.md §10.3): y_lo <= result <= y_hi")
+
+
+def acc_format_f64() -> Any:
+    from ...recipes.exact import acc_format
+
+    return acc_format("float64")
+
+
+def _nbits_cases() -> Iterator[Case]:
+    L = f"{FAMILY}/matmul_nbits"
+    for compute in ("float32_dequantize", "int8_blocks"):
+        for block in (16, 32, 64, 128):
+            for zp in (True, False):
+                tag = f"{block}/{'zp' if zp else 'nozp'}"
+                K = 2 * block + block // 2 + 3  # not a multiple of the block: the last block is partial
+                M, N = 8, 24
+                a = _pow2_floats(f"{L}/{tag}/a", (M, K), -4, 3)
+                nb = -(-K // block)
+                q = _ints(f"{L}/{tag}/q", (N, K), "uint4").astype(np.int64)
+                s = np.abs(_pow2_floats(f"{L}/{tag}/s", (N, nb), -6, -2))
+                z = _ints(f"{L}/{tag}/z", (N, nb), "uint4").astype(np.int64) if zp else None
+                if z is not None:
+                    z[0], q[0] = 0, 15  # storage ends: q - z = 15 and -15
+                    z[1], q[1] = 15, 0
+                bias = _pow2_floats(f"{L}/{tag}/bias", (N,), -2, 2) if block == 32 else None
+                yield _nbits_case("random", compute, a, q, s, z, block, bias, ("random",),
+                                  "seeded A, codes, scales" + (", zero points" if zp else " (zero point 8)")
+                                  + (", float bias" if bias is not None else ""))
+        block = 32
+        K = 75
+        q = _ints(f"{L}/edge/q", (16, K), "uint4").astype(np.int64)
+        s = np.full((16, 3), 2.0**-3, np.float32)
+        a = _pow2_floats(f"{L}/edge/a", (6, K), -2, 2)
+        a[0] = 0.0  # an all-zero row: every block of A is zero
+        a[1, :32] = 0.0
+        a[2] = 2.0**-20
+        a[3, ::2] = 1.0
+        a[3, 1::2] = -1.0
+        yield _nbits_case("zero_blocks", compute, a, q, s, None, block, None, ("boundary",),
+                          "all-zero A rows and blocks (the int8 scale of a zero block is 0), tiny and +-1 rows")
+        a = _pow2_floats(f"{L}/m1/a", (1, 300), -3, 3)
+        q = _ints(f"{L}/m1/q", (40, 300), "uint4").astype(np.int64)
+        s = np.abs(_pow2_floats(f"{L}/m1/s", (40, 5), -6, -3))
+        z = _ints(f"{L}/m1/z", (40, 5), "uint4").astype(np.int64)
+        yield _nbits_case("m1", compute, a, q, s, z, 64, None, ("edge",), "M = 1 (a GEMV kernel)")
+
+
+def build_float_cases() -> Iterator[Case]:
+    """The float-output operations (matmul_integer_to_float, dynamic_quantize_matmul, matmul_nbits[_int8])."""
+    for s in _integer_to_float_setups():
+        yield from _float_cases(s)
+    for s in _dynamic_setups():
+        yield from _float_cases(s)
+    yield from _nbits_cases()
+
+
+# ---- QGemm (matmul.md §11) ----------------------------------------------------------------------------------------
+# Operation ``qgemm``: inputs ``a``, ``a_scale``, ``a_zero_point``, ``b``, ``b_scale`` (() or (N,)), ``b_zero_point``,
+# optionally ``c`` ((N,) int32, added in the accumulator) and, for a quantized output, ``y_scale`` and
+# ``y_zero_point``; params ``alpha`` and ``output`` ("float32" or the output storage); expected ``y``.
+COMBOS_QGEMM = (("uint8", "int8", "float32"), ("uint8", "uint8", "float32"), ("int8", "int8", "float32"),
+                ("uint8", "int8", "uint8"), ("uint8", "uint8", "uint8"), ("int8", "int8", "int8"))
+
+
+@dataclass
+class QGemmSetup:
+    """One QGemm problem."""
+
+    a_storage: str
+    b_storage: str
+    output: str
+    category: str
+    a: np.ndarray
+    b: np.ndarray
+    a_scale: Any
+    b_scale: Any
+    alpha: float = 1.0
+    za: Any = 0
+    zb: Any = 0
+    c: np.ndarray | None = None
+    y_scale: Any = None
+    zy: int = 0
+    tags: tuple[str, ...] = ("edge",)
+    description: str = ""
+
+
+def _qgemm_expected(s: QGemmSetup, profile: str) -> tuple[np.ndarray, np.ndarray]:
+    from ...recipes.qmatmul import qgemm
+
+    prof = profile
+    with np.errstate(all="ignore"):
+        rules = matmul_rules(prof)
+        if rules.accumulation.pair_sum and (s.a_storage, s.b_storage) != ("uint8", "int8"):
+            prof = "onnxruntime"  # no pair instruction outside u8 x s8: the VNNI record's rules (matmul.md §3.2 C1)
+        r = qgemm(s.a, s.b, a_scale=_f32(s.a_scale), b_scale=_f32(s.b_scale), a_zero_point=s.za, b_zero_point=s.zb,
+                  c=s.c, y_scale=None if s.y_scale is None else _f32(s.y_scale), y_zero_point=s.zy, alpha=s.alpha,
+                  a_storage=s.a_storage, b_storage=s.b_storage, output=s.output, profile=prof)
+    y = r.values if s.output == "float32" else r.values.astype(NP[s.output])
+    return y, np.asarray(r.unspecified, dtype=bool)
+
+
+def _qgemm_cases(s: QGemmSetup) -> Iterator[Case]:
+    groups: list[tuple[str, np.ndarray, np.ndarray, list[str]]] = []
+    for p in FLOAT_PROFILES:
+        y, u = _qgemm_expected(s, p)
+        for g in groups:
+            if g[1].tobytes() == y.tobytes() and np.array_equal(g[2], u):
+                g[3].append(p)
+                break
+        else:
+            groups.append((p, y, u, [p]))
+    combo = f"{s.a_storage}x{s.b_storage}_{s.output}"
+    M, K = s.a.shape
+    N = s.b.shape[1]
+    ins = {"a": np.ascontiguousarray(s.a), "a_scale": _f32(s.a_scale),
+           "a_zero_point": np.asarray(s.za).astype(NP[s.a_storage]), "b": np.ascontiguousarray(s.b),
+           "b_scale": _f32(s.b_scale), "b_zero_point": np.asarray(s.zb).astype(NP[s.b_storage])}
+    if s.c is not None:
+        ins["c"] = np.asarray(s.c, dtype=np.int32)
+    if s.output != "float32":
+        ins.update(y_scale=_f32(s.y_scale), y_zero_point=np.asarray(s.zy).astype(NP[s.output]))
+    spec = (SPEC["operands"], SPEC["accumulation"], SPEC["bias"],
+            FLOAT_SPEC["float"] if s.output == "float32" else SPEC["float"], "matmul.md §11")
+    for rep, y, u, members in groups:
+        yield Case(id=f"{FAMILY}/qgemm/{combo}/{s.category}/{rep}", family=FAMILY, operation="qgemm", profile=rep,
+                   profiles=tuple(members), inputs=ins, expected={"y": y}, unspecified={"y": u} if u.any() else {},
+                   params={"a_storage": s.a_storage, "b_storage": s.b_storage, "output": s.output, "m": M, "k": K,
+                           "n": N, "alpha": s.alpha},
+                   tags=(*s.tags, "profile"), spec=(*spec, SPEC["profiles"]),
+                   description=f"qgemm {combo} (M={M}, K={K}, N={N}, alpha {s.alpha}): {s.description}")
+
+
+def _qgemm_setups() -> Iterator[QGemmSetup]:
+    L = f"{FAMILY}/qgemm"
+    for ca, cb, co in COMBOS_QGEMM:
+        c = f"{ca}{cb}{co}"
+        lo_a, hi_a = STORAGES[ca]
+        lo_b, hi_b = STORAGES[cb]
+        quant = co != "float32"
+        mid_y = 0 if not quant else (STORAGES[co][0] + STORAGES[co][1] + 1) // 2
+        ys = {"y_scale": 1.0, "zy": mid_y + 1} if quant else {}
+        za, zb = (lo_a + hi_a + 1) // 2, (lo_b + hi_b + 1) // 2
+        a, b = _small(f"{L}/alpha/{c}/a", (16, 9), ca, za, 5), _small(f"{L}/alpha/{c}/b", (9, 24), cb, zb, 5)
+        for alpha in (0.5, 0.25, 2.0):
+            yield QGemmSetup(ca, cb, co, f"alpha_{alpha}", a, b, a_scale=0.5, b_scale=1.0, alpha=alpha, za=za, zb=zb,
+                             tags=("tie",), description=f"alpha {alpha} folded into a_s (exact): the multiplier "
+                                                        f"{alpha * 0.5}; ties of the requantization", **ys)
+        a, b = _ints(f"{L}/c/{c}/a", (8, 33), ca), _ints(f"{L}/c/{c}/b", (33, 8), cb)
+        cc = (qrandom.below(f"{L}/c/{c}/c", 8, 1 << 20).astype(np.int64) - (1 << 19))
+        cc[:3] = (2**31 - 1, -(2**31), 2**31 - 200_000)
+        yield QGemmSetup(ca, cb, co, "c_int32", a, b, a_scale=0.0625, b_scale=0.125, alpha=1.0, za=lo_a, zb=hi_b, c=cc,
+                         tags=("overflow",), description="an int32 C in the accumulator, at the int32 ends: wraps",
+                         **({"y_scale": 2.0**20, "zy": mid_y} if quant else {}))
+        bs = np.abs(_pow2_floats(f"{L}/pc/{c}/bs", (8,), -9, -4))
+        zbv = _ints(f"{L}/pc/{c}/zb", (8,), cb)
+        yield QGemmSetup(ca, cb, co, "per_column", a, b, a_scale=0.0173, b_scale=bs, alpha=1.0, za=za, zb=zbv,
+                         c=np.concatenate([cc[3:], cc[3:6]]),
+                         description="per-column b scales and zero points, an int32 C",
+                         **({"y_scale": 0.0931, "zy": mid_y} if quant else {}))
+        a, b = _ints(f"{L}/random/{c}/a", (128, 48), ca), _ints(f"{L}/random/{c}/b", (48, 96), cb)
+        yield QGemmSetup(ca, cb, co, "random", a, b, a_scale=0.0173, b_scale=np.abs(_pow2_floats(
+            f"{L}/random/{c}/bs", (96,), -10, -5)), alpha=0.5, za=_ints(f"{L}/random/{c}/za", (), ca),
+            zb=_ints(f"{L}/random/{c}/zb", (96,), cb), tags=("random",),
+            description="seeded operands, per-column scales and zero points, alpha 0.5",
+            **({"y_scale": 0.0931, "zy": mid_y} if quant else {}))
+
+
+def build_qgemm_cases() -> Iterator[Case]:
+    """QGemm cases (matmul.md §11)."""
+    for s in _qgemm_setups():
+        yield from _qgemm_cases(s)
+
+
+# ---- MatMulBnb4 (matmul.md §12) -------------------------------------------------------------------------------------
+# Operation ``matmul_bnb4``: inputs ``a`` (M, K) float32, ``b_codes`` (N, K) 4-bit codes in uint8, ``absmax``
+# (ceil(N K / block),) float32; params ``block_size``, ``quant_type`` ("nf4" / "fp4"); expected as matmul_nbits.
+def build_bnb4_cases() -> Iterator[Case]:
+    """MatMulBnb4 cases: NF4 and FP4, blocks of 16, 64 and 256 over the flattened (N, K) weight (K not a multiple
+    of the block: blocks straddle rows), seeded A, M = 1 and M = 8."""
+    from ...recipes.qmatmul import matmul_bnb4
+
+    L = f"{FAMILY}/matmul_bnb4"
+    for qt in ("nf4", "fp4"):
+        for block in (16, 64, 256):
+            for M in (1, 8):
+                K, N = 3 * block // 2 + 5, 20
+                tag = f"{qt}/{block}/{M}"
+                a = _pow2_floats(f"{L}/{tag}/a", (M, K), -4, 3)
+                q = _ints(f"{L}/{tag}/q", (N, K), "uint4")
+                nblk = -(-(N * K) // block)
+                am = np.abs(_pow2_floats(f"{L}/{tag}/absmax", (nblk,), -3, 2))
+                r = matmul_bnb4(a, q, am, block_size=block, quant_type=qt)
+                exp = {"y": r.value, "exact": np.asarray(r.exact.round(acc_format_f64()), np.float64),
+                       "bound": r.bound, "y_lo": r.lo, "y_hi": r.hi}
+                yield Case(id=f"{FAMILY}/matmul_bnb4/float32x{qt}_b{block}/m{M}/exact", family=FAMILY,
+                           operation="matmul_bnb4", profile="exact", profiles=("exact", "onnxruntime"),
+                           inputs={"a": a, "b_codes": q.astype(np.uint8), "absmax": am}, expected=exp,
+                           params={"a_storage": "float32", "b_storage": qt, "output": "float32", "m": M, "k": K,
+                                   "n": N, "block_size": block, "quant_type": qt, "compare": "bound"},
+                           tags=("random", "profile"), spec=("matmul.md §12", FLOAT_SPEC["nbits_bound"],
+                                                             SPEC["profiles"]),
+                           description=f"matmul_bnb4 {qt} (M={M}, K={K}, N={N}, block {block} over the flattened "
+                                       "weight): compare within the bound (matmul.md §10.3): y_lo <= result <= y_hi")

@@ -220,6 +220,7 @@ def targets() -> list[Target]:
                _cast_run(False), _cast_snippet(False)),
         _uniform_target(),
         *matmul_targets(),
+        *ms_matmul_targets(),
     ]
 
 
@@ -498,3 +499,283 @@ def matmul_targets() -> list[Target]:
                "s8 x s8 -> s8; every input a graph input)", "onnxruntime", ("qlinear_matmul",),
                _mm_supports("qlinear_matmul"), _mm_run, _mm_snippet),
     ]
+
+
+# ---- matmul: com.microsoft MatMulIntegerToFloat / DynamicQuantizeMatMul / MatMulNBits (matmul.md §8-§10) ------
+MS_INPUTS = {"matmul_integer_to_float": ("a", "b", "a_scale", "b_scale", "a_zero_point", "b_zero_point", "bias"),
+             "dynamic_quantize_matmul": ("a", "b", "b_scale", "b_zero_point", "bias"),
+             "qgemm": ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "c", "y_scale", "y_zero_point")}
+MS_OPS = {"matmul_integer_to_float": "MatMulIntegerToFloat", "dynamic_quantize_matmul": "DynamicQuantizeMatMul",
+          "qgemm": "QGemm"}
+MS_OPSETS = "[helper.make_opsetid('', 21), helper.make_opsetid('com.microsoft', 1)]"
+#: accuracy_level -> the operation whose cases it runs (matmul.md §10: 0 and 1 compute in float32, 4 in int8)
+NBITS_LEVELS = {0: "matmul_nbits", 1: "matmul_nbits", 4: "matmul_nbits_int8"}
+
+
+def _ms_opsets() -> list[Any]:
+    from onnx import helper
+
+    return [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+
+
+def ms_matmul_model(case: Case, inputs: dict[str, np.ndarray] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
+    """(one-node com.microsoft model, feeds) of a matmul_integer_to_float / dynamic_quantize_matmul case: every
+    input a graph input (no weight prepacking)."""
+    from onnx import helper
+
+    ins = dict(case.inputs if inputs is None else inputs)
+    names = [n for n in MS_INPUTS[case.operation] if n in ins]
+    feeds = {n: np.ascontiguousarray(ins[n]) for n in names}
+    vi = [helper.make_tensor_value_info(n, onnx_type(feeds[n].dtype.name), list(feeds[n].shape)) for n in names]
+    M, N = feeds["a"].shape[0], feeds["b"].shape[1]
+    node_in = [n if n in feeds else "" for n in MS_INPUTS[case.operation]]
+    while node_in[-1] == "":
+        node_in.pop()
+    attrs = {"alpha": float(case.params["alpha"])} if case.operation == "qgemm" else {}
+    node = helper.make_node(MS_OPS[case.operation], node_in, ["y"], domain="com.microsoft", **attrs)
+    ot = "float32" if "y_zero_point" not in feeds else feeds["y_zero_point"].dtype.name
+    g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("y", onnx_type(ot), [M, N])])
+    return helper.make_model(g, opset_imports=_ms_opsets()), feeds
+
+
+def _ms_supports(op: str):
+    def supports(case: Case) -> str | None:
+        if case.operation != op:
+            return None
+        p = case.params
+        if op in ("matmul_integer_to_float", "qgemm") and (p["a_storage"], p["b_storage"]) == ("int8", "uint8"):
+            return f"{MS_OPS[op]} has kernels for u8 x u8/s8 and s8 x s8 only"
+        return None
+    return supports
+
+
+def _ms_one(case: Case) -> Outputs:
+    import onnxruntime as ort
+
+    model, feeds = ms_matmul_model(case)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = np.asarray(sess.run(None, feeds)[0])
+    return {"y": y.astype(case.expected["y"].dtype) if y.dtype.kind in "iu" else
+            y.astype(np.float32).view(np.uint32).view(case.expected["y"].dtype)}
+
+
+def _ms_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    from ._common import run_each
+
+    return run_each(cases, _ms_one)
+
+
+def _ms_snippet(case: Case, i: int) -> str:
+    m, n = divmod(int(i), int(case.params["n"]))
+    ins = dict(case.inputs)
+    one = dict(ins)
+    if case.operation in ("matmul_integer_to_float", "qgemm"):
+        one = matmul_element_inputs(case, i)
+    else:  # the dynamic quantization reads the whole of A: keep A, take column n of b
+        for name, v in ins.items():
+            v = np.asarray(v)
+            one[name] = v[:, n:n + 1] if name == "b" else (v[n:n + 1] if v.ndim == 1 and v.size > 1 else v)
+    names = [k for k in MS_INPUTS[case.operation] if k in one]
+    defs = [f"{k} = {matmul_literal(one[k])}" for k in names]
+    vis = ", ".join(f"helper.make_tensor_value_info('{k}', T.{ONNX_TYPES[one[k].dtype.name]}, {list(one[k].shape)})"
+                    for k in names)
+    node_in = [k if k in one else "" for k in MS_INPUTS[case.operation]]
+    while node_in[-1] == "":
+        node_in.pop()
+    rows = one["a"].shape[0]
+    attrs = f", alpha={float(case.params['alpha'])!r}" if case.operation == "qgemm" else ""
+    ot = "FLOAT" if "y_zero_point" not in one else ONNX_TYPES[one["y_zero_point"].dtype.name]
+    width = 32 if ot == "FLOAT" else 8
+    row = m if case.operation == "dynamic_quantize_matmul" else 0
+    feeds = ", ".join(f"'{k}': {k}" for k in names)
+    return python_c(
+        "import numpy as np, onnxruntime as ort", "from onnx import helper, TensorProto as T", *defs,
+        f"g = helper.make_graph([helper.make_node('{MS_OPS[case.operation]}', {node_in}, ['y'], "
+        f"domain='com.microsoft'{attrs})], 'g', [{vis}], [helper.make_tensor_value_info('y', T.{ot}, [{rows}, 1])])",
+        f"mdl = helper.make_model(g, opset_imports={MS_OPSETS})",
+        "s = ort.InferenceSession(mdl.SerializeToString(), providers=['CPUExecutionProvider'])",
+        f"y = s.run(None, {{{feeds}}})[0]",
+        f"print(hex(int(y.reshape(-1).view(np.uint{width})[{row}])))")
+
+
+def nbits_pack(codes: np.ndarray, zero_points: np.ndarray | None, block: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """MatMulNBits' layouts: B (N, K) uint4 codes -> (N, n_blocks, block / 2) bytes, element 2i in the low nibble
+    (K padded with zeros to whole blocks); zero points (N, n_blocks) -> (N, ceil(n_blocks / 2)) bytes, block 2j in
+    the low nibble."""
+    N, K = codes.shape
+    nb = -(-K // block)
+    q = np.zeros((N, nb * block), np.uint8)
+    q[:, :K] = codes
+    q = q.reshape(N, nb, block)
+    b = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+    if zero_points is None:
+        return b, None
+    z = np.zeros((N, nb + nb % 2), np.uint8)
+    z[:, :nb] = zero_points
+    return b, (z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8)
+
+
+def nbits_model(case: Case, level: int, inputs: dict[str, np.ndarray] | None = None) -> Any:
+    """A one-node MatMulNBits model (bits 4, the case's block size, ``accuracy_level`` level): A a graph input;
+    B, scales, zero points and bias initializers (ORT prepacks constant weights: accuracy_level 4 runs the int8
+    kernels only then)."""
+    from onnx import helper, numpy_helper
+
+    ins = dict(case.inputs if inputs is None else inputs)
+    block = int(case.params["block_size"])
+    M, K = ins["a"].shape
+    N = ins["b_codes"].shape[0]
+    b, z = nbits_pack(ins["b_codes"], ins.get("zero_points"), block)
+    inits = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(ins["scales"].reshape(-1), "s")]
+    names = ["a", "b", "s"]
+    if z is not None:
+        inits.append(numpy_helper.from_array(z.reshape(-1), "z"))
+    names.append("z" if z is not None else "")
+    if "bias" in ins:
+        inits.append(numpy_helper.from_array(ins["bias"], "bias"))
+        names += ["", "bias"]
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node("MatMulNBits", names, ["y"], domain="com.microsoft", K=K, N=N, bits=4,
+                            block_size=block, accuracy_level=level)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", onnx_type("float32"), [M, K])],
+                          [helper.make_tensor_value_info("y", onnx_type("float32"), [M, N])], initializer=inits)
+    return helper.make_model(g, opset_imports=_ms_opsets())
+
+
+def _nbits_supports(level: int):
+    def supports(case: Case) -> str | None:
+        return None
+    return supports
+
+
+def _nbits_run(level: int):
+    def one(case: Case) -> Outputs:
+        import onnxruntime as ort
+
+        sess = ort.InferenceSession(nbits_model(case, level).SerializeToString(), providers=["CPUExecutionProvider"])
+        y = np.asarray(sess.run(None, {"a": case.inputs["a"]})[0], dtype=np.float32)
+        return {"y": y}
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        from ._common import run_each
+
+        return run_each(cases, one)
+    return run
+
+
+def _nbits_snippet(level: int):
+    def snippet(case: Case, i: int) -> str:
+        m, n = divmod(int(i), int(case.params["n"]))
+        ins = dict(case.inputs)
+        block = int(case.params["block_size"])
+        a = ins["a"][m:m + 1]
+        b, z = nbits_pack(ins["b_codes"][n:n + 1], None if "zero_points" not in ins else ins["zero_points"][n:n + 1],
+                          block)
+        K = a.shape[1]
+        init = [f"nh.from_array(np.array({b.reshape(-1).tolist()}, np.uint8).reshape({b.shape}), 'b')",
+                f"nh.from_array({matmul_literal(ins['scales'][n])}, 's')"]
+        names = ["a", "b", "s", "z" if z is not None else ""]
+        if z is not None:
+            init.append(f"nh.from_array(np.array({z.reshape(-1).tolist()}, np.uint8), 'z')")
+        if "bias" in ins:
+            init.append(f"nh.from_array({matmul_literal(ins['bias'][n:n + 1])}, 'bias')")
+            names += ["", "bias"]
+        while names[-1] == "":
+            names.pop()
+        return python_c(
+            "import numpy as np, onnxruntime as ort", "from onnx import helper, numpy_helper as nh, TensorProto as T",
+            f"a = {matmul_literal(a)}",
+            f"g = helper.make_graph([helper.make_node('MatMulNBits', {names}, ['y'], domain='com.microsoft', K={K}, "
+            f"N=1, bits=4, block_size={block}, accuracy_level={level})], 'g', "
+            f"[helper.make_tensor_value_info('a', T.FLOAT, [1, {K}])], "
+            f"[helper.make_tensor_value_info('y', T.FLOAT, [1, 1])], initializer=[{', '.join(init)}])",
+            f"mdl = helper.make_model(g, opset_imports={MS_OPSETS})",
+            "s = ort.InferenceSession(mdl.SerializeToString(), providers=['CPUExecutionProvider'])",
+            "y = s.run(None, {'a': a})[0]", "print(hex(int(y.reshape(-1).view(np.uint32)[0])))")
+    return snippet
+
+
+def bnb4_pack(codes: np.ndarray) -> np.ndarray:
+    """MatMulBnb4's layout (bitsandbytes): the (N, K) codes flattened, two per byte, the first in the high nibble."""
+    flat = np.asarray(codes, np.uint8).reshape(-1)
+    flat = np.concatenate([flat, np.zeros(flat.size % 2, np.uint8)])
+    return ((flat[0::2] << 4) | flat[1::2]).astype(np.uint8)
+
+
+def bnb4_model(case: Case, inputs: dict[str, np.ndarray] | None = None) -> Any:
+    """A one-node MatMulBnb4 model: A a graph input, the packed codes and absmax initializers."""
+    from onnx import helper, numpy_helper
+
+    ins = dict(case.inputs if inputs is None else inputs)
+    M, K = ins["a"].shape
+    N = ins["b_codes"].shape[0]
+    node = helper.make_node("MatMulBnb4", ["a", "b", "absmax"], ["y"], domain="com.microsoft", K=K, N=N,
+                            block_size=int(case.params["block_size"]),
+                            quant_type=1 if case.params["quant_type"] == "nf4" else 0)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", onnx_type("float32"), [M, K])],
+                          [helper.make_tensor_value_info("y", onnx_type("float32"), [M, N])],
+                          initializer=[numpy_helper.from_array(bnb4_pack(ins["b_codes"]), "b"),
+                                       numpy_helper.from_array(ins["absmax"], "absmax")])
+    return helper.make_model(g, opset_imports=_ms_opsets())
+
+
+def _bnb4_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    import onnxruntime as ort
+
+    from ._common import run_each
+
+    def one(case: Case) -> Outputs:
+        sess = ort.InferenceSession(bnb4_model(case).SerializeToString(), providers=["CPUExecutionProvider"])
+        return {"y": np.asarray(sess.run(None, {"a": case.inputs["a"]})[0], dtype=np.float32)}
+
+    return run_each(cases, one)
+
+
+def _bnb4_snippet(case: Case, i: int) -> str:
+    """The whole weight (its blocks run over the flattened (N, K) codes), row m of A, output element (m, n)."""
+    m, n = divmod(int(i), int(case.params["n"]))
+    ins = case.inputs
+    a = ins["a"][m:m + 1]
+    N, K = ins["b_codes"].shape
+    qt = 1 if case.params["quant_type"] == "nf4" else 0
+    return python_c(
+        "import numpy as np, onnxruntime as ort", "from onnx import helper, numpy_helper as nh, TensorProto as T",
+        f"a = {matmul_literal(a)}", f"b = np.array({bnb4_pack(ins['b_codes']).tolist()}, np.uint8)",
+        f"absmax = {matmul_literal(ins['absmax'])}",
+        f"g = helper.make_graph([helper.make_node('MatMulBnb4', ['a', 'b', 'absmax'], ['y'], domain='com.microsoft', "
+        f"K={K}, N={N}, block_size={int(case.params['block_size'])}, quant_type={qt})], 'g', "
+        f"[helper.make_tensor_value_info('a', T.FLOAT, [1, {K}])], [helper.make_tensor_value_info('y', T.FLOAT, "
+        f"[1, {N}])], initializer=[nh.from_array(b, 'b'), nh.from_array(absmax, 'absmax')])",
+        f"mdl = helper.make_model(g, opset_imports={MS_OPSETS})",
+        "s = ort.InferenceSession(mdl.SerializeToString(), providers=['CPUExecutionProvider'])",
+        "y = s.run(None, {'a': a})[0]", f"print(hex(int(y.reshape(-1).view(np.uint32)[{n}])))")
+
+
+def ms_matmul_targets() -> list[Target]:
+    out = [
+        Target(BACKEND, "onnxruntime.matmul_integer_to_float", "matmul", "com.microsoft MatMulIntegerToFloat (u8 x "
+               "u8/s8, s8 x s8 -> float32; per-tensor a scale, per-tensor or per-column b scale and zero point; "
+               "float bias; every input a graph input)", "onnxruntime", ("matmul_integer_to_float",),
+               _ms_supports("matmul_integer_to_float"), _ms_run, _ms_snippet,
+               notes="MLAS picks its u8 x s8 kernel by cpuid (AVX-512 VNNI here)"),
+        Target(BACKEND, "onnxruntime.dynamic_quantize_matmul", "matmul", "com.microsoft DynamicQuantizeMatMul "
+               "(float32 A quantized to uint8 per tensor, u8/s8 B, float bias; every input a graph input)",
+               "onnxruntime", ("dynamic_quantize_matmul",), _ms_supports("dynamic_quantize_matmul"), _ms_run,
+               _ms_snippet),
+        Target(BACKEND, "onnxruntime.qgemm", "matmul", "com.microsoft QGemm (alpha, int32 C, float32 or u8/s8 "
+               "output; transA = transB = 0; every input a graph input)", "onnxruntime", ("qgemm",),
+               _ms_supports("qgemm"), _ms_run, _ms_snippet,
+               notes="MLAS picks its u8 x s8 kernel by cpuid (AVX-512 VNNI here)"),
+    ]
+    for level in (0, 1, 4):
+        op = NBITS_LEVELS[level]
+        out.append(Target(BACKEND, f"onnxruntime.matmul_nbits.l{level}", "matmul", f"com.microsoft MatMulNBits "
+                          f"(bits 4, accuracy_level {level}; B, scales, zero points, bias initializers)",
+                          "onnxruntime", (op,), _nbits_supports(level), _nbits_run(level), _nbits_snippet(level),
+                          notes="compared within the bound of matmul.md §10.3 (the float32 order is not pinned)"))
+    out.append(Target(BACKEND, "onnxruntime.matmul_bnb4", "matmul", "com.microsoft MatMulBnb4 (NF4 / FP4, blocks over "
+                      "the flattened (N, K) weight; codes and absmax initializers)", "onnxruntime", ("matmul_bnb4",),
+                      lambda case: None, _bnb4_run, _bnb4_snippet,
+                      notes="compared within the bound of matmul.md §10.3 (the float32 order is not pinned)"))
+    return out

@@ -7,6 +7,11 @@ qref.recipes.qmatmul with P's rules (requantization method "none" for matmul_int
 by the rule change that reproduces the backend's outputs: the accumulator's overflow and pair sums (§3), the
 requantization method, its multiplier arithmetic, tie rule and zero-point stage (§5), how unsigned storage is
 extended (§3.3) and how the result is narrowed (§5).
+
+The com.microsoft operations: ``matmul_integer_to_float`` and ``dynamic_quantize_matmul`` (float32 out, §8, §9)
+and ``qgemm`` (§11) are compared bit for bit like the others (float outputs as their bits); ``matmul_nbits`` /
+``matmul_nbits_int8`` (§10) and ``matmul_bnb4`` (§12) are not bit-defined: ``accept`` takes a result within the
+case's [y_lo, y_hi] (the rigorous bound of §10.3), and no alternative is tried.
 """
 
 from __future__ import annotations
@@ -19,11 +24,14 @@ import numpy as np
 from ...conformance.case import Case
 from ...errors import QrefError
 from ...recipes.qmatmul import IntOperand, QuantizedMatmul, matmul_rules, quantized_matmul
-from . import Expectation, task_hash
+from . import Expectation, describe_value, task_hash
 
 FAMILY = "matmul"
 SPEC_PROFILE = "exact"
-OPERATIONS = ("matmul_integer", "qlinear_matmul")
+OPERATIONS = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float", "dynamic_quantize_matmul", "matmul_nbits",
+              "matmul_nbits_int8", "qgemm", "matmul_bnb4")
+FLOAT_OPS = ("matmul_integer_to_float", "dynamic_quantize_matmul")
+NBITS_OPS = ("matmul_nbits", "matmul_nbits_int8", "matmul_bnb4")
 
 CLASS_SECTIONS = {
     "pair_saturation": "matmul.md §3.2", "accumulator_overflow": "matmul.md §3.1",
@@ -53,6 +61,14 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("narrowing", {"narrowing": "wrap"}), ("narrowing", {"narrowing": "clamp"}),
     ("tie_rule", {"rounding": "toward_zero"}),
 )
+# float outputs (matmul.md §8): the multiplier and product arithmetic, the int16 pairs
+_FLOAT_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("pair_saturation", {"pair_sum": "saturating_int16"}), ("pair_saturation", {"pair_sum": None}),
+    ("compute_precision", {"compute": "float64", "multiplier_dtype": "float32"}),
+    ("compute_precision", {"compute": "float32", "multiplier_dtype": "float32"}),
+    ("compute_precision", {"compute": "exact", "multiplier_dtype": "exact"}),
+    ("multiplier_arithmetic", {"multiplier_dtype": "float64", "compute": "float64"}),
+)
 
 
 def relevant(case: Case, profile: str | None) -> bool:
@@ -70,7 +86,57 @@ def task_key(case: Case) -> str:
     return task_hash(case, {k: p.get(k) for k in ("a_storage", "b_storage", "output")})
 
 
+def _float_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    """matmul.md §8, §9: the float output of ``profile``'s rules (method float_output) with ``overrides``."""
+    from ...recipes.qmatmul import dynamic_quantize_uint8, matmul_integer_to_float
+
+    p = case.params
+    rules = matmul_rules(profile).replace(method="float_output", bias="output")
+    if rules.accumulation.pair_sum and (p["a_storage"], p["b_storage"]) != ("uint8", "int8"):
+        rules = rules.replace(pair_sum=None)
+    if overrides:
+        rules = rules.replace(**overrides)
+    ins = case.inputs
+    a, a_s, za, a_st = ins["a"], ins.get("a_scale"), ins.get("a_zero_point", 0), p["a_storage"]
+    if case.operation == "dynamic_quantize_matmul":
+        a, a_s, za = dynamic_quantize_uint8(a)
+        a_st = "uint8"
+    with np.errstate(all="ignore"):
+        r = matmul_integer_to_float(a, ins["b"], a_scale=a_s, b_scale=ins["b_scale"], a_zero_point=za,
+                                    b_zero_point=ins["b_zero_point"], bias=ins.get("bias"), a_storage=a_st,
+                                    b_storage=p["b_storage"], rules=rules)
+    return Expectation({"y": r.values.astype(case.expected["y"].dtype)}, {"y": np.asarray(r.unspecified, bool)})
+
+
+def _qgemm_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    """matmul.md §11: QGemm under ``profile``'s rules with ``overrides``."""
+    from ...recipes.qmatmul import qgemm
+
+    p = case.params
+    rules = matmul_rules(profile)
+    if rules.accumulation.pair_sum and (p["a_storage"], p["b_storage"]) != ("uint8", "int8"):
+        rules = rules.replace(pair_sum=None)
+    if p["output"] == "float32":
+        rules = rules.replace(method="float_output")
+    if overrides:
+        rules = rules.replace(**overrides)
+    ins = case.inputs
+    with np.errstate(all="ignore"):
+        r = qgemm(ins["a"], ins["b"], a_scale=ins["a_scale"], b_scale=ins["b_scale"], a_zero_point=ins["a_zero_point"],
+                  b_zero_point=ins["b_zero_point"], c=ins.get("c"), y_scale=ins.get("y_scale"),
+                  y_zero_point=ins.get("y_zero_point", 0), alpha=float(p["alpha"]), a_storage=p["a_storage"],
+                  b_storage=p["b_storage"], output=p["output"], rules=rules)
+    return Expectation({"y": np.asarray(r.values).astype(case.expected["y"].dtype)},
+                       {"y": np.asarray(r.unspecified, dtype=bool)})
+
+
 def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    if case.operation == "qgemm":
+        return _qgemm_outputs(case, profile, **overrides)
+    if case.operation in FLOAT_OPS:
+        return _float_outputs(case, profile, **overrides)
+    if case.operation in NBITS_OPS:
+        raise QrefError("matmul_nbits cases hold for every matmul profile that models them (matmul.md §10)")
     p = case.params
     rules = matmul_rules(profile)
     if case.operation == "matmul_integer":
@@ -103,11 +169,24 @@ def expectation(case: Case, profile: str) -> Expectation:
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
     """(class, outputs): ``profile``'s rules with one change each (module docstring), then the other profiles'
     rules whole (class ``requantize_method`` for a different method, else ``multiplier_arithmetic``)."""
-    for cls, ov in _ALTS:
+    if case.operation in NBITS_OPS:
+        return
+    floats = case.operation in FLOAT_OPS or (case.operation == "qgemm" and case.params["output"] == "float32")
+    for cls, ov in (_FLOAT_ALTS if floats else _ALTS):
         try:
             yield cls, _outputs(case, profile, **ov).outputs
         except (QrefError, ValueError):
             continue
+
+
+def accept(case: Case, exp: Expectation, name: str, got: np.ndarray) -> np.ndarray | None:
+    """matmul_nbits[_int8] (matmul.md §10.3): a result conforms when y_lo <= r <= y_hi. None elsewhere (bits)."""
+    if case.operation not in NBITS_OPS or name != "y" or "y_lo" not in exp.outputs:
+        return None
+    g = np.asarray(got).reshape(-1).view(np.float32).astype(np.float64)
+    lo = np.asarray(exp.outputs["y_lo"]).reshape(-1).astype(np.float64)
+    hi = np.asarray(exp.outputs["y_hi"]).reshape(-1).astype(np.float64)
+    return (lo <= g) & (g <= hi)
 
 
 def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
@@ -128,13 +207,30 @@ def describe_input(case: Case, index: int) -> str:
         v = np.asarray(ins[name]).reshape(-1)
         return repr(v[i if v.size > 1 else 0].item())
 
+    if case.operation in NBITS_OPS:
+        how = f"compute {p['compute']}" if "compute" in p else f"{p['quant_type']} table"
+        return (f"row {m} of a (float32, K = {p['k']}) times row {n} of the 4-bit weights (block {p['block_size']}, "
+                f"{how}); bound {float(np.asarray(case.expected['bound']).reshape(-1)[int(index)])!r}")
+    if case.operation == "dynamic_quantize_matmul":
+        return (f"row {m} of a (float32, K = {p['k']}, quantized per tensor: scale "
+                f"{float(np.asarray(case.expected['a_scale']).reshape(-1)[0])!r}, zero point "
+                f"{int(np.asarray(case.expected['a_zero_point']).reshape(-1)[0])}) times column "
+                f"{n} of b ({p['b_storage']}, zero point {at('b_zero_point', n)}, scale {at('b_scale', n)})")
     text = (f"row {m} of a ({p['a_storage']}, K = {p['k']}, zero point {at('a_zero_point', m)}) times column {n} "
             f"of b ({p['b_storage']}, zero point {at('b_zero_point', n)})")
+    if case.operation == "matmul_integer_to_float":
+        text += f"; a_scale {at('a_scale', 0)}, b_scale {at('b_scale', n)}"
+    if case.operation == "qgemm":
+        text += f"; alpha {p['alpha']}, a_scale {at('a_scale', 0)}, b_scale {at('b_scale', n)}"
+        if "y_scale" in ins:
+            text += f", y_scale {at('y_scale', 0)}, y_zero_point {at('y_zero_point', 0)} ({p['output']})"
     if case.operation == "qlinear_matmul":
         text += (f"; a_scale {at('a_scale', m)}, b_scale {at('b_scale', n)}, y_scale {at('y_scale', 0)}, "
                  f"y_zero_point {at('y_zero_point', 0)} ({p['output']})")
     if "bias" in ins:
         text += f"; bias {at('bias', n)}"
+    if "c" in ins:
+        text += f"; c {at('c', n)}"
     return text
 
 
@@ -163,4 +259,6 @@ def reduce(case: Case, index: int, name: str = "y") -> Case:
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     v = np.asarray(value).reshape(-1)
+    if (case.operation in FLOAT_OPS + NBITS_OPS or case.params.get("output") == "float32") and name == "y":
+        return describe_value(name, v.view(np.uint32).view(np.float32) if v.dtype != np.float32 else v)
     return f"{int(v[0])}" if v.size else ""
