@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 from qref.errors import QrefError
-from qref.harness.model import TaskResult
+from qref.harness.model import Comparison, TaskResult
 from qref.harness.runner import apply_pin, host_dependent, mark_variants
 from qref.harness.xfail import Xfails, parse_xfails
 from qref.profiles import cpu
@@ -123,10 +123,13 @@ def test_mark_variants_only_for_unpinned_backends() -> None:
     rs = [tr("matmul/matmul_integer/uint8xint8/random/exact", "pass"),
           tr("matmul/matmul_integer/uint8xint8/k_odd/exact", "xfail"),
           tr("matmul/matmul_integer/uint8xint8/m1/exact", "fail"),  # unexpected: stays visible
-          tr("matmul/matmul_integer/int8xint8/random/exact", "pass")]  # not touched
+          tr("matmul/matmul_integer/uint8xuint8/random/exact", "pass"),  # not touched
+          tr("matmul/qlinear_matmul/uint8xint8_uint8/per_row_a/exact", "xfail")]  # another class: stays visible
+    rs[1].vs_profile = Comparison(8, 2, {"pair_saturation": 2})
+    rs[4].vs_profile = Comparison(8, 8, {"other": 8})
     mark_variants(rs, "onnxruntime", "baseline")
-    assert [r.status for r in rs] == ["variant", "variant", "fail", "pass"]
-    assert [r.host_status for r in rs] == ["pass", "xfail", "", ""]
+    assert [r.status for r in rs] == ["variant", "variant", "fail", "pass", "xfail"]
+    assert [r.host_status for r in rs] == ["pass", "xfail", "", "", ""]
     assert "mlas_u8s8_int16_pairs" in rs[0].reason
     js = [TaskResult("jax.astype.jit", "elements", "elements/float16/f64/a/b", ("elements/float16/f64/a/b",),
                      "xfail")]

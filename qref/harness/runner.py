@@ -451,14 +451,19 @@ def mark_variants(results: list[TaskResult], backend: str, mode: str) -> None:
     pinned in this run) get the status "variant" (after ``judge``): they pass where the variant does not apply and
     fail, crash or cannot run by the variant's classes (covered by ``cpu:``-keyed xfail entries) where it does, so
     they are reported in the report's §4, not counted among the host-independent results. A task that fails
-    unexpectedly keeps its status."""
+    unexpectedly, or differs by a class no touching variant names, keeps its status."""
     if not host_dependent(backend, mode):
         return
     for r in results:
         if r.status in ("fail", "crash"):
             continue
         hit = [v for v in cpu_variants(r.target) if any(v.touches(r.target, c) for c in r.cases)]
-        if hit:
+        named = {c for v in hit for c in v.classes}
+        if r.status == "unsupported" or (r.status == "xfail" and "(crash:" in r.reason):
+            shows = {"unsupported" if r.status == "unsupported" else "crash"}
+        else:
+            shows = set(r.vs_profile.classes) if r.vs_profile is not None and r.status != "pass" else set()
+        if hit and shows <= named:
             r.host_status = r.status
             r.status, r.reason = "variant", "; ".join(f"{v.name} ({v.condition})" for v in hit)
 
