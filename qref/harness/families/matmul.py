@@ -234,11 +234,21 @@ def describe_input(case: Case, index: int) -> str:
     return text
 
 
+#: operations whose output element (m, n) depends on row m of a, column n of b and their scales only
+REDUCIBLE = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float")
+
+
 def reduce(case: Case, index: int, name: str = "y") -> Case:
     """The case reduced to output element ``index``: row m of a times column n of b (1 x K by K x 1) with that
     row's and column's scales and zero points (the runner's minimal reproducer; matmul.md §2)."""
+    import copy
     import dataclasses
 
+    if case.operation not in REDUCIBLE or name != "y":  # A's dynamic scale, 4-bit blocks: the whole case
+        whole = copy.copy(case)
+        object.__setattr__(whole, "_index", int(index))
+        object.__setattr__(whole, "_slice", None)
+        return whole
     m, n = divmod(int(index), int(case.params["n"]))
     ins = {}
     for key, v in case.inputs.items():
