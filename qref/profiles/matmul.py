@@ -131,6 +131,52 @@ _REF_EVIDENCE = (
     "qref run --backend onnx_reference --family matmul",
 )
 
+_TORCH_EVIDENCE = "tests/test_matmul_torch.py against torch 2.13.0+cpu (AMD EPYC, AVX-512 VNNI)"
+_TORCH_FLOAT = IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization())
+TORCH_PROFILES = (
+    Profile("torch_int_mm", "matmul", "torch 2.13 CPU torch._int_mm (int8 x int8 -> int32)",
+            "The int32 accumulator of int8 x int8 products, wrapping modulo 2^32; no requantization.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="none")),
+            sources=("aten/src/ATen/native/LinearAlgebra.cpp _int_mm_out_cpu", "docs/spec/matmul.md §6.3"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE + ": _int_mm bit for bit, int32 wrap-around at K = 131,073",
+                      "qref run --backend torch --family matmul")),
+    Profile("torch_fbgemm", "matmul", "torch 2.13 CPU quantized.linear, engine fbgemm (fbgemm u8 x s8 GEMM, "
+            "ReQuantizeOutput) on x86-64 with AVX-512 VNNI",
+            "int32 accumulator of raw u8 x s8 products (vpdpbusd: no int16 pair saturation) with the zero points "
+            "corrected in int32 (wrap); multiplier fl32(fl32(a_s * w_s) / y_s); fl32(float(acc) * multiplier), "
+            "_mm512_cvtps_epi32 (nearest even), + zy, clamp.",
+            rules=_TORCH_FLOAT,
+            sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeight::apply_impl",
+                     "fbgemm src/QuantUtilsAvx512.cc requantizeOutputProcessingGConvAvx512 / QuantUtilsAvx2.cc "
+                     "requantizeOutputProcessingAvx2", "docs/spec/matmul.md §6.3"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+    Profile("torch_x86", "matmul", "torch 2.13 CPU quantized.linear, engine x86 (linear runs fbgemm's kernels)",
+            "As torch_fbgemm.", rules=_TORCH_FLOAT,
+            sources=("aten/src/ATen/native/quantized/cpu/qlinear_prepack.cpp (x86 engine: fbgemm for linear)",
+                     "docs/spec/matmul.md §6.3"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+    Profile("torch_onednn", "matmul", "torch 2.13 CPU quantized.linear, engine onednn (oneDNN int8 matmul, "
+            "symmetric weights)",
+            "int32 accumulator (wrap); output scale fl32(fl32(a_s * w_s) / y_s) applied to float(acc) in float32; "
+            "the output zero point is added in float32 before the rounding (nearest even), clamp.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(zero_point="before_rounding")),
+            sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeightsOnednn::apply_impl",
+                     "docs/spec/matmul.md §6.3"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+    Profile("torch_qnnpack", "matmul", "torch 2.13 CPU quantized.linear, engine qnnpack (PyTorch QNNPACK q8gemm, "
+            "fp32 requantization)",
+            "int32 accumulator of (a - za)(w - zw) (wrap); requantization scale fl32(fl32(a_s * w_s) / y_s); "
+            "fl32(float(acc) * scale), nearest even, + zy, clamp.", rules=_TORCH_FLOAT,
+            sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeightsQnnp::apply_impl",
+                     "aten/src/ATen/native/quantized/cpu/qnnpack/src/q8gemm/", "docs/spec/matmul.md §6.3"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+)
+
 PROFILES = (
     Profile("exact", "matmul", "matmul.md §5.2 read with real arithmetic (the spec default of the matmul family)",
             "The exact sum (a result outside int32 is unspecified); y = clamp(round_half_even(acc * a_s * b_s / "
@@ -187,6 +233,7 @@ PROFILES = (
             rules=IntMatmulRules(IntAccumulation(overflow="exact"),
                                  Requantization(method="dequantize_compute_quantize")),
             sources=("https://openxla.org/stablehlo/spec#dot_general", "docs/spec/matmul.md §5.4"), status="spec"),
+    *TORCH_PROFILES,
 )
 
 for _p in PROFILES:

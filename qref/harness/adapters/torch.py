@@ -1,0 +1,176 @@
+"""PyTorch (CPU): quantized integer matrix products (matmul family, matmul.md §6.3).
+
+``torch._int_mm`` (int8 x int8 -> int32, CPU: oneDNN's s8s8s32 matmul) on ``matmul_integer`` cases, with the zero
+points corrected in int32 torch ops after the raw product (``y = _int_mm(A, B) - zb rowsum(A) - za colsum(B) +
+K za zb``, every op in int32: wraps like the accumulator, matmul.md §3.1).
+
+``torch.ops.quantized.linear`` (the static quantized Linear: quint8 per-tensor activations x qint8 weights per
+tensor or per output channel, requantized to quint8 with the output scale and zero point) on ``qlinear_matmul``
+cases, one target per engine of ``torch.backends.quantized.supported_engines`` (fbgemm, x86, onednn, qnnpack):
+the weight is ``B.T`` (N, K) quantized with the case's b scales and zero points (axis 0 per channel), prepacked
+with ``quantized.linear_prepack`` under the engine, the activation ``A`` quantized per tensor with a_scale and
+a_zero_point. Codes are read with ``int_repr()``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...conformance.case import Case
+from ..model import Outputs, Target, Unsupported
+from . import require
+from ._common import python_c, run_each
+from .onnxruntime import matmul_element_inputs, matmul_literal
+
+BACKEND = "torch"
+DISTRIBUTIONS = ("torch",)
+ENGINES = ("fbgemm", "x86", "onednn", "qnnpack")
+#: engine -> the qref matmul profile that models it
+ENGINE_PROFILES = {e: f"torch_{e}" for e in ENGINES}
+
+
+def _scalar(v: Any) -> Any:
+    """The one value of a per-tensor parameter (stored as () or (1,))."""
+    return np.asarray(v).reshape(-1)[0].item()
+
+
+def _torch() -> Any:
+    import torch
+
+    torch.set_num_threads(1)  # the results do not depend on it; one thread as benchmarks/run.py
+    return torch
+
+
+# ---- torch._int_mm (matmul.md §6.3) ---------------------------------------------------------------------------
+def _int_mm_supports(case: Case) -> str | None:
+    if case.operation != "matmul_integer":
+        return "torch._int_mm returns the int32 accumulator"
+    p = case.params
+    if (p["a_storage"], p["b_storage"]) != ("int8", "int8"):
+        return f"torch._int_mm takes int8 x int8 operands, not {p['a_storage']} x {p['b_storage']}"
+    if "bias" in case.inputs:
+        return "torch._int_mm has no bias"
+    return None
+
+
+def int_mm(torch: Any, a: np.ndarray, b: np.ndarray, za: np.ndarray, zb: np.ndarray) -> np.ndarray:
+    """_int_mm(A, B) with the zero points corrected in int32 torch ops (module docstring)."""
+    A, B = torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(np.ascontiguousarray(b))
+    y = torch._int_mm(A, B)
+    i32 = torch.int32
+    za_t = torch.from_numpy(np.asarray(za, np.int32).reshape(-1, 1) if np.ndim(za) else np.asarray(za, np.int32))
+    zb_t = torch.from_numpy(np.asarray(zb, np.int32))
+    k = torch.tensor(A.shape[1], dtype=i32)
+    y = y - zb_t * A.sum(dim=1, keepdim=True, dtype=i32) - za_t * B.sum(dim=0, dtype=i32) + k * za_t * zb_t
+    return y.numpy()
+
+
+def _int_mm_one(case: Case) -> Outputs:
+    torch = _torch()
+    ins = case.inputs
+    y = int_mm(torch, ins["a"], ins["b"], ins["a_zero_point"], ins["b_zero_point"])
+    return {"y": np.asarray(y).astype(np.int32)}
+
+
+def _int_mm_snippet(case: Case, i: int) -> str:
+    ins = matmul_element_inputs(case, i)
+    return python_c(
+        "import numpy as np, torch",
+        f"a = torch.from_numpy({matmul_literal(ins['a'])})",
+        f"b = torch.from_numpy({matmul_literal(ins['b'])})",
+        f"za, zb, k = {int(np.asarray(ins['a_zero_point']).reshape(-1)[0])}, "
+        f"{int(np.asarray(ins['b_zero_point']).reshape(-1)[0])}, {int(ins['a'].shape[1])}",
+        "i32 = torch.int32",
+        "y = torch._int_mm(a, b) - zb * a.sum(1, keepdim=True, dtype=i32) - za * b.sum(0, dtype=i32) "
+        "+ torch.tensor(k * za * zb, dtype=torch.int64).to(i32)",
+        "print(hex(int(y.numpy().reshape(-1).view(np.uint32)[0])))")
+
+
+# ---- torch.ops.quantized.linear per engine (matmul.md §6.3) -----------------------------------------------------
+def _qlinear_supports(engine: str):
+    def supports(case: Case) -> str | None:
+        if case.operation != "qlinear_matmul":
+            return "quantized.linear requantizes its output"
+        p = case.params
+        if (p["a_storage"], p["b_storage"], p["output"]) != ("uint8", "int8", "uint8"):
+            return ("quantized.linear takes quint8 activations x qint8 weights -> quint8, not "
+                    f"{p['a_storage']} x {p['b_storage']} -> {p['output']}")
+        if "bias" in case.inputs:
+            return "quantized.linear's bias is float (added before requantization), not an int32 accumulator bias"
+        if np.asarray(case.inputs["a_scale"]).size > 1:
+            return "quantized activations are per tensor (a per-row a_scale has no quint8 tensor form)"
+        if engine == "onednn" and np.any(np.asarray(case.inputs["b_zero_point"]) != 0):
+            return "the onednn engine takes symmetric weights only (linear_prepack: weight zero point must be 0)"
+        return None
+    return supports
+
+
+def qlinear(torch: Any, engine: str, ins: dict[str, np.ndarray], bias: np.ndarray | None = None) -> np.ndarray:
+    """quantized.linear of the case's inputs under ``engine`` (module docstring): uint8 codes (M, N)."""
+    torch.backends.quantized.engine = engine
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantized tensor creation is deprecated (torch 2.13)
+        xa = torch._make_per_tensor_quantized_tensor(torch.from_numpy(np.ascontiguousarray(ins["a"])),
+                                                     float(_scalar(ins["a_scale"])), int(_scalar(ins["a_zero_point"])))
+        w = torch.from_numpy(np.ascontiguousarray(np.asarray(ins["b"]).T))
+        bs, zb = np.asarray(ins["b_scale"]), np.asarray(ins["b_zero_point"])
+        if bs.size == 1 and zb.size == 1:
+            wq = torch._make_per_tensor_quantized_tensor(w, float(bs.reshape(-1)[0]), int(zb.reshape(-1)[0]))
+        else:
+            n = w.shape[0]
+            wq = torch._make_per_channel_quantized_tensor(
+                w, torch.from_numpy(np.broadcast_to(bs.astype(np.float64).reshape(-1), (n,)).copy()),
+                torch.from_numpy(np.broadcast_to(zb.astype(np.int64).reshape(-1), (n,)).copy()), 0)
+        packed = torch.ops.quantized.linear_prepack(wq, None if bias is None else torch.from_numpy(bias))
+        y = torch.ops.quantized.linear(xa, packed, float(_scalar(ins["y_scale"])), int(_scalar(ins["y_zero_point"])))
+    return y.int_repr().numpy()
+
+
+def _qlinear_run(engine: str):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        torch = _torch()
+
+        def one(case: Case) -> Outputs:
+            if engine not in torch.backends.quantized.supported_engines:
+                raise Unsupported(f"torch {torch.__version__} was built without the {engine} engine")
+            return {"y": qlinear(torch, engine, case.inputs).astype(np.uint8)}
+        return run_each(cases, one)
+    return run
+
+
+def _qlinear_snippet(engine: str):
+    def snippet(case: Case, i: int) -> str:
+        ins = matmul_element_inputs(case, i)
+        bs, zb = np.asarray(ins["b_scale"]).reshape(-1), np.asarray(ins["b_zero_point"]).reshape(-1)
+        return python_c(
+            "import numpy as np, torch",
+            f"torch.backends.quantized.engine = '{engine}'",
+            f"a = torch.from_numpy({matmul_literal(ins['a'])})",
+            f"w = torch.from_numpy({matmul_literal(np.ascontiguousarray(np.asarray(ins['b']).T))})",
+            f"xa = torch._make_per_tensor_quantized_tensor(a, {float(_scalar(ins['a_scale']))!r}, "
+            f"{int(_scalar(ins['a_zero_point']))})",
+            f"wq = torch._make_per_tensor_quantized_tensor(w, {float(bs[0])!r}, {int(zb[0])})",
+            "p = torch.ops.quantized.linear_prepack(wq, None)",
+            f"y = torch.ops.quantized.linear(xa, p, {float(_scalar(ins['y_scale']))!r}, "
+            f"{int(_scalar(ins['y_zero_point']))})",
+            "print(hex(int(y.int_repr().numpy().reshape(-1)[0])))")
+    return snippet
+
+
+def targets() -> list[Target]:
+    require("torch", backend=BACKEND, hint="pip install torch")
+    out = [Target(BACKEND, "torch.int_mm", "matmul", "torch._int_mm(A, B) (int8 x int8 -> int32, CPU); zero "
+                  "points corrected in int32 torch ops after it: - zb A.sum(1) - za B.sum(0) + K za zb",
+                  "torch_int_mm", ("matmul_integer",), _int_mm_supports,
+                  lambda cases: run_each(cases, _int_mm_one), _int_mm_snippet)]
+    for e in ENGINES:
+        out.append(Target(BACKEND, f"torch.quantized_linear.{e}", "matmul",
+                          f"torch.ops.quantized.linear(quint8 A, linear_prepack(qint8 B.T), y_scale, y_zero_point) "
+                          f"with torch.backends.quantized.engine = '{e}' (per-tensor or per-channel weights)",
+                          ENGINE_PROFILES[e], ("qlinear_matmul",), _qlinear_supports(e), _qlinear_run(e),
+                          _qlinear_snippet(e)))
+    return out
