@@ -23,7 +23,7 @@ import numpy as np
 from ...conformance.case import Case
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import python_c, run_each
+from ._common import codes_as, python_c, run_each, suite_input
 from .onnxruntime import matmul_element_inputs, matmul_literal
 
 BACKEND = "torch"
@@ -161,6 +161,82 @@ def _qlinear_snippet(engine: str):
     return snippet
 
 
+# ---- torch._scaled_mm on float8 operands (recipes family, qdq_matmul; recipes.md §2) ----------------------------
+def qdq_scaled_mm(torch: Any, a: np.ndarray, b: np.ndarray, a_format: str, b_format: str,
+                  a_scale: np.ndarray | None = None, b_scale: np.ndarray | None = None) -> tuple[Any, ...]:
+    """The scaled-FP8 matmul in torch ops: s = amax / max per tensor (1 where amax is 0 or not finite) unless
+    given (per tensor, or rowwise (M, 1) / (1, N)), q = (x / s).clamp(-max, max).to(float8), y = torch._scaled_mm(q_a, q_b, s_a, s_b, out_dtype=float32).
+    Returns (q_a, q_b, s_a, s_b, y) as tensors."""
+    def scale(x: Any, fmt: Any) -> Any:
+        m = torch.tensor(torch.finfo(fmt).max, dtype=torch.float32)
+        am = x.abs().max()
+        return torch.where(torch.isfinite(am) & (am > 0), am / m, torch.ones((), dtype=torch.float32)).reshape(())
+
+    def q(x: Any, s: Any, fmt: Any) -> Any:
+        m = float(torch.finfo(fmt).max)
+        return (x / s).clamp(-m, m).to(fmt)
+
+    fa, fb = getattr(torch, a_format), getattr(torch, b_format)
+    ta, tb = torch.from_numpy(np.ascontiguousarray(a)), torch.from_numpy(np.ascontiguousarray(b))
+    sa = scale(ta, fa) if a_scale is None else _given(torch, a_scale)
+    sb = scale(tb, fb) if b_scale is None else _given(torch, b_scale)
+    qa, qb = q(ta, sa, fa), q(tb, sb, fb)
+    y = torch._scaled_mm(qa, qb.t().contiguous().t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
+    return qa, qb, sa, sb, y
+
+
+def _given(torch: Any, s: np.ndarray) -> Any:
+    """A given scale: per tensor as a 0-d tensor, per row (M, 1) / per column (1, N) as it is (rowwise)."""
+    v = np.asarray(s, np.float32)
+    return torch.from_numpy((v.reshape(()) if v.size == 1 else v).copy())
+
+
+def _scaled_mm_supports(case: Case) -> str | None:
+    p = case.params
+    fmts = ("float8_e4m3fn", "float8_e5m2")
+    if p.get("a_format") not in fmts or p.get("b_format") not in fmts:
+        return "torch._scaled_mm takes float8_e4m3fn / float8_e5m2 operands"
+    if p.get("compute_dtype") != "float32" or p.get("division") != "divide" or p.get("formula") != "amax_over_max":
+        return "the torch scaled-FP8 matmul divides by amax / max in float32"
+    return None
+
+
+def _scaled_mm_one(case: Case) -> Outputs:
+    torch = _torch()
+    p = case.params
+    qa, qb, sa, sb, y = qdq_scaled_mm(torch, case.inputs["a"], case.inputs["b"], p["a_format"], p["b_format"],
+                                      case.inputs.get("a_scale"), case.inputs.get("b_scale"))
+    out = {"a_codes": qa.view(torch.uint8).numpy(), "b_codes": qb.view(torch.uint8).numpy(),
+           "a_scale": sa.numpy().reshape(-1), "b_scale": sb.numpy().reshape(-1), "y": y.numpy()}
+    return {k: codes_as(case, k, v) for k, v in out.items() if k in case.expected}
+
+
+def _scaled_mm_snippet(case: Case, i: int) -> str:
+    p = case.params
+    out = getattr(case, "_output", "y")
+    given = "a_scale" in case.inputs
+    lits = [f"{n} = torch.from_numpy({suite_input(case, n)}.copy())" for n in ("a", "b", "a_scale", "b_scale")
+            if n in case.inputs]
+    k = {"a_codes": 0, "b_codes": 1, "a_scale": 2, "b_scale": 3, "y": 4}[out]
+    view = ".view(torch.uint8)" if out.endswith("codes") else ".view(torch.int32)"
+    width = "np.uint8" if out.endswith("codes") else "np.uint32"
+    return python_c(
+        "import numpy as np, torch",
+        *lits,
+        f"fa, fb = torch.{p['a_format']}, torch.{p['b_format']}",
+        "def sc(x, t):",
+        "    am = x.abs().max()",
+        "    return torch.where(torch.isfinite(am) & (am > 0), am / torch.tensor(torch.finfo(t).max), "
+        "torch.ones(()))",
+        "q = lambda x, s, t: (x / s).clamp(-torch.finfo(t).max, torch.finfo(t).max).to(t)",
+        ("sa, sb = [s.reshape(()) if s.numel() == 1 else s for s in (a_scale, b_scale)]" if given
+         else "sa, sb = sc(a, fa), sc(b, fb)"),
+        "qa, qb = q(a, sa, fa), q(b, sb, fb)",
+        "y = torch._scaled_mm(qa, qb.t().contiguous().t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)",
+        "r = (qa, qb, sa, sb, y)",
+        f"print(hex(int(r[{k}].reshape(-1){view}.numpy().view({width})[{i}])))")
+
+
 def targets() -> list[Target]:
     require("torch", backend=BACKEND, hint="pip install torch")
     out = [Target(BACKEND, "torch.int_mm", "matmul", "torch._int_mm(A, B) (int8 x int8 -> int32, CPU); zero "
@@ -173,4 +249,8 @@ def targets() -> list[Target]:
                           f"with torch.backends.quantized.engine = '{e}' (per-tensor or per-channel weights)",
                           ENGINE_PROFILES[e], ("qlinear_matmul",), _qlinear_supports(e), _qlinear_run(e),
                           _qlinear_snippet(e)))
+    out.append(Target(BACKEND, "torch.scaled_mm", "recipes", "s = amax / max (1 for a zero amax) unless given, q = "
+                      "(x / s).clamp(-max, max).to(torch.float8_*), y = torch._scaled_mm(q_a, q_b, scale_a=s_a, "
+                      "scale_b=s_b, out_dtype=torch.float32) (CPU)", None, ("qdq_matmul",), _scaled_mm_supports,
+                      lambda cases: run_each(cases, _scaled_mm_one), _scaled_mm_snippet))
     return out
