@@ -20,7 +20,7 @@ OVERFLOWS = ("wrap", "saturate", "exact")
 PAIR_SUMS = (None, "saturating_int16")
 METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize")
 MULTIPLIER_DTYPES = ("float32", "float64", "exact")
-ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y")
+ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y", "ab_times_reciprocal_y")
 COMPUTE_DTYPES = ("float32", "float64", "exact")
 ZERO_POINT_STAGES = ("after_rounding", "before_rounding")
 ROUNDINGS = ("nearest_even", "nearest_away", "nearest_up", "toward_zero")
@@ -58,7 +58,8 @@ class Requantization:
         and a shift; SaturatingRoundingDoublingHighMul then RoundingDivideByPOT, or one rounding, §5.3) or
         "dequantize_compute_quantize" (both operands dequantized to float32, dotted, the dot quantized, §5.4).
     multiplier_dtype: the dtype m is computed in ("float32", "float64", or "exact": the real quotient).
-    association: "ab_then_y" (m = (a_s * b_s) / y_s) or "a_then_b_over_y" (m = a_s * (b_s / y_s)).
+    association: "ab_then_y" (m = (a_s * b_s) / y_s), "a_then_b_over_y" (m = a_s * (b_s / y_s)) or
+        "ab_times_reciprocal_y" (m = (a_s * b_s) * (1 / y_s), each step rounded: matmul.md §5.2).
     compute: the dtype of acc * m ("float32": acc is first converted to float32, nearest even; "float64": acc is
         exact in float64, one rounding of the product; "exact": no rounding before the final one).
     zero_point: "after_rounding" (round(acc * m) + zy in integers) or "before_rounding" (fl(acc * m + zy) in the
@@ -169,8 +170,10 @@ TORCH_PROFILES = (
             evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
     Profile("torch_qnnpack", "matmul", "torch 2.13 CPU quantized.linear, engine qnnpack (PyTorch QNNPACK q8gemm, "
             "fp32 requantization)",
-            "int32 accumulator of (a - za)(w - zw) (wrap); requantization scale fl32(fl32(a_s * w_s) / y_s); "
-            "fl32(float(acc) * scale), nearest even, + zy, clamp.", rules=_TORCH_FLOAT,
+            "int32 accumulator of (a - za)(w - zw) (wrap); requantization scale fl32(fl32(w_s * a_s) * fl32(1 / "
+            "y_s)) (generate_requantization_scales); fl32(float(acc) * scale), nearest even, + zy, clamp.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+                                 Requantization(association="ab_times_reciprocal_y")),
             sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeightsQnnp::apply_impl",
                      "aten/src/ATen/native/quantized/cpu/qnnpack/src/q8gemm/", "docs/spec/matmul.md §6.3"),
             package="torch", versions=">=2.13,<2.14", status="verified",

@@ -282,6 +282,8 @@ def output_multiplier(a_scale: np.ndarray, b_scale: np.ndarray, y_scale: np.ndar
     dt = np.dtype(req.multiplier_dtype)
     if req.association == "ab_then_y":
         return div(mul(a, b, dt), y, dt)
+    if req.association == "ab_times_reciprocal_y":
+        return mul(mul(a, b, dt), div(np.ones((), dt), y, dt), dt)
     return mul(a, div(b, y, dt), dt)
 
 

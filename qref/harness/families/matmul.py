@@ -43,6 +43,8 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("multiplier_arithmetic", {"multiplier_dtype": "float64"}),
     ("multiplier_arithmetic", {"multiplier_dtype": "float32"}),
     ("multiplier_arithmetic", {"association": "a_then_b_over_y"}),
+    ("multiplier_arithmetic", {"association": "ab_times_reciprocal_y"}),
+    ("multiplier_arithmetic", {"association": "ab_then_y"}),
     ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64"}),
     ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64", "fixed_point": "single_rounding"}),
     ("requantize_method", {"method": "float_multiply"}),

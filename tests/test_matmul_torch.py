@@ -1,0 +1,180 @@
+"""PyTorch CPU quantized matrix products (matmul.md §6.3) against independent arithmetic: torch._int_mm against
+numpy int64 sums taken modulo 2^32, torch.ops.quantized.linear under every engine against a float32 transcription
+of each engine's requantization written here (and against qref's profile of the engine), and torch._scaled_mm
+against the exact product of its dequantized operands. >= 10^6 outputs per pipeline, edge-heavy operands (storage
+ends, power-of-two multipliers: every tie, odd output zero points)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qref.recipes import qmatmul as qm
+
+torch = pytest.importorskip("torch")
+from qref.harness.adapters.torch import ENGINES, int_mm, qdq_scaled_mm, qlinear  # noqa: E402
+
+torch.set_num_threads(1)
+VNNI = "avx512_vnni" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
+
+
+def wrap32(x: np.ndarray) -> np.ndarray:
+    return ((x.astype(np.int64) + 2**31) % 2**32) - 2**31
+
+
+def edgy(rng: np.random.Generator, shape: tuple[int, int], lo: int, hi: int, dtype: type) -> np.ndarray:
+    """Half the values at the storage ends, the rest uniform."""
+    v = rng.integers(lo, hi + 1, shape)
+    ends = rng.random(shape) < 0.5
+    v = np.where(ends, np.where(rng.random(shape) < 0.5, lo, hi), v)
+    return v.astype(dtype)
+
+
+# ---- torch._int_mm ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("za, zb", [(0, 0), (-128, 127), (77, "per_column")])
+def test_int_mm_million_outputs(za, zb):
+    rng = np.random.default_rng(1)
+    a = edgy(rng, (1024, 96), -128, 127, np.int8)
+    b = edgy(rng, (96, 1024), -128, 127, np.int8)
+    zbv = rng.integers(-128, 128, 1024).astype(np.int8) if zb == "per_column" else np.int8(zb)
+    got = int_mm(torch, a, b, np.int8(za), zbv)
+    exp = wrap32((a.astype(np.int64) - za) @ (b.astype(np.int64) - zbv.astype(np.int64)))
+    assert got.dtype == np.int32 and got.size >= 10**6
+    np.testing.assert_array_equal(got.astype(np.int64), exp)
+
+
+def test_int_mm_wraps_and_shapes():
+    """The int32 accumulator wraps modulo 2^32 (K = 131,073 products of 2^14 and -16,256); no shape constraint on
+    CPU (K = 1, odd K, M = 1, N = 1)."""
+    K = 131073
+    a = np.full((2, K), -128, np.int8)
+    a[1] = 127
+    b = np.full((K, 1), -128, np.int8)
+    got = torch._int_mm(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+    assert [int(v) for v in got[:, 0]] == [((K * s + 2**31) % 2**32) - 2**31 for s in (16384, -16256)]
+    rng = np.random.default_rng(2)
+    for m, k, n in ((16, 1, 16), (9, 7, 5), (1, 65, 33), (33, 65, 1)):
+        x, y = edgy(rng, (m, k), -128, 127, np.int8), edgy(rng, (k, n), -128, 127, np.int8)
+        got = torch._int_mm(torch.from_numpy(x), torch.from_numpy(y)).numpy()
+        np.testing.assert_array_equal(got, x.astype(np.int64) @ y.astype(np.int64))
+
+
+# ---- torch.ops.quantized.linear ------------------------------------------------------------------------------
+def expected_linear(engine: str, a, za, a_s, b, zb, b_s, y_s, zy):
+    """The engine's requantization transcribed: int32 accumulator (exact here), m = fl32(fl32(a_s * w_s) / y_s)
+    (qnnpack: fl32(fl32(a_s * w_s) * fl32(1 / y_s))),
+    v = fl32(fl32(acc) * m); fbgemm / x86 / qnnpack: rint(v) + zy; onednn: rint(fl32(v + zy)); clamp to uint8."""
+    acc = wrap32((a.astype(np.int64) - za) @ (b.astype(np.int64) - np.asarray(zb, np.int64)))
+    f32 = np.float32
+    ab = (f32(a_s) * np.asarray(b_s, f32)).astype(f32)
+    # qnnpack: generate_requantization_scales multiplies by fl32(1 / y_s)
+    m = (ab * (f32(1) / f32(y_s))).astype(f32) if engine == "qnnpack" else ab / f32(y_s)
+    v = (acc.astype(f32) * m.astype(f32)).astype(f32)
+    if engine == "onednn":
+        n = np.rint((v + f32(zy)).astype(f32)).astype(np.int64)
+    else:
+        n = np.rint(v).astype(np.int64) + zy
+    return np.clip(n, 0, 255)
+
+
+def _linear_inputs(seed: int, engine: str, per_channel: bool, m_exp: int, M=1024, K=33, N=1024):
+    rng = np.random.default_rng(seed)
+    a = edgy(rng, (M, K), 0, 255, np.uint8)
+    b = edgy(rng, (K, N), -128, 127, np.int8)
+    za = int(rng.integers(0, 256))
+    zb = (np.zeros(N, np.int64) if engine == "onednn" else rng.integers(-128, 128, N)) if per_channel else \
+        np.int64(0 if engine == "onednn" else 3)
+    # a_s * w_s / y_s a power of two (every .5 a tie) or a non-dyadic ratio; y scale keeps outputs in range
+    if m_exp is None:
+        b_s = (rng.uniform(1, 2, N) * 2.0**-9).astype(np.float32) if per_channel else np.float32(0.0123)
+        a_s, y_s = np.float32(0.0371), np.float32(0.611)
+    else:
+        b_s = np.full(N, 2.0**-4, np.float32) if per_channel else np.float32(2.0**-4)
+        a_s, y_s = np.float32(2.0**-8), np.float32(2.0 ** (m_exp - 12))  # m = 2^-m_exp
+        a = (za + rng.integers(-3, 4, (M, K))).clip(0, 255).astype(np.uint8)
+        b = (np.asarray(zb).reshape(1, -1) + rng.integers(-3, 4, (K, N))).clip(-128, 127).astype(np.int8)
+    zy = int(rng.integers(0, 128)) * 2 + 1  # odd: adding it before or after the rounding differs on ties
+    return {"a": a, "a_scale": a_s, "a_zero_point": np.uint8(za), "b": b, "b_scale": b_s,
+            "b_zero_point": np.asarray(zb).astype(np.int8), "y_scale": y_s, "y_zero_point": np.uint8(zy)}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("m_exp", [None, 1, 2])
+def test_quantized_linear_engines(engine, per_channel, m_exp):
+    if engine not in torch.backends.quantized.supported_engines:
+        pytest.skip(f"torch built without {engine}")
+    ins = _linear_inputs(7, engine, per_channel, m_exp)
+    got = qlinear(torch, engine, ins)
+    i = ins
+    exp = expected_linear(engine, i["a"], int(i["a_zero_point"]), i["a_scale"], i["b"],
+                          i["b_zero_point"].astype(np.int64), i["b_scale"], i["y_scale"], int(i["y_zero_point"]))
+    assert got.size >= 10**6
+    bad = got.astype(np.int64) != exp
+    if engine == "onednn" and m_exp is None and not per_channel:
+        # open: oneDNN's per-tensor kernel rounds a few near-ties (within 2^-14 of k + 1/2) the other way
+        # (matmul.md §6.3); every other element equals the transcription
+        acc = wrap32((i["a"].astype(np.int64) - int(i["a_zero_point"])) @ (i["b"].astype(np.int64)
+                                                                             - int(i["b_zero_point"])))
+        ex = acc[bad] * np.float64(i["a_scale"]) * np.float64(i["b_scale"]) / np.float64(i["y_scale"])
+        assert bad.sum() <= 4 and np.all(np.abs(np.abs(ex - np.floor(ex)) - 0.5) < 2.0**-14)
+    else:
+        np.testing.assert_array_equal(got.astype(np.int64), exp)
+    # qref's profile of the engine gives the same codes
+    r = qm.quantized_matmul(i["a"], i["b"], a_scale=i["a_scale"], a_zero_point=i["a_zero_point"],
+                            b_scale=i["b_scale"], b_zero_point=i["b_zero_point"], y_scale=i["y_scale"],
+                            y_zero_point=i["y_zero_point"],
+                            pipeline=qm.QuantizedMatmul(qm.IntOperand("uint8"), qm.IntOperand("int8"), "uint8",
+                                                        qm.matmul_rules(f"torch_{engine}")))
+    np.testing.assert_array_equal(r.values[~bad], exp[~bad])
+    if m_exp is not None:  # ties present: the zero-point stage is visible
+        other = expected_linear("fbgemm" if engine == "onednn" else "onednn", i["a"], int(i["a_zero_point"]),
+                                i["a_scale"], i["b"], i["b_zero_point"].astype(np.int64), i["b_scale"],
+                                i["y_scale"], int(i["y_zero_point"]))
+        assert (other != exp).sum() > 1000
+
+
+def test_onednn_needs_symmetric_weights():
+    ins = _linear_inputs(3, "fbgemm", False, None, M=4, N=4)
+    with pytest.raises(RuntimeError, match="symmetric"):
+        qlinear(torch, "onednn", ins)
+
+
+@pytest.mark.parametrize("engine", ("fbgemm", "x86"))
+def test_fbgemm_u8s8_pairs_not_saturated_on_vnni(engine):
+    """u8 255 x s8 -128 pairs (-65,280: beyond int16): AVX2 vpmaddubsw would saturate each pair sum to -32,768
+    (matmul.md §3.2); with AVX-512 VNNI (vpdpbusd) fbgemm sums them exactly."""
+    if not VNNI:
+        pytest.skip("the CPU has no AVX-512 VNNI: fbgemm's AVX2 kernels saturate pairs (onnxruntime_avx2's rule)")
+    K, N = 64, 4
+    a = np.full((4, K), 255, np.uint8)
+    b = np.full((K, N), -128, np.int8)
+    ins = {"a": a, "a_scale": np.float32(1.0), "a_zero_point": np.uint8(0), "b": b, "b_scale": np.float32(2.0**-16),
+           "b_zero_point": np.int8(0), "y_scale": np.float32(1.0), "y_zero_point": np.uint8(255)}
+    got = qlinear(torch, engine, ins)
+    # exact: 64 * -32,640 * 2^-16 = -31.875 -> -32 + 255 = 223; saturated pairs: 32 * -32,768 * 2^-16 -> 239
+    assert (got == 223).all()
+
+
+# ---- torch._scaled_mm ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fa", ["float8_e4m3fn", "float8_e5m2"])
+def test_scaled_mm_dequantizes_operands_first(fa):
+    """K = 1: y = fl32(fl32(q_a s_a) * fl32(q_b s_b)) (operands dequantized to float32 before a float32 GEMM),
+    checked against float64 products (exact for float32 factors) rounded once; not fl32(q_a q_b fl32(s_a s_b))."""
+    rng = np.random.default_rng(5)
+    M = N = 1024
+    a = rng.standard_normal((M, 1)).astype(np.float32) * 3
+    b = rng.standard_normal((1, N)).astype(np.float32)
+    qa, qb, sa, sb, y = qdq_scaled_mm(torch, a, b, fa, "float8_e4m3fn", np.float32(0.0137), np.float32(0.0291))
+    da = (qa.float().numpy().astype(np.float64) * np.float64(np.float32(0.0137))).astype(np.float32)
+    db = (qb.float().numpy().astype(np.float64) * np.float64(np.float32(0.0291))).astype(np.float32)
+    exp = (da.astype(np.float64) @ db.astype(np.float64)).astype(np.float32)
+    assert y.numel() >= 10**6
+    np.testing.assert_array_equal(y.numpy().view(np.uint32), exp.view(np.uint32))
+    s = np.float32(np.float64(np.float32(0.0137)) * np.float64(np.float32(0.0291)))
+    post = ((qa.float().numpy().astype(np.float64) @ qb.float().numpy().astype(np.float64)).astype(np.float32)
+            .astype(np.float64) * np.float64(s)).astype(np.float32)
+    assert (post != exp).sum() > 1000
