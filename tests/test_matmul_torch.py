@@ -6,7 +6,6 @@ ends, power-of-two multipliers: every tie, odd output zero points)."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -73,10 +72,8 @@ def expected_linear(engine: str, a, za, a_s, b, zb, b_s, y_s, zy):
     # qnnpack: generate_requantization_scales multiplies by fl32(1 / y_s)
     m = (ab * (f32(1) / f32(y_s))).astype(f32) if engine == "qnnpack" else ab / f32(y_s)
     v = (acc.astype(f32) * m.astype(f32)).astype(f32)
-    if engine == "onednn":
-        n = np.rint((v + f32(zy)).astype(f32)).astype(np.int64)
-    else:
-        n = np.rint(v).astype(np.int64) + zy
+    before = np.rint((v + f32(zy)).astype(f32)).astype(np.int64)  # onednn: zy added in float32, then rounded
+    n = before if engine == "onednn" else np.rint(v).astype(np.int64) + zy
     return np.clip(n, 0, 255)
 
 

@@ -165,8 +165,8 @@ def _qlinear_snippet(engine: str):
 def qdq_scaled_mm(torch: Any, a: np.ndarray, b: np.ndarray, a_format: str, b_format: str,
                   a_scale: np.ndarray | None = None, b_scale: np.ndarray | None = None) -> tuple[Any, ...]:
     """The scaled-FP8 matmul in torch ops: s = amax / max per tensor (1 where amax is 0 or not finite) unless
-    given (per tensor, or rowwise (M, 1) / (1, N)), q = (x / s).clamp(-max, max).to(float8), y = torch._scaled_mm(q_a, q_b, s_a, s_b, out_dtype=float32).
-    Returns (q_a, q_b, s_a, s_b, y) as tensors."""
+    given (per tensor, or rowwise (M, 1) / (1, N)), q = (x / s).clamp(-max, max).to(float8),
+    y = torch._scaled_mm(q_a, q_b, s_a, s_b, out_dtype=float32). Returns (q_a, q_b, s_a, s_b, y) as tensors."""
     def scale(x: Any, fmt: Any) -> Any:
         m = torch.tensor(torch.finfo(fmt).max, dtype=torch.float32)
         am = x.abs().max()
