@@ -165,7 +165,13 @@ def test_scaled_mm_dequantizes_operands_first(fa):
     M = N = 1024
     a = rng.standard_normal((M, 1)).astype(np.float32) * 3
     b = rng.standard_normal((1, N)).astype(np.float32)
-    qa, qb, sa, sb, y = qdq_scaled_mm(torch, a, b, fa, "float8_e4m3fn", np.float32(0.0137), np.float32(0.0291))
+    qa, qb, _, _, y = qdq_scaled_mm(torch, a, b, fa, "float8_e4m3fn", np.float32(0.0137), np.float32(0.0291))
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for q, x, s, f in ((qa, a, 0.0137, fa), (qb, b, 0.0291, "float8_e4m3fn")):  # the codes: ml_dtypes' casts
+        t = getattr(ml_dtypes, f)
+        mx = np.float32(ml_dtypes.finfo(t).max)
+        ref = np.clip(x / np.float32(s), -mx, mx).astype(t).view(np.uint8)
+        np.testing.assert_array_equal(q.view(torch.uint8).numpy(), ref)
     da = (qa.float().numpy().astype(np.float64) * np.float64(np.float32(0.0137))).astype(np.float32)
     db = (qb.float().numpy().astype(np.float64) * np.float64(np.float32(0.0291))).astype(np.float32)
     exp = (da.astype(np.float64) @ db.astype(np.float64)).astype(np.float32)
