@@ -20,7 +20,8 @@ OVERFLOWS = ("wrap", "saturate", "exact")
 PAIR_SUMS = (None, "saturating_int16")
 METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize")
 MULTIPLIER_DTYPES = ("float32", "float64", "exact")
-ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y", "ab_times_reciprocal_y")
+ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y", "ab_times_reciprocal_y", "sequential_reciprocal_y")
+SCALE_FORMS = ("as_given", "reciprocal_round_trip")
 COMPUTE_DTYPES = ("float32", "float64", "exact")
 ZERO_POINT_STAGES = ("after_rounding", "before_rounding")
 ROUNDINGS = ("nearest_even", "nearest_away", "nearest_up", "toward_zero")
@@ -59,7 +60,11 @@ class Requantization:
         "dequantize_compute_quantize" (both operands dequantized to float32, dotted, the dot quantized, §5.4).
     multiplier_dtype: the dtype m is computed in ("float32", "float64", or "exact": the real quotient).
     association: "ab_then_y" (m = (a_s * b_s) / y_s), "a_then_b_over_y" (m = a_s * (b_s / y_s)) or
-        "ab_times_reciprocal_y" (m = (a_s * b_s) * (1 / y_s), each step rounded: matmul.md §5.2).
+        "ab_times_reciprocal_y" (m = (a_s * b_s) * (1 / y_s), each step rounded) or "sequential_reciprocal_y"
+        (no single multiplier: v = ((acc * a_s) * b_s) * (1 / y_s), every product and 1 / y_s rounded to the
+        compute dtype; matmul.md §5.2).
+    scale_form: "as_given" (a_s and b_s enter as they are) or "reciprocal_round_trip" (held as reciprocals
+        fl32(fl64(1 / s)) and inverted back in float32: s' = fl32(1 / fl32(1 / s)), matmul.md §5.2).
     compute: the dtype of acc * m ("float32": acc is first converted to float32, nearest even; "float64": acc is
         exact in float64, one rounding of the product; "exact": no rounding before the final one).
     zero_point: "after_rounding" (round(acc * m) + zy in integers) or "before_rounding" (fl(acc * m + zy) in the
@@ -76,6 +81,7 @@ class Requantization:
     zero_point: str = "after_rounding"
     rounding: str = "nearest_even"
     fixed_point: str = "double_rounding"
+    scale_form: str = "as_given"
 
     def __post_init__(self) -> None:
         check_choice("method", self.method, METHODS)
@@ -85,6 +91,11 @@ class Requantization:
         check_choice("zero_point", self.zero_point, ZERO_POINT_STAGES)
         check_choice("rounding", self.rounding, ROUNDINGS)
         check_choice("fixed_point", self.fixed_point, FIXED_POINT_FORMS)
+        check_choice("scale_form", self.scale_form, SCALE_FORMS)
+        if (self.association == "sequential_reciprocal_y" or self.scale_form != "as_given") and (
+                self.method != "float_multiply" or "exact" in (self.compute, self.multiplier_dtype)):
+            raise QrefError("association 'sequential_reciprocal_y' and scale_form 'reciprocal_round_trip' are "
+                            "float_multiply steps in a float compute and multiplier dtype (matmul.md §5.2)")
         if self.zero_point == "before_rounding" and self.compute == "exact":
             raise QrefError("zero_point='before_rounding' adds in the compute dtype; with compute='exact' the "
                             "stage makes no difference: use 'after_rounding'")
@@ -159,12 +170,17 @@ TORCH_PROFILES = (
                      "docs/spec/matmul.md §6.3"),
             package="torch", versions=">=2.13,<2.14", status="verified",
             evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
-    Profile("torch_onednn", "matmul", "torch 2.13 CPU quantized.linear, engine onednn (oneDNN int8 matmul, "
-            "symmetric weights)",
-            "int32 accumulator (wrap); output scale fl32(fl32(a_s * w_s) / y_s) applied to float(acc) in float32; "
-            "the output zero point is added in float32 before the rounding (nearest even), clamp.",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(zero_point="before_rounding")),
+    Profile("torch_onednn", "matmul", "torch 2.13 CPU quantized.linear, engine onednn (oneDNN int8 matmul "
+            "through ideep, symmetric weights)",
+            "int32 accumulator (wrap); PyTorch hands ideep the reciprocals of the scales (fl32(1.0 / s) from "
+            "double), inverted back in float32; oneDNN scales float(acc) by the source scale, then the weight "
+            "scale, then fl32(1 / y_s), each product rounded to float32; the output zero point is added in "
+            "float32 before the rounding (nearest even), clamp.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+                                 Requantization(association="sequential_reciprocal_y",
+                                                scale_form="reciprocal_round_trip", zero_point="before_rounding")),
             sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeightsOnednn::apply_impl",
+                     "aten/src/ATen/native/quantized/cpu/qlinear_prepack.cpp (weight scales stored as 1 / s)",
                      "docs/spec/matmul.md §6.3"),
             package="torch", versions=">=2.13,<2.14", status="verified",
             evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),

@@ -282,9 +282,35 @@ def output_multiplier(a_scale: np.ndarray, b_scale: np.ndarray, y_scale: np.ndar
     dt = np.dtype(req.multiplier_dtype)
     if req.association == "ab_then_y":
         return div(mul(a, b, dt), y, dt)
+    if req.association == "sequential_reciprocal_y":
+        raise QrefError("association 'sequential_reciprocal_y' has no single multiplier: use sequential_scale")
+    if req.scale_form == "reciprocal_round_trip":
+        a, b = scale_round_trip(a), scale_round_trip(b)
     if req.association == "ab_times_reciprocal_y":
         return mul(mul(a, b, dt), div(np.ones((), dt), y, dt), dt)
     return mul(a, div(b, y, dt), dt)
+
+
+def scale_round_trip(s: np.ndarray) -> np.ndarray:
+    """fl32(1 / fl32(fl64(1 / s))): a float32 scale held as its reciprocal (computed in float64, stored as float32)
+    and inverted back in float32 (scale_form "reciprocal_round_trip", matmul.md §5.2)."""
+    r = (1.0 / np.asarray(s, dtype=np.float64)).astype(np.float32)
+    return (np.float32(1) / r).astype(np.float32)
+
+
+def sequential_scale(acc: np.ndarray, a_scale: np.ndarray, b_scale: np.ndarray, y_scale: np.ndarray,
+                     req: Requantization) -> np.ndarray:
+    """v = fl(fl(fl(acc) * a_s) * b_s) * fl(1 / y_s) in ``req.compute`` (association "sequential_reciprocal_y";
+    1 / y_s in ``req.multiplier_dtype``; matmul.md §5.2), a_s per row (M, 1), b_s per column."""
+    dt, mdt = np.dtype(req.compute), np.dtype(req.multiplier_dtype)
+    a = np.asarray(a_scale, dtype=np.float32)
+    a = a.reshape(-1, 1) if a.ndim else a
+    b = np.asarray(b_scale, dtype=np.float32)
+    if req.scale_form == "reciprocal_round_trip":
+        a, b = scale_round_trip(a), scale_round_trip(b)
+    ry = div(np.ones((), mdt), np.asarray(y_scale, dtype=np.float32), mdt)
+    v = mul(round_to(f64(acc), dt), a, dt)
+    return mul(mul(v, b, dt), ry, dt)
 
 
 def exact_multiplier(a_scale: np.ndarray, b_scale: np.ndarray, y_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -411,9 +437,12 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
             if req.multiplier_dtype == "exact":
                 num, den = exact_multiplier(a_s, b_s, y_s)  # the real multiplier rounded once to the compute dtype
                 m = _round_ratio(num, den, dt)
-            else:
+            elif req.association != "sequential_reciprocal_y":
                 m = round_to(output_multiplier(a_s, b_s, y_s, req), dt)
-            v = mul(round_to(f64(acc), dt), m, dt)
+            if req.association == "sequential_reciprocal_y":
+                v = sequential_scale(acc, a_s, b_s, y_s, req)
+            else:
+                v = mul(round_to(f64(acc), dt), m, dt)
             if req.zero_point == "before_rounding":
                 n = round_float(round_to(f64(v) + zy, dt), req.rounding)
             else:
@@ -500,6 +529,8 @@ __all__ = [
     "round_float",
     "round_quotient",
     "rounding_divide_by_pot",
+    "scale_round_trip",
+    "sequential_scale",
     "saturating_rounding_doubling_high_mul",
     "wrap_int32",
 ]
