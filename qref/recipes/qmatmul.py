@@ -529,8 +529,8 @@ __all__ = [
     "round_float",
     "round_quotient",
     "rounding_divide_by_pot",
+    "saturating_rounding_doubling_high_mul",
     "scale_round_trip",
     "sequential_scale",
-    "saturating_rounding_doubling_high_mul",
     "wrap_int32",
 ]
