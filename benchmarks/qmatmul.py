@@ -9,7 +9,10 @@ MatMulInteger / QLinearMatMul with every input a graph input; onnx 1.23 Referenc
 is the only implementation (gemmlowp / TFLite fixed point, StableHLO dequantize-dot-quantize, the exact spec).
 Before timing both results are compared as integers ("same"). Times are the best of ``--repeats`` alternating
 runs (wall clock, one numpy thread; ORT's intra-op threads set to 1). MMAC/s = million multiply-accumulates per
-second; ratio = qref / backend. No assertion is made on the timings.
+second; ratio = qref / backend. The torch rows (torch 2.13 CPU, one thread: torch.set_num_threads(1) as
+benchmarks/run.py) run ``torch._int_mm`` on the operands shifted to int8 x int8 (zero points corrected in int32
+torch ops, as the harness target does) and ``torch.ops.quantized.linear`` per engine on prepacked weights (onednn:
+symmetric weights, b zero points 0). No assertion is made on the timings.
 """
 
 from __future__ import annotations
@@ -33,7 +36,13 @@ ROWS = (("matmul_integer (int32 wrap)", "onnxruntime", "MatMulInteger", "ort"),
         ("qlinear fixed point, double rounding", "gemmlowp", "QLinearMatMul", None),
         ("qlinear fixed point, single rounding", "tflite_single_rounding", "QLinearMatMul", None),
         ("qlinear dequantize-dot-quantize", "dequantize_dot", "QLinearMatMul", None),
-        ("matmul_integer, int16 pair sums", "onnxruntime_avx2", "MatMulInteger", None))
+        ("matmul_integer, int16 pair sums", "onnxruntime_avx2", "MatMulInteger", None),
+        ("matmul_integer int8 x int8 (int32 wrap)", "torch_int_mm", "MatMulInteger", "torch._int_mm"),
+        ("qlinear fl32(a_s w_s) / y_s (fbgemm)", "torch_fbgemm", "QLinearMatMul", "torch:fbgemm"),
+        ("qlinear fl32(a_s w_s) / y_s (x86)", "torch_x86", "QLinearMatMul", "torch:x86"),
+        ("qlinear fl32(a_s w_s) fl32(1 / y_s) (qnnpack)", "torch_qnnpack", "QLinearMatMul", "torch:qnnpack"),
+        ("qlinear sequential scales, zy before rounding (onednn)", "torch_onednn", "QLinearMatMul",
+         "torch:onednn"))
 
 
 def _best(fn: Callable[[], object], repeats: int) -> float:
@@ -43,6 +52,42 @@ def _best(fn: Callable[[], object], repeats: int) -> float:
         fn()
         best = min(best, time.perf_counter() - t)
     return best
+
+
+def _torch_run(backend: str, fd: dict[str, np.ndarray]) -> tuple[Callable[[], np.ndarray], str]:
+    """(a call of the torch pipeline on prepared inputs, its name): _int_mm with int32 zero-point corrections, or
+    quantized.linear under an engine with the weight prepacked once."""
+    import warnings
+
+    import torch
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message=".*quantized tensor creation.*deprecated")
+    warnings.filterwarnings("ignore", message=".*quantize_per.*deprecated")
+    if backend == "torch._int_mm":
+        A, B = torch.from_numpy(fd["a"]), torch.from_numpy(fd["b"])
+        za, zb = int(fd["a_zero_point"]), torch.from_numpy(fd["b_zero_point"].astype(np.int32))
+        k = torch.tensor(A.shape[1], dtype=torch.int32)
+        i32 = torch.int32
+
+        def run() -> np.ndarray:
+            return (torch._int_mm(A, B) - zb * A.sum(1, keepdim=True, dtype=i32) - za * B.sum(0, dtype=i32)
+                    + k * za * zb).numpy()
+        return run, "torch._int_mm"
+    engine = backend.split(":")[1]
+    torch.backends.quantized.engine = engine
+    xa = torch._make_per_tensor_quantized_tensor(torch.from_numpy(fd["a"]), float(fd["a_scale"]),
+                                                 int(fd["a_zero_point"]))
+    w = torch._make_per_channel_quantized_tensor(
+        torch.from_numpy(np.ascontiguousarray(fd["b"].T)), torch.from_numpy(fd["b_scale"].astype(np.float64)),
+        torch.from_numpy(fd["b_zero_point"].astype(np.int64)), 0)
+    packed = torch.ops.quantized.linear_prepack(w, None)
+    ys, zy = float(fd["y_scale"]), int(fd["y_zero_point"])
+
+    def run_linear() -> np.ndarray:
+        torch.backends.quantized.engine = engine
+        return torch.ops.quantized.linear(xa, packed, ys, zy).int_repr().numpy()
+    return run_linear, f"torch quantized.linear ({engine})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,18 +110,29 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     for title, profile, op, backend in ROWS:
         integer = op == "MatMulInteger"
-        pipe = qm.QuantizedMatmul(qm.IntOperand("uint8"), qm.IntOperand("int8"), None if integer else "uint8",
+        fd = dict(feeds)
+        a_st = "uint8"
+        if backend == "torch._int_mm":  # the same operands shifted to int8 (_int_mm takes int8 x int8)
+            a_st = "int8"
+            fd.update(a=(a.astype(np.int16) - 128).astype(np.int8), a_zero_point=np.array(3, np.int8))
+        if backend == "torch:onednn":  # the onednn engine takes symmetric weights only
+            fd.update(b_zero_point=np.zeros(N, np.int8))
+        pipe = qm.QuantizedMatmul(qm.IntOperand(a_st), qm.IntOperand("int8"), None if integer else "uint8",
                                   qm.matmul_rules(profile, **({"method": "none"} if integer else {})))
 
-        def q(pipe: qm.QuantizedMatmul = pipe) -> np.ndarray:
-            return qm.quantized_matmul(a, b, a_scale=feeds["a_scale"], a_zero_point=feeds["a_zero_point"],
-                                       b_scale=feeds["b_scale"], b_zero_point=feeds["b_zero_point"],
-                                       y_scale=feeds["y_scale"], y_zero_point=feeds["y_zero_point"],
+        def q(pipe: qm.QuantizedMatmul = pipe, fd: dict = fd) -> np.ndarray:
+            return qm.quantized_matmul(fd["a"], fd["b"], a_scale=fd["a_scale"], a_zero_point=fd["a_zero_point"],
+                                       b_scale=fd["b_scale"], b_zero_point=fd["b_zero_point"],
+                                       y_scale=fd["y_scale"], y_zero_point=fd["y_zero_point"],
                                        pipeline=pipe).values
         mmac = M * N * K / 1e6
         tq = _best(q, args.repeats)
         other, same, tb = "-", "-", None
-        if backend is not None:
+        if backend is not None and backend.startswith("torch"):
+            run, other = _torch_run(backend, fd)
+            same = "yes" if np.array_equal(np.asarray(run()).astype(np.int64), q()) else "NO"
+            tb = _best(run, args.repeats)
+        elif backend is not None:
             from onnx import TensorProto as T
             from onnx import helper
 
