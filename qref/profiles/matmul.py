@@ -101,7 +101,12 @@ class Requantization:
                             "stage makes no difference: use 'after_rounding'")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields as a dict; ``scale_form`` (added after suite v1) only when it is not "as_given", so the
+        rules recorded in v1's case params keep their bytes."""
+        d = dataclasses.asdict(self)
+        if d["scale_form"] == "as_given":
+            del d["scale_form"]
+        return d
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,8 @@ class IntMatmulRules:
         return IntMatmulRules(acc, req, overrides.get("bias", self.bias))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {"accumulation": dataclasses.asdict(self.accumulation), "requantization": self.requantization.to_dict(),
+                "bias": self.bias}
 
 
 _ORT_EVIDENCE = (
