@@ -27,6 +27,7 @@ ZERO_POINT_STAGES = ("after_rounding", "before_rounding")
 ROUNDINGS = ("nearest_even", "nearest_away", "nearest_up", "toward_zero")
 FIXED_POINT_FORMS = ("double_rounding", "single_rounding")
 BIAS_STAGES = ("accumulator",)
+FLOAT_BIASES = ("exact", "float_accumulator", "int32_accumulator", "after_operand_scales")
 
 
 @dataclass(frozen=True)
@@ -112,29 +113,44 @@ class Requantization:
 @dataclass(frozen=True)
 class IntMatmulRules:
     """The rules of a quantized integer matmul (matmul.md §3-§5): accumulation, where the bias enters
-    ("accumulator": an int32 bias added to the accumulator under its overflow rule, §4) and requantization."""
+    ("accumulator": an int32 bias added to the accumulator under its overflow rule, §4), where a float32 bias
+    enters (``float_bias``, §4.1) and requantization.
+
+    float_bias: "exact" (real arithmetic: (acc a_s b_s + bias) / y_s rounded once; needs compute "exact"),
+        "float_accumulator" (bias * fl(1 / fl(a_s b_s)) per tensor, bias / fl(a_s b_s[n]) per column, in the
+        compute dtype, added to fl(acc) before the multiplier), "int32_accumulator" (round_half_even(fl32(bias *
+        fl32(1 / fl32(a_s b_s)))) added to the int32 accumulator) or "after_operand_scales" (added to
+        fl(fl(fl(acc) a_s) b_s), before the 1 / y_s product: association "sequential_reciprocal_y").
+    """
 
     accumulation: IntAccumulation = field(default_factory=IntAccumulation)
     requantization: Requantization = field(default_factory=Requantization)
     bias: str = "accumulator"
+    float_bias: str = "exact"
 
     def __post_init__(self) -> None:
         check_choice("bias", self.bias, BIAS_STAGES)
+        check_choice("float_bias", self.float_bias, FLOAT_BIASES)
 
     def replace(self, **overrides: Any) -> IntMatmulRules:
         """A copy with fields of the accumulation or requantization record overridden by name."""
         acc_f = {f.name for f in dataclasses.fields(IntAccumulation)}
         req_f = {f.name for f in dataclasses.fields(Requantization)}
-        bad = set(overrides) - acc_f - req_f - {"bias"}
+        bad = set(overrides) - acc_f - req_f - {"bias", "float_bias"}
         if bad:
             raise QrefError(f"unknown matmul rule field(s) {sorted(bad)}; fields: {sorted(acc_f | req_f)}")
         acc = dataclasses.replace(self.accumulation, **{k: v for k, v in overrides.items() if k in acc_f})
         req = dataclasses.replace(self.requantization, **{k: v for k, v in overrides.items() if k in req_f})
-        return IntMatmulRules(acc, req, overrides.get("bias", self.bias))
+        return IntMatmulRules(acc, req, overrides.get("bias", self.bias),
+                              overrides.get("float_bias", self.float_bias))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"accumulation": dataclasses.asdict(self.accumulation), "requantization": self.requantization.to_dict(),
-                "bias": self.bias}
+        """The fields as a dict; ``float_bias`` (added after suite v1) only when it is not "exact"."""
+        d = {"accumulation": dataclasses.asdict(self.accumulation), "requantization": self.requantization.to_dict(),
+             "bias": self.bias}
+        if self.float_bias != "exact":
+            d["float_bias"] = self.float_bias
+        return d
 
 
 _ORT_EVIDENCE = (
@@ -150,7 +166,7 @@ _REF_EVIDENCE = (
 )
 
 _TORCH_EVIDENCE = "tests/test_matmul_torch.py against torch 2.13.0+cpu (AMD EPYC, AVX-512 VNNI)"
-_TORCH_FLOAT = IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization())
+_TORCH_FLOAT = IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(), float_bias="float_accumulator")
 TORCH_PROFILES = (
     Profile("torch_int_mm", "matmul", "torch 2.13 CPU torch._int_mm (int8 x int8 -> int32)",
             "The int32 accumulator of int8 x int8 products, wrapping modulo 2^32; no requantization.",
@@ -184,7 +200,8 @@ TORCH_PROFILES = (
             "float32 before the rounding (nearest even), clamp.",
             rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
                                  Requantization(association="sequential_reciprocal_y",
-                                                scale_form="reciprocal_round_trip", zero_point="before_rounding")),
+                                                scale_form="reciprocal_round_trip", zero_point="before_rounding"),
+                                 float_bias="after_operand_scales"),
             sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeightsOnednn::apply_impl",
                      "aten/src/ATen/native/quantized/cpu/qlinear_prepack.cpp (weight scales stored as 1 / s)",
                      "docs/spec/matmul.md §6.3"),
@@ -195,7 +212,8 @@ TORCH_PROFILES = (
             "int32 accumulator of (a - za)(w - zw) (wrap); requantization scale fl32(fl32(w_s * a_s) * fl32(1 / "
             "y_s)) (generate_requantization_scales); fl32(float(acc) * scale), nearest even, + zy, clamp.",
             rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
-                                 Requantization(association="ab_times_reciprocal_y")),
+                                 Requantization(association="ab_times_reciprocal_y"),
+                                 float_bias="int32_accumulator"),
             sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeightsQnnp::apply_impl",
                      "aten/src/ATen/native/quantized/cpu/qnnpack/src/q8gemm/", "docs/spec/matmul.md §6.3"),
             package="torch", versions=">=2.13,<2.14", status="verified",
