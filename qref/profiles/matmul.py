@@ -117,8 +117,9 @@ class IntMatmulRules:
     enters (``float_bias``, §4.1) and requantization.
 
     float_bias: "exact" (real arithmetic: (acc a_s b_s + bias) / y_s rounded once; needs compute "exact"),
-        "float_accumulator" (bias * fl(1 / fl(a_s b_s)) per tensor, bias / fl(a_s b_s[n]) per column, in the
-        compute dtype, added to fl(acc) before the multiplier), "int32_accumulator" (round_half_even(fl32(bias *
+        "float_accumulator" (added to fl(acc) before the multiplier, in the compute dtype: per tensor
+        fl(fl(acc) + bias * fl(1 / fl(a_s b_s))) with one rounding, a fused multiply-add; per column
+        fl(fl(acc) + fl(bias / fl(a_s b_s[n])))), "int32_accumulator" (round_half_even(fl32(bias *
         fl32(1 / fl32(a_s b_s)))) added to the int32 accumulator) or "after_operand_scales" (added to
         fl(fl(fl(acc) a_s) b_s), before the 1 / y_s product: association "sequential_reciprocal_y").
     """

@@ -420,13 +420,20 @@ def _ab(a_s: np.ndarray, b_s: np.ndarray) -> np.ndarray:
     return mul(a, b_s, np.dtype(np.float32))
 
 
-def bias_in_accumulator_units(bias: np.ndarray, a_s: np.ndarray, b_s: np.ndarray, dt: np.dtype) -> np.ndarray:
-    """float_bias "float_accumulator": bias * fl(1 / fl32(a_s b_s)) where a_s b_s is one value (per tensor), else
-    bias / fl32(a_s b_s[n]), in ``dt`` (matmul.md §4.1)."""
+def add_bias_in_accumulator_units(acc: np.ndarray, bias: np.ndarray, a_s: np.ndarray, b_s: np.ndarray,
+                                  dt: np.dtype) -> np.ndarray:
+    """float_bias "float_accumulator" (matmul.md §4.1): x = fl(fl(acc) + bias * fl(1 / fl32(a_s b_s))) rounded once
+    (a fused multiply-add) where a_s b_s is one value (per tensor), else fl(fl(acc) + fl(bias / fl32(a_s b_s[n]))),
+    in ``dt``."""
     ab = _ab(a_s, b_s)
+    acc_c = round_to(f64(acc), dt)
     if np.size(ab) == 1:
-        return mul(bias, div(np.ones((), dt), ab, dt), dt)
-    return div(bias, ab, dt)
+        rcp = div(np.ones((), dt), ab, dt)
+        prod = Dyadic.from_floats(np.broadcast_to(f64(bias), acc.shape).copy()) * \
+            Dyadic.from_floats(np.broadcast_to(f64(rcp), acc.shape).copy())
+        exact = Dyadic.from_floats(f64(acc_c)) + prod
+        return exact.round(get_format(dt.name)).astype(dt)
+    return round_to(f64(acc_c) + f64(div(bias, ab, dt)), dt)
 
 
 def quantize_bias(bias: np.ndarray, a_s: np.ndarray, b_s: np.ndarray) -> np.ndarray:
@@ -516,8 +523,7 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
             if req.association == "sequential_reciprocal_y":
                 v = sequential_scale(acc, a_s, b_s, y_s, req, fb)
             elif fb is not None:  # float_accumulator: the bias in accumulator units, added to fl(acc)
-                x = round_to(f64(round_to(f64(acc), dt)) + f64(bias_in_accumulator_units(fb, a_s, b_s, dt)), dt)
-                v = mul(x, m, dt)
+                v = mul(add_bias_in_accumulator_units(acc, fb, a_s, b_s, dt), m, dt)
             else:
                 v = mul(round_to(f64(acc), dt), m, dt)
             if req.zero_point == "before_rounding":
@@ -601,7 +607,7 @@ __all__ = [
     "MatmulOutput",
     "QuantizedMatmul",
     "Requantization",
-    "bias_in_accumulator_units",
+    "add_bias_in_accumulator_units",
     "exact_multiplier",
     "int_accumulate",
     "matmul_rules",

@@ -9,7 +9,7 @@ tensor or per output channel, requantized to quint8 with the output scale and ze
 cases, one target per engine of ``torch.backends.quantized.supported_engines`` (fbgemm, x86, onednn, qnnpack):
 the weight is ``B.T`` (N, K) quantized with the case's b scales and zero points (axis 0 per channel), prepacked
 with ``quantized.linear_prepack`` under the engine, the activation ``A`` quantized per tensor with a_scale and
-a_zero_point. Codes are read with ``int_repr()``.
+a_zero_point, a float32 bias (matmul.md §4.1) given to ``linear_prepack``. Codes are read with ``int_repr()``.
 """
 
 from __future__ import annotations
@@ -99,8 +99,8 @@ def _qlinear_supports(engine: str):
         if (p["a_storage"], p["b_storage"], p["output"]) != ("uint8", "int8", "uint8"):
             return ("quantized.linear takes quint8 activations x qint8 weights -> quint8, not "
                     f"{p['a_storage']} x {p['b_storage']} -> {p['output']}")
-        if "bias" in case.inputs:
-            return "quantized.linear's bias is float (added before requantization), not an int32 accumulator bias"
+        if "bias" in case.inputs and case.inputs["bias"].dtype.kind != "f":
+            return "quantized.linear's bias is float32 (matmul.md §4.1), not an int32 accumulator bias"
         if np.asarray(case.inputs["a_scale"]).size > 1:
             return "quantized activations are per tensor (a per-row a_scale has no quint8 tensor form)"
         if engine == "onednn" and np.any(np.asarray(case.inputs["b_zero_point"]) != 0):
@@ -125,7 +125,8 @@ def qlinear(torch: Any, engine: str, ins: dict[str, np.ndarray], bias: np.ndarra
             wq = torch._make_per_channel_quantized_tensor(
                 w, torch.from_numpy(np.broadcast_to(bs.astype(np.float64).reshape(-1), (n,)).copy()),
                 torch.from_numpy(np.broadcast_to(zb.astype(np.int64).reshape(-1), (n,)).copy()), 0)
-        packed = torch.ops.quantized.linear_prepack(wq, None if bias is None else torch.from_numpy(bias))
+        packed = torch.ops.quantized.linear_prepack(
+            wq, None if bias is None else torch.from_numpy(np.asarray(bias, np.float32).reshape(-1).copy()))
         y = torch.ops.quantized.linear(xa, packed, float(_scalar(ins["y_scale"])), int(_scalar(ins["y_zero_point"])))
     return y.int_repr().numpy()
 
@@ -137,7 +138,7 @@ def _qlinear_run(engine: str):
         def one(case: Case) -> Outputs:
             if engine not in torch.backends.quantized.supported_engines:
                 raise Unsupported(f"torch {torch.__version__} was built without the {engine} engine")
-            return {"y": qlinear(torch, engine, case.inputs).astype(np.uint8)}
+            return {"y": qlinear(torch, engine, case.inputs, case.inputs.get("bias")).astype(np.uint8)}
         return run_each(cases, one)
     return run
 
@@ -154,7 +155,9 @@ def _qlinear_snippet(engine: str):
             f"xa = torch._make_per_tensor_quantized_tensor(a, {float(_scalar(ins['a_scale']))!r}, "
             f"{int(_scalar(ins['a_zero_point']))})",
             f"wq = torch._make_per_tensor_quantized_tensor(w, {float(bs[0])!r}, {int(zb[0])})",
-            "p = torch.ops.quantized.linear_prepack(wq, None)",
+            (f"bias = torch.from_numpy({matmul_literal(np.asarray(ins['bias'], np.float32).reshape(-1))})"
+             if "bias" in ins else "bias = None"),
+            "p = torch.ops.quantized.linear_prepack(wq, bias)",
             f"y = torch.ops.quantized.linear(xa, p, {float(_scalar(ins['y_scale']))!r}, "
             f"{int(_scalar(ins['y_zero_point']))})",
             "print(hex(int(y.int_repr().numpy().reshape(-1)[0])))")
