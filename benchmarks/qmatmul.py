@@ -42,7 +42,12 @@ ROWS = (("matmul_integer (int32 wrap)", "onnxruntime", "MatMulInteger", "ort"),
         ("qlinear fl32(a_s w_s) / y_s (x86)", "torch_x86", "QLinearMatMul", "torch:x86"),
         ("qlinear fl32(a_s w_s) fl32(1 / y_s) (qnnpack)", "torch_qnnpack", "QLinearMatMul", "torch:qnnpack"),
         ("qlinear sequential scales, zy before rounding (onednn)", "torch_onednn", "QLinearMatMul",
-         "torch:onednn"))
+         "torch:onednn"),
+        ("qlinear + float bias in accumulator units (fbgemm)", "torch_fbgemm", "QLinearMatMul", "torch:fbgemm+bias"),
+        ("qlinear + float bias quantized to int32 (qnnpack)", "torch_qnnpack", "QLinearMatMul",
+         "torch:qnnpack+bias"),
+        ("qlinear + float bias after the operand scales (onednn)", "torch_onednn", "QLinearMatMul",
+         "torch:onednn+bias"))
 
 
 def _best(fn: Callable[[], object], repeats: int) -> float:
@@ -74,14 +79,14 @@ def _torch_run(backend: str, fd: dict[str, np.ndarray]) -> tuple[Callable[[], np
             return (torch._int_mm(A, B) - zb * A.sum(1, keepdim=True, dtype=i32) - za * B.sum(0, dtype=i32)
                     + k * za * zb).numpy()
         return run, "torch._int_mm"
-    engine = backend.split(":")[1]
+    engine = backend.split(":")[1].removesuffix("+bias")
     torch.backends.quantized.engine = engine
     xa = torch._make_per_tensor_quantized_tensor(torch.from_numpy(fd["a"]), float(fd["a_scale"]),
                                                  int(fd["a_zero_point"]))
     w = torch._make_per_channel_quantized_tensor(
         torch.from_numpy(np.ascontiguousarray(fd["b"].T)), torch.from_numpy(fd["b_scale"].astype(np.float64)),
         torch.from_numpy(fd["b_zero_point"].astype(np.int64)), 0)
-    packed = torch.ops.quantized.linear_prepack(w, None)
+    packed = torch.ops.quantized.linear_prepack(w, torch.from_numpy(fd["bias"]) if "bias" in fd else None)
     ys, zy = float(fd["y_scale"]), int(fd["y_zero_point"])
 
     def run_linear() -> np.ndarray:
@@ -115,8 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         if backend == "torch._int_mm":  # the same operands shifted to int8 (_int_mm takes int8 x int8)
             a_st = "int8"
             fd.update(a=(a.astype(np.int16) - 128).astype(np.int8), a_zero_point=np.array(3, np.int8))
-        if backend == "torch:onednn":  # the onednn engine takes symmetric weights only
+        if backend is not None and backend.startswith("torch:onednn"):  # symmetric weights only
             fd.update(b_zero_point=np.zeros(N, np.int8))
+        if backend is not None and backend.endswith("+bias"):  # a float32 bias per output column
+            fd["bias"] = (rng.uniform(-4, 4, N)).astype(np.float32)
         pipe = qm.QuantizedMatmul(qm.IntOperand(a_st), qm.IntOperand("int8"), None if integer else "uint8",
                                   qm.matmul_rules(profile, **({"method": "none"} if integer else {})))
 
@@ -124,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             return qm.quantized_matmul(fd["a"], fd["b"], a_scale=fd["a_scale"], a_zero_point=fd["a_zero_point"],
                                        b_scale=fd["b_scale"], b_zero_point=fd["b_zero_point"],
                                        y_scale=fd["y_scale"], y_zero_point=fd["y_zero_point"],
-                                       pipeline=pipe).values
+                                       bias=fd.get("bias"), pipeline=pipe).values
         mmac = M * N * K / 1e6
         tq = _best(q, args.repeats)
         other, same, tb = "-", "-", None

@@ -6,6 +6,8 @@ ends, power-of-two multipliers: every tie, odd output zero points)."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -192,3 +194,78 @@ def test_onednn_scale_steps(seed):
     exp = expected_linear("onednn", i["a"], int(i["a_zero_point"]), i["a_scale"], i["b"],
                           i["b_zero_point"].astype(np.int64), i["b_scale"], i["y_scale"], int(i["y_zero_point"]))
     np.testing.assert_array_equal(got.astype(np.int64), exp)
+
+
+# ---- float32 bias (matmul.md §4.1) -----------------------------------------------------------------------------
+def _round_half_even(fr: Fraction) -> int:
+    q, r = divmod(fr.numerator, fr.denominator)
+    twice = 2 * r
+    return q + (1 if twice > fr.denominator or (twice == fr.denominator and q % 2) else 0)
+
+
+def fl32(x: Fraction | float) -> float:
+    """x rounded once to float32 (nearest even) through an exact Fraction."""
+    x = Fraction(x)
+    if x == 0:
+        return 0.0
+    e = math.floor(math.log2(abs(x)))
+    while Fraction(2) ** e > abs(x):
+        e -= 1
+    while Fraction(2) ** (e + 1) <= abs(x):
+        e += 1
+    ulp = Fraction(2) ** (max(e, -126) - 23)
+    return float(_round_half_even(x / ulp) * ulp)
+
+
+def expected_bias(engine: str, acc: int, bias: float, a_s: float, w_s: float, y_s: float, zy: int,
+                  per_tensor: bool) -> int:
+    """One output with a float32 bias, every rounding spelled out on Fractions: fbgemm per tensor fl(fl(acc) + bias
+    * fl(1 / fl(a_s w_s))) (one rounding: a fused multiply-add), per channel fl(fl(acc) + fl(bias / fl(a_s w_s)));
+    qnnpack rint(fl(bias * fl(1 / fl(a_s w_s)))) into the int32 accumulator; onednn fl(fl(fl(acc a') w') + bias)
+    * fl(1 / y_s) with a' = fl(1 / fl(1 / a_s)), zy added in float32 before the rounding."""
+    F = Fraction
+    ab = fl32(F(a_s) * F(w_s))
+    if engine in ("fbgemm", "x86"):
+        m = fl32(F(ab) / F(y_s))
+        x = fl32(F(fl32(acc)) + F(bias) * F(fl32(1 / F(ab)))) if per_tensor else \
+            fl32(F(fl32(acc)) + F(fl32(F(bias) / F(ab))))
+        return min(255, max(0, _round_half_even(F(fl32(F(x) * F(m)))) + zy))
+    if engine == "qnnpack":
+        q = _round_half_even(F(fl32(F(bias) * F(fl32(1 / F(ab))))))
+        m = fl32(F(ab) * F(fl32(1 / F(y_s))))
+        return min(255, max(0, _round_half_even(F(fl32(F(fl32(acc + q)) * F(m)))) + zy))
+    back = [fl32(1 / F(float(np.float32(1.0 / np.float64(s))))) for s in (a_s, w_s)]
+    v = fl32(F(fl32(F(fl32(acc)) * F(back[0]))) * F(back[1]))
+    v = fl32(F(fl32(F(v) + F(bias))) * F(float(np.float32(1.0 / np.float64(y_s)))))
+    return min(255, max(0, _round_half_even(F(fl32(F(v) + zy)))))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantized_linear_float_bias(engine, per_channel):
+    """quantized.linear with a float32 bias against the Fraction transcription on near-ties of the bias in
+    accumulator units (m = 1: the output is the rounded sum), 4 x 1024 outputs per engine."""
+    rng = np.random.default_rng(21)
+    M, K, N = 4, 9, 1024
+    za, zy = 100, 101
+    a = (za + rng.integers(-1, 2, (M, K))).astype(np.uint8)
+    b = rng.integers(-3, 4, (K, N)).astype(np.int8)
+    a_s = float(np.float32(0.0371))
+    w_s = float(np.float32(0.0123))
+    ab = np.float32(np.float32(a_s) * np.float32(w_s))
+    near = np.where(rng.random(N) < 0.5, 0, rng.uniform(-1e-6, 1e-6, N))
+    bias = ((rng.integers(-60, 60, N) + 0.5 + near) * float(ab)).astype(np.float32)
+    ins = {"a": a, "a_scale": np.float32(a_s), "a_zero_point": np.uint8(za), "b": b,
+           "b_scale": np.full(N, w_s, np.float32) if per_channel else np.float32(w_s),
+           "b_zero_point": np.zeros(N, np.int8) if per_channel else np.int8(0), "y_scale": ab,
+           "y_zero_point": np.uint8(zy)}
+    got = qlinear(torch, engine, ins, bias)
+    acc = (a.astype(np.int64) - za) @ b.astype(np.int64)
+    exp = np.array([[expected_bias(engine, int(acc[m, n]), float(bias[n]), a_s, w_s, float(ab), zy, not per_channel)
+                     for n in range(N)] for m in range(M)])
+    np.testing.assert_array_equal(got.astype(np.int64), exp)
+    r = qm.quantized_matmul(a, b, a_scale=ins["a_scale"], a_zero_point=za, b_scale=ins["b_scale"],
+                            b_zero_point=ins["b_zero_point"], y_scale=ab, y_zero_point=zy, bias=bias,
+                            pipeline=qm.QuantizedMatmul(qm.IntOperand("uint8"), qm.IntOperand("int8"), "uint8",
+                                                        qm.matmul_rules(f"torch_{engine}")))
+    np.testing.assert_array_equal(r.values, exp)

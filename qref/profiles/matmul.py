@@ -180,7 +180,9 @@ TORCH_PROFILES = (
             "ReQuantizeOutput) on x86-64 with AVX-512 VNNI",
             "int32 accumulator of raw u8 x s8 products (vpdpbusd: no int16 pair saturation) with the zero points "
             "corrected in int32 (wrap); multiplier fl32(fl32(a_s * w_s) / y_s); fl32(float(acc) * multiplier), "
-            "_mm512_cvtps_epi32 (nearest even), + zy, clamp.",
+            "_mm512_cvtps_epi32 (nearest even), + zy, clamp. A float32 bias enters in accumulator units before the "
+            "multiplier: fl(fl(acc) + bias * fl(1 / fl(a_s w_s))) fused (per tensor), fl(fl(acc) + fl(bias / "
+            "fl(a_s w_s[n]))) (per channel).",
             rules=_TORCH_FLOAT,
             sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeight::apply_impl",
                      "fbgemm src/QuantUtilsAvx512.cc requantizeOutputProcessingGConvAvx512 / QuantUtilsAvx2.cc "
@@ -198,7 +200,8 @@ TORCH_PROFILES = (
             "int32 accumulator (wrap); PyTorch hands ideep the reciprocals of the scales (fl32(1.0 / s) from "
             "double), inverted back in float32; oneDNN scales float(acc) by the source scale, then the weight "
             "scale, then fl32(1 / y_s), each product rounded to float32; the output zero point is added in "
-            "float32 before the rounding (nearest even), clamp.",
+            "float32 before the rounding (nearest even), clamp. A float32 bias is added after the source and "
+            "weight scale products.",
             rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
                                  Requantization(association="sequential_reciprocal_y",
                                                 scale_form="reciprocal_round_trip", zero_point="before_rounding"),
@@ -211,7 +214,8 @@ TORCH_PROFILES = (
     Profile("torch_qnnpack", "matmul", "torch 2.13 CPU quantized.linear, engine qnnpack (PyTorch QNNPACK q8gemm, "
             "fp32 requantization)",
             "int32 accumulator of (a - za)(w - zw) (wrap); requantization scale fl32(fl32(w_s * a_s) * fl32(1 / "
-            "y_s)) (generate_requantization_scales); fl32(float(acc) * scale), nearest even, + zy, clamp.",
+            "y_s)) (generate_requantization_scales); fl32(float(acc) * scale), nearest even, + zy, clamp. A float32 "
+            "bias is quantized to int32 (rint(fl32(bias * fl32(1 / fl32(a_s w_s))))) into the accumulator.",
             rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
                                  Requantization(association="ab_times_reciprocal_y"),
                                  float_bias="int32_accumulator"),
