@@ -147,6 +147,8 @@ def _qlinear_snippet(engine: str):
     def snippet(case: Case, i: int) -> str:
         ins = matmul_element_inputs(case, i)
         bs, zb = np.asarray(ins["b_scale"]).reshape(-1), np.asarray(ins["b_zero_point"]).reshape(-1)
+        # the case's weight quantization kind (fbgemm's float bias differs per tensor / per channel)
+        per_channel = np.asarray(case.inputs["b_scale"]).size > 1 or np.asarray(case.inputs["b_zero_point"]).size > 1
         return python_c(
             "import numpy as np, torch",
             f"torch.backends.quantized.engine = '{engine}'",
@@ -154,7 +156,9 @@ def _qlinear_snippet(engine: str):
             f"w = torch.from_numpy({matmul_literal(np.ascontiguousarray(np.asarray(ins['b']).T))})",
             f"xa = torch._make_per_tensor_quantized_tensor(a, {float(_scalar(ins['a_scale']))!r}, "
             f"{int(_scalar(ins['a_zero_point']))})",
-            f"wq = torch._make_per_tensor_quantized_tensor(w, {float(bs[0])!r}, {int(zb[0])})",
+            (f"wq = torch._make_per_tensor_quantized_tensor(w, {float(bs[0])!r}, {int(zb[0])})" if not per_channel
+             else f"wq = torch._make_per_channel_quantized_tensor(w, torch.tensor([{float(bs[0])!r}], "
+                  f"dtype=torch.float64), torch.tensor([{int(zb[0])}]), 0)"),
             (f"bias = torch.from_numpy({matmul_literal(np.asarray(ins['bias'], np.float32).reshape(-1))})"
              if "bias" in ins else "bias = None"),
             "p = torch.ops.quantized.linear_prepack(wq, bias)",

@@ -4,8 +4,8 @@ Cases: ``matmul_integer`` (int32 accumulator out) and ``qlinear_matmul`` (requan
 qref/conformance/cases/matmul.py. The spec default is the ``exact`` profile (matmul.md §5.2 in real arithmetic,
 int32 overflow unspecified). qref's prediction of profile P is the case's operands run through
 qref.recipes.qmatmul with P's rules (requantization method "none" for matmul_integer). Mismatch classes are named
-by the rule change that reproduces the backend's outputs: the accumulator's overflow and pair sums (§3), the
-requantization method, its multiplier arithmetic, tie rule and zero-point stage (§5).
+by the rule change that reproduces the backend's outputs: the accumulator's overflow and pair sums (§3), where a
+float bias enters (§4.1), the requantization method, its multiplier arithmetic, tie rule and zero-point stage (§5).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ CLASS_SECTIONS = {
     "pair_saturation": "matmul.md §3.2", "accumulator_overflow": "matmul.md §3.1",
     "requantize_method": "matmul.md §5", "multiplier_arithmetic": "matmul.md §5.2",
     "tie_rule": "matmul.md §5.2", "zero_point_order": "matmul.md §5.2", "compute_precision": "matmul.md §5.2",
+    "bias_stage": "matmul.md §4.1",
 }
 
 # rule changes tried in order: (class, overrides)
@@ -48,6 +49,8 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("multiplier_arithmetic", {"association": "sequential_reciprocal_y", "scale_form": "reciprocal_round_trip"}),
     ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64"}),
     ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64", "fixed_point": "single_rounding"}),
+    ("bias_stage", {"float_bias": "float_accumulator"}), ("bias_stage", {"float_bias": "int32_accumulator"}),
+    ("bias_stage", {"float_bias": "after_operand_scales"}),
     ("requantize_method", {"method": "float_multiply"}),
     ("requantize_method", {"method": "dequantize_compute_quantize"}),
 )
