@@ -70,6 +70,11 @@ def expected_linear(engine: str, a, za, a_s, b, zb, b_s, y_s, zy):
     round trip),
     v = fl32(fl32(acc) * m); fbgemm / x86 / qnnpack: rint(v) + zy; onednn: rint(fl32(v + zy)); clamp to uint8."""
     acc = wrap32((a.astype(np.int64) - za) @ (b.astype(np.int64) - np.asarray(zb, np.int64)))
+    return expected_linear_acc(engine, acc, a_s, b_s, y_s, zy)
+
+
+def expected_linear_acc(engine: str, acc, a_s, b_s, y_s, zy):
+    """expected_linear from the int32 accumulator."""
     f32 = np.float32
     ab = (f32(a_s) * np.asarray(b_s, f32)).astype(f32)
     # qnnpack: generate_requantization_scales multiplies by fl32(1 / y_s)
@@ -268,4 +273,93 @@ def test_quantized_linear_float_bias(engine, per_channel):
                             b_zero_point=ins["b_zero_point"], y_scale=ab, y_zero_point=zy, bias=bias,
                             pipeline=qm.QuantizedMatmul(qm.IntOperand("uint8"), qm.IntOperand("int8"), "uint8",
                                                         qm.matmul_rules(f"torch_{engine}")))
+    np.testing.assert_array_equal(r.values, exp)
+
+
+# ---- CPUs without AVX-512 VNNI: the ISA masked (matmul.md §3.2) ------------------------------------------------
+_MASKED = """
+import sys, numpy as np, torch
+from qref.harness.adapters.torch import int_mm, qlinear
+torch.set_num_threads(1)
+d = dict(np.load(sys.argv[1]))
+op = str(d.pop("op"))
+y = int_mm(torch, d["a"], d["b"], d["a_zero_point"], d["b_zero_point"]) if op == "int_mm" else qlinear(torch, op, d)
+np.save(sys.argv[2], y)
+"""
+
+
+def _masked(tmp_path, env: dict[str, str], op: str, ins: dict[str, np.ndarray]) -> np.ndarray:
+    import os
+    import subprocess
+    import sys
+
+    src, out = tmp_path / "in.npz", tmp_path / "out.npy"
+    np.savez(src, op=np.array(op), **{k: np.asarray(v) for k, v in ins.items()})
+    script = tmp_path / "run.py"
+    script.write_text(_MASKED)
+    e = {**os.environ, **env, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    subprocess.run([sys.executable, str(script), str(src), str(out)], check=True, env=e, capture_output=True)
+    return np.load(out)
+
+
+def pair_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """sum_i sat16(a[2i] b[2i] + a[2i+1] b[2i+1]) over adjacent k (K padded with a zero), int64."""
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    if a.shape[1] % 2:
+        a, b = np.pad(a, ((0, 0), (0, 1))), np.pad(b, ((0, 1), (0, 0)))
+    p = np.einsum("mk,kn->mkn", a[:, 0::2], b[0::2]) + np.einsum("mk,kn->mkn", a[:, 1::2], b[1::2])
+    return np.clip(p, -(2**15), 2**15 - 1).sum(axis=1)
+
+
+@pytest.mark.skipif(not VNNI, reason="the ISA masks are checked on an AVX-512 VNNI CPU (exact there)")
+@pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
+def test_int_mm_without_vnni_saturates_shifted_pairs(tmp_path, isa):
+    """oneDNN's s8 x s8 on vpmaddubsw: A + 128 as u8, int16 pair saturation, - 128 colsum(B) in int32
+    (saturating_int16_shifted_a); the harness's zero-point corrections then apply. 1024 x 1024 outputs."""
+    rng = np.random.default_rng(8)
+    a = edgy(rng, (1024, 64), -128, 127, np.int8)
+    b = edgy(rng, (64, 1024), -128, 127, np.int8)
+    za, zb = np.int8(5), rng.integers(-128, 128, 1024).astype(np.int8)
+    got = _masked(tmp_path, {"ONEDNN_MAX_CPU_ISA": isa}, "int_mm",
+                  {"a": a, "b": b, "a_zero_point": za, "b_zero_point": zb})
+    raw = pair_sums(a.astype(np.int64) + 128, b) - 128 * b.astype(np.int64).sum(axis=0)
+    K = a.shape[1]
+    exp = wrap32(raw - zb.astype(np.int64) * a.astype(np.int64).sum(axis=1, keepdims=True)
+                 - int(za) * b.astype(np.int64).sum(axis=0) + K * int(za) * zb.astype(np.int64))
+    assert got.size >= 10**6 and (exp != wrap32((a.astype(np.int64) - za) @ (b.astype(np.int64) - zb))).mean() > 0.5
+    np.testing.assert_array_equal(got.astype(np.int64), exp)
+    r = qm.quantized_matmul(a, b, a_zero_point=za, b_zero_point=zb,
+                            pipeline=qm.QuantizedMatmul(qm.IntOperand("int8"), qm.IntOperand("int8"), None,
+                                                        qm.matmul_rules("torch_int_mm_avx2")))
+    np.testing.assert_array_equal(r.values, exp)
+
+
+@pytest.mark.skipif(not VNNI, reason="the ISA masks are checked on an AVX-512 VNNI CPU (exact there)")
+@pytest.mark.parametrize("engine, env", [("fbgemm", {"FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}),
+                                         ("x86", {"FBGEMM_ENABLE_INSTRUCTIONS": "AVX512"}),
+                                         ("onednn", {"ONEDNN_MAX_CPU_ISA": "AVX2"})])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantized_linear_without_vnni_saturates_pairs(tmp_path, engine, env, per_channel):
+    """fbgemm's and oneDNN's AVX2 / AVX-512 (no VNNI) u8 x s8 kernels: raw pairs saturate to int16, zero points
+    corrected in int32 after; then each engine's requantization. 1024 x 1024 outputs."""
+    ins = _linear_inputs(9, engine, per_channel, None)
+    ins["b"] = edgy(np.random.default_rng(10), ins["b"].shape, -128, 127, np.int8)  # edge pairs: 255 x -128
+    got = _masked(tmp_path, env, engine, ins)
+    profile = "torch_onednn_avx2" if engine == "onednn" else "torch_fbgemm_avx2"
+    i = ins
+    zb = np.asarray(i["b_zero_point"]).astype(np.int64)
+    za = int(i["a_zero_point"])
+    K = i["a"].shape[1]
+    acc = wrap32(pair_sums(i["a"], i["b"]) - zb * i["a"].astype(np.int64).sum(axis=1, keepdims=True)
+                 - za * i["b"].astype(np.int64).sum(axis=0) + K * za * zb)
+    exp = expected_linear_acc(engine, acc, i["a_scale"], i["b_scale"], i["y_scale"], int(i["y_zero_point"]))
+    exact = expected_linear(engine, i["a"], za, i["a_scale"], i["b"], zb, i["b_scale"], i["y_scale"],
+                            int(i["y_zero_point"]))
+    assert got.size >= 10**6 and (exp != exact).sum() > 1000
+    np.testing.assert_array_equal(got.astype(np.int64), exp)
+    r = qm.quantized_matmul(i["a"], i["b"], a_scale=i["a_scale"], a_zero_point=i["a_zero_point"],
+                            b_scale=i["b_scale"], b_zero_point=i["b_zero_point"], y_scale=i["y_scale"],
+                            y_zero_point=i["y_zero_point"],
+                            pipeline=qm.QuantizedMatmul(qm.IntOperand("uint8"), qm.IntOperand("int8"), "uint8",
+                                                        qm.matmul_rules(profile)))
     np.testing.assert_array_equal(r.values, exp)

@@ -17,7 +17,7 @@ from ..errors import QrefError, check_choice
 from .base import Profile, register_profile
 
 OVERFLOWS = ("wrap", "saturate", "exact")
-PAIR_SUMS = (None, "saturating_int16")
+PAIR_SUMS = (None, "saturating_int16", "saturating_int16_shifted_a")
 METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize")
 MULTIPLIER_DTYPES = ("float32", "float64", "exact")
 ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y", "ab_times_reciprocal_y", "sequential_reciprocal_y")
@@ -39,7 +39,9 @@ class IntAccumulation:
         int32 is unspecified).
     pair_sum: None (every product enters the int32 sum) or "saturating_int16" (u8 x s8 operands: the raw
         products of adjacent pairs a[2i] b[2i] + a[2i+1] b[2i+1] are summed with int16 saturation before the
-        int32 sum, as x86 vpmaddubsw does; zero points are corrected afterwards in int32, matmul.md §3.2).
+        int32 sum, as x86 vpmaddubsw does; zero points are corrected afterwards in int32, matmul.md §3.2) or
+        "saturating_int16_shifted_a" (as "saturating_int16"; an int8 A is first shifted by +128 into uint8 and
+        the shift corrected in int32 with the zero points: s8 x s8 run on the u8 x s8 instruction, §3.2).
     """
 
     overflow: str = "wrap"
@@ -48,7 +50,7 @@ class IntAccumulation:
     def __post_init__(self) -> None:
         check_choice("overflow", self.overflow, OVERFLOWS)
         if self.pair_sum not in PAIR_SUMS:
-            raise QrefError(f"pair_sum must be None or 'saturating_int16', got {self.pair_sum!r}")
+            raise QrefError(f"pair_sum must be one of {PAIR_SUMS}, got {self.pair_sum!r}")
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,39 @@ TORCH_PROFILES = (
                      "docs/spec/matmul.md §6.3"),
             package="torch", versions=">=2.13,<2.14", status="verified",
             evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+    Profile("torch_int_mm_avx2", "matmul", "torch 2.13 CPU torch._int_mm on x86-64 without AVX-512 VNNI (oneDNN's "
+            "AVX2 / AVX-512 core s8s8 kernels)",
+            "The s8 A operand is shifted by +128 into u8, u8 x s8 pairs summed with int16 saturation (vpmaddubsw), "
+            "the shift corrected in int32 (- 128 colsum(B)), wrap. 127 x 127 pairs: (255 x 127) x 2 saturates.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap", pair_sum="saturating_int16_shifted_a"),
+                                 Requantization(method="none")),
+            sources=("oneDNN src/cpu/x64 gemm s8s8s32 (u8 shift with compensation)", "docs/spec/matmul.md §3.2, "
+                     "§6.3"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE + " with ONEDNN_MAX_CPU_ISA=AVX2 (and AVX512_CORE): _int_mm bit for bit "
+                      "(>= 10^6 edge-heavy outputs, zero points corrected in int32)",)),
+    Profile("torch_fbgemm_avx2", "matmul", "torch 2.13 CPU quantized.linear, engines fbgemm / x86, on x86-64 "
+            "without AVX-512 VNNI (fbgemm's AVX2 / AVX-512 u8 x s8 kernels)",
+            "As torch_fbgemm, but adjacent u8 x s8 products are summed with int16 saturation (vpmaddubsw) before "
+            "the int32 sum; the zero points are corrected in int32 afterwards.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap", pair_sum="saturating_int16"), Requantization(),
+                                 float_bias="float_accumulator"),
+            sources=("fbgemm src/GenerateKernelU8S8S32ACC32.cc (vpmaddubsw, vpmaddwd)", "docs/spec/matmul.md §3.2, "
+                     "§6.3"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE + " with FBGEMM_ENABLE_INSTRUCTIONS=AVX2 (and AVX512): quantized.linear bit "
+                      "for bit, per tensor and per channel",)),
+    Profile("torch_onednn_avx2", "matmul", "torch 2.13 CPU quantized.linear, engine onednn, on x86-64 without "
+            "AVX-512 VNNI (oneDNN's AVX2 / AVX-512 core int8 kernels)",
+            "As torch_onednn, but adjacent u8 x s8 products are summed with int16 saturation (vpmaddubsw).",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap", pair_sum="saturating_int16"),
+                                 Requantization(association="sequential_reciprocal_y",
+                                                scale_form="reciprocal_round_trip", zero_point="before_rounding"),
+                                 float_bias="after_operand_scales"),
+            sources=("oneDNN src/cpu/x64 int8 brgemm / gemm kernels", "docs/spec/matmul.md §3.2, §6.3"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE + " with ONEDNN_MAX_CPU_ISA=AVX2 (and AVX512_CORE): quantized.linear bit "
+                      "for bit, per tensor and per channel",)),
     Profile("torch_qnnpack", "matmul", "torch 2.13 CPU quantized.linear, engine qnnpack (PyTorch QNNPACK q8gemm, "
             "fp32 requantization)",
             "int32 accumulator of (a - za)(w - zw) (wrap); requantization scale fl32(fl32(w_s * a_s) * fl32(1 / "

@@ -199,7 +199,10 @@ def int_accumulate(a: object, b: object, a_zero_point: object = 0, b_zero_point:
         bias_v = bv.astype(np.int64)
         if bias_v.size and (int(bias_v.min()) < INT32_MIN or int(bias_v.max()) > INT32_MAX):
             raise QrefError("bias must hold int32 values (matmul.md §4 C1)")
-    if acc.pair_sum == "saturating_int16":
+    if acc.pair_sum == "saturating_int16_shifted_a" and a_storage == "int8":
+        A, za = A + 128, za + 128  # s8 A as u8 (A + 128); A - za is unchanged (matmul.md §3.2)
+        a_storage = "uint8"
+    if acc.pair_sum in ("saturating_int16", "saturating_int16_shifted_a"):
         if (a_storage, b_storage) != ("uint8", "int8"):
             raise QrefError("pair_sum='saturating_int16' models u8 x s8 pair instructions: a must be uint8 and b "
                             f"int8, got {a_storage} x {b_storage} (matmul.md §3.2 C1)")

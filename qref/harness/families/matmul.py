@@ -76,7 +76,10 @@ def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
     rules = matmul_rules(profile)
     if case.operation == "matmul_integer":
         rules = rules.replace(method="none")
-    if rules.accumulation.pair_sum and (p["a_storage"], p["b_storage"]) != ("uint8", "int8"):
+    pairs_apply = (p["a_storage"], p["b_storage"]) == ("uint8", "int8") or (
+        rules.accumulation.pair_sum == "saturating_int16_shifted_a" and (p["a_storage"], p["b_storage"])
+        == ("int8", "int8"))
+    if rules.accumulation.pair_sum and not pairs_apply:
         rules = rules.replace(pair_sum=None)
     if overrides:
         rules = rules.replace(**overrides)
