@@ -20,7 +20,9 @@ OVERFLOWS = ("wrap", "saturate", "exact")
 PAIR_SUMS = (None, "saturating_int16", "saturating_int16_shifted_a")
 METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize")
 MULTIPLIER_DTYPES = ("float32", "float64", "exact")
-ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y", "ab_times_reciprocal_y", "sequential_reciprocal_y")
+ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y", "ab_times_reciprocal_y", "sequential_reciprocal_y",
+                "sequential_ab_reciprocal_y")
+SEQUENTIAL = ("sequential_reciprocal_y", "sequential_ab_reciprocal_y")
 SCALE_FORMS = ("as_given", "reciprocal_round_trip")
 COMPUTE_DTYPES = ("float32", "float64", "exact")
 ZERO_POINT_STAGES = ("after_rounding", "before_rounding")
@@ -65,7 +67,7 @@ class Requantization:
     association: "ab_then_y" (m = (a_s * b_s) / y_s), "a_then_b_over_y" (m = a_s * (b_s / y_s)) or
         "ab_times_reciprocal_y" (m = (a_s * b_s) * (1 / y_s), each step rounded) or "sequential_reciprocal_y"
         (no single multiplier: v = ((acc * a_s) * b_s) * (1 / y_s), every product and 1 / y_s rounded to the
-        compute dtype; matmul.md §5.2).
+        compute dtype) or "sequential_ab_reciprocal_y" (v = (acc * fl(a_s * b_s)) * (1 / y_s); matmul.md §5.2).
     scale_form: "as_given" (a_s and b_s enter as they are) or "reciprocal_round_trip" (held as reciprocals
         fl32(fl64(1 / s)) and inverted back in float32: s' = fl32(1 / fl32(1 / s)), matmul.md §5.2).
     compute: the dtype of acc * m ("float32": acc is first converted to float32, nearest even; "float64": acc is
@@ -95,9 +97,9 @@ class Requantization:
         check_choice("rounding", self.rounding, ROUNDINGS)
         check_choice("fixed_point", self.fixed_point, FIXED_POINT_FORMS)
         check_choice("scale_form", self.scale_form, SCALE_FORMS)
-        if (self.association == "sequential_reciprocal_y" or self.scale_form != "as_given") and (
+        if (self.association in SEQUENTIAL or self.scale_form != "as_given") and (
                 self.method != "float_multiply" or "exact" in (self.compute, self.multiplier_dtype)):
-            raise QrefError("association 'sequential_reciprocal_y' and scale_form 'reciprocal_round_trip' are "
+            raise QrefError("the sequential associations and scale_form 'reciprocal_round_trip' are "
                             "float_multiply steps in a float compute and multiplier dtype (matmul.md §5.2)")
         if self.zero_point == "before_rounding" and self.compute == "exact":
             raise QrefError("zero_point='before_rounding' adds in the compute dtype; with compute='exact' the "
@@ -237,9 +239,11 @@ TORCH_PROFILES = (
                       "for bit, per tensor and per channel",)),
     Profile("torch_onednn_avx2", "matmul", "torch 2.13 CPU quantized.linear, engine onednn, on x86-64 without "
             "AVX-512 VNNI (oneDNN's AVX2 / AVX-512 core int8 kernels)",
-            "As torch_onednn, but adjacent u8 x s8 products are summed with int16 saturation (vpmaddubsw).",
+            "As torch_onednn, but adjacent u8 x s8 products are summed with int16 saturation (vpmaddubsw), and the "
+            "source and weight scales are applied as one product: fl(fl(acc) * fl(a_s' w_s')), then the bias, "
+            "then * fl32(1 / y_s).",
             rules=IntMatmulRules(IntAccumulation(overflow="wrap", pair_sum="saturating_int16"),
-                                 Requantization(association="sequential_reciprocal_y",
+                                 Requantization(association="sequential_ab_reciprocal_y",
                                                 scale_form="reciprocal_round_trip", zero_point="before_rounding"),
                                  float_bias="after_operand_scales"),
             sources=("oneDNN src/cpu/x64 int8 brgemm / gemm kernels", "docs/spec/matmul.md §3.2, §6.3"),

@@ -285,8 +285,8 @@ def output_multiplier(a_scale: np.ndarray, b_scale: np.ndarray, y_scale: np.ndar
     dt = np.dtype(req.multiplier_dtype)
     if req.association == "ab_then_y":
         return div(mul(a, b, dt), y, dt)
-    if req.association == "sequential_reciprocal_y":
-        raise QrefError("association 'sequential_reciprocal_y' has no single multiplier: use sequential_scale")
+    if req.association in ("sequential_reciprocal_y", "sequential_ab_reciprocal_y"):
+        raise QrefError(f"association {req.association!r} has no single multiplier: use sequential_scale")
     if req.scale_form == "reciprocal_round_trip":
         a, b = scale_round_trip(a), scale_round_trip(b)
     if req.association == "ab_times_reciprocal_y":
@@ -304,6 +304,7 @@ def scale_round_trip(s: np.ndarray) -> np.ndarray:
 def sequential_scale(acc: np.ndarray, a_scale: np.ndarray, b_scale: np.ndarray, y_scale: np.ndarray,
                      req: Requantization, float_bias: np.ndarray | None = None) -> np.ndarray:
     """v = fl(fl(fl(acc) * a_s) * b_s) * fl(1 / y_s) in ``req.compute`` (association "sequential_reciprocal_y";
+    "sequential_ab_reciprocal_y": fl(fl(acc) * fl(a_s * b_s)) * fl(1 / y_s);
     1 / y_s in ``req.multiplier_dtype``; matmul.md §5.2), a_s per row (M, 1), b_s per column; a float bias is
     added before the 1 / y_s product (float_bias "after_operand_scales", matmul.md §4.1)."""
     dt, mdt = np.dtype(req.compute), np.dtype(req.multiplier_dtype)
@@ -313,7 +314,10 @@ def sequential_scale(acc: np.ndarray, a_scale: np.ndarray, b_scale: np.ndarray, 
     if req.scale_form == "reciprocal_round_trip":
         a, b = scale_round_trip(a), scale_round_trip(b)
     ry = div(np.ones((), mdt), np.asarray(y_scale, dtype=np.float32), mdt)
-    v = mul(mul(round_to(f64(acc), dt), a, dt), b, dt)
+    if req.association == "sequential_ab_reciprocal_y":
+        v = mul(round_to(f64(acc), dt), mul(a, b, dt), dt)
+    else:
+        v = mul(mul(round_to(f64(acc), dt), a, dt), b, dt)
     if float_bias is not None:
         v = round_to(f64(v) + f64(float_bias), dt)
     return mul(v, ry, dt)
@@ -494,7 +498,7 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
         elif (float_bias_stage == "exact") != (req.compute == "exact"):
             raise QrefError(f"float_bias {float_bias_stage!r} with compute {req.compute!r}: the exact stage is "
                             "real arithmetic, the others float steps (matmul.md §4.1 C2)")
-        elif float_bias_stage == "after_operand_scales" and req.association != "sequential_reciprocal_y":
+        elif float_bias_stage == "after_operand_scales" and not req.association.startswith("sequential"):
             raise QrefError("float_bias 'after_operand_scales' enters between the sequential scale products: "
                             "association 'sequential_reciprocal_y' (matmul.md §4.1 C3)")
     if req.method == "fixed_point":
@@ -521,9 +525,9 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
             if req.multiplier_dtype == "exact":
                 num, den = exact_multiplier(a_s, b_s, y_s)  # the real multiplier rounded once to the compute dtype
                 m = _round_ratio(num, den, dt)
-            elif req.association != "sequential_reciprocal_y":
+            elif not req.association.startswith("sequential"):
                 m = round_to(output_multiplier(a_s, b_s, y_s, req), dt)
-            if req.association == "sequential_reciprocal_y":
+            if req.association.startswith("sequential"):
                 v = sequential_scale(acc, a_s, b_s, y_s, req, fb)
             elif fb is not None:  # float_accumulator: the bias in accumulator units, added to fl(acc)
                 v = mul(add_bias_in_accumulator_units(acc, fb, a_s, b_s, dt), m, dt)

@@ -244,6 +244,66 @@ def _scaled_mm_snippet(case: Case, i: int) -> str:
         f"print(hex(int(r[{k}].reshape(-1){view}.numpy().view({width})[{i}])))")
 
 
+# ---- the non-VNNI kernels, selected by masking the ISA in a subprocess (matmul.md §3.2, §6.3) -------------------
+#: op -> the environment that makes fbgemm / oneDNN dispatch to their AVX2 kernels (read when the library loads)
+MASKS = {"int_mm": {"ONEDNN_MAX_CPU_ISA": "AVX2"}, "fbgemm": {"FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"},
+         "onednn": {"ONEDNN_MAX_CPU_ISA": "AVX2"}}
+_WORKER = "import sys; from qref.harness.adapters.torch import masked_worker; masked_worker(sys.argv[1], sys.argv[2:])"
+
+
+def masked_worker(op: str, paths: Sequence[str]) -> None:
+    """Run ``op`` (int_mm or an engine) on each saved input set; write PATH.out.npy or PATH.err."""
+    torch = _torch()
+    for p in paths:
+        try:
+            d = dict(np.load(p))
+            if op == "int_mm":
+                y = int_mm(torch, d["a"], d["b"], d["a_zero_point"], d["b_zero_point"])
+            else:
+                y = qlinear(torch, op, d, d.get("bias"))
+            np.save(p + ".out.npy", y)
+        except Exception as exc:  # reported per case as a crash
+            with open(p + ".err", "w") as f:
+                f.write(f"{type(exc).__name__}: {exc}")
+
+
+def _masked_run(op: str):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        import os
+        import subprocess
+        import sys
+        import tempfile
+        from pathlib import Path
+
+        root = str(Path(__file__).resolve().parents[3])
+        env = {**os.environ, **MASKS[op],
+               "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+        out: list[Outputs | BaseException] = []
+        with tempfile.TemporaryDirectory() as td:
+            paths = []
+            for n, c in enumerate(cases):
+                p = os.path.join(td, f"{n}.npz")
+                np.savez(p, **{k: np.asarray(v) for k, v in c.inputs.items()})
+                paths.append(p)
+            r = subprocess.run([sys.executable, "-c", _WORKER, op, *paths], env=env, capture_output=True, text=True)
+            for c, p in zip(cases, paths):
+                if os.path.exists(p + ".out.npy"):
+                    out.append({"y": np.load(p + ".out.npy").astype(c.expected["y"].dtype)})
+                elif os.path.exists(p + ".err"):
+                    out.append(RuntimeError(Path(p + ".err").read_text()))
+                else:
+                    out.append(RuntimeError(f"the masked worker failed: {r.stderr[-500:]}"))
+        return out
+    return run
+
+
+def _masked_snippet(op: str, snippet: Any):
+    def wrapped(case: Case, i: int) -> str:
+        sets = [f"os.environ[{k!r}] = {v!r}" for k, v in MASKS[op].items()]
+        return python_c("import os", *sets, snippet(case, i))
+    return wrapped
+
+
 def targets() -> list[Target]:
     require("torch", backend=BACKEND, hint="pip install torch")
     out = [Target(BACKEND, "torch.int_mm", "matmul", "torch._int_mm(A, B) (int8 x int8 -> int32, CPU); zero "
@@ -256,6 +316,20 @@ def targets() -> list[Target]:
                           f"with torch.backends.quantized.engine = '{e}' (per-tensor or per-channel weights)",
                           ENGINE_PROFILES[e], ("qlinear_matmul",), _qlinear_supports(e), _qlinear_run(e),
                           _qlinear_snippet(e)))
+    out += [
+        Target(BACKEND, "torch.int_mm.no_vnni", "matmul", "torch.int_mm's call in a process started with "
+               "ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's kernels for CPUs without AVX-512 VNNI)", "torch_int_mm_avx2",
+               ("matmul_integer",), _int_mm_supports, _masked_run("int_mm"),
+               _masked_snippet("int_mm", _int_mm_snippet)),
+        Target(BACKEND, "torch.quantized_linear.fbgemm.no_vnni", "matmul", "torch.quantized_linear.fbgemm's call "
+               "in a process started with FBGEMM_ENABLE_INSTRUCTIONS=AVX2 (fbgemm's AVX2 u8 x s8 kernels)",
+               "torch_fbgemm_avx2", ("qlinear_matmul",), _qlinear_supports("fbgemm"), _masked_run("fbgemm"),
+               _masked_snippet("fbgemm", _qlinear_snippet("fbgemm"))),
+        Target(BACKEND, "torch.quantized_linear.onednn.no_vnni", "matmul", "torch.quantized_linear.onednn's call "
+               "in a process started with ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's AVX2 int8 kernels)",
+               "torch_onednn_avx2", ("qlinear_matmul",), _qlinear_supports("onednn"), _masked_run("onednn"),
+               _masked_snippet("onednn", _qlinear_snippet("onednn"))),
+    ]
     out.append(Target(BACKEND, "torch.scaled_mm", "recipes", "s = amax / max (1 for a zero amax) unless given, q = "
                       "(x / s).clamp(-max, max).to(torch.float8_*), y = torch._scaled_mm(q_a, q_b, scale_a=s_a, "
                       "scale_b=s_b, out_dtype=torch.float32) (CPU)", None, ("qdq_matmul",), _scaled_mm_supports,
