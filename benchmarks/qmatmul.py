@@ -17,7 +17,7 @@ Before timing both results are compared as integers ("same"). Times are the best
 runs (wall clock, one numpy thread; ORT's intra-op threads set to 1). MMAC/s = million multiply-accumulates per
 second; ratio = qref / backend. No assertion is made on the timings.
 
-The LiteRT rows (matmul.md §6.3) run s8 x s8 operands (symmetric weights, per-channel scales for
+The LiteRT rows (matmul.md §6.6) run s8 x s8 operands (symmetric weights, per-channel scales for
 FULLY_CONNECTED, per-tensor for BATCH_MATMUL, an int32 bias for FULLY_CONNECTED) through one-operator models
 under each kernel choice (Interpreter(num_threads=1)) against qref with the kernel's profile.
 """
@@ -122,6 +122,90 @@ def _best(fn: Callable[[], object], repeats: int) -> float:
     return best
 
 
+def _torch_run(backend: str, fd: dict[str, np.ndarray]) -> tuple[Callable[[], np.ndarray], str]:
+    """(a call of the torch pipeline on prepared inputs, its name): _int_mm with int32 zero-point corrections, or
+    quantized.linear under an engine with the weight prepacked once."""
+    import warnings
+
+    import torch
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message=".*quantized tensor creation.*deprecated")
+    warnings.filterwarnings("ignore", message=".*quantize_per.*deprecated")
+    if backend == "torch._int_mm":
+        A, B = torch.from_numpy(fd["a"]), torch.from_numpy(fd["b"])
+        za, zb = int(fd["a_zero_point"]), torch.from_numpy(fd["b_zero_point"].astype(np.int32))
+        k = torch.tensor(A.shape[1], dtype=torch.int32)
+        i32 = torch.int32
+
+        def run() -> np.ndarray:
+            return (torch._int_mm(A, B) - zb * A.sum(1, keepdim=True, dtype=i32) - za * B.sum(0, dtype=i32)
+                    + k * za * zb).numpy()
+        return run, "torch._int_mm"
+    engine = backend.split(":")[1].removesuffix("+bias")
+    torch.backends.quantized.engine = engine
+    xa = torch._make_per_tensor_quantized_tensor(torch.from_numpy(fd["a"]), float(fd["a_scale"]),
+                                                 int(fd["a_zero_point"]))
+    w = torch._make_per_channel_quantized_tensor(
+        torch.from_numpy(np.ascontiguousarray(fd["b"].T)), torch.from_numpy(fd["b_scale"].astype(np.float64)),
+        torch.from_numpy(fd["b_zero_point"].astype(np.int64)), 0)
+    packed = torch.ops.quantized.linear_prepack(w, torch.from_numpy(fd["bias"]) if "bias" in fd else None)
+    ys, zy = float(fd["y_scale"]), int(fd["y_zero_point"])
+
+    def run_linear() -> np.ndarray:
+        torch.backends.quantized.engine = engine
+        return torch.ops.quantized.linear(xa, packed, ys, zy).int_repr().numpy()
+    return run_linear, f"torch quantized.linear ({engine})"
+
+
+TORCH_ROWS = (
+    ("matmul_integer int8 x int8 (int32 wrap)", "torch_int_mm", "MatMulInteger", "torch._int_mm"),
+    ("qlinear fl32(a_s w_s) / y_s (fbgemm)", "torch_fbgemm", "QLinearMatMul", "torch:fbgemm"),
+    ("qlinear fl32(a_s w_s) / y_s (x86)", "torch_x86", "QLinearMatMul", "torch:x86"),
+    ("qlinear fl32(a_s w_s) fl32(1 / y_s) (qnnpack)", "torch_qnnpack", "QLinearMatMul", "torch:qnnpack"),
+    ("qlinear sequential scales, zy before rounding (onednn)", "torch_onednn", "QLinearMatMul", "torch:onednn"),
+    ("qlinear + float bias in accumulator units (fbgemm)", "torch_fbgemm", "QLinearMatMul", "torch:fbgemm+bias"),
+    ("qlinear + float bias quantized to int32 (qnnpack)", "torch_qnnpack", "QLinearMatMul", "torch:qnnpack+bias"),
+    ("qlinear + float bias after the operand scales (onednn)", "torch_onednn", "QLinearMatMul", "torch:onednn+bias"))
+
+
+def _torch_rows(M: int, K: int, N: int, feeds: dict[str, np.ndarray], repeats: int, rng: np.random.Generator
+                ) -> None:
+    """One row per PyTorch pipeline (torch 2.13 CPU, one thread): ``torch._int_mm`` on the operands shifted to
+    int8 x int8 (zero points corrected in int32 torch ops, as the harness target does) and
+    ``torch.ops.quantized.linear`` per engine on prepacked weights (onednn: symmetric weights)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("| torch | - | not installed | - | - | - | - |")
+        return
+    mmac = M * N * K / 1e6
+    for title, profile, op, backend in TORCH_ROWS:
+        integer = op == "MatMulInteger"
+        fd = dict(feeds)
+        a_st = "uint8"
+        if backend == "torch._int_mm":  # the same operands shifted to int8 (_int_mm takes int8 x int8)
+            a_st = "int8"
+            fd.update(a=(feeds["a"].astype(np.int16) - 128).astype(np.int8), a_zero_point=np.array(3, np.int8))
+        if backend.startswith("torch:onednn"):  # symmetric weights only
+            fd.update(b_zero_point=np.zeros(N, np.int8))
+        if backend.endswith("+bias"):  # a float32 bias per output column
+            fd["bias"] = (rng.uniform(-4, 4, N)).astype(np.float32)
+        pipe = qm.QuantizedMatmul(qm.IntOperand(a_st), qm.IntOperand("int8"), None if integer else "uint8",
+                                  qm.matmul_rules(profile, **({"method": "none"} if integer else {})))
+
+        def q(pipe: qm.QuantizedMatmul = pipe, fd: dict = fd) -> np.ndarray:
+            return qm.quantized_matmul(fd["a"], fd["b"], a_scale=fd["a_scale"], a_zero_point=fd["a_zero_point"],
+                                       b_scale=fd["b_scale"], b_zero_point=fd["b_zero_point"],
+                                       y_scale=fd["y_scale"], y_zero_point=fd["y_zero_point"],
+                                       bias=fd.get("bias"), pipeline=pipe).values
+        tq = _best(q, repeats)
+        run, other = _torch_run(backend, fd)
+        same = "yes" if np.array_equal(np.asarray(run()).astype(np.int64), q()) else "NO"
+        tb = _best(run, repeats)
+        print(f"| {title} | `{profile}` | {other} | {mmac / tq:.1f} | {mmac / tb:.1f} | {tb / tq:.3f} | {same} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--m", type=int, default=256)
@@ -203,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = f"{tb / tq:.3g}" if tb else "-"
         print(f"| {title} | {profile} | {other} | {mmac / tq:.1f} | {rb} | {ratio} | {same} |")
     _litert_rows(M, K, N, args.repeats, rng)
+    _torch_rows(M, K, N, feeds, args.repeats, rng)
     _ms_rows(M, K, N, args.repeats, rng)
     return 0
 

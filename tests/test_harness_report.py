@@ -24,7 +24,8 @@ DOC = ROOT / "docs" / "conformance.md"
 MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "mlx": "mlx.core", "iree": "iree.compiler",
            "mlir": "torch_mlir", "stablehlo": "torch_mlir", "onnxruntime": "onnxruntime",
            "onnx_reference": "onnx.reference",
-           "bitsandbytes": "bitsandbytes", "torchao": "torchao", "litert": "ai_edge_litert.interpreter"}
+           "bitsandbytes": "bitsandbytes", "torchao": "torchao", "litert": "ai_edge_litert.interpreter",
+           "torch": "torch"}
 FINDINGS = ROOT / "docs" / "conformance"
 REGENERATE = "qref run --backend all --cpu baseline --report docs/conformance.md --findings docs/conformance --force"
 

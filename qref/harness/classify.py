@@ -82,6 +82,9 @@ CLASSES: dict[str, tuple[str, str]] = {
                                                  "int32 sum (x86 vpmaddubsw), or the reverse"),
     "accumulator_overflow": ("accumulator overflow", "an integer sum beyond int32 wraps, saturates or is kept exact "
                                                      "otherwise than the reference"),
+    "bias_stage": ("float bias stage", "a float bias enters the requantization at another stage (in accumulator "
+                                       "units before the multiplier, quantized to int32, after the operand scales; "
+                                       "matmul.md §4.1)"),
     "requantize_method": ("requantization method", "the accumulator is requantized by another method (fixed-point "
                                                    "Q31 multiplier, float multiply, dequantize-dot-quantize)"),
     "multiplier_arithmetic": ("multiplier arithmetic", "the output multiplier a_s b_s / y_s or acc * m computed in "

@@ -17,11 +17,14 @@ from ..errors import QrefError, check_choice
 from .base import Profile, register_profile
 
 OVERFLOWS = ("wrap", "saturate", "exact")
-PAIR_SUMS = (None, "saturating_int16")
+PAIR_SUMS = (None, "saturating_int16", "saturating_int16_shifted_a")
 METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize", "zero_point_offset",
            "float_output")
 MULTIPLIER_DTYPES = ("float32", "float64", "exact")
-ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y", "ab_float32_if_per_tensor")
+ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y", "ab_float32_if_per_tensor", "ab_times_reciprocal_y",
+                "sequential_reciprocal_y", "sequential_ab_reciprocal_y")
+SEQUENTIAL = ("sequential_reciprocal_y", "sequential_ab_reciprocal_y")
+SCALE_FORMS = ("as_given", "reciprocal_round_trip")
 COMPUTE_DTYPES = ("float32", "float64", "exact")
 ZERO_POINT_STAGES = ("after_rounding", "before_rounding")
 ROUNDINGS = ("nearest_even", "nearest_away", "nearest_up", "toward_zero")
@@ -29,6 +32,7 @@ FIXED_POINT_FORMS = ("double_rounding", "single_rounding", "double_rounding_half
 UNSIGNED_EXTENSIONS = ("zero", "sign")
 NARROWINGS = ("clamp", "wrap")
 BIAS_STAGES = ("accumulator", "output")
+FLOAT_BIASES = ("exact", "float_accumulator", "int32_accumulator", "after_operand_scales")
 DYNAMIC_SCALINGS = ("min_max_with_zero",)
 DYNAMIC_DIVISIONS = ("divide", "reciprocal")
 NBITS_COMPUTES = ("float32_dequantize", "int8_blocks")
@@ -43,7 +47,9 @@ class IntAccumulation:
         int32 is unspecified).
     pair_sum: None (every product enters the int32 sum) or "saturating_int16" (u8 x s8 operands: the raw
         products of adjacent pairs a[2i] b[2i] + a[2i+1] b[2i+1] are summed with int16 saturation before the
-        int32 sum, as x86 vpmaddubsw does; zero points are corrected afterwards in int32, matmul.md §3.2).
+        int32 sum, as x86 vpmaddubsw does; zero points are corrected afterwards in int32, matmul.md §3.2) or
+        "saturating_int16_shifted_a" (as "saturating_int16"; an int8 A is first shifted by +128 into uint8 and
+        the shift corrected in int32 with the zero points: s8 x s8 run on the u8 x s8 instruction, §3.2).
     unsigned_extension: how an unsigned storage value enters the int32 arithmetic: "zero" (its value) or "sign"
         (its bits sign-extended, as a signless integer: uint8 200 is -56; zero points keep their values,
         matmul.md §3.3).
@@ -56,7 +62,7 @@ class IntAccumulation:
     def __post_init__(self) -> None:
         check_choice("overflow", self.overflow, OVERFLOWS)
         if self.pair_sum not in PAIR_SUMS:
-            raise QrefError(f"pair_sum must be None or 'saturating_int16', got {self.pair_sum!r}")
+            raise QrefError(f"pair_sum must be one of {PAIR_SUMS}, got {self.pair_sum!r}")
         check_choice("unsigned_extension", self.unsigned_extension, UNSIGNED_EXTENSIONS)
 
 
@@ -75,7 +81,12 @@ class Requantization:
     multiplier_dtype: the dtype m is computed in ("float32", "float64", or "exact": the real quotient).
     association: "ab_then_y" (m = (a_s * b_s) / y_s), "a_then_b_over_y" (m = a_s * (b_s / y_s)) or
         "ab_float32_if_per_tensor" (with one b scale, a_s * b_s is rounded to float32 before the division in
-        multiplier_dtype; with per-column b scales as "ab_then_y", matmul.md §5.3).
+        multiplier_dtype; with per-column b scales as "ab_then_y", matmul.md §5.3),
+        "ab_times_reciprocal_y" (m = (a_s * b_s) * (1 / y_s), each step rounded) or "sequential_reciprocal_y"
+        (no single multiplier: v = ((acc * a_s) * b_s) * (1 / y_s), every product and 1 / y_s rounded to the
+        compute dtype) or "sequential_ab_reciprocal_y" (v = (acc * fl(a_s * b_s)) * (1 / y_s); matmul.md §5.2).
+    scale_form: "as_given" (a_s and b_s enter as they are) or "reciprocal_round_trip" (held as reciprocals
+        fl32(fl64(1 / s)) and inverted back in float32: s' = fl32(1 / fl32(1 / s)), matmul.md §5.2).
     compute: the dtype of acc * m ("float32": acc is first converted to float32, nearest even; "float64": acc is
         exact in float64, one rounding of the product; "exact": no rounding before the final one).
     zero_point: "after_rounding" (round(acc * m) + zy in integers) or "before_rounding" (fl(acc * m + zy) in the
@@ -100,6 +111,7 @@ class Requantization:
     fixed_point: str = "double_rounding"
     unit_tolerance: float = 0.0
     narrowing: str = "clamp"
+    scale_form: str = "as_given"
 
     def __post_init__(self) -> None:
         check_choice("method", self.method, METHODS)
@@ -112,12 +124,17 @@ class Requantization:
         check_choice("narrowing", self.narrowing, NARROWINGS)
         if not 0 <= self.unit_tolerance < 1:
             raise QrefError(f"unit_tolerance must lie in [0, 1), got {self.unit_tolerance!r}")
+        check_choice("scale_form", self.scale_form, SCALE_FORMS)
+        if (self.association in SEQUENTIAL or self.scale_form != "as_given") and (
+                self.method != "float_multiply" or "exact" in (self.compute, self.multiplier_dtype)):
+            raise QrefError("the sequential associations and scale_form 'reciprocal_round_trip' are "
+                            "float_multiply steps in a float compute and multiplier dtype (matmul.md §5.2)")
         if self.zero_point == "before_rounding" and self.compute == "exact":
             raise QrefError("zero_point='before_rounding' adds in the compute dtype; with compute='exact' the "
                             "stage makes no difference: use 'after_rounding'")
 
     def to_dict(self) -> dict[str, Any]:
-        return _without_defaults(self, ("unit_tolerance", "narrowing"))
+        return _without_defaults(self, ("unit_tolerance", "narrowing", "scale_form"))
 
 
 def _without_defaults(record: Any, later: tuple[str, ...]) -> dict[str, Any]:
@@ -132,29 +149,44 @@ def _without_defaults(record: Any, later: tuple[str, ...]) -> dict[str, Any]:
 class IntMatmulRules:
     """The rules of a quantized integer matmul (matmul.md §3-§5): accumulation, where the bias enters
     ("accumulator": an int32 bias added to the accumulator under its overflow rule, §4; "output": a float32 bias
-    added to the float32 output of method "float_output", §8) and requantization."""
+    added to the float32 output of method "float_output", §8) and requantization..
+
+    float_bias: "exact" (real arithmetic: (acc a_s b_s + bias) / y_s rounded once; needs compute "exact"),
+        "float_accumulator" (added to fl(acc) before the multiplier, in the compute dtype: per tensor
+        fl(fl(acc) + bias * fl(1 / fl(a_s b_s))) with one rounding, a fused multiply-add; per column
+        fl(fl(acc) + fl(bias / fl(a_s b_s[n])))), "int32_accumulator" (round_half_even(fl32(bias *
+        fl32(1 / fl32(a_s b_s)))) added to the int32 accumulator) or "after_operand_scales" (added to
+        fl(fl(fl(acc) a_s) b_s), before the 1 / y_s product: association "sequential_reciprocal_y").
+    """
 
     accumulation: IntAccumulation = field(default_factory=IntAccumulation)
     requantization: Requantization = field(default_factory=Requantization)
     bias: str = "accumulator"
+    float_bias: str = "exact"
 
     def __post_init__(self) -> None:
         check_choice("bias", self.bias, BIAS_STAGES)
+        check_choice("float_bias", self.float_bias, FLOAT_BIASES)
 
     def replace(self, **overrides: Any) -> IntMatmulRules:
         """A copy with fields of the accumulation or requantization record overridden by name."""
         acc_f = {f.name for f in dataclasses.fields(IntAccumulation)}
         req_f = {f.name for f in dataclasses.fields(Requantization)}
-        bad = set(overrides) - acc_f - req_f - {"bias"}
+        bad = set(overrides) - acc_f - req_f - {"bias", "float_bias"}
         if bad:
             raise QrefError(f"unknown matmul rule field(s) {sorted(bad)}; fields: {sorted(acc_f | req_f)}")
         acc = dataclasses.replace(self.accumulation, **{k: v for k, v in overrides.items() if k in acc_f})
         req = dataclasses.replace(self.requantization, **{k: v for k, v in overrides.items() if k in req_f})
-        return IntMatmulRules(acc, req, overrides.get("bias", self.bias))
+        return IntMatmulRules(acc, req, overrides.get("bias", self.bias),
+                              overrides.get("float_bias", self.float_bias))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"accumulation": _without_defaults(self.accumulation, ("unsigned_extension",)),
-                "requantization": self.requantization.to_dict(), "bias": self.bias}
+        """The fields as a dict; ``float_bias`` (added after suite v1) only when it is not "exact"."""
+        d = {"accumulation": _without_defaults(self.accumulation, ("unsigned_extension",)),
+             "requantization": self.requantization.to_dict(), "bias": self.bias}
+        if self.float_bias != "exact":
+            d["float_bias"] = self.float_bias
+        return d
 
 
 @dataclass(frozen=True)
@@ -232,6 +264,100 @@ _LITERT_EVIDENCE = (
     "one-operator FULLY_CONNECTED / BATCH_MATMUL flatbuffers, per-tensor and per-channel int8 weights, "
     "accumulators set through the bias at every tie and near tie, >= 10^6 outputs bit for bit",
     "qref run --backend litert",
+)
+
+_TORCH_EVIDENCE = "tests/test_matmul_torch.py against torch 2.13.0+cpu (AMD EPYC, AVX-512 VNNI)"
+_TORCH_FLOAT = IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(), float_bias="float_accumulator")
+TORCH_PROFILES = (
+    Profile("torch_int_mm", "matmul", "torch 2.13 CPU torch._int_mm (int8 x int8 -> int32)",
+            "The int32 accumulator of int8 x int8 products, wrapping modulo 2^32; no requantization.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="none")),
+            sources=("aten/src/ATen/native/LinearAlgebra.cpp _int_mm_out_cpu", "docs/spec/matmul.md §6.7"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE + ": _int_mm bit for bit, int32 wrap-around at K = 131,073",
+                      "qref run --backend torch --family matmul")),
+    Profile("torch_fbgemm", "matmul", "torch 2.13 CPU quantized.linear, engine fbgemm (fbgemm u8 x s8 GEMM, "
+            "ReQuantizeOutput) on x86-64 with AVX-512 VNNI",
+            "int32 accumulator of raw u8 x s8 products (vpdpbusd: no int16 pair saturation) with the zero points "
+            "corrected in int32 (wrap); multiplier fl32(fl32(a_s * w_s) / y_s); fl32(float(acc) * multiplier), "
+            "_mm512_cvtps_epi32 (nearest even), + zy, clamp. A float32 bias enters in accumulator units before the "
+            "multiplier: fl(fl(acc) + bias * fl(1 / fl(a_s w_s))) fused (per tensor), fl(fl(acc) + fl(bias / "
+            "fl(a_s w_s[n]))) (per channel).",
+            rules=_TORCH_FLOAT,
+            sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeight::apply_impl",
+                     "fbgemm src/QuantUtilsAvx512.cc requantizeOutputProcessingGConvAvx512 / QuantUtilsAvx2.cc "
+                     "requantizeOutputProcessingAvx2", "docs/spec/matmul.md §6.7"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+    Profile("torch_x86", "matmul", "torch 2.13 CPU quantized.linear, engine x86 (linear runs fbgemm's kernels)",
+            "As torch_fbgemm.", rules=_TORCH_FLOAT,
+            sources=("aten/src/ATen/native/quantized/cpu/qlinear_prepack.cpp (x86 engine: fbgemm for linear)",
+                     "docs/spec/matmul.md §6.7"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+    Profile("torch_onednn", "matmul", "torch 2.13 CPU quantized.linear, engine onednn (oneDNN int8 matmul "
+            "through ideep, symmetric weights)",
+            "int32 accumulator (wrap); PyTorch hands ideep the reciprocals of the scales (fl32(1.0 / s) from "
+            "double), inverted back in float32; oneDNN scales float(acc) by the source scale, then the weight "
+            "scale, then fl32(1 / y_s), each product rounded to float32; the output zero point is added in "
+            "float32 before the rounding (nearest even), clamp. A float32 bias is added after the source and "
+            "weight scale products.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+                                 Requantization(association="sequential_reciprocal_y",
+                                                scale_form="reciprocal_round_trip", zero_point="before_rounding"),
+                                 float_bias="after_operand_scales"),
+            sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeightsOnednn::apply_impl",
+                     "aten/src/ATen/native/quantized/cpu/qlinear_prepack.cpp (weight scales stored as 1 / s)",
+                     "docs/spec/matmul.md §6.7"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+    Profile("torch_int_mm_avx2", "matmul", "torch 2.13 CPU torch._int_mm on x86-64 without AVX-512 VNNI (oneDNN's "
+            "AVX2 / AVX-512 core s8s8 kernels)",
+            "The s8 A operand is shifted by +128 into u8, u8 x s8 pairs summed with int16 saturation (vpmaddubsw), "
+            "the shift corrected in int32 (- 128 colsum(B)), wrap. 127 x 127 pairs: (255 x 127) x 2 saturates.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap", pair_sum="saturating_int16_shifted_a"),
+                                 Requantization(method="none")),
+            sources=("oneDNN src/cpu/x64 gemm s8s8s32 (u8 shift with compensation)", "docs/spec/matmul.md §3.2, "
+                     "§6.7"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE + " with ONEDNN_MAX_CPU_ISA=AVX2 (and AVX512_CORE): _int_mm bit for bit "
+                      "(>= 10^6 edge-heavy outputs, zero points corrected in int32)",)),
+    Profile("torch_fbgemm_avx2", "matmul", "torch 2.13 CPU quantized.linear, engines fbgemm / x86, on x86-64 "
+            "without AVX-512 VNNI (fbgemm's AVX2 / AVX-512 u8 x s8 kernels)",
+            "As torch_fbgemm, but adjacent u8 x s8 products are summed with int16 saturation (vpmaddubsw) before "
+            "the int32 sum; the zero points are corrected in int32 afterwards.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap", pair_sum="saturating_int16"), Requantization(),
+                                 float_bias="float_accumulator"),
+            sources=("fbgemm src/GenerateKernelU8S8S32ACC32.cc (vpmaddubsw, vpmaddwd)", "docs/spec/matmul.md §3.2, "
+                     "§6.7"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE + " with FBGEMM_ENABLE_INSTRUCTIONS=AVX2 (and AVX512): quantized.linear bit "
+                      "for bit, per tensor and per channel",)),
+    Profile("torch_onednn_avx2", "matmul", "torch 2.13 CPU quantized.linear, engine onednn, on x86-64 without "
+            "AVX-512 VNNI (oneDNN's AVX2 / AVX-512 core int8 kernels)",
+            "As torch_onednn, but adjacent u8 x s8 products are summed with int16 saturation (vpmaddubsw), and the "
+            "source and weight scales are applied as one product: fl(fl(acc) * fl(a_s' w_s')), then the bias, "
+            "then * fl32(1 / y_s).",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap", pair_sum="saturating_int16"),
+                                 Requantization(association="sequential_ab_reciprocal_y",
+                                                scale_form="reciprocal_round_trip", zero_point="before_rounding"),
+                                 float_bias="after_operand_scales"),
+            sources=("oneDNN src/cpu/x64 int8 brgemm / gemm kernels", "docs/spec/matmul.md §3.2, §6.7"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE + " with ONEDNN_MAX_CPU_ISA=AVX2 (and AVX512_CORE): quantized.linear bit "
+                      "for bit, per tensor and per channel",)),
+    Profile("torch_qnnpack", "matmul", "torch 2.13 CPU quantized.linear, engine qnnpack (PyTorch QNNPACK q8gemm, "
+            "fp32 requantization)",
+            "int32 accumulator of (a - za)(w - zw) (wrap); requantization scale fl32(fl32(w_s * a_s) * fl32(1 / "
+            "y_s)) (generate_requantization_scales); fl32(float(acc) * scale), nearest even, + zy, clamp. A float32 "
+            "bias is quantized to int32 (rint(fl32(bias * fl32(1 / fl32(a_s w_s))))) into the accumulator.",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+                                 Requantization(association="ab_times_reciprocal_y"),
+                                 float_bias="int32_accumulator"),
+            sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeightsQnnp::apply_impl",
+                     "aten/src/ATen/native/quantized/cpu/qnnpack/src/q8gemm/", "docs/spec/matmul.md §6.7"),
+            package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
 )
 
 PROFILES = (
@@ -359,6 +485,7 @@ PROFILES = (
             sources=("stablehlo/transforms/StablehloLegalizeQuantToMath.cpp (matchAndRewriteDotLikeOp, "
                      "calculateZeroPointOffset)", "docs/spec/matmul.md §5.5, §6.3"),
             package="iree-base-compiler", versions="==3.13.*", status="verified", evidence=_SHLO_EVIDENCE),
+    *TORCH_PROFILES,
 )
 
 for _p in PROFILES:

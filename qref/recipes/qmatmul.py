@@ -220,7 +220,10 @@ def int_accumulate(a: object, b: object, a_zero_point: object = 0, b_zero_point:
         bias_v = bv.astype(np.int64)
         if bias_v.size and (int(bias_v.min()) < INT32_MIN or int(bias_v.max()) > INT32_MAX):
             raise QrefError("bias must hold int32 values (matmul.md §4 C1)")
-    if acc.pair_sum == "saturating_int16":
+    if acc.pair_sum == "saturating_int16_shifted_a" and a_storage == "int8":
+        A, za = A + 128, za + 128  # s8 A as u8 (A + 128); A - za is unchanged (matmul.md §3.2)
+        a_storage = "uint8"
+    if acc.pair_sum in ("saturating_int16", "saturating_int16_shifted_a"):
         if (a_storage, b_storage) != ("uint8", "int8"):
             raise QrefError("pair_sum='saturating_int16' models u8 x s8 pair instructions: a must be uint8 and b "
                             f"int8, got {a_storage} x {b_storage} (matmul.md §3.2 C1)")
@@ -305,7 +308,42 @@ def output_multiplier(a_scale: np.ndarray, b_scale: np.ndarray, y_scale: np.ndar
         return div(mul(a, b, np.dtype(np.float32)).astype(dt), y, dt)
     if req.association in ("ab_then_y", "ab_float32_if_per_tensor"):
         return div(mul(a, b, dt), y, dt)
+    if req.association in ("sequential_reciprocal_y", "sequential_ab_reciprocal_y"):
+        raise QrefError(f"association {req.association!r} has no single multiplier: use sequential_scale")
+    if req.scale_form == "reciprocal_round_trip":
+        a, b = scale_round_trip(a), scale_round_trip(b)
+    if req.association == "ab_times_reciprocal_y":
+        return mul(mul(a, b, dt), div(np.ones((), dt), y, dt), dt)
     return mul(a, div(b, y, dt), dt)
+
+
+def scale_round_trip(s: np.ndarray) -> np.ndarray:
+    """fl32(1 / fl32(fl64(1 / s))): a float32 scale held as its reciprocal (computed in float64, stored as float32)
+    and inverted back in float32 (scale_form "reciprocal_round_trip", matmul.md §5.2)."""
+    r = (1.0 / np.asarray(s, dtype=np.float64)).astype(np.float32)
+    return (np.float32(1) / r).astype(np.float32)
+
+
+def sequential_scale(acc: np.ndarray, a_scale: np.ndarray, b_scale: np.ndarray, y_scale: np.ndarray,
+                     req: Requantization, float_bias: np.ndarray | None = None) -> np.ndarray:
+    """v = fl(fl(fl(acc) * a_s) * b_s) * fl(1 / y_s) in ``req.compute`` (association "sequential_reciprocal_y";
+    "sequential_ab_reciprocal_y": fl(fl(acc) * fl(a_s * b_s)) * fl(1 / y_s);
+    1 / y_s in ``req.multiplier_dtype``; matmul.md §5.2), a_s per row (M, 1), b_s per column; a float bias is
+    added before the 1 / y_s product (float_bias "after_operand_scales", matmul.md §4.1)."""
+    dt, mdt = np.dtype(req.compute), np.dtype(req.multiplier_dtype)
+    a = np.asarray(a_scale, dtype=np.float32)
+    a = a.reshape(-1, 1) if a.ndim else a
+    b = np.asarray(b_scale, dtype=np.float32)
+    if req.scale_form == "reciprocal_round_trip":
+        a, b = scale_round_trip(a), scale_round_trip(b)
+    ry = div(np.ones((), mdt), np.asarray(y_scale, dtype=np.float32), mdt)
+    if req.association == "sequential_ab_reciprocal_y":
+        v = mul(round_to(f64(acc), dt), mul(a, b, dt), dt)
+    else:
+        v = mul(mul(round_to(f64(acc), dt), a, dt), b, dt)
+    if float_bias is not None:
+        v = round_to(f64(v) + f64(float_bias), dt)
+    return mul(v, ry, dt)
 
 
 def exact_multiplier(a_scale: np.ndarray, b_scale: np.ndarray, y_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -403,12 +441,74 @@ def multiply_by_quantized_multiplier(x: object, q: object, shift: object, form: 
     return out, bad
 
 
+# ---- float bias (matmul.md §4.1) ---------------------------------------------------------------------------------
+def _float_bias(bias: object, n: int) -> np.ndarray:
+    v = _vector(bias, "bias", n, "column of b")
+    if v.dtype.kind != "f":
+        raise QrefError(f"a float bias is a float32 array, got dtype {v.dtype}")
+    v64 = v.astype(np.float64)
+    if not np.all(np.isfinite(v64)) or not np.array_equal(v64.astype(np.float32).astype(np.float64), v64):
+        raise QrefError("a float bias holds finite float32 values (matmul.md §4.1)")
+    return v64.astype(np.float32)
+
+
+def _ab(a_s: np.ndarray, b_s: np.ndarray) -> np.ndarray:
+    """fl32(a_s b_s) broadcast (M, 1) x (N,) (a per tensor: (N,) or ())."""
+    a = a_s.reshape(-1, 1) if np.ndim(a_s) else a_s
+    return mul(a, b_s, np.dtype(np.float32))
+
+
+def add_bias_in_accumulator_units(acc: np.ndarray, bias: np.ndarray, a_s: np.ndarray, b_s: np.ndarray,
+                                  dt: np.dtype) -> np.ndarray:
+    """float_bias "float_accumulator" (matmul.md §4.1): x = fl(fl(acc) + bias * fl(1 / fl32(a_s b_s))) rounded once
+    (a fused multiply-add) where a_s b_s is one value (per tensor), else fl(fl(acc) + fl(bias / fl32(a_s b_s[n]))),
+    in ``dt``."""
+    ab = _ab(a_s, b_s)
+    acc_c = round_to(f64(acc), dt)
+    if np.size(ab) == 1:
+        rcp = div(np.ones((), dt), ab, dt)
+        prod = Dyadic.from_floats(np.broadcast_to(f64(bias), acc.shape).copy()) * \
+            Dyadic.from_floats(np.broadcast_to(f64(rcp), acc.shape).copy())
+        exact = Dyadic.from_floats(f64(acc_c)) + prod
+        return exact.round(get_format(dt.name)).astype(dt)
+    return round_to(f64(acc_c) + f64(div(bias, ab, dt)), dt)
+
+
+def quantize_bias(bias: np.ndarray, a_s: np.ndarray, b_s: np.ndarray) -> np.ndarray:
+    """float_bias "int32_accumulator": round_half_even(fl32(bias * fl32(1 / fl32(a_s b_s)))), clamped to int32
+    (matmul.md §4.1), int64."""
+    f32 = np.dtype(np.float32)
+    q = mul(bias, div(np.ones((), f32), _ab(a_s, b_s), f32), f32)
+    return np.clip(round_float(np.clip(q.astype(np.float64), -(2.0**31), 2.0**31), "nearest_even"), INT32_MIN,
+                   INT32_MAX)
+
+
+def _exact_with_bias(acc: np.ndarray, a_s: np.ndarray, b_s: np.ndarray, y_s: np.ndarray, bias: np.ndarray,
+                     req: Requantization) -> np.ndarray:
+    """float_bias "exact": (acc a_s b_s + bias) / y_s in real arithmetic, rounded once by ``req.rounding``."""
+    if req.multiplier_dtype != "exact":
+        raise QrefError("float_bias 'exact' computes with the real scales: multiplier_dtype 'exact'")
+    a = np.asarray(a_s, dtype=np.float64)
+    a = a.reshape(-1, 1) if a.ndim else a
+    shape = acc.shape
+    (na, ea), (nb, eb), (ny, ey), (nz, ez) = (_dyadic_parts(np.broadcast_to(np.asarray(v, np.float64), shape))
+                                              for v in (a, b_s, y_s, bias))
+    # acc a b / y + z / y = (acc na nb 2^(ea + eb) + nz 2^ez) / (ny 2^ey)
+    lo = np.minimum(ea + eb, ez)
+    one = _obj(np.ones(shape, dtype=np.int64))
+    num = _obj(acc) * _obj(na) * _obj(nb) * (one << _obj(ea + eb - lo)) + _obj(nz) * (one << _obj(ez - lo))
+    num2, den = _scaled(num, ny, lo - ey)
+    return round_quotient(num2, den, req.rounding)
+
+
 # ---- requantization (matmul.md §5) -------------------------------------------------------------------------------
 def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object, y_scale: object,
                            y_zero_point: object = 0, output: str = "uint8", requantization: Requantization | None
-                           = None) -> tuple[np.ndarray, np.ndarray]:
+                           = None, float_bias: object = None, float_bias_stage: str = "exact"
+                           ) -> tuple[np.ndarray, np.ndarray]:
     """Output codes of the int32 accumulator ``acc`` (M, N) by ``requantization`` (method float_multiply or
-    fixed_point; matmul.md §5.2, §5.3): (int64 values in the output range, unspecified mask)."""
+    fixed_point; matmul.md §5.2, §5.3), with an optional float32 bias per column entering at
+    ``float_bias_stage`` (matmul.md §4.1): (int64 values in the output range, unspecified mask)."""
     req = requantization or Requantization()
     acc = np.asarray(acc, dtype=np.int64)
     M, N = acc.shape
@@ -418,6 +518,19 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
     y_s = _scale(y_scale, "y_scale", 1, "tensor")
     zy = int(_zero_point(y_zero_point, "y_zero_point", output, 1, "tensor"))
     bad = np.zeros(acc.shape, dtype=bool)
+    fb = None if float_bias is None else _float_bias(float_bias, N)
+    if fb is not None:
+        if req.method != "float_multiply":
+            raise QrefError("a float bias enters a float_multiply requantization (matmul.md §4.1 C1)")
+        if float_bias_stage == "int32_accumulator":
+            acc = wrap_int32(acc + quantize_bias(fb, a_s, b_s))
+            fb = None
+        elif (float_bias_stage == "exact") != (req.compute == "exact"):
+            raise QrefError(f"float_bias {float_bias_stage!r} with compute {req.compute!r}: the exact stage is "
+                            "real arithmetic, the others float steps (matmul.md §4.1 C2)")
+        elif float_bias_stage == "after_operand_scales" and not req.association.startswith("sequential"):
+            raise QrefError("float_bias 'after_operand_scales' enters between the sequential scale products: "
+                            "association 'sequential_reciprocal_y' (matmul.md §4.1 C3)")
     if req.method == "fixed_point":
         if req.multiplier_dtype == "exact":
             raise QrefError("fixed_point quantizes a float multiplier: multiplier_dtype float32 or float64")
@@ -426,7 +539,10 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
         v, bad = multiply_by_quantized_multiplier(acc, q, sh, req.fixed_point)
         n = v + zy
     elif req.method == "float_multiply":
-        if req.compute == "exact":
+        if req.compute == "exact" and fb is not None:
+            n = _exact_with_bias(acc, a_s, b_s, y_s, fb, req)
+            n = np.clip(n, -(1 << 40), 1 << 40).astype(np.int64) + zy
+        elif req.compute == "exact":
             if req.multiplier_dtype == "exact":
                 num, den = exact_multiplier(a_s, b_s, y_s)
             else:
@@ -439,9 +555,14 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
             if req.multiplier_dtype == "exact":
                 num, den = exact_multiplier(a_s, b_s, y_s)  # the real multiplier rounded once to the compute dtype
                 m = _round_ratio(num, den, dt)
-            else:
+            elif not req.association.startswith("sequential"):
                 m = round_to(output_multiplier(a_s, b_s, y_s, req), dt)
-            v = mul(round_to(f64(acc), dt), m, dt)
+            if req.association.startswith("sequential"):
+                v = sequential_scale(acc, a_s, b_s, y_s, req, fb)
+            elif fb is not None:  # float_accumulator: the bias in accumulator units, added to fl(acc)
+                v = mul(add_bias_in_accumulator_units(acc, fb, a_s, b_s, dt), m, dt)
+            else:
+                v = mul(round_to(f64(acc), dt), m, dt)
             if req.zero_point == "before_rounding":
                 n = round_float(round_to(f64(v) + zy, dt), req.rounding)
             else:
@@ -517,6 +638,11 @@ def quantized_matmul(a: object, b: object, *, a_scale: object = None, a_zero_poi
         pipe = dataclasses.replace(pipe, rules=rules,
                                    output=None if rules.requantization.method == "none" else pipe.output or "uint8")
     req = pipe.rules.requantization
+    float_bias = bias if bias is not None and np.asarray(bias).dtype.kind == "f" else None
+    if float_bias is not None:
+        if req.method != "float_multiply":
+            raise QrefError("a float bias enters a float_multiply requantization (matmul.md §4.1 C1)")
+        bias = None
     acc, unspec = int_accumulate(a, b, a_zero_point, b_zero_point, bias, accumulation=pipe.rules.accumulation,
                                  a_storage=pipe.a.storage, b_storage=pipe.b.storage)
     if req.method == "none":
@@ -541,7 +667,8 @@ def quantized_matmul(a: object, b: object, *, a_scale: object = None, a_zero_poi
         return MatmulOutput(vals, np.zeros(vals.shape, dtype=bool), acc)
     vals, bad = requantize_accumulator(np.where(unspec, 0, acc), a_scale=a_scale, b_scale=b_scale,
                                        y_scale=y_scale, y_zero_point=y_zero_point, output=pipe.output,
-                                       requantization=req)
+                                       requantization=req, float_bias=float_bias,
+                                       float_bias_stage=pipe.rules.float_bias)
     return MatmulOutput(vals, unspec | bad, acc)
 
 
@@ -852,6 +979,7 @@ __all__ = [
     "NBitsResult",
     "QuantizedMatmul",
     "Requantization",
+    "add_bias_in_accumulator_units",
     "dynamic_quantize_matmul",
     "dynamic_quantize_uint8",
     "exact_multiplier",
@@ -865,6 +993,7 @@ __all__ = [
     "output_multiplier",
     "qgemm",
     "quantize_a_int8_blocks",
+    "quantize_bias",
     "quantize_multiplier",
     "quantized_matmul",
     "requantize_accumulator",
@@ -872,5 +1001,7 @@ __all__ = [
     "round_quotient",
     "rounding_divide_by_pot",
     "saturating_rounding_doubling_high_mul",
+    "scale_round_trip",
+    "sequential_scale",
     "wrap_int32",
 ]

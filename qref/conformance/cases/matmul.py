@@ -111,7 +111,7 @@ def _inputs(s: Setup) -> dict[str, np.ndarray]:
         ins.update(a_scale=_f32(s.a_scale), b_scale=_f32(s.b_scale), y_scale=_f32(s.y_scale),
                    y_zero_point=np.asarray(s.zy).astype(NP[s.output]))
     if s.bias is not None:
-        ins["bias"] = np.asarray(s.bias, dtype=np.int32)
+        ins["bias"] = np.asarray(s.bias, dtype=np.float32 if np.asarray(s.bias).dtype.kind == "f" else np.int32)
     return ins
 
 
@@ -332,6 +332,8 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from build_float_cases()
     yield from build_qgemm_cases()
     yield from build_bnb4_cases()
+    for s in _float_bias_setups():
+        yield from _cases(s, FLOAT_BIAS_PROFILES)
 
 
 # ---- TFLite-shaped quantized matmuls (LiteRT FULLY_CONNECTED / BATCH_MATMUL, matmul.md §6.6) ----------------------
@@ -917,3 +919,59 @@ def build_bnb4_cases() -> Iterator[Case]:
                                                              SPEC["profiles"]),
                            description=f"matmul_bnb4 {qt} (M={M}, K={K}, N={N}, block {block} over the flattened "
                                        "weight): compare within the bound (matmul.md §10.3): y_lo <= result <= y_hi")
+
+
+# ---- float32 bias (matmul.md §4.1): PyTorch's quantized.linear -------------------------------------------------
+#: the profiles the float-bias cases are computed under (the matmul profiles that define a float bias)
+FLOAT_BIAS_PROFILES = ("exact", "torch_fbgemm", "torch_x86", "torch_qnnpack", "torch_onednn")
+
+
+def _near_half(label: str, n: int, ab: np.ndarray, k: int) -> np.ndarray:
+    """float32 biases near (j + 1/2) fl32(a_s b_s), j in [-k, k): ties and near-ties of the bias in accumulator
+    units."""
+    j = qrandom.below(label + "/j", n, 2 * k).astype(np.float64) - k
+    d = (qrandom.below(label + "/d", n, 2001).astype(np.float64) - 1000) * 1e-6
+    d[: n // 4] = 0  # exact half multiples (their float32 value is then rounded)
+    return ((j + 0.5 + d) * np.asarray(ab, np.float64)).astype(np.float32)
+
+
+def _float_bias_setups() -> Iterator[Setup]:
+    """qlinear_matmul u8 x s8 -> u8 with a float32 bias per output column (one ``_q`` setup each)."""
+    L = f"{FAMILY}/qlinear_matmul/float_bias"
+    ca, cb, co = "uint8", "int8", "uint8"
+    # dyadic scales, m = 2^-1: the bias enters exactly; ties with an odd output zero point
+    a, b = _small(f"{L}/ties/a", (16, 9), ca, 128, 3), _small(f"{L}/ties/b", (9, 24), cb, 0, 3)
+    ab = np.float32(2.0**-12)
+    yield _q(ca, cb, co, "float_bias_ties", a, b, za=128, zb=0, a_scale=2.0**-8, b_scale=2.0**-4,
+             y_scale=2.0**-11, zy=129, bias=_near_half(f"{L}/ties/bias", 24, ab, 64), tags=("tie",),
+             description="dyadic scales (m = 2^-1), biases at and near half multiples of a_s b_s, odd zero point")
+    # non-dyadic scales: the bias in accumulator units rounds (bias / fl(a_s b_s), bias * fl(1 / fl(a_s b_s)))
+    a, b = _small(f"{L}/near/a", (32, 33), ca, 100, 1), _small(f"{L}/near/b", (33, 64), cb, 0, 1)
+    sa, sb = 0.0371, 0.0123
+    ab = np.float32(np.float32(sa) * np.float32(sb))
+    yield _q(ca, cb, co, "float_bias_near_ties", a, b, za=100, zb=0, a_scale=sa, b_scale=sb, y_scale=float(ab),
+             zy=101, bias=_near_half(f"{L}/near/bias", 64, ab, 64), tags=("tie", "boundary"),
+             description="m = 1 (y_s = fl32(a_s b_s)): the output is the bias in accumulator units rounded")
+    # per-column scales, symmetric and asymmetric weights
+    bs = (1 + qrandom.below(f"{L}/pc/bs", 64, 1 << 10).astype(np.float64) / 1024) * 2.0**-7
+    bs32 = bs.astype(np.float32)
+    abc = (np.float32(0.02) * bs32).astype(np.float32)
+    a, b = _ints(f"{L}/pc/a", (32, 33), ca), _ints(f"{L}/pc/b", (33, 64), cb)
+    for cat, zb in (("float_bias_per_column", np.zeros(64, np.int64)),
+                    ("float_bias_per_column_zero_points", _ints(f"{L}/pc/zb", (64,), cb).astype(np.int64))):
+        yield _q(ca, cb, co, cat, a, b, za=_ints(f"{L}/pc/za", (), ca), zb=zb, a_scale=0.02, b_scale=bs32,
+                 y_scale=1.0, zy=128, bias=_near_half(f"{L}/pc/bias/{cat}", 64, abc, 2000),
+                 description="per-column b scales, biases near half multiples of a_s b_s[n]")
+    # a bias beyond 2^24 accumulator units: float32 loses its low bits, an int32 bias keeps them
+    a, b = _small(f"{L}/big/a", (8, 16), ca, 128, 2), _small(f"{L}/big/b", (16, 16), cb, 0, 2)
+    ab = np.float32(2.0**-10)
+    j = (3 * 2**24 + 1 + qrandom.below(f"{L}/big/j", 16, 64).astype(np.int64)) * np.where(np.arange(16) % 2, 1, -1)
+    big = (j.astype(np.float64) * float(ab)).astype(np.float32)
+    yield _q(ca, cb, co, "float_bias_beyond_2e24", a, b, za=128, zb=0, a_scale=2.0**-5, b_scale=2.0**-5,
+             y_scale=2.0**15, zy=128, bias=big, tags=("boundary",),
+             description="biases of about 3 * 2^24 accumulator units: fl32(acc + bias) rounds away acc's low bits")
+    a, b = _ints(f"{L}/random/a", (128, 32), ca), _ints(f"{L}/random/b", (32, 128), cb)
+    yield _q(ca, cb, co, "float_bias_random", a, b, za=_ints(f"{L}/random/za", (), ca), zb=0, a_scale=0.0173,
+             b_scale=0.00291, y_scale=0.0931, zy=_ints(f"{L}/random/zy", (), co),
+             bias=_near_half(f"{L}/random/bias", 128, np.float32(np.float32(0.0173) * np.float32(0.00291)), 3000),
+             tags=("random",), description="seeded operands, per-tensor scales, float32 biases")

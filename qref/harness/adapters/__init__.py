@@ -22,7 +22,7 @@ from ..model import BackendMissing, Target
 
 #: every backend, in report order
 BACKENDS = ("ml_dtypes", "jax", "qwix", "mlx", "iree", "mlir", "stablehlo", "onnxruntime", "onnx_reference",
-            "bitsandbytes", "torchao", "litert")
+            "bitsandbytes", "torchao", "litert", "torch")
 
 
 def backend_module(name: str) -> ModuleType:

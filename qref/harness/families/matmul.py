@@ -6,7 +6,7 @@ int32 overflow unspecified). qref's prediction of profile P is the case's operan
 qref.recipes.qmatmul with P's rules (requantization method "none" for matmul_integer). Mismatch classes are named
 by the rule change that reproduces the backend's outputs: the accumulator's overflow and pair sums (§3), the
 requantization method, its multiplier arithmetic, tie rule and zero-point stage (§5), how unsigned storage is
-extended (§3.3) and how the result is narrowed (§5).
+extended (§3.3), how the result is narrowed (§5) and where a float bias enters (§4.1).
 
 The com.microsoft operations: ``matmul_integer_to_float`` and ``dynamic_quantize_matmul`` (float32 out, §8, §9)
 and ``qgemm`` (§11) are compared bit for bit like the others (float outputs as their bits); ``matmul_nbits`` /
@@ -38,6 +38,7 @@ CLASS_SECTIONS = {
     "requantize_method": "matmul.md §5", "multiplier_arithmetic": "matmul.md §5.2",
     "tie_rule": "matmul.md §5.2", "zero_point_order": "matmul.md §5.2", "compute_precision": "matmul.md §5.2",
     "unsigned_extension": "matmul.md §3.3", "narrowing": "matmul.md §5",
+    "bias_stage": "matmul.md §4.1",
 }
 
 # rule changes tried in order: (class, overrides)
@@ -53,8 +54,13 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("multiplier_arithmetic", {"multiplier_dtype": "float64"}),
     ("multiplier_arithmetic", {"multiplier_dtype": "float32"}),
     ("multiplier_arithmetic", {"association": "a_then_b_over_y"}),
+    ("multiplier_arithmetic", {"association": "ab_times_reciprocal_y"}),
+    ("multiplier_arithmetic", {"association": "ab_then_y", "scale_form": "as_given"}),
+    ("multiplier_arithmetic", {"association": "sequential_reciprocal_y", "scale_form": "reciprocal_round_trip"}),
     ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64"}),
     ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64", "fixed_point": "single_rounding"}),
+    ("bias_stage", {"float_bias": "float_accumulator"}), ("bias_stage", {"float_bias": "int32_accumulator"}),
+    ("bias_stage", {"float_bias": "after_operand_scales"}),
     ("requantize_method", {"method": "float_multiply"}),
     ("requantize_method", {"method": "dequantize_compute_quantize"}),
     ("unsigned_extension", {"unsigned_extension": "sign"}), ("unsigned_extension", {"unsigned_extension": "zero"}),
@@ -141,7 +147,10 @@ def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
     rules = matmul_rules(profile)
     if case.operation == "matmul_integer":
         rules = rules.replace(method="none")
-    if rules.accumulation.pair_sum and (p["a_storage"], p["b_storage"]) != ("uint8", "int8"):
+    pairs_apply = (p["a_storage"], p["b_storage"]) == ("uint8", "int8") or (
+        rules.accumulation.pair_sum == "saturating_int16_shifted_a" and (p["a_storage"], p["b_storage"])
+        == ("int8", "int8"))
+    if rules.accumulation.pair_sum and not pairs_apply:
         rules = rules.replace(pair_sum=None)
     if overrides:
         rules = rules.replace(**overrides)
