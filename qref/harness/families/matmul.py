@@ -22,7 +22,9 @@ from . import Expectation, task_hash
 
 FAMILY = "matmul"
 SPEC_PROFILE = "exact"
-OPERATIONS = ("matmul_integer", "qlinear_matmul")
+VW_OPS = ("int8_vectorwise_matmul",)  # matmul.md §8
+WO_OPS = ("weight_only_matmul",)  # matmul.md §9
+OPERATIONS = ("matmul_integer", "qlinear_matmul", *VW_OPS, *WO_OPS)
 
 CLASS_SECTIONS = {
     "pair_saturation": "matmul.md §3.2", "accumulator_overflow": "matmul.md §3.1",
@@ -67,6 +69,10 @@ def task_key(case: Case) -> str:
 
 def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
     p = case.params
+    if case.operation in VW_OPS:
+        return _vw_outputs(case, profile, **overrides)
+    if case.operation in WO_OPS:
+        raise QrefError("a weight-only case is compared within its bound under its own profile (matmul.md §9)")
     rules = matmul_rules(profile)
     if case.operation == "matmul_integer":
         rules = rules.replace(method="none")
@@ -98,7 +104,7 @@ def expectation(case: Case, profile: str) -> Expectation:
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
     """(class, outputs): ``profile``'s rules with one change each (module docstring), then the other profiles'
     rules whole (class ``requantize_method`` for a different method, else ``multiplier_arithmetic``)."""
-    for cls, ov in _ALTS:
+    for cls, ov in (_VW_ALTS if case.operation in VW_OPS else () if case.operation in WO_OPS else _ALTS):
         try:
             yield cls, _outputs(case, profile, **ov).outputs
         except (QrefError, ValueError):
@@ -118,6 +124,12 @@ def describe_input(case: Case, index: int) -> str:
     p = case.params
     m, n = divmod(int(index), int(p["n"]))
     ins = case.inputs
+    if case.operation in VW_OPS + WO_OPS:
+        a, b = ("a", "b") if case.operation in VW_OPS else ("x", "codes")
+        text = f"row {m} of {a} times row {n} of {b} (K = {p['k']})"
+        if case.operation in WO_OPS:
+            text += f"; {p['table']} codes, absmax per {p['block_size']} weights"
+        return text
 
     def at(name: str, i: int) -> str:
         v = np.asarray(ins[name]).reshape(-1)
@@ -135,4 +147,41 @@ def describe_input(case: Case, index: int) -> str:
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     v = np.asarray(value).reshape(-1)
+    if v.size and v.dtype.kind == "f":
+        return repr(float(v[0]))
     return f"{int(v[0])}" if v.size else ""
+
+
+# ---- vectorwise int8 and weight-only products (matmul.md §8, §9) ----------------------------------------------
+_VW_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("multiplier_arithmetic", {"dequant_constant": float(np.float32(1 / 16129))}),
+    ("multiplier_arithmetic", {"dequant_association": "left_to_right"}),
+    ("multiplier_arithmetic", {"quant_multiplier": "reciprocal_multiply"}),
+    ("multiplier_arithmetic", {"quant_multiplier": "divide"}),
+    ("tie_rule", {"rounding": "nearest_away"}),
+    ("accumulator_overflow", {"overflow": "saturate"}), ("accumulator_overflow", {"overflow": "exact"}),
+)
+
+
+def _vw_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    """The vectorwise pipeline (matmul.md §8) of ``profile`` with rule overrides on the case's operands."""
+    from ...recipes.vectorwise import vectorwise_int8_matmul, vectorwise_rules
+
+    rules = vectorwise_rules(profile, **overrides)
+    r = vectorwise_int8_matmul(case.inputs["a"], case.inputs["b"], rules)
+    out = {"a_codes": r.a_codes, "a_stats": r.a_stats, "b_codes": r.b_codes, "b_stats": r.b_stats, "acc": r.acc,
+           "y": r.y}
+    return Expectation(out, {"y": r.unspecified, "acc": r.unspecified})
+
+
+def accept(case: Case, exp: Expectation, name: str, got: np.ndarray) -> np.ndarray | None:
+    """A weight-only result conforms within [y_lo, y_hi] (matmul.md §9; the recipes family's rule): NaN where
+    the exact result is NaN, else y_lo <= r <= y_hi (+0 and -0 equal). Other outputs: bits decide."""
+    if case.operation not in WO_OPS or name != "y" or "y_lo" not in exp.outputs:
+        return None
+    g = np.asarray(got).reshape(-1).astype(np.float64)
+    e = np.asarray(exp.outputs["y"]).reshape(-1).astype(np.float64)
+    lo = np.asarray(exp.outputs["y_lo"]).reshape(-1).astype(np.float64)
+    hi = np.asarray(exp.outputs["y_hi"]).reshape(-1).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return (np.isnan(e) & np.isnan(g)) | (~np.isnan(e) & (lo <= g) & (g <= hi))
