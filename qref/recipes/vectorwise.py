@@ -88,10 +88,7 @@ def int8_mm_dequant(acc: object, row_stats: object, col_stats: object,
     c = np.float32(r.dequant_constant)
     with np.errstate(all="ignore"):
         f = a.astype(np.float32)  # int32 -> float32, nearest even
-        if r.dequant_association == "stats_product_first":
-            y = (f * (rs * cs)) * c
-        else:
-            y = ((f * rs) * cs) * c
+        y = (f * (rs * cs)) * c if r.dequant_association == "stats_product_first" else ((f * rs) * cs) * c
         return y.astype(OUT_DTYPES.get(r.output, np.float32)) if r.output != "bfloat16" else _bf16(y)
 
 
