@@ -194,7 +194,8 @@ for _p in PROFILES:
 
 
 # ---- vectorwise int8 (LLM.int8) and weight-only float products (matmul.md §8, §9) --------------------------
-QUANT_MULTIPLIERS = ("reciprocal_times_127", "reciprocal_multiply", "divide")
+QUANT_MULTIPLIERS = ("reciprocal_times_127", "reciprocal_multiply", "divide", "reciprocal")
+VW_STATS = ("absmax", "absmax_over_127_5")
 DEQUANT_ASSOCIATIONS = ("stats_product_first", "left_to_right")
 WEIGHT_DEQUANTS = ("float32_product",)
 FLOAT_ORDERS = ("any",)
@@ -204,7 +205,11 @@ FLOAT_ORDERS = ("any",)
 class VectorwiseInt8Rules:
     """Row-wise absmax int8 quantization of both operands, an int32 product and a float epilogue (matmul.md §8).
 
-    quant_multiplier: "reciprocal_times_127" (m = fl32(fl32(1 / absmax) * 127): torch evaluates the scalar
+    stats: the per-row statistic stored and used in the epilogue: "absmax" (s = max |x|, the codes span
+        [-127, 127]) or "absmax_over_127_5" (s = max(fl32(max |x| / 127.5), float32 eps), torchao's symmetric
+        choose_qparams_affine; codes are clamped to [-128, 127]) (matmul.md §8.1).
+    quant_multiplier: "reciprocal" (m = fl32(1 / s): torch's 1.0 / t, scale "absmax_over_127_5"),
+        "reciprocal_times_127" (m = fl32(fl32(1 / absmax) * 127): torch evaluates the scalar
         quotient 127.0 / t as t.reciprocal() * 127.0; q = round(fl32(x * m))), "reciprocal_multiply"
         (m = fl32(127 / absmax), one rounding) or "divide" (q = round(fl32(127 x / absmax)) with one rounding), per
         row of the operand (matmul.md §8.1).
@@ -213,11 +218,13 @@ class VectorwiseInt8Rules:
     dequant_association: "stats_product_first" (y = fl32(fl32(fl32(acc) * fl32(rs * cs)) * c)) or
         "left_to_right" (fl32(fl32(fl32(acc) * rs) * cs) * c) (matmul.md §8.3).
     dequant_constant: the float32 constant c standing for 1 / 127^2, as a float (matmul.md §8.3): the decimal
-        literal 6.200124e-05 rounded to float32, or the float32 nearest 1 / 16129.
+        literal 6.200124e-05 rounded to float32, or the float32 nearest 1 / 16129; 1.0 where the stats are the
+        scales themselves ("absmax_over_127_5": the product by 1 is exact).
     output: the dtype the float32 epilogue is rounded to (nearest even; "float16": the input's dtype).
     """
 
     quant_multiplier: str = "reciprocal_times_127"
+    stats: str = "absmax"
     rounding: str = "nearest_even"
     accumulation: IntAccumulation = field(default_factory=lambda: IntAccumulation(overflow="wrap"))
     dequant_association: str = "stats_product_first"
@@ -226,11 +233,12 @@ class VectorwiseInt8Rules:
 
     def __post_init__(self) -> None:
         check_choice("quant_multiplier", self.quant_multiplier, QUANT_MULTIPLIERS)
+        check_choice("stats", self.stats, VW_STATS)
         check_choice("rounding", self.rounding, ("nearest_even", "nearest_away"))
         check_choice("dequant_association", self.dequant_association, DEQUANT_ASSOCIATIONS)
         check_choice("output", self.output, ("float16", "float32", "bfloat16"))
-        if not (0 < self.dequant_constant < 1):
-            raise QrefError(f"dequant_constant must lie in (0, 1), got {self.dequant_constant!r}")
+        if not (0 < self.dequant_constant <= 1):
+            raise QrefError(f"dequant_constant must lie in (0, 1], got {self.dequant_constant!r}")
 
     def replace(self, **overrides: Any) -> VectorwiseInt8Rules:
         acc_f = {f.name for f in dataclasses.fields(IntAccumulation)}
@@ -289,6 +297,26 @@ VECTORWISE_PROFILES = (
                      "bitsandbytes/backends/cpu/ops.py int8_linear_matmul (torch._int_mm)",
                      "docs/spec/matmul.md §8"),
             package="bitsandbytes", versions="==0.50.2", status="verified", evidence=_BNB_INT8_EVIDENCE),
+    Profile("vectorwise_spec", "matmul", "matmul.md §8 read with one rounding per step (the spec default of the "
+            "vectorwise operation)",
+            "m = fl32(127 / absmax) (one rounding), q = rint(fl32(x * m)); an exact int32 sum; y = fl_out(fl32(fl32("
+            "fl32(acc) * fl32(rs * cs)) * fl32(1 / 127^2))).",
+            rules=VectorwiseInt8Rules(quant_multiplier="reciprocal_multiply", dequant_constant=float.fromhex(
+                "0x1.040c2p-14")),
+            sources=("docs/spec/matmul.md §8.4",), status="spec"),
+    Profile("torchao_int8_dynamic", "matmul", "torchao 0.18 Int8DynamicActivationInt8WeightConfig (PerRow, "
+            "symmetric) on CPU, float32 activations",
+            "Per row (activation rows and weight rows): s = max(fl32(max |x| / 127.5), eps), q = clamp(rint(fl32(x * "
+            "fl32(1 / s))), -128, 127); acc = int32 sum (u8 x s8 torch._int_mm with the +128 shift compensated on "
+            "VNNI CPUs without AMX: exact); y = fl32(fl32(fl32(acc) * sx) * sw).",
+            rules=VectorwiseInt8Rules(quant_multiplier="reciprocal", stats="absmax_over_127_5",
+                                      dequant_association="left_to_right", dequant_constant=1.0, output="float32"),
+            sources=("torchao/quantization/quantize_/workflows/int8/int8_tensor.py (linear)",
+                     "torchao/quantization/quant_primitives.py (choose_qparams_affine, quantize_affine)",
+                     "torchao/kernel/intmm.py _int_scaled_matmul_cpu", "docs/spec/matmul.md §8.4"),
+            package="torchao", versions="==0.18.0", status="verified",
+            evidence=("tests/test_matmul_bnb.py against torchao 0.18 + torch 2.13.0 CPU: Int8Tensor qdata, scale "
+                      "and the Linear output bit for bit",)),
     Profile("weight_only_any", "matmul", "float activations times 4-bit lookup weights dequantized to float32, "
             "accumulated in float32 in an implementation-defined order",
             "w = fl32(table[code] * absmax) (bitsandbytes' dequantize_4bit); y within the recipes.md §2.3 bound "

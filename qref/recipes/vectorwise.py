@@ -22,7 +22,10 @@ OUT_DTYPES = {"float16": np.float16, "float32": np.float32}
 
 
 def vectorwise_rules(profile: str | Profile = "bitsandbytes_int8", **overrides: Any) -> VectorwiseInt8Rules:
-    """The VectorwiseInt8Rules of matmul profile ``profile`` with field overrides (matmul.md §8)."""
+    """The VectorwiseInt8Rules of matmul profile ``profile`` with field overrides (matmul.md §8); the family's
+    spec default "exact" reads as ``vectorwise_spec`` (matmul.md §8.4)."""
+    if profile == "exact":
+        profile = "vectorwise_spec"
     rules = resolve_profile(profile, "matmul").profile.rules
     if not isinstance(rules, VectorwiseInt8Rules):
         raise QrefError(f"matmul profile {profile!r} is not a vectorwise int8 profile")
@@ -43,17 +46,23 @@ def vectorwise_quant(x: object, rules: VectorwiseInt8Rules | None = None
     r = rules or VectorwiseInt8Rules()
     a = _float_rows(x, "x")
     stats = np.abs(a).max(axis=1).astype(np.float32)
-    bad = ~np.isfinite(stats) | (stats == 0) | np.isnan(a).any(axis=1)
+    bad = ~np.isfinite(stats) | np.isnan(a).any(axis=1)
+    if r.stats == "absmax_over_127_5":  # torchao: max(fl32(amax / 127.5), float32 eps)
+        stats = np.maximum((stats / np.float32(127.5)).astype(np.float32), np.finfo(np.float32).eps)
+    else:
+        bad |= stats == 0
     s = np.where(bad, np.float32(1), stats)[:, None]
     with np.errstate(all="ignore"):
-        if r.quant_multiplier == "reciprocal_times_127":  # torch: 127.0 / t == t.reciprocal() * 127.0
+        if r.quant_multiplier == "reciprocal":  # torch: 1.0 / t == t.reciprocal()
+            v = a * (np.float32(1) / s)
+        elif r.quant_multiplier == "reciprocal_times_127":  # torch: 127.0 / t == t.reciprocal() * 127.0
             v = a * ((np.float32(1) / s) * np.float32(127))
         elif r.quant_multiplier == "reciprocal_multiply":
             v = a * (np.float32(127) / s)  # float32 multiplier, then a float32 product (matmul.md §8.1)
         else:
             v = (a.astype(np.float64) * 127 / s).astype(np.float32)  # 127 x exact in float64, one rounding
         q = np.rint(v) if r.rounding == "nearest_even" else np.sign(v) * np.floor(np.abs(v) + 0.5)
-    q = np.where(bad[:, None], 0, q).astype(np.int8)
+    q = np.where(bad[:, None], 0, np.clip(q, -128, 127)).astype(np.int8)
     return q, stats, bad
 
 

@@ -329,6 +329,7 @@ def build_cases(full: bool) -> Iterator[Case]:
         yield from _cases(s)
     yield from _vectorwise_cases()
     yield from _weight_only_cases()
+    yield from _torchao_int8_cases()
 
 
 # ---- vectorwise int8 (LLM.int8) and weight-only products (matmul.md §8, §9) ------------------------------------
@@ -347,22 +348,23 @@ def _f16(label: str, shape: tuple[int, ...], emin: int = -4, emax: int = 2) -> n
     return qrandom.floats_in_binades(label, n, "float16", emin, emax).view(np.float16).reshape(shape)
 
 
-def _vw_case(cat: str, a: np.ndarray, b: np.ndarray, tags: tuple[str, ...], description: str) -> Case:
+def _vw_case(cat: str, a: np.ndarray, b: np.ndarray, tags: tuple[str, ...], description: str,
+             profile: str = VW_PROFILE) -> Case:
     from ...recipes.vectorwise import vectorwise_int8_matmul, vectorwise_rules
 
-    rules = vectorwise_rules(VW_PROFILE)
+    rules = vectorwise_rules(profile)
     r = vectorwise_int8_matmul(a, b, rules)
     M, K = a.shape
     N = b.shape[0]
     exp = {"a_codes": r.a_codes, "a_stats": r.a_stats, "b_codes": r.b_codes, "b_stats": r.b_stats,
            "acc": r.acc, "y": r.y}
     spec = ("matmul.md §8.1", "matmul.md §8.2", "matmul.md §8.3", "matmul.md §8.4")
-    return Case(id=f"{FAMILY}/int8_vectorwise_matmul/float16/{cat}/{VW_PROFILE}", family=FAMILY,
-                operation="int8_vectorwise_matmul", profile=VW_PROFILE, profiles=(VW_PROFILE,),
+    return Case(id=f"{FAMILY}/int8_vectorwise_matmul/{a.dtype.name}/{cat}/{profile}", family=FAMILY,
+                operation="int8_vectorwise_matmul", profile=profile, profiles=(profile,),
                 inputs={"a": np.ascontiguousarray(a), "b": np.ascontiguousarray(b)}, expected=exp,
                 unspecified={"y": r.unspecified} if r.unspecified.any() else {},
                 params={"m": M, "k": K, "n": N, "rules": rules.to_dict()}, tags=(*tags, "profile"), spec=spec,
-                description=f"int8_vectorwise_matmul float16 (M={M}, K={K}, N={N}): {description}")
+                description=f"int8_vectorwise_matmul {a.dtype.name} (M={M}, K={K}, N={N}): {description}")
 
 
 def _vectorwise_cases() -> Iterator[Case]:
@@ -449,3 +451,62 @@ def _weight_only_cases() -> Iterator[Case]:
         am = np.full(N * K // B, 3.0, np.float32)
         yield _wo_case("cancellation", table, B, x, codes, am, "the exact sum is 0 (halves cancel): a nonzero "
                        "result must lie within the bound")
+
+
+# int8_weight_only_matmul: inputs ``x`` (M, K) float32, ``codes`` (N, K) int8, ``scale`` (N,) float32; expected
+#   ``y`` = fl32(sum_k x q * s) with its bound (float32 accumulation in any order, then one rounding of the
+#   product by s: recipes.md §3.3 post_scale), ``exact``, ``bound``, ``y_lo`` / ``y_hi`` (matmul.md §9).
+TAO_PROFILE = "torchao_int8_dynamic"
+
+
+def _f32s(label: str, shape: tuple[int, ...], emin: int, emax: int) -> np.ndarray:
+    n = int(np.prod(shape))
+    return qrandom.floats_in_binades(label, n, "float32", emin, emax).view(np.float32).reshape(shape)
+
+
+def _wo8_case(cat: str, x: np.ndarray, codes: np.ndarray, scale: np.ndarray, description: str) -> Case:
+    from ...recipes.ops import exact_matmul
+    from .recipes import _result_arrays
+
+    r = exact_matmul(x, codes.astype(np.float32).T, accumulation="float32_any", out_dtype="float32",
+                     post_scale=scale.reshape(1, -1))
+    exp, uns = _result_arrays(r, any_order=True)
+    M, K = x.shape
+    N = codes.shape[0]
+    return Case(id=f"{FAMILY}/int8_weight_only_matmul/float32/{cat}/{WO_PROFILE}", family=FAMILY,
+                operation="int8_weight_only_matmul", profile=WO_PROFILE, profiles=(WO_PROFILE,),
+                inputs={"x": x, "codes": codes, "scale": scale}, expected=exp, unspecified=uns,
+                params={"m": M, "k": K, "n": N, "compare": "bound", "accumulation": "float32_any"},
+                tags=(cat, "profile"), spec=("matmul.md §9", "recipes.md §2.3", "recipes.md §3.3"),
+                description=f"int8_weight_only_matmul float32 (M={M}, K={K}, N={N}): {description}")
+
+
+def _torchao_int8_cases() -> Iterator[Case]:
+    L = f"{FAMILY}/int8_vectorwise_matmul/torchao"
+    a, b = _f32s(L + "/random/a", (128, 512), -6, 3), _f32s(L + "/random/b", (256, 512), -8, 0)
+    yield _vw_case("random", a, b, ("random",), "seeded float32 operands", TAO_PROFILE)
+    # amax 127.5: s = 1, m = 1; x at exact halves (rint to even), +-127.5 -> 128 clamped to 127 / -128; a zero row
+    t = (np.arange(-127, 127) + 0.5).astype(np.float32)
+    a = np.zeros((4, 256), np.float32)
+    a[0, :254] = t
+    a[1, :254] = -t[::-1]
+    a[1, 254] = 127.5
+    a[2, :254] = t * 2
+    a[2, 254] = 255
+    b = _f32s(L + "/ties/b", (16, 256), -3, 3)
+    yield _vw_case("ties", a, b, ("tie", "boundary"), "amax 127.5 and 255 (s = 1, 2): halves round to even, "
+                   "+-127.5 / s = +-127.5 -> 128 clamped to 127 and -128; an all-zero row (s = eps)", TAO_PROFILE)
+    for cat, (M, K, N) in (("k1", (16, 1, 16)), ("k_odd", (9, 7, 5)), ("m1", (1, 65, 33)), ("n1", (33, 65, 1))):
+        yield _vw_case(cat, _f32s(f"{L}/{cat}/a", (M, K), -4, 2), _f32s(f"{L}/{cat}/b", (N, K), -4, 2), ("edge",),
+                       f"shape edge {cat}", TAO_PROFILE)
+    L = f"{FAMILY}/int8_weight_only_matmul"
+    for cat, (M, K, N) in (("random", (16, 512, 256)), ("m1", (1, 1024, 64))):
+        x = _f32s(f"{L}/{cat}/x", (M, K), -6, 3)
+        codes = (qrandom.below(f"{L}/{cat}/codes", N * K, 256) - 128).astype(np.int8).reshape(N, K)
+        scale = np.abs(_f32s(f"{L}/{cat}/scale", (N,), -10, -4))
+        yield _wo8_case(cat, x, codes, scale, "seeded activations, int8 weight codes, per-row scales")
+    K, N = 256, 32
+    codes = (qrandom.below(f"{L}/cancel/codes", N * K // 2, 256) - 128).astype(np.int8).reshape(N, K // 2)
+    codes = np.concatenate([codes, codes], axis=1)
+    x = np.concatenate([np.full((2, K // 2), 0.75, np.float32), np.full((2, K // 2), -0.75, np.float32)], axis=1)
+    yield _wo8_case("cancellation", x, codes, np.full(N, 0.01, np.float32), "the exact sum is 0 (halves cancel)")

@@ -23,7 +23,7 @@ from . import Expectation, task_hash
 FAMILY = "matmul"
 SPEC_PROFILE = "exact"
 VW_OPS = ("int8_vectorwise_matmul",)  # matmul.md §8
-WO_OPS = ("weight_only_matmul",)  # matmul.md §9
+WO_OPS = ("weight_only_matmul", "int8_weight_only_matmul")  # matmul.md §9
 OPERATIONS = ("matmul_integer", "qlinear_matmul", *VW_OPS, *WO_OPS)
 
 CLASS_SECTIONS = {
@@ -96,7 +96,7 @@ def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
 
 
 def expectation(case: Case, profile: str) -> Expectation:
-    if holds(case, profile):
+    if holds(case, profile) or (case.operation in WO_OPS and profile == SPEC_PROFILE):
         return Expectation(dict(case.expected), dict(case.unspecified))
     return _outputs(case, profile)
 
@@ -127,7 +127,7 @@ def describe_input(case: Case, index: int) -> str:
     if case.operation in VW_OPS + WO_OPS:
         a, b = ("a", "b") if case.operation in VW_OPS else ("x", "codes")
         text = f"row {m} of {a} times row {n} of {b} (K = {p['k']})"
-        if case.operation in WO_OPS:
+        if case.operation == "weight_only_matmul":
             text += f"; {p['table']} codes, absmax per {p['block_size']} weights"
         return text
 
@@ -155,6 +155,10 @@ def describe_output(case: Case, name: str, value: np.ndarray) -> str:
 # ---- vectorwise int8 and weight-only products (matmul.md §8, §9) ----------------------------------------------
 _VW_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("multiplier_arithmetic", {"dequant_constant": float(np.float32(1 / 16129))}),
+    ("multiplier_arithmetic", {"dequant_constant": float(np.float32(6.200124e-05))}),
+    ("multiplier_arithmetic", {"quant_multiplier": "reciprocal_times_127"}),
+    ("multiplier_arithmetic", {"quant_multiplier": "reciprocal_times_127",
+                               "dequant_constant": float(np.float32(6.200124e-05))}),
     ("multiplier_arithmetic", {"dequant_association": "left_to_right"}),
     ("multiplier_arithmetic", {"quant_multiplier": "reciprocal_multiply"}),
     ("multiplier_arithmetic", {"quant_multiplier": "divide"}),
