@@ -165,3 +165,90 @@ def test_cpu_packed_gemv_rounds_to_bfloat16():
     r = weight_only_matmul(x, codes, absmax, table="nf4", block_size=B)
     assert not r.within(y).all()
     assert np.array_equal(y.view(np.uint32) & 0xFFFF, np.zeros_like(y.view(np.uint32)))  # bfloat16 values
+
+
+# ---- torchao 0.18 (CPU) ---------------------------------------------------------------------------------------
+def _tq():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pytest.importorskip("torchao.quantization", reason="the torchao_int8_dynamic profile is checked "
+                                   "against it")
+
+
+def _torchao_independent(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
+    """torchao's symmetric PerRow int8 pipeline written from its source (quant_primitives.py, int8_tensor.py)."""
+    def quant(x):
+        s = np.maximum(np.abs(x).max(axis=1) / np.float32(127.5), np.finfo(np.float32).eps).astype(np.float32)
+        inv = (np.float32(1) / s).astype(np.float32)  # 1.0 / scale is scale.reciprocal()
+        return np.clip(np.rint(x * inv[:, None]), -128, 127).astype(np.int8), s
+
+    qa, sa = quant(a)
+    qb, sb = quant(b)
+    acc = (qa.astype(np.int64) @ qb.astype(np.int64).T).astype(np.int32)  # |acc| < 2^31 here
+    y = (acc.astype(np.float32) * sa[:, None]) * sb[None, :]
+    return qa, sa, qb, sb, y
+
+
+def test_torchao_int8_dynamic_bit_for_bit_million_outputs():
+    tq = _tq()
+    from torchao.quantization.quantize_.common.quantize_tensor_kwargs import (
+        _choose_quant_func_and_quantize_tensor,
+    )
+
+    rng = np.random.default_rng(5)
+    M, K, N = 1024, 256, 1024  # 1,048,576 outputs
+    a = (rng.standard_normal((M, K)) * rng.uniform(0.01, 10, (M, 1))).astype(np.float32)
+    a[0] = 0  # an all-zero row: scale eps, codes 0
+    a[1, :4] = (127.5, -127.5, 0.5, 1.5)
+    a[1, 4:] = 0
+    b = (rng.standard_normal((N, K)) * 0.05).astype(np.float32)
+    lin = torch.nn.Linear(K, N, bias=False)
+    lin.weight.data = torch.from_numpy(b.copy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tq.quantize_(lin, tq.Int8DynamicActivationInt8WeightConfig())
+        xa = _choose_quant_func_and_quantize_tensor(torch.from_numpy(a), lin.weight.act_quant_kwargs)
+        with torch.no_grad():
+            y = lin(torch.from_numpy(a)).numpy()
+    qa, sa, qb, sb, yi = _torchao_independent(a, b)
+    assert np.array_equal(xa.qdata.numpy(), qa) and np.array_equal(xa.scale.numpy().reshape(-1), sa)
+    assert np.array_equal(lin.weight.qdata.numpy(), qb) and np.array_equal(lin.weight.scale.numpy().reshape(-1), sb)
+    assert np.array_equal(y.view(np.uint32), yi.view(np.uint32))
+    assert list(qa[1, :4]) == [127, -128, 0, 2]  # 127.5 -> 128 clamped; -127.5 -> -128; ties to even
+    r = vectorwise_int8_matmul(a, b, "torchao_int8_dynamic")
+    assert np.array_equal(r.y.view(np.uint32), yi.view(np.uint32)) and np.array_equal(r.a_codes, qa)
+
+
+def test_torchao_int8_weight_only_within_the_bound():
+    tq = _tq()
+    from qref.recipes.ops import exact_matmul
+
+    rng = np.random.default_rng(6)
+    M, K, N = 256, 512, 1024  # 262,144 outputs
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    c = rng.integers(-128, 128, (N, K)).astype(np.int8)
+    s = rng.uniform(1e-3, 1e-2, N).astype(np.float32)
+    w = tq.Int8Tensor(torch.from_numpy(c), torch.from_numpy(s.reshape(N, 1)), [1, K], torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = torch.nn.functional.linear(torch.from_numpy(x), w).numpy()
+    r = exact_matmul(x, c.astype(np.float32).T, accumulation="float32_any", post_scale=s.reshape(1, -1))
+    assert r.within(y).all()
+    i, j = 7, 11
+    S = sum(Fraction(float(x[i, k])) * int(c[j, k]) for k in range(K)) * Fraction(float(s[j]))
+    assert abs(Fraction(float(y[i, j])) - S) <= Fraction(float(r.bound[i, j]))
+    assert not r.within(np.zeros_like(y)).all()
+    assert not r.within(y * np.float32(1 + 2.0**-8)).all()
+
+
+def test_torchao_int4_weight_only_needs_mslk():
+    tq = _tq()
+    try:
+        import mslk  # noqa: F401
+    except ImportError:
+        lin = torch.nn.Linear(256, 64, bias=False)
+        with pytest.raises(ImportError, match="mslk"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tq.quantize_(lin, tq.Int4WeightOnlyConfig())
+    else:
+        pytest.skip("mslk is installed")
