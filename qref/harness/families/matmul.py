@@ -189,3 +189,51 @@ def accept(case: Case, exp: Expectation, name: str, got: np.ndarray) -> np.ndarr
     hi = np.asarray(exp.outputs["y_hi"]).reshape(-1).astype(np.float64)
     with np.errstate(invalid="ignore"):
         return (np.isnan(e) & np.isnan(g)) | (~np.isnan(e) & (lo <= g) & (g <= hi))
+
+
+def reduce(case: Case, index: int, name: str) -> Case:
+    """The case cut to what output ``name``'s element ``index`` depends on, for a reproducer: a vectorwise or
+    weight-only product's element (m, n) needs row m of the activation and row n of the weight (with its block
+    scales); a vectorwise code or statistic its own row. ``_index`` is the element's index in the cut case. Other
+    operations keep the whole case."""
+    import copy
+
+    if case.operation not in VW_OPS + WO_OPS:
+        c = copy.copy(case)
+        object.__setattr__(c, "_index", int(index))
+        object.__setattr__(c, "_slice", None)
+        return c
+    ins = case.inputs
+    j = 0
+    if case.operation in VW_OPS:
+        K = ins["a"].shape[1]
+        if name in ("y", "acc"):
+            m, n = divmod(int(index), ins["b"].shape[0])
+        elif name.startswith("a_"):
+            m, n = (int(index) // K, 0) if name == "a_codes" else (int(index), 0)
+            j = int(index) % K if name == "a_codes" else 0
+        else:
+            m, n = (0, int(index) // K) if name == "b_codes" else (0, int(index))
+            j = int(index) % K if name == "b_codes" else 0
+        new = {"a": ins["a"][m:m + 1], "b": ins["b"][n:n + 1]}
+    else:
+        w = "codes"
+        m, n = divmod(int(index), ins[w].shape[0])
+        K = ins[w].shape[1]
+        new = {"x": ins["x"][m:m + 1], "codes": ins[w][n:n + 1]}
+        if "absmax" in ins:
+            B = int(case.params["block_size"])
+            if K % B:
+                c = copy.copy(case)
+                object.__setattr__(c, "_index", int(index))
+                object.__setattr__(c, "_slice", None)
+                return c
+            new["absmax"] = ins["absmax"][n * K // B:(n + 1) * K // B]
+        else:
+            new["scale"] = ins["scale"][n:n + 1]
+    params = dict(case.params, m=1, n=1)
+    c = Case(id=case.id, family=case.family, operation=case.operation, inputs=new, expected={}, profile=case.profile,
+             params=params, profiles=case.profiles)
+    object.__setattr__(c, "_index", j)
+    object.__setattr__(c, "_slice", None)
+    return c
