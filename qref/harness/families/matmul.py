@@ -232,8 +232,9 @@ def reduce(case: Case, index: int, name: str) -> Case:
         else:
             new["scale"] = ins["scale"][n:n + 1]
     params = dict(case.params, m=1, n=1)
-    c = Case(id=case.id, family=case.family, operation=case.operation, inputs=new, expected={}, profile=case.profile,
-             params=params, profiles=case.profiles)
+    exp = {name: np.asarray(case.expected[name]).reshape(-1)[int(index):int(index) + 1]}  # the element alone
+    c = Case(id=case.id, family=case.family, operation=case.operation, inputs=new, expected=exp,
+             profile=case.profile, params=params, profiles=case.profiles)
     object.__setattr__(c, "_index", j)
     object.__setattr__(c, "_slice", None)
     return c
