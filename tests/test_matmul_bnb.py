@@ -252,3 +252,23 @@ def test_torchao_int4_weight_only_needs_mslk():
             tq.quantize_(lin, tq.Int4WeightOnlyConfig())
     else:
         pytest.skip("mslk is installed")
+
+
+def test_int8_linear_matmul_below_avx512_is_a_float32_product():
+    """A CPU variant (matmul.md §8.4): with torch's CPU capability below AVX512 bitsandbytes' int8_linear_matmul is
+    matmul(A.float(), B.float().t()).to(int32): exact up to 2^24, float32-rounded beyond, -2^31 past int32."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import warnings; warnings.simplefilter('ignore'); import torch, bitsandbytes.functional as F\n"
+            "for K in (1024, 1100, 133200):\n"
+            "    a = torch.full((1, K), 127, dtype=torch.int8); b = a.clone(); b[0, 0] = 126\n"
+            "    print(int(F.int8_linear_matmul(a, b)[0, 0]))\n")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "ATEN_CPU_CAPABILITY": "avx2"},
+                         capture_output=True, text=True, timeout=300).stdout.split()
+    got = [int(v) for v in out[-3:]]
+    assert got[0] == 1024 * 16129 - 127  # below 2^24: exact
+    exact = 1100 * 16129 - 127  # odd and beyond 2^24: no float32 holds it
+    assert got[1] != exact and got[1] % 2 == 0 and abs(got[1] - exact) <= 1100 * 2
+    assert got[2] == -(2**31)  # beyond int32: the float -> int32 conversion gives INT_MIN, not the wrapped sum
