@@ -1,4 +1,5 @@
-"""qref.recipes.qmatmul against ONNX Runtime, the ONNX reference evaluator and LiteRT: one row per pipeline
+"""qref.recipes.qmatmul against ONNX Runtime, the ONNX reference evaluator, LiteRT and PyTorch, and
+qref.recipes.vectorwise against bitsandbytes and torchao (LLM.int8, weight-only): one row per pipeline
 (matmul.md).
 
     python benchmarks/qmatmul.py                    # M = N = 256, K = 256
@@ -289,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     _litert_rows(M, K, N, args.repeats, rng)
     _torch_rows(M, K, N, feeds, args.repeats, rng)
     _ms_rows(M, K, N, args.repeats, rng)
+    _float_rows(M, K, N, args.repeats)
     return 0
 
 
@@ -437,6 +439,80 @@ def _ms_rows(M: int, K: int, N: int, repeats: int, rng: np.random.Generator) -> 
         tq, tb = _best(ref, repeats if compare != "bound" else 1), _best(run, repeats)
         mmac = m * K * N / 1e6
         print(f"| {title} | {op} | {mmac / tq:.1f} | {mmac / tb:.0f} | {tb / tq:.3g} | {same} |")
+
+
+
+def _float_rows(M: int, K: int, N: int, repeats: int) -> None:
+    """LLM.int8 / weight-only rows (matmul.md §13, §14): bitsandbytes 0.50.2 and torchao 0.18 CPU against
+    qref.recipes.vectorwise on float operands (a (M, K), weight (N, K)); "same" = bit for bit for the int8
+    pipelines, within the float32 any-order bound for the weight-only ones. Rows whose library is missing are
+    skipped."""
+    import warnings
+
+    from qref.recipes.ops import exact_matmul
+    from qref.recipes.vectorwise import vectorwise_int8_matmul, weight_only_matmul
+
+    warnings.simplefilter("ignore")
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:
+        return
+    rng = np.random.default_rng(1)
+    a16 = (rng.standard_normal((M, K))).astype(np.float16)
+    w16 = (rng.standard_normal((N, K)) * 0.05).astype(np.float16)
+    a32, w32 = a16.astype(np.float32), w16.astype(np.float32)
+    codes = rng.integers(0, 16, (N, K)).astype(np.uint8)
+    absmax = rng.uniform(0.1, 2, N * K // 64).astype(np.float32)
+    c8 = rng.integers(-128, 128, (N, K)).astype(np.int8)
+    s8 = rng.uniform(1e-3, 1e-2, N).astype(np.float32)
+    rows: list[tuple[str, str, str, Callable[[], np.ndarray], Callable[[], np.ndarray], Callable[..., bool]]] = []
+    bits = lambda x, y: bool(np.array_equal(np.asarray(x).view(np.uint8), np.asarray(y).view(np.uint8)))  # noqa: E731
+    try:
+        import bitsandbytes as bnb
+        import bitsandbytes.functional as F
+
+        st = bnb.MatmulLtState()
+        st.is_training = False
+        ta, tw = torch.from_numpy(a16), torch.from_numpy(w16)
+        rows.append(("LLM.int8 (threshold 0)", "bitsandbytes_int8", "bnb.matmul (MatMul8bitLt)",
+                     lambda: vectorwise_int8_matmul(a16, w16, "bitsandbytes_int8").y,
+                     lambda: bnb.matmul(ta, tw, state=st).numpy(), bits))
+        c = codes.reshape(-1)
+        packed = torch.from_numpy((c[0::2] << 4) | c[1::2]).reshape(-1, 1)
+        qs = F.QuantState(absmax=torch.from_numpy(absmax), shape=torch.Size([N, K]), blocksize=64, quant_type="nf4",
+                          dtype=torch.float32, code=F.get_4bit_type("nf4", device="cpu"))
+        tx = torch.from_numpy(a32)
+        rows.append(("4-bit NF4 weight-only (float32 any order)", "weight_only_any", "bnb.matmul_4bit",
+                     lambda: weight_only_matmul(a32, codes, absmax, table="nf4", block_size=64),
+                     lambda: bnb.matmul_4bit(tx, packed.t(), qs).numpy(),
+                     lambda r, y: bool(r.within(y).all())))
+    except ImportError:
+        pass
+    try:
+        import torchao.quantization as tq
+
+        lin = torch.nn.Linear(K, N, bias=False)
+        lin.weight.data = torch.from_numpy(w32.copy())
+        tq.quantize_(lin, tq.Int8DynamicActivationInt8WeightConfig())
+        tx = torch.from_numpy(a32)
+        rows.append(("int8 dynamic activation, int8 weight", "torchao_int8_dynamic", "torchao Int8Tensor linear",
+                     lambda: vectorwise_int8_matmul(a32, w32, "torchao_int8_dynamic").y,
+                     lambda: lin(tx).detach().numpy(), bits))
+        w8 = tq.Int8Tensor(torch.from_numpy(c8), torch.from_numpy(s8.reshape(N, 1)), [1, K], torch.float32)
+        rows.append(("int8 weight-only (float32 any order)", "weight_only_any", "torchao Int8Tensor linear",
+                     lambda: exact_matmul(a32, c8.astype(np.float32).T, accumulation="float32_any",
+                                          post_scale=s8.reshape(1, -1)),
+                     lambda: torch.nn.functional.linear(tx, w8).numpy(),
+                     lambda r, y: bool(r.within(y).all())))
+    except ImportError:
+        pass
+    mmac = M * N * K / 1e6
+    for title, profile, other, q, run, same in rows:
+        ok = "yes" if same(q(), run()) else "NO"
+        tq_, tb = _best(q, repeats), _best(run, repeats)
+        print(f"| {title} | {profile} | {other} | {mmac / tq_:.1f} | {mmac / tb:.0f} | {tb / tq_:.3g} | {ok} |")
 
 
 if __name__ == "__main__":

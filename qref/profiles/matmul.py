@@ -490,3 +490,140 @@ PROFILES = (
 
 for _p in PROFILES:
     register_profile(_p)
+
+
+# ---- vectorwise int8 (LLM.int8) and weight-only float products (matmul.md §13, §14) --------------------------
+QUANT_MULTIPLIERS = ("reciprocal_times_127", "reciprocal_multiply", "divide", "reciprocal")
+VW_STATS = ("absmax", "absmax_over_127_5")
+DEQUANT_ASSOCIATIONS = ("stats_product_first", "left_to_right")
+WEIGHT_DEQUANTS = ("float32_product",)
+FLOAT_ORDERS = ("any",)
+
+
+@dataclass(frozen=True)
+class VectorwiseInt8Rules:
+    """Row-wise absmax int8 quantization of both operands, an int32 product and a float epilogue (matmul.md §13).
+
+    stats: the per-row statistic stored and used in the epilogue: "absmax" (s = max |x|, the codes span
+        [-127, 127]) or "absmax_over_127_5" (s = max(fl32(max |x| / 127.5), float32 eps), torchao's symmetric
+        choose_qparams_affine; codes are clamped to [-128, 127]) (matmul.md §13.1).
+    quant_multiplier: "reciprocal" (m = fl32(1 / s): torch's 1.0 / t, scale "absmax_over_127_5"),
+        "reciprocal_times_127" (m = fl32(fl32(1 / absmax) * 127): torch evaluates the scalar
+        quotient 127.0 / t as t.reciprocal() * 127.0; q = round(fl32(x * m))), "reciprocal_multiply"
+        (m = fl32(127 / absmax), one rounding) or "divide" (q = round(fl32(127 x / absmax)) with one rounding), per
+        row of the operand (matmul.md §13.1).
+    rounding: the rounding of the scaled value to int8 (matmul.md §13.1).
+    accumulation: the int32 accumulation of the int8 x int8 products (matmul.md §3, §13.2).
+    dequant_association: "stats_product_first" (y = fl32(fl32(fl32(acc) * fl32(rs * cs)) * c)) or
+        "left_to_right" (fl32(fl32(fl32(acc) * rs) * cs) * c) (matmul.md §13.3).
+    dequant_constant: the float32 constant c standing for 1 / 127^2, as a float (matmul.md §13.3): the decimal
+        literal 6.200124e-05 rounded to float32, or the float32 nearest 1 / 16129; 1.0 where the stats are the
+        scales themselves ("absmax_over_127_5": the product by 1 is exact).
+    output: the dtype the float32 epilogue is rounded to (nearest even; "float16": the input's dtype).
+    """
+
+    quant_multiplier: str = "reciprocal_times_127"
+    stats: str = "absmax"
+    rounding: str = "nearest_even"
+    accumulation: IntAccumulation = field(default_factory=lambda: IntAccumulation(overflow="wrap"))
+    dequant_association: str = "stats_product_first"
+    dequant_constant: float = 6.200124e-05
+    output: str = "float16"
+
+    def __post_init__(self) -> None:
+        check_choice("quant_multiplier", self.quant_multiplier, QUANT_MULTIPLIERS)
+        check_choice("stats", self.stats, VW_STATS)
+        check_choice("rounding", self.rounding, ("nearest_even", "nearest_away"))
+        check_choice("dequant_association", self.dequant_association, DEQUANT_ASSOCIATIONS)
+        check_choice("output", self.output, ("float16", "float32", "bfloat16"))
+        if not (0 < self.dequant_constant <= 1):
+            raise QrefError(f"dequant_constant must lie in (0, 1], got {self.dequant_constant!r}")
+
+    def replace(self, **overrides: Any) -> VectorwiseInt8Rules:
+        acc_f = {f.name for f in dataclasses.fields(IntAccumulation)}
+        acc = dataclasses.replace(self.accumulation, **{k: v for k, v in overrides.items() if k in acc_f})
+        rest = {k: v for k, v in overrides.items() if k not in acc_f}
+        bad = set(rest) - {f.name for f in dataclasses.fields(self)}
+        if bad:
+            raise QrefError(f"unknown vectorwise int8 rule field(s) {sorted(bad)}")
+        return dataclasses.replace(self, accumulation=acc, **rest)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class WeightOnlyRules:
+    """A float activation times lookup-quantized weights (matmul.md §14).
+
+    weight_dequant: "float32_product" (w = fl32(table[code] * absmax), the lookup profile's dequantization).
+    order: "any" (the float accumulation's order and tree are implementation-defined: a result conforms within
+        the rigorous bound of recipes.md §2.3 around the exact sum).
+    accumulation_dtype: the accumulator format the bound assumes; output: the result's dtype.
+    """
+
+    weight_dequant: str = "float32_product"
+    order: str = "any"
+    accumulation_dtype: str = "float32"
+    output: str = "float32"
+
+    def __post_init__(self) -> None:
+        check_choice("weight_dequant", self.weight_dequant, WEIGHT_DEQUANTS)
+        check_choice("order", self.order, FLOAT_ORDERS)
+        check_choice("accumulation_dtype", self.accumulation_dtype, ("float32",))
+        check_choice("output", self.output, ("float32",))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_BNB_INT8_EVIDENCE = (
+    "tests/test_matmul_bnb.py against bitsandbytes 0.50.2 + torch 2.13.0 CPU (AMD EPYC, AVX-512: "
+    "int8_linear_matmul is torch._int_mm): int8_vectorwise_quant, int8_linear_matmul, int8_mm_dequant and "
+    "bnb.matmul (MatmulLtState is_training=False, threshold 0) bit for bit on >= 10^6 outputs",
+    "qref run --backend bitsandbytes --family matmul",
+)
+
+VECTORWISE_PROFILES = (
+    Profile("bitsandbytes_int8", "matmul", "bitsandbytes 0.50.2 LLM.int8 (threshold 0) on CPU: "
+            "int8_vectorwise_quant, int8_linear_matmul, int8_mm_dequant",
+            "Per row: absmax in float32, m = fl32(fl32(1 / absmax) * 127) (torch's 127.0 / t is t.reciprocal() * "
+            "127.0), q = rint(fl32(x * m)) to int8; int8 x int8 products "
+            "summed in int32 (torch._int_mm with AVX-512); y = fl16(fl32(fl32(fl32(acc) * fl32(rs * cs)) * "
+            "fl32(6.200124e-05))) (the decimal constant is not 1 / 127^2 = 6.2000124e-05: 1.8e-5 relative).",
+            rules=VectorwiseInt8Rules(),
+            sources=("bitsandbytes/backends/default/ops.py int8_vectorwise_quant, int8_mm_dequant",
+                     "bitsandbytes/backends/cpu/ops.py int8_linear_matmul (torch._int_mm)",
+                     "docs/spec/matmul.md §13"),
+            package="bitsandbytes", versions="==0.50.2", status="verified", evidence=_BNB_INT8_EVIDENCE),
+    Profile("vectorwise_spec", "matmul", "matmul.md §13 read with one rounding per step (the spec default of the "
+            "vectorwise operation)",
+            "m = fl32(127 / absmax) (one rounding), q = rint(fl32(x * m)); an exact int32 sum; y = fl_out(fl32(fl32("
+            "fl32(acc) * fl32(rs * cs)) * fl32(1 / 127^2))).",
+            rules=VectorwiseInt8Rules(quant_multiplier="reciprocal_multiply", dequant_constant=float.fromhex(
+                "0x1.040c2p-14")),
+            sources=("docs/spec/matmul.md §13.4",), status="spec"),
+    Profile("torchao_int8_dynamic", "matmul", "torchao 0.18 Int8DynamicActivationInt8WeightConfig (PerRow, "
+            "symmetric) on CPU, float32 activations",
+            "Per row (activation rows and weight rows): s = max(fl32(max |x| / 127.5), eps), q = clamp(rint(fl32(x * "
+            "fl32(1 / s))), -128, 127); acc = int32 sum (u8 x s8 torch._int_mm with the +128 shift compensated on "
+            "VNNI CPUs without AMX: exact); y = fl32(fl32(fl32(acc) * sx) * sw).",
+            rules=VectorwiseInt8Rules(quant_multiplier="reciprocal", stats="absmax_over_127_5",
+                                      dequant_association="left_to_right", dequant_constant=1.0, output="float32"),
+            sources=("torchao/quantization/quantize_/workflows/int8/int8_tensor.py (linear)",
+                     "torchao/quantization/quant_primitives.py (choose_qparams_affine, quantize_affine)",
+                     "torchao/kernel/intmm.py _int_scaled_matmul_cpu", "docs/spec/matmul.md §13.4"),
+            package="torchao", versions="==0.18.0", status="verified",
+            evidence=("tests/test_matmul_bnb.py against torchao 0.18 + torch 2.13.0 CPU: Int8Tensor qdata, scale "
+                      "and the Linear output bit for bit",)),
+    Profile("weight_only_any", "matmul", "float activations times 4-bit lookup weights dequantized to float32, "
+            "accumulated in float32 in an implementation-defined order",
+            "w = fl32(table[code] * absmax) (bitsandbytes' dequantize_4bit); y within the recipes.md §2.3 bound "
+            "of the exact sum for float32 accumulation in any order, rounded to float32.",
+            rules=WeightOnlyRules(),
+            sources=("bitsandbytes/backends/default/ops.py gemm_4bit (dequantize_4bit, then linear)",
+                     "docs/spec/matmul.md §14"), status="spec"),
+)
+
+for _p in VECTORWISE_PROFILES:
+    register_profile(_p)

@@ -334,6 +334,9 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from build_bnb4_cases()
     for s in _float_bias_setups():
         yield from _cases(s, FLOAT_BIAS_PROFILES)
+    yield from _vectorwise_cases()
+    yield from _weight_only_cases()
+    yield from _torchao_int8_cases()
 
 
 # ---- TFLite-shaped quantized matmuls (LiteRT FULLY_CONNECTED / BATCH_MATMUL, matmul.md §6.6) ----------------------
@@ -975,3 +978,183 @@ def _float_bias_setups() -> Iterator[Setup]:
              b_scale=0.00291, y_scale=0.0931, zy=_ints(f"{L}/random/zy", (), co),
              bias=_near_half(f"{L}/random/bias", 128, np.float32(np.float32(0.0173) * np.float32(0.00291)), 3000),
              tags=("random",), description="seeded operands, per-tensor scales, float32 biases")
+
+
+# ---- vectorwise int8 (LLM.int8) and weight-only products (matmul.md §13, §14) ------------------------------------
+# int8_vectorwise_matmul: inputs ``a`` (M, K) float16, ``b`` (N, K) float16 (one row per output column); expected
+#   ``a_codes`` / ``b_codes`` (int8), ``a_stats`` / ``b_stats`` (float32 row absmax), ``acc`` (int32 a_codes @
+#   b_codes^T) and ``y`` (float16), under the vectorwise profile ``bitsandbytes_int8`` (matmul.md §13).
+# weight_only_matmul: inputs ``x`` (M, K) float32, ``codes`` (N, K) 4-bit lookup codes (uint8), ``absmax`` (one
+#   float32 per block of the flattened codes); params ``table``, ``block_size``; expected ``y`` (the exact product
+#   rounded to float32), ``exact``, ``bound``, ``y_lo`` / ``y_hi`` (matmul.md §14; compared within the bound).
+VW_PROFILE = "bitsandbytes_int8"
+WO_PROFILE = "weight_only_any"
+
+
+def _f16(label: str, shape: tuple[int, ...], emin: int = -4, emax: int = 2) -> np.ndarray:
+    n = int(np.prod(shape))
+    return qrandom.floats_in_binades(label, n, "float16", emin, emax).view(np.float16).reshape(shape)
+
+
+def _vw_case(cat: str, a: np.ndarray, b: np.ndarray, tags: tuple[str, ...], description: str,
+             profile: str = VW_PROFILE) -> Case:
+    from ...recipes.vectorwise import vectorwise_int8_matmul, vectorwise_rules
+
+    rules = vectorwise_rules(profile)
+    r = vectorwise_int8_matmul(a, b, rules)
+    M, K = a.shape
+    N = b.shape[0]
+    exp = {"a_codes": r.a_codes, "a_stats": r.a_stats, "b_codes": r.b_codes, "b_stats": r.b_stats,
+           "acc": r.acc, "y": r.y}
+    spec = ("matmul.md §13.1", "matmul.md §13.2", "matmul.md §13.3", "matmul.md §13.4")
+    return Case(id=f"{FAMILY}/int8_vectorwise_matmul/{a.dtype.name}/{cat}/{profile}", family=FAMILY,
+                operation="int8_vectorwise_matmul", profile=profile, profiles=(profile,),
+                inputs={"a": np.ascontiguousarray(a), "b": np.ascontiguousarray(b)}, expected=exp,
+                unspecified={"y": r.unspecified} if r.unspecified.any() else {},
+                params={"m": M, "k": K, "n": N, "rules": rules.to_dict()}, tags=(*tags, "profile"), spec=spec,
+                description=f"int8_vectorwise_matmul {a.dtype.name} (M={M}, K={K}, N={N}): {description}")
+
+
+def _vectorwise_cases() -> Iterator[Case]:
+    L = f"{FAMILY}/int8_vectorwise_matmul"
+    a, b = _f16(L + "/random/a", (128, 512)), _f16(L + "/random/b", (256, 512))
+    yield _vw_case("random", a, b, ("random",), "seeded float16 operands, |x| in [2^-4, 2^3)")
+    # exact ties of x * fl32(127 / s): absmax 127 (multiplier 1) and 254 (multiplier 1/2), halves of both signs
+    t = (np.arange(-126, 127) + 0.5).astype(np.float16)
+    a = np.zeros((4, 256), np.float16)
+    a[0, :253], a[0, 253] = t, 127
+    a[1, :253], a[1, 253] = t * 2, 254
+    a[2, :253], a[2, 253] = -t, -127
+    a[3] = _f16(L + "/ties/a3", (256,), -2, 6)
+    b = _f16(L + "/ties/b", (16, 256), -3, 3)
+    yield _vw_case("ties", a, b, ("tie",), "x * 127 / absmax at exact halves (absmax 127 and 254): rint, ties "
+                   "to even")
+    # multipliers 127 / s that float32 rounds; float16 range ends (65504, subnormals)
+    a = _f16(L + "/mult/a", (8, 64), -6, 4)
+    a[:, 0] = np.array([3, 7, 0.1, 65504, 2.0**-24, 6.1e-05, 1 / 3, 11], np.float16)
+    a[4] = (_f16(L + "/mult/sub", (64,), -24, -15))
+    a[4, 0] = 2.0**-14
+    b = _f16(L + "/mult/b", (8, 64), -6, 4)
+    b[:, 0] = np.array([5, 13, 0.3, 0.7, 100, 1000, 2.0**-20, 65504], np.float16)
+    yield _vw_case("multipliers", a, b, ("boundary",), "absmax 3, 7, 0.1, 65504, 2^-24, subnormal rows: "
+                   "fl32(127 / s) inexact")
+    # the epilogue: the constant c (matmul.md §13.3) moves float16 results; products beyond float16's range
+    K = 64
+    a = np.ones((4, K), np.float16)
+    a[1] = 65504
+    a[2, ::2] = -1
+    a[3] = _f16(L + "/epi/a3", (K,), 8, 15)
+    b = np.ones((5, K), np.float16)
+    b[1] = 65504
+    b[2] = 2.0**-8
+    b[3, ::3] = -1
+    b[4] = _f16(L + "/epi/b4", (K,), 8, 15)
+    yield _vw_case("epilogue", a, b, ("boundary", "overflow"), "acc = K 127^2 with unit stats (c = 6.200124e-05 "
+                   "vs 1 / 127^2), stats 65504 (results beyond float16: Inf)")
+    # the int32 accumulator leaves its range: K = 133,200 products of 127^2 (matmul.md §13.2, §3.1)
+    K = 133200
+    a = np.ones((2, K), np.float16)
+    a[1, 1::2] = -1
+    b = np.ones((2, K), np.float16)
+    b[1] = -1
+    yield _vw_case("accumulator_wrap", a, b, ("overflow",), "K = 133,200: 127^2 K = 2,148,382,800 leaves int32")
+    for cat, (M, K, N) in (("k1", (16, 1, 16)), ("k_odd", (9, 7, 5)), ("m1", (1, 65, 33)), ("n1", (33, 65, 1))):
+        yield _vw_case(cat, _f16(f"{L}/{cat}/a", (M, K)), _f16(f"{L}/{cat}/b", (N, K)), ("edge",),
+                       f"shape edge {cat}")
+
+
+def _wo_case(cat: str, table: str, B: int, x: np.ndarray, codes: np.ndarray, absmax: np.ndarray,
+             description: str) -> Case:
+    from ...recipes.vectorwise import weight_only_matmul
+    from .recipes import _result_arrays
+
+    r = weight_only_matmul(x, codes, absmax, table=table, block_size=B)
+    exp, uns = _result_arrays(r, any_order=True)
+    M, K = x.shape
+    N = codes.shape[0]
+    return Case(id=f"{FAMILY}/weight_only_matmul/{table}_b{B}/{cat}/{WO_PROFILE}", family=FAMILY,
+                operation="weight_only_matmul", profile=WO_PROFILE, profiles=(WO_PROFILE,),
+                inputs={"x": x, "codes": codes, "absmax": absmax}, expected=exp, unspecified=uns,
+                params={"m": M, "k": K, "n": N, "table": table, "block_size": B, "compare": "bound",
+                        "accumulation": "float32_any"}, tags=(cat, "profile"),
+                spec=("matmul.md §14", "recipes.md §2.3"),
+                description=f"weight_only_matmul {table} block {B} (M={M}, K={K}, N={N}): {description}")
+
+
+def _weight_only_cases() -> Iterator[Case]:
+    L = f"{FAMILY}/weight_only_matmul"
+    for table in ("nf4", "fp4_bnb"):
+        for B, (M, K, N) in ((64, (8, 256, 64)), (128, (1, 512, 96))):
+            n = N * K
+            x = qrandom.floats_in_binades(f"{L}/{table}/{B}/x", M * K, "float32", -6, 2).view(np.float32)
+            codes = qrandom.below(f"{L}/{table}/{B}/codes", n, 16).astype(np.uint8).reshape(N, K)
+            am = qrandom.floats_in_binades(f"{L}/{table}/{B}/absmax", n // B, "float32", -4, 4).view(np.float32)
+            yield _wo_case("random", table, B, x.reshape(M, K), codes, np.abs(am), "seeded activations, codes "
+                           "and block absmax; float32 accumulation in any order")
+        # cancellation: x w pairs summing to 0 exactly (the bound then rests on the absolute sum)
+        K, N, B = 128, 32, 64
+        codes = qrandom.below(f"{L}/{table}/cancel/codes", N * K, 16).astype(np.uint8).reshape(N, K)
+        codes[:, K // 2:] = codes[:, : K // 2]
+        x = np.concatenate([np.ones((2, K // 2), np.float32), -np.ones((2, K // 2), np.float32)], axis=1)
+        am = np.full(N * K // B, 3.0, np.float32)
+        yield _wo_case("cancellation", table, B, x, codes, am, "the exact sum is 0 (halves cancel): a nonzero "
+                       "result must lie within the bound")
+
+
+# int8_weight_only_matmul: inputs ``x`` (M, K) float32, ``codes`` (N, K) int8, ``scale`` (N,) float32; expected
+#   ``y`` = fl32(sum_k x q * s) with its bound (float32 accumulation in any order, then one rounding of the
+#   product by s: recipes.md §3.3 post_scale), ``exact``, ``bound``, ``y_lo`` / ``y_hi`` (matmul.md §14).
+TAO_PROFILE = "torchao_int8_dynamic"
+
+
+def _f32s(label: str, shape: tuple[int, ...], emin: int, emax: int) -> np.ndarray:
+    n = int(np.prod(shape))
+    return qrandom.floats_in_binades(label, n, "float32", emin, emax).view(np.float32).reshape(shape)
+
+
+def _wo8_case(cat: str, x: np.ndarray, codes: np.ndarray, scale: np.ndarray, description: str) -> Case:
+    from ...recipes.ops import exact_matmul
+    from .recipes import _result_arrays
+
+    r = exact_matmul(x, codes.astype(np.float32).T, accumulation="float32_any", out_dtype="float32",
+                     post_scale=scale.reshape(1, -1))
+    exp, uns = _result_arrays(r, any_order=True)
+    M, K = x.shape
+    N = codes.shape[0]
+    return Case(id=f"{FAMILY}/int8_weight_only_matmul/float32/{cat}/{WO_PROFILE}", family=FAMILY,
+                operation="int8_weight_only_matmul", profile=WO_PROFILE, profiles=(WO_PROFILE,),
+                inputs={"x": x, "codes": codes, "scale": scale}, expected=exp, unspecified=uns,
+                params={"m": M, "k": K, "n": N, "compare": "bound", "accumulation": "float32_any"},
+                tags=(cat, "profile"), spec=("matmul.md §14", "recipes.md §2.3", "recipes.md §3.3"),
+                description=f"int8_weight_only_matmul float32 (M={M}, K={K}, N={N}): {description}")
+
+
+def _torchao_int8_cases() -> Iterator[Case]:
+    L = f"{FAMILY}/int8_vectorwise_matmul/torchao"
+    a, b = _f32s(L + "/random/a", (128, 512), -6, 3), _f32s(L + "/random/b", (256, 512), -8, 0)
+    yield _vw_case("random", a, b, ("random",), "seeded float32 operands", TAO_PROFILE)
+    # amax 127.5: s = 1, m = 1; x at exact halves (rint to even), +-127.5 -> 128 clamped to 127 / -128; a zero row
+    t = (np.arange(-127, 127) + 0.5).astype(np.float32)
+    a = np.zeros((4, 256), np.float32)
+    a[0, :254] = t
+    a[1, :254] = -t[::-1]
+    a[1, 254] = 127.5
+    a[2, :254] = t * 2
+    a[2, 254] = 255
+    b = _f32s(L + "/ties/b", (16, 256), -3, 3)
+    yield _vw_case("ties", a, b, ("tie", "boundary"), "amax 127.5 and 255 (s = 1, 2): halves round to even, "
+                   "+-127.5 / s = +-127.5 -> 128 clamped to 127 and -128; an all-zero row (s = eps)", TAO_PROFILE)
+    for cat, (M, K, N) in (("k1", (16, 1, 16)), ("k_odd", (9, 7, 5)), ("m1", (1, 65, 33)), ("n1", (33, 65, 1))):
+        yield _vw_case(cat, _f32s(f"{L}/{cat}/a", (M, K), -4, 2), _f32s(f"{L}/{cat}/b", (N, K), -4, 2), ("edge",),
+                       f"shape edge {cat}", TAO_PROFILE)
+    L = f"{FAMILY}/int8_weight_only_matmul"
+    for cat, (M, K, N) in (("random", (16, 512, 256)), ("m1", (1, 1024, 64))):
+        x = _f32s(f"{L}/{cat}/x", (M, K), -6, 3)
+        codes = (qrandom.below(f"{L}/{cat}/codes", N * K, 256) - 128).astype(np.int8).reshape(N, K)
+        scale = np.abs(_f32s(f"{L}/{cat}/scale", (N,), -10, -4))
+        yield _wo8_case(cat, x, codes, scale, "seeded activations, int8 weight codes, per-row scales")
+    K, N = 256, 32
+    codes = (qrandom.below(f"{L}/cancel/codes", N * K // 2, 256) - 128).astype(np.int8).reshape(N, K // 2)
+    codes = np.concatenate([codes, codes], axis=1)
+    x = np.concatenate([np.full((2, K // 2), 0.75, np.float32), np.full((2, K // 2), -0.75, np.float32)], axis=1)
+    yield _wo8_case("cancellation", x, codes, np.full(N, 0.01, np.float32), "the exact sum is 0 (halves cancel)")

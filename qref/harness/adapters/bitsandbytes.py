@@ -195,7 +195,157 @@ def targets() -> list[Target]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         require("torch", "bitsandbytes.functional", backend=BACKEND, hint="pip install torch bitsandbytes")
-    return [Target(BACKEND, "bitsandbytes.functional", "lookup",
+    return [*matmul_targets(), Target(BACKEND, "bitsandbytes.functional", "lookup",
                    "bitsandbytes.functional quantize_4bit / dequantize_4bit (nf4, fp4; compress_statistics) and "
                    "quantize_blockwise / dequantize_blockwise (dynamic map), CPU", "bitsandbytes",
                    ("lookup_quantize", "lookup_dequantize"), _supports, _run, _snippet)]
+
+
+# ---- matmul: LLM.int8 and 4-bit weight-only products (matmul.md §13, §14) -------------------------------------
+def _vw_supports(case: Case) -> str | None:
+    if case.operation != "int8_vectorwise_matmul":
+        return None
+    if case.inputs["a"].dtype != np.float16 or case.inputs["b"].dtype != np.float16:
+        return "LLM.int8 quantizes float16 operands"
+    return None
+
+
+def _vw_functional(case: Case) -> Outputs:
+    torch, F = _lib()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ca, sa, _ = F.int8_vectorwise_quant(torch.from_numpy(case.inputs["a"].copy()))
+        cb, sb, _ = F.int8_vectorwise_quant(torch.from_numpy(case.inputs["b"].copy()))
+        acc = F.int8_linear_matmul(ca, cb)
+        y = F.int8_mm_dequant(acc, sa, sb)
+    return {"a_codes": ca.numpy(), "a_stats": sa.numpy(), "b_codes": cb.numpy(), "b_stats": sb.numpy(),
+            "acc": acc.numpy(), "y": y.numpy()}
+
+
+def _vw_matmul(case: Case) -> Outputs:
+    import bitsandbytes as bnb
+
+    torch, _ = _lib()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        st = bnb.MatmulLtState()
+        st.is_training = False  # MatMul8bitLt: the int8 pipeline (is_training=True takes MatMul8bitFp on CPU)
+        y = bnb.matmul(torch.from_numpy(case.inputs["a"].copy()), torch.from_numpy(case.inputs["b"].copy()),
+                       state=st, threshold=0.0)
+    return {"y": y.numpy()}
+
+
+_VW_CALLS = {
+    "functional": ("ca, sa, _ = F.int8_vectorwise_quant(a); cb, sb, _ = F.int8_vectorwise_quant(b); "
+                   "acc = F.int8_linear_matmul(ca, cb); y = F.int8_mm_dequant(acc, sa, sb)"),
+    "matmul": ("import bitsandbytes as bnb; st = bnb.MatmulLtState(); st.is_training = False; "
+               "y = bnb.matmul(a, b, state=st, threshold=0.0)"),
+}
+
+
+def _vw_snippet(kind: str):
+    def snippet(case: Case, i: int) -> str:
+        out = getattr(case, "_output", "y")
+        a, b = case.inputs["a"], case.inputs["b"]
+        K = a.shape[1]
+        if out in ("y", "acc"):
+            m, n = divmod(int(i), b.shape[0])
+            ra, rb, j = a[m:m + 1], b[n:n + 1], 0
+        elif out.startswith("a_"):
+            m = int(i) // K if out == "a_codes" else int(i)
+            ra, rb, j = a[m:m + 1], b[:1], (int(i) % K if out == "a_codes" else 0)
+        else:
+            n = int(i) // K if out == "b_codes" else int(i)
+            ra, rb, j = a[:1], b[n:n + 1], (int(i) % K if out == "b_codes" else 0)
+        pick = {"a_codes": "ca", "a_stats": "sa", "b_codes": "cb", "b_stats": "sb", "acc": "acc", "y": "y"}[out]
+        from ._common import array_literal
+
+        return python_c(_HEAD, f"a = torch.from_numpy({array_literal(ra)})",
+                        f"b = torch.from_numpy({array_literal(rb)})", _VW_CALLS[kind],
+                        f"r = {pick}.contiguous().numpy().reshape(-1)",
+                        f"print(hex(int(r.view(f'u{{r.dtype.itemsize}}')[{j}])))")
+    return snippet
+
+
+def _wo_supports(case: Case) -> str | None:
+    if case.operation != "weight_only_matmul":
+        return None
+    if case.params["table"] not in QUANT_TYPES:
+        return f"bitsandbytes has no {case.params['table']} 4-bit type"
+    if int(case.params["block_size"]) not in BLOCKS_4BIT:
+        return f"bitsandbytes takes 4-bit block sizes {BLOCKS_4BIT}"
+    return None
+
+
+def _wo_state(case: Case) -> tuple[Any, Any]:
+    torch, F = _lib()
+    codes = case.inputs["codes"]
+    c = codes.reshape(-1).astype(np.uint8)
+    packed = torch.from_numpy(((c[0::2] << 4) | c[1::2]).astype(np.uint8)).reshape(-1, 1)
+    st = F.QuantState(absmax=torch.from_numpy(case.inputs["absmax"].copy()), shape=torch.Size(codes.shape),
+                      blocksize=int(case.params["block_size"]), quant_type=QUANT_TYPES[case.params["table"]],
+                      dtype=torch.float32, code=F.get_4bit_type(QUANT_TYPES[case.params["table"]], device="cpu"))
+    return packed, st
+
+
+def _wo_matmul4(case: Case) -> Outputs:
+    import bitsandbytes as bnb
+
+    torch, _ = _lib()
+    packed, st = _wo_state(case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = bnb.matmul_4bit(torch.from_numpy(case.inputs["x"].copy()), packed.t(), st)
+    return {"y": y.numpy()}
+
+
+def _wo_gemv_cpu(case: Case) -> Outputs:
+    torch, F = _lib()
+    if not F.has_avx512bf16():
+        raise Unsupported("the CPU-packed gemv_4bit kernel needs AVX512-BF16")
+    packed, st = _wo_state(case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pw, st = F._convert_weight_packed_for_cpu(packed, st)
+        y = F.gemv_4bit(torch.from_numpy(case.inputs["x"].copy()), pw, state=st)
+    return {"y": y.float().numpy()}
+
+
+def _wo_snippet(kind: str):
+    def snippet(case: Case, i: int) -> str:
+        from ._common import array_literal
+
+        n_out = case.inputs["codes"].shape[0]
+        m, n = divmod(int(i), n_out)
+        qt = QUANT_TYPES[case.params["table"]]
+        B = int(case.params["block_size"])
+        K = case.inputs["x"].shape[1]
+        call = ("import bitsandbytes as bnb; y = bnb.matmul_4bit(x, p.t(), st)" if kind == "matmul_4bit" else
+                "pw, st = F._convert_weight_packed_for_cpu(p, st); y = F.gemv_4bit(x, pw, state=st).float()")
+        return python_c(_HEAD, f"x = torch.from_numpy({array_literal(case.inputs['x'][m:m + 1])})",
+                        f"c = {array_literal(case.inputs['codes'])}.reshape(-1).astype(np.uint8)",
+                        f"am = torch.from_numpy({array_literal(case.inputs['absmax'])})",
+                        "p = torch.from_numpy((c[0::2] << 4) | c[1::2]).reshape(-1, 1)",
+                        f"st = F.QuantState(absmax=am, shape=torch.Size([{n_out}, {K}]), blocksize={B}, "
+                        f"quant_type={qt!r}, dtype=torch.float32, code=F.get_4bit_type({qt!r}, device='cpu'))", call,
+                        f"print(hex(int(y.numpy().reshape(-1).view(np.uint32)[{n}])))")
+    return snippet
+
+
+def matmul_targets() -> list[Target]:
+    return [
+        Target(BACKEND, "bitsandbytes.int8_vectorwise", "matmul", "F.int8_vectorwise_quant (a, b), "
+               "F.int8_linear_matmul, F.int8_mm_dequant (LLM.int8 stages, threshold 0), CPU", "bitsandbytes_int8",
+               ("int8_vectorwise_matmul",), _vw_supports, lambda cs: run_each(cs, _vw_functional),
+               _vw_snippet("functional")),
+        Target(BACKEND, "bitsandbytes.matmul_lt", "matmul", "bnb.matmul(a, b, state=MatmulLtState(is_training="
+               "False), threshold=0) (MatMul8bitLt: the whole LLM.int8 pipeline), CPU", "bitsandbytes_int8",
+               ("int8_vectorwise_matmul",), _vw_supports, lambda cs: run_each(cs, _vw_matmul),
+               _vw_snippet("matmul")),
+        Target(BACKEND, "bitsandbytes.matmul_4bit", "matmul", "bnb.matmul_4bit(x, packed.t(), QuantState) "
+               "(dequantize_4bit to float32, then linear), CPU", "weight_only_any", ("weight_only_matmul",),
+               _wo_supports, lambda cs: run_each(cs, _wo_matmul4), _wo_snippet("matmul_4bit")),
+        Target(BACKEND, "bitsandbytes.gemv_4bit.cpu_packed", "matmul", "F._convert_weight_packed_for_cpu, then "
+               "F.gemv_4bit (the AVX512-BF16 fused kernel Linear4bit uses at inference), CPU", "weight_only_any",
+               ("weight_only_matmul",), _wo_supports, lambda cs: run_each(cs, _wo_gemv_cpu), _wo_snippet("gemv")),
+    ]

@@ -302,7 +302,7 @@ def targets() -> list[Target]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         require("torch", "torchao.quantization", backend=BACKEND, hint="pip install torch torchao")
-    return [Target(BACKEND, "torchao.to_nf4", "lookup",
+    return [*matmul_targets(), Target(BACKEND, "torchao.to_nf4", "lookup",
                    "torchao.quantization.to_nf4(x, block_size, scaler_block_size=256) (NF4Tensor) and "
                    "NF4Tensor.to(dtype), CPU", "torchao", ("lookup_quantize", "lookup_dequantize"),
                    _supports, _run, _snippet),
@@ -314,3 +314,105 @@ def targets() -> list[Target]:
                    "torchao.prototype.mx_formats.mx_tensor.to_dtype(data_lp, scale_e8m0, elem_dtype, 32, dtype), CPU "
                    "(the dequantization of both scale modes)", "torchao_floor", ("block_dequantize",), _mx_supports,
                    _runner(_mx_make("floor")), _mx_snippet("floor"))]
+
+
+# ---- matmul: Int8Tensor linear, dynamic int8 activations and int8 weight-only (matmul.md §13, §14) -------------
+def _dyn_supports(case: Case) -> str | None:
+    if case.operation != "int8_vectorwise_matmul":
+        return None
+    if case.inputs["a"].dtype != np.float32:
+        return ("the torchao_int8_dynamic profile models float32 activations (choose_qparams_affine divides in "
+                "the input dtype)")
+    return None
+
+
+def _dyn_one(case: Case) -> Outputs:
+    import torch
+
+    tq = _tq()
+    from torchao.quantization.quantize_.common.quantize_tensor_kwargs import _choose_quant_func_and_quantize_tensor
+
+    a, b = case.inputs["a"], case.inputs["b"]
+    lin = torch.nn.Linear(b.shape[1], b.shape[0], bias=False)
+    lin.weight.data = torch.from_numpy(b.copy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tq.quantize_(lin, tq.Int8DynamicActivationInt8WeightConfig())
+        w = lin.weight
+        xa = _choose_quant_func_and_quantize_tensor(torch.from_numpy(a.copy()), w.act_quant_kwargs)
+        with torch.no_grad():
+            y = lin(torch.from_numpy(a.copy()))
+    return {"a_codes": xa.qdata.numpy(), "a_stats": xa.scale.numpy().reshape(-1), "b_codes": w.qdata.numpy(),
+            "b_stats": w.scale.numpy().reshape(-1), "y": y.numpy()}
+
+
+def _wo8_supports(case: Case) -> str | None:
+    return None
+
+
+def _wo8_one(case: Case) -> Outputs:
+    import torch
+    from torchao.quantization import Int8Tensor
+
+    codes, scale = case.inputs["codes"], case.inputs["scale"]
+    N, K = codes.shape
+    w = Int8Tensor(torch.from_numpy(codes.copy()), torch.from_numpy(scale.reshape(N, 1).copy()), [1, K],
+                   torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = torch.nn.functional.linear(torch.from_numpy(case.inputs["x"].copy()), w)
+    return {"y": y.numpy()}
+
+
+def _int4_supports(case: Case) -> str | None:
+    try:
+        import mslk  # noqa: F401
+    except ImportError:
+        return ("Int4WeightOnlyConfig needs the mslk package (torchao 0.18 raises ImportError 'Requires mslk >= "
+                "1.0.0' on CPU); its int4 is affine int4 per group, not a lookup table")
+    return "torchao's int4 weight-only is affine int4 per group; the suite's weight-only cases are lookup tables"
+
+
+def _mm_snippet(kind: str):
+    def snippet(case: Case, i: int) -> str:
+        from ._common import array_literal
+
+        head = "import warnings, numpy as np, torch; warnings.simplefilter('ignore'); import torchao.quantization as tq"
+        out = getattr(case, "_output", "y")
+        if kind == "dynamic":
+            n_out = case.inputs["b"].shape[0]
+            m, n = divmod(int(i), n_out) if out == "y" else (0, 0)
+            a = case.inputs["a"][m:m + 1] if out == "y" else case.inputs["a"]
+            return python_c(head, f"a = torch.from_numpy({array_literal(a)})",
+                            f"b = torch.from_numpy({array_literal(case.inputs['b'])})",
+                            "lin = torch.nn.Linear(b.shape[1], b.shape[0], bias=False); lin.weight.data = b",
+                            "tq.quantize_(lin, tq.Int8DynamicActivationInt8WeightConfig())",
+                            "w = lin.weight; y = lin(a).detach()",
+                            {"b_codes": f"r = w.qdata.numpy().reshape(-1)[{i}]",
+                             "b_stats": f"r = w.scale.numpy().reshape(-1)[{i}]"}.get(
+                                out, f"r = y.numpy().reshape(-1)[{n}]"),
+                            "print(hex(int(np.asarray(r).view(f'u{np.asarray(r).dtype.itemsize}'))))")
+        n_out = case.inputs["codes"].shape[0]
+        m, n = divmod(int(i), n_out)
+        return python_c(head, f"x = torch.from_numpy({array_literal(case.inputs['x'][m:m + 1])})",
+                        f"c = torch.from_numpy({array_literal(case.inputs['codes'])})",
+                        f"s = torch.from_numpy({array_literal(case.inputs['scale'])}).reshape(-1, 1)",
+                        "w = tq.Int8Tensor(c, s, [1, c.shape[1]], torch.float32)",
+                        "y = torch.nn.functional.linear(x, w).numpy().reshape(-1)",
+                        f"print(hex(int(y.view(np.uint32)[{n}])))")
+    return snippet
+
+
+def matmul_targets() -> list[Target]:
+    return [
+        Target(BACKEND, "torchao.int8_dynamic", "matmul", "quantize_(Linear, Int8DynamicActivationInt8WeightConfig()) "
+               "(PerRow, symmetric; Int8Tensor linear: int_scaled_matmul), CPU, float32", "torchao_int8_dynamic",
+               ("int8_vectorwise_matmul",), _dyn_supports, lambda cs: run_each(cs, _dyn_one), _mm_snippet("dynamic")),
+        Target(BACKEND, "torchao.int8_weight_only", "matmul", "F.linear(x, Int8Tensor(qdata, scale, [1, K], float32)) "
+               "(Int8WeightOnlyConfig's weight: float mm of x and the int8 codes, then * scale), CPU",
+               "weight_only_any", ("int8_weight_only_matmul",), _wo8_supports, lambda cs: run_each(cs, _wo8_one),
+               _mm_snippet("weight_only")),
+        Target(BACKEND, "torchao.int4_weight_only", "matmul", "quantize_(Linear, Int4WeightOnlyConfig()), CPU",
+               "weight_only_any", ("weight_only_matmul",), _int4_supports,
+               lambda cs: [Unsupported(_int4_supports(c) or "") for c in cs], _mm_snippet("weight_only")),
+    ]

@@ -28,8 +28,10 @@ from . import Expectation, describe_value, task_hash
 
 FAMILY = "matmul"
 SPEC_PROFILE = "exact"
+VW_OPS = ("int8_vectorwise_matmul",)  # matmul.md §13
+WO_OPS = ("weight_only_matmul", "int8_weight_only_matmul")  # matmul.md §14
 OPERATIONS = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float", "dynamic_quantize_matmul", "matmul_nbits",
-              "matmul_nbits_int8", "qgemm", "matmul_bnb4")
+              "matmul_nbits_int8", "qgemm", "matmul_bnb4", *VW_OPS, *WO_OPS)
 FLOAT_OPS = ("matmul_integer_to_float", "dynamic_quantize_matmul")
 NBITS_OPS = ("matmul_nbits", "matmul_nbits_int8", "matmul_bnb4")
 
@@ -144,6 +146,10 @@ def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
     if case.operation in NBITS_OPS:
         raise QrefError("matmul_nbits cases hold for every matmul profile that models them (matmul.md §10)")
     p = case.params
+    if case.operation in VW_OPS:
+        return _vw_outputs(case, profile, **overrides)
+    if case.operation in WO_OPS:
+        raise QrefError("a weight-only case is compared within its bound under its own profile (matmul.md §14)")
     rules = matmul_rules(profile)
     if case.operation == "matmul_integer":
         rules = rules.replace(method="none")
@@ -170,7 +176,7 @@ def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
 
 
 def expectation(case: Case, profile: str) -> Expectation:
-    if holds(case, profile):
+    if holds(case, profile) or (case.operation in WO_OPS and profile == SPEC_PROFILE):
         return Expectation(dict(case.expected), dict(case.unspecified))
     return _outputs(case, profile)
 
@@ -178,10 +184,10 @@ def expectation(case: Case, profile: str) -> Expectation:
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
     """(class, outputs): ``profile``'s rules with one change each (module docstring), then the other profiles'
     rules whole (class ``requantize_method`` for a different method, else ``multiplier_arithmetic``)."""
-    if case.operation in NBITS_OPS:
+    if case.operation in NBITS_OPS + WO_OPS:
         return
     floats = case.operation in FLOAT_OPS or (case.operation == "qgemm" and case.params["output"] == "float32")
-    for cls, ov in (_FLOAT_ALTS if floats else _ALTS):
+    for cls, ov in (_VW_ALTS if case.operation in VW_OPS else _FLOAT_ALTS if floats else _ALTS):
         try:
             yield cls, _outputs(case, profile, **ov).outputs
         except (QrefError, ValueError):
@@ -189,7 +195,10 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
 
 
 def accept(case: Case, exp: Expectation, name: str, got: np.ndarray) -> np.ndarray | None:
-    """matmul_nbits[_int8] (matmul.md §10.3): a result conforms when y_lo <= r <= y_hi. None elsewhere (bits)."""
+    """matmul_nbits[_int8] (matmul.md §10.3) and the weight-only products (§14): a result conforms when
+    y_lo <= r <= y_hi. None elsewhere (bits)."""
+    if case.operation in WO_OPS:
+        return _accept_weight_only(case, exp, name, got)
     if case.operation not in NBITS_OPS or name != "y" or "y_lo" not in exp.outputs:
         return None
     g = np.asarray(got).reshape(-1).view(np.float32).astype(np.float64)
@@ -211,6 +220,12 @@ def describe_input(case: Case, index: int) -> str:
     p = case.params
     m, n = divmod(int(index), int(p["n"]))
     ins = case.inputs
+    if case.operation in VW_OPS + WO_OPS:
+        a, b = ("a", "b") if case.operation in VW_OPS else ("x", "codes")
+        text = f"row {m} of {a} times row {n} of {b} (K = {p['k']})"
+        if case.operation == "weight_only_matmul":
+            text += f"; {p['table']} codes, absmax per {p['block_size']} weights"
+        return text
 
     def at(name: str, i: int) -> str:
         v = np.asarray(ins[name]).reshape(-1)
@@ -253,6 +268,8 @@ def reduce(case: Case, index: int, name: str = "y") -> Case:
     import copy
     import dataclasses
 
+    if case.operation in VW_OPS + WO_OPS:
+        return _reduce_vectorwise(case, index, name)
     if case.operation not in REDUCIBLE or name != "y":  # A's dynamic scale, 4-bit blocks: the whole case
         whole = copy.copy(case)
         object.__setattr__(whole, "_index", int(index))
@@ -280,4 +297,94 @@ def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     v = np.asarray(value).reshape(-1)
     if (case.operation in FLOAT_OPS + NBITS_OPS or case.params.get("output") == "float32") and name == "y":
         return describe_value(name, v.view(np.uint32).view(np.float32) if v.dtype != np.float32 else v)
+    if v.size and v.dtype.kind == "f":
+        return repr(float(v[0]))
     return f"{int(v[0])}" if v.size else ""
+
+
+# ---- vectorwise int8 and weight-only products (matmul.md §13, §14) ----------------------------------------------
+_VW_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("multiplier_arithmetic", {"dequant_constant": float(np.float32(1 / 16129))}),
+    ("multiplier_arithmetic", {"dequant_constant": float(np.float32(6.200124e-05))}),
+    ("multiplier_arithmetic", {"quant_multiplier": "reciprocal_times_127"}),
+    ("multiplier_arithmetic", {"quant_multiplier": "reciprocal_times_127",
+                               "dequant_constant": float(np.float32(6.200124e-05))}),
+    ("multiplier_arithmetic", {"dequant_association": "left_to_right"}),
+    ("multiplier_arithmetic", {"quant_multiplier": "reciprocal_multiply"}),
+    ("multiplier_arithmetic", {"quant_multiplier": "divide"}),
+    ("tie_rule", {"rounding": "nearest_away"}),
+    ("accumulator_overflow", {"overflow": "saturate"}), ("accumulator_overflow", {"overflow": "exact"}),
+)
+
+
+def _vw_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    """The vectorwise pipeline (matmul.md §13) of ``profile`` with rule overrides on the case's operands."""
+    from ...recipes.vectorwise import vectorwise_int8_matmul, vectorwise_rules
+
+    rules = vectorwise_rules(profile, **overrides)
+    r = vectorwise_int8_matmul(case.inputs["a"], case.inputs["b"], rules)
+    out = {"a_codes": r.a_codes, "a_stats": r.a_stats, "b_codes": r.b_codes, "b_stats": r.b_stats, "acc": r.acc,
+           "y": r.y}
+    return Expectation(out, {"y": r.unspecified, "acc": r.unspecified})
+
+
+def _accept_weight_only(case: Case, exp: Expectation, name: str, got: np.ndarray) -> np.ndarray | None:
+    """A weight-only result conforms within [y_lo, y_hi] (matmul.md §14; the recipes family's rule): NaN where
+    the exact result is NaN, else y_lo <= r <= y_hi (+0 and -0 equal). Other outputs: bits decide."""
+    if case.operation not in WO_OPS or name != "y" or "y_lo" not in exp.outputs:
+        return None
+    g = np.asarray(got).reshape(-1).astype(np.float64)
+    e = np.asarray(exp.outputs["y"]).reshape(-1).astype(np.float64)
+    lo = np.asarray(exp.outputs["y_lo"]).reshape(-1).astype(np.float64)
+    hi = np.asarray(exp.outputs["y_hi"]).reshape(-1).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return (np.isnan(e) & np.isnan(g)) | (~np.isnan(e) & (lo <= g) & (g <= hi))
+
+
+def _reduce_vectorwise(case: Case, index: int, name: str) -> Case:
+    """The case cut to what output ``name``'s element ``index`` depends on, for a reproducer: a vectorwise or
+    weight-only product's element (m, n) needs row m of the activation and row n of the weight (with its block
+    scales); a vectorwise code or statistic its own row. ``_index`` is the element's index in the cut case. Other
+    operations keep the whole case."""
+    import copy
+
+    if case.operation not in VW_OPS + WO_OPS:
+        c = copy.copy(case)
+        object.__setattr__(c, "_index", int(index))
+        object.__setattr__(c, "_slice", None)
+        return c
+    ins = case.inputs
+    j = 0
+    if case.operation in VW_OPS:
+        K = ins["a"].shape[1]
+        if name in ("y", "acc"):
+            m, n = divmod(int(index), ins["b"].shape[0])
+        elif name.startswith("a_"):
+            m, n = (int(index) // K, 0) if name == "a_codes" else (int(index), 0)
+            j = int(index) % K if name == "a_codes" else 0
+        else:
+            m, n = (0, int(index) // K) if name == "b_codes" else (0, int(index))
+            j = int(index) % K if name == "b_codes" else 0
+        new = {"a": ins["a"][m:m + 1], "b": ins["b"][n:n + 1]}
+    else:
+        w = "codes"
+        m, n = divmod(int(index), ins[w].shape[0])
+        K = ins[w].shape[1]
+        new = {"x": ins["x"][m:m + 1], "codes": ins[w][n:n + 1]}
+        if "absmax" in ins:
+            B = int(case.params["block_size"])
+            if K % B:
+                c = copy.copy(case)
+                object.__setattr__(c, "_index", int(index))
+                object.__setattr__(c, "_slice", None)
+                return c
+            new["absmax"] = ins["absmax"][n * K // B:(n + 1) * K // B]
+        else:
+            new["scale"] = ins["scale"][n:n + 1]
+    params = dict(case.params, m=1, n=1)
+    exp = {name: np.asarray(case.expected[name]).reshape(-1)[int(index):int(index) + 1]}  # the element alone
+    c = Case(id=case.id, family=case.family, operation=case.operation, inputs=new, expected=exp,
+             profile=case.profile, params=params, profiles=case.profiles)
+    object.__setattr__(c, "_index", j)
+    object.__setattr__(c, "_slice", None)
+    return c
