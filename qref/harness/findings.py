@@ -11,7 +11,6 @@ and the reproducer of its smallest task.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -246,7 +245,7 @@ def cpu_note(res: RunResults, backend: str) -> str:
     else:
         seen = f"CPU: {res.cpu.describe() if res.cpu is not None else 'not recorded'} (native)."
     mine = {t.name for t in res.targets if t.backend == backend}
-    vs = [v for v in CPU_VARIANTS if any(fnmatch.fnmatchcase(t, v.targets) for t in mine)]
+    vs = [v for v in CPU_VARIANTS if any(v.of_target(t) for t in mine)]
     if vs:
         seen += " CPU variants (../conformance.md §4): " + "; ".join(
             f"`{v.name}` ({v.condition}; seen on: {', '.join(v.seen_on)})" for v in vs) + "."

@@ -8,7 +8,6 @@ minimal reproducer (input bits, expected, got, spec section, and a command to pa
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 from collections import Counter, defaultdict
@@ -102,7 +101,7 @@ def render_cpu(res: RunResults) -> list[str]:
          "| variant | targets | cases | selected | applied in this run | effect | seen on |",
          "|---|---|---|---|---|---|---|"]
     for v in CPU_VARIANTS:
-        backends = sorted({b for t, b in names.items() if fnmatch.fnmatchcase(t, v.targets)})
+        backends = sorted({b for t, b in names.items() if v.of_target(t)})
         if not backends:
             continue
         feats = [res.features(b) for b in backends]

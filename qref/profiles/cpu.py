@@ -138,8 +138,8 @@ class CpuVariant:
 
     name: the mechanism's stable name. feature: the ISA feature that selects it ("a|b": either of them).
     present: the variant applies when the feature is present (True) or absent (False). targets / cases: globs of
-    the harness targets and case ids it touches. classes: the mismatch classes it explains there ("unsupported":
-    the task cannot run).
+    the harness targets ("a|b": either glob) and case ids it touches. classes: the mismatch classes it explains
+    there ("unsupported": the task cannot run).
     effect: what happens, in words. seen_on: the CPUs it was observed on (model names, or the pin).
     """
 
@@ -159,8 +159,12 @@ class CpuVariant:
     def applies(self, features: frozenset[str]) -> bool:
         return has_feature(features, self.feature) == self.present
 
+    def of_target(self, target: str) -> bool:
+        """``target`` matches one of the ``|``-separated globs of ``targets``."""
+        return any(fnmatch.fnmatchcase(target, g) for g in self.targets.split("|"))
+
     def touches(self, target: str, case_id: str) -> bool:
-        return fnmatch.fnmatchcase(target, self.targets) and fnmatch.fnmatchcase(case_id, self.cases)
+        return self.of_target(target) and fnmatch.fnmatchcase(case_id, self.cases)
 
     @property
     def condition(self) -> str:
@@ -200,6 +204,38 @@ CPU_VARIANTS: tuple[CpuVariant, ...] = (
                "with int8 B of every ORT operation are held to it (DynamicQuantizeMatMul quantizes A to uint8; "
                "whether MLAS's s8 x s8 kernels saturate without VNNI is not known here)",
                ("AMD EPYC (Zen 4, AVX512-VNNI) native: exact, 0 mismatches",)),
+    CpuVariant("torch_int8_kernels_without_vnni", "avx512_vnni|avx_vnni", False,
+               "torch.int_mm|torch.quantized_linear.fbgemm|torch.quantized_linear.x86|torch.quantized_linear.onednn",
+               "matmul/*", ("pair_saturation", "multiplier_arithmetic"),
+               "fbgemm and oneDNN pick their int8 kernels by cpuid: without VNNI they sum adjacent u8 x s8 products "
+               "with int16 saturation (vpmaddubsw; torch._int_mm's oneDNN kernel first shifts int8 A into uint8), "
+               "and oneDNN applies the source and weight scales as one product; the *.no_vnni targets run those "
+               "kernels on every CPU (FBGEMM_ENABLE_INSTRUCTIONS=AVX2, ONEDNN_MAX_CPU_ISA=AVX2) against the "
+               "torch_*_avx2 profiles (matmul.md §6.7)",
+               ("AMD EPYC (Zen 4, AVX512-VNNI) native: the VNNI profiles, 0 mismatches",
+                "the same CPU with the ISA masked: the *_avx2 profiles, 0 mismatches")),
+    CpuVariant("torchao_int8_dynamic_kernels", "avx512_vnni|avx_vnni", False, "torchao.int8_dynamic", "matmul/*",
+               ("pair_saturation",),
+               "torchao's int8 dynamic-activation path shifts the activations by +128 into a u8 x s8 torch._int_mm on "
+               "VNNI CPUs without AMX (exact); without VNNI (or with AMX) it takes the s8 x s8 kernel, not run here",
+               ("AMD EPYC (Zen 4, AVX512-VNNI) native: 0 mismatches",)),
+    CpuVariant("bnb_int8_mm_int_mm_k1", "avx512f", True, "bitsandbytes.int8_vectorwise|bitsandbytes.matmul_lt",
+               "matmul/int8_vectorwise_matmul/*/k1/*", ("other",),
+               "bitsandbytes' CPU int8_linear_matmul is torch._int_mm where torch's CPU capability is AVX512: with "
+               "K = 1 the transposed (N, 1) weight has strides (1, 1) and the kernel returns garbage int32 sums "
+               "(they change from run to run); below AVX512 it is a float32 matmul, exact here",
+               ("AMD EPYC (Zen 4) native: garbage",)),
+    CpuVariant("bnb_int8_mm_float_fallback", "avx512f", False, "bitsandbytes.*",
+               "matmul/int8_vectorwise_matmul/*/accumulator_wrap/*", ("accumulator_overflow", "other"),
+               "below torch's AVX512 CPU capability bitsandbytes' int8_linear_matmul is matmul(A.float(), B.float()) "
+               "converted to int32: exact up to 2^24, rounded beyond, -2^31 past int32 instead of wrapping",
+               ("AMD EPYC (Zen 4) with ATEN_CPU_CAPABILITY=avx2 (tests/test_matmul_bnb.py)",)),
+    CpuVariant("bnb_gemv_4bit_bf16_kernel", "avx512_bf16", True, "bitsandbytes.gemv_4bit.cpu_packed",
+               "matmul/weight_only_matmul/*/random/*", ("other",),
+               "with AVX512-BF16 bitsandbytes' CPU-packed gemv_4bit kernel rounds x and the absmax to bfloat16 and "
+               "returns bfloat16 (outside the float32 bound); without it the weights are dequantized and F.linear "
+               "runs in float32",
+               ("AMD EPYC (Zen 4, AVX512-BF16) native: outside the bound",)),
     CpuVariant("llvm_f32_to_bf16_libcall", "avx512_bf16", False, "mlir.quant", "uniform/*/ebf16_*",
                ("crash",),
                "lower-quant-ops on a bfloat16 expressed type rounds float32 -> bfloat16 with fptrunc, which LLVM "
@@ -217,7 +253,7 @@ def has_feature(features: frozenset[str], feature: str) -> bool:
 
 def cpu_variants(target: str | None = None) -> tuple[CpuVariant, ...]:
     """The CPU variants (of one target, when given)."""
-    return tuple(v for v in CPU_VARIANTS if target is None or fnmatch.fnmatchcase(target, v.targets))
+    return tuple(v for v in CPU_VARIANTS if target is None or v.of_target(target))
 
 
 def effective_features(backend: str, cpu: CpuInfo, mode: str) -> frozenset[str]:
