@@ -59,6 +59,14 @@ def test_host_cpu_is_described() -> None:
     assert h.arch and h.features <= set(cpu.FEATURES)
 
 
+def test_features_can_be_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cpu.MASK_ENV, "avx512*, amx_*")
+    h = cpu.host_cpu()
+    assert not any(f.startswith(("avx512", "amx")) for f in h.features) and cpu.MASK_ENV in h.model
+    monkeypatch.setenv(cpu.MASK_ENV, "")
+    assert cpu.MASK_ENV not in cpu.host_cpu().model
+
+
 def test_pins_cut_the_features_to_the_baseline() -> None:
     spr = cpu.parse_cpuinfo(SAPPHIRE_RAPIDS)
     for b in ("jax", "qwix", "mlir"):

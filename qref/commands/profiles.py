@@ -113,6 +113,11 @@ evaluated on the features the backend may use in the run (the host's, cut to x86
 C5. `tests/test_cpu.py` runs every pinned backend's CPU-dependent targets natively and pinned, and fails where the
 two differ on a task no variant predicts for this CPU, or where a variant predicted here does not show.
 
+C6. `QREF_CPU_MASK` (comma-separated feature globs, e.g. `avx512f,avx512bw`) makes qref treat those features as
+absent: with the backends' own masks (`XLA_FLAGS=--xla_cpu_max_isa=AVX2`, `ATEN_CPU_CAPABILITY=avx2`,
+`NPY_DISABLE_CPU_FEATURES`, `ONEDNN_MAX_CPU_ISA`, `FBGEMM_ENABLE_INSTRUCTIONS`) it emulates a CPU without them, so
+that the variants' predictions hold for the code that actually runs.
+
 """
 
 

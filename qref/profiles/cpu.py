@@ -13,6 +13,7 @@ Records only: nothing here runs a backend (the harness applies pins and evaluate
 from __future__ import annotations
 
 import fnmatch
+import os
 import platform
 import sys
 from dataclasses import dataclass, field
@@ -75,8 +76,23 @@ def parse_cpuinfo(text: str, arch: str = "x86_64") -> CpuInfo:
                    frozenset(f for f in FEATURES if f in flags))
 
 
+#: environment variable: comma-separated globs of FEATURES to treat as absent (emulating a CPU without them, together
+#: with the backends' own ISA masks: profiles.md §6 C6)
+MASK_ENV = "QREF_CPU_MASK"
+
+
 def host_cpu() -> CpuInfo:
-    """The CPU this process runs on: /proc/cpuinfo on Linux, else numpy's runtime feature detection."""
+    """The CPU this process runs on (/proc/cpuinfo on Linux, else numpy's runtime feature detection), less the
+    features ``QREF_CPU_MASK`` names."""
+    cpu = _detected_cpu()
+    globs = [g.strip() for g in os.environ.get(MASK_ENV, "").split(",") if g.strip()]
+    if not globs:
+        return cpu
+    kept = frozenset(f for f in cpu.features if not any(fnmatch.fnmatchcase(f, g) for g in globs))
+    return CpuInfo(cpu.arch, cpu.vendor, f"{cpu.model} [{MASK_ENV}={','.join(globs)}]", kept)
+
+
+def _detected_cpu() -> CpuInfo:
     arch = platform.machine() or "unknown"
     p = Path("/proc/cpuinfo")
     if sys.platform.startswith("linux") and p.exists():
@@ -265,6 +281,6 @@ def effective_features(backend: str, cpu: CpuInfo, mode: str) -> frozenset[str]:
     return cpu.features
 
 
-__all__ = ["BASELINE", "BASELINE_FEATURES", "CPU_MODES", "CPU_VARIANTS", "FEATURES", "FIXED_TARGET", "PINS",
-           "VERIFIED_ON", "CpuInfo", "CpuPin", "CpuVariant", "cpu_variants", "effective_features", "has_feature",
+__all__ = ["BASELINE", "BASELINE_FEATURES", "CPU_MODES", "CPU_VARIANTS", "FEATURES", "FIXED_TARGET", "MASK_ENV",
+           "PINS", "VERIFIED_ON", "CpuInfo", "CpuPin", "CpuVariant", "cpu_variants", "effective_features", "has_feature",
            "host_cpu", "parse_cpuinfo"]
