@@ -282,5 +282,5 @@ def effective_features(backend: str, cpu: CpuInfo, mode: str) -> frozenset[str]:
 
 
 __all__ = ["BASELINE", "BASELINE_FEATURES", "CPU_MODES", "CPU_VARIANTS", "FEATURES", "FIXED_TARGET", "MASK_ENV",
-           "PINS", "VERIFIED_ON", "CpuInfo", "CpuPin", "CpuVariant", "cpu_variants", "effective_features", "has_feature",
-           "host_cpu", "parse_cpuinfo"]
+           "PINS", "VERIFIED_ON", "CpuInfo", "CpuPin", "CpuVariant", "cpu_variants", "effective_features",
+           "has_feature", "host_cpu", "parse_cpuinfo"]
