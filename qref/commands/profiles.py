@@ -125,13 +125,18 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def cpu_targets(v: cpu.CpuVariant) -> str:
+    """A CPU variant's target globs as table text (one code span each; '|' would split the cell)."""
+    return ", ".join(f"`{t}`" for t in v.targets.split("|"))
+
+
 def profiles_markdown() -> str:
     """docs/spec/profiles.md: the rules above and the catalogue of registered records."""
     lines = [_RULES.rstrip("\n"), "", "| pin | backend | mechanism |", "|---|---|---|"]
     lines += [f"| `{cpu.BASELINE}` | {b} | {_cell(pin.mechanism)} |" for b, pin in cpu.PINS.items()]
     lines += ["", "| variant | selected | targets | cases | classes | effect | seen on |",
               "|---|---|---|---|---|---|---|"]
-    lines += [f"| `{v.name}` | {v.condition} | `{v.targets}` | `{v.cases}` | {', '.join(v.classes)} | "
+    lines += [f"| `{v.name}` | {v.condition} | {cpu_targets(v)} | `{v.cases}` | {', '.join(v.classes)} | "
               f"{_cell(v.effect)} | {_cell('; '.join(v.seen_on))} |" for v in cpu.CPU_VARIANTS]
     lines.append("")
     for fam in FAMILIES:

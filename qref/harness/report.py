@@ -112,7 +112,8 @@ def render_cpu(res: RunResults) -> list[str]:
         else:
             applied = "unknown" if any(f is None for f in feats) else \
                 ", ".join(f"{b}: {'yes' if v.applies(f) else 'no'}" for b, f in zip(backends, feats))
-        L.append(f"| `{v.name}` | `{v.targets}` | `{v.cases}` | {v.condition} | {applied} | {v.effect} | "
+        globs = ", ".join(f"`{t}`" for t in v.targets.split("|"))
+        L.append(f"| `{v.name}` | {globs} | `{v.cases}` | {v.condition} | {applied} | {v.effect} | "
                  f"{'; '.join(v.seen_on)} |")
     return [*L, ""]
 
