@@ -82,6 +82,11 @@ CLASSES: dict[str, tuple[str, str]] = {
                                                  "int32 sum (x86 vpmaddubsw), or the reverse"),
     "accumulator_overflow": ("accumulator overflow", "an integer sum beyond int32 wraps, saturates or is kept exact "
                                                      "otherwise than the reference"),
+    "unsigned_extension": ("unsigned storage extension", "unsigned storage codes enter the integer arithmetic "
+                                                         "sign-extended (uint8 200 as -56) or zero-extended, "
+                                                         "otherwise than the reference (matmul.md §3.3)"),
+    "narrowing": ("narrowing", "the int32 result becomes the output storage by keeping its low bits (wrap) or by "
+                               "saturating, otherwise than the reference (matmul.md §5)"),
     "bias_stage": ("float bias stage", "a float bias enters the requantization at another stage (in accumulator "
                                        "units before the multiplier, quantized to int32, after the operand scales; "
                                        "matmul.md §4.1)"),
