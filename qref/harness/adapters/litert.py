@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...conformance.case import Case
+from ..families.matmul import element_inputs
 from ..model import Outputs, Target, Unsupported
 from . import require
 from ._common import python_c, run_each
@@ -177,23 +178,6 @@ def _supports(op: str):
         return unsupported(case, op)
 
     return supports
-
-
-def element_inputs(case: Case, i: int) -> dict[str, np.ndarray]:
-    """Output element i alone: row m of a, column n of b, the column's scale and bias (1 x K by K x 1)."""
-    m, n = divmod(int(i), int(case.params["n"]))
-    out = {}
-    for name, v in case.inputs.items():
-        v = np.asarray(v)
-        if name == "a":
-            out[name] = v[m : m + 1]
-        elif name == "b":
-            out[name] = v[:, n : n + 1]
-        elif v.ndim == 1 and v.size > 1:
-            out[name] = v[n : n + 1]
-        else:
-            out[name] = v
-    return out
 
 
 def _literal(v: Any) -> str:

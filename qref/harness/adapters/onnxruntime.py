@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...conformance.case import Case
+from ..families.matmul import element_inputs
 from ..families.uniform import scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
@@ -408,22 +409,7 @@ def matmul_model(case: Case, inputs: dict[str, np.ndarray] | None = None) -> tup
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), feeds
 
 
-def matmul_element_inputs(case: Case, i: int) -> dict[str, np.ndarray]:
-    """The inputs of output element i alone: row m of a and column n of b as a 1 x K by K x 1 problem, with the
-    row's and column's scales and zero points."""
-    m, n = divmod(int(i), int(case.params["n"]))
-    out = {}
-    for name, v in case.inputs.items():
-        v = np.asarray(v)
-        if name == "a":
-            out[name] = v[m : m + 1]
-        elif name == "b":
-            out[name] = v[:, n : n + 1]
-        elif v.ndim == 1 and v.size > 1:  # one per row of a / column of b
-            out[name] = v[m : m + 1] if name.startswith("a_") else v[n : n + 1]
-        else:
-            out[name] = v
-    return out
+matmul_element_inputs = element_inputs  # (matmul.md §2) the name the other adapters import
 
 
 def matmul_literal(v: np.ndarray) -> str:

@@ -258,6 +258,24 @@ def describe_input(case: Case, index: int) -> str:
     return text
 
 
+def element_inputs(case: Case, i: int) -> dict[str, np.ndarray]:
+    """The inputs of output element i alone: row m of a and column n of b as a 1 x K by K x 1 problem, with the
+    row's and column's scales, zero points and bias (matmul.md §2)."""
+    m, n = divmod(int(i), int(case.params["n"]))
+    out = {}
+    for name, v in case.inputs.items():
+        v = np.asarray(v)
+        if name == "a":
+            out[name] = v[m : m + 1]
+        elif name == "b":
+            out[name] = v[:, n : n + 1]
+        elif v.ndim == 1 and v.size > 1:  # one per row of a / column of b
+            out[name] = v[m : m + 1] if name.startswith("a_") else v[n : n + 1]
+        else:
+            out[name] = v
+    return out
+
+
 #: operations whose output element (m, n) depends on row m of a, column n of b and their scales only
 REDUCIBLE = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float")
 
@@ -276,17 +294,7 @@ def reduce(case: Case, index: int, name: str = "y") -> Case:
         object.__setattr__(whole, "_slice", None)
         return whole
     m, n = divmod(int(index), int(case.params["n"]))
-    ins = {}
-    for key, v in case.inputs.items():
-        v = np.asarray(v)
-        if key == "a":
-            ins[key] = v[m : m + 1]
-        elif key == "b":
-            ins[key] = v[:, n : n + 1]
-        elif v.ndim == 1 and v.size > 1:  # one per row of a / column of b
-            ins[key] = v[m : m + 1] if key.startswith("a_") else v[n : n + 1]
-        else:
-            ins[key] = v
+    ins = element_inputs(case, index)
     exp = {k: np.asarray(v)[m : m + 1, n : n + 1] for k, v in case.expected.items()}
     uns = {k: np.asarray(v)[m : m + 1, n : n + 1] for k, v in case.unspecified.items()}
     return dataclasses.replace(case, inputs=ins, expected=exp, unspecified=uns,
