@@ -258,8 +258,9 @@ def render_backend(res: RunResults, backend: str, fs: list[Finding]) -> str:
     versions = res.versions.get(backend, {})
     L = [HEADER, "", f"# {backend}: conformance findings", "",
          "Versions: " + (", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "-") + ". Targets: "
-         + ", ".join(f"`{t.name}` ({t.family}, profile {t.profile or 'none'})" for t in res.targets
-                     if t.backend == backend) + ".", "", cpu_note(res, backend), ""]
+         + ", ".join(f"`{t.name}` ({t.family}, profile {t.profile or 'none'})"
+                     for t in sorted(res.targets, key=lambda t: t.name) if t.backend == backend) + ".", "",
+         cpu_note(res, backend), ""]
     if backend in res.skipped:
         return "\n".join([*L, f"Skipped: {res.skipped[backend]}", ""])
     if not mine:

@@ -61,6 +61,7 @@ def load_results(path: str | os.PathLike[str]) -> RunResults:
                                   t.get("drift", "")) for t in d["targets"]]
         res.results = [TaskResult(r["target"], r["family"], r["task"], tuple(r["cases"]), r["status"], r["reason"],
                                   comp(r["vs_profile"]), comp(r["vs_spec"]), r["size"],
+                                  unspecified={k: dict(v) for k, v in r.get("unspecified", {}).items()},
                                   host_status=r.get("host_status", "")) for r in d["results"]]
     except (KeyError, TypeError) as exc:
         raise QrefError(f"{p} is not a qref run results file ({exc})") from None

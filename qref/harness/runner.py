@@ -318,9 +318,10 @@ def _describe_input(fam: Any, case: Case, index: int, output: str) -> str:
     return str(fn(case, index))
 
 
-def run_target(target: Target, tasks: list[Task]) -> list[TaskResult]:
+def run_target(target: Target, tasks: list[Task], host_variants: bool = False) -> list[TaskResult]:
     """Run one target on its tasks: pass when every specified element matches the reference, else fail (xfail
-    entries are applied afterwards, by ``judge``)."""
+    entries are applied afterwards, by ``judge``). host_variants: tasks a CPU variant touches will be reported as
+    variants (the backend is not pinned, ``mark_variants``): they are not taken as the examples of a class."""
     fam = get_family(target.family)
     out: list[TaskResult] = []
     runnable: list[Task] = []
@@ -388,6 +389,8 @@ def run_target(target: Target, tasks: list[Task]) -> list[TaskResult]:
         compared.append((res, t, got, exp_ref, exp_spec))
     ties = _truncation_first(fam, target.reference, compared)
     for res, t, got, exp_ref, exp_spec in compared:  # relabelled ties show their class last (not a clear example)
+        if host_variants and any(v.touches(res.target, c) for v in cpu_variants(res.target) for c in res.cases):
+            continue
         _offer(best, res, t, "vs_profile", got, exp_ref, (id(res), "vs_profile") in ties)
         if res.vs_spec is not res.vs_profile:
             _offer(best, res, t, "vs_spec", got, exp_spec, (id(res), "vs_spec") in ties)
@@ -519,7 +522,7 @@ def run_backend(name: str, suite_path: str | None, include: Sequence[str], exclu
         if prelude:  # a reproducer of a pinned run pins the backend the same way
             tg = dataclasses.replace(tg, snippet=lambda c, i, f=tg.snippet, p=prelude: p + "\n" + f(c, i))
         infos.append(TargetInfo(tg.backend, tg.name, tg.family, tg.api, tg.profile, tg.notes, drift))
-        mine = run_target(tg, select_tasks(tg, cache.family(tg.family), include, exclude))
+        mine = run_target(tg, select_tasks(tg, cache.family(tg.family), include, exclude), host_dependent(name, cpu))
         if drift:  # the reference is a record for another version: its differences are drift, not failures
             for r in mine:
                 if r.status == "fail":
