@@ -404,8 +404,9 @@ def recipes_rows(x32: np.ndarray) -> list[Row]:
     from qref.recipes import jax_scaled_dot, mlx_qqmm, mlx_quantized_matmul, qdq_matmul
 
     M, K, N = 32, 256, 32
-    a = np.ascontiguousarray(x32.reshape(-1)[: M * K].reshape(M, K))
-    b = np.ascontiguousarray(x32.reshape(-1)[M * K : M * K + K * N].reshape(K, N))
+    flat = np.resize(x32.reshape(-1), M * K + K * N)  # the input repeated when --rows / --cols make it smaller
+    a = np.ascontiguousarray(flat[: M * K].reshape(M, K))
+    b = np.ascontiguousarray(flat[M * K :].reshape(K, N))
     rows: list[Row] = []
     ocp = qref.scheme("mxfp8_e4m3", profile="ocp")
     qa, qb = ocp.quantize(a, axis=1), ocp.quantize(b, axis=0)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 #: the most lines a reproducer script may have (tests/test_reproducers.py checks it)
-MAX_LINES = 20
+MAX_LINES = 30
 
 _BLOCK = re.compile(r"^```python\n(.*?)\n```\n\nPrints: `(got 0x[0-9a-f]+ expected 0x[0-9a-f]+)`", re.M | re.S)
 

@@ -256,6 +256,8 @@ def _reproducers(target: Target, fam: Any, picks: list[tuple[TaskResult, Task, s
     sections = getattr(fam, "CLASS_SECTIONS", {})
     for res, task, attr, cls, got, exp, name, i, _want, c1, note in todo:
         case = task.case
+        if c1 is not None and not getattr(fam, "WHOLE_SNIPPETS", True) and getattr(c1, "_slice", 0) is None:
+            c1 = None  # the whole case reproduces, but the family's snippets write one output element's problem
         if c1 is None:
             c1, j = case, i
             note = ("this element gives other bits alone and as 64 copies: the backend's result depends on the "

@@ -276,6 +276,9 @@ def element_inputs(case: Case, i: int) -> dict[str, np.ndarray]:
     return out
 
 
+#: the adapters' snippets write the problem of one output element (element_inputs): a case that reproduces only
+#: whole (the backend's result depends on the other rows or columns) has no standalone reproducer
+WHOLE_SNIPPETS = False
 #: operations whose output element (m, n) depends on row m of a, column n of b and their scales only
 REDUCIBLE = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float")
 
