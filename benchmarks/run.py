@@ -403,10 +403,10 @@ def recipes_rows(x32: np.ndarray) -> list[Row]:
     """qref's emulations of block-scaled / FP8 matrix products against the libraries they emulate."""
     from qref.recipes import jax_scaled_dot, mlx_qqmm, mlx_quantized_matmul, qdq_matmul
 
-    M, K, N = 32, 256, 32
-    flat = np.resize(x32.reshape(-1), M * K + K * N)  # the input repeated when --rows / --cols make it smaller
-    a = np.ascontiguousarray(flat[: M * K].reshape(M, K))
-    b = np.ascontiguousarray(flat[M * K :].reshape(K, N))
+    M, K, N = 32, 256, 32  # operands of their own (seeded), whatever --rows / --cols give the other rows
+    g = np.random.default_rng(7)
+    a = g.standard_normal((M, K)).astype(np.float32)
+    b = g.standard_normal((K, N)).astype(np.float32)
     rows: list[Row] = []
     ocp = qref.scheme("mxfp8_e4m3", profile="ocp")
     qa, qb = ocp.quantize(a, axis=1), ocp.quantize(b, axis=0)
