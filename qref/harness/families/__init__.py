@@ -63,6 +63,12 @@ def describe_value(name: str, value: np.ndarray) -> str:
     return f"{name} {hex_words(v)[0]}"
 
 
+def listed_for(case: Case, profile: str) -> bool:
+    """The case's expected outputs are ``profile``'s: it is one of the profiles the case lists (its one profile
+    when it lists none)."""
+    return profile in case.profiles or (not case.profiles and case.profile == profile)
+
+
 def family_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 

@@ -24,7 +24,7 @@ import numpy as np
 from ...conformance.case import Case
 from ...errors import QrefError
 from ...recipes.qmatmul import IntOperand, QuantizedMatmul, matmul_rules, quantized_matmul
-from . import Expectation, describe_value, task_hash
+from . import Expectation, describe_value, listed_for, task_hash
 
 FAMILY = "matmul"
 SPEC_PROFILE = "exact"
@@ -86,7 +86,7 @@ def relevant(case: Case, profile: str | None) -> bool:
 
 
 def holds(case: Case, profile: str) -> bool:
-    return profile in case.profiles or (not case.profiles and case.profile == profile)
+    return listed_for(case, profile)
 
 
 def task_key(case: Case) -> str:

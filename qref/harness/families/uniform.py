@@ -23,7 +23,7 @@ from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
 from ...schemes.uniform import from_spec as _from_spec
 from ...schemes.uniform_requantize import FORMS, requantize, requantize_arithmetic
 from ..model import bits
-from . import Expectation, task_hash
+from . import Expectation, listed_for, task_hash
 
 FAMILY = "uniform"
 SPEC_PROFILE = DEFAULT_PROFILE
@@ -71,7 +71,7 @@ def relevant(case: Case, profile: str | None) -> bool:
 
 
 def holds(case: Case, profile: str) -> bool:
-    return profile in case.profiles or (not case.profiles and case.profile == profile)
+    return listed_for(case, profile)
 
 
 def task_key(case: Case) -> str:
