@@ -839,6 +839,18 @@ def _nbits_weights(b_codes: object, scales: object, zero_points: object, K: int,
     return q.astype(np.int64), s, z
 
 
+def _bounded_float_a(a: object, clause: str) -> np.ndarray:
+    """The float A of a product compared within the bound of matmul.md §10.3: 2-D float32, finite, 1 <= K <=
+    160,000 (where (K + 3) u32 <= 1e-2)."""
+    A = np.asarray(a)
+    if A.ndim != 2 or A.dtype != np.float32 or not np.all(np.isfinite(A)):
+        raise QrefError(f"a must be a 2-D float32 array of finite values ({clause})")
+    K = A.shape[1]
+    if K == 0 or (K + 3) * U32 > 1e-2:
+        raise QrefError(f"K = {K}: the bound of matmul.md §10.3 holds for 1 <= K <= 160,000")
+    return A
+
+
 def matmul_nbits(a: object, b_codes: object, scales: object, zero_points: object = None, bias: object = None, *,
                  block_size: int = 32, nbits: NBitsCompute | None = None) -> NBitsResult:
     """Y = A B^T with B[n, k] = (q[n, k] - z[n, k // block]) s[n, k // block] (matmul.md §10; com.microsoft
@@ -847,12 +859,8 @@ def matmul_nbits(a: object, b_codes: object, scales: object, zero_points: object
     comp = nbits or NBitsCompute()
     if block_size not in NBITS_BLOCKS:
         raise QrefError(f"block_size must be one of {NBITS_BLOCKS} (matmul.md §10 C3), got {block_size}")
-    A = np.asarray(a)
-    if A.ndim != 2 or A.dtype != np.float32 or not np.all(np.isfinite(A)):
-        raise QrefError("a must be a 2-D float32 array of finite values (matmul.md §10 C1)")
+    A = _bounded_float_a(a, "matmul.md §10 C1")
     K = A.shape[1]
-    if K == 0 or (K + 3) * U32 > 1e-2:
-        raise QrefError(f"K = {K}: the bound of matmul.md §10.3 holds for 1 <= K <= 160,000")
     q, s, z = _nbits_weights(b_codes, scales, zero_points, K, block_size)
     N = q.shape[0]
     nb = s.shape[1]
@@ -913,12 +921,8 @@ def matmul_bnb4(a: object, b_codes: object, absmax: object, *, block_size: int =
         raise QrefError(f"quant_type must be one of {sorted(BNB4_TABLES)} (matmul.md §12 C1), got {quant_type!r}")
     if block_size < 16 or block_size & (block_size - 1):
         raise QrefError(f"block_size must be a power of two >= 16 (matmul.md §12 C1), got {block_size}")
-    A = np.asarray(a)
-    if A.ndim != 2 or A.dtype != np.float32 or not np.all(np.isfinite(A)):
-        raise QrefError("a must be a 2-D float32 array of finite values (matmul.md §12 C2)")
+    A = _bounded_float_a(a, "matmul.md §12 C2")
     K = A.shape[1]
-    if K == 0 or (K + 3) * U32 > 1e-2:
-        raise QrefError(f"K = {K}: the bound of matmul.md §10.3 holds for 1 <= K <= 160,000")
     q = np.asarray(b_codes)
     if q.ndim != 2 or q.shape[1] != K or q.dtype.kind not in "iu" or (q.size and (q.min() < 0 or q.max() > 15)):
         raise QrefError(f"b_codes must be an (N, {K}) array of 4-bit codes (matmul.md §12 C2)")
