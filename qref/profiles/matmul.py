@@ -32,9 +32,13 @@ FIXED_POINT_FORMS = ("double_rounding", "single_rounding", "double_rounding_half
 UNSIGNED_EXTENSIONS = ("zero", "sign")
 NARROWINGS = ("clamp", "wrap")
 BIAS_STAGES = ("accumulator", "output")
-FLOAT_BIASES = ("exact", "float_accumulator", "int32_accumulator", "after_operand_scales")
+FLOAT_BIASES = ("exact", "float_accumulator", "int32_accumulator", "after_operand_scales", "fused_output")
 DYNAMIC_SCALINGS = ("min_max_with_zero",)
 DYNAMIC_DIVISIONS = ("divide", "reciprocal")
+DYNAMIC_SCALE_ARITHMETICS = ("float32", "float64")
+DYNAMIC_ZERO_POINT_RULES = ("from_min", "smaller_error")
+DYNAMIC_ZERO_POINT_ADDS = ("after_rounding", "fused", "before_rounding")
+DYNAMIC_KERNEL_SCALES = ("scale", "float64_reciprocal_inverted")
 NBITS_COMPUTES = ("float32_dequantize", "int8_blocks")
 
 
@@ -126,9 +130,11 @@ class Requantization:
             raise QrefError(f"unit_tolerance must lie in [0, 1), got {self.unit_tolerance!r}")
         check_choice("scale_form", self.scale_form, SCALE_FORMS)
         if (self.association in SEQUENTIAL or self.scale_form != "as_given") and (
-                self.method != "float_multiply" or "exact" in (self.compute, self.multiplier_dtype)):
+                self.method not in ("float_multiply", "float_output") or "exact" in (self.compute,
+                                                                                     self.multiplier_dtype)):
             raise QrefError("the sequential associations and scale_form 'reciprocal_round_trip' are "
-                            "float_multiply steps in a float compute and multiplier dtype (matmul.md §5.2)")
+                            "float_multiply / float_output steps in a float compute and multiplier dtype "
+                            "(matmul.md §5.2, §15)")
         if self.zero_point == "before_rounding" and self.compute == "exact":
             raise QrefError("zero_point='before_rounding' adds in the compute dtype; with compute='exact' the "
                             "stage makes no difference: use 'after_rounding'")
@@ -146,6 +152,56 @@ def _without_defaults(record: Any, later: tuple[str, ...]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class DynamicQuantization:
+    """How a float32 operand is quantized on the fly to unsigned codes per tensor (matmul.md §9, §15).
+
+    scaling: "min_max_with_zero" (lo = min(0, min x), hi = max(0, max x), in float32).
+    code_max: the largest code (255; 127: PyTorch's reduce_range, 7-bit codes).
+    scale_arithmetic: "float32" (s = fl32(fl32(hi - lo) / code_max); s = degenerate_scale when hi == lo) or
+        "float64" (s_d = (hi - lo) / code_max in float64; s_d = degenerate_scale when fl32(s_d) is 0 or
+        1 / fl32(s_d) overflows; below min_scale, s_d = min_scale and lo, hi scaled in float32 by
+        fl32(min_scale / fl32(s_d)); the codes' scale is s = fl32(s_d)).
+    degenerate_scale: the scale of a zero range (1.0; PyTorch 0.1). min_scale: the floor of s_d (0: none).
+    zero_point_rule: "from_min" (z = round_half_even(clamp(fl32(0 - fl32(lo / s)), 0, code_max)), float32) or
+        "smaller_error" (float64 with s_d: z_min = -lo / s_d, z_max = code_max - hi / s_d; z_min when
+        -|lo / s_d| < code_max - |hi / s_d| else z_max; clamped, nearest even).
+    division: how x meets the kernel's scale k: "divide" (fl32(x / k)) or "reciprocal" (x * r, r = fl32(1 / k)).
+    zero_point_add: "after_rounding" (q = clamp(round(t) + z) with t = fl32(x / k) or fl32(x r)), "fused"
+        (q = clamp(round(fl32(x r + z))), one rounding: a fused multiply-add) or "before_rounding"
+        (q = clamp(round(fl32(t + z)))).
+    kernel_scale: the scale k the kernel quantizes with and scales the float output by: "scale" (s) or
+        "float64_reciprocal_inverted" (fl32(1 / fl32(1 / s_d)): a kernel handed the reciprocal of the float64
+        scale, inverted back in float32).
+    """
+
+    scaling: str = "min_max_with_zero"
+    division: str = "divide"
+    code_max: int = 255
+    scale_arithmetic: str = "float32"
+    degenerate_scale: float = 1.0
+    min_scale: float = 0.0
+    zero_point_rule: str = "from_min"
+    zero_point_add: str = "after_rounding"
+    kernel_scale: str = "scale"
+
+    def __post_init__(self) -> None:
+        check_choice("scaling", self.scaling, DYNAMIC_SCALINGS)
+        check_choice("division", self.division, DYNAMIC_DIVISIONS)
+        if self.code_max not in (255, 127):
+            raise QrefError(f"code_max must be 255 (8-bit codes) or 127 (reduce_range), got {self.code_max!r}")
+        check_choice("scale_arithmetic", self.scale_arithmetic, DYNAMIC_SCALE_ARITHMETICS)
+        check_choice("zero_point_rule", self.zero_point_rule, DYNAMIC_ZERO_POINT_RULES)
+        check_choice("zero_point_add", self.zero_point_add, DYNAMIC_ZERO_POINT_ADDS)
+        check_choice("kernel_scale", self.kernel_scale, DYNAMIC_KERNEL_SCALES)
+        if not (self.degenerate_scale > 0 and 0 <= self.min_scale < 1):
+            raise QrefError(f"degenerate_scale must be positive and min_scale in [0, 1), got "
+                            f"{self.degenerate_scale!r}, {self.min_scale!r}")
+        if self.kernel_scale != "scale" and self.scale_arithmetic != "float64":
+            raise QrefError("kernel_scale 'float64_reciprocal_inverted' needs scale_arithmetic 'float64' "
+                            "(matmul.md §15)")
+
+
+@dataclass(frozen=True)
 class IntMatmulRules:
     """The rules of a quantized integer matmul (matmul.md §3-§5): accumulation, where the bias enters
     ("accumulator": an int32 bias added to the accumulator under its overflow rule, §4; "output": a float32 bias
@@ -156,13 +212,17 @@ class IntMatmulRules:
         fl(fl(acc) + bias * fl(1 / fl(a_s b_s))) with one rounding, a fused multiply-add; per column
         fl(fl(acc) + fl(bias / fl(a_s b_s[n])))), "int32_accumulator" (round_half_even(fl32(bias *
         fl32(1 / fl32(a_s b_s)))) added to the int32 accumulator) or "after_operand_scales" (added to
-        fl(fl(fl(acc) a_s) b_s), before the 1 / y_s product: association "sequential_reciprocal_y").
+        fl(fl(fl(acc) a_s) b_s), before the 1 / y_s product: association "sequential_reciprocal_y") or
+        "fused_output" (method "float_output": y = fl32(fl32(acc) m + bias) with one rounding, a fused
+        multiply-add, matmul.md §8, §15).
+    dynamic: how a float32 A is quantized on the fly (``DynamicQuantization``, matmul.md §9, §15).
     """
 
     accumulation: IntAccumulation = field(default_factory=IntAccumulation)
     requantization: Requantization = field(default_factory=Requantization)
     bias: str = "accumulator"
     float_bias: str = "exact"
+    dynamic: DynamicQuantization = field(default_factory=lambda: DynamicQuantization())
 
     def __post_init__(self) -> None:
         check_choice("bias", self.bias, BIAS_STAGES)
@@ -172,38 +232,25 @@ class IntMatmulRules:
         """A copy with fields of the accumulation or requantization record overridden by name."""
         acc_f = {f.name for f in dataclasses.fields(IntAccumulation)}
         req_f = {f.name for f in dataclasses.fields(Requantization)}
-        bad = set(overrides) - acc_f - req_f - {"bias", "float_bias"}
+        dyn_f = {f.name for f in dataclasses.fields(DynamicQuantization)}
+        bad = set(overrides) - acc_f - req_f - dyn_f - {"bias", "float_bias"}
         if bad:
-            raise QrefError(f"unknown matmul rule field(s) {sorted(bad)}; fields: {sorted(acc_f | req_f)}")
+            raise QrefError(f"unknown matmul rule field(s) {sorted(bad)}; fields: {sorted(acc_f | req_f | dyn_f)}")
         acc = dataclasses.replace(self.accumulation, **{k: v for k, v in overrides.items() if k in acc_f})
         req = dataclasses.replace(self.requantization, **{k: v for k, v in overrides.items() if k in req_f})
+        dyn = dataclasses.replace(self.dynamic, **{k: v for k, v in overrides.items() if k in dyn_f})
         return IntMatmulRules(acc, req, overrides.get("bias", self.bias),
-                              overrides.get("float_bias", self.float_bias))
+                              overrides.get("float_bias", self.float_bias), dyn)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a dict; ``float_bias`` (added after suite v1) only when it is not "exact"."""
+        """The fields as a dict; ``float_bias`` and ``dynamic`` (added after suite v1) only when not default."""
         d = {"accumulation": _without_defaults(self.accumulation, ("unsigned_extension",)),
              "requantization": self.requantization.to_dict(), "bias": self.bias}
         if self.float_bias != "exact":
             d["float_bias"] = self.float_bias
+        if self.dynamic != DynamicQuantization():
+            d["dynamic"] = dataclasses.asdict(self.dynamic)
         return d
-
-
-@dataclass(frozen=True)
-class DynamicQuantization:
-    """How a float32 operand is quantized on the fly to uint8 per tensor (matmul.md §9).
-
-    scaling: "min_max_with_zero" (lo = min(0, min x), hi = max(0, max x), all in float32; s = fl32(fl32(hi - lo)
-        / 255), s = 1 when hi == lo; z = round_half_even(clamp(fl32(0 - fl32(lo / s)), 0, 255))).
-    division: "divide" (q = clamp(round_half_even(fl32(x / s)) + z, 0, 255)) or "reciprocal" (x * fl32(1 / s)).
-    """
-
-    scaling: str = "min_max_with_zero"
-    division: str = "divide"
-
-    def __post_init__(self) -> None:
-        check_choice("scaling", self.scaling, DYNAMIC_SCALINGS)
-        check_choice("division", self.division, DYNAMIC_DIVISIONS)
 
 
 @dataclass(frozen=True)
@@ -360,6 +407,64 @@ TORCH_PROFILES = (
             evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
 )
 
+# PyTorch's dynamic quantized Linear (quantized.linear_dynamic, matmul.md §15): quant_utils::ChooseQuantizationParams
+#: (float64 scale, the 0.1 scale of a zero range, the 6.1e-5 floor, the smaller-error zero point; reduce_range: 7 bits)
+_TORCH_DYN = DynamicQuantization(division="reciprocal", scale_arithmetic="float64", degenerate_scale=0.1,
+                                 min_scale=float.fromhex("0x1.ffb48p-15"), zero_point_rule="smaller_error",
+                                 zero_point_add="fused", code_max=127)
+_TORCH_DYN_ONEDNN = dataclasses.replace(_TORCH_DYN, zero_point_add="before_rounding",
+                                        kernel_scale="float64_reciprocal_inverted")
+_FBGEMM_DYN = IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="float_output"), bias="output",
+                             float_bias="fused_output", dynamic=_TORCH_DYN)
+_ONEDNN_DYN = IntMatmulRules(IntAccumulation(overflow="wrap"),
+                             Requantization(method="float_output", association="sequential_reciprocal_y",
+                                            scale_form="reciprocal_round_trip"), bias="output",
+                             dynamic=_TORCH_DYN_ONEDNN)
+_TORCH_DYN_EVIDENCE = (_TORCH_EVIDENCE + ": tests/test_matmul_torch_dynamic.py, quantized.linear_dynamic under each "
+                       "engine, reduce_range True and False, per-tensor and per-channel int8 weights, float bias, "
+                       ">= 10^6 float32 outputs per engine bit for bit (as uint32)",
+                       "qref run --backend torch --target 'torch.linear_dynamic.*'")
+_DYN_SRC = ("aten/src/ATen/native/quantized/cpu/qlinear_dynamic.cpp (apply_dynamic_impl)",
+            "aten/src/ATen/native/quantized/cpu/QuantUtils.h (ChooseQuantizationParams)", "docs/spec/matmul.md §15")
+TORCH_DYNAMIC_PROFILES = (
+    Profile("torch_fbgemm_dynamic", "matmul", "torch 2.13 CPU quantized.linear_dynamic, engines fbgemm and x86, "
+            "reduce_range=True (as torch.ao.nn.quantized.dynamic.Linear calls it)",
+            "A: lo = min(0, min x), hi = max(0, max x); s_d = (hi - lo) / 127 in float64 (0.1 for a zero range, "
+            "floored at fl32(6.1e-5)); z from min or max by the smaller error, nearest even; q = rint(fl32(x "
+            "fl32(1 / s) + z)) (one rounding, FMA), clamped to [0, 127]; int32 accumulator (wrap); y = fl32(fl32(acc) "
+            "fl32(s w_s) + bias) with one rounding (FMA), per tensor and per channel.",
+            rules=_FBGEMM_DYN, sources=(*_DYN_SRC, "fbgemm src/QuantUtilsAvx2.cc (QuantizeAvx2, LEGACY FMA)",
+                                        "fbgemm include/fbgemm/OutputProcessing-inl.h (ReQuantizeForFloat)"),
+            package="torch", versions=">=2.13,<2.14", status="verified", evidence=_TORCH_DYN_EVIDENCE),
+    Profile("torch_fbgemm_dynamic_8bit", "matmul", "torch 2.13 CPU quantized.linear_dynamic, engines fbgemm and x86, "
+            "reduce_range=False", "As torch_fbgemm_dynamic with 8-bit codes (s_d = (hi - lo) / 255, [0, 255]).",
+            rules=dataclasses.replace(_FBGEMM_DYN, dynamic=dataclasses.replace(_TORCH_DYN, code_max=255)),
+            sources=_DYN_SRC, package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=_TORCH_DYN_EVIDENCE),
+    Profile("torch_qnnpack_dynamic", "matmul", "torch 2.13 CPU quantized.linear_dynamic, engine qnnpack "
+            "(reduce_range ignored: 8-bit codes)",
+            "A quantized as torch_fbgemm_dynamic_8bit (at::quantize_per_tensor: fl32(x fl32(1 / s) + z), one "
+            "rounding); y = fl32(fl32(fl32(acc) fl32(s w_s)) + bias): two roundings (q8gemm_dq).",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="float_output"),
+                                 bias="output", dynamic=dataclasses.replace(_TORCH_DYN, code_max=255)),
+            sources=(*_DYN_SRC, "aten/src/ATen/native/quantized/cpu/qnnpack/src/q8gemm/ (dq kernels)"),
+            package="torch", versions=">=2.13,<2.14", status="verified", evidence=_TORCH_DYN_EVIDENCE),
+    Profile("torch_onednn_dynamic", "matmul", "torch 2.13 CPU quantized.linear_dynamic, engine onednn (ideep "
+            "matmul with source quantization), reduce_range=True",
+            "qparams as torch_fbgemm_dynamic; ideep is handed the reciprocal of the float64 scale and oneDNN "
+            "inverts it back: a' = fl32(1 / fl32(1 / s_d)); q = rint(fl32(fl32(x fl32(1 / a')) + z)) (two "
+            "roundings), "
+            "[0, 127]; y = fl32(fl32(fl32(fl32(acc) a') w') + bias), w' = fl32(1 / fl32(1 / w_s)).",
+            rules=_ONEDNN_DYN, sources=(*_DYN_SRC, "aten/src/ATen/native/quantized/cpu/qlinear_prepack.cpp "
+                                        "(weight scales stored as 1 / s)"),
+            package="torch", versions=">=2.13,<2.14", status="verified", evidence=_TORCH_DYN_EVIDENCE),
+    Profile("torch_onednn_dynamic_8bit", "matmul", "torch 2.13 CPU quantized.linear_dynamic, engine onednn, "
+            "reduce_range=False", "As torch_onednn_dynamic with 8-bit codes.",
+            rules=dataclasses.replace(_ONEDNN_DYN, dynamic=dataclasses.replace(_TORCH_DYN_ONEDNN, code_max=255)),
+            sources=_DYN_SRC, package="torch", versions=">=2.13,<2.14", status="verified",
+            evidence=_TORCH_DYN_EVIDENCE),
+)
+
 PROFILES = (
     Profile("exact", "matmul", "matmul.md §5.2 read with real arithmetic (the spec default of the matmul family)",
             "The exact sum (a result outside int32 is unspecified); y = clamp(round_half_even(acc * a_s * b_s / "
@@ -486,6 +591,7 @@ PROFILES = (
                      "calculateZeroPointOffset)", "docs/spec/matmul.md §5.5, §6.3"),
             package="iree-base-compiler", versions="==3.13.*", status="verified", evidence=_SHLO_EVIDENCE),
     *TORCH_PROFILES,
+    *TORCH_DYNAMIC_PROFILES,
 )
 
 for _p in PROFILES:

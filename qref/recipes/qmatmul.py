@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.arith import div, f64, mul, round_fractions, round_to
+from ..core.arith import div, f64, fma_float32, mul, round_fractions, round_to
 from ..errors import QrefError, check_choice
 from ..formats import get_format
 from ..profiles import Profile, resolve_profile
@@ -696,10 +696,15 @@ def _float_bias(bias: object, n: int) -> np.ndarray | None:
 
 
 def float_output(acc: np.ndarray, *, a_scale: object, b_scale: object, bias: object = None,
-                 requantization: Requantization | None = None) -> np.ndarray:
+                 requantization: Requantization | None = None, float_bias: str = "exact",
+                 a_scale_form: str | None = None) -> np.ndarray:
     """The float32 output of the int32 accumulator (matmul.md §8): y = fl(fl(acc) * m) (+ bias, float32) with
     m = a_s * b_s in ``requantization.multiplier_dtype`` and the product in ``requantization.compute``; with
-    compute "exact", y = fl32(acc a_s b_s + bias), one rounding."""
+    compute "exact", y = fl32(acc a_s b_s + bias), one rounding. The sequential associations read y_s = 1:
+    y = fl(fl(fl(acc) a_s) b_s) (+ bias); scale_form "reciprocal_round_trip" replaces the scales by
+    fl32(1 / fl32(fl64(1 / s))), A's only when ``a_scale_form`` is None ("as_given": a dynamic quantization
+    handed over the kernel's own A scale, matmul.md §15). ``float_bias`` "fused_output": y = fl32(fl32(acc) m +
+    bias) with one rounding (matmul.md §15)."""
     req = requantization or Requantization(method="float_output")
     acc = np.asarray(acc, dtype=np.int64)
     M, N = acc.shape
@@ -719,8 +724,23 @@ def float_output(acc: np.ndarray, *, a_scale: object, b_scale: object, bias: obj
     dt = np.dtype(req.compute)
     if req.multiplier_dtype == "exact":
         raise QrefError("an exact multiplier is used with compute 'exact' (matmul.md §8)")
-    m = mul(a_s, b_s, np.dtype(req.multiplier_dtype))
-    v = mul(round_to(f64(acc), dt), round_to(m, dt), dt)
+    mdt = np.dtype(req.multiplier_dtype)
+    a, b = np.asarray(a_s, np.float32), np.asarray(b_s, np.float32)
+    if req.scale_form == "reciprocal_round_trip":
+        b = scale_round_trip(b)
+        a = a if a_scale_form == "as_given" else scale_round_trip(a)
+    acc_c = round_to(f64(acc), dt)
+    if req.association == "sequential_reciprocal_y":
+        v = mul(mul(acc_c, a, dt), b, dt)
+    else:
+        m = mul(a, b, mdt)
+        if float_bias == "fused_output" and bias_v is not None:
+            if (dt, mdt) != (f32, f32):
+                raise QrefError("float_bias 'fused_output' is a float32 fused multiply-add: compute and "
+                                "multiplier_dtype float32 (matmul.md §15)")
+            return np.asarray(fma_float32(acc_c, np.broadcast_to(m, (M, N)), np.broadcast_to(bias_v, (M, N))),
+                              dtype=np.float32)
+        v = mul(acc_c, round_to(m, dt), dt)
     if bias_v is not None:
         v = round_to(f64(v) + f64(bias_v), dt)
     return np.asarray(round_to(v, f32), dtype=np.float32)
@@ -729,22 +749,72 @@ def float_output(acc: np.ndarray, *, a_scale: object, b_scale: object, bias: obj
 def matmul_integer_to_float(a: object, b: object, *, a_scale: object, b_scale: object, a_zero_point: object = 0,
                             b_zero_point: object = 0, bias: object = None, a_storage: str = "uint8",
                             b_storage: str = "int8", profile: str | Profile | None = None,
-                            rules: IntMatmulRules | None = None) -> FloatMatmulOutput:
+                            rules: IntMatmulRules | None = None, a_scale_form: str | None = None
+                            ) -> FloatMatmulOutput:
     """Y = fl(fl(sum_k (A - za)(B - zb)) * fl(a_s b_s)) + bias in float32 (matmul.md §8; com.microsoft
     MatMulIntegerToFloat): the accumulation of ``profile`` (default "exact") and its requantization record with
-    method "float_output" (multiplier a_s * b_s, per tensor or per column of B) and the float32 bias added last."""
+    method "float_output" (multiplier a_s * b_s, per tensor or per column of B) and the float32 bias added last
+    (or fused: float_bias "fused_output", §15)."""
     r = rules or matmul_rules(profile)
     r = r.replace(method="float_output", bias="output")
     acc, unspec = int_accumulate(a, b, a_zero_point, b_zero_point, None, accumulation=r.accumulation,
                                  a_storage=a_storage, b_storage=b_storage)
     y = float_output(np.where(unspec, 0, acc), a_scale=a_scale, b_scale=b_scale, bias=bias,
-                     requantization=r.requantization)
+                     requantization=r.requantization, float_bias=r.float_bias, a_scale_form=a_scale_form)
     return FloatMatmulOutput(y, unspec, acc)
 
 
-# ---- dynamic quantization: DynamicQuantizeMatMul (matmul.md §9) -----------------------------------------------
-def dynamic_quantize_uint8(x: object, dq: DynamicQuantization | None = None) -> tuple[np.ndarray, np.float32, int]:
-    """A float32 tensor quantized on the fly to uint8 per tensor (matmul.md §9): (codes, scale, zero point)."""
+# ---- dynamic quantization: DynamicQuantizeMatMul, PyTorch's dynamic Linear (matmul.md §9, §15) ----------------
+@dataclass
+class DynamicCodes:
+    """A float32 tensor quantized on the fly (matmul.md §9, §15): ``codes`` (uint8), ``scale`` (s, float32),
+    ``zero_point`` and ``kernel_scale`` (the scale the kernel quantizes with and scales the output by: s, or
+    fl32(1 / fl32(1 / s_d)))."""
+
+    codes: np.ndarray
+    scale: np.float32
+    zero_point: int
+    kernel_scale: np.float32
+
+
+def _dynamic_range(lo: np.float32, hi: np.float32, d: DynamicQuantization) -> tuple[float, np.float32, int]:
+    """(s_d, s, z): the scale in float64 (s_d; = s with float32 arithmetic), the codes' scale and zero point of
+    the range [lo, hi] (lo <= 0 <= hi, float32; matmul.md §9, §15)."""
+    f = np.float32
+    qmax = d.code_max
+    with np.errstate(over="ignore", divide="ignore"):
+        if d.scale_arithmetic == "float32":
+            s = f(d.degenerate_scale) if hi == lo else f(f(hi - lo) / f(qmax))
+            sd = float(s)
+        else:
+            sd = (float(hi) - float(lo)) / qmax
+            if f(sd) == 0 or not np.isfinite(f(1) / f(sd)):
+                sd = d.degenerate_scale
+            if sd < d.min_scale:  # the floor: the range is widened in float32 to keep the zero point
+                floor, org = f(d.min_scale), f(sd)
+                sd = float(floor)
+                if lo == 0:
+                    hi = f(floor * f(qmax))
+                elif hi == 0:
+                    lo = f(-(floor * f(qmax)))
+                else:
+                    amp = f(floor / org)
+                    lo, hi = f(lo * amp), f(hi * amp)
+            s = f(sd)
+    if not np.isfinite(s) or s == 0:
+        raise QrefError("dynamic quantization: max - min overflows float32 or the scale underflows (matmul.md §9 "
+                        "C1)")
+    if d.zero_point_rule == "from_min":
+        z0 = float(np.clip(f(f(0) - f(lo / s)), f(0), f(qmax)))
+    else:
+        z_min, z_max = 0.0 - float(lo) / sd, qmax - float(hi) / sd
+        z0 = z_min if -abs(float(lo) / sd) < qmax - abs(float(hi) / sd) else z_max
+        z0 = min(max(z0, 0.0), float(qmax))
+    return sd, s, int(round_float(np.asarray(z0), "nearest_even"))
+
+
+def dynamic_quantize(x: object, dq: DynamicQuantization | None = None) -> DynamicCodes:
+    """A float32 tensor quantized on the fly to unsigned codes per tensor by ``dq`` (matmul.md §9, §15)."""
     d = dq or DynamicQuantization()
     v = np.asarray(x)
     if v.dtype != np.float32:
@@ -752,33 +822,48 @@ def dynamic_quantize_uint8(x: object, dq: DynamicQuantization | None = None) -> 
     if v.size == 0 or not np.all(np.isfinite(v)):
         raise QrefError("dynamic quantization takes a non-empty tensor of finite values (matmul.md §9 C1)")
     f = np.float32
-    lo = min(f(v.min()), f(0))
-    hi = max(f(v.max()), f(0))
-    with np.errstate(over="ignore"):
-        s = f(1) if hi == lo else f(f(hi - lo) / f(255))
-    if not np.isfinite(s) or s == 0:
-        raise QrefError("dynamic quantization: max - min overflows float32 or the scale underflows (matmul.md §9 "
-                        "C1)")
-    z0 = f(f(0) - f(lo / s))
-    zp = int(round_float(np.clip(z0, f(0), f(255)), "nearest_even"))
-    q = f(v / s) if d.division == "divide" else f(v * f(f(1) / s))
-    q = np.clip(q.astype(np.float32), f(-zp), f(255 - zp))
-    codes = (round_float(q, "nearest_even") + zp).astype(np.uint8)
-    return codes, s, zp
+    sd, s, zp = _dynamic_range(min(f(v.min()), f(0)), max(f(v.max()), f(0)), d)
+    qmax = d.code_max
+    k = s if d.kernel_scale == "scale" else f(f(1) / f(1.0 / sd))
+    r = f(1) / k
+    t = (v / k).astype(np.float32) if d.division == "divide" else (v * r).astype(np.float32)
+    if d.zero_point_add == "after_rounding":
+        t = np.clip(t, f(-zp), f(qmax - zp))
+        codes = round_float(t, "nearest_even") + zp
+    else:
+        if d.zero_point_add == "fused":
+            if d.division == "divide":
+                raise QrefError("zero_point_add 'fused' is a fused multiply-add of the reciprocal (matmul.md §15)")
+            t = fma_float32(v, np.broadcast_to(r, v.shape), np.broadcast_to(f(zp), v.shape))
+        else:
+            t = (t + f(zp)).astype(np.float32)
+        codes = round_float(np.clip(t, f(0), f(qmax)), "nearest_even")
+    return DynamicCodes(np.asarray(codes).astype(np.uint8), s, zp, k)
+
+
+def dynamic_quantize_uint8(x: object, dq: DynamicQuantization | None = None) -> tuple[np.ndarray, np.float32, int]:
+    """A float32 tensor quantized on the fly to uint8 per tensor (matmul.md §9): (codes, scale, zero point)."""
+    r = dynamic_quantize(x, dq)
+    return r.codes, r.scale, r.zero_point
 
 
 def dynamic_quantize_matmul(a: object, b: object, *, b_scale: object, b_zero_point: object = 0, bias: object = None,
                             b_storage: str = "int8", profile: str | Profile | None = None,
-                            dynamic: DynamicQuantization | None = None) -> FloatMatmulOutput:
-    """com.microsoft DynamicQuantizeMatMul (matmul.md §9): A (float32) quantized to uint8 per tensor by
-    ``dynamic`` (§9.1), then ``matmul_integer_to_float`` with a_s, za of that quantization (§8)."""
+                            dynamic: DynamicQuantization | None = None, rules: IntMatmulRules | None = None
+                            ) -> FloatMatmulOutput:
+    """A float32 A quantized to uint8 per tensor on the fly, then the float output (matmul.md §9, §15;
+    com.microsoft DynamicQuantizeMatMul, PyTorch's quantized.linear_dynamic): ``dynamic`` (default: the rules'
+    record), then ``matmul_integer_to_float`` with the quantization's output scale and zero point (§8)."""
     A = np.asarray(a)
     if A.ndim != 2:
         raise QrefError(f"a must be 2-D, got shape {A.shape}")
-    codes, s, zp = dynamic_quantize_uint8(A, dynamic)
-    r = matmul_integer_to_float(codes, b, a_scale=s, b_scale=b_scale, a_zero_point=zp, b_zero_point=b_zero_point,
-                                bias=bias, a_storage="uint8", b_storage=b_storage, profile=profile)
-    return FloatMatmulOutput(r.values, r.unspecified, r.accumulator, codes, s, zp)
+    r = rules or matmul_rules(profile)
+    q = dynamic_quantize(A, dynamic or r.dynamic)
+    form = "as_given" if (dynamic or r.dynamic).kernel_scale != "scale" else None
+    out = matmul_integer_to_float(q.codes, b, a_scale=q.kernel_scale, b_scale=b_scale, a_zero_point=q.zero_point,
+                                  b_zero_point=b_zero_point, bias=bias, a_storage="uint8", b_storage=b_storage,
+                                  rules=r, a_scale_form=form)
+    return FloatMatmulOutput(out.values, out.unspecified, out.accumulator, q.codes, q.scale, q.zero_point)
 
 
 # ---- 4-bit blockwise weights: MatMulNBits (matmul.md §10) -----------------------------------------------------
@@ -973,6 +1058,7 @@ def qgemm(a: object, b: object, *, a_scale: object, b_scale: object, a_zero_poin
 __all__ = [
     "GRANULARITIES",
     "STORAGES",
+    "DynamicCodes",
     "DynamicQuantization",
     "FloatMatmulOutput",
     "IntAccumulation",
@@ -984,6 +1070,7 @@ __all__ = [
     "QuantizedMatmul",
     "Requantization",
     "add_bias_in_accumulator_units",
+    "dynamic_quantize",
     "dynamic_quantize_matmul",
     "dynamic_quantize_uint8",
     "exact_multiplier",

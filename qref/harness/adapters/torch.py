@@ -168,6 +168,86 @@ def _qlinear_snippet(engine: str):
     return snippet
 
 
+# ---- torch.ops.quantized.linear_dynamic per engine (matmul.md §15) -----------------------------------------------
+#: (engine, reduce_range) -> the qref matmul profile that models it (x86's linear runs fbgemm's kernels; qnnpack
+#: ignores reduce_range)
+DYNAMIC_PROFILES = {(e, rr): f"torch_{'fbgemm' if e == 'x86' else e}_dynamic{'' if rr and e != 'qnnpack' else '_8bit'}"
+                    for e in ENGINES for rr in (True, False)}
+DYNAMIC_PROFILES.update({("qnnpack", rr): "torch_qnnpack_dynamic" for rr in (True, False)})
+
+
+def linear_dynamic(torch: Any, engine: str, a: np.ndarray, b: np.ndarray, b_scale: Any, b_zero_point: Any,
+                   bias: np.ndarray | None, reduce_range: bool) -> np.ndarray:
+    """quantized.linear_dynamic(A, linear_prepack(qint8 B.T, bias), reduce_range) under ``engine``: float32 (M, N).
+    B (K, N) int8 is quantized with the case's scales and zero points, per tensor or per output channel."""
+    torch.backends.quantized.engine = engine
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantized tensors are deprecated; qnnpack warns that it ignores reduce_range
+        w = torch.from_numpy(np.ascontiguousarray(np.asarray(b).T))
+        bs, zb = np.asarray(b_scale), np.asarray(b_zero_point)
+        if bs.size == 1 and zb.size == 1:
+            wq = torch._make_per_tensor_quantized_tensor(w, float(bs.reshape(-1)[0]), int(zb.reshape(-1)[0]))
+        else:
+            n = w.shape[0]
+            wq = torch._make_per_channel_quantized_tensor(
+                w, torch.from_numpy(np.broadcast_to(bs.astype(np.float64).reshape(-1), (n,)).copy()),
+                torch.from_numpy(np.broadcast_to(zb.astype(np.int64).reshape(-1), (n,)).copy()), 0)
+        packed = torch.ops.quantized.linear_prepack(
+            wq, None if bias is None else torch.from_numpy(np.asarray(bias, np.float32).reshape(-1).copy()))
+        y = torch.ops.quantized.linear_dynamic(torch.from_numpy(np.ascontiguousarray(a)), packed, reduce_range)
+    return y.numpy()
+
+
+def _dynamic_supports(engine: str):
+    def supports(case: Case) -> str | None:
+        if case.operation != "dynamic_quantize_matmul":
+            return "quantized.linear_dynamic quantizes a float32 A on the fly"
+        if case.params["b_storage"] != "int8":
+            return f"quantized.linear_dynamic takes qint8 weights, not {case.params['b_storage']}"
+        if engine == "onednn" and np.any(np.asarray(case.inputs["b_zero_point"]) != 0):
+            return "the onednn engine takes symmetric weights only (linear_prepack: weight zero point must be 0)"
+        return None
+    return supports
+
+
+def _dynamic_run(engine: str, reduce_range: bool):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        torch = _torch()
+
+        def one(case: Case) -> Outputs:
+            if engine not in torch.backends.quantized.supported_engines:
+                raise Unsupported(f"torch {torch.__version__} was built without the {engine} engine")
+            ins = case.inputs
+            return {"y": linear_dynamic(torch, engine, ins["a"], ins["b"], ins["b_scale"], ins["b_zero_point"],
+                                        ins.get("bias"), reduce_range).astype(np.float32)}
+        return run_each(cases, one)
+    return run
+
+
+def _dynamic_snippet(engine: str, reduce_range: bool):
+    def snippet(case: Case, i: int) -> str:
+        n = int(i) % int(case.params["n"])
+        ins = case.inputs
+        bs, zb = np.asarray(ins["b_scale"]).reshape(-1), np.asarray(ins["b_zero_point"]).reshape(-1)
+        per_channel = bs.size > 1 or zb.size > 1
+        b = np.ascontiguousarray(np.asarray(ins["b"])[:, n:n + 1].T)
+        return python_c(
+            "import numpy as np, torch, warnings",
+            "warnings.simplefilter('ignore')",
+            f"torch.backends.quantized.engine = '{engine}'",
+            f"a = torch.from_numpy({matmul_literal(np.asarray(ins['a']))})",
+            f"w = torch.from_numpy({matmul_literal(b)})",
+            (f"wq = torch._make_per_tensor_quantized_tensor(w, {float(bs[0])!r}, {int(zb[0])})" if not per_channel
+             else f"wq = torch._make_per_channel_quantized_tensor(w, torch.tensor([{float(bs[n % bs.size])!r}], "
+                  f"dtype=torch.float64), torch.tensor([{int(zb[n % zb.size])}]), 0)"),
+            (f"bias = torch.tensor([{float(np.asarray(ins['bias']).reshape(-1)[n])!r}], dtype=torch.float32)"
+             if "bias" in ins else "bias = None"),
+            "p = torch.ops.quantized.linear_prepack(wq, bias)",
+            f"y = torch.ops.quantized.linear_dynamic(a, p, {reduce_range})",
+            f"print(hex(int(y.numpy()[{int(i) // int(case.params['n'])}, 0:1].view(np.uint32)[0])))")
+    return snippet
+
+
 # ---- torch._scaled_mm on float8 operands (recipes family, qdq_matmul; recipes.md §2) ----------------------------
 def qdq_scaled_mm(torch: Any, a: np.ndarray, b: np.ndarray, a_format: str, b_format: str,
                   a_scale: np.ndarray | None = None, b_scale: np.ndarray | None = None) -> tuple[Any, ...]:
@@ -330,6 +410,15 @@ def targets() -> list[Target]:
                "torch_onednn_avx2", ("qlinear_matmul",), _qlinear_supports("onednn"), _masked_run("onednn"),
                _masked_snippet("onednn", _qlinear_snippet("onednn"))),
     ]
+    for e in ENGINES:
+        for rr in (True, False):
+            name = f"torch.linear_dynamic.{e}" + ("" if rr else ".full_range")
+            out.append(Target(BACKEND, name, "matmul", f"torch.ops.quantized.linear_dynamic(float32 A, "
+                              f"linear_prepack(qint8 B.T, bias), reduce_range={rr}) with torch.backends.quantized."
+                              f"engine = '{e}' (as torch.ao.nn.quantized.dynamic.Linear"
+                              f"{'' if rr else ' with reduce_range=False'})", DYNAMIC_PROFILES[(e, rr)],
+                              ("dynamic_quantize_matmul",), _dynamic_supports(e), _dynamic_run(e, rr),
+                              _dynamic_snippet(e, rr)))
     out.append(Target(BACKEND, "torch.scaled_mm", "recipes", "s = amax / max (1 for a zero amax) unless given, q = "
                       "(x / s).clamp(-max, max).to(torch.float8_*), y = torch._scaled_mm(q_a, q_b, scale_a=s_a, "
                       "scale_b=s_b, out_dtype=torch.float32) (CPU)", None, ("qdq_matmul",), _scaled_mm_supports,
