@@ -465,6 +465,39 @@ TORCH_DYNAMIC_PROFILES = (
             evidence=_TORCH_DYN_EVIDENCE),
 )
 
+# qwix / AQT int8 dot with a dequantized float32 output (matmul.md §16)
+_SEQ_FLOAT = IntMatmulRules(IntAccumulation(overflow="wrap"),
+                            Requantization(method="float_output", association="sequential_reciprocal_y"),
+                            bias="output")
+_JAX_DOT_EVIDENCE = ("tests/test_matmul_qwix_aqt.py against qwix 0.1.8 / aqtp 0.9.0 on jax / jaxlib 0.10.2 XLA:CPU: "
+                     "int8 x int8 (and an asymmetric int8 A for qwix), per-tensor A and per-column B scales, "
+                     "accumulators beyond 2^24, >= 10^6 float32 outputs per target bit for bit (as uint32)",
+                     "qref run --backend qwix --backend aqt --family matmul")
+JAX_DOT_PROFILES = (
+    Profile("qwix_int8_dot", "matmul", "qwix 0.1.8 quantized dot_general (_fast_dot_general) on int8 QArrays, "
+            "XLA:CPU, eager or jitted with the scales as arguments",
+            "acc = int32 dot of the raw codes minus the int32 dot of A's zero point with B (wrap); y = "
+            "fl32(fl32(fl32(acc) a_s) b_s): jnp.multiply by the lhs scale, then by the rhs scale.",
+            rules=_SEQ_FLOAT, sources=("qwix/_src/core/dot_general.py (_fast_dot_general)", "docs/spec/matmul.md §16"),
+            package="qwix", versions="==0.1.8", status="verified", evidence=_JAX_DOT_EVIDENCE),
+    Profile("aqt_int8_dot", "matmul", "AQT (aqtp 0.9.0) int8 x int8 dot_general with DequantMode.OUTPUT "
+            "(_qtensor_dot_general, QTensor.dequant), XLA:CPU, eager or jitted with the scales as arguments",
+            "acc = lax.dot_general(int8, int8, preferred_element_type=int32) (wrap); dequant: fl32(acc), then "
+            "ret *= s for each output scale in order (lhs, then rhs): fl32(fl32(fl32(acc) a_s) b_s).",
+            rules=_SEQ_FLOAT, sources=("aqt/jax/v2/aqt_dot_general.py (_qtensor_dot_general)",
+                                       "aqt/jax/v2/aqt_tensor.py (QTensor.dequant)", "docs/spec/matmul.md §16"),
+            package="aqtp", versions="==0.9.0", status="verified", evidence=_JAX_DOT_EVIDENCE),
+    Profile("xla_folded_scales", "matmul", "jaxlib 0.10.2 XLA:CPU under jax.jit with the dequantization scales "
+            "as compile-time constants (qwix / AQT int8 dots whose scales are closed over)",
+            "XLA's algebraic simplifier folds (x * c1) * c2 into x * (c1 * c2) for constants c1, c2: y = "
+            "fl32(fl32(acc) fl32(a_s b_s)), one multiplier (the scales' product rounded once).",
+            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="float_output"),
+                                 bias="output"),
+            sources=("xla/hlo/transforms/simplifiers/algebraic_simplifier.cc (multiply of constants)",
+                     "docs/spec/matmul.md §16"),
+            package="jaxlib", versions=">=0.10,<0.11", status="verified", evidence=_JAX_DOT_EVIDENCE),
+)
+
 PROFILES = (
     Profile("exact", "matmul", "matmul.md §5.2 read with real arithmetic (the spec default of the matmul family)",
             "The exact sum (a result outside int32 is unspecified); y = clamp(round_half_even(acc * a_s * b_s / "
@@ -592,6 +625,7 @@ PROFILES = (
             package="iree-base-compiler", versions="==3.13.*", status="verified", evidence=_SHLO_EVIDENCE),
     *TORCH_PROFILES,
     *TORCH_DYNAMIC_PROFILES,
+    *JAX_DOT_PROFILES,
 )
 
 for _p in PROFILES:

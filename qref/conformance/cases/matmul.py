@@ -337,6 +337,8 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from _vectorwise_cases()
     yield from _weight_only_cases()
     yield from _torchao_int8_cases()
+    yield from _torch_dynamic_cases()
+    yield from _jax_dot_cases()
 
 
 # ---- TFLite-shaped quantized matmuls (LiteRT FULLY_CONNECTED / BATCH_MATMUL, matmul.md §6.6) ----------------------
@@ -472,7 +474,8 @@ def _litert_setups() -> Iterator[Setup]:
 #                            float32), ``exact`` (float64), ``bound`` (float64), ``y_lo``, ``y_hi`` (float32): a
 #                            result conforms when y_lo <= r <= y_hi (matmul.md §10.3).
 FLOAT_PROFILES = ("exact", "onnxruntime", "onnxruntime_avx2")
-FLOAT_SPEC = {"float": "matmul.md §8", "dynamic": "matmul.md §9", "nbits": "matmul.md §10",
+FLOAT_SPEC = {"float": "matmul.md §8", "dynamic": "matmul.md §9", "torch_dynamic": "matmul.md §15",
+              "nbits": "matmul.md §10",
               "nbits_int8": "matmul.md §10.2", "nbits_bound": "matmul.md §10.3"}
 COMBOS_F = (("uint8", "int8"), ("uint8", "uint8"), ("int8", "int8"))
 NBITS_OPS = {"float32_dequantize": "matmul_nbits", "int8_blocks": "matmul_nbits_int8"}
@@ -510,12 +513,14 @@ def _float_expected(s: FloatSetup, profile: str) -> tuple[dict[str, np.ndarray],
     rules = _float_rules(profile, s)
     with np.errstate(all="ignore"):
         if s.op == "dynamic_quantize_matmul":
-            from ...recipes.qmatmul import dynamic_quantize_uint8
+            from ...recipes.qmatmul import dynamic_quantize
 
-            codes, sa, za = dynamic_quantize_uint8(s.a)
-            r = matmul_integer_to_float(codes, s.b, a_scale=sa, b_scale=_f32(s.b_scale), a_zero_point=za,
+            q = dynamic_quantize(s.a, rules.dynamic)  # the profile's dynamic quantization (matmul.md §9, §15)
+            codes, sa, za = q.codes, q.scale, q.zero_point
+            r = matmul_integer_to_float(codes, s.b, a_scale=q.kernel_scale, b_scale=_f32(s.b_scale), a_zero_point=za,
                                         b_zero_point=s.zb, bias=s.bias, a_storage="uint8", b_storage=s.b_storage,
-                                        rules=rules)
+                                        rules=rules,
+                                        a_scale_form="as_given" if rules.dynamic.kernel_scale != "scale" else None)
             if profile != "onnxruntime_avx2":  # the operation's own entry point gives the same result
                 check = dynamic_quantize_matmul(s.a, s.b, b_scale=_f32(s.b_scale), b_zero_point=s.zb, bias=s.bias,
                                                 b_storage=s.b_storage, profile=profile)
@@ -540,9 +545,9 @@ def _float_inputs(s: FloatSetup) -> dict[str, np.ndarray]:
     return ins
 
 
-def _float_cases(s: FloatSetup) -> Iterator[Case]:
+def _float_cases(s: FloatSetup, order: tuple[str, ...] = FLOAT_PROFILES) -> Iterator[Case]:
     groups: list[tuple[str, dict[str, np.ndarray], np.ndarray, list[str]]] = []
-    for p in FLOAT_PROFILES:
+    for p in order:
         out, u = _float_expected(s, p)
         for g in groups:
             if all(g[1][k].tobytes() == out[k].tobytes() for k in out) and \
@@ -557,6 +562,8 @@ def _float_cases(s: FloatSetup) -> Iterator[Case]:
     spec = (SPEC["operands"], SPEC["accumulation"], FLOAT_SPEC["float"])
     if s.op == "dynamic_quantize_matmul":
         spec += (FLOAT_SPEC["dynamic"],)
+        if order != FLOAT_PROFILES:
+            spec += (FLOAT_SPEC["torch_dynamic"],)
     for rep, out, u, members in groups:
         yield Case(id=f"{FAMILY}/{s.op}/{combo}/{s.category}/{rep}", family=FAMILY, operation=s.op, profile=rep,
                    profiles=tuple(members), inputs=_float_inputs(s), expected=out,
@@ -1158,3 +1165,145 @@ def _torchao_int8_cases() -> Iterator[Case]:
     codes = np.concatenate([codes, codes], axis=1)
     x = np.concatenate([np.full((2, K // 2), 0.75, np.float32), np.full((2, K // 2), -0.75, np.float32)], axis=1)
     yield _wo8_case("cancellation", x, codes, np.full(N, 0.01, np.float32), "the exact sum is 0 (halves cancel)")
+
+
+# ---- PyTorch's dynamic quantized Linear (matmul.md §15) -----------------------------------------------------------
+# dynamic_quantize_matmul cases (inputs and outputs as above) under PyTorch's per-engine profiles: 7-bit
+# (reduce_range) and 8-bit codes, the float64 qparams with their 0.1 and 6.1e-5 edges, the zero point added before
+# the rounding (fused or not), the fused or separate bias. The weights stay within [-64, 64] so that u8 x s8 pair
+# sums fit int16 (results independent of AVX-512 VNNI, matmul.md §3.2); most weight zero points are 0 (onednn).
+TORCH_DYNAMIC_PROFILES = ("exact", "torch_fbgemm_dynamic", "torch_fbgemm_dynamic_8bit", "torch_qnnpack_dynamic",
+                          "torch_onednn_dynamic", "torch_onednn_dynamic_8bit")
+
+
+def _w64(label: str, shape: tuple[int, ...]) -> np.ndarray:
+    w = (qrandom.below(label, int(np.prod(shape)), 129).astype(np.int64) - 64).astype(np.int8).reshape(shape)
+    w.reshape(-1)[:2] = (-64, 64)
+    return w
+
+
+def _torch_dynamic_setups() -> Iterator[FloatSetup]:
+    L = f"{FAMILY}/dynamic_quantize_matmul/torch"
+    op = "dynamic_quantize_matmul"
+    b = _w64(f"{L}/b", (48, 24))
+    bias = _pow2_floats(f"{L}/bias", (24,), -3, 4)
+    bias[:2] = (0.0, -0.0)
+    ws = np.float32(0.0371)
+
+    def fs(cat: str, x: np.ndarray, desc: str, tags: tuple[str, ...] = ("edge",), **kw: Any) -> FloatSetup:
+        kw.setdefault("b", b)
+        kw.setdefault("b_scale", ws)
+        return FloatSetup(op, "float32", "int8", cat, np.asarray(x, np.float32), kw.pop("b"), zb=kw.pop("zb", 0),
+                          tags=tags, description=desc, **kw)
+
+    for bits, qmax in (("8bit", 255), ("7bit", 127)):
+        for zname, z in (("z_odd", 101 if qmax == 255 else 51), ("z_even", 100 if qmax == 255 else 50)):
+            k = qrandom.below(f"{L}/ties/{bits}/{zname}", 16 * 48, qmax).astype(np.float64) - z
+            x = ((k + 0.5) * 2.0**-4).reshape(16, 48)
+            x[0, 0], x[0, 1] = -z * 2.0**-4, (qmax - z) * 2.0**-4
+            yield fs(f"x_ties_{bits}_{zname}", x, f"hi - lo = {qmax} 2^-4: s = 2^-4 exactly for {bits} codes, every "
+                     f"x / s a tie, zero point {z} (added before the rounding: ties go to the even code)",
+                     ("tie",), bias=bias)
+    # near ties at a non-dyadic scale: x = fl32((k + 1/2) s) moved by -2..2 ulps, for both code ranges
+    for bits, qmax in (("8bit", 255), ("7bit", 127)):
+        lo, hi = -3.1, 7.3
+        sd = (float(np.float32(hi)) - float(np.float32(lo))) / qmax
+        k = qrandom.below(f"{L}/near/{bits}/k", 32 * 48, qmax).astype(np.float64) - 38
+        v = ((k + 0.5) * sd).astype(np.float32)
+        off = (qrandom.below(f"{L}/near/{bits}/o", v.size, 5).astype(np.int64) - 2).astype(np.int32)
+        v = (v.view(np.int32) + off).view(np.float32).reshape(32, 48)
+        v = np.clip(v, np.float32(lo), np.float32(hi))
+        v[0, 0], v[0, 1] = lo, hi
+        yield fs(f"x_near_ties_{bits}", v, "x within 2 ulps of (k + 1/2) s at s = (hi - lo) / qmax (non-dyadic): "
+                 "x fl32(1 / s) + z rounded once or twice, and x / s, give different codes", ("tie",))
+    x = _pow2_floats(f"{L}/zpt", (8, 48), -2, 1)
+    x[0, 0], x[0, 1] = -100.5 * 2.0**-4, (255 - 100.5) * 2.0**-4
+    x = np.clip(x, -100.5 * 2.0**-4, (255 - 100.5) * 2.0**-4)
+    yield fs("zero_point_half", x, "-lo / s = 100.5 at 8-bit codes (s = 2^-4): the zero point rounds to even (100) "
+             "(at 7-bit codes s is not dyadic)", ("tie",))
+    yield fs("zero_range", np.zeros((4, 48)), "an all-zero A: scale 0.1 (PyTorch) or 1 (ONNX Runtime), zero point 0; "
+             "the output is the bias", ("boundary",), bias=bias)
+    x = _pow2_floats(f"{L}/tiny", (8, 48), -18, -14)
+    yield fs("tiny_range", x, "hi - lo below qmax 6.1e-5: the scale is floored at fl32(6.1e-5) and lo, hi are scaled "
+             "by fl32(6.1e-5 / s) (zero point from the widened range)", ("boundary",))
+    yield fs("tiny_range_positive", np.abs(x), "an all-positive tiny range: the floored scale, hi = 6.1e-5 qmax",
+             ("boundary",))
+    x = -np.abs(_pow2_floats(f"{L}/neg", (16, 48), -3, 2))
+    yield fs("all_negative", x, "max 0: the zero point is the top code (255 or 127)", ("boundary",), bias=bias)
+    yield fs("all_positive", -x, "min 0: zero point 0", ("boundary",))
+    for cat, (M, K) in (("k1", (16, 1)), ("k_odd", (9, 7)), ("k_tail", (5, 21))):
+        x = _pow2_floats(f"{L}/{cat}", (M, K), -3, 2)
+        yield fs(cat, x, f"K = {K}, M K = {M * K} elements: the quantization's vector tails",
+                 b=_w64(f"{L}/{cat}/b", (K, 8)))
+    bs = np.abs(_pow2_floats(f"{L}/pc/bs", (24,), -9, -4))
+    x = _pow2_floats(f"{L}/pc/x", (32, 48), -3, 2)
+    yield fs("per_channel", x, "per-channel weight scales (fl32(s w_s[n]); oneDNN: w_s round-tripped through its "
+             "reciprocal)", b_scale=bs)
+    yield fs("per_channel_bias", x, "per-channel scales and the float bias (one rounding with the product under "
+             "fbgemm's FMA, two under qnnpack / oneDNN)", b_scale=bs, bias=bias)
+    zb = (qrandom.below(f"{L}/zb", 24, 33).astype(np.int64) - 16).astype(np.int8)
+    yield fs("weight_zero_points", x, "per-channel weight zero points (fbgemm, qnnpack; onednn takes symmetric "
+             "weights)", b_scale=bs, zb=zb, bias=bias)
+    yield fs("weight_zero_point_tensor", x, "a per-tensor weight zero point", zb=np.int8(-7), bias=bias)
+    x = _pow2_floats(f"{L}/wide", (16, 48), -20, 20)
+    yield fs("wide_range_dynamic", x, "magnitudes 2^-20 .. 2^21 (float64 scale, small values at the zero point)",
+             ("boundary",), bias=bias)
+    x = _pow2_floats(f"{L}/random/x", (64, 48), -3, 2)
+    yield fs("random_dynamic", x, "seeded A, per-channel scales, float bias", ("random",), b_scale=bs, bias=bias)
+
+
+def _torch_dynamic_cases() -> Iterator[Case]:
+    for s in _torch_dynamic_setups():
+        yield from _float_cases(s, TORCH_DYNAMIC_PROFILES)
+
+
+
+# ---- qwix / AQT int8 dot with a dequantized float32 output (matmul.md §16) ----------------------------------------
+# matmul_integer_to_float cases with symmetric operands (or one asymmetric operand, qwix): the two scale products
+# in order (qwix, AQT: fl32(fl32(fl32(acc) a_s) b_s)) against one multiplier fl32(a_s b_s) (ONNX Runtime, and XLA
+# when it folds constant scales).
+JAX_DOT_PROFILES = ("exact", "onnxruntime", "qwix_int8_dot", "aqt_int8_dot", "xla_folded_scales")
+
+
+def _jax_dot_setups() -> Iterator[FloatSetup]:
+    L = f"{FAMILY}/matmul_integer_to_float/sym"
+    op = "matmul_integer_to_float"
+
+    def fs(cat: str, a: np.ndarray, b: np.ndarray, a_s: float, b_s: Any, desc: str, tags: tuple[str, ...] = ("edge",),
+           ca: str = "int8", za: int = 0) -> FloatSetup:
+        return FloatSetup(op, ca, "int8", cat, a, b, b_scale=np.asarray(b_s, np.float32), a_scale=a_s, za=za, zb=0,
+                          tags=tags, description=desc)
+
+    a, b = _ints(f"{L}/order/a", (64, 64), "int8"), _ints(f"{L}/order/b", (64, 64), "int8")
+    bs = np.abs(_pow2_floats(f"{L}/order/bs", (64,), -12, -4))
+    yield fs("sym_scale_order", a, b, 0.0173, bs, "non-dyadic scales: fl32(fl32(fl32(acc) a_s) b_s) and "
+             "fl32(fl32(acc) fl32(a_s b_s)) differ in about a third of the outputs")
+    yield fs("sym_scale_order_per_tensor", a, b, 0.0173, np.float32(0.0371), "one b scale: the same two orders")
+    K = 1100
+    a = _ints(f"{L}/large/a", (6, K), "int8")
+    a[0], a[1] = 127, -128
+    b = _ints(f"{L}/large/b", (K, 8), "int8")
+    b[:, 0], b[:, 1] = -128, 127
+    yield fs("sym_large_accumulators", a, b, 0.0173, np.float32(2.0**-20 * 3), "|acc| up to K 2^14 (beyond 2^24): "
+             "fl32(acc) rounds before the scaling", ("boundary",))
+    for cat, (M, K, N) in (("sym_k1", (16, 1, 16)), ("sym_m1", (1, 65, 33)), ("sym_n1", (33, 65, 1))):
+        yield fs(cat, _ints(f"{L}/{cat}/a", (M, K), "int8"), _ints(f"{L}/{cat}/b", (K, N), "int8"), 0.7,
+                 np.abs(_pow2_floats(f"{L}/{cat}/bs", (N,), -8, -2)), f"shape edge {cat[4:]}")
+    a, b = _ints(f"{L}/sub/a", (16, 32), "int8"), _ints(f"{L}/sub/b", (32, 16), "int8")
+    yield fs("sym_small_scales", a, b, 2.0**-60 * 1.3, np.abs(_pow2_floats(f"{L}/sub/bs", (16,), -62, -58)),
+             "a_s b_s near 2^-120 (float32 normal): both orders stay normal, the products' roundings differ",
+             ("boundary",))
+    a, b = _ints(f"{L}/asym/a", (32, 48), "int8"), _ints(f"{L}/asym/b", (48, 32), "int8")
+    yield fs("asym_a_zero_point", a, b, 0.0173, bs[:32], "an asymmetric int8 A (za = -7; qwix subtracts the int32 "
+             "dot of za with B), symmetric B", za=-7)
+    a = _ints(f"{L}/u8/a", (32, 48), "uint8")
+    yield fs("asym_uint8_a", a, b, 0.0173, bs[:32], "a uint8 A with zero point 128, symmetric int8 B", ca="uint8",
+             za=128)
+    a, b = _ints(f"{L}/random/a", (128, 96), "int8"), _ints(f"{L}/random/b", (96, 128), "int8")
+    bs = np.abs(_pow2_floats(f"{L}/random/bs", (128,), -10, -5))
+    yield fs("sym_random", a, b, 0.0131, bs, "seeded symmetric operands, per-column scales", ("random",))
+
+
+def _jax_dot_cases() -> Iterator[Case]:
+    for s in _jax_dot_setups():
+        yield from _float_cases(s, JAX_DOT_PROFILES)

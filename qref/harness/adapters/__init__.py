@@ -21,7 +21,7 @@ from ...errors import unknown_name
 from ..model import BackendMissing, Target
 
 #: every backend, in report order
-BACKENDS = ("ml_dtypes", "jax", "qwix", "mlx", "iree", "mlir", "stablehlo", "onnxruntime", "onnx_reference",
+BACKENDS = ("ml_dtypes", "jax", "qwix", "aqt", "mlx", "iree", "mlir", "stablehlo", "onnxruntime", "onnx_reference",
             "bitsandbytes", "torchao", "litert", "torch")
 
 

@@ -1,7 +1,9 @@
-"""qwix (on JAX, XLA:CPU, under ``jax.jit``): ``qarray.quantize_with_scale_zero_point`` / ``qarray.dequantize`` on
-the uniform cases (profile ``qwix``, uniform.md), ``qarray.quantize_api(x, "nf4", tiled_axes=...)`` on the
-lookup cases (profile ``qwix``, lut.md §6.5) and ``quantize_api(x, "mxfp8" | "mxfp4" | "nvfp4", tiled_axes=...)``
-on the block cases (no qref block profile models qwix: the spec default is the reference).
+"""qwix (on JAX, XLA:CPU, under ``jax.jit``): the quantized ``dot_general`` on ``matmul_integer_to_float`` cases
+(int8 / uint8 QArrays, float32 out: eager, jitted, jitted with constant scales; matmul.md §16);
+``qarray.quantize_with_scale_zero_point`` / ``qarray.dequantize`` on the uniform cases (profile ``qwix``,
+uniform.md), ``qarray.quantize_api(x, "nf4", tiled_axes=...)`` on the lookup cases (profile ``qwix``, lut.md
+§6.5) and ``quantize_api(x, "mxfp8" | "mxfp4" | "nvfp4", tiled_axes=...)`` on the block cases (no qref block
+profile models qwix: the spec default is the reference).
 
 Layout only, no arithmetic, happens outside qwix: scales and zero points are given with the input's rank (qwix's
 "generic broadcast": per tensor, per axis, sub-channel tiles); a lookup case blocked over the flattened tensor is
@@ -334,6 +336,86 @@ def _mx_snippet(case: Case, i: int) -> str:
                     f"print(hex(int(y.view(np.uint{8 * odt.itemsize}).reshape(-1)[{i}])))")
 
 
+# ---- matmul: the quantized dot_general with a dequantized float32 output (matmul.md §16) ---------------------
+DOT_MODES = ("eager", "jit", "jit_constant_scales")
+#: mode -> the qref matmul profile (XLA folds the two scale products when the scales are jit constants)
+DOT_PROFILES = {"eager": "qwix_int8_dot", "jit": "qwix_int8_dot", "jit_constant_scales": "xla_folded_scales"}
+
+
+def _dot_supports(case: Case) -> str | None:
+    if case.operation != "matmul_integer_to_float":
+        return "qwix's dot_general takes quantized arrays with their scales"
+    p, ins = case.params, case.inputs
+    if p["a_storage"] not in ("int8", "uint8") or p["b_storage"] not in ("int8", "uint8"):
+        return "8-bit qvalues only"
+    if "bias" in ins:
+        return "qwix's dot_general has no bias"
+    if np.any(np.asarray(ins["a_zero_point"]) != 0) and np.any(np.asarray(ins["b_zero_point"]) != 0):
+        return "qwix: only one operand can be asymmetric (ValueError in _fast_dot_general)"
+    return None
+
+
+def qwix_int8_dot(a: np.ndarray, b: np.ndarray, a_scale: Any, b_scale: Any, a_zero_point: Any, b_zero_point: Any,
+                  mode: str) -> np.ndarray:
+    """qwix.dot_general(QArray(a, a_s, za), QArray(b, b_s, zb)) of A (M, K) and B (K, N), float32 (M, N): eager,
+    jitted with the scales as arguments, or jitted with the scales as constants (closed over)."""
+    jax, jnp, qarray = _mods()
+    from qwix._src.core import dot_general as qdg
+
+    M, N = a.shape[0], b.shape[1]
+    sa = jnp.asarray(np.broadcast_to(np.asarray(a_scale, np.float32).reshape(-1)[:1], (M, 1)))
+    sb = jnp.asarray(np.broadcast_to(np.asarray(b_scale, np.float32).reshape(1, -1), (1, N)))
+    za, zb = np.asarray(a_zero_point), np.asarray(b_zero_point)
+    zav = None if not za.any() else jnp.asarray(np.broadcast_to(za.reshape(-1)[:1], (M, 1)).astype(a.dtype))
+    zbv = None if not zb.any() else jnp.asarray(np.broadcast_to(zb.reshape(1, -1), (1, N)).astype(b.dtype))
+    dims = (((1,), (0,)), ((), ()))
+
+    def dot(qa: Any, qb: Any, s_a: Any, s_b: Any) -> Any:
+        return qdg.dot_general(qarray.QArray(qa, s_a, zav, qa.dtype), qarray.QArray(qb, s_b, zbv, qb.dtype), dims)
+
+    A, B = jnp.asarray(a), jnp.asarray(b)
+    if mode == "eager":
+        y = dot(A, B, sa, sb)
+    elif mode == "jit":
+        y = jax.jit(dot)(A, B, sa, sb)
+    else:
+        y = jax.jit(lambda qa, qb: dot(qa, qb, sa, sb))(A, B)
+    return np.asarray(y)
+
+
+def _dot_run(mode: str):
+    def one(case: Case) -> Outputs:
+        ins = case.inputs
+        y = qwix_int8_dot(ins["a"], ins["b"], ins["a_scale"], ins["b_scale"], ins["a_zero_point"],
+                          ins["b_zero_point"], mode)
+        return {"y": y.astype(np.float32)}
+    return _runner(one)
+
+
+def _dot_snippet(mode: str):
+    def snippet(case: Case, i: int) -> str:
+        from .onnxruntime import matmul_element_inputs, matmul_literal
+
+        ins = matmul_element_inputs(case, i)
+        za, zb = np.asarray(ins["a_zero_point"]).reshape(-1)[0], np.asarray(ins["b_zero_point"]).reshape(-1)[0]
+        call = {"eager": "dot(a, b, sa, sb)", "jit": "jax.jit(dot)(a, b, sa, sb)",
+                "jit_constant_scales": "jax.jit(lambda x, w: dot(x, w, sa, sb))(a, b)"}[mode]
+        return python_c(
+            "import numpy as np, jax, jax.numpy as jnp",
+            "from qwix._src.core import qarray, dot_general as qdg",
+            f"a = jnp.asarray({matmul_literal(ins['a'])})",
+            f"b = jnp.asarray({matmul_literal(ins['b'])})",
+            f"sa = jnp.full((1, 1), {float(np.asarray(ins['a_scale']).reshape(-1)[0])!r}, jnp.float32)",
+            f"sb = jnp.full((1, 1), {float(np.asarray(ins['b_scale']).reshape(-1)[0])!r}, jnp.float32)",
+            f"za = {'None' if za == 0 else f'jnp.full((1, 1), {int(za)}, a.dtype)'}",
+            f"zb = {'None' if zb == 0 else f'jnp.full((1, 1), {int(zb)}, b.dtype)'}",
+            "dot = lambda x, w, s, t: qdg.dot_general(qarray.QArray(x, s, za, x.dtype), qarray.QArray(w, t, zb, "
+            "w.dtype), (((1,), (0,)), ((), ())))",
+            f"y = np.asarray({call})",
+            "print(hex(int(y.reshape(-1).view(np.uint32)[0])))")
+    return snippet
+
+
 def _runner(fn):
     def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
         return run_each(cases, fn)
@@ -356,4 +438,12 @@ def targets() -> list[Target]:
                "jax.jit(qarray.quantize_api(x, 'mxfp8' | 'mxfp4' | 'nvfp4', tiled_axes={axis: 32 | 16})) and "
                "qarray.dequantize, XLA:CPU; float scales stored as E8M0 / E4M3 bytes", None,
                ("block_quantize", "block_dequantize"), _mx_supports, _runner(_mx_one), _mx_snippet),
+        *(Target(BACKEND, f"qwix.int8_dot.{mode}", "matmul",
+                 "qwix dot_general(QArray(A, a_s, za), QArray(B, b_s, zb)) (int8 / uint8 qvalues, int32 dots, "
+                 f"float32 out), XLA:CPU, {_DOT_HOW[mode]}", DOT_PROFILES[mode], ("matmul_integer_to_float",),
+                 _dot_supports, _dot_run(mode), _dot_snippet(mode)) for mode in DOT_MODES),
     ]
+
+
+_DOT_HOW = {"eager": "eager (op by op)", "jit": "under jax.jit with the scales as arguments",
+            "jit_constant_scales": "under jax.jit with the scales closed over (compile-time constants)"}

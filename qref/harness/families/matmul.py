@@ -40,7 +40,7 @@ CLASS_SECTIONS = {
     "requantize_method": "matmul.md §5", "multiplier_arithmetic": "matmul.md §5.2",
     "tie_rule": "matmul.md §5.2", "zero_point_order": "matmul.md §5.2", "compute_precision": "matmul.md §5.2",
     "unsigned_extension": "matmul.md §3.3", "narrowing": "matmul.md §5",
-    "bias_stage": "matmul.md §4.1",
+    "bias_stage": "matmul.md §4.1", "dynamic_quantization": "matmul.md §15",
 }
 
 # rule changes tried in order: (class, overrides)
@@ -76,6 +76,20 @@ _FLOAT_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("compute_precision", {"compute": "float32", "multiplier_dtype": "float32"}),
     ("compute_precision", {"compute": "exact", "multiplier_dtype": "exact"}),
     ("multiplier_arithmetic", {"multiplier_dtype": "float64", "compute": "float64"}),
+    ("multiplier_arithmetic", {"association": "sequential_reciprocal_y"}),
+    ("multiplier_arithmetic", {"association": "ab_then_y", "scale_form": "as_given"}),
+    ("bias_stage", {"float_bias": "fused_output"}), ("bias_stage", {"float_bias": "exact"}),
+    # the dynamic quantization of A (matmul.md §9, §15): code range, zero-point stage, qparams arithmetic
+    ("dynamic_quantization", {"code_max": 255}), ("dynamic_quantization", {"code_max": 127}),
+    ("dynamic_quantization", {"zero_point_add": "after_rounding"}),
+    ("dynamic_quantization", {"zero_point_add": "fused", "division": "reciprocal"}),
+    ("dynamic_quantization", {"zero_point_add": "before_rounding"}),
+    ("dynamic_quantization", {"division": "divide", "zero_point_add": "after_rounding"}),
+    ("dynamic_quantization", {"kernel_scale": "scale"}),
+    ("dynamic_quantization", {"scale_arithmetic": "float64", "zero_point_rule": "smaller_error",
+                              "degenerate_scale": 0.1, "min_scale": float.fromhex("0x1.ffb48p-15")}),
+    ("dynamic_quantization", {"scale_arithmetic": "float32", "zero_point_rule": "from_min", "degenerate_scale": 1.0,
+                              "min_scale": 0.0, "kernel_scale": "scale"}),
 )
 
 
@@ -96,7 +110,7 @@ def task_key(case: Case) -> str:
 
 def _float_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
     """matmul.md §8, §9: the float output of ``profile``'s rules (method float_output) with ``overrides``."""
-    from ...recipes.qmatmul import dynamic_quantize_uint8, matmul_integer_to_float
+    from ...recipes.qmatmul import dynamic_quantize, matmul_integer_to_float
 
     p = case.params
     rules = matmul_rules(profile).replace(method="float_output", bias="output")
@@ -106,13 +120,15 @@ def _float_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
         rules = rules.replace(**overrides)
     ins = case.inputs
     a, a_s, za, a_st = ins["a"], ins.get("a_scale"), ins.get("a_zero_point", 0), p["a_storage"]
-    if case.operation == "dynamic_quantize_matmul":
-        a, a_s, za = dynamic_quantize_uint8(a)
-        a_st = "uint8"
+    form = None
+    if case.operation == "dynamic_quantize_matmul":  # the profile's dynamic quantization (matmul.md §9, §15)
+        q = dynamic_quantize(a, rules.dynamic)
+        a, a_s, za, a_st = q.codes, q.kernel_scale, q.zero_point, "uint8"
+        form = "as_given" if rules.dynamic.kernel_scale != "scale" else None
     with np.errstate(all="ignore"):
         r = matmul_integer_to_float(a, ins["b"], a_scale=a_s, b_scale=ins["b_scale"], a_zero_point=za,
                                     b_zero_point=ins["b_zero_point"], bias=ins.get("bias"), a_storage=a_st,
-                                    b_storage=p["b_storage"], rules=rules)
+                                    b_storage=p["b_storage"], rules=rules, a_scale_form=form)
     return Expectation({"y": r.values.astype(case.expected["y"].dtype)}, {"y": np.asarray(r.unspecified, bool)})
 
 
