@@ -17,9 +17,9 @@ from qref.recipes.qmatmul import matmul_integer_to_float
 pytest.importorskip("jax")
 pytest.importorskip("qwix")
 pytest.importorskip("aqt.jax.v2.aqt_dot_general")
-from qref.harness.adapters.aqt import PROFILES as AQT_PROFILES  # noqa: E402
-from qref.harness.adapters.aqt import aqt_int8_dot  # noqa: E402
-from qref.harness.adapters.qwix import DOT_PROFILES, qwix_int8_dot  # noqa: E402
+from qref.harness.adapters.aqt import PROFILES as AQT_PROFILES
+from qref.harness.adapters.aqt import aqt_int8_dot
+from qref.harness.adapters.qwix import DOT_PROFILES, qwix_int8_dot
 
 f32 = np.float32
 MODES = ("eager", "jit", "jit_constant_scales")
