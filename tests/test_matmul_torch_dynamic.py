@@ -14,6 +14,7 @@ from __future__ import annotations
 import warnings
 import zlib
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -197,3 +198,45 @@ def dynamic_rules(engine: str, reduce_range: bool):
     from qref.profiles import resolve_profile
 
     return resolve_profile(DYNAMIC_PROFILES[(engine, reduce_range)], "matmul").profile.rules.dynamic
+
+
+def test_linear_dynamic_without_vnni(tmp_path):
+    """CPU dependence (matmul.md §15 C3): in a process whose fbgemm / oneDNN dispatch is masked to AVX2 (no AVX-512
+    VNNI), 8-bit codes times int8 weights are summed in int16 pairs with saturation (vpmaddubsw, matmul.md §3.2):
+    the outputs follow the profile with pair_sum saturating_int16; 7-bit codes (reduce_range) cannot saturate
+    (127 x 128 x 2 < 2^15). oneDNN's AVX2 kernels also apply its two scales as one product fl32(k w_s')."""
+    import os
+    import subprocess
+    import sys
+
+    from qref.profiles import resolve_profile
+
+    rng = np.random.default_rng(8)
+    x = rng.uniform(-0.05, 4.0, (64, 64)).astype(f32)
+    x[:, ::2] = 4.0  # codes at the top of the range
+    w = rng.integers(-128, 128, (64, 48)).astype(np.int8)
+    w[::2, :8] = -128
+    np.savez(tmp_path / "in.npz", x=x, w=w)
+    script = ("import sys, numpy as np, torch; sys.path.insert(0, sys.argv[1]); "
+              "from qref.harness.adapters.torch import linear_dynamic; d = np.load(sys.argv[2]); "
+              "torch.set_num_threads(1); "
+              "np.savez(sys.argv[3], **{f'{e}_{rr}': linear_dynamic(torch, e, d['x'], d['w'], np.float32(0.01), 0, "
+              "None, rr) for e in ('fbgemm', 'onednn') for rr in (True, False)})")
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    subprocess.run([sys.executable, "-c", script, root, str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
+                   env=env, check=True, capture_output=True)
+    got = np.load(tmp_path / "out.npz")
+    saturated = 0
+    for e in ("fbgemm", "onednn"):
+        for rr in (True, False):
+            rules = resolve_profile(DYNAMIC_PROFILES[(e, rr)], "matmul").profile.rules
+            plain = dynamic_quantize_matmul(x, w, b_scale=f32(0.01), rules=rules).values
+            if not rr:
+                rules = rules.replace(pair_sum="saturating_int16")
+            if e == "onednn":  # oneDNN's AVX2 kernels apply the two scales as one product fl32(k w_s')
+                rules = rules.replace(association="sequential_ab_reciprocal_y")
+            want = dynamic_quantize_matmul(x, w, b_scale=f32(0.01), rules=rules).values
+            assert got[f"{e}_{rr}"].tobytes() == want.tobytes(), (e, rr)
+            saturated += int(np.sum(want.view(np.uint32) != plain.view(np.uint32)))
+    assert saturated > 0  # the 8-bit products do saturate on these operands
