@@ -28,7 +28,8 @@ from qref.harness.runner import standalone
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs" / "conformance").glob("*.md"))
 REPORT = ROOT / "docs" / "conformance.md"
-MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "mlx": "mlx.core", "iree": "iree.compiler",
+MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "aqt": "aqt.jax.v2.aqt_dot_general",
+           "mlx": "mlx.core", "iree": "iree.compiler",
            "mlir": "torch_mlir", "stablehlo": "torch_mlir", "onnxruntime": "onnxruntime",
            "onnx_reference": "onnx.reference",
            "bitsandbytes": "bitsandbytes", "torchao": "torchao", "litert": "ai_edge_litert.interpreter",
