@@ -233,6 +233,16 @@ CPU_VARIANTS: tuple[CpuVariant, ...] = (
                "torch_*_avx2 profiles (matmul.md §6.7)",
                ("AMD EPYC (Zen 4, AVX512-VNNI) native: the VNNI profiles, 0 mismatches",
                 "the same CPU with the ISA masked: the *_avx2 profiles, 0 mismatches")),
+    CpuVariant("torch_dynamic_linear_without_vnni", "avx512_vnni|avx_vnni", False,
+               "torch.linear_dynamic.onednn*|torch.linear_dynamic.fbgemm.full_range|torch.linear_dynamic.x86.full_range",
+               "matmul/*", ("pair_saturation", "multiplier_arithmetic"),
+               "the dynamic quantized Linear (quantized.linear_dynamic) runs fbgemm's and oneDNN's int8 kernels, "
+               "picked by cpuid: without VNNI, 8-bit activation codes (reduce_range=False) saturate u8 x s8 pair "
+               "sums in int16, and oneDNN applies its two scales as one product (matmul.md §15); 7-bit codes cannot "
+               "saturate, and the suite's weights stay within [-64, 64]",
+               ("AMD EPYC (Zen 4, AVX512-VNNI) native: the VNNI profiles, 0 mismatches",
+                "the same CPU with FBGEMM_ENABLE_INSTRUCTIONS=AVX2 and ONEDNN_MAX_CPU_ISA=AVX2: the saturating and "
+                "one-product forms (tests/test_matmul_torch_dynamic.py)")),
     CpuVariant("torchao_int8_dynamic_kernels", "avx512_vnni|avx_vnni", False, "torchao.int8_dynamic", "matmul/*",
                ("pair_saturation",),
                "torchao's int8 dynamic-activation path shifts the activations by +128 into a u8 x s8 torch._int_mm on "
