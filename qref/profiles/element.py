@@ -65,6 +65,40 @@ PROFILES = (
         sources=("OCP OFP8 v1.0 §5 (conversion)", "onnx/reference/ops/op_cast.py saturate_cast"), status="spec",
     ),
     Profile(
+        "onnx", "element", "ONNX Cast / CastLike opsets 19-25, saturate=1 (onnx 1.23.2 reference)",
+        "float8 targets: nearest_even, finite overflow and +-Inf clamp to +-max, NaN stays NaN (saturate=1, the "
+        "default); float16/bfloat16/float32/float64 targets: nearest_even, +-Inf on overflow; float4e2m1: "
+        "nearest_even, overflow saturates, NaN becomes +-0 by the opposite sign (the reference's ml_dtypes "
+        "astype); float8e8m0 (round_mode='up', saturate=1): rounded up, clamped to [2^-127, 2^127], NaN and "
+        "+-Inf the NaN code; integer targets: truncation, 0 for NaN, +-Inf and out-of-range values (the "
+        "reference's ml_dtypes 0.7 astype: ONNX leaves out-of-range values undefined).",
+        CastPolicy(overflow="saturate"),
+        sources=("onnx/defs Cast-19..25 (the float8 and float8e8m0 tables)", "onnx/reference/ops/op_cast.py",
+                 "onnx/numpy_helper.py saturate_cast, to_float8e8m0"),
+        package="onnx", versions="==1.23.2", version="1.23", status="verified",
+        evidence=("tests/test_onnx_node_cases.py: every Cast / CastLike node case of onnx 1.23.2's backend "
+                  "generators against its expected output",),
+        cast_rules=(
+            CastRule(CastPolicy(), target="float16"),
+            CastRule(CastPolicy(), target="bfloat16"),
+            CastRule(CastPolicy(), target="float32"),
+            CastRule(CastPolicy(), target="float64"),
+            CastRule(CastPolicy(rounding="up", overflow="saturate"),
+                     target="float8_e8m0fnu"),
+            CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer"),
+        ),
+    ),
+    Profile(
+        "onnx_no_saturate", "element", "ONNX Cast / CastLike opsets 19-25, saturate=0 (onnx 1.23.2 reference)",
+        "As 'onnx' but float8 targets take the format's own overflow: +-Inf for E5M2, NaN for E4M3FN and the "
+        "FNUZ types (the second table of the Cast operator); float4e2m1 still saturates (no Inf or NaN).",
+        CastPolicy(),
+        sources=("onnx/defs Cast-19..25 (saturate=0 table)", "onnx/reference/ops/op_cast.py"),
+        package="onnx", versions="==1.23.2", version="1.23", status="verified",
+        evidence=("tests/test_onnx_node_cases.py: the saturate=0 Cast / CastLike node cases of onnx 1.23.2",),
+        cast_rules=(CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer"),),
+    ),
+    Profile(
         "mlx", "element", "MLX 0.32 mx.to_fp8 (float8_e4m3fn)",
         "nearest_even; overflow and +-Inf saturate to +-448; NaN becomes +-448 by its sign bit.",
         CastPolicy(overflow="saturate", nan="max"),
