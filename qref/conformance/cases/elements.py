@@ -325,9 +325,14 @@ def _grid(fmt: Format, roundings: tuple[str, ...], **knobs: object) -> list[Cand
     return out
 
 
+# the element profiles the v1 cases were generated with: a profile registered later gets cases of its own in an
+# appended function, so that the committed cases (and their equivalent-profile lists) keep their bytes
+V1_PROFILES = ("spec", "ml_dtypes@0.6", "ml_dtypes@0.7", "saturating", "mlx")
+
+
 def _profile_candidates(fmt: Format, src: str) -> list[Candidate]:
-    """Every element profile record's policy for ``fmt`` from ``src`` (profiles.md §4), named ``NAME[@TAG]``."""
-    pols = [(p.cast_for(fmt, _NPDT[src]), key) for key, p in profiles("element").items()]
+    """The v1 element profiles' policies for ``fmt`` from ``src`` (profiles.md §4), named ``NAME[@TAG]``."""
+    pols = [(p.cast_for(fmt, _NPDT[src]), key) for key, p in profiles("element").items() if key in V1_PROFILES]
     return [Candidate(pol, key, f"profile/{key}") for pol, key in pols if _valid(pol, fmt)]
 
 
