@@ -44,7 +44,7 @@ PROFILES = (
         "too); integer storage from an ml_dtypes type (bfloat16, float8...) or into int2/int4/uint2/uint4 "
         "truncates and gives 0 for NaN, +-Inf and values outside the storage range; numpy's own casts (float16/"
         "32/64 into int8..int32) stay the C cast through int32 on x86-64 (truncate, wrap); everything else as "
-        "'spec'.",
+        "'spec'; float8_e5m3fnu (UE5M3) gives NaN for negative nonzero values and -Inf.",
         CastPolicy(),
         sources=("ml_dtypes 0.7.0 include/ml_dtypes/float8.h, intn.h", "checked against ml_dtypes 0.7.0"),
         package="ml_dtypes", versions=">=0.7,<0.8", version="0.7", status="verified",
@@ -53,6 +53,7 @@ PROFILES = (
                   "per format, float64 near ties, integer storage edges: 0 mismatches",),
         cast_rules=(
             CastRule(CastPolicy(rounding="nearest_away"), target="float_without_zero"),
+            CastRule(CastPolicy(unsigned_negative="nan"), target="float8_e5m3fnu"),
             CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer_sub_byte"),
             CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer", source="extension"),
             CastRule(_C_CAST, target="integer"),
