@@ -10,6 +10,7 @@ code with the even mantissa (nearest_even), one ulp above the max saturates or o
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -70,8 +71,8 @@ def test_every_value_encodes_back_and_midpoints_round_to_even(name: str) -> None
     vals = np.array([float(v) for _, v in finite])
     assert np.array_equal(qref.encode(vals, fmt).astype(np.int64), [c for c, _ in finite])
     pos = sorted((v, c) for c, v in finite if v >= 0)
-    mids = np.array([float((a + b) / 2) for (a, _), (b, _) in zip(pos, pos[1:])])
-    even = [ca if ca % 2 == 0 else cb for (_, ca), (_, cb) in zip(pos, pos[1:])]
+    mids = np.array([float((a + b) / 2) for (a, _), (b, _) in itertools.pairwise(pos)])
+    even = [ca if ca % 2 == 0 else cb for (_, ca), (_, cb) in itertools.pairwise(pos)]
     assert np.array_equal(qref.encode(mids, fmt, rounding="nearest_even").astype(np.int64), even)
     above = np.array([float(mx + Fraction(2) ** (math.floor(math.log2(mx)) - 3))])  # one ulp above max
     sat = int(qref.encode(above, fmt, overflow="saturate")[0])
