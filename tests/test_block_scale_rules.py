@@ -127,3 +127,33 @@ def test_nvfp4_ue4m3_scale_bytes_equal_nvfp4() -> None:
         a = qref.scheme("nvfp4_ue4m3", profile=prof).quantize(x)
         b = qref.scheme("nvfp4", profile=prof).quantize(x)
         assert np.array_equal(a.scales, b.scales) and np.array_equal(a.codes, b.codes), prof
+
+
+@pytest.mark.parametrize(("profile", "group"), [("transformer_engine_nvfp4_per_token", 128),
+                                                ("transformer_engine_nvfp4_1x64", 64)])
+def test_transformer_engine_nvfp4_outer_scale_per_group(profile: str, group: int) -> None:
+    """NVFP4 with the outer amax g per row (token) or per 1 x 64 tile (block.md §5.2.1): the §5.2
+    amax_encode_reciprocal formulas evaluated per group here in numpy float32 and ml_dtypes' casts."""
+    f32 = np.float32
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((6, 128)) * 2.0 ** rng.integers(-12, 12, (6, 2)).repeat(64, axis=1)).astype(f32)
+    x[5] = 0.0
+    q = qref.scheme("nvfp4", profile=profile).quantize(x)
+    g = np.abs(x).reshape(6, -1, group).max(axis=2).repeat(group // 16, axis=1)  # per block
+    with np.errstate(divide="ignore"):
+        s_enc = (f32(6 * 448) / g).astype(f32)
+    s_enc = np.where((g == 0) | (s_enc == 0), f32(1), s_enc).astype(f32)
+    amax = np.abs(x).reshape(6, 8, 16).max(axis=2)
+    sv = (amax * (s_enc * f32(1 / 6)).astype(f32)).astype(f32)
+    sc = np.clip(sv, 0, 448).astype(ml_dtypes.float8_e4m3fn)
+    assert np.array_equal(q.scales, sc.view(np.uint8)) and np.array_equal(q.global_scale, g)
+    d = sc.astype(f32)
+    with np.errstate(divide="ignore"):
+        coef = np.minimum((f32(1) / (d * (f32(1) / s_enc).astype(f32)).astype(f32)).astype(f32),
+                          f32(np.finfo(f32).max))
+    y = (x.reshape(6, 8, 16) * coef[..., None]).astype(f32).reshape(6, 128)
+    assert np.array_equal(q.codes, np.clip(y, -6, 6).astype(ml_dtypes.float4_e2m1fn).view(np.uint8) & 0xF)
+    back = qref.scheme("nvfp4", profile=profile).dequantize(q)
+    p = q.codes.astype(np.uint8).view(ml_dtypes.float4_e2m1fn).astype(f32).reshape(6, 8, 16)
+    fs = ((d * g).astype(f32) * f32(1 / 2688)).astype(f32)
+    assert np.array_equal(back.view(np.uint32), (p * fs[..., None]).astype(f32).reshape(6, 128).view(np.uint32))

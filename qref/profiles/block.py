@@ -75,6 +75,7 @@ class FloatScaleRules(_ScaledElementRules):
 
     global_scale_rule: str = "exact"
     amax_nan: str = "propagate"
+    global_scale_granularity: str = "tensor"
 
 
 @dataclass(frozen=True)
@@ -390,6 +391,22 @@ PROFILES_2026 = (
         evidence=("tests/test_block_scale_rules.py against an oracle written from the kernel's steps (float32 "
                   "numpy and ml_dtypes' E4M3 cast)",),
     ),
+    *(Profile(
+        f"transformer_engine_nvfp4_{tag}", "block",
+        f"TransformerEngine NVFP4 with the outer (second-level) scale per {what}",
+        f"As 'nvidia' (amax_encode_reciprocal: S_enc = fl32(M S / g), s = e4m3(fl32(amax * fl32(S_enc / M))), "
+        f"y = fl32(x * fl32(1 / fl32(s / S_enc)))) with g the amax of each {what} instead of the tensor's "
+        f"(global_scale_granularity '{gran}'); the QArray's global_scale holds g per block.",
+        CastPolicy(overflow="saturate"),
+        rules=BlockRules(float_scale=FloatScaleRules(global_scale_rule="amax_encode_reciprocal", amax_nan="skip",
+                                                     compute_dtype="float32", pad="error",
+                                                     unspecified_open_cases=False, global_scale_granularity=gran),
+                         float_scale_support=_NVFP4),
+        sources=(f"TransformerEngine NVFP4 recipe: outer scales per {what} (NVFP4BlockScaling options, "
+                 "core_nvfp4.cuh)",),
+        status="modelled",
+        evidence=("tests/test_block_scale_rules.py against the §5.2 formulas evaluated per group in the test",),
+    ) for tag, what, gran in (("per_token", "row (token)", "row"), ("1x64", "1 x 64 tile", "tile_64"))),
 )
 
 for _p in PROFILES + PROFILES_2026:

@@ -73,6 +73,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "dequant": ("exact", "in_dtype"),
     "dequant_nan_scale": ("nan", "power"),
     "pad": ("zero", "error"),
+    "global_scale_granularity": ("tensor", "row", "tile_64"),
 }
 
 
@@ -170,6 +171,7 @@ class BlockScheme(Scheme):
     min_ndim: int = 1
     unspecified_open_cases: bool = True
     amax_floor: float = 0.0
+    global_scale_granularity: str = "tensor"
     family = "block"
 
     def __post_init__(self) -> None:
@@ -221,6 +223,14 @@ class BlockScheme(Scheme):
         if self.amax_floor and (self.kind != "mx" or exact):
             raise QrefError("amax_floor (block.md §4.2: amax = max(amax, fl_C(amax_floor))) is an MX rule in a "
                             "compute dtype: kind 'mx' with compute_dtype 'float32' or 'input'")
+        if self.global_scale_granularity != "tensor" and not (
+                self.kind == "float_scale" and self.global_scale_rule == "amax_encode_reciprocal"):
+            raise QrefError(f"global_scale_granularity={self.global_scale_granularity!r} (block.md §5.2.1) takes the "
+                            "outer amax per row or per 1 x 64 tile: float_scale kind with global_scale_rule "
+                            "'amax_encode_reciprocal'")
+        if self.global_scale_granularity == "tile_64" and 64 % self.block_size:
+            raise QrefError(f"global_scale_granularity='tile_64' groups whole blocks: block_size must divide 64, "
+                            f"got {self.block_size}")
         if self.amax_nan == "skip" and not (self.kind == "float_scale"
                                             and self.global_scale_rule == "amax_encode_reciprocal"):
             raise QrefError("amax_nan='skip' is modelled for global_scale_rule='amax_encode_reciprocal' only "
@@ -334,9 +344,16 @@ class BlockScheme(Scheme):
         if self.kind == "mx":
             out = mx.quantize_mx_blocks(self, xb, rb)
         elif self.kind == "float_scale":
-            if gs is None and self.global_scale_rule == "amax_encode_reciprocal":
+            g_blocks = None
+            if self.global_scale_granularity != "tensor":
+                if gs is not None:
+                    raise QrefError(f"global_scale_granularity={self.global_scale_granularity!r} computes one outer "
+                                    "amax per row or 1 x 64 tile from x itself; pass no global_scale")
+                g_blocks = nvfp4.group_amax(xb, moved_shape[-1] // self.block_size, self.global_scale_granularity,
+                                            skip_nan=self.amax_nan == "skip")
+            elif gs is None and self.global_scale_rule == "amax_encode_reciprocal":
                 gs = nvfp4.tensor_amax(arr, skip_nan=self.amax_nan == "skip")
-            out = nvfp4.quantize_float_scaled_blocks(self, xb, gs, rb)
+            out = nvfp4.quantize_float_scaled_blocks(self, xb, gs if g_blocks is None else g_blocks, rb)
         else:
             out = affine.quantize_affine_blocks(self, xb, rb)
         lead = moved_shape[:-1]
@@ -347,6 +364,8 @@ class BlockScheme(Scheme):
             return np.moveaxis(a, -1, ax)
 
         g = out.get("global_scale")
+        if g is not None and np.ndim(g):  # an outer amax per block (global_scale_granularity, §5.2.1)
+            g = back(np.asarray(g, dtype=np.float32), True)
         return QArray(
             codes=back(out["codes"], False),
             scheme=self,
@@ -377,7 +396,10 @@ class BlockScheme(Scheme):
         if self.kind == "mx":
             v = mx.dequantize_mx(self, codes, scales, dt)
         elif self.kind == "float_scale":
-            v = nvfp4.dequantize_float_scaled(self, codes, scales, q.global_scale, dt)
+            g = q.global_scale
+            if g is not None and np.ndim(g) and np.size(g) > 1:  # per block, shaped as the scales (§5.2.1)
+                g = np.moveaxis(np.asarray(g, dtype=np.float32), ax, -1).reshape(-1)
+            v = nvfp4.dequantize_float_scaled(self, codes, scales, g, dt)
         else:
             biases = np.moveaxis(np.asarray(q.biases), ax, -1).reshape(-1)
             v = affine.dequantize_affine(self, codes, scales, biases, dt)
@@ -390,7 +412,7 @@ class BlockScheme(Scheme):
             v = getattr(self, f.name)
             if f.name == "stochastic_bits" and v is None:
                 continue  # deterministic schemes: the spec (and every committed case) as before §13
-            if f.name == "amax_floor" and v == 0.0:
+            if (f.name, v) in (("amax_floor", 0.0), ("global_scale_granularity", "tensor")):
                 continue  # likewise: the committed cases' specs as before
             if isinstance(v, (FloatFormat, IntFormat)):
                 v = v.name
