@@ -99,6 +99,29 @@ PROFILES = (
         evidence=("tests/test_onnx_node_cases.py: the saturate=0 Cast / CastLike node cases of onnx 1.23.2",),
         cast_rules=(CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer"),),
     ),
+    # conversion instructions, modelled from NVIDIA's PTX ISA (no GPU here: status "modelled"); elements.md §6.1
+    Profile(
+        "ptx_cvt_rn_satfinite", "element", "PTX cvt.rn.satfinite.{e4m3x2,e5m2x2,e2m1x2,e2m3x2,e3m2x2}.f32 (sm_89+ / "
+        "sm_100+)",
+        "Round to nearest even; .satfinite: finite overflow and +-Inf become +-max finite; NaN stays NaN where the "
+        "target has one (the canonical 0x7F for E4M3, 0x7E / 0x7F for E5M2 by qref's NaN code); FP4/FP6 targets "
+        "have none (their NaN result is not defined by the document: qref's flipped-sign zero).",
+        CastPolicy(overflow="saturate"),
+        sources=("NVIDIA PTX ISA 8.7 §9.7.9.21 cvt (.satfinite, .e4m3x2, .e5m2x2, .e2m1x2, .e2m3x2, .e3m2x2)",),
+        status="modelled",
+        evidence=("tests/test_conversion_profiles.py: the documented rules on boundary inputs; no GPU here to "
+                  "capture device vectors",),
+    ),
+    *(Profile(
+        f"ptx_cvt_{mode}_ue8m0", "element", f"PTX cvt.{mode}.satfinite.ue8m0x2.f32 (sm_100+)",
+        f"The E8M0 byte of a float32: rounded {what} to a power of two, saturating at 2^127 (byte 254); NaN gives "
+        "0xFF; values below 2^-127 give byte 0 (.satfinite keeps the result finite).",
+        CastPolicy(rounding=rnd, overflow="saturate"),
+        sources=("NVIDIA PTX ISA 8.7 §9.7.9.21 cvt (.ue8m0x2 with .rz / .rp, .satfinite)",),
+        status="modelled",
+        evidence=("tests/test_conversion_profiles.py: the documented rules on powers of two +-1 ulp, the "
+                  "range ends and NaN; no GPU here",),
+    ) for mode, what, rnd in (("rz", "toward zero", "toward_zero"), ("rp", "up", "up"))),
     Profile(
         "mlx", "element", "MLX 0.32 mx.to_fp8 (float8_e4m3fn)",
         "nearest_even; overflow and +-Inf saturate to +-448; NaN becomes +-448 by its sign bit.",
