@@ -246,3 +246,16 @@ def test_testing_kit_reads_typed_codes() -> None:
     assert_codes_equal(codes, np.array([-8, -1, 0, 7], np.int8), "int4")
     with pytest.raises(AssertionError):
         assert_codes_equal(codes, np.array([-8, -1, 1, 7], np.int8), "int4")
+
+
+def test_quantized_matmul_takes_typed_int4_operands_and_zero_points() -> None:
+    """MatMulInteger-style accumulation with ONNX-typed int4 / uint4 matrices and zero points (uniform.md §1
+    (C9)): the same accumulator as the plain integers, which an int64 product gives independently."""
+    from qref.recipes.qmatmul import int_accumulate
+
+    rng = np.random.default_rng(7)
+    a, b = rng.integers(0, 16, (3, 5)), rng.integers(-8, 8, (5, 4))
+    za, zb = rng.integers(0, 16, 3), rng.integers(-8, 8, 4)
+    acc, _ = int_accumulate(a.astype(ml_dtypes.uint4), b.astype(ml_dtypes.int4), za.astype(ml_dtypes.uint4),
+                            zb.astype(ml_dtypes.int4), a_storage="uint4", b_storage="int4")
+    assert np.array_equal(acc, (a - za[:, None]) @ (b - zb[None, :]))
