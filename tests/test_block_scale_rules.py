@@ -157,3 +157,17 @@ def test_transformer_engine_nvfp4_outer_scale_per_group(profile: str, group: int
     p = q.codes.astype(np.uint8).view(ml_dtypes.float4_e2m1fn).astype(f32).reshape(6, 8, 16)
     fs = ((d * g).astype(f32) * f32(1 / 2688)).astype(f32)
     assert np.array_equal(back.view(np.uint32), (p * fs[..., None]).astype(f32).reshape(6, 128).view(np.uint32))
+
+
+def test_nvfp4_ue5m3_dequantize_is_exact() -> None:
+    """ocp dequantize of every E2M1 code under every finite UE5M3 scale: value(P) * value(S), rounded once to
+    float32 (block.md §5.4), from the Fraction tables written here."""
+    ue5 = _ue5m3_values()
+    e2m1 = [Fraction(v) for v in (0, 0.5, 1, 1.5, 2, 3, 4, 6)]
+    sch = qref.scheme("nvfp4_ue5m3", profile="ocp")
+    codes = np.tile(np.arange(16, dtype=np.uint8), (255, 1))
+    scales = np.arange(255, dtype=np.uint8).reshape(255, 1)
+    got = sch.dequantize(qref.QArray(codes=codes, scheme=sch, scales=scales, axis=1), np.float32)
+    mag = np.array([[float(e2m1[c & 7] * ue5[s]) for c in range(16)] for s in range(255)], np.float32)
+    want = np.where(np.arange(16) & 8, -mag, mag).astype(np.float32)  # -0 for the negative zero code
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))

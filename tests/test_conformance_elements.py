@@ -154,7 +154,8 @@ def oracle_codes(case: Case, pol: dict, idx: np.ndarray) -> list[int]:
             out.append(int_code(xv, fmt, pol, r))
         else:
             out.append(oracle.oracle_encode(grid_of(_record_key(fmt)), xv, pol["rounding"], pol["overflow"],
-                                            pol["nan"], pol["subnormals"], r, pol["stochastic_bits"]))
+                                            pol["nan"], pol["subnormals"], r, pol["stochastic_bits"],
+                                            unsigned_negative=pol.get("unsigned_negative", "zero")))
     return out
 
 
