@@ -157,8 +157,9 @@ def round_magnitude(s: Spec, a: Fraction, negative: bool, mode: str, rbits: int 
 
 def oracle_encode(grid: Grid, x, mode: str = "nearest_even", overflow: str | None = None, nan: str | None = None,
                   subnormals: str = "keep", rbits: int | None = None, nbits: int | None = None,
-                  prepared=None) -> int:
-    """Code of x (a Fraction, or float nan/inf, or the string '-0') under the policy (elements.md §2.4-2.7)."""
+                  prepared=None, unsigned_negative: str = "zero") -> int:
+    """Code of x (a Fraction, or float nan/inf, or the string '-0') under the policy (elements.md §2.4-2.7);
+    unsigned_negative: what a negative nonzero value or -Inf gives in an unsigned format ("zero" or "nan")."""
     s = grid.s
     sign_bit = 1 << (s.K - 1) if s.signed else 0
     has_nan, has_inf = bool(grid.nan_codes), bool(grid.inf_codes)
@@ -204,7 +205,7 @@ def oracle_encode(grid: Grid, x, mode: str = "nearest_even", overflow: str | Non
     if isinstance(x, float) and math.isinf(x):
         neg = x < 0
         if neg and not s.signed:
-            return 0 if s.zero else nan_code(False)
+            return 0 if s.zero and unsigned_negative == "zero" else nan_code(False)
         if overflow == "nan":
             return nan_code(neg)
         if overflow == "saturate" or not has_inf:
@@ -215,7 +216,7 @@ def oracle_encode(grid: Grid, x, mode: str = "nearest_even", overflow: str | Non
         return zero_code(neg and s.signed)
     neg = x < 0
     if neg and not s.signed:
-        return 0 if s.zero else nan_code(False)
+        return 0 if s.zero and unsigned_negative == "zero" else nan_code(False)
     r = round_magnitude(s, abs(x), neg, mode, rbits, nbits, prepared)
     if r > grid.max:
         if overflow == "nan":

@@ -416,7 +416,9 @@ def test_block_profile_records_are_typed_and_name_mechanisms() -> None:
                 assert not set(v.split("_")) & SYSTEM_WORDS, (key, v)
         for kind, name in (("mx", "mxfp8_e4m3"), ("float_scale", "nvfp4"), ("affine", "mlx_affine")):
             if rules.kind(kind) is not None:  # every profile with MX rules offers E4M3, with float rules NVFP4
-                assert qref.scheme(name, profile=prof.name).kind == kind
+                k = (rules.support(kind).block_sizes or (None,))[0]  # a system's own block size (DeepSeek: 128)
+                kw = {"block_size": k} if k is not None and kind != "affine" else {}
+                assert qref.scheme(name, profile=prof.name, **kw).kind == kind
         if prof.status in ("verified", "peer_vectors"):
             tests = [w for e in prof.evidence for w in e.replace(",", " ").split() if w.startswith("tests/")]
             assert tests and all((root / t.rstrip(":")).exists() for t in tests), (key, tests)

@@ -154,7 +154,8 @@ def oracle_codes(case: Case, pol: dict, idx: np.ndarray) -> list[int]:
             out.append(int_code(xv, fmt, pol, r))
         else:
             out.append(oracle.oracle_encode(grid_of(_record_key(fmt)), xv, pol["rounding"], pol["overflow"],
-                                            pol["nan"], pol["subnormals"], r, pol["stochastic_bits"]))
+                                            pol["nan"], pol["subnormals"], r, pol["stochastic_bits"],
+                                            unsigned_negative=pol.get("unsigned_negative", "zero")))
     return out
 
 
@@ -235,8 +236,8 @@ def test_coverage(cases):
     for c in cases:
         assert c.spec and all(s.startswith("elements.md §") for s in c.spec)
         if c.operation != "decode":
-            assert set(c.policy) - {"int_cast"} == {"rounding", "overflow", "nan", "subnormals", "input_subnormals",
-                                                    "source", "stochastic_bits"}
+            assert set(c.policy) - {"int_cast", "unsigned_negative"} == {
+                "rounding", "overflow", "nan", "subnormals", "input_subnormals", "source", "stochastic_bits"}
             assert c.policy["overflow"] and c.policy["nan"]
 
 

@@ -103,6 +103,8 @@ def policy_record(policy: CastPolicy | ResolvedPolicy, fmt: Format | str) -> dic
            "input_subnormals": p.input_subnormals, "source": p.source, "stochastic_bits": p.stochastic_bits}
     if p.int_cast != "direct":  # recorded only when it is not the default, so other records stay as they were
         rec["int_cast"] = p.int_cast
+    if p.unsigned_negative != "zero":  # likewise (elements.md §2.4 C7)
+        rec["unsigned_negative"] = p.unsigned_negative
     return rec
 
 

@@ -71,6 +71,8 @@ _POLICY = {
         "stochastic_bits": {"type": ["integer", "null"], "minimum": 1},
         "int_cast": {"type": "string", "description": "integer storage only, recorded when not 'direct' "
                                                       "(elements.md §2.9)"},
+        "unsigned_negative": {"enum": ["zero", "nan"], "description": "unsigned formats, recorded when not "
+                                                                     "'zero' (elements.md §2.4)"},
     },
 }
 _CASE = {

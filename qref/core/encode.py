@@ -93,7 +93,8 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
             val = np.where(is_nan_result, ovf_code, np.where(keep_sign, sign | mag, mag))
         else:
             below = ex.neg  # negative inputs: P3109 clamps unsigned formats at 0; without zero -> NaN
-            val = np.where(below, U64(0) if fmt.zero else nan_code, mag)
+            neg_code = U64(0) if fmt.zero and pol.unsigned_negative == "zero" else nan_code
+            val = np.where(below, neg_code, mag)
         out = np.where(fin, val, out)
 
     # -- zeros -------------------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
         else:
             ival = mag_i
         if not fmt.signed:  # -Inf is below an unsigned range: 0 (P3109 clamps at 0), NaN without zero
-            ival = np.where(ex.neg, U64(0) if fmt.zero else nan_code, ival)
+            ival = np.where(ex.neg, U64(0) if fmt.zero and pol.unsigned_negative == "zero" else nan_code, ival)
         out = np.where(inf, ival, out)
 
     # -- NaN -----------------------------------------------------------------------------------------------

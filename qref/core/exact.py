@@ -146,6 +146,36 @@ def source_kind(x: np.ndarray) -> str:
     )
 
 
+def ml_integer(dt: np.dtype) -> bool:
+    """True for ml_dtypes' sub-byte integer dtypes (int2, int4, uint2, uint4: numpy kind 'V', one byte each)."""
+    if dt.kind != "V" or dt.itemsize != 1:
+        return False
+    try:
+        ml_dtypes.iinfo(dt)
+    except (ValueError, TypeError, KeyError):
+        return False
+    return True
+
+
+def plain_integers(a: np.ndarray) -> np.ndarray:
+    """An ml_dtypes sub-byte integer array (int2/int4/uint2/uint4, as ONNX hands them out) as the int8 / uint8
+    array of the same values (schemes.md §1); any other array as it is."""
+    if ml_integer(a.dtype):
+        return a.astype(np.int8 if ml_dtypes.iinfo(a.dtype).min < 0 else np.uint8)
+    return a
+
+
+def typed_numbers(a: np.ndarray) -> np.ndarray:
+    """The values of a typed array as plain numpy numbers (schemes.md §1): ml_dtypes' sub-byte integers as
+    int8/uint8, ml_dtypes' floats (float8_*, float6_*, float4_e2m1fn, float8_e8m0fnu, bfloat16) as float64
+    (each exact there); numpy's own dtypes as they are."""
+    if ml_integer(a.dtype):
+        return plain_integers(a)
+    if _is_ml_float(a.dtype):
+        return a.astype(np.float64)
+    return a
+
+
 def _is_ml_float(dt: np.dtype) -> bool:
     try:
         ml_dtypes.finfo(dt)
@@ -163,6 +193,7 @@ def as_source_array(x: object) -> np.ndarray:
         arr = np.asarray(x)
     except Exception as exc:  # pragma: no cover - numpy raises various types
         raise QrefError(f"cannot read the input as an array: {exc}") from exc
+    arr = plain_integers(arr)  # ml_dtypes int2/int4/uint2/uint4: their values as int8/uint8
     if arr.dtype.kind in "fiu" and not arr.dtype.isnative:  # '>f4' on a little-endian machine: same values
         arr = arr.astype(arr.dtype.newbyteorder("="))
     if arr.dtype.kind == "O" and not all(_is_rational(v) for v in arr.reshape(-1)):

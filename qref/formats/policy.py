@@ -36,6 +36,7 @@ SUBNORMAL_POLICIES = ("keep", "flush")
 INPUT_SUBNORMAL_POLICIES = ("keep", "zero")
 NAN_POLICIES = ("keep_sign", "positive", "flipped_sign_zero", "zero", "max", "error")
 SOURCE_POLICIES = ("exact", "via_float32")
+UNSIGNED_NEGATIVE = ("zero", "nan")  # what a negative nonzero value or -Inf becomes in an unsigned format
 INT_CASTS = (
     "direct",                 # the policies act on the exact value (elements.md §2.9)
     "via_int32_x86",          # x86-64 cvtt to int32 first: NaN, +-Inf, |trunc x| >= 2^31 -> 0x80000000; then overflow
@@ -63,6 +64,8 @@ class CastPolicy:
     source: "exact" (the input's exact value is rounded once) or "via_float32" (float64 inputs are first
         rounded to float32 by nearest_even, as ml_dtypes does for float formats; integers are converted directly).
     stochastic_bits: N, the number of random bits per element for the stochastic modes.
+    unsigned_negative: unsigned formats only: a negative nonzero value or -Inf becomes "zero" ([P3109] clamps at
+        0; NaN in a format without zero) or "nan" (the NaN code, as ml_dtypes 0.7's float8_e5m3fnu).
     int_cast: integer storage only: "direct" (default) or the C conversion through int32 on x86-64
         ("via_int32_x86", "via_int32_x86_checked"; elements.md §2.9): rounding must be "toward_zero"; NaN,
         +-Inf and values outside int32 give the int32 indefinite value 0x80000000 before the overflow policy.
@@ -76,6 +79,7 @@ class CastPolicy:
     source: str = "exact"
     stochastic_bits: int | None = None
     int_cast: str = "direct"
+    unsigned_negative: str = "zero"
 
     def __post_init__(self) -> None:
         check_choice("rounding mode", self.rounding, ROUNDING_MODES)
@@ -87,6 +91,7 @@ class CastPolicy:
         check_choice("input subnormal policy", self.input_subnormals, INPUT_SUBNORMAL_POLICIES)
         check_choice("source policy", self.source, SOURCE_POLICIES)
         check_choice("integer cast", self.int_cast, INT_CASTS)
+        check_choice("unsigned negative policy", self.unsigned_negative, UNSIGNED_NEGATIVE)
         if self.int_cast != "direct" and self.rounding != "toward_zero":
             raise QrefError(f"int_cast={self.int_cast!r} is a truncating C conversion; it needs "
                             f"rounding='toward_zero', got {self.rounding!r}")
@@ -133,6 +138,9 @@ class CastPolicy:
         if self.rounding == "exponent_carry" and (fmt.mantissa_bits != 0 or fmt.zero):
             raise QrefError(f"rounding='exponent_carry' is the float32-bit rule of exponent-only formats "
                             f"(float8_e8m0fnu); {fmt.name} has a significand or a zero")
+        if self.unsigned_negative == "nan" and (fmt.signed or not fmt.has_nan):
+            raise QrefError(f"unsigned_negative='nan' is for unsigned formats with a NaN code; {fmt.name} is "
+                            + ("signed" if fmt.signed else "without NaN"))
         if overflow == "nan" and not fmt.has_nan:
             raise QrefError(f"overflow='nan' but {fmt.name} has no NaN; use 'saturate'")
         nan = self.nan or ("keep_sign" if fmt.has_nan else "flipped_sign_zero")

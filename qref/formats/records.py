@@ -401,6 +401,8 @@ Format = Union[FloatFormat, IntFormat]  # noqa: UP007 (a runtime alias, valid on
 _OCP_FP8 = "OCP 8-bit Floating Point Specification (OFP8) v1.0"
 _OCP_MX = "OCP Microscaling Formats (MX) v1.0 §5"
 _ML_DTYPES = "ml_dtypes 0.6.0 / LLVM APFloat"
+_GAUDI = ("Intel Gaudi 2 FP8 (Habana SynapseAI / Intel Gaudi software documentation: E4M3 with exponent bias 3, 7, "
+          "11 or 15, IEEE-style Inf and NaN in the top binade; max 240 at bias 7)")
 
 
 # The float types each ecosystem defines (numpy dtypes, ml_dtypes 0.7 types, MLIR builtin float types, ONNX
@@ -409,7 +411,7 @@ _FLOAT_ECOSYSTEMS = {
     "numpy": ("float16", "float32", "float64"),
     "ml_dtypes": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
                   "float8_e4m3", "float8_e3m4", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float8_e8m0fnu",
-                  "bfloat16"),
+                  "bfloat16", "float8_e5m3fnu"),
     "mlir": ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float8_e4m3",
              "float8_e3m4", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float8_e8m0fnu", "float16", "bfloat16",
              "tfloat32", "float32", "float64"),
@@ -450,6 +452,16 @@ _BUILTIN: tuple[Format, ...] = (
                 source=_OCP_MX + " (FP4 E2M1)"),
     FloatFormat("float8_e8m0fnu", 8, 0, 127, signed=False, subnormals=False, zero=False, nan="all_ones",
                 inf="none", aliases=("f8E8M0FNU", "e8m0"), source=_OCP_MX + ".4.1 (E8M0 scale)"),
+    # unsigned scale formats: codes are the low 7 / 8 bits (UE4M3: the byte's bit 7, a sign bit, is zero)
+    FloatFormat("float7_e4m3fnu", 4, 3, 7, signed=False, nan="all_ones", inf="none", aliases=("ue4m3",),
+                source="NVIDIA PTX ISA 8.7+ §9.7.16 (block-scaled mma/tcgen05: .ue4m3 scale factors of NVFP4, the "
+                       "E4M3 encoding with sign bit 0); OCP OFP8 v1.0 E4M3 value rules"),
+    FloatFormat("float8_e5m3fnu", 5, 3, 15, signed=False, nan="all_ones", inf="none", aliases=("ue5m3",),
+                source="NVIDIA CUDA 13.4 (preview) UE5M3 scale type: unsigned E5M3, bias 15, no Inf, NaN only 0xFF, "
+                       "max 114688; ml_dtypes 0.7 float8_e5m3fnu"),
+    # Intel Gaudi 2 FP8 E4M3 with a selectable exponent bias (bias 7 is float8_e4m3); IEEE-style specials
+    *(FloatFormat(f"float8_e4m3b{b}", 4, 3, b, aliases=(f"f8E4M3B{b}", f"gaudi_e4m3_bias{b}"),
+                  source=_GAUDI + f" (E4M3, exponent bias {b})") for b in (3, 11, 15)),
     FloatFormat("float16", 5, 10, 15, aliases=("f16", "half", "binary16"), source="IEEE 754 binary16"),
     FloatFormat("bfloat16", 8, 7, 127, aliases=("bf16",), source="bfloat16 (Google Brain)"),
     FloatFormat("tfloat32", 8, 10, 127, aliases=("tf32",), source="NVIDIA TensorFloat-32 (19 bits)"),

@@ -1,4 +1,4 @@
-"""Packing codes into real storage layouts, and back (spec: docs/spec/block.md §9).
+"""Packing codes into real storage layouts, and back (spec: docs/spec/block.md §9, §9.1).
 
 Codes are unsigned integers of ``bits`` bits (two's complement bit patterns for signed storage). Layouts pack
 along one axis (default the last), each row on its own:
@@ -21,6 +21,17 @@ ocp_mx_block       per MX block: the E8M0 scale byte, then the block's codes as 
 
 A row whose bit count is not a multiple of the container (8 bits, or 32 for mlx) is padded with zero bits;
 ``unpack`` takes ``count`` (codes per row) to drop them (default: as many whole codes as the row holds).
+
+Layouts of whole 2-D arrays (block.md §9.1), not of one axis:
+
+swizzled_128x4     block-scale bytes (rows x cols: one row per output row, one column per K block) as cuBLAS /
+                   cuDNN read them for MX and NVFP4: padded with zeros to a multiple of 128 rows and 4 columns,
+                   cut into 128 x 4 tiles stored row-tile-major (tile (i, j) at 512 (i * ceil(cols/4) + j)); in a
+                   tile, element (r, c) at byte 16 (r mod 32) + 4 (r // 32) + c. Flat uint8.
+fp6_x4             6-bit codes, four in three bytes: the 24-bit little-endian word c0 | c1 << 6 | c2 << 12 |
+                   c3 << 18 (= lsb_first with b = 6; AMD CDNA4 packs 32 FP6 in six dwords this way).
+trainium_mx_8x4    a (P, F) array as the groups of 32 that share one MX scale on AWS Trainium 3 (8 partitions x 4
+                   elements): (P / 8, F / 4, 32), element 4 (p mod 8) + (f mod 4) of group (p // 8, f // 4).
 """
 
 from __future__ import annotations
@@ -32,7 +43,56 @@ import numpy as np
 from ..errors import QrefError, check_choice
 from ..schemes.base import QArray, normalize_axis
 
-LAYOUTS = ("mlx", "lsb_first", "msb_first", "nibble_low_first", "nibble_high_first", "ocp_mx_block")
+LAYOUTS = ("mlx", "lsb_first", "msb_first", "nibble_low_first", "nibble_high_first", "ocp_mx_block",
+           "swizzled_128x4", "fp6_x4", "trainium_mx_8x4")
+_TILED = ("swizzled_128x4", "trainium_mx_8x4")
+
+
+def _matrix(a: np.ndarray, layout: str) -> np.ndarray:
+    if a.ndim != 2:
+        raise QrefError(f"{layout} lays out a 2-D array (rows, cols), got shape {a.shape}")
+    return a
+
+
+def _swizzle_index(rows: int, cols: int) -> np.ndarray:
+    """Flat position in the swizzled_128x4 layout of each element of a (rows, cols) array padded to (128, 4)
+    multiples (block.md §9.1): tile-major, then 16 (r mod 32) + 4 (r // 32) + c inside a tile."""
+    r = np.arange(rows)[:, None]
+    c = np.arange(cols)[None, :]
+    tiles_c = cols // 4
+    tile = (r // 128) * tiles_c + c // 4
+    return tile * 512 + 16 * (r % 32) + 4 * ((r % 128) // 32) + c % 4
+
+
+def _pack_tiled(c: np.ndarray, layout: str) -> np.ndarray:
+    c = _matrix(c, layout)
+    rows, cols = c.shape
+    if layout == "swizzled_128x4":
+        pr, pc = -(-rows // 128) * 128, -(-cols // 4) * 4
+        full = np.zeros((pr, pc), dtype=c.dtype)
+        full[:rows, :cols] = c
+        out = np.zeros(pr * pc, dtype=c.dtype)
+        out[_swizzle_index(pr, pc)] = full
+        return out
+    if rows % 8 or cols % 4:
+        raise QrefError(f"trainium_mx_8x4 needs rows a multiple of 8 and columns a multiple of 4, got {c.shape}")
+    return c.reshape(rows // 8, 8, cols // 4, 4).transpose(0, 2, 1, 3).reshape(rows // 8, cols // 4, 32)
+
+
+def _unpack_tiled(a: np.ndarray, layout: str, shape: tuple[int, int] | None) -> np.ndarray:
+    if layout == "swizzled_128x4":
+        if shape is None or len(shape) != 2:
+            raise QrefError("unpack(..., 'swizzled_128x4') needs shape=(rows, cols) of the scale array")
+        rows, cols = int(shape[0]), int(shape[1])
+        pr, pc = -(-rows // 128) * 128, -(-cols // 4) * 4
+        if a.ndim != 1 or a.size != pr * pc:
+            raise QrefError(f"a swizzled_128x4 array of {rows} x {cols} scales is flat with {pr * pc} bytes, got "
+                            f"shape {a.shape}")
+        return a[_swizzle_index(pr, pc)][:rows, :cols]
+    if a.ndim != 3 or a.shape[-1] != 32:
+        raise QrefError(f"trainium_mx_8x4 groups have shape (P / 8, F / 4, 32), got {a.shape}")
+    g0, g1, _ = a.shape
+    return a.reshape(g0, g1, 8, 4).transpose(0, 2, 1, 3).reshape(g0 * 8, g1 * 4)
 
 
 def _bits_of(q: QArray) -> int:
@@ -102,6 +162,10 @@ def pack(data: QArray | np.ndarray, layout: str, *, bits: int | None = None, axi
         b = _bits_of(data) if bits is None else bits
         ax = (data.axis if data.axis is not None else -1) if axis is None else axis
         codes = data.codes
+        if layout == "swizzled_128x4":  # the block scales, as stored bytes
+            if data.scales is None or np.asarray(data.scales).dtype.kind not in "iu":
+                raise QrefError("swizzled_128x4 lays out scale bytes; this QArray has no integer scale codes")
+            codes, b = data.scales, 8
         if layout == "ocp_mx_block":
             sf = getattr(data.scheme, "scale_format", None)
             if data.scales is None or sf is None or getattr(sf, "name", "") != "float8_e8m0fnu":
@@ -117,6 +181,12 @@ def pack(data: QArray | np.ndarray, layout: str, *, bits: int | None = None, axi
     c = _as_codes(codes, b)
     if c.ndim == 0:
         raise QrefError("pack needs at least one dimension")
+    if layout in _TILED:
+        return _pack_tiled(c, layout).astype(np.uint8 if b <= 8 else np.uint16 if b <= 16 else np.uint32)
+    if layout == "fp6_x4":
+        if b != 6:
+            raise QrefError(f"fp6_x4 packs 6-bit codes, got bits={b}")
+        layout = "lsb_first"
     ax = normalize_axis(ax, c.ndim)
     c = np.moveaxis(c, ax, -1)
     if layout in ("nibble_low_first", "nibble_high_first") and b != 4:
@@ -148,11 +218,19 @@ def pack(data: QArray | np.ndarray, layout: str, *, bits: int | None = None, axi
 
 
 def unpack(packed: object, layout: str, *, bits: int, count: int | None = None, axis: int = -1,
-           block_size: int | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+           block_size: int | None = None, shape: tuple[int, int] | None = None
+           ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Inverse of ``pack``: codes (uint8/16/32) with ``count`` codes per row along ``axis`` (default: every whole
-    code the row holds). For "ocp_mx_block" pass block_size and get (codes, scale bytes)."""
+    code the row holds). For "ocp_mx_block" pass block_size and get (codes, scale bytes); for "swizzled_128x4"
+    pass shape=(rows, cols) of the scale array."""
     check_choice("packing layout", layout, LAYOUTS)
     arr = _asarray(packed, "packed")
+    if layout in _TILED:
+        return _unpack_tiled(arr, layout, shape)
+    if layout == "fp6_x4":
+        if bits != 6:
+            raise QrefError(f"fp6_x4 holds 6-bit codes, got bits={bits}")
+        layout = "lsb_first"
     count = _count(count, "count")
     block_size = _count(block_size, "block_size")
     if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 32:

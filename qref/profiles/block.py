@@ -62,6 +62,7 @@ class MXRules(_ScaledElementRules):
     nonfinite_block: str = "nan_scale"
     byte0_divisor: str = "exact"
     flush_subnormal_blocks: bool = False
+    amax_floor: float = 0.0
     divisor_out_of_range: str = "divide"
     element_exponent: str = "exact"
     round_arith: str = "exact"
@@ -74,6 +75,7 @@ class FloatScaleRules(_ScaledElementRules):
 
     global_scale_rule: str = "exact"
     amax_nan: str = "propagate"
+    global_scale_granularity: str = "tensor"
 
 
 @dataclass(frozen=True)
@@ -341,5 +343,71 @@ PROFILES = (
     ),
 )
 
-for _p in PROFILES:
+# scale rules of 2025-26 hardware and libraries, modelled from their documents (block.md §4.2, §8)
+PROFILES_2026 = (
+    Profile(
+        "trainium3", "block", "AWS Trainium 3 NKI nki.isa.quantize_mx (MXFP8 / MXFP4)",
+        "A block scale twice the OCP sample algorithm's: e = floor(log2 amax) - emax + 1 (scale_rule "
+        "'floor_plus_one'), so no element needs the saturating clamp; blocks of 32 = 8 partitions x 4 elements "
+        "(qref.pack layout 'trainium_mx_8x4'). Zero, tiny, huge and non-finite blocks as 'ocp' (the document does "
+        "not say: marked unspecified).",
+        CastPolicy(overflow="saturate"),
+        rules=BlockRules(mx=MXRules(scale_rule="floor_plus_one"),
+                         mx_support=Support(elements=("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"),
+                                            block_sizes=(32,))),
+        sources=("AWS Neuron documentation: NKI ISA nki.isa.quantize_mx (Trainium 3), MX quantization",),
+        status="modelled",
+        evidence=("modelled from the document; no Trainium device here. tests/test_block_scale_rules.py checks the "
+                  "rule against an exact oracle written from the description",),
+    ),
+    Profile(
+        "gfx950", "block", "AMD CDNA4 (gfx950) v_cvt_scalef32_* with a float32 scale from fl32(amax / M)",
+        "The scaled conversions read only the exponent field of their float32 scale operand: a scale computed "
+        "as r = fl32(amax / M) acts as 2^(exponent field of r - 127) (scale_rule 'float32_exponent_field'), the "
+        "mantissa dropped; elements fl32(x / 2^e) saturate (they can reach 2 M). A zero or subnormal r reads as "
+        "2^-127 (exponent field 0).",
+        CastPolicy(overflow="saturate"),
+        rules=BlockRules(mx=MXRules(scale_rule="float32_exponent_field", compute_dtype="float32",
+                                    scale_range="clamp"),
+                         mx_support=Support(elements=_FP_ELEMENTS, block_sizes=(32,))),
+        sources=("AMD Instinct CDNA4 ISA reference (gfx950): V_CVT_SCALEF32_PK_FP8_F32, V_CVT_SCALEF32_PK_FP4_F32 "
+                 "and the other V_CVT_SCALEF32_* (the scale operand's exponent only)",),
+        status="modelled",
+        evidence=("modelled from the ISA document; no gfx950 here. tests/test_block_scale_rules.py checks the rule "
+                  "against an oracle on the float32 bits",),
+    ),
+    Profile(
+        "deepseek_ue8m0", "block", "DeepSeek-V3.1 act_quant with scale_fmt='ue8m0' (1 x 128 blocks, E4M3 elements)",
+        "amax = max(amax, fl32(1e-4)) (amax_floor), s = fl32(amax / 448), e = ceil(fl32(log2 s)) "
+        "(scale_rule 'rceil_log2_float32'), y = fl32(x / 2^e), E4M3 by nearest even, saturating; the UE8M0 byte "
+        "e + 127. A zero block takes the floor's scale 2^-22.",
+        CastPolicy(overflow="saturate"),
+        rules=BlockRules(mx=MXRules(scale_rule="rceil_log2_float32", compute_dtype="float32", amax_floor=1e-4,
+                                    scale_range="clamp", pad="error", unspecified_open_cases=False),
+                         mx_support=Support(elements=("float8_e4m3fn",), block_sizes=(128,))),
+        sources=("deepseek-ai/DeepSeek-V3 inference/kernel.py act_quant_kernel (scale_fmt 'ue8m0'; V3.1)",
+                 "qref.recipes.multiplier.DEEPSEEK_V3_1 (the same cast as a recipe, recipes.md §12.2)"),
+        status="modelled",
+        evidence=("tests/test_block_scale_rules.py against an oracle written from the kernel's steps (float32 "
+                  "numpy and ml_dtypes' E4M3 cast)",),
+    ),
+    *(Profile(
+        f"transformer_engine_nvfp4_{tag}", "block",
+        f"TransformerEngine NVFP4 with the outer (second-level) scale per {what}",
+        f"As 'nvidia' (amax_encode_reciprocal: S_enc = fl32(M S / g), s = e4m3(fl32(amax * fl32(S_enc / M))), "
+        f"y = fl32(x * fl32(1 / fl32(s / S_enc)))) with g the amax of each {what} instead of the tensor's "
+        f"(global_scale_granularity '{gran}'); the QArray's global_scale holds g per block.",
+        CastPolicy(overflow="saturate"),
+        rules=BlockRules(float_scale=FloatScaleRules(global_scale_rule="amax_encode_reciprocal", amax_nan="skip",
+                                                     compute_dtype="float32", pad="error",
+                                                     unspecified_open_cases=False, global_scale_granularity=gran),
+                         float_scale_support=_NVFP4),
+        sources=(f"TransformerEngine NVFP4 recipe: outer scales per {what} (NVFP4BlockScaling options, "
+                 "core_nvfp4.cuh)",),
+        status="modelled",
+        evidence=("tests/test_block_scale_rules.py against the §5.2 formulas evaluated per group in the test",),
+    ) for tag, what, gran in (("per_token", "row (token)", "row"), ("1x64", "1 x 64 tile", "tile_64"))),
+)
+
+for _p in PROFILES + PROFILES_2026:
     register_profile(_p, replace=True)

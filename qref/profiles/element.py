@@ -44,7 +44,7 @@ PROFILES = (
         "too); integer storage from an ml_dtypes type (bfloat16, float8...) or into int2/int4/uint2/uint4 "
         "truncates and gives 0 for NaN, +-Inf and values outside the storage range; numpy's own casts (float16/"
         "32/64 into int8..int32) stay the C cast through int32 on x86-64 (truncate, wrap); everything else as "
-        "'spec'.",
+        "'spec'; float8_e5m3fnu (UE5M3) gives NaN for negative nonzero values and -Inf.",
         CastPolicy(),
         sources=("ml_dtypes 0.7.0 include/ml_dtypes/float8.h, intn.h", "checked against ml_dtypes 0.7.0"),
         package="ml_dtypes", versions=">=0.7,<0.8", version="0.7", status="verified",
@@ -53,6 +53,7 @@ PROFILES = (
                   "per format, float64 near ties, integer storage edges: 0 mismatches",),
         cast_rules=(
             CastRule(CastPolicy(rounding="nearest_away"), target="float_without_zero"),
+            CastRule(CastPolicy(unsigned_negative="nan"), target="float8_e5m3fnu"),
             CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer_sub_byte"),
             CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer", source="extension"),
             CastRule(_C_CAST, target="integer"),
@@ -64,6 +65,63 @@ PROFILES = (
         CastPolicy(overflow="saturate"),
         sources=("OCP OFP8 v1.0 §5 (conversion)", "onnx/reference/ops/op_cast.py saturate_cast"), status="spec",
     ),
+    Profile(
+        "onnx", "element", "ONNX Cast / CastLike opsets 19-25, saturate=1 (onnx 1.23.2 reference)",
+        "float8 targets: nearest_even, finite overflow and +-Inf clamp to +-max, NaN stays NaN (saturate=1, the "
+        "default); float16/bfloat16/float32/float64 targets: nearest_even, +-Inf on overflow; float4e2m1: "
+        "nearest_even, overflow saturates, NaN becomes +-0 by the opposite sign (the reference's ml_dtypes "
+        "astype); float8e8m0 (round_mode='up', saturate=1): rounded up, clamped to [2^-127, 2^127], NaN and "
+        "+-Inf the NaN code; integer targets: truncation, 0 for NaN, +-Inf and out-of-range values (the "
+        "reference's ml_dtypes 0.7 astype: ONNX leaves out-of-range values undefined).",
+        CastPolicy(overflow="saturate"),
+        sources=("onnx/defs Cast-19..25 (the float8 and float8e8m0 tables)", "onnx/reference/ops/op_cast.py",
+                 "onnx/numpy_helper.py saturate_cast, to_float8e8m0"),
+        package="onnx", versions="==1.23.2", version="1.23", status="verified",
+        evidence=("tests/test_onnx_node_cases.py: every Cast / CastLike node case of onnx 1.23.2's backend "
+                  "generators against its expected output",),
+        cast_rules=(
+            CastRule(CastPolicy(), target="float16"),
+            CastRule(CastPolicy(), target="bfloat16"),
+            CastRule(CastPolicy(), target="float32"),
+            CastRule(CastPolicy(), target="float64"),
+            CastRule(CastPolicy(rounding="up", overflow="saturate"),
+                     target="float8_e8m0fnu"),
+            CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer"),
+        ),
+    ),
+    Profile(
+        "onnx_no_saturate", "element", "ONNX Cast / CastLike opsets 19-25, saturate=0 (onnx 1.23.2 reference)",
+        "As 'onnx' but float8 targets take the format's own overflow: +-Inf for E5M2, NaN for E4M3FN and the "
+        "FNUZ types (the second table of the Cast operator); float4e2m1 still saturates (no Inf or NaN).",
+        CastPolicy(),
+        sources=("onnx/defs Cast-19..25 (saturate=0 table)", "onnx/reference/ops/op_cast.py"),
+        package="onnx", versions="==1.23.2", version="1.23", status="verified",
+        evidence=("tests/test_onnx_node_cases.py: the saturate=0 Cast / CastLike node cases of onnx 1.23.2",),
+        cast_rules=(CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer"),),
+    ),
+    # conversion instructions, modelled from NVIDIA's PTX ISA (no GPU here: status "modelled"); elements.md §6.1
+    Profile(
+        "ptx_cvt_rn_satfinite", "element", "PTX cvt.rn.satfinite.{e4m3x2,e5m2x2,e2m1x2,e2m3x2,e3m2x2}.f32 (sm_89+ / "
+        "sm_100+)",
+        "Round to nearest even; .satfinite: finite overflow and +-Inf become +-max finite; NaN stays NaN where the "
+        "target has one (the canonical 0x7F for E4M3, 0x7E / 0x7F for E5M2 by qref's NaN code); FP4/FP6 targets "
+        "have none (their NaN result is not defined by the document: qref's flipped-sign zero).",
+        CastPolicy(overflow="saturate"),
+        sources=("NVIDIA PTX ISA 8.7 §9.7.9.21 cvt (.satfinite, .e4m3x2, .e5m2x2, .e2m1x2, .e2m3x2, .e3m2x2)",),
+        status="modelled",
+        evidence=("tests/test_conversion_profiles.py: the documented rules on boundary inputs; no GPU here to "
+                  "capture device vectors",),
+    ),
+    *(Profile(
+        f"ptx_cvt_{mode}_ue8m0", "element", f"PTX cvt.{mode}.satfinite.ue8m0x2.f32 (sm_100+)",
+        f"The E8M0 byte of a float32: rounded {what} to a power of two, saturating at 2^127 (byte 254); NaN gives "
+        "0xFF; values below 2^-127 give byte 0 (.satfinite keeps the result finite).",
+        CastPolicy(rounding=rnd, overflow="saturate"),
+        sources=("NVIDIA PTX ISA 8.7 §9.7.9.21 cvt (.ue8m0x2 with .rz / .rp, .satfinite)",),
+        status="modelled",
+        evidence=("tests/test_conversion_profiles.py: the documented rules on powers of two +-1 ulp, the "
+                  "range ends and NaN; no GPU here",),
+    ) for mode, what, rnd in (("rz", "toward zero", "toward_zero"), ("rp", "up", "up"))),
     Profile(
         "mlx", "element", "MLX 0.32 mx.to_fp8 (float8_e4m3fn)",
         "nearest_even; overflow and +-Inf saturate to +-448; NaN becomes +-448 by its sign bit.",

@@ -230,7 +230,11 @@ PROFILES: tuple[Profile, ...] = (
                   "and huge values, per axis, blocked (> 10,000 compared), 0 mismatches",
                   "tests/test_uniform_onnx_interop.py: the 8 onnx backend node cases with a (1,) zero point "
                   "and a scalar scale, against their expected outputs and onnxruntime 1.32 (7 of 8: onnxruntime "
-                  "has no float4e2m1 DequantizeLinear), 0 mismatches"),
+                  "has no float4e2m1 DequantizeLinear), 0 mismatches",
+                  "tests/test_onnx_node_cases.py: all 27 QuantizeLinear / DequantizeLinear node cases onnx 1.23.2 "
+                  "generates, inputs as the typed arrays onnx gives: 26 equal, 1 listed (float4e2m1 of -0: the "
+                  "reference's + zero_point makes +0, uniform.md §1 (C5)); precision, output_dtype, blocked "
+                  "axis -1, saturate 0/1, typed E8M0 / float16 / bfloat16 scales against the onnx reference"),
     ),
     Profile(
         "onnxruntime", "uniform", "onnxruntime 1.32 CPU QuantizeLinear/DequantizeLinear (int4..int16 outputs)",

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..core.arith import div, f64, fma_float32, mul, round_fractions, round_to
+from ..core.exact import plain_integers, typed_numbers
 from ..errors import QrefError, check_choice
 from ..formats import get_format
 from ..profiles import Profile, resolve_profile
@@ -104,7 +105,7 @@ def matmul_rules(profile: str | Profile | None = None, **overrides: Any) -> IntM
 
 # ---- checks (matmul.md §2) -----------------------------------------------------------------------------------
 def _int_matrix(x: object, name: str, storage: str) -> np.ndarray:
-    a = np.asarray(x)
+    a = plain_integers(np.asarray(x))  # ONNX's int4 / uint4 / int2 / uint2 typed arrays (uniform.md §1 (C9))
     if a.dtype.kind not in "iu":
         raise QrefError(f"{name} must be an integer array of {storage} values, got dtype {a.dtype}")
     if a.ndim != 2:
@@ -116,7 +117,7 @@ def _int_matrix(x: object, name: str, storage: str) -> np.ndarray:
 
 
 def _vector(x: object, name: str, length: int, axis_name: str) -> np.ndarray:
-    v = np.asarray(x)
+    v = typed_numbers(np.asarray(x))  # typed zero points and scales as ONNX gives them (uniform.md §1 (C9))
     if v.ndim == 0 or v.size == 1:
         return v.reshape(())
     if v.ndim != 1 or v.shape[0] != length:

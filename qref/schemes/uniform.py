@@ -38,7 +38,7 @@ import numpy as np
 from ..core.arith import convert, flush, fma_float32, round_fractions
 from ..core.decode import decode
 from ..core.encode import encode, stochastic_random_bits
-from ..core.exact import as_source_array
+from ..core.exact import as_source_array, ml_integer, typed_numbers
 from ..core.rounding import round_to_integer
 from ..errors import QrefError, unknown_name
 from ..formats import FloatFormat, Format, IntFormat, get_format
@@ -582,9 +582,20 @@ class UniformScheme(Scheme):
         return codes.astype(self.codes_dtype)
 
     # ---- dequantize -------------------------------------------------------------------------------------
+    def _plain_codes(self, q: QArray) -> QArray:
+        """q with codes given as ONNX types them made plain (uniform.md §1 (C9)): ml_dtypes int2/int4/uint2/uint4
+        values in the storage dtype, an array of the float storage's own ml_dtypes type viewed as its codes."""
+        c = np.asarray(q.codes)
+        if ml_integer(c.dtype):
+            return dataclasses.replace(q, codes=c.astype(self.codes_dtype))
+        if c.dtype.kind in "fV" and isinstance(self.storage, FloatFormat) and c.dtype.name == self.storage.name:
+            return dataclasses.replace(q, codes=c.view(self.codes_dtype))
+        return q
+
     def dequantize(self, q: QArray, dtype: object = None, *, _reference: bool = False) -> np.ndarray:
         """(code - z) * s (uniform.md §2.2) in the profile's dtypes, then cast to ``dtype`` (default: the
         expressed type). Values at q.unspecified positions are computed from placeholder codes."""
+        q = self._plain_codes(q)
         if not _reference:
             if self.arithmetic.simd_width and self.granularity != "per_tensor":  # the scalar loop's, everywhere
                 rem = self._loops()[1]
@@ -627,6 +638,7 @@ class UniformScheme(Scheme):
         """(values, unspecified): the mask marks results the profile leaves undefined (StableHLO spec: the
         subtraction overflows the storage type) together with q.unspecified. ``_reference=True`` broadcasts
         the scales to the codes' shape (``expand``) also where blocks divide the axes (§2.5)."""
+        q = self._plain_codes(q)
         A = self.arithmetic
         codes = np.asarray(q.codes)
         if A.simd_width:
@@ -819,14 +831,15 @@ def build_uniform(
     if scale is None:
         raise QrefError(f"a uniform scheme for {fmt.name} needs scale=<number or array>")
     try:
-        S = np.asarray(scale, dtype=np.float64)
+        S = typed_numbers(np.asarray(scale)).astype(np.float64)  # float16/bfloat16/float8/E8M0 scales (ONNX)
     except (TypeError, ValueError):
         raise QrefError(f"scale must be a positive number or an array of them, got {scale!r}") from None
     if block_size is None and axis is None and S.size == 1:
         S = S.reshape(())
     if block_size is None and axis is not None and S.ndim != 1:
         raise QrefError(f"per-axis quantization (axis={axis}) takes a 1-D scale array, got shape {S.shape}")
-    Z = np.zeros(S.shape, dtype=np.int64) if zero_point is None else np.asarray(zero_point)
+    # uniform.md §1 (C9): zero points as ONNX types them (ml_dtypes int2/int4/uint2/uint4, float8/float4 values)
+    Z = np.zeros(S.shape, dtype=np.int64) if zero_point is None else typed_numbers(np.asarray(zero_point))
     if Z.dtype.kind not in "iuf" and not (Z.dtype.kind == "O" and all(
             isinstance(v, int) and not isinstance(v, bool) for v in Z.reshape(-1))):
         raise QrefError(f"zero_point must be an integer or an integer array, got {zero_point!r}")

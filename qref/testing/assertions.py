@@ -25,7 +25,7 @@ from hypothesis.strategies import SearchStrategy
 
 from ..core.decode import exact_parts
 from ..core.encode import encode
-from ..core.exact import INF, NAN, ZERO
+from ..core.exact import INF, NAN, ZERO, plain_integers
 from ..errors import QrefError, unknown_name
 from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..formats.policy import CastPolicy
@@ -116,8 +116,10 @@ class MismatchReport:
 # inputs
 # ---------------------------------------------------------------------------------------------------------
 def _asarray(x: object, what: str) -> np.ndarray:
+    """x as an array; ml_dtypes int2/int4/uint2/uint4 (ONNX's typed codes and zero points) as int8/uint8 values
+    (uniform.md §1 (C9))."""
     try:
-        return np.asarray(x)
+        return plain_integers(np.asarray(x))
     except Exception as exc:  # pragma: no cover - depends on the foreign array type
         raise QrefError(f"{what}: cannot read it as an array ({exc})") from exc
 

@@ -234,7 +234,8 @@ def _outputs(q: QArray) -> dict[str, np.ndarray]:
     if q.biases is not None:
         out["biases"] = np.asarray(q.biases)
     if q.global_scale is not None:
-        out["global_scale"] = np.asarray(q.global_scale, dtype=np.float32).reshape(1)
+        g = np.asarray(q.global_scale, dtype=np.float32)
+        out["global_scale"] = g.reshape(1) if g.size == 1 else g  # per block: an outer scale per group (§5.2.1)
     return out
 
 
@@ -645,6 +646,41 @@ def _stochastic_block_cases() -> Iterator[Case]:
 
 AFFINE = [(b, 64) for b in (1, 2, 3, 4, 5, 6, 8)] + [(4, 32), (4, 128), (8, 32), (2, 128)]
 
+# the scale rules and scale formats of 2025-26 (block.md §4.2, §5.2.1, §8), appended after the v1 cases
+CASES_2026 = (  # (scheme name, block size, id segment, profiles)
+    ("mxfp8_e4m3", 32, "mxfp8_e4m3", ("trainium3", "gfx950")),
+    ("mxfp4", 32, "mxfp4", ("trainium3", "gfx950")),
+    ("mxfp8_e4m3", 128, "mxfp8_e4m3_k128", ("deepseek_ue8m0",)),
+    ("nvfp4_ue5m3", 16, "nvfp4_ue5m3", ("ocp", "nvidia")),
+    ("nvfp4_ue4m3", 16, "nvfp4_ue4m3", ("nvidia",)),
+    ("nvfp4", 16, "nvfp4_outer", ("transformer_engine_nvfp4_per_token", "transformer_engine_nvfp4_1x64")),
+)
+
+
+def _rows_of(x: np.ndarray, n: int) -> np.ndarray:
+    """The rows of x flattened and cut into rows of n (the tail that does not fill a row dropped)."""
+    flat = x.reshape(-1)
+    return np.ascontiguousarray(flat[: flat.size // n * n].reshape(-1, n))
+
+
+def _scale_rule_cases_2026(full: bool) -> Iterator[Case]:
+    """float32 cases of the 2025-26 rules: each profile alone (its own candidate list), the MX categories of
+    §4 (rows of 128 for the per-row and 1 x 64 outer scales), and the dequantize sets."""
+    for name, k, seg, profs in CASES_2026:
+        cands = [(p, sch) for p in profs if isinstance(sch := scheme(name, profile=p, block_size=k), BlockScheme)]
+        ref = cands[0][1]
+        prefix = f"{FAMILY}/{seg}/f32"
+        cats = _mx_categories(ref, "float32", prefix, full)
+        xs = {c: _cast(v, "float32") for c, v in cats.items()}
+        if ref.global_scale_granularity != "tensor":
+            xs = {c: _rows_of(v, 128) for c, v in xs.items() if v.size >= 128}
+        for cat, x in xs.items():
+            yield from _quantize_cases(prefix, cat, x, cands)
+        allx = np.concatenate([v.reshape(-1, 128 if ref.global_scale_granularity != "tensor" else k)
+                               for v in xs.values()])
+        if ref.global_scale_granularity == "tensor":
+            yield from _dequantize_cases(prefix, cands, allx, "float32")
+
 
 def build_cases(full: bool) -> Iterator[Case]:
     """Every block case (module docstring); ``full`` adds 4096 random blocks per category."""
@@ -661,6 +697,7 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from _pack_cases()
     yield from _tile_cases()
     yield from _stochastic_block_cases()
+    yield from _scale_rule_cases_2026(full)
 
 
 __all__ = ["build_cases"]

@@ -39,7 +39,7 @@ import numpy as np
 from ...core.decode import decode
 from ...core.encode import encode
 from ...errors import QrefError
-from ...formats import FloatFormat, Format, IntFormat, formats, get_format
+from ...formats import FloatFormat, Format, IntFormat, get_format
 from ...formats.policy import NAN_POLICIES, CastPolicy
 from ...profiles import profiles
 from .. import random as qrandom
@@ -47,9 +47,10 @@ from ..case import Case, policy_record
 
 FAMILY = "elements"
 
-# the float types of at most 16 bits that numpy or ml_dtypes define, in registry order
-MAIN = tuple(n for n in formats if isinstance(f := get_format(n), FloatFormat) and f.bits <= 16
-             and {"numpy", "ml_dtypes"} & set(f.ecosystems))
+# the float types of at most 16 bits that numpy or ml_dtypes define, in registry order, as the v1 cases were
+# generated (a format registered later, such as float8_e5m3fnu, gets cases in an appended function)
+MAIN = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float8_e4m3",
+        "float8_e3m4", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float8_e8m0fnu", "float16", "bfloat16")
 P3109 = ("binary8p1se", "binary8p3se", "binary8p5sf", "binary4p2se", "binary8p4ue")
 INTS = ("int8", "uint8", "int4", "uint4", "int8<-127:127>")
 ALL_FORMATS = MAIN + P3109 + INTS
@@ -325,9 +326,16 @@ def _grid(fmt: Format, roundings: tuple[str, ...], **knobs: object) -> list[Cand
     return out
 
 
-def _profile_candidates(fmt: Format, src: str) -> list[Candidate]:
-    """Every element profile record's policy for ``fmt`` from ``src`` (profiles.md §4), named ``NAME[@TAG]``."""
-    pols = [(p.cast_for(fmt, _NPDT[src]), key) for key, p in profiles("element").items()]
+# the element profiles the v1 cases were generated with: a profile registered later gets cases of its own in an
+# appended function, so that the committed cases (and their equivalent-profile lists) keep their bytes
+V1_PROFILES = ("spec", "ml_dtypes@0.6", "ml_dtypes@0.7", "saturating", "mlx")
+
+
+def _profile_candidates(fmt: Format, src: str, every: bool = False) -> list[Candidate]:
+    """The v1 element profiles' policies (every profile's with ``every``) for ``fmt`` from ``src`` (profiles.md
+    §4), named ``NAME[@TAG]``."""
+    pols = [(p.cast_for(fmt, _NPDT[src]), key) for key, p in profiles("element").items()
+            if every or key in V1_PROFILES]
     return [Candidate(pol, key, f"profile/{key}") for pol, key in pols if _valid(pol, fmt)]
 
 
@@ -389,14 +397,15 @@ def _categories(fmt: Format, src: str, full: bool, label: str) -> list[Category]
     return _float_categories(fmt, src, full, label)
 
 
-def _encode_cases(fmt: Format, src_key: str, full: bool) -> Iterator[Case]:
+def _encode_cases(fmt: Format, src_key: str, full: bool, every_profile: bool = False,
+                  roundings: tuple[str, ...] = DETERMINISTIC) -> Iterator[Case]:
     """The curated categories of one (format, source dtype) under the deterministic grid and the profiles."""
     src = SOURCES[src_key]
     label = f"{FAMILY}/{fmt.name}/{src_key}"
     cats = _categories(fmt, src, full, label)
     if src_key == "f64" and not full:  # float64 sources matter where double rounding would differ
         cats = [c for c in cats if c.name in F64_CATEGORIES]
-    cands = _grid(fmt, DETERMINISTIC) + _profile_candidates(fmt, src)
+    cands = _grid(fmt, roundings) + _profile_candidates(fmt, src, every_profile)
     xs = [_src_array(c.bits, src) for c in cats]
     allx = np.concatenate(xs)
     outs_all = _encode_all(allx, fmt, cands)
@@ -576,3 +585,16 @@ def build_cases(full: bool) -> Iterator[Case]:
             if (name in MAIN or full) and fmt.name != SOURCES[src_key]:
                 yield from _exhaustive_cases(fmt, src_key, full)
         yield from _stochastic_cases(fmt, full)
+    yield from _scale_type_cases(full)
+
+
+# the scale and element formats of 2025-26 (elements.md §1.2), appended after the v1 cases: every code decoded,
+# float32 inputs encoded under the grid and every element profile (the ONNX ones included)
+FORMATS_2026 = ("float7_e4m3fnu", "float8_e5m3fnu", "float8_e4m3b3", "float8_e4m3b11", "float8_e4m3b15")
+
+
+def _scale_type_cases(full: bool) -> Iterator[Case]:
+    for name in FORMATS_2026:
+        fmt = get_format(name)
+        yield from _decode_cases(fmt)
+        yield from _encode_cases(fmt, "f32", full, every_profile=True, roundings=KNOB_ROUNDINGS)

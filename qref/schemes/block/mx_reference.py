@@ -201,12 +201,14 @@ def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: b
     emax, max_elem = s.element_emax, s.element_max
     rule = s.scale_rule
     e = np.zeros(amax.shape, dtype=np.int64)
-    if rule in ("floor", "ceil", "even", "floor_log2_float32", "floor_log2_in_dtype"):
+    if rule in ("floor", "ceil", "even", "floor_log2_float32", "floor_log2_in_dtype", "floor_plus_one"):
         zero = amax == 0
         pos = ~zero
         a = amax[pos]
         if rule == "floor":
             e[pos] = ar.floor_log2(a) - emax
+        elif rule == "floor_plus_one":  # a block scale twice OCP's (block.md §4.2)
+            e[pos] = ar.floor_log2(a) - emax + 1
         elif rule == "ceil":
             e[pos] = ar.ceil_log2(a) - emax
         elif rule == "even":
@@ -230,6 +232,10 @@ def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: b
         r = fp.mul(amax, fp.round_to(np.float64(1 / max_elem), const_dtype), C, ftz)
     zero = r == 0
     pos = ~zero
+    if rule == "float32_exponent_field":  # only the exponent field of the float32 scale r is read (§4.2)
+        field = (fp.round_to(r, fp.F32).view(np.uint32) >> np.uint32(23)) & np.uint32(0xFF)
+        e = field.astype(np.int64) - 127
+        return e, zero
     if rule == "rceil":
         e[pos] = ar.ceil_log2(r[pos])
     else:  # rceil_log2_float32
@@ -280,6 +286,8 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
     _scale_exponent (the fast path passes fast.fast_scale_exponent); None = _scale_exponent."""
     nb = amax.shape[0]
     nonfinite = nan_blk | inf_blk
+    if s.amax_floor:  # amax = max(amax, fl_C(amax_floor)) (block.md §4.2); non-finite blocks keep their policy
+        amax = np.maximum(amax, np.asarray(s.amax_floor, dtype=np.float64).astype(amax.dtype))
 
     # ---- scale exponent (§4.2-4.3) ----------------------------------------------------------------------
     e, zero = (scale_exponent or _scale_exponent)(s, amax, C, ftz)

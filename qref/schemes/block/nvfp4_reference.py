@@ -100,7 +100,7 @@ def quantize_float_scaled_reference(s: BlockScheme, xb: np.ndarray, global_scale
             y = np.where(d == 0, x64 * 0.0, x64 / np.where(d == 0, 1.0, d))
     elif rule == "amax_encode_reciprocal":
         xc = fp.round_to(xb, f32)
-        gs_out = np.float32(global_scale)
+        gs_out = np.asarray(global_scale, dtype=f32) if np.ndim(global_scale) else np.float32(global_scale)
         byte, coef = nvidia_block_scales(s, _block_amax(xc, "ignore" if s.amax_nan == "skip" else "propagate"),
                                          gs_out)
         y = fp.mul(xc, coef[:, None], f32)
@@ -180,8 +180,9 @@ def nvidia_block_scales(s: BlockScheme, amax: np.ndarray, g: np.float32) -> tupl
     S = float(s.scale_format.max_value)
     s_enc = fp.div(np.float32(M * S), g, f32)
     s_enc = np.minimum(s_enc, np.float32(fp.FLT_MAX))
-    if g == 0 or s_enc == 0 or (np.isnan(s_enc) and s.amax_nan == "skip"):
-        s_enc = np.float32(1.0)  # amax_nan="propagate": a NaN tensor amax stays NaN (every scale NaN)
+    # amax_nan="propagate": a NaN tensor amax stays NaN (every scale NaN); g is one value or one per block (§5.2.1)
+    one = (np.asarray(g) == 0) | (s_enc == 0) | (np.isnan(s_enc) & (s.amax_nan == "skip"))
+    s_enc = np.where(one, np.float32(1.0), s_enc).astype(f32)
     k_m = fp.mul(s_enc, np.float32(1.0 / M), f32)
     byte = encode_scale(s, fp.mul(amax, k_m, f32))
     d = decode(byte, s.scale_format, dtype=f32)
@@ -238,7 +239,8 @@ def dequantize_float_scaled_reference(s: BlockScheme, codes: np.ndarray, scales:
     p = decode(codes, s.element, dtype=np.float64)
     d = decode(scales, s.scale_format, dtype=np.float64)[:, None]
     MS = np.float32(float(s.element_max) * float(s.scale_format.max_value))
-    g = None if global_scale is None else np.float32(global_scale)
+    g = None if global_scale is None else (np.asarray(global_scale, dtype=f32).reshape(-1, 1)
+                                           if np.size(global_scale) > 1 else np.float32(global_scale))
     with np.errstate(invalid="ignore", over="ignore"):
         single = rule in ("tensor_scale_clamped", "input_dtype_encode") and g is None
         if rule in ("exact", "prescaled_divide") or single:

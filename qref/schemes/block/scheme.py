@@ -16,6 +16,7 @@ leaves undefined) and ``meta["scales_unspecified"]``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from fractions import Fraction
 from typing import Any
@@ -42,6 +43,8 @@ NAMED_SCHEMES: dict[str, tuple[str | None, str | None, int, int, str]] = {
     "mxfp4": ("float4_e2m1fn", "float8_e8m0fnu", 32, 0, "mx"),
     "mxint8": ("int8<-127:127>", "float8_e8m0fnu", 32, -6, "mx"),
     "nvfp4": ("float4_e2m1fn", "float8_e4m3fn", 16, 0, "float_scale"),
+    "nvfp4_ue4m3": ("float4_e2m1fn", "float7_e4m3fnu", 16, 0, "float_scale"),
+    "nvfp4_ue5m3": ("float4_e2m1fn", "float8_e5m3fnu", 16, 0, "float_scale"),
     "mlx_affine": (None, None, 64, 0, "affine"),
 }
 KINDS = ("mx", "float_scale", "affine")
@@ -50,7 +53,7 @@ DEFAULT_PROFILE = {"mx": "ocp", "float_scale": "ocp", "affine": "mlx", "nvfp4": 
 # every field's allowed values (block.md §2)
 CHOICES: dict[str, tuple[str, ...]] = {
     "scale_rule": ("floor", "ceil", "even", "rceil", "floor_log2_float32", "floor_log2_in_dtype",
-                   "rceil_log2_float32"),
+                   "rceil_log2_float32", "floor_plus_one", "float32_exponent_field"),
     "zero_block": ("min_scale", "unit_scale", "min_normal_amax"),
     "scale_range": ("clamp", "clamp_nan", "wrap"),
     "nonfinite_block": ("nan_scale", "nan255_inf_e128", "nan255_inf254", "zero_divisor", "nan_wraps_inf_divisor",
@@ -70,6 +73,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "dequant": ("exact", "in_dtype"),
     "dequant_nan_scale": ("nan", "power"),
     "pad": ("zero", "error"),
+    "global_scale_granularity": ("tensor", "row", "tile_64"),
 }
 
 
@@ -85,8 +89,10 @@ class BlockScheme(Scheme):
     kind: "mx", "float_scale" or "affine".
     profile: the profile the fields came from (None when built by hand).
     element_scale_exp: element value = code value * 2^element_scale_exp (MXINT8: -6). Default 0.
-    scale_rule (mx): floor | ceil | even | rceil | floor_log2_float32 | floor_log2_in_dtype | rceil_log2_float32.
-        Default "floor".
+    scale_rule (mx): floor | ceil | even | rceil | floor_log2_float32 | floor_log2_in_dtype | rceil_log2_float32 |
+        floor_plus_one (floor + 1: a scale twice OCP's) | float32_exponent_field (the exponent field of
+        fl32(amax / M): a float32 scale of which only the exponent is read). Default "floor".
+    amax_floor (mx, compute dtype): amax = max(amax, fl_C(amax_floor)) before the rule (0: none). Default 0.
     zero_block (mx): min_scale (byte 0) | unit_scale (byte 127) | min_normal_amax (rule on 2^-126).
         Default "min_scale".
     scale_range (mx): clamp | clamp_nan (above 127: NaN scale) | wrap (byte = e + 127 mod 256). Default
@@ -164,6 +170,8 @@ class BlockScheme(Scheme):
     pad: str = "zero"
     min_ndim: int = 1
     unspecified_open_cases: bool = True
+    amax_floor: float = 0.0
+    global_scale_granularity: str = "tensor"
     family = "block"
 
     def __post_init__(self) -> None:
@@ -191,7 +199,8 @@ class BlockScheme(Scheme):
             if exact and (self.nonfinite_block in float_nonfinite or self.flush_subnormals):
                 raise QrefError(f"nonfinite_block={self.nonfinite_block!r} and flush_subnormals describe "
                                 "floating-point arithmetic; they need compute_dtype 'input', 'float32', ...")
-            if exact and (self.scale_rule.endswith("float32") or self.scale_rule.endswith("in_dtype")):
+            if exact and (self.scale_rule.endswith("float32") or self.scale_rule.endswith("in_dtype")
+                          or self.scale_rule == "float32_exponent_field"):
                 raise QrefError(f"scale_rule={self.scale_rule!r} takes a floating-point logarithm: set "
                                 "compute_dtype='float32' or 'input'")
         elif self.kind == "float_scale":
@@ -208,6 +217,20 @@ class BlockScheme(Scheme):
             if self.rounding != "nearest_even" and not self.stochastic:
                 raise QrefError(f"affine groups round the float32 quotient with rint (nearest_even, block.md §6) or "
                                 f"a stochastic mode (§13), not {self.rounding!r}")
+        if not (isinstance(self.amax_floor, (int, float)) and not isinstance(self.amax_floor, bool)
+                and math.isfinite(self.amax_floor) and self.amax_floor >= 0):
+            raise QrefError(f"amax_floor must be a finite number >= 0, got {self.amax_floor!r}")
+        if self.amax_floor and (self.kind != "mx" or exact):
+            raise QrefError("amax_floor (block.md §4.2: amax = max(amax, fl_C(amax_floor))) is an MX rule in a "
+                            "compute dtype: kind 'mx' with compute_dtype 'float32' or 'input'")
+        if self.global_scale_granularity != "tensor" and not (
+                self.kind == "float_scale" and self.global_scale_rule == "amax_encode_reciprocal"):
+            raise QrefError(f"global_scale_granularity={self.global_scale_granularity!r} (block.md §5.2.1) takes the "
+                            "outer amax per row or per 1 x 64 tile: float_scale kind with global_scale_rule "
+                            "'amax_encode_reciprocal'")
+        if self.global_scale_granularity == "tile_64" and 64 % self.block_size:
+            raise QrefError(f"global_scale_granularity='tile_64' groups whole blocks: block_size must divide 64, "
+                            f"got {self.block_size}")
         if self.amax_nan == "skip" and not (self.kind == "float_scale"
                                             and self.global_scale_rule == "amax_encode_reciprocal"):
             raise QrefError("amax_nan='skip' is modelled for global_scale_rule='amax_encode_reciprocal' only "
@@ -321,9 +344,16 @@ class BlockScheme(Scheme):
         if self.kind == "mx":
             out = mx.quantize_mx_blocks(self, xb, rb)
         elif self.kind == "float_scale":
-            if gs is None and self.global_scale_rule == "amax_encode_reciprocal":
+            g_blocks = None
+            if self.global_scale_granularity != "tensor":
+                if gs is not None:
+                    raise QrefError(f"global_scale_granularity={self.global_scale_granularity!r} computes one outer "
+                                    "amax per row or 1 x 64 tile from x itself; pass no global_scale")
+                g_blocks = nvfp4.group_amax(xb, moved_shape[-1] // self.block_size, self.global_scale_granularity,
+                                            skip_nan=self.amax_nan == "skip")
+            elif gs is None and self.global_scale_rule == "amax_encode_reciprocal":
                 gs = nvfp4.tensor_amax(arr, skip_nan=self.amax_nan == "skip")
-            out = nvfp4.quantize_float_scaled_blocks(self, xb, gs, rb)
+            out = nvfp4.quantize_float_scaled_blocks(self, xb, gs if g_blocks is None else g_blocks, rb)
         else:
             out = affine.quantize_affine_blocks(self, xb, rb)
         lead = moved_shape[:-1]
@@ -334,6 +364,8 @@ class BlockScheme(Scheme):
             return np.moveaxis(a, -1, ax)
 
         g = out.get("global_scale")
+        if g is not None and np.ndim(g):  # an outer amax per block (global_scale_granularity, §5.2.1)
+            g = back(np.asarray(g, dtype=np.float32), True)
         return QArray(
             codes=back(out["codes"], False),
             scheme=self,
@@ -364,7 +396,10 @@ class BlockScheme(Scheme):
         if self.kind == "mx":
             v = mx.dequantize_mx(self, codes, scales, dt)
         elif self.kind == "float_scale":
-            v = nvfp4.dequantize_float_scaled(self, codes, scales, q.global_scale, dt)
+            g = q.global_scale
+            if g is not None and np.ndim(g) and np.size(g) > 1:  # per block, shaped as the scales (§5.2.1)
+                g = np.moveaxis(np.asarray(g, dtype=np.float32), ax, -1).reshape(-1)
+            v = nvfp4.dequantize_float_scaled(self, codes, scales, g, dt)
         else:
             biases = np.moveaxis(np.asarray(q.biases), ax, -1).reshape(-1)
             v = affine.dequantize_affine(self, codes, scales, biases, dt)
@@ -377,6 +412,8 @@ class BlockScheme(Scheme):
             v = getattr(self, f.name)
             if f.name == "stochastic_bits" and v is None:
                 continue  # deterministic schemes: the spec (and every committed case) as before §13
+            if (f.name, v) in (("amax_floor", 0.0), ("global_scale_granularity", "tensor")):
+                continue  # likewise: the committed cases' specs as before
             if isinstance(v, (FloatFormat, IntFormat)):
                 v = v.name
             spec[f.name] = v
@@ -448,7 +485,7 @@ def _build(name: str | Format, *, profile: str | None = None, block_size: int | 
         ses = 0
         k = block_size
     assert isinstance(scale_fmt, FloatFormat) or scale_fmt is None
-    pname = profile or (DEFAULT_PROFILE["nvfp4"] if sname == "nvfp4" else DEFAULT_PROFILE[kind])
+    pname = profile or (DEFAULT_PROFILE["nvfp4"] if sname.startswith("nvfp4") else DEFAULT_PROFILE[kind])
     prof = get_profile(pname, "block")
     params = _profile_section(prof, kind, sname)
     rules = rules_of(prof)
