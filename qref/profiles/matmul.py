@@ -16,25 +16,28 @@ from typing import Any
 from ..errors import QrefError, check_choice
 from .base import Profile, register_profile
 
-OVERFLOWS = ("wrap", "saturate", "exact")
+OVERFLOWS = ("wrap", "saturate", "exact", "int64")
 PAIR_SUMS = (None, "saturating_int16", "saturating_int16_shifted_a")
 METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize", "zero_point_offset",
            "float_output")
 MULTIPLIER_DTYPES = ("float32", "float64", "exact")
 ASSOCIATIONS = ("ab_then_y", "a_then_b_over_y", "ab_float32_if_per_tensor", "ab_times_reciprocal_y",
-                "sequential_reciprocal_y", "sequential_ab_reciprocal_y")
+                "sequential_reciprocal_y", "sequential_ab_reciprocal_y", "sequential_a_then_b")
 SEQUENTIAL = ("sequential_reciprocal_y", "sequential_ab_reciprocal_y")
 SCALE_FORMS = ("as_given", "reciprocal_round_trip")
 COMPUTE_DTYPES = ("float32", "float64", "exact")
 ZERO_POINT_STAGES = ("after_rounding", "before_rounding")
 ROUNDINGS = ("nearest_even", "nearest_away", "nearest_up", "toward_zero")
-FIXED_POINT_FORMS = ("double_rounding", "single_rounding", "double_rounding_half_up")
+FIXED_POINT_FORMS = ("double_rounding", "single_rounding", "double_rounding_half_up", "single_rounding_q15")
 UNSIGNED_EXTENSIONS = ("zero", "sign")
 NARROWINGS = ("clamp", "wrap")
 BIAS_STAGES = ("accumulator", "output")
-FLOAT_BIASES = ("exact", "float_accumulator", "int32_accumulator", "after_operand_scales")
-DYNAMIC_SCALINGS = ("min_max_with_zero",)
-DYNAMIC_DIVISIONS = ("divide", "reciprocal")
+FLOAT_BIASES = ("exact", "float_accumulator", "int32_accumulator", "after_operand_scales", "fused_multiply_add")
+DYNAMIC_SCALINGS = ("min_max_with_zero", "absmax_symmetric", "min_max_float64_zero_point", "min_max_inverse_scale")
+DYNAMIC_DIVISIONS = ("divide", "reciprocal", "inverse_scale")
+DYNAMIC_STORAGES = ("uint8", "int8")
+DYNAMIC_GRANULARITIES = ("per_tensor", "per_row")
+VECTOR_ROUNDINGS = (None, "add_half_truncate")
 NBITS_COMPUTES = ("float32_dequantize", "int8_blocks")
 
 
@@ -44,7 +47,8 @@ class IntAccumulation:
 
     overflow: "wrap" (the int32 accumulator wraps modulo 2^32: two's complement adds), "saturate" (every partial
         sum, in k order, saturates to the int32 range) or "exact" (the exact sum, held in int64; a result outside
-        int32 is unspecified).
+        int32 is unspecified) or "int64" (an int64 accumulator: the exact sum, defined beyond int32; TFLite's
+        int16 kernels).
     pair_sum: None (every product enters the int32 sum) or "saturating_int16" (u8 x s8 operands: the raw
         products of adjacent pairs a[2i] b[2i] + a[2i+1] b[2i+1] are summed with int16 saturation before the
         int32 sum, as x86 vpmaddubsw does; zero points are corrected afterwards in int32, matmul.md §3.2) or
@@ -84,7 +88,9 @@ class Requantization:
         multiplier_dtype; with per-column b scales as "ab_then_y", matmul.md §5.3),
         "ab_times_reciprocal_y" (m = (a_s * b_s) * (1 / y_s), each step rounded) or "sequential_reciprocal_y"
         (no single multiplier: v = ((acc * a_s) * b_s) * (1 / y_s), every product and 1 / y_s rounded to the
-        compute dtype) or "sequential_ab_reciprocal_y" (v = (acc * fl(a_s * b_s)) * (1 / y_s); matmul.md §5.2).
+        compute dtype) or "sequential_ab_reciprocal_y" (v = (acc * fl(a_s * b_s)) * (1 / y_s); matmul.md §5.2)
+        or "sequential_a_then_b" (method float_output only: y = fl(fl(fl(acc) * a_s) * b_s), no single multiplier,
+        matmul.md §15.3).
     scale_form: "as_given" (a_s and b_s enter as they are) or "reciprocal_round_trip" (held as reciprocals
         fl32(fl64(1 / s)) and inverted back in float32: s' = fl32(1 / fl32(1 / s)), matmul.md §5.2).
     compute: the dtype of acc * m ("float32": acc is first converted to float32, nearest even; "float64": acc is
@@ -95,7 +101,9 @@ class Requantization:
     fixed_point: "double_rounding" (gemmlowp: SaturatingRoundingDoublingHighMul, RoundingDivideByPOT),
         "single_rounding" (one rounding of acc * q / 2^(31 - shift), half up) or "double_rounding_half_up"
         ((acc 2^left * q + 2^30) >> 31 in 64 bits, then a rounding right shift half up: both roundings toward
-        +inf on ties; the left shift wraps in int32, matmul.md §5.3).
+        +inf on ties; the left shift wraps in int32, matmul.md §5.3) or "single_rounding_q15" (the Q31
+        multiplier reduced to Q15, (q + 2^15) >> 16 saturated to 2^15 - 1, then one rounding half up of the
+        int64 acc * q15 / 2^(15 - shift): TFLite's int64-accumulator MultiplyByQuantizedMultiplier, §5.3).
     unit_tolerance: a multiplier with |m - 1| <= unit_tolerance (m in the multiplier dtype) is not applied: the
         accumulator passes unscaled (zero_point_offset, §5.5; 0: only m = 1 exactly, which changes nothing).
     narrowing: how the int32 result becomes the output storage: "clamp" (saturate to its range) or "wrap" (keep
@@ -129,6 +137,9 @@ class Requantization:
                 self.method != "float_multiply" or "exact" in (self.compute, self.multiplier_dtype)):
             raise QrefError("the sequential associations and scale_form 'reciprocal_round_trip' are "
                             "float_multiply steps in a float compute and multiplier dtype (matmul.md §5.2)")
+        if self.association == "sequential_a_then_b" and (self.method != "float_output" or self.compute == "exact"):
+            raise QrefError("association 'sequential_a_then_b' is a float_output step in a float compute dtype "
+                            "(matmul.md §15.3)")
         if self.zero_point == "before_rounding" and self.compute == "exact":
             raise QrefError("zero_point='before_rounding' adds in the compute dtype; with compute='exact' the "
                             "stage makes no difference: use 'after_rounding'")
@@ -156,7 +167,9 @@ class IntMatmulRules:
         fl(fl(acc) + bias * fl(1 / fl(a_s b_s))) with one rounding, a fused multiply-add; per column
         fl(fl(acc) + fl(bias / fl(a_s b_s[n])))), "int32_accumulator" (round_half_even(fl32(bias *
         fl32(1 / fl32(a_s b_s)))) added to the int32 accumulator) or "after_operand_scales" (added to
-        fl(fl(fl(acc) a_s) b_s), before the 1 / y_s product: association "sequential_reciprocal_y").
+        fl(fl(fl(acc) a_s) b_s), before the 1 / y_s product: association "sequential_reciprocal_y") or
+        "fused_multiply_add" (method float_output: the bias added in the rounding of the last product, y =
+        fl(t * b_s + bias) with one rounding, matmul.md §15.3).
     """
 
     accumulation: IntAccumulation = field(default_factory=IntAccumulation)
@@ -191,19 +204,82 @@ class IntMatmulRules:
 
 @dataclass(frozen=True)
 class DynamicQuantization:
-    """How a float32 operand is quantized on the fly to uint8 per tensor (matmul.md §9).
+    """How a float32 operand is quantized on the fly (matmul.md §9 per tensor to uint8; §15.1 per row to int8).
 
-    scaling: "min_max_with_zero" (lo = min(0, min x), hi = max(0, max x), all in float32; s = fl32(fl32(hi - lo)
-        / 255), s = 1 when hi == lo; z = round_half_even(clamp(fl32(0 - fl32(lo / s)), 0, 255))).
-    division: "divide" (q = clamp(round_half_even(fl32(x / s)) + z, 0, 255)) or "reciprocal" (x * fl32(1 / s)).
+    scaling: "min_max_with_zero" (uint8: lo = min(0, min x), hi = max(0, max x), all in float32; s = fl32(fl32(hi -
+        lo) / 255), s = 1 when hi == lo; z = round_half_even(clamp(fl32(0 - fl32(lo / s)), 0, 255))),
+        "absmax_symmetric" (int8: R = max |x|, s = fl32(R / 127), z = 0, codes in [-127, 127]; R = 0: s = 1,
+        codes 0), "min_max_float64_zero_point" (int8: r = fl32(hi - lo), s64 = r / 255 in float64, the zero point
+        -128 - lo / s64 or 127 - hi / s64 (the one whose |qmin| + |lo / s64| vs |qmax| + |hi / s64| error is
+        smaller), clamped, rounded half away; s = fl32(s64); hi == lo: s = 1, z = 0, codes 0) or
+        "min_max_inverse_scale" (int8: c = fl32(255 / fl32(hi - lo)) (c = 1 when hi == lo), in float32 a = lo c,
+        b = hi c, z = rint(clamp(fl32(-128 - a) if fl32(fl32(-128 + a) + fl32(b + 127)) > 0 else fl32(127 - b)));
+        s = fl32(1 / c)).
+    division: "divide" (v = fl32(x / s)), "reciprocal" (v = fl32(x * fl32(1 / s))) or "inverse_scale" (v = fl32(x *
+        inv) with the inverse computed in one rounding from the range: fl32(127 / R), or c).
+    storage: the code storage ("uint8": §9; "int8": §15.1). granularity: "per_tensor" or "per_row" (one scale and
+        zero point per row of the (M, K) operand).
+    rounding: of v to an integer ("nearest_even" or "nearest_away"); codes = clamp(round(v) + z).
+    vector_rounding: None, or "add_half_truncate": in every row the first vector_width * floor(K / vector_width)
+        elements round as trunc(fl32(v + copysign(0.5, v))) (a vector loop; 0.49999997 becomes 1), the rest by
+        ``rounding`` (the loop's scalar tail, matmul.md §15.1).
     """
 
     scaling: str = "min_max_with_zero"
     division: str = "divide"
+    storage: str = "uint8"
+    granularity: str = "per_tensor"
+    rounding: str = "nearest_even"
+    vector_rounding: str | None = None
+    vector_width: int = 0
 
     def __post_init__(self) -> None:
         check_choice("scaling", self.scaling, DYNAMIC_SCALINGS)
         check_choice("division", self.division, DYNAMIC_DIVISIONS)
+        check_choice("storage", self.storage, DYNAMIC_STORAGES)
+        check_choice("granularity", self.granularity, DYNAMIC_GRANULARITIES)
+        check_choice("rounding", self.rounding, ("nearest_even", "nearest_away"))
+        if self.vector_rounding not in VECTOR_ROUNDINGS:
+            raise QrefError(f"vector_rounding must be one of {VECTOR_ROUNDINGS}, got {self.vector_rounding!r}")
+        if (self.vector_rounding is None) != (self.vector_width == 0) or self.vector_width < 0:
+            raise QrefError("vector_rounding and vector_width go together: a rounding with a width >= 1, or None "
+                            f"with 0 (got {self.vector_rounding!r}, {self.vector_width!r})")
+        if (self.storage == "uint8") != (self.scaling == "min_max_with_zero"):
+            raise QrefError(f"scaling {self.scaling!r} does not produce {self.storage} codes: min_max_with_zero "
+                            "is the uint8 scaling (matmul.md §9), the others int8 (§15.1)")
+        if self.division == "inverse_scale" and self.scaling not in ("absmax_symmetric", "min_max_inverse_scale"):
+            raise QrefError("division 'inverse_scale' uses the inverse computed from the range: scaling "
+                            "'absmax_symmetric' or 'min_max_inverse_scale' (matmul.md §15.1)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class HybridMatmulRules:
+    """A dynamic-range ("hybrid") product: float32 activations quantized per row, int8 weights, float32 out
+    (matmul.md §15): ``quantization`` (the activation's, §15.1), ``rules`` (the integer accumulation and the float
+    output stage: requantization method "float_output" with its association, bias stage "output" and
+    float_bias "exact" (added after rounding: fl32(y + bias)) or "fused_multiply_add", §15.2-§15.3)."""
+
+    quantization: DynamicQuantization = field(default_factory=lambda: DynamicQuantization(
+        scaling="absmax_symmetric", division="inverse_scale", storage="int8", granularity="per_row",
+        rounding="nearest_away"))
+    rules: IntMatmulRules = field(default_factory=lambda: IntMatmulRules(
+        IntAccumulation(overflow="wrap"), Requantization(method="float_output"), bias="output"))
+
+    def __post_init__(self) -> None:
+        if self.quantization.storage != "int8" or self.quantization.granularity != "per_row":
+            raise QrefError("a hybrid product quantizes its activations per row to int8 (matmul.md §15.1)")
+        if self.rules.requantization.method != "float_output" or self.rules.bias != "output":
+            raise QrefError("a hybrid product has a float32 output: requantization method 'float_output', bias "
+                            "stage 'output' (matmul.md §15.2)")
+        if self.rules.float_bias not in ("exact", "fused_multiply_add"):
+            raise QrefError("a hybrid product adds its float32 bias after the scaling ('exact': fl32(y + bias)) or "
+                            "in the last product's rounding ('fused_multiply_add'), matmul.md §15.3")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"quantization": self.quantization.to_dict(), "rules": self.rules.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -626,4 +702,79 @@ VECTORWISE_PROFILES = (
 )
 
 for _p in VECTORWISE_PROFILES:
+    register_profile(_p)
+
+
+# ---- dynamic-range (hybrid) products and int16 BATCH_MATMUL of LiteRT (matmul.md §15, §6.6) ---------------------
+_HYBRID_EVIDENCE = (
+    "tests/test_matmul_hybrid.py against ai-edge-litert 2.3.0's Interpreter (AMD EPYC Zen 4, AVX-512): "
+    "FULLY_CONNECTED float32 x int8 weights (per tensor, per channel; with and without bias; "
+    "asymmetric_quantize_inputs false and true) under BUILTIN_REF, BUILTIN_WITHOUT_DEFAULT_DELEGATES and AUTO "
+    "(XNNPACK), >= 10^6 float32 outputs per kernel compared as uint32, 0 mismatches; planted ties of x / s at every "
+    "row position (the 8-wide vector loop and its scalar tail)",
+)
+_LITERT_TFL_SOURCES = ("tensorflow/lite/kernels/fully_connected.cc (EvalHybrid)",
+                       "tensorflow/lite/kernels/internal/reference/portable_tensor_utils.cc "
+                       "(SymmetricQuantizeFloats, AsymmetricQuantizeFloats, MatrixBatchVectorMultiplyAccumulate)",
+                       "docs/spec/matmul.md §15")
+
+
+def _tfl_hybrid(scaling: str, division: str) -> HybridMatmulRules:
+    return HybridMatmulRules(
+        DynamicQuantization(scaling=scaling, division=division, storage="int8", granularity="per_row",
+                            rounding="nearest_away", vector_rounding="add_half_truncate", vector_width=8),
+        IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="float_output"), bias="output"))
+
+
+HYBRID_PROFILES = (
+    Profile("litert_hybrid_symmetric", "matmul", "LiteRT (ai-edge-litert 2.3) dynamic-range FULLY_CONNECTED "
+            "(float32 input, int8 weights, asymmetric_quantize_inputs false), BUILTIN_REF and "
+            "BUILTIN_WITHOUT_DEFAULT_DELEGATES (the same tensor_utils code)",
+            "Per row: R = max |x|, s = fl32(R / 127), v = fl32(x * fl32(127 / R)); elements 0..8 floor(K / 8) - 1 "
+            "round as trunc(fl32(v + copysign(0.5, v))) (the 8-wide loop), the tail half away (std::round); "
+            "codes clamped to [-127, 127]; int32 dot; y = fl32(fl32(fl32(acc) * fl32(s * w_s[n])) + bias[n]) "
+            "(no FMA).",
+            rules=_tfl_hybrid("absmax_symmetric", "inverse_scale"), sources=_LITERT_TFL_SOURCES,
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
+    Profile("litert_hybrid_asymmetric", "matmul", "LiteRT (ai-edge-litert 2.3) dynamic-range FULLY_CONNECTED with "
+            "asymmetric_quantize_inputs true, BUILTIN_REF and BUILTIN_WITHOUT_DEFAULT_DELEGATES",
+            "Per row: lo = min(0, min x), hi = max(0, max x); r = fl32(hi - lo); s64 = r / 255 (float64); zero "
+            "point from min or max by the smaller error, in float64, half away; s = fl32(s64); v = fl32(x * "
+            "fl32(1 / s)); q = clamp(round(v) + z, -128, 127) with the 8-wide loop's add-half rounding; acc = "
+            "sum q w - z sum w (int32); y as litert_hybrid_symmetric.",
+            rules=_tfl_hybrid("min_max_float64_zero_point", "reciprocal"), sources=_LITERT_TFL_SOURCES,
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
+    Profile("litert_hybrid_xnnpack", "matmul", "LiteRT (ai-edge-litert 2.3) default interpreter (AUTO): "
+            "dynamic-range FULLY_CONNECTED delegated to XNNPACK (qd8-f32-qc8w GEMM), whatever "
+            "asymmetric_quantize_inputs says",
+            "Per row, float32: c = fl32(255 / fl32(hi - lo)), zero point rint(clamp(...)) from lo c, hi c; q = "
+            "clamp(rint(fl32(x c)) + z, -128, 127); acc = sum (q - z) w (int32); y = fma(fl32(fl32(acc) * "
+            "fl32(1 / c)), w_s[n], bias[n]) (one rounding of the last product and the bias).",
+            rules=HybridMatmulRules(
+                DynamicQuantization(scaling="min_max_inverse_scale", division="inverse_scale", storage="int8",
+                                    granularity="per_row", rounding="nearest_even"),
+                IntMatmulRules(IntAccumulation(overflow="wrap"),
+                               Requantization(method="float_output", association="sequential_a_then_b"),
+                               bias="output", float_bias="fused_multiply_add")),
+            sources=("XNNPACK src/xnnpack/quantization.h (xnn_f32_qd8_asymmetric_quantization_params)",
+                     "XNNPACK src/qd8-f32-qc8w-gemm", "docs/spec/matmul.md §15"),
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
+    Profile("litert_batch_matmul_int16", "matmul", "LiteRT (ai-edge-litert 2.3) BATCH_MATMUL on int16 operands "
+            "(zero points 0), every kernel choice (XNNPACK does not take it)",
+            "int64 accumulator (no wrap); m = double(fl32(a_s * b_s)) / y_s; QuantizeMultiplier (Q31); the Q31 "
+            "multiplier reduced to Q15 ((q + 2^15) >> 16, at most 2^15 - 1); y = (acc q15 + 2^(14 - shift)) >> "
+            "(15 - shift): one rounding half up; clamp to int16.",
+            rules=IntMatmulRules(IntAccumulation(overflow="int64"),
+                                 Requantization(method="fixed_point", multiplier_dtype="float64",
+                                                association="ab_float32_if_per_tensor",
+                                                fixed_point="single_rounding_q15")),
+            sources=("tensorflow/lite/kernels/internal/common.h MultiplyByQuantizedMultiplier(int64_t, ...)",
+                     "tensorflow/lite/kernels/batch_matmul.cc", "docs/spec/matmul.md §6.6"),
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified",
+            evidence=("tests/test_matmul_hybrid.py against ai-edge-litert 2.3.0: int16 BATCH_MATMUL under "
+                      "BUILTIN_REF, BUILTIN_WITHOUT_DEFAULT_DELEGATES and AUTO, >= 10^6 outputs bit for bit, sums "
+                      "beyond int32",)),
+)
+
+for _p in HYBRID_PROFILES:
     register_profile(_p)

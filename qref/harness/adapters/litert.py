@@ -36,7 +36,8 @@ OPS = {"fully_connected": "FULLY_CONNECTED", "batch_matmul": "BATCH_MATMUL"}
 PROFILES = {("fully_connected", "ref"): "litert_reference", ("fully_connected", "optimized"): "litert_optimized",
             ("fully_connected", "xnnpack"): "litert_xnnpack", ("batch_matmul", "ref"): "litert_batch_matmul",
             ("batch_matmul", "optimized"): "litert_batch_matmul", ("batch_matmul", "xnnpack"): "litert_xnnpack"}
-TYPES = {"int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8"}
+TYPES = {"int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8",
+         "float32": "FLOAT32"}
 
 
 # ---- the flatbuffer (one operator) -------------------------------------------------------------------------
@@ -70,8 +71,11 @@ def tensor_specs(op: str, ins: dict[str, np.ndarray], storages: tuple[str, str, 
     return tensors, [0, 1], [0, 1]
 
 
-def model_bytes(op: str, tensors: list[tuple], inputs: list[int], op_inputs: list[int]) -> bytes:
-    """The .tflite flatbuffer of one FULLY_CONNECTED / BATCH_MATMUL operator (output: the last tensor)."""
+def model_bytes(op: str, tensors: list[tuple], inputs: list[int], op_inputs: list[int], *,
+                asymmetric_quantize_inputs: bool = False) -> bytes:
+    """The .tflite flatbuffer of one FULLY_CONNECTED / BATCH_MATMUL operator (output: the last tensor). A tensor
+    with no scales (a float32 tensor) has no quantization; ``asymmetric_quantize_inputs`` is FULLY_CONNECTED's
+    option for a float32 input with int8 weights (the dynamic-range product, matmul.md §15)."""
     import flatbuffers
     from ai_edge_litert import schema_py_generated as S
 
@@ -91,16 +95,19 @@ def model_bytes(op: str, tensors: list[tuple], inputs: list[int], op_inputs: lis
             buf.data = np.ascontiguousarray(data).tobytes()
         m.buffers.append(buf)
         tt.buffer = len(m.buffers) - 1
-        qp = S.QuantizationParametersT()
-        qp.scale, qp.zeroPoint = [float(v) for v in scale], [int(v) for v in zp]
-        qp.quantizedDimension = 0
-        tt.quantization = qp
+        if len(scale):
+            qp = S.QuantizationParametersT()
+            qp.scale, qp.zeroPoint = [float(v) for v in scale], [int(v) for v in zp]
+            qp.quantizedDimension = 0
+            tt.quantization = qp
         sg.tensors.append(tt)
     sg.inputs, sg.outputs = inputs, [len(tensors) - 1]
     o = S.OperatorT()
     o.opcodeIndex, o.inputs, o.outputs = 0, op_inputs, [len(tensors) - 1]
     if op == "fully_connected":
-        o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.FullyConnectedOptions, S.FullyConnectedOptionsT()
+        opts = S.FullyConnectedOptionsT()
+        opts.asymmetricQuantizeInputs = asymmetric_quantize_inputs
+        o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.FullyConnectedOptions, opts
     else:
         o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.BatchMatMulOptions, S.BatchMatMulOptionsT()
     sg.operators, m.subgraphs = [o], [sg]
