@@ -31,6 +31,7 @@ ROUNDINGS = ("nearest_even", "nearest_away", "nearest_up", "toward_zero")
 FIXED_POINT_FORMS = ("double_rounding", "single_rounding", "double_rounding_half_up", "single_rounding_q15")
 UNSIGNED_EXTENSIONS = ("zero", "sign")
 NARROWINGS = ("clamp", "wrap")
+DOTS = ("rounded_once", "sequential_float32")
 BIAS_STAGES = ("accumulator", "output")
 FLOAT_BIASES = ("exact", "float_accumulator", "int32_accumulator", "after_operand_scales", "fused_multiply_add")
 DYNAMIC_SCALINGS = ("min_max_with_zero", "absmax_symmetric", "min_max_float64_zero_point", "min_max_inverse_scale")
@@ -108,6 +109,9 @@ class Requantization:
         accumulator passes unscaled (zero_point_offset, §5.5; 0: only m = 1 exactly, which changes nothing).
     narrowing: how the int32 result becomes the output storage: "clamp" (saturate to its range) or "wrap" (keep
         its low bits, modulo 2^bits, §5.5).
+    dot: the float dot of method dequantize_compute_quantize: "rounded_once" (the exact dot of the dequantized
+        operands rounded once to float32, the spec) or "sequential_float32" (every product rounded to float32,
+        summed from 0 in k order in float32, no fused multiply-add; §5.4).
     """
 
     method: str = "float_multiply"
@@ -120,6 +124,7 @@ class Requantization:
     unit_tolerance: float = 0.0
     narrowing: str = "clamp"
     scale_form: str = "as_given"
+    dot: str = "rounded_once"
 
     def __post_init__(self) -> None:
         check_choice("method", self.method, METHODS)
@@ -130,6 +135,7 @@ class Requantization:
         check_choice("rounding", self.rounding, ROUNDINGS)
         check_choice("fixed_point", self.fixed_point, FIXED_POINT_FORMS)
         check_choice("narrowing", self.narrowing, NARROWINGS)
+        check_choice("dot", self.dot, DOTS)
         if not 0 <= self.unit_tolerance < 1:
             raise QrefError(f"unit_tolerance must lie in [0, 1), got {self.unit_tolerance!r}")
         check_choice("scale_form", self.scale_form, SCALE_FORMS)
@@ -145,7 +151,7 @@ class Requantization:
                             "stage makes no difference: use 'after_rounding'")
 
     def to_dict(self) -> dict[str, Any]:
-        return _without_defaults(self, ("unit_tolerance", "narrowing", "scale_form"))
+        return _without_defaults(self, ("unit_tolerance", "narrowing", "scale_form", "dot"))
 
 
 def _without_defaults(record: Any, later: tuple[str, ...]) -> dict[str, Any]:
@@ -170,12 +176,16 @@ class IntMatmulRules:
         fl(fl(fl(acc) a_s) b_s), before the 1 / y_s product: association "sequential_reciprocal_y") or
         "fused_multiply_add" (method float_output: the bias added in the rounding of the last product, y =
         fl(t * b_s + bias) with one rounding, matmul.md §15.3).
+    per_axis_requantization: None (``requantization`` applies to every granularity) or the requantization that
+        replaces it when B has per-column scales (a lowering that matches only per-tensor operands and decomposes
+        the others, matmul.md §6.3).
     """
 
     accumulation: IntAccumulation = field(default_factory=IntAccumulation)
     requantization: Requantization = field(default_factory=Requantization)
     bias: str = "accumulator"
     float_bias: str = "exact"
+    per_axis_requantization: Requantization | None = None
 
     def __post_init__(self) -> None:
         check_choice("bias", self.bias, BIAS_STAGES)
@@ -191,7 +201,7 @@ class IntMatmulRules:
         acc = dataclasses.replace(self.accumulation, **{k: v for k, v in overrides.items() if k in acc_f})
         req = dataclasses.replace(self.requantization, **{k: v for k, v in overrides.items() if k in req_f})
         return IntMatmulRules(acc, req, overrides.get("bias", self.bias),
-                              overrides.get("float_bias", self.float_bias))
+                              overrides.get("float_bias", self.float_bias), self.per_axis_requantization)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict; ``float_bias`` (added after suite v1) only when it is not "exact"."""
@@ -199,6 +209,8 @@ class IntMatmulRules:
              "requantization": self.requantization.to_dict(), "bias": self.bias}
         if self.float_bias != "exact":
             d["float_bias"] = self.float_bias
+        if self.per_axis_requantization is not None:
+            d["per_axis_requantization"] = self.per_axis_requantization.to_dict()
         return d
 
 
@@ -334,6 +346,10 @@ _SHLO_EVIDENCE = (
     "wrap), bit for bit against an independent transcription of the pass and this record",
     "qref run --backend stablehlo --backend iree --target '*matmul*': 28 tasks the verifier accepts, 5,592 outputs "
     "per backend, 0 mismatches (the other 102 are refused: dot_general C15, per-row lhs, bias)",
+    "tests/test_stablehlo_per_axis.py: dot_general with a per-axis rhs and a per-tensor result (i8 and i32 "
+    "results, K = 1 .. 300, tie-heavy float32 dots) bit for bit against an independent transcription of the "
+    "decomposition (dequantize, float32 dot in k order, quantize with the zero point before rounding) and this "
+    "record's per_axis_requantization, on both backends",
 )
 _LITERT_EVIDENCE = (
     "tests/test_matmul_litert.py against ai-edge-litert 2.3.0's Interpreter (AMD EPYC Zen 4, AVX-512 VNNI): "
@@ -553,11 +569,16 @@ PROFILES = (
             "offset = zb sum(lhs) + za sum(rhs) - K za zb in wrapping int32; m = fl32(fl64(fl64(a_s b_s) / y_s)); "
             "when |m - 1| > 0.001: y = trunc(fl32(fl32(raw) m)) + (zy - trunc(fl32(fl32(offset) m))), else "
             "y = raw + (zy - offset), in wrapping int32; the int32 result converted to the storage by keeping its "
-            "low bits (no clamp).",
+            "low bits (no clamp). A per-axis rhs with a per-tensor result is decomposed instead: fl32((A - za) a_s), "
+            "fl32(B b_s[n]), a float32 dot in k order (products rounded, no FMA), y = rint(clamp(fl32(fl32(d / y_s) "
+            "+ zy))) (matmul.md §6.3).",
             rules=IntMatmulRules(IntAccumulation(overflow="wrap", unsigned_extension="sign"),
                                  Requantization(method="zero_point_offset", multiplier_dtype="float64",
                                                 compute="float32", rounding="toward_zero", unit_tolerance=0.001,
-                                                narrowing="wrap")),
+                                                narrowing="wrap"),
+                                 per_axis_requantization=Requantization(
+                                     method="dequantize_compute_quantize", dot="sequential_float32",
+                                     zero_point="before_rounding")),
             sources=("stablehlo/transforms/StablehloLegalizeQuantToMath.cpp (matchAndRewriteDotLikeOp, "
                      "calculateZeroPointOffset)", "docs/spec/matmul.md §5.5, §6.3"),
             package="iree-base-compiler", versions="==3.13.*", status="verified", evidence=_SHLO_EVIDENCE),

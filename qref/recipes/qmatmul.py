@@ -29,8 +29,14 @@ from ..core.arith import div, f64, fma_float32, mul, round_fractions, round_to
 from ..errors import QrefError, check_choice
 from ..formats import get_format
 from ..profiles import Profile, resolve_profile
-from ..profiles.matmul import (DynamicQuantization, HybridMatmulRules, IntAccumulation, IntMatmulRules, NBitsCompute,
-                               Requantization)
+from ..profiles.matmul import (
+    DynamicQuantization,
+    HybridMatmulRules,
+    IntAccumulation,
+    IntMatmulRules,
+    NBitsCompute,
+    Requantization,
+)
 from ..schemes.uniform import build_uniform
 from .exact import Dyadic, acc_format
 
@@ -422,7 +428,8 @@ def multiply_by_quantized_multiplier(x: object, q: object, shift: object, form: 
     SaturatingRoundingDoublingHighMul(x 2^left, q), right); "single_rounding" = (x q + 2^(30 - shift)) >>
     (31 - shift); "double_rounding_half_up" = (t + 2^(right - 1)) >> right with t = (wrap32(x 2^left) q + 2^30)
     >> 31 (a t beyond 2^31 - 1 - nudge gives 2^(31 - right)); "single_rounding_q15" = (x q15 + 2^(14 - shift))
-    >> (15 - shift) with q15 = min((q + 2^15) >> 16, 2^15 - 1) and x the int64 accumulator. Returns (int64 values, unspecified: an int32
+    >> (15 - shift) with q15 = min((q + 2^15) >> 16, 2^15 - 1) and x the int64 accumulator.
+    Returns (int64 values, unspecified: an int32
     overflow C leaves undefined)."""
     v = np.asarray(x, dtype=np.int64)
     qq, sh = np.asarray(q, dtype=np.int64), np.asarray(shift, dtype=np.int64)
@@ -590,15 +597,45 @@ def _round_ratio(num: np.ndarray, den: np.ndarray, dt: np.dtype) -> np.ndarray:
     return np.asarray(round_fractions(fr, dt), dtype=np.float64).reshape(n.shape).astype(dt)
 
 
-def _dequantize_dot(A: np.ndarray, B: np.ndarray, za: np.ndarray, zb: np.ndarray, a_s: np.ndarray,
-                    b_s: np.ndarray, y_s: np.ndarray, zy: int, output: str) -> np.ndarray:
-    """matmul.md §5.4: fl32((q - z) s) per operand, the dot rounded once to float32, uniform_quantize."""
+def dequantized_dot(A: np.ndarray, B: np.ndarray, za: object, zb: object, a_s: object, b_s: object,
+                    dot: str = "rounded_once") -> np.ndarray:
+    """The float32 dot of the dequantized operands fl32((A - za) a_s), fl32((B - zb) b_s) (matmul.md §5.4):
+    "rounded_once" (the exact dot rounded once to float32) or "sequential_float32" (each product rounded, summed
+    from 0 in k order in float32). A (M, K), B (K, N) int64; za / a_s per tensor or per row, zb / b_s per tensor
+    or per column."""
+    check_choice("dot", dot, ("rounded_once", "sequential_float32"))
     f32 = np.dtype(np.float32)
+    A, B = np.asarray(A, np.int64), np.asarray(B, np.int64)
+    za, a_s = np.asarray(za), np.asarray(a_s)
+    za = za.reshape(-1, 1) if za.ndim else za
     af = round_to(f64(A - za) * f64(a_s.reshape(-1, 1) if a_s.ndim else a_s), f32)
-    bf = round_to(f64(B - zb) * f64(b_s), f32)
-    d = Dyadic.from_floats(af).matmul(Dyadic.from_floats(bf)).round(get_format("float32"))
+    bf = round_to(f64(B - np.asarray(zb)) * f64(np.asarray(b_s)), f32)
+    if dot == "rounded_once":
+        return Dyadic.from_floats(af).matmul(Dyadic.from_floats(bf)).round(get_format("float32")).astype(np.float32)
+    d = np.zeros((af.shape[0], bf.shape[1]), np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(af.shape[1]):  # the k order is part of the result; vectorized over (M, N)
+            d = (d + (af[:, k:k + 1] * bf[k:k + 1, :]).astype(np.float32)).astype(np.float32)
+    return d
+
+
+def _dequantize_dot(A: np.ndarray, B: np.ndarray, za: np.ndarray, zb: np.ndarray, a_s: np.ndarray,
+                    b_s: np.ndarray, y_s: np.ndarray, zy: int, output: str, req: Requantization | None = None
+                    ) -> np.ndarray:
+    """matmul.md §5.4: fl32((q - z) s) per operand, the dot (rounded once, or "sequential_float32": products
+    rounded, summed in k order in float32), uniform_quantize (the spec's: round(fl32(d / y_s)) + zy; with zero
+    point "before_rounding": rint(clamp(fl32(fl32(d / y_s) + zy))), the lowering's)."""
+    req = req or Requantization(method="dequantize_compute_quantize")
+    d = dequantized_dot(A, B, za, zb, a_s, b_s, req.dot)
+    if req.zero_point == "before_rounding":
+        lo, hi = STORAGES[output]
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = ((d / np.float32(y_s.reshape(-1)[0])).astype(np.float32) + np.float32(zy)).astype(np.float32)
+        if not np.all(np.isfinite(v)):
+            raise QrefError("the dequantized dot overflows float32 or is NaN (matmul.md §5.4: unspecified)")
+        return round_float(np.clip(v, np.float32(lo), np.float32(hi)), req.rounding)
     sch = build_uniform(output, scale=float(y_s), zero_point=zy, profile="stablehlo")
-    return np.asarray(sch.quantize(d.astype(np.float32)).codes).astype(np.int64)
+    return np.asarray(sch.quantize(d).codes).astype(np.int64)
 
 
 def _to_int32_toward(v: np.ndarray, rounding: str) -> tuple[np.ndarray, np.ndarray]:
@@ -648,6 +685,8 @@ def quantized_matmul(a: object, b: object, *, a_scale: object = None, a_zero_poi
         pipe = dataclasses.replace(pipe, rules=rules,
                                    output=None if rules.requantization.method == "none" else pipe.output or "uint8")
     req = pipe.rules.requantization
+    if pipe.rules.per_axis_requantization is not None and np.size(b_scale) > 1:
+        req = pipe.rules.per_axis_requantization  # a per-axis B takes another path (matmul.md §6.3)
     float_bias = bias if bias is not None and np.asarray(bias).dtype.kind == "f" else None
     if float_bias is not None:
         if req.method != "float_multiply":
@@ -673,7 +712,7 @@ def quantized_matmul(a: object, b: object, *, a_scale: object = None, a_zero_poi
             vals, bad = _zero_point_offset(A, B, za.reshape(-1, 1) if za.ndim else za, zb, a_s, b_s, y_s, zy,
                                            pipe)
             return MatmulOutput(vals, bad, acc)
-        vals = _dequantize_dot(A, B, za.reshape(-1, 1) if za.ndim else za, zb, a_s, b_s, y_s, zy, pipe.output)
+        vals = _dequantize_dot(A, B, za.reshape(-1, 1) if za.ndim else za, zb, a_s, b_s, y_s, zy, pipe.output, req)
         return MatmulOutput(vals, np.zeros(vals.shape, dtype=bool), acc)
     vals, bad = requantize_accumulator(np.where(unspec, 0, acc), a_scale=a_scale, b_scale=b_scale,
                                        y_scale=y_scale, y_zero_point=y_zero_point, output=pipe.output,
@@ -1081,7 +1120,7 @@ def hybrid_matmul(x: object, w: object, *, w_scale: object, bias: object = None,
             raise QrefError(f"profile {p.name!r} is not a hybrid product profile (matmul.md §15.4)")
         rules = p.rules
     codes, s, z = dynamic_quantize_rows(x, rules.quantization)
-    M, K = codes.shape
+    K = codes.shape[1]
     W = _int_matrix(w, "w", "int8")
     if W.shape[0] != K:
         raise QrefError(f"x is (M, K) = {codes.shape} and w must be (K, N) with K = {K}, got {W.shape}")
@@ -1129,6 +1168,7 @@ __all__ = [
     "QuantizedMatmul",
     "Requantization",
     "add_bias_in_accumulator_units",
+    "dequantized_dot",
     "dynamic_quantize_matmul",
     "dynamic_quantize_rows",
     "dynamic_quantize_uint8",
