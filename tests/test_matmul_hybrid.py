@@ -8,7 +8,8 @@ profiles are compared with the interpreter on the same problems:
 
 - BUILTIN_REF and BUILTIN_WITHOUT_DEFAULT_DELEGATES, asymmetric_quantize_inputs false: s = fl32(R / 127),
   v = fl32(x * fl32(127 / R)); the first 8 floor(K / 8) elements of a row round as trunc(fl32(v + copysign(1/2,
-  v))), the rest half away; y = fl32(fl32(fl32(acc) * fl32(s * w_s)) + bias);
+  v))), the rest half away; the first 16 floor(K / 16) products are |q| int8(sign(q) w) (w = -128 with q < 0
+  gives 128 q), the rest exact; y = fl32(fl32(fl32(acc) * fl32(s * w_s)) + bias);
 - the same with asymmetric_quantize_inputs true: r = fl32(hi - lo), zero point in float64 from r / 255, s =
   fl32(r / 255), q = round(fl32(x * fl32(1 / s))) + z;
 - AUTO (XNNPACK, either flag): c = fl32(255 / r), zero point in float32, q = rint(fl32(x c)) + z, y =
@@ -66,6 +67,16 @@ def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.where(tie, np.where(e > 0, above, below), f)
 
 
+def sse_dot(q: np.ndarray, W: np.ndarray, width: int = 16) -> np.ndarray:
+    """sum_k q[m, k] W[k, n], the first width floor(K / width) products as |q| times int8(sign(q) W): the
+    negation of -128 wraps to -128."""
+    n = width * (q.shape[1] // width)
+    signed = np.where(q[:, :n, None] < 0, -W[None, :n, :], W[None, :n, :])
+    wrapped = (signed + 128) % 256 - 128
+    head = np.einsum("mk,mkn->mn", np.abs(q[:, :n]), wrapped)
+    return head + q[:, n:] @ W[n:]
+
+
 def tfl_symmetric(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     R = np.max(np.abs(x), axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -114,7 +125,7 @@ def expected(kind: str, asym: bool, x: np.ndarray, w: np.ndarray, ws: np.ndarray
         t = (acc.astype(F32) * s).astype(F32)
         return fma_f32(t, np.broadcast_to(ws, t.shape), np.broadcast_to(b, t.shape))
     q, s, z = tfl_asymmetric(x) if asym else tfl_symmetric(x)
-    acc = q @ W - z * W.sum(axis=0)[None, :]
+    acc = sse_dot(q, W) - z * W.sum(axis=0)[None, :]
     y = (acc.astype(F32) * (s * ws[None, :]).astype(F32)).astype(F32)
     return (y + b).astype(F32)
 
@@ -152,7 +163,8 @@ def activations(M: int, K: int) -> np.ndarray:
 def problems():
     for M, K, N in ((1024, 16, 64), (700, 13, 50), (512, 40, 96), (333, 7, 33), (2, 1, 5), (1, 8, 3)):
         for per_channel, with_bias in itertools.product((False, True), (False, True)):
-            w = RNG.integers(-127, 128, (N, K)).astype(np.int8)
+            w = RNG.integers(-128, 128, (N, K)).astype(np.int8)
+            w[RNG.random((N, K)) < 0.05] = -128  # outside TFLite's symmetric weights: the SSE product rule
             ws = RNG.uniform(0.001, 0.02, N if per_channel else 1).astype(F32)
             bias = (RNG.standard_normal(N) * 3).astype(F32) if with_bias else None
             yield activations(M, K), w, ws, bias
@@ -200,6 +212,23 @@ def test_vector_loop_rounding_positions() -> None:
                 first = 2 if asym else 1
                 assert np.all(np.abs(y[:, first:head]) == 1) and np.all(y[:, max(head, first):] == 0), (K, asym,
                                                                                                       kind, y)
+
+
+def test_weight_minus_128_in_the_vector_products() -> None:
+    """A weight of -128 times a negative code: |q| (-128) in the first 16 floor(K / 16) positions (the SSE
+    kernel's sign transfer wraps -(-128)), the exact product in the tail; XNNPACK exact everywhere."""
+    for K in (8, 16, 17, 33, 40):
+        x = np.full((1, K), F32(-1), F32)
+        x[0, 0] = -127  # codes -127 and -1
+        w = np.diag(np.full(K, -128)).astype(np.int8)
+        buf = hybrid_fc(w, np.ones(1, F32), None, False, 1)
+        head = 16 * (K // 16)
+        want = np.where(np.arange(K) < head, -1, 1) * np.array([127] + [1] * (K - 1)) * 128
+        for kind in ("ref", "optimized"):
+            y, _ = LA.invoke(buf, [x], kind)
+            np.testing.assert_array_equal(y[0], want.astype(F32))
+        y, _ = LA.invoke(buf, [x], "xnnpack")
+        assert np.all(y[0] > 0)
 
 
 def test_asymmetric_zero_point_is_float64_and_rounding_after_zero_point() -> None:

@@ -30,6 +30,7 @@ ZERO_POINT_STAGES = ("after_rounding", "before_rounding")
 ROUNDINGS = ("nearest_even", "nearest_away", "nearest_up", "toward_zero")
 FIXED_POINT_FORMS = ("double_rounding", "single_rounding", "double_rounding_half_up", "single_rounding_q15")
 UNSIGNED_EXTENSIONS = ("zero", "sign")
+PRODUCTS = ("exact", "abs_sign_int8")
 NARROWINGS = ("clamp", "wrap")
 DOTS = ("rounded_once", "sequential_float32")
 BIAS_STAGES = ("accumulator", "output")
@@ -58,17 +59,27 @@ class IntAccumulation:
     unsigned_extension: how an unsigned storage value enters the int32 arithmetic: "zero" (its value) or "sign"
         (its bits sign-extended, as a signless integer: uint8 200 is -56; zero points keep their values,
         matmul.md §3.3).
+    product: "exact" (a[k] b[k]) or "abs_sign_int8" (|a| times b with a's sign moved onto it in int8: -b wraps, so
+        b = -128 with a < 0 gives |a| (-128) = 128 a instead of -128 a; x86 pabsb / psignb / pmaddubsw on raw
+        int8 codes, zero point 0 for b, matmul.md §3.4).
+    product_width: with "abs_sign_int8", the vector width w: the first w floor(K / w) products of every dot take
+        that rule, the rest (the scalar tail) are exact (0: every product).
     """
 
     overflow: str = "wrap"
     pair_sum: str | None = None
     unsigned_extension: str = "zero"
+    product: str = "exact"
+    product_width: int = 0
 
     def __post_init__(self) -> None:
         check_choice("overflow", self.overflow, OVERFLOWS)
         if self.pair_sum not in PAIR_SUMS:
             raise QrefError(f"pair_sum must be one of {PAIR_SUMS}, got {self.pair_sum!r}")
         check_choice("unsigned_extension", self.unsigned_extension, UNSIGNED_EXTENSIONS)
+        check_choice("product", self.product, PRODUCTS)
+        if self.product_width < 0 or (self.product == "exact" and self.product_width):
+            raise QrefError("product_width is the vector width of product 'abs_sign_int8' (>= 0; 0 with 'exact')")
 
 
 @dataclass(frozen=True)
@@ -205,7 +216,7 @@ class IntMatmulRules:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict; ``float_bias`` (added after suite v1) only when it is not "exact"."""
-        d = {"accumulation": _without_defaults(self.accumulation, ("unsigned_extension",)),
+        d = {"accumulation": _without_defaults(self.accumulation, ("unsigned_extension", "product", "product_width")),
              "requantization": self.requantization.to_dict(), "bias": self.bias}
         if self.float_bias != "exact":
             d["float_bias"] = self.float_bias
@@ -646,7 +657,10 @@ class VectorwiseInt8Rules:
         return dataclasses.replace(self, accumulation=acc, **rest)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields as a dict; the accumulation's fields added after suite v1 only when not at their defaults."""
+        d = dataclasses.asdict(self)
+        d["accumulation"] = _without_defaults(self.accumulation, ("product", "product_width"))
+        return d
 
 
 @dataclass(frozen=True)
@@ -732,9 +746,12 @@ _HYBRID_EVIDENCE = (
     "FULLY_CONNECTED float32 x int8 weights (per tensor, per channel; with and without bias; "
     "asymmetric_quantize_inputs false and true) under BUILTIN_REF, BUILTIN_WITHOUT_DEFAULT_DELEGATES and AUTO "
     "(XNNPACK), >= 10^6 float32 outputs per kernel compared as uint32, 0 mismatches; planted ties of x / s at every "
-    "row position (the 8-wide vector loop and its scalar tail)",
+    "row position (the 8-wide vector loop and its scalar tail), weights -128 (the 16-wide sign-transfer products)",
+    "qref run --backend litert --target 'litert.fully_connected_hybrid*': every hybrid_matmul task passes",
 )
 _LITERT_TFL_SOURCES = ("tensorflow/lite/kernels/fully_connected.cc (EvalHybrid)",
+                       "tensorflow/lite/kernels/internal/optimized/sse_tensor_utils.cc "
+                       "(SseMatrixBatchVectorMultiplyAccumulate)",
                        "tensorflow/lite/kernels/internal/reference/portable_tensor_utils.cc "
                        "(SymmetricQuantizeFloats, AsymmetricQuantizeFloats, MatrixBatchVectorMultiplyAccumulate)",
                        "docs/spec/matmul.md §15")
@@ -744,7 +761,8 @@ def _tfl_hybrid(scaling: str, division: str) -> HybridMatmulRules:
     return HybridMatmulRules(
         DynamicQuantization(scaling=scaling, division=division, storage="int8", granularity="per_row",
                             rounding="nearest_away", vector_rounding="add_half_truncate", vector_width=8),
-        IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="float_output"), bias="output"))
+        IntMatmulRules(IntAccumulation(overflow="wrap", product="abs_sign_int8", product_width=16), Requantization(method="float_output"),
+                       bias="output"))
 
 
 HYBRID_PROFILES = (
@@ -753,8 +771,9 @@ HYBRID_PROFILES = (
             "BUILTIN_WITHOUT_DEFAULT_DELEGATES (the same tensor_utils code)",
             "Per row: R = max |x|, s = fl32(R / 127), v = fl32(x * fl32(127 / R)); elements 0..8 floor(K / 8) - 1 "
             "round as trunc(fl32(v + copysign(0.5, v))) (the 8-wide loop), the tail half away (std::round); "
-            "codes clamped to [-127, 127]; int32 dot; y = fl32(fl32(fl32(acc) * fl32(s * w_s[n])) + bias[n]) "
-            "(no FMA).",
+            "codes clamped to [-127, 127]; int32 dot whose first 16 floor(K / 16) products are |q| int8(sign(q) w) "
+            "(SSE pabsb / psignb: w = -128 with q < 0 gives 128 q), the tail exact; y = fl32(fl32(fl32(acc) * "
+            "fl32(s * w_s[n])) + bias[n]) (no FMA).",
             rules=_tfl_hybrid("absmax_symmetric", "inverse_scale"), sources=_LITERT_TFL_SOURCES,
             package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
     Profile("litert_hybrid_asymmetric", "matmul", "LiteRT (ai-edge-litert 2.3) dynamic-range FULLY_CONNECTED with "
@@ -762,7 +781,7 @@ HYBRID_PROFILES = (
             "Per row: lo = min(0, min x), hi = max(0, max x); r = fl32(hi - lo); s64 = r / 255 (float64); zero "
             "point from min or max by the smaller error, in float64, half away; s = fl32(s64); v = fl32(x * "
             "fl32(1 / s)); q = clamp(round(v) + z, -128, 127) with the 8-wide loop's add-half rounding; acc = "
-            "sum q w - z sum w (int32); y as litert_hybrid_symmetric.",
+            "sum q w - z sum w (int32, the products as litert_hybrid_symmetric's); y as litert_hybrid_symmetric.",
             rules=_tfl_hybrid("min_max_float64_zero_point", "reciprocal"), sources=_LITERT_TFL_SOURCES,
             package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
     Profile("litert_hybrid_xnnpack", "matmul", "LiteRT (ai-edge-litert 2.3) default interpreter (AUTO): "
@@ -799,3 +818,11 @@ HYBRID_PROFILES = (
 
 for _p in HYBRID_PROFILES:
     register_profile(_p)
+
+HYBRID_SPEC = Profile(
+    "hybrid_spec", "matmul", "matmul.md §15 read with one scalar rounding per step (the spec default of the "
+    "hybrid operation)",
+    "Per row: R = max |x|, s = fl32(R / 127), v = fl32(x * fl32(127 / R)), q = round_half_away(v) clamped to "
+    "[-127, 127] at every position; int32 dot; y = fl32(fl32(fl32(acc) * fl32(s * w_s[n])) + bias[n]).",
+    rules=HybridMatmulRules(), sources=("docs/spec/matmul.md §15.4",), status="spec")
+register_profile(HYBRID_SPEC)

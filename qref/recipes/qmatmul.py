@@ -243,6 +243,14 @@ def int_accumulate(a: object, b: object, a_zero_point: object = 0, b_zero_point:
         total = np.zeros((M, N), dtype=np.int64)
         for k in range(K):  # the partial sums in k order: saturation makes the order part of the result
             total = np.clip(total + Ad[:, k, None] * Bd[None, k, :], INT32_MIN, INT32_MAX)
+    elif acc.product == "abs_sign_int8":
+        if (a_storage, b_storage) != ("int8", "int8") or np.any(zb != 0):
+            raise QrefError("product 'abs_sign_int8' multiplies raw int8 codes with b's zero point 0 (matmul.md "
+                            "§3.4 C1)")
+        # |a| wrap8(sign(a) b): exact except a < 0 with b = -128, where the product is 128 a instead of -128 a
+        w = acc.product_width * (K // acc.product_width) if acc.product_width else K  # the vector loop's products
+        total = A @ B + 256 * (np.where(A[:, :w] < 0, A[:, :w], 0) @ (B[:w] == -128).astype(np.int64)) \
+            - za * B.sum(axis=0)
     else:
         total = (A - za) @ (B - zb)
     if bias_v is not None:

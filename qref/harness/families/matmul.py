@@ -30,8 +30,10 @@ FAMILY = "matmul"
 SPEC_PROFILE = "exact"
 VW_OPS = ("int8_vectorwise_matmul",)  # matmul.md §13
 WO_OPS = ("weight_only_matmul", "int8_weight_only_matmul")  # matmul.md §14
+HYBRID_OPS = ("hybrid_matmul",)  # matmul.md §15
 OPERATIONS = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float", "dynamic_quantize_matmul", "matmul_nbits",
-              "matmul_nbits_int8", "qgemm", "matmul_bnb4", *VW_OPS, *WO_OPS)
+              "matmul_nbits_int8", "qgemm", "matmul_bnb4", *VW_OPS, *WO_OPS, *HYBRID_OPS)
+HYBRID_SPEC = "hybrid_spec"  # the spec default "exact" read for the hybrid operation (matmul.md §15.4)
 FLOAT_OPS = ("matmul_integer_to_float", "dynamic_quantize_matmul")
 NBITS_OPS = ("matmul_nbits", "matmul_nbits_int8", "matmul_bnb4")
 
@@ -138,7 +140,36 @@ def _qgemm_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
                        {"y": np.asarray(r.unspecified, dtype=bool)})
 
 
+def _hybrid_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    """matmul.md §15: the hybrid product under ``profile`` (``exact``: hybrid_spec) with overrides of its
+    activation quantization's fields."""
+    import dataclasses
+
+    from ...profiles import resolve_profile
+    from ...profiles.matmul import HybridMatmulRules
+    from ...recipes.qmatmul import hybrid_matmul
+
+    rules = resolve_profile(HYBRID_SPEC if profile == SPEC_PROFILE else profile, "matmul").profile.rules
+    if not isinstance(rules, HybridMatmulRules):
+        raise QrefError(f"profile {profile!r} has no hybrid product rules (matmul.md §15.4)")
+    if overrides:
+        rules = dataclasses.replace(rules, quantization=dataclasses.replace(rules.quantization, **overrides))
+    ins = case.inputs
+    r = hybrid_matmul(ins["a"], ins["b"], w_scale=ins["b_scale"], bias=ins.get("bias"), rules=rules)
+    return Expectation({"y": r.values}, {"y": np.zeros(r.values.shape, dtype=bool)})
+
+
+#: alternatives of the hybrid product: the activation quantization's rounding (matmul.md §15.1)
+_HYBRID_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("tie_rule", {"vector_rounding": None, "vector_width": 0}),
+    ("tie_rule", {"vector_rounding": "add_half_truncate", "vector_width": 8}),
+    ("tie_rule", {"rounding": "nearest_even"}), ("tie_rule", {"rounding": "nearest_away"}),
+)
+
+
 def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    if case.operation in HYBRID_OPS:
+        return _hybrid_outputs(case, profile, **overrides)
     if case.operation == "qgemm":
         return _qgemm_outputs(case, profile, **overrides)
     if case.operation in FLOAT_OPS:
@@ -187,7 +218,9 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
     if case.operation in NBITS_OPS + WO_OPS:
         return
     floats = case.operation in FLOAT_OPS or (case.operation == "qgemm" and case.params["output"] == "float32")
-    for cls, ov in (_VW_ALTS if case.operation in VW_OPS else _FLOAT_ALTS if floats else _ALTS):
+    alts = (_VW_ALTS if case.operation in VW_OPS else _HYBRID_ALTS if case.operation in HYBRID_OPS
+            else _FLOAT_ALTS if floats else _ALTS)
+    for cls, ov in alts:
         try:
             yield cls, _outputs(case, profile, **ov).outputs
         except (QrefError, ValueError):
@@ -235,6 +268,9 @@ def describe_input(case: Case, index: int) -> str:
         how = f"compute {p['compute']}" if "compute" in p else f"{p['quant_type']} table"
         return (f"row {m} of a (float32, K = {p['k']}) times row {n} of the 4-bit weights (block {p['block_size']}, "
                 f"{how}); bound {float(np.asarray(case.expected['bound']).reshape(-1)[int(index)])!r}")
+    if case.operation in HYBRID_OPS:
+        return (f"row {m} of a (float32, K = {p['k']}, quantized per row on the fly) times column {n} of b (int8, "
+                f"scale {at('b_scale', n)})" + (f"; bias {at('bias', n)}" if "bias" in ins else ""))
     if case.operation == "dynamic_quantize_matmul":
         return (f"row {m} of a (float32, K = {p['k']}, quantized per tensor: scale "
                 f"{float(np.asarray(case.expected['a_scale']).reshape(-1)[0])!r}, zero point "
@@ -280,7 +316,7 @@ def element_inputs(case: Case, i: int) -> dict[str, np.ndarray]:
 #: whole (the backend's result depends on the other rows or columns) has no standalone reproducer
 WHOLE_SNIPPETS = False
 #: operations whose output element (m, n) depends on row m of a, column n of b and their scales only
-REDUCIBLE = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float")
+REDUCIBLE = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float", *HYBRID_OPS)
 
 
 def reduce(case: Case, index: int, name: str = "y") -> Case:
@@ -306,7 +342,7 @@ def reduce(case: Case, index: int, name: str = "y") -> Case:
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     v = np.asarray(value).reshape(-1)
-    if (case.operation in FLOAT_OPS + NBITS_OPS or case.params.get("output") == "float32") and name == "y":
+    if (case.operation in FLOAT_OPS + NBITS_OPS + HYBRID_OPS or case.params.get("output") == "float32") and name == "y":
         return describe_value(name, v.view(np.uint32).view(np.float32) if v.dtype != np.float32 else v)
     if v.size and v.dtype.kind == "f":
         return repr(float(v[0]))
