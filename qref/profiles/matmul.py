@@ -761,8 +761,8 @@ def _tfl_hybrid(scaling: str, division: str) -> HybridMatmulRules:
     return HybridMatmulRules(
         DynamicQuantization(scaling=scaling, division=division, storage="int8", granularity="per_row",
                             rounding="nearest_away", vector_rounding="add_half_truncate", vector_width=8),
-        IntMatmulRules(IntAccumulation(overflow="wrap", product="abs_sign_int8", product_width=16), Requantization(method="float_output"),
-                       bias="output"))
+        IntMatmulRules(IntAccumulation(overflow="wrap", product="abs_sign_int8", product_width=16),
+                       Requantization(method="float_output"), bias="output"))
 
 
 HYBRID_PROFILES = (

@@ -42,7 +42,7 @@ CLASS_SECTIONS = {
     "requantize_method": "matmul.md §5", "multiplier_arithmetic": "matmul.md §5.2",
     "tie_rule": "matmul.md §5.2", "zero_point_order": "matmul.md §5.2", "compute_precision": "matmul.md §5.2",
     "unsigned_extension": "matmul.md §3.3", "narrowing": "matmul.md §5",
-    "bias_stage": "matmul.md §4.1",
+    "bias_stage": "matmul.md §4.1", "product_rule": "matmul.md §3.4", "activation_quantization": "matmul.md §15.1",
 }
 
 # rule changes tried in order: (class, overrides)
@@ -152,18 +152,46 @@ def _hybrid_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
     rules = resolve_profile(HYBRID_SPEC if profile == SPEC_PROFILE else profile, "matmul").profile.rules
     if not isinstance(rules, HybridMatmulRules):
         raise QrefError(f"profile {profile!r} has no hybrid product rules (matmul.md §15.4)")
-    if overrides:
-        rules = dataclasses.replace(rules, quantization=dataclasses.replace(rules.quantization, **overrides))
+    ov = dict(overrides)
+    if "quantization_of" in ov:  # another profile's activation quantization whole
+        rules = dataclasses.replace(rules, quantization=resolve_profile(ov.pop("quantization_of"),
+                                                                        "matmul").profile.rules.quantization)
+    if "output_of" in ov:  # another profile's output stage (requantization and bias) whole
+        other = resolve_profile(ov.pop("output_of"), "matmul").profile.rules.rules
+        rules = dataclasses.replace(rules, rules=dataclasses.replace(
+            other, accumulation=rules.rules.accumulation))
+    acc_f = {"product", "product_width"}
+    if acc_f & set(ov):
+        acc = dataclasses.replace(rules.rules.accumulation, **{k: ov.pop(k) for k in acc_f & set(ov)})
+        rules = dataclasses.replace(rules, rules=dataclasses.replace(rules.rules, accumulation=acc))
+    if ov:
+        rules = dataclasses.replace(rules, quantization=dataclasses.replace(rules.quantization, **ov))
     ins = case.inputs
     r = hybrid_matmul(ins["a"], ins["b"], w_scale=ins["b_scale"], bias=ins.get("bias"), rules=rules)
     return Expectation({"y": r.values}, {"y": np.zeros(r.values.shape, dtype=bool)})
 
 
-#: alternatives of the hybrid product: the activation quantization's rounding (matmul.md §15.1)
+#: alternatives of the hybrid product: the products (§3.4), the activation quantization and its rounding
+#: (matmul.md §15.1), the output stage (§15.3)
 _HYBRID_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("tie_rule", {"vector_rounding": None, "vector_width": 0}),
     ("tie_rule", {"vector_rounding": "add_half_truncate", "vector_width": 8}),
     ("tie_rule", {"rounding": "nearest_even"}), ("tie_rule", {"rounding": "nearest_away"}),
+    ("product_rule", {"product": "exact", "product_width": 0}),
+    ("product_rule", {"product": "abs_sign_int8", "product_width": 16}),
+    ("product_rule", {"product": "abs_sign_int8", "product_width": 16, "vector_rounding": "add_half_truncate",
+                      "vector_width": 8}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_asymmetric"}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_asymmetric", "product": "abs_sign_int8",
+                                 "product_width": 16}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_xnnpack"}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_xnnpack", "output_of": "litert_hybrid_xnnpack"}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_xnnpack", "output_of": "litert_hybrid_xnnpack",
+                                 "product": "exact", "product_width": 0}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_symmetric"}),
+    ("activation_quantization", {"quantization_of": "hybrid_spec", "output_of": "hybrid_spec"}),
+    ("multiplier_arithmetic", {"output_of": "litert_hybrid_xnnpack"}),
+    ("multiplier_arithmetic", {"output_of": "litert_hybrid_symmetric"}),
 )
 
 
