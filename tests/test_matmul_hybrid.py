@@ -329,3 +329,27 @@ def test_int16_batch_matmul_multiplier_is_the_float32_scale_product() -> None:
         if found == 3:
             break
     assert found == 3
+
+
+# ---- the harness targets ----------------------------------------------------------------------------------------
+def test_harness_targets_pass_their_profile() -> None:
+    """The litert.fully_connected_hybrid.* and litert.batch_matmul_int16.* targets on the suite's hybrid and int16
+    cases equal their profiles bit for bit; the int8 targets refuse them."""
+    from qref.conformance.cases.matmul import build_hybrid_cases
+    from qref.harness.families import matmul as fam
+    from qref.harness.model import bits
+
+    cases = list(build_hybrid_cases())
+    ran = refused = 0
+    for t in LA.targets():
+        mine = [c for c in cases if c.operation in t.operations and t.supports(c) is None]
+        if "hybrid" not in t.name and "int16" not in t.name:
+            refused += len(cases) - len(mine)
+            assert not [c for c in mine if c.operation == "hybrid_matmul" or c.params["a_storage"] == "int16"]
+            continue
+        for c, got in zip(mine, t.run(mine)):
+            assert not isinstance(got, BaseException), f"{t.name} {c.id}: {got}"
+            want = fam.expectation(c, t.profile).outputs["y"]
+            np.testing.assert_array_equal(bits(got["y"]), bits(want), err_msg=f"{t.name} {c.id}")
+            ran += 1
+    assert ran >= 5 * 20 + 2 * 6 and refused > 0
