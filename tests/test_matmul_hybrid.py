@@ -1,4 +1,4 @@
-"""LiteRT's dynamic-range (hybrid) FULLY_CONNECTED and int16 BATCH_MATMUL, bit for bit (matmul.md §15, §6.6).
+"""LiteRT's dynamic-range (hybrid) FULLY_CONNECTED and int16 BATCH_MATMUL, bit for bit (matmul.md §17, §6.6).
 
 FULLY_CONNECTED takes a float32 input, int8 weights (per tensor or per output channel, zero point 0), an optional
 float32 bias and gives float32; the interpreter quantizes every input row on the fly. The expected values come

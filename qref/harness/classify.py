@@ -96,7 +96,7 @@ CLASSES: dict[str, tuple[str, str]] = {
     "activation_quantization": ("activation quantization", "the float activation is quantized on the fly by "
                                                            "another scheme (symmetric absmax, asymmetric min / max "
                                                            "with the zero point in float64 or float32; matmul.md "
-                                                           "§15.1)"),
+                                                           "§17.1)"),
     "requantize_method": ("requantization method", "the accumulator is requantized by another method (fixed-point "
                                                    "Q31 multiplier, float multiply, dequantize-dot-quantize)"),
     "multiplier_arithmetic": ("multiplier arithmetic", "the output multiplier a_s b_s / y_s or acc * m computed in "

@@ -102,7 +102,7 @@ class Requantization:
         (no single multiplier: v = ((acc * a_s) * b_s) * (1 / y_s), every product and 1 / y_s rounded to the
         compute dtype) or "sequential_ab_reciprocal_y" (v = (acc * fl(a_s * b_s)) * (1 / y_s); matmul.md §5.2)
         or "sequential_a_then_b" (method float_output only: y = fl(fl(fl(acc) * a_s) * b_s), no single multiplier,
-        matmul.md §15.3).
+        matmul.md §17.3).
     scale_form: "as_given" (a_s and b_s enter as they are) or "reciprocal_round_trip" (held as reciprocals
         fl32(fl64(1 / s)) and inverted back in float32: s' = fl32(1 / fl32(1 / s)), matmul.md §5.2).
     compute: the dtype of acc * m ("float32": acc is first converted to float32, nearest even; "float64": acc is
@@ -156,7 +156,7 @@ class Requantization:
                             "float_multiply steps in a float compute and multiplier dtype (matmul.md §5.2)")
         if self.association == "sequential_a_then_b" and (self.method != "float_output" or self.compute == "exact"):
             raise QrefError("association 'sequential_a_then_b' is a float_output step in a float compute dtype "
-                            "(matmul.md §15.3)")
+                            "(matmul.md §17.3)")
         if self.zero_point == "before_rounding" and self.compute == "exact":
             raise QrefError("zero_point='before_rounding' adds in the compute dtype; with compute='exact' the "
                             "stage makes no difference: use 'after_rounding'")
@@ -186,7 +186,7 @@ class IntMatmulRules:
         fl32(1 / fl32(a_s b_s)))) added to the int32 accumulator) or "after_operand_scales" (added to
         fl(fl(fl(acc) a_s) b_s), before the 1 / y_s product: association "sequential_reciprocal_y") or
         "fused_multiply_add" (method float_output: the bias added in the rounding of the last product, y =
-        fl(t * b_s + bias) with one rounding, matmul.md §15.3).
+        fl(t * b_s + bias) with one rounding, matmul.md §17.3).
     per_axis_requantization: None (``requantization`` applies to every granularity) or the requantization that
         replaces it when B has per-column scales (a lowering that matches only per-tensor operands and decomposes
         the others, matmul.md §6.3).
@@ -227,7 +227,7 @@ class IntMatmulRules:
 
 @dataclass(frozen=True)
 class DynamicQuantization:
-    """How a float32 operand is quantized on the fly (matmul.md §9 per tensor to uint8; §15.1 per row to int8).
+    """How a float32 operand is quantized on the fly (matmul.md §9 per tensor to uint8; §17.1 per row to int8).
 
     scaling: "min_max_with_zero" (uint8: lo = min(0, min x), hi = max(0, max x), all in float32; s = fl32(fl32(hi -
         lo) / 255), s = 1 when hi == lo; z = round_half_even(clamp(fl32(0 - fl32(lo / s)), 0, 255))),
@@ -240,12 +240,12 @@ class DynamicQuantization:
         s = fl32(1 / c)).
     division: "divide" (v = fl32(x / s)), "reciprocal" (v = fl32(x * fl32(1 / s))) or "inverse_scale" (v = fl32(x *
         inv) with the inverse computed in one rounding from the range: fl32(127 / R), or c).
-    storage: the code storage ("uint8": §9; "int8": §15.1). granularity: "per_tensor" or "per_row" (one scale and
+    storage: the code storage ("uint8": §9; "int8": §17.1). granularity: "per_tensor" or "per_row" (one scale and
         zero point per row of the (M, K) operand).
     rounding: of v to an integer ("nearest_even" or "nearest_away"); codes = clamp(round(v) + z).
     vector_rounding: None, or "add_half_truncate": in every row the first vector_width * floor(K / vector_width)
         elements round as trunc(fl32(v + copysign(0.5, v))) (a vector loop; 0.49999997 becomes 1), the rest by
-        ``rounding`` (the loop's scalar tail, matmul.md §15.1).
+        ``rounding`` (the loop's scalar tail, matmul.md §17.1).
     """
 
     scaling: str = "min_max_with_zero"
@@ -269,10 +269,10 @@ class DynamicQuantization:
                             f"with 0 (got {self.vector_rounding!r}, {self.vector_width!r})")
         if (self.storage == "uint8") != (self.scaling == "min_max_with_zero"):
             raise QrefError(f"scaling {self.scaling!r} does not produce {self.storage} codes: min_max_with_zero "
-                            "is the uint8 scaling (matmul.md §9), the others int8 (§15.1)")
+                            "is the uint8 scaling (matmul.md §9), the others int8 (§17.1)")
         if self.division == "inverse_scale" and self.scaling not in ("absmax_symmetric", "min_max_inverse_scale"):
             raise QrefError("division 'inverse_scale' uses the inverse computed from the range: scaling "
-                            "'absmax_symmetric' or 'min_max_inverse_scale' (matmul.md §15.1)")
+                            "'absmax_symmetric' or 'min_max_inverse_scale' (matmul.md §17.1)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -281,9 +281,9 @@ class DynamicQuantization:
 @dataclass(frozen=True)
 class HybridMatmulRules:
     """A dynamic-range ("hybrid") product: float32 activations quantized per row, int8 weights, float32 out
-    (matmul.md §15): ``quantization`` (the activation's, §15.1), ``rules`` (the integer accumulation and the float
+    (matmul.md §17): ``quantization`` (the activation's, §17.1), ``rules`` (the integer accumulation and the float
     output stage: requantization method "float_output" with its association, bias stage "output" and
-    float_bias "exact" (added after rounding: fl32(y + bias)) or "fused_multiply_add", §15.2-§15.3)."""
+    float_bias "exact" (added after rounding: fl32(y + bias)) or "fused_multiply_add", §17.2-§17.3)."""
 
     quantization: DynamicQuantization = field(default_factory=lambda: DynamicQuantization(
         scaling="absmax_symmetric", division="inverse_scale", storage="int8", granularity="per_row",
@@ -293,13 +293,13 @@ class HybridMatmulRules:
 
     def __post_init__(self) -> None:
         if self.quantization.storage != "int8" or self.quantization.granularity != "per_row":
-            raise QrefError("a hybrid product quantizes its activations per row to int8 (matmul.md §15.1)")
+            raise QrefError("a hybrid product quantizes its activations per row to int8 (matmul.md §17.1)")
         if self.rules.requantization.method != "float_output" or self.rules.bias != "output":
             raise QrefError("a hybrid product has a float32 output: requantization method 'float_output', bias "
-                            "stage 'output' (matmul.md §15.2)")
+                            "stage 'output' (matmul.md §17.2)")
         if self.rules.float_bias not in ("exact", "fused_multiply_add"):
             raise QrefError("a hybrid product adds its float32 bias after the scaling ('exact': fl32(y + bias)) or "
-                            "in the last product's rounding ('fused_multiply_add'), matmul.md §15.3")
+                            "in the last product's rounding ('fused_multiply_add'), matmul.md §17.3")
 
     def to_dict(self) -> dict[str, Any]:
         return {"quantization": self.quantization.to_dict(), "rules": self.rules.to_dict()}
@@ -740,7 +740,7 @@ for _p in VECTORWISE_PROFILES:
     register_profile(_p)
 
 
-# ---- dynamic-range (hybrid) products and int16 BATCH_MATMUL of LiteRT (matmul.md §15, §6.6) ---------------------
+# ---- dynamic-range (hybrid) products and int16 BATCH_MATMUL of LiteRT (matmul.md §17, §6.6) ---------------------
 _HYBRID_EVIDENCE = (
     "tests/test_matmul_hybrid.py against ai-edge-litert 2.3.0's Interpreter (AMD EPYC Zen 4, AVX-512): "
     "FULLY_CONNECTED float32 x int8 weights (per tensor, per channel; with and without bias; "
@@ -754,7 +754,7 @@ _LITERT_TFL_SOURCES = ("tensorflow/lite/kernels/fully_connected.cc (EvalHybrid)"
                        "(SseMatrixBatchVectorMultiplyAccumulate)",
                        "tensorflow/lite/kernels/internal/reference/portable_tensor_utils.cc "
                        "(SymmetricQuantizeFloats, AsymmetricQuantizeFloats, MatrixBatchVectorMultiplyAccumulate)",
-                       "docs/spec/matmul.md §15")
+                       "docs/spec/matmul.md §17")
 
 
 def _tfl_hybrid(scaling: str, division: str) -> HybridMatmulRules:
@@ -797,7 +797,7 @@ HYBRID_PROFILES = (
                                Requantization(method="float_output", association="sequential_a_then_b"),
                                bias="output", float_bias="fused_multiply_add")),
             sources=("XNNPACK src/xnnpack/quantization.h (xnn_f32_qd8_asymmetric_quantization_params)",
-                     "XNNPACK src/qd8-f32-qc8w-gemm", "docs/spec/matmul.md §15"),
+                     "XNNPACK src/qd8-f32-qc8w-gemm", "docs/spec/matmul.md §17"),
             package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
     Profile("litert_batch_matmul_int16", "matmul", "LiteRT (ai-edge-litert 2.3) BATCH_MATMUL on int16 operands "
             "(zero points 0), every kernel choice (XNNPACK does not take it)",
@@ -820,9 +820,9 @@ for _p in HYBRID_PROFILES:
     register_profile(_p)
 
 HYBRID_SPEC = Profile(
-    "hybrid_spec", "matmul", "matmul.md §15 read with one scalar rounding per step (the spec default of the "
+    "hybrid_spec", "matmul", "matmul.md §17 read with one scalar rounding per step (the spec default of the "
     "hybrid operation)",
     "Per row: R = max |x|, s = fl32(R / 127), v = fl32(x * fl32(127 / R)), q = round_half_away(v) clamped to "
     "[-127, 127] at every position; int32 dot; y = fl32(fl32(fl32(acc) * fl32(s * w_s[n])) + bias[n]).",
-    rules=HybridMatmulRules(), sources=("docs/spec/matmul.md §15.4",), status="spec")
+    rules=HybridMatmulRules(), sources=("docs/spec/matmul.md §17.4",), status="spec")
 register_profile(HYBRID_SPEC)

@@ -1027,7 +1027,7 @@ def qgemm(a: object, b: object, *, a_scale: object, b_scale: object, a_zero_poin
                             y_scale=y_scale, y_zero_point=y_zero_point, bias=c, pipeline=pipe)
 
 
-# ---- dynamic-range (hybrid) products: per-row int8 activations, int8 weights, float32 out (matmul.md §15) -------
+# ---- dynamic-range (hybrid) products: per-row int8 activations, int8 weights, float32 out (matmul.md §17) -------
 @dataclass
 class HybridOutput:
     """A hybrid product's result: ``values`` (float32 (M, N)), the activation ``codes`` (int64 (M, K)), their
@@ -1042,7 +1042,7 @@ class HybridOutput:
 
 def _round_codes(v: np.ndarray, dq: DynamicQuantization) -> np.ndarray:
     """v (float32 (M, K)) rounded to integers by ``dq.rounding``; with a vector rounding, the first
-    vector_width * floor(K / vector_width) elements of every row by trunc(fl32(v + copysign(0.5, v))) (§15.1)."""
+    vector_width * floor(K / vector_width) elements of every row by trunc(fl32(v + copysign(0.5, v))) (§17.1)."""
     r = round_float(v, dq.rounding)
     if dq.vector_rounding == "add_half_truncate":
         w = dq.vector_width * (v.shape[1] // dq.vector_width)
@@ -1053,17 +1053,17 @@ def _round_codes(v: np.ndarray, dq: DynamicQuantization) -> np.ndarray:
 
 
 def dynamic_quantize_rows(x: object, dq: DynamicQuantization) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A float32 (M, K) operand quantized per row to int8 (matmul.md §15.1): (codes int64 (M, K), scales float32
+    """A float32 (M, K) operand quantized per row to int8 (matmul.md §17.1): (codes int64 (M, K), scales float32
     (M,), zero points int64 (M,)). Every step is float32 unless the scaling says float64 (its zero point)."""
     if dq.storage != "int8" or dq.granularity != "per_row":
-        raise QrefError("dynamic_quantize_rows quantizes per row to int8 (matmul.md §15.1); per-tensor uint8 is "
+        raise QrefError("dynamic_quantize_rows quantizes per row to int8 (matmul.md §17.1); per-tensor uint8 is "
                         "dynamic_quantize_uint8 (§9)")
     v = np.asarray(x)
     if v.dtype != np.float32 or v.ndim != 2 or v.size == 0:
-        raise QrefError(f"the activation is a non-empty (M, K) float32 array (matmul.md §15 C1), got {v.dtype} "
+        raise QrefError(f"the activation is a non-empty (M, K) float32 array (matmul.md §17 C1), got {v.dtype} "
                         f"{v.shape}")
     if not np.all(np.isfinite(v)):
-        raise QrefError("the activation holds finite values (matmul.md §15 C1: NaN / Inf rows are unspecified)")
+        raise QrefError("the activation holds finite values (matmul.md §17 C1: NaN / Inf rows are unspecified)")
     f = np.float32
     M = v.shape[0]
     z = np.zeros((M, 1), np.int64)
@@ -1098,7 +1098,7 @@ def dynamic_quantize_rows(x: object, dq: DynamicQuantization) -> tuple[np.ndarra
                 s = (f(1) / c).astype(f)
                 inv = c
         if not np.all(np.isfinite(s)) or np.any(s == 0):
-            raise QrefError("a row's range overflows float32 or its scale underflows to 0 (matmul.md §15 C1)")
+            raise QrefError("a row's range overflows float32 or its scale underflows to 0 (matmul.md §17 C1)")
         if dq.division == "divide":
             q = (v / s).astype(f)
         elif dq.division == "reciprocal":
@@ -1115,17 +1115,17 @@ def dynamic_quantize_rows(x: object, dq: DynamicQuantization) -> tuple[np.ndarra
 def hybrid_matmul(x: object, w: object, *, w_scale: object, bias: object = None,
                   rules: HybridMatmulRules | None = None, profile: str | Profile | None = None) -> HybridOutput:
     """Y = x W with x (M, K) float32 quantized per row on the fly and W (K, N) int8 codes of scale w_scale (one,
-    or one per column) and zero point 0 (matmul.md §15):
+    or one per column) and zero point 0 (matmul.md §17):
 
-        q, s, z = dynamic_quantize_rows(x)                                         # §15.1
-        acc[m, n] = sum_k (q[m, k] - z[m]) W[k, n]                                 # §15.2, int32
+        q, s, z = dynamic_quantize_rows(x)                                         # §17.1
+        acc[m, n] = sum_k (q[m, k] - z[m]) W[k, n]                                 # §17.2, int32
         y = fl32(fl32(fl32(acc) * fl32(s[m] w_s[n])) + bias[n])                    # association ab_then_y
         y = fma(fl32(fl32(acc) * s[m]), w_s[n], bias[n])                           # sequential_a_then_b, fused
     """
     if rules is None:
         p = resolve_profile(profile or "litert_hybrid_symmetric", "matmul").profile
         if not isinstance(p.rules, HybridMatmulRules):
-            raise QrefError(f"profile {p.name!r} is not a hybrid product profile (matmul.md §15.4)")
+            raise QrefError(f"profile {p.name!r} is not a hybrid product profile (matmul.md §17.4)")
         rules = p.rules
     codes, s, z = dynamic_quantize_rows(x, rules.quantization)
     K = codes.shape[1]
@@ -1139,7 +1139,7 @@ def hybrid_matmul(x: object, w: object, *, w_scale: object, bias: object = None,
                             b_storage="int8")
     req, f = rules.rules.requantization, np.float32
     if req.compute != "float32" or req.multiplier_dtype != "float32":
-        raise QrefError("the hybrid output stage is float32 (compute and multiplier_dtype 'float32', §15.3)")
+        raise QrefError("the hybrid output stage is float32 (compute and multiplier_dtype 'float32', §17.3)")
     s2, ws2 = s.reshape(-1, 1), np.broadcast_to(ws, (N,)).reshape(1, -1)
     acc_f = acc.astype(f)
     if req.association == "sequential_a_then_b":
@@ -1148,7 +1148,7 @@ def hybrid_matmul(x: object, w: object, *, w_scale: object, bias: object = None,
         t, ws2 = acc_f, (s2 * ws2).astype(f)
     else:
         raise QrefError(f"the hybrid output stage takes association 'ab_then_y' or 'sequential_a_then_b', not "
-                        f"{req.association!r} (matmul.md §15.3)")
+                        f"{req.association!r} (matmul.md §17.3)")
     bias_b = np.zeros((1, N), f) if bias_v is None else bias_v.reshape(1, -1)
     with np.errstate(over="ignore", invalid="ignore"):
         if rules.rules.float_bias == "fused_multiply_add":

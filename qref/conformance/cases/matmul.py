@@ -1161,8 +1161,8 @@ def _torchao_int8_cases() -> Iterator[Case]:
     yield _wo8_case("cancellation", x, codes, np.full(N, 0.01, np.float32), "the exact sum is 0 (halves cancel)")
 
 
-# ---- LiteRT dynamic-range (hybrid) FULLY_CONNECTED and int16 BATCH_MATMUL (matmul.md §15, §6.6) ------------------
-#: the hybrid operation's profiles: "exact" is the spec default read as hybrid_spec (matmul.md §15.4)
+# ---- LiteRT dynamic-range (hybrid) FULLY_CONNECTED and int16 BATCH_MATMUL (matmul.md §17, §6.6) ------------------
+#: the hybrid operation's profiles: "exact" is the spec default read as hybrid_spec (matmul.md §17.4)
 HYBRID_PROFILE_ORDER = ("exact", "litert_hybrid_symmetric", "litert_hybrid_asymmetric", "litert_hybrid_xnnpack")
 
 
@@ -1210,8 +1210,8 @@ def _hybrid_case(cat: str, x: np.ndarray, w: np.ndarray, ws: np.ndarray, bias: n
                    operation="hybrid_matmul", profile=rep, profiles=tuple(members), inputs=ins, expected={"y": y},
                    unspecified={}, params={"a_storage": "float32", "b_storage": "int8", "output": "float32",
                                            "m": M, "k": K, "n": N, "rules": rules.to_dict()},
-                   tags=(*tags, "profile"), spec=("matmul.md §15.1", "matmul.md §15.2", "matmul.md §15.3",
-                                                  "matmul.md §15.4"),
+                   tags=(*tags, "profile"), spec=("matmul.md §17.1", "matmul.md §17.2", "matmul.md §17.3",
+                                                  "matmul.md §17.4"),
                    description=f"hybrid_matmul float32 x int8 {gran} (M={M}, K={K}, N={N}): {description}")
 
 

@@ -33,7 +33,7 @@ BACKEND = "litert"
 DISTRIBUTIONS = ("ai-edge-litert",)
 KINDS = {"ref": "BUILTIN_REF", "optimized": "BUILTIN_WITHOUT_DEFAULT_DELEGATES", "xnnpack": "AUTO"}
 OPS = {"fully_connected": "FULLY_CONNECTED", "batch_matmul": "BATCH_MATMUL", "batch_matmul_int16": "BATCH_MATMUL"}
-#: the dynamic-range FULLY_CONNECTED (matmul.md §15): (kernel choice, asymmetric_quantize_inputs) -> profile
+#: the dynamic-range FULLY_CONNECTED (matmul.md §17): (kernel choice, asymmetric_quantize_inputs) -> profile
 HYBRID_PROFILES = {("ref", False): "litert_hybrid_symmetric", ("ref", True): "litert_hybrid_asymmetric",
                    ("optimized", False): "litert_hybrid_symmetric", ("optimized", True): "litert_hybrid_asymmetric",
                    ("xnnpack", False): "litert_hybrid_xnnpack"}
@@ -81,7 +81,7 @@ def model_bytes(op: str, tensors: list[tuple], inputs: list[int], op_inputs: lis
                 asymmetric_quantize_inputs: bool = False) -> bytes:
     """The .tflite flatbuffer of one FULLY_CONNECTED / BATCH_MATMUL operator (output: the last tensor). A tensor
     with no scales (a float32 tensor) has no quantization; ``asymmetric_quantize_inputs`` is FULLY_CONNECTED's
-    option for a float32 input with int8 weights (the dynamic-range product, matmul.md §15)."""
+    option for a float32 input with int8 weights (the dynamic-range product, matmul.md §17)."""
     import flatbuffers
     from ai_edge_litert import schema_py_generated as S
 
@@ -169,7 +169,7 @@ def unsupported(case: Case, op: str) -> str | None:
 
 
 def hybrid_tensors(ins: dict[str, np.ndarray]) -> tuple[list[tuple], list[int], list[int]]:
-    """The dynamic-range FULLY_CONNECTED (matmul.md §15): float32 input a (M, K), int8 weights b transposed (N, K)
+    """The dynamic-range FULLY_CONNECTED (matmul.md §17): float32 input a (M, K), int8 weights b transposed (N, K)
     with the case's scales (zero points 0), the float32 bias, a float32 output."""
     a, b = np.asarray(ins["a"]), np.asarray(ins["b"])
     M, K = a.shape

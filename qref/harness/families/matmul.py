@@ -30,10 +30,10 @@ FAMILY = "matmul"
 SPEC_PROFILE = "exact"
 VW_OPS = ("int8_vectorwise_matmul",)  # matmul.md §13
 WO_OPS = ("weight_only_matmul", "int8_weight_only_matmul")  # matmul.md §14
-HYBRID_OPS = ("hybrid_matmul",)  # matmul.md §15
+HYBRID_OPS = ("hybrid_matmul",)  # matmul.md §17
 OPERATIONS = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float", "dynamic_quantize_matmul", "matmul_nbits",
               "matmul_nbits_int8", "qgemm", "matmul_bnb4", *VW_OPS, *WO_OPS, *HYBRID_OPS)
-HYBRID_SPEC = "hybrid_spec"  # the spec default "exact" read for the hybrid operation (matmul.md §15.4)
+HYBRID_SPEC = "hybrid_spec"  # the spec default "exact" read for the hybrid operation (matmul.md §17.4)
 FLOAT_OPS = ("matmul_integer_to_float", "dynamic_quantize_matmul")
 NBITS_OPS = ("matmul_nbits", "matmul_nbits_int8", "matmul_bnb4")
 
@@ -42,7 +42,7 @@ CLASS_SECTIONS = {
     "requantize_method": "matmul.md §5", "multiplier_arithmetic": "matmul.md §5.2",
     "tie_rule": "matmul.md §5.2", "zero_point_order": "matmul.md §5.2", "compute_precision": "matmul.md §5.2",
     "unsigned_extension": "matmul.md §3.3", "narrowing": "matmul.md §5",
-    "bias_stage": "matmul.md §4.1", "product_rule": "matmul.md §3.4", "activation_quantization": "matmul.md §15.1",
+    "bias_stage": "matmul.md §4.1", "product_rule": "matmul.md §3.4", "activation_quantization": "matmul.md §17.1",
 }
 
 # rule changes tried in order: (class, overrides)
@@ -141,7 +141,7 @@ def _qgemm_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
 
 
 def _hybrid_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
-    """matmul.md §15: the hybrid product under ``profile`` (``exact``: hybrid_spec) with overrides of its
+    """matmul.md §17: the hybrid product under ``profile`` (``exact``: hybrid_spec) with overrides of its
     activation quantization's fields."""
     import dataclasses
 
@@ -151,7 +151,7 @@ def _hybrid_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
 
     rules = resolve_profile(HYBRID_SPEC if profile == SPEC_PROFILE else profile, "matmul").profile.rules
     if not isinstance(rules, HybridMatmulRules):
-        raise QrefError(f"profile {profile!r} has no hybrid product rules (matmul.md §15.4)")
+        raise QrefError(f"profile {profile!r} has no hybrid product rules (matmul.md §17.4)")
     ov = dict(overrides)
     if "quantization_of" in ov:  # another profile's activation quantization whole
         rules = dataclasses.replace(rules, quantization=resolve_profile(ov.pop("quantization_of"),
@@ -172,7 +172,7 @@ def _hybrid_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
 
 
 #: alternatives of the hybrid product: the products (§3.4), the activation quantization and its rounding
-#: (matmul.md §15.1), the output stage (§15.3)
+#: (matmul.md §17.1), the output stage (§17.3)
 _HYBRID_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("tie_rule", {"vector_rounding": None, "vector_width": 0}),
     ("tie_rule", {"vector_rounding": "add_half_truncate", "vector_width": 8}),
