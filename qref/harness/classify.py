@@ -90,6 +90,14 @@ CLASSES: dict[str, tuple[str, str]] = {
     "bias_stage": ("float bias stage", "a float bias enters the requantization at another stage (in accumulator "
                                        "units before the multiplier, quantized to int32, after the operand scales; "
                                        "matmul.md §4.1)"),
+    "product_rule": ("product rule", "int8 products formed otherwise than exactly, or the reverse: |a| times b with "
+                                     "a's sign moved onto it in int8, so -(-128) wraps (x86 pabsb / psignb; "
+                                     "matmul.md §3.4)"),
+    "activation_quantization": ("activation quantization", "the float activation is quantized on the fly by "
+                                                           "another scheme (symmetric absmax, asymmetric min / max "
+                                                           "with the scale or zero point in float64 or float32, "
+                                                           "7-bit codes, the zero point added before rounding; "
+                                                           "matmul.md §9, §15, §17.1)"),
     "requantize_method": ("requantization method", "the accumulator is requantized by another method (fixed-point "
                                                    "Q31 multiplier, float multiply, dequantize-dot-quantize)"),
     "multiplier_arithmetic": ("multiplier arithmetic", "the output multiplier a_s b_s / y_s or acc * m computed in "

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import QrefError, check_choice
 from .base import Profile, register_profile
 
-OVERFLOWS = ("wrap", "saturate", "exact")
+OVERFLOWS = ("wrap", "saturate", "exact", "int64")
 PAIR_SUMS = (None, "saturating_int16", "saturating_int16_shifted_a")
 METHODS = ("none", "float_multiply", "fixed_point", "dequantize_compute_quantize", "zero_point_offset",
            "float_output")
@@ -28,17 +28,22 @@ SCALE_FORMS = ("as_given", "reciprocal_round_trip")
 COMPUTE_DTYPES = ("float32", "float64", "exact")
 ZERO_POINT_STAGES = ("after_rounding", "before_rounding")
 ROUNDINGS = ("nearest_even", "nearest_away", "nearest_up", "toward_zero")
-FIXED_POINT_FORMS = ("double_rounding", "single_rounding", "double_rounding_half_up")
+FIXED_POINT_FORMS = ("double_rounding", "single_rounding", "double_rounding_half_up", "single_rounding_q15")
 UNSIGNED_EXTENSIONS = ("zero", "sign")
+PRODUCTS = ("exact", "abs_sign_int8")
 NARROWINGS = ("clamp", "wrap")
+DOTS = ("rounded_once", "sequential_float32")
 BIAS_STAGES = ("accumulator", "output")
-FLOAT_BIASES = ("exact", "float_accumulator", "int32_accumulator", "after_operand_scales", "fused_output")
-DYNAMIC_SCALINGS = ("min_max_with_zero",)
-DYNAMIC_DIVISIONS = ("divide", "reciprocal")
+FLOAT_BIASES = ("exact", "float_accumulator", "int32_accumulator", "after_operand_scales", "fused_multiply_add")
+DYNAMIC_SCALINGS = ("min_max_with_zero", "absmax_symmetric", "min_max_float64_zero_point", "min_max_inverse_scale")
+DYNAMIC_DIVISIONS = ("divide", "reciprocal", "inverse_scale")
 DYNAMIC_SCALE_ARITHMETICS = ("float32", "float64")
 DYNAMIC_ZERO_POINT_RULES = ("from_min", "smaller_error")
 DYNAMIC_ZERO_POINT_ADDS = ("after_rounding", "fused", "before_rounding")
 DYNAMIC_KERNEL_SCALES = ("scale", "float64_reciprocal_inverted")
+DYNAMIC_STORAGES = ("uint8", "int8")
+DYNAMIC_GRANULARITIES = ("per_tensor", "per_row")
+VECTOR_ROUNDINGS = (None, "add_half_truncate")
 NBITS_COMPUTES = ("float32_dequantize", "int8_blocks")
 
 
@@ -48,7 +53,8 @@ class IntAccumulation:
 
     overflow: "wrap" (the int32 accumulator wraps modulo 2^32: two's complement adds), "saturate" (every partial
         sum, in k order, saturates to the int32 range) or "exact" (the exact sum, held in int64; a result outside
-        int32 is unspecified).
+        int32 is unspecified) or "int64" (an int64 accumulator: the exact sum, defined beyond int32; TFLite's
+        int16 kernels).
     pair_sum: None (every product enters the int32 sum) or "saturating_int16" (u8 x s8 operands: the raw
         products of adjacent pairs a[2i] b[2i] + a[2i+1] b[2i+1] are summed with int16 saturation before the
         int32 sum, as x86 vpmaddubsw does; zero points are corrected afterwards in int32, matmul.md §3.2) or
@@ -57,17 +63,27 @@ class IntAccumulation:
     unsigned_extension: how an unsigned storage value enters the int32 arithmetic: "zero" (its value) or "sign"
         (its bits sign-extended, as a signless integer: uint8 200 is -56; zero points keep their values,
         matmul.md §3.3).
+    product: "exact" (a[k] b[k]) or "abs_sign_int8" (|a| times b with a's sign moved onto it in int8: -b wraps, so
+        b = -128 with a < 0 gives |a| (-128) = 128 a instead of -128 a; x86 pabsb / psignb / pmaddubsw on raw
+        int8 codes, zero point 0 for b, matmul.md §3.4).
+    product_width: with "abs_sign_int8", the vector width w: the first w floor(K / w) products of every dot take
+        that rule, the rest (the scalar tail) are exact (0: every product).
     """
 
     overflow: str = "wrap"
     pair_sum: str | None = None
     unsigned_extension: str = "zero"
+    product: str = "exact"
+    product_width: int = 0
 
     def __post_init__(self) -> None:
         check_choice("overflow", self.overflow, OVERFLOWS)
         if self.pair_sum not in PAIR_SUMS:
             raise QrefError(f"pair_sum must be one of {PAIR_SUMS}, got {self.pair_sum!r}")
         check_choice("unsigned_extension", self.unsigned_extension, UNSIGNED_EXTENSIONS)
+        check_choice("product", self.product, PRODUCTS)
+        if self.product_width < 0 or (self.product == "exact" and self.product_width):
+            raise QrefError("product_width is the vector width of product 'abs_sign_int8' (>= 0; 0 with 'exact')")
 
 
 @dataclass(frozen=True)
@@ -88,7 +104,8 @@ class Requantization:
         multiplier_dtype; with per-column b scales as "ab_then_y", matmul.md §5.3),
         "ab_times_reciprocal_y" (m = (a_s * b_s) * (1 / y_s), each step rounded) or "sequential_reciprocal_y"
         (no single multiplier: v = ((acc * a_s) * b_s) * (1 / y_s), every product and 1 / y_s rounded to the
-        compute dtype) or "sequential_ab_reciprocal_y" (v = (acc * fl(a_s * b_s)) * (1 / y_s); matmul.md §5.2).
+        compute dtype; with method float_output, y_s = 1: y = fl(fl(fl(acc) * a_s) * b_s), matmul.md §15, §16,
+        §17.3) or "sequential_ab_reciprocal_y" (v = (acc * fl(a_s * b_s)) * (1 / y_s); matmul.md §5.2).
     scale_form: "as_given" (a_s and b_s enter as they are) or "reciprocal_round_trip" (held as reciprocals
         fl32(fl64(1 / s)) and inverted back in float32: s' = fl32(1 / fl32(1 / s)), matmul.md §5.2).
     compute: the dtype of acc * m ("float32": acc is first converted to float32, nearest even; "float64": acc is
@@ -99,11 +116,16 @@ class Requantization:
     fixed_point: "double_rounding" (gemmlowp: SaturatingRoundingDoublingHighMul, RoundingDivideByPOT),
         "single_rounding" (one rounding of acc * q / 2^(31 - shift), half up) or "double_rounding_half_up"
         ((acc 2^left * q + 2^30) >> 31 in 64 bits, then a rounding right shift half up: both roundings toward
-        +inf on ties; the left shift wraps in int32, matmul.md §5.3).
+        +inf on ties; the left shift wraps in int32, matmul.md §5.3) or "single_rounding_q15" (the Q31
+        multiplier reduced to Q15, (q + 2^15) >> 16 saturated to 2^15 - 1, then one rounding half up of the
+        int64 acc * q15 / 2^(15 - shift): TFLite's int64-accumulator MultiplyByQuantizedMultiplier, §5.3).
     unit_tolerance: a multiplier with |m - 1| <= unit_tolerance (m in the multiplier dtype) is not applied: the
         accumulator passes unscaled (zero_point_offset, §5.5; 0: only m = 1 exactly, which changes nothing).
     narrowing: how the int32 result becomes the output storage: "clamp" (saturate to its range) or "wrap" (keep
         its low bits, modulo 2^bits, §5.5).
+    dot: the float dot of method dequantize_compute_quantize: "rounded_once" (the exact dot of the dequantized
+        operands rounded once to float32, the spec) or "sequential_float32" (every product rounded to float32,
+        summed from 0 in k order in float32, no fused multiply-add; §5.4).
     """
 
     method: str = "float_multiply"
@@ -116,6 +138,7 @@ class Requantization:
     unit_tolerance: float = 0.0
     narrowing: str = "clamp"
     scale_form: str = "as_given"
+    dot: str = "rounded_once"
 
     def __post_init__(self) -> None:
         check_choice("method", self.method, METHODS)
@@ -126,6 +149,7 @@ class Requantization:
         check_choice("rounding", self.rounding, ROUNDINGS)
         check_choice("fixed_point", self.fixed_point, FIXED_POINT_FORMS)
         check_choice("narrowing", self.narrowing, NARROWINGS)
+        check_choice("dot", self.dot, DOTS)
         if not 0 <= self.unit_tolerance < 1:
             raise QrefError(f"unit_tolerance must lie in [0, 1), got {self.unit_tolerance!r}")
         check_choice("scale_form", self.scale_form, SCALE_FORMS)
@@ -140,7 +164,7 @@ class Requantization:
                             "stage makes no difference: use 'after_rounding'")
 
     def to_dict(self) -> dict[str, Any]:
-        return _without_defaults(self, ("unit_tolerance", "narrowing", "scale_form"))
+        return _without_defaults(self, ("unit_tolerance", "narrowing", "scale_form", "dot"))
 
 
 def _without_defaults(record: Any, later: tuple[str, ...]) -> dict[str, Any]:
@@ -153,9 +177,23 @@ def _without_defaults(record: Any, later: tuple[str, ...]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class DynamicQuantization:
-    """How a float32 operand is quantized on the fly to unsigned codes per tensor (matmul.md §9, §15).
+    """How a float32 operand is quantized on the fly (matmul.md §9 and §15 per tensor to uint8; §17.1 per row to
+    int8).
 
-    scaling: "min_max_with_zero" (lo = min(0, min x), hi = max(0, max x), in float32).
+    scaling: "min_max_with_zero" (uint8: lo = min(0, min x), hi = max(0, max x), in float32; the scale and zero
+        point by the fields below), "absmax_symmetric" (int8: R = max |x|, s = fl32(R / 127), z = 0, codes in
+        [-127, 127]; R = 0: s = 1, codes 0), "min_max_float64_zero_point" (int8: r = fl32(hi - lo), s64 = r / 255 in
+        float64, the zero point -128 - lo / s64 or 127 - hi / s64 (the one whose |qmin| + |lo / s64| vs |qmax| +
+        |hi / s64| error is smaller), clamped, rounded half away; s = fl32(s64); hi == lo: s = 1, z = 0, codes 0)
+        or "min_max_inverse_scale" (int8: c = fl32(255 / fl32(hi - lo)) (c = 1 when hi == lo), in float32 a = lo c,
+        b = hi c, z = rint(clamp(fl32(-128 - a) if fl32(fl32(-128 + a) + fl32(b + 127)) > 0 else fl32(127 - b)));
+        s = fl32(1 / c)).
+    division: how x meets the scale k: "divide" (v = fl32(x / k)), "reciprocal" (v = fl32(x * fl32(1 / k))) or
+        "inverse_scale" (int8: v = fl32(x * inv) with the inverse computed in one rounding from the range:
+        fl32(127 / R), or c).
+    storage: the code storage ("uint8": §9, §15; "int8": §17.1). granularity: "per_tensor" or "per_row" (one scale
+        and zero point per row of the (M, K) operand, int8 only).
+    The uint8 scaling's fields (matmul.md §9, §15):
     code_max: the largest code (255; 127: PyTorch's reduce_range, 7-bit codes).
     scale_arithmetic: "float32" (s = fl32(fl32(hi - lo) / code_max); s = degenerate_scale when hi == lo) or
         "float64" (s_d = (hi - lo) / code_max in float64; s_d = degenerate_scale when fl32(s_d) is 0 or
@@ -165,17 +203,22 @@ class DynamicQuantization:
     zero_point_rule: "from_min" (z = round_half_even(clamp(fl32(0 - fl32(lo / s)), 0, code_max)), float32) or
         "smaller_error" (float64 with s_d: z_min = -lo / s_d, z_max = code_max - hi / s_d; z_min when
         -|lo / s_d| < code_max - |hi / s_d| else z_max; clamped, nearest even).
-    division: how x meets the kernel's scale k: "divide" (fl32(x / k)) or "reciprocal" (x * r, r = fl32(1 / k)).
-    zero_point_add: "after_rounding" (q = clamp(round(t) + z) with t = fl32(x / k) or fl32(x r)), "fused"
-        (q = clamp(round(fl32(x r + z))), one rounding: a fused multiply-add) or "before_rounding"
-        (q = clamp(round(fl32(t + z)))).
+    zero_point_add: "after_rounding" (q = clamp(round(v) + z)), "fused" (q = clamp(round(fl32(x r + z))), one
+        rounding: a fused multiply-add) or "before_rounding" (q = clamp(round(fl32(v + z)))).
     kernel_scale: the scale k the kernel quantizes with and scales the float output by: "scale" (s) or
         "float64_reciprocal_inverted" (fl32(1 / fl32(1 / s_d)): a kernel handed the reciprocal of the float64
         scale, inverted back in float32).
+    The int8 scalings' rounding (matmul.md §17.1):
+    rounding: of v to an integer ("nearest_even" or "nearest_away"); codes = clamp(round(v) + z).
+    vector_rounding: None, or "add_half_truncate": in every row the first vector_width * floor(K / vector_width)
+        elements round as trunc(fl32(v + copysign(0.5, v))) (a vector loop; 0.49999997 becomes 1), the rest by
+        ``rounding`` (the loop's scalar tail).
     """
 
     scaling: str = "min_max_with_zero"
     division: str = "divide"
+    storage: str = "uint8"
+    granularity: str = "per_tensor"
     code_max: int = 255
     scale_arithmetic: str = "float32"
     degenerate_scale: float = 1.0
@@ -183,22 +226,55 @@ class DynamicQuantization:
     zero_point_rule: str = "from_min"
     zero_point_add: str = "after_rounding"
     kernel_scale: str = "scale"
+    rounding: str = "nearest_even"
+    vector_rounding: str | None = None
+    vector_width: int = 0
 
     def __post_init__(self) -> None:
         check_choice("scaling", self.scaling, DYNAMIC_SCALINGS)
         check_choice("division", self.division, DYNAMIC_DIVISIONS)
-        if self.code_max not in (255, 127):
-            raise QrefError(f"code_max must be 255 (8-bit codes) or 127 (reduce_range), got {self.code_max!r}")
+        check_choice("storage", self.storage, DYNAMIC_STORAGES)
+        check_choice("granularity", self.granularity, DYNAMIC_GRANULARITIES)
         check_choice("scale_arithmetic", self.scale_arithmetic, DYNAMIC_SCALE_ARITHMETICS)
         check_choice("zero_point_rule", self.zero_point_rule, DYNAMIC_ZERO_POINT_RULES)
         check_choice("zero_point_add", self.zero_point_add, DYNAMIC_ZERO_POINT_ADDS)
         check_choice("kernel_scale", self.kernel_scale, DYNAMIC_KERNEL_SCALES)
+        check_choice("rounding", self.rounding, ("nearest_even", "nearest_away"))
+        if self.code_max not in (255, 127):
+            raise QrefError(f"code_max must be 255 (8-bit codes) or 127 (reduce_range), got {self.code_max!r}")
         if not (self.degenerate_scale > 0 and 0 <= self.min_scale < 1):
             raise QrefError(f"degenerate_scale must be positive and min_scale in [0, 1), got "
                             f"{self.degenerate_scale!r}, {self.min_scale!r}")
         if self.kernel_scale != "scale" and self.scale_arithmetic != "float64":
             raise QrefError("kernel_scale 'float64_reciprocal_inverted' needs scale_arithmetic 'float64' "
                             "(matmul.md §15)")
+        if self.vector_rounding not in VECTOR_ROUNDINGS:
+            raise QrefError(f"vector_rounding must be one of {VECTOR_ROUNDINGS}, got {self.vector_rounding!r}")
+        if (self.vector_rounding is None) != (self.vector_width == 0) or self.vector_width < 0:
+            raise QrefError("vector_rounding and vector_width go together: a rounding with a width >= 1, or None "
+                            f"with 0 (got {self.vector_rounding!r}, {self.vector_width!r})")
+        if (self.storage == "uint8") != (self.scaling == "min_max_with_zero"):
+            raise QrefError(f"scaling {self.scaling!r} does not produce {self.storage} codes: min_max_with_zero "
+                            "is the uint8 scaling (matmul.md §9), the others int8 (§17.1)")
+        if self.division == "inverse_scale" and self.scaling not in ("absmax_symmetric", "min_max_inverse_scale"):
+            raise QrefError("division 'inverse_scale' uses the inverse computed from the range: scaling "
+                            "'absmax_symmetric' or 'min_max_inverse_scale' (matmul.md §17.1)")
+        uint8_only = {"code_max": 255, "scale_arithmetic": "float32", "degenerate_scale": 1.0, "min_scale": 0.0,
+                      "zero_point_rule": "from_min", "zero_point_add": "after_rounding", "kernel_scale": "scale"}
+        int8_only = {"granularity": "per_tensor", "rounding": "nearest_even", "vector_rounding": None}
+        if self.storage == "int8":
+            bad = sorted(k for k, v in uint8_only.items() if getattr(self, k) != v)
+            if bad:
+                raise QrefError(f"{bad} select the uint8 scaling (matmul.md §9, §15); an int8 scaling takes its "
+                                "scale and zero point from ``scaling`` (§17.1)")
+        else:
+            bad = sorted(k for k, v in int8_only.items() if getattr(self, k) != v)
+            if bad:
+                raise QrefError(f"{bad} select the per-row int8 quantization (matmul.md §17.1); the uint8 scaling is "
+                                "per tensor, rounded to nearest even (§9)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -213,9 +289,13 @@ class IntMatmulRules:
         fl(fl(acc) + fl(bias / fl(a_s b_s[n])))), "int32_accumulator" (round_half_even(fl32(bias *
         fl32(1 / fl32(a_s b_s)))) added to the int32 accumulator) or "after_operand_scales" (added to
         fl(fl(fl(acc) a_s) b_s), before the 1 / y_s product: association "sequential_reciprocal_y") or
-        "fused_output" (method "float_output": y = fl32(fl32(acc) m + bias) with one rounding, a fused
-        multiply-add, matmul.md §8, §15).
+        "fused_multiply_add" (method "float_output": the bias added in the rounding of the last product, y =
+        fl32(fl32(acc) m + bias) or fl32(t b_s + bias) with one rounding, a fused multiply-add, matmul.md §8,
+        §15, §17.3).
     dynamic: how a float32 A is quantized on the fly (``DynamicQuantization``, matmul.md §9, §15).
+    per_axis_requantization: None (``requantization`` applies to every granularity) or the requantization that
+        replaces it when B has per-column scales (a lowering that matches only per-tensor operands and decomposes
+        the others, matmul.md §6.3).
     """
 
     accumulation: IntAccumulation = field(default_factory=IntAccumulation)
@@ -223,6 +303,7 @@ class IntMatmulRules:
     bias: str = "accumulator"
     float_bias: str = "exact"
     dynamic: DynamicQuantization = field(default_factory=lambda: DynamicQuantization())
+    per_axis_requantization: Requantization | None = None
 
     def __post_init__(self) -> None:
         check_choice("bias", self.bias, BIAS_STAGES)
@@ -240,17 +321,50 @@ class IntMatmulRules:
         req = dataclasses.replace(self.requantization, **{k: v for k, v in overrides.items() if k in req_f})
         dyn = dataclasses.replace(self.dynamic, **{k: v for k, v in overrides.items() if k in dyn_f})
         return IntMatmulRules(acc, req, overrides.get("bias", self.bias),
-                              overrides.get("float_bias", self.float_bias), dyn)
+                              overrides.get("float_bias", self.float_bias), dyn, self.per_axis_requantization)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a dict; ``float_bias`` and ``dynamic`` (added after suite v1) only when not default."""
-        d = {"accumulation": _without_defaults(self.accumulation, ("unsigned_extension",)),
+        """The fields as a dict; ``float_bias``, ``dynamic`` and ``per_axis_requantization`` (added after suite v1)
+        only when not default."""
+        d = {"accumulation": _without_defaults(self.accumulation, ("unsigned_extension", "product", "product_width")),
              "requantization": self.requantization.to_dict(), "bias": self.bias}
         if self.float_bias != "exact":
             d["float_bias"] = self.float_bias
         if self.dynamic != DynamicQuantization():
-            d["dynamic"] = dataclasses.asdict(self.dynamic)
+            d["dynamic"] = self.dynamic.to_dict()
+        if self.per_axis_requantization is not None:
+            d["per_axis_requantization"] = self.per_axis_requantization.to_dict()
         return d
+
+
+@dataclass(frozen=True)
+class HybridMatmulRules:
+    """A dynamic-range ("hybrid") product: float32 activations quantized per row, int8 weights, float32 out
+    (matmul.md §17): ``quantization`` (the activation's, §17.1), ``rules`` (the integer accumulation and the float
+    output stage: requantization method "float_output" with its association, bias stage "output" and
+    float_bias "exact" (added after rounding: fl32(y + bias)) or "fused_multiply_add", §17.2-§17.3)."""
+
+    quantization: DynamicQuantization = field(default_factory=lambda: DynamicQuantization(
+        scaling="absmax_symmetric", division="inverse_scale", storage="int8", granularity="per_row",
+        rounding="nearest_away"))
+    rules: IntMatmulRules = field(default_factory=lambda: IntMatmulRules(
+        IntAccumulation(overflow="wrap"), Requantization(method="float_output"), bias="output"))
+
+    def __post_init__(self) -> None:
+        if self.quantization.storage != "int8" or self.quantization.granularity != "per_row":
+            raise QrefError("a hybrid product quantizes its activations per row to int8 (matmul.md §17.1)")
+        if self.rules.requantization.method != "float_output" or self.rules.bias != "output":
+            raise QrefError("a hybrid product has a float32 output: requantization method 'float_output', bias "
+                            "stage 'output' (matmul.md §17.2)")
+        if self.rules.dynamic != DynamicQuantization():
+            raise QrefError("a hybrid product's activation quantization is its ``quantization`` field; leave "
+                            "rules.dynamic at its default (matmul.md §17.1)")
+        if self.rules.float_bias not in ("exact", "fused_multiply_add"):
+            raise QrefError("a hybrid product adds its float32 bias after the scaling ('exact': fl32(y + bias)) or "
+                            "in the last product's rounding ('fused_multiply_add'), matmul.md §17.3")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"quantization": self.quantization.to_dict(), "rules": self.rules.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -305,6 +419,10 @@ _SHLO_EVIDENCE = (
     "wrap), bit for bit against an independent transcription of the pass and this record",
     "qref run --backend stablehlo --backend iree --target '*matmul*': 28 tasks the verifier accepts, 5,592 outputs "
     "per backend, 0 mismatches (the other 102 are refused: dot_general C15, per-row lhs, bias)",
+    "tests/test_stablehlo_per_axis.py: dot_general with a per-axis rhs and a per-tensor result (i8 and i32 "
+    "results, K = 1 .. 300, tie-heavy float32 dots) bit for bit against an independent transcription of the "
+    "decomposition (dequantize, float32 dot in k order, quantize with the zero point before rounding) and this "
+    "record's per_axis_requantization, on both backends",
 )
 _LITERT_EVIDENCE = (
     "tests/test_matmul_litert.py against ai-edge-litert 2.3.0's Interpreter (AMD EPYC Zen 4, AVX-512 VNNI): "
@@ -415,7 +533,7 @@ _TORCH_DYN = DynamicQuantization(division="reciprocal", scale_arithmetic="float6
 _TORCH_DYN_ONEDNN = dataclasses.replace(_TORCH_DYN, zero_point_add="before_rounding",
                                         kernel_scale="float64_reciprocal_inverted")
 _FBGEMM_DYN = IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="float_output"), bias="output",
-                             float_bias="fused_output", dynamic=_TORCH_DYN)
+                             float_bias="fused_multiply_add", dynamic=_TORCH_DYN)
 _ONEDNN_DYN = IntMatmulRules(IntAccumulation(overflow="wrap"),
                              Requantization(method="float_output", association="sequential_reciprocal_y",
                                             scale_form="reciprocal_round_trip"), bias="output",
@@ -615,11 +733,16 @@ PROFILES = (
             "offset = zb sum(lhs) + za sum(rhs) - K za zb in wrapping int32; m = fl32(fl64(fl64(a_s b_s) / y_s)); "
             "when |m - 1| > 0.001: y = trunc(fl32(fl32(raw) m)) + (zy - trunc(fl32(fl32(offset) m))), else "
             "y = raw + (zy - offset), in wrapping int32; the int32 result converted to the storage by keeping its "
-            "low bits (no clamp).",
+            "low bits (no clamp). A per-axis rhs with a per-tensor result is decomposed instead: fl32((A - za) a_s), "
+            "fl32(B b_s[n]), a float32 dot in k order (products rounded, no FMA), y = rint(clamp(fl32(fl32(d / y_s) "
+            "+ zy))) (matmul.md §6.3).",
             rules=IntMatmulRules(IntAccumulation(overflow="wrap", unsigned_extension="sign"),
                                  Requantization(method="zero_point_offset", multiplier_dtype="float64",
                                                 compute="float32", rounding="toward_zero", unit_tolerance=0.001,
-                                                narrowing="wrap")),
+                                                narrowing="wrap"),
+                                 per_axis_requantization=Requantization(
+                                     method="dequantize_compute_quantize", dot="sequential_float32",
+                                     zero_point="before_rounding")),
             sources=("stablehlo/transforms/StablehloLegalizeQuantToMath.cpp (matchAndRewriteDotLikeOp, "
                      "calculateZeroPointOffset)", "docs/spec/matmul.md §5.5, §6.3"),
             package="iree-base-compiler", versions="==3.13.*", status="verified", evidence=_SHLO_EVIDENCE),
@@ -689,7 +812,10 @@ class VectorwiseInt8Rules:
         return dataclasses.replace(self, accumulation=acc, **rest)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields as a dict; the accumulation's fields added after suite v1 only when not at their defaults."""
+        d = dataclasses.asdict(self)
+        d["accumulation"] = _without_defaults(self.accumulation, ("product", "product_width"))
+        return d
 
 
 @dataclass(frozen=True)
@@ -767,3 +893,91 @@ VECTORWISE_PROFILES = (
 
 for _p in VECTORWISE_PROFILES:
     register_profile(_p)
+
+
+# ---- dynamic-range (hybrid) products and int16 BATCH_MATMUL of LiteRT (matmul.md §17, §6.6) ---------------------
+_HYBRID_EVIDENCE = (
+    "tests/test_matmul_hybrid.py against ai-edge-litert 2.3.0's Interpreter (AMD EPYC Zen 4, AVX-512): "
+    "FULLY_CONNECTED float32 x int8 weights (per tensor, per channel; with and without bias; "
+    "asymmetric_quantize_inputs false and true) under BUILTIN_REF, BUILTIN_WITHOUT_DEFAULT_DELEGATES and AUTO "
+    "(XNNPACK), >= 10^6 float32 outputs per kernel compared as uint32, 0 mismatches; planted ties of x / s at every "
+    "row position (the 8-wide vector loop and its scalar tail), weights -128 (the 16-wide sign-transfer products)",
+    "qref run --backend litert --target 'litert.fully_connected_hybrid*': every hybrid_matmul task passes",
+)
+_LITERT_TFL_SOURCES = ("tensorflow/lite/kernels/fully_connected.cc (EvalHybrid)",
+                       "tensorflow/lite/kernels/internal/optimized/sse_tensor_utils.cc "
+                       "(SseMatrixBatchVectorMultiplyAccumulate)",
+                       "tensorflow/lite/kernels/internal/reference/portable_tensor_utils.cc "
+                       "(SymmetricQuantizeFloats, AsymmetricQuantizeFloats, MatrixBatchVectorMultiplyAccumulate)",
+                       "docs/spec/matmul.md §17")
+
+
+def _tfl_hybrid(scaling: str, division: str) -> HybridMatmulRules:
+    return HybridMatmulRules(
+        DynamicQuantization(scaling=scaling, division=division, storage="int8", granularity="per_row",
+                            rounding="nearest_away", vector_rounding="add_half_truncate", vector_width=8),
+        IntMatmulRules(IntAccumulation(overflow="wrap", product="abs_sign_int8", product_width=16),
+                       Requantization(method="float_output"), bias="output"))
+
+
+HYBRID_PROFILES = (
+    Profile("litert_hybrid_symmetric", "matmul", "LiteRT (ai-edge-litert 2.3) dynamic-range FULLY_CONNECTED "
+            "(float32 input, int8 weights, asymmetric_quantize_inputs false), BUILTIN_REF and "
+            "BUILTIN_WITHOUT_DEFAULT_DELEGATES (the same tensor_utils code)",
+            "Per row: R = max |x|, s = fl32(R / 127), v = fl32(x * fl32(127 / R)); elements 0..8 floor(K / 8) - 1 "
+            "round as trunc(fl32(v + copysign(0.5, v))) (the 8-wide loop), the tail half away (std::round); "
+            "codes clamped to [-127, 127]; int32 dot whose first 16 floor(K / 16) products are |q| int8(sign(q) w) "
+            "(SSE pabsb / psignb: w = -128 with q < 0 gives 128 q), the tail exact; y = fl32(fl32(fl32(acc) * "
+            "fl32(s * w_s[n])) + bias[n]) (no FMA).",
+            rules=_tfl_hybrid("absmax_symmetric", "inverse_scale"), sources=_LITERT_TFL_SOURCES,
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
+    Profile("litert_hybrid_asymmetric", "matmul", "LiteRT (ai-edge-litert 2.3) dynamic-range FULLY_CONNECTED with "
+            "asymmetric_quantize_inputs true, BUILTIN_REF and BUILTIN_WITHOUT_DEFAULT_DELEGATES",
+            "Per row: lo = min(0, min x), hi = max(0, max x); r = fl32(hi - lo); s64 = r / 255 (float64); zero "
+            "point from min or max by the smaller error, in float64, half away; s = fl32(s64); v = fl32(x * "
+            "fl32(1 / s)); q = clamp(round(v) + z, -128, 127) with the 8-wide loop's add-half rounding; acc = "
+            "sum q w - z sum w (int32, the products as litert_hybrid_symmetric's); y as litert_hybrid_symmetric.",
+            rules=_tfl_hybrid("min_max_float64_zero_point", "reciprocal"), sources=_LITERT_TFL_SOURCES,
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
+    Profile("litert_hybrid_xnnpack", "matmul", "LiteRT (ai-edge-litert 2.3) default interpreter (AUTO): "
+            "dynamic-range FULLY_CONNECTED delegated to XNNPACK (qd8-f32-qc8w GEMM), whatever "
+            "asymmetric_quantize_inputs says",
+            "Per row, float32: c = fl32(255 / fl32(hi - lo)), zero point rint(clamp(...)) from lo c, hi c; q = "
+            "clamp(rint(fl32(x c)) + z, -128, 127); acc = sum (q - z) w (int32); y = fma(fl32(fl32(acc) * "
+            "fl32(1 / c)), w_s[n], bias[n]) (one rounding of the last product and the bias).",
+            rules=HybridMatmulRules(
+                DynamicQuantization(scaling="min_max_inverse_scale", division="inverse_scale", storage="int8",
+                                    granularity="per_row", rounding="nearest_even"),
+                IntMatmulRules(IntAccumulation(overflow="wrap"),
+                               Requantization(method="float_output", association="sequential_reciprocal_y"),
+                               bias="output", float_bias="fused_multiply_add")),
+            sources=("XNNPACK src/xnnpack/quantization.h (xnn_f32_qd8_asymmetric_quantization_params)",
+                     "XNNPACK src/qd8-f32-qc8w-gemm", "docs/spec/matmul.md §17"),
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
+    Profile("litert_batch_matmul_int16", "matmul", "LiteRT (ai-edge-litert 2.3) BATCH_MATMUL on int16 operands "
+            "(zero points 0), every kernel choice (XNNPACK does not take it)",
+            "int64 accumulator (no wrap); m = double(fl32(a_s * b_s)) / y_s; QuantizeMultiplier (Q31); the Q31 "
+            "multiplier reduced to Q15 ((q + 2^15) >> 16, at most 2^15 - 1); y = (acc q15 + 2^(14 - shift)) >> "
+            "(15 - shift): one rounding half up; clamp to int16.",
+            rules=IntMatmulRules(IntAccumulation(overflow="int64"),
+                                 Requantization(method="fixed_point", multiplier_dtype="float64",
+                                                association="ab_float32_if_per_tensor",
+                                                fixed_point="single_rounding_q15")),
+            sources=("tensorflow/lite/kernels/internal/common.h MultiplyByQuantizedMultiplier(int64_t, ...)",
+                     "tensorflow/lite/kernels/batch_matmul.cc", "docs/spec/matmul.md §6.6"),
+            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified",
+            evidence=("tests/test_matmul_hybrid.py against ai-edge-litert 2.3.0: int16 BATCH_MATMUL under "
+                      "BUILTIN_REF, BUILTIN_WITHOUT_DEFAULT_DELEGATES and AUTO, >= 10^6 outputs bit for bit, sums "
+                      "beyond int32",)),
+)
+
+for _p in HYBRID_PROFILES:
+    register_profile(_p)
+
+HYBRID_SPEC = Profile(
+    "hybrid_spec", "matmul", "matmul.md §17 read with one scalar rounding per step (the spec default of the "
+    "hybrid operation)",
+    "Per row: R = max |x|, s = fl32(R / 127), v = fl32(x * fl32(127 / R)), q = round_half_away(v) clamped to "
+    "[-127, 127] at every position; int32 dot; y = fl32(fl32(fl32(acc) * fl32(s * w_s[n])) + bias[n]).",
+    rules=HybridMatmulRules(), sources=("docs/spec/matmul.md §17.4",), status="spec")
+register_profile(HYBRID_SPEC)

@@ -30,7 +30,14 @@ from ..core.exact import plain_integers, typed_numbers
 from ..errors import QrefError, check_choice
 from ..formats import get_format
 from ..profiles import Profile, resolve_profile
-from ..profiles.matmul import DynamicQuantization, IntAccumulation, IntMatmulRules, NBitsCompute, Requantization
+from ..profiles.matmul import (
+    DynamicQuantization,
+    HybridMatmulRules,
+    IntAccumulation,
+    IntMatmulRules,
+    NBitsCompute,
+    Requantization,
+)
 from ..schemes.uniform import build_uniform
 from .exact import Dyadic, acc_format
 
@@ -237,6 +244,14 @@ def int_accumulate(a: object, b: object, a_zero_point: object = 0, b_zero_point:
         total = np.zeros((M, N), dtype=np.int64)
         for k in range(K):  # the partial sums in k order: saturation makes the order part of the result
             total = np.clip(total + Ad[:, k, None] * Bd[None, k, :], INT32_MIN, INT32_MAX)
+    elif acc.product == "abs_sign_int8":
+        if (a_storage, b_storage) != ("int8", "int8") or np.any(zb != 0):
+            raise QrefError("product 'abs_sign_int8' multiplies raw int8 codes with b's zero point 0 (matmul.md "
+                            "§3.4 C1)")
+        # |a| wrap8(sign(a) b): exact except a < 0 with b = -128, where the product is 128 a instead of -128 a
+        w = acc.product_width * (K // acc.product_width) if acc.product_width else K  # the vector loop's products
+        total = A @ B + 256 * (np.where(A[:, :w] < 0, A[:, :w], 0) @ (B[:w] == -128).astype(np.int64)) \
+            - za * B.sum(axis=0)
     else:
         total = (A - za) @ (B - zb)
     if bias_v is not None:
@@ -246,7 +261,7 @@ def int_accumulate(a: object, b: object, a_zero_point: object = 0, b_zero_point:
         total = wrap_int32(total)
     elif acc.overflow == "saturate":
         total = np.clip(total, INT32_MIN, INT32_MAX)
-    else:
+    elif acc.overflow == "exact":
         unspecified = (total < INT32_MIN) | (total > INT32_MAX)
     return total, unspecified
 
@@ -421,7 +436,9 @@ def multiply_by_quantized_multiplier(x: object, q: object, shift: object, form: 
     """x q 2^(shift - 31) in integers (matmul.md §5.3): "double_rounding" = RoundingDivideByPOT(
     SaturatingRoundingDoublingHighMul(x 2^left, q), right); "single_rounding" = (x q + 2^(30 - shift)) >>
     (31 - shift); "double_rounding_half_up" = (t + 2^(right - 1)) >> right with t = (wrap32(x 2^left) q + 2^30)
-    >> 31 (a t beyond 2^31 - 1 - nudge gives 2^(31 - right)). Returns (int64 values, unspecified: an int32
+    >> 31 (a t beyond 2^31 - 1 - nudge gives 2^(31 - right)); "single_rounding_q15" = (x q15 + 2^(14 - shift))
+    >> (15 - shift) with q15 = min((q + 2^15) >> 16, 2^15 - 1) and x the int64 accumulator.
+    Returns (int64 values, unspecified: an int32
     overflow C leaves undefined)."""
     v = np.asarray(x, dtype=np.int64)
     qq, sh = np.asarray(q, dtype=np.int64), np.asarray(shift, dtype=np.int64)
@@ -431,6 +448,14 @@ def multiply_by_quantized_multiplier(x: object, q: object, shift: object, form: 
         nudge = np.where(right > 0, np.int64(1) << np.maximum(right - 1, 0), 0)
         r = np.where(t > INT32_MAX - nudge, np.int64(1) << (31 - right), (t + nudge) >> right)
         return r, np.zeros(r.shape, dtype=bool)
+    if form == "single_rounding_q15":  # TFLite's int64 overload: q reduced to Q15, one rounding half up
+        q15 = np.where(qq < 0x7FFF0000, (qq + (1 << 15)) >> 16, 0x7FFF)
+        total = 15 - sh
+        if np.any(total < 1):
+            raise QrefError("single_rounding_q15 takes multipliers below 2^14 (shift <= 14; TFLite asserts shift "
+                            "< 8), matmul.md §5.3")
+        r = (v * q15 + (np.int64(1) << (total - 1))) >> total
+        return r, (r < INT32_MIN) | (r > INT32_MAX)
     if form == "single_rounding":
         total = 31 - sh
         r = (v * qq + (np.int64(1) << (total - 1))) >> total
@@ -581,15 +606,45 @@ def _round_ratio(num: np.ndarray, den: np.ndarray, dt: np.dtype) -> np.ndarray:
     return np.asarray(round_fractions(fr, dt), dtype=np.float64).reshape(n.shape).astype(dt)
 
 
-def _dequantize_dot(A: np.ndarray, B: np.ndarray, za: np.ndarray, zb: np.ndarray, a_s: np.ndarray,
-                    b_s: np.ndarray, y_s: np.ndarray, zy: int, output: str) -> np.ndarray:
-    """matmul.md §5.4: fl32((q - z) s) per operand, the dot rounded once to float32, uniform_quantize."""
+def dequantized_dot(A: np.ndarray, B: np.ndarray, za: object, zb: object, a_s: object, b_s: object,
+                    dot: str = "rounded_once") -> np.ndarray:
+    """The float32 dot of the dequantized operands fl32((A - za) a_s), fl32((B - zb) b_s) (matmul.md §5.4):
+    "rounded_once" (the exact dot rounded once to float32) or "sequential_float32" (each product rounded, summed
+    from 0 in k order in float32). A (M, K), B (K, N) int64; za / a_s per tensor or per row, zb / b_s per tensor
+    or per column."""
+    check_choice("dot", dot, ("rounded_once", "sequential_float32"))
     f32 = np.dtype(np.float32)
+    A, B = np.asarray(A, np.int64), np.asarray(B, np.int64)
+    za, a_s = np.asarray(za), np.asarray(a_s)
+    za = za.reshape(-1, 1) if za.ndim else za
     af = round_to(f64(A - za) * f64(a_s.reshape(-1, 1) if a_s.ndim else a_s), f32)
-    bf = round_to(f64(B - zb) * f64(b_s), f32)
-    d = Dyadic.from_floats(af).matmul(Dyadic.from_floats(bf)).round(get_format("float32"))
+    bf = round_to(f64(B - np.asarray(zb)) * f64(np.asarray(b_s)), f32)
+    if dot == "rounded_once":
+        return Dyadic.from_floats(af).matmul(Dyadic.from_floats(bf)).round(get_format("float32")).astype(np.float32)
+    d = np.zeros((af.shape[0], bf.shape[1]), np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(af.shape[1]):  # the k order is part of the result; vectorized over (M, N)
+            d = (d + (af[:, k:k + 1] * bf[k:k + 1, :]).astype(np.float32)).astype(np.float32)
+    return d
+
+
+def _dequantize_dot(A: np.ndarray, B: np.ndarray, za: np.ndarray, zb: np.ndarray, a_s: np.ndarray,
+                    b_s: np.ndarray, y_s: np.ndarray, zy: int, output: str, req: Requantization | None = None
+                    ) -> np.ndarray:
+    """matmul.md §5.4: fl32((q - z) s) per operand, the dot (rounded once, or "sequential_float32": products
+    rounded, summed in k order in float32), uniform_quantize (the spec's: round(fl32(d / y_s)) + zy; with zero
+    point "before_rounding": rint(clamp(fl32(fl32(d / y_s) + zy))), the lowering's)."""
+    req = req or Requantization(method="dequantize_compute_quantize")
+    d = dequantized_dot(A, B, za, zb, a_s, b_s, req.dot)
+    if req.zero_point == "before_rounding":
+        lo, hi = STORAGES[output]
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = ((d / np.float32(y_s.reshape(-1)[0])).astype(np.float32) + np.float32(zy)).astype(np.float32)
+        if not np.all(np.isfinite(v)):
+            raise QrefError("the dequantized dot overflows float32 or is NaN (matmul.md §5.4: unspecified)")
+        return round_float(np.clip(v, np.float32(lo), np.float32(hi)), req.rounding)
     sch = build_uniform(output, scale=float(y_s), zero_point=zy, profile="stablehlo")
-    return np.asarray(sch.quantize(d.astype(np.float32)).codes).astype(np.int64)
+    return np.asarray(sch.quantize(d).codes).astype(np.int64)
 
 
 def _to_int32_toward(v: np.ndarray, rounding: str) -> tuple[np.ndarray, np.ndarray]:
@@ -639,6 +694,8 @@ def quantized_matmul(a: object, b: object, *, a_scale: object = None, a_zero_poi
         pipe = dataclasses.replace(pipe, rules=rules,
                                    output=None if rules.requantization.method == "none" else pipe.output or "uint8")
     req = pipe.rules.requantization
+    if pipe.rules.per_axis_requantization is not None and np.size(b_scale) > 1:
+        req = pipe.rules.per_axis_requantization  # a per-axis B takes another path (matmul.md §6.3)
     float_bias = bias if bias is not None and np.asarray(bias).dtype.kind == "f" else None
     if float_bias is not None:
         if req.method != "float_multiply":
@@ -664,7 +721,7 @@ def quantized_matmul(a: object, b: object, *, a_scale: object = None, a_zero_poi
             vals, bad = _zero_point_offset(A, B, za.reshape(-1, 1) if za.ndim else za, zb, a_s, b_s, y_s, zy,
                                            pipe)
             return MatmulOutput(vals, bad, acc)
-        vals = _dequantize_dot(A, B, za.reshape(-1, 1) if za.ndim else za, zb, a_s, b_s, y_s, zy, pipe.output)
+        vals = _dequantize_dot(A, B, za.reshape(-1, 1) if za.ndim else za, zb, a_s, b_s, y_s, zy, pipe.output, req)
         return MatmulOutput(vals, np.zeros(vals.shape, dtype=bool), acc)
     vals, bad = requantize_accumulator(np.where(unspec, 0, acc), a_scale=a_scale, b_scale=b_scale,
                                        y_scale=y_scale, y_zero_point=y_zero_point, output=pipe.output,
@@ -704,7 +761,7 @@ def float_output(acc: np.ndarray, *, a_scale: object, b_scale: object, bias: obj
     compute "exact", y = fl32(acc a_s b_s + bias), one rounding. The sequential associations read y_s = 1:
     y = fl(fl(fl(acc) a_s) b_s) (+ bias); scale_form "reciprocal_round_trip" replaces the scales by
     fl32(1 / fl32(fl64(1 / s))), A's only when ``a_scale_form`` is None ("as_given": a dynamic quantization
-    handed over the kernel's own A scale, matmul.md §15). ``float_bias`` "fused_output": y = fl32(fl32(acc) m +
+    handed over the kernel's own A scale, matmul.md §15). ``float_bias`` "fused_multiply_add": y = fl32(fl32(acc) m +
     bias) with one rounding (matmul.md §15)."""
     req = requantization or Requantization(method="float_output")
     acc = np.asarray(acc, dtype=np.int64)
@@ -735,9 +792,9 @@ def float_output(acc: np.ndarray, *, a_scale: object, b_scale: object, bias: obj
         v = mul(mul(acc_c, a, dt), b, dt)
     else:
         m = mul(a, b, mdt)
-        if float_bias == "fused_output" and bias_v is not None:
+        if float_bias == "fused_multiply_add" and bias_v is not None:
             if (dt, mdt) != (f32, f32):
-                raise QrefError("float_bias 'fused_output' is a float32 fused multiply-add: compute and "
+                raise QrefError("float_bias 'fused_multiply_add' is a float32 fused multiply-add: compute and "
                                 "multiplier_dtype float32 (matmul.md §15)")
             return np.asarray(fma_float32(acc_c, np.broadcast_to(m, (M, N)), np.broadcast_to(bias_v, (M, N))),
                               dtype=np.float32)
@@ -755,7 +812,7 @@ def matmul_integer_to_float(a: object, b: object, *, a_scale: object, b_scale: o
     """Y = fl(fl(sum_k (A - za)(B - zb)) * fl(a_s b_s)) + bias in float32 (matmul.md §8; com.microsoft
     MatMulIntegerToFloat): the accumulation of ``profile`` (default "exact") and its requantization record with
     method "float_output" (multiplier a_s * b_s, per tensor or per column of B) and the float32 bias added last
-    (or fused: float_bias "fused_output", §15)."""
+    (or fused: float_bias "fused_multiply_add", §15)."""
     r = rules or matmul_rules(profile)
     r = r.replace(method="float_output", bias="output")
     acc, unspec = int_accumulate(a, b, a_zero_point, b_zero_point, None, accumulation=r.accumulation,
@@ -1056,12 +1113,147 @@ def qgemm(a: object, b: object, *, a_scale: object, b_scale: object, a_zero_poin
                             y_scale=y_scale, y_zero_point=y_zero_point, bias=c, pipeline=pipe)
 
 
+# ---- dynamic-range (hybrid) products: per-row int8 activations, int8 weights, float32 out (matmul.md §17) -------
+@dataclass
+class HybridOutput:
+    """A hybrid product's result: ``values`` (float32 (M, N)), the activation ``codes`` (int64 (M, K)), their
+    per-row ``scales`` (float32 (M,)) and ``zero_points`` (int64 (M,)), and the int32 ``accumulator``."""
+
+    values: np.ndarray
+    codes: np.ndarray
+    scales: np.ndarray
+    zero_points: np.ndarray
+    accumulator: np.ndarray
+
+
+def _round_codes(v: np.ndarray, dq: DynamicQuantization) -> np.ndarray:
+    """v (float32 (M, K)) rounded to integers by ``dq.rounding``; with a vector rounding, the first
+    vector_width * floor(K / vector_width) elements of every row by trunc(fl32(v + copysign(0.5, v))) (§17.1)."""
+    r = round_float(v, dq.rounding)
+    if dq.vector_rounding == "add_half_truncate":
+        w = dq.vector_width * (v.shape[1] // dq.vector_width)
+        with np.errstate(over="ignore", invalid="ignore"):
+            t = np.trunc((v[:, :w] + np.copysign(np.float32(0.5), v[:, :w])).astype(np.float32))
+        r[:, :w] = t
+    return r
+
+
+def dynamic_quantize_rows(x: object, dq: DynamicQuantization) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A float32 (M, K) operand quantized per row to int8 (matmul.md §17.1): (codes int64 (M, K), scales float32
+    (M,), zero points int64 (M,)). Every step is float32 unless the scaling says float64 (its zero point)."""
+    if dq.storage != "int8" or dq.granularity != "per_row":
+        raise QrefError("dynamic_quantize_rows quantizes per row to int8 (matmul.md §17.1); per-tensor uint8 is "
+                        "dynamic_quantize_uint8 (§9)")
+    v = np.asarray(x)
+    if v.dtype != np.float32 or v.ndim != 2 or v.size == 0:
+        raise QrefError(f"the activation is a non-empty (M, K) float32 array (matmul.md §17 C1), got {v.dtype} "
+                        f"{v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise QrefError("the activation holds finite values (matmul.md §17 C1: NaN / Inf rows are unspecified)")
+    f = np.float32
+    M = v.shape[0]
+    z = np.zeros((M, 1), np.int64)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        if dq.scaling == "absmax_symmetric":
+            R = np.max(np.abs(v), axis=1, keepdims=True)
+            zero = R == 0
+            s = np.where(zero, f(1), (R / f(127)).astype(f)).astype(f)
+            inv = (f(127) / R).astype(f) if dq.division == "inverse_scale" else None
+            lo_q, hi_q = -127, 127
+        else:
+            lo = np.minimum(v.min(axis=1, keepdims=True), f(0))
+            hi = np.maximum(v.max(axis=1, keepdims=True), f(0))
+            rng = (hi - lo).astype(f)
+            zero = rng == 0
+            lo_q, hi_q = -128, 127
+            if dq.scaling == "min_max_float64_zero_point":
+                s64 = rng.astype(np.float64) / 255.0
+                a, b = lo.astype(np.float64) / s64, hi.astype(np.float64) / s64
+                zd = np.where(128 + np.abs(a) < 127 + np.abs(b), -128 - a, 127 - b)
+                zd = np.where(zero, 0.0, zd)
+                z = np.where(zd <= -128, -128, np.where(zd >= 127, 127, round_float(np.clip(zd, -128, 127),
+                                                                                      "nearest_away")))
+                s = np.where(zero, f(1), s64.astype(f)).astype(f)
+                inv = None
+            else:  # min_max_inverse_scale
+                c = np.where(zero, f(1), (f(255) / rng).astype(f)).astype(f)
+                a, b = (lo * c).astype(f), (hi * c).astype(f)
+                e = ((f(-128) + a).astype(f) + (b + f(127)).astype(f)).astype(f)
+                zf = np.where(e > 0, (f(-128) - a).astype(f), (f(127) - b).astype(f))
+                z = round_float(np.clip(zf, f(-128), f(127)), "nearest_even")
+                s = (f(1) / c).astype(f)
+                inv = c
+        if not np.all(np.isfinite(s)) or np.any(s == 0):
+            raise QrefError("a row's range overflows float32 or its scale underflows to 0 (matmul.md §17 C1)")
+        if dq.division == "divide":
+            q = (v / s).astype(f)
+        elif dq.division == "reciprocal":
+            q = (v * (f(1) / s).astype(f)).astype(f)
+        else:
+            if inv is None:
+                raise QrefError("division 'inverse_scale' needs scaling absmax_symmetric or min_max_inverse_scale")
+            q = (v * inv).astype(f)
+    q = np.where(zero, f(0), q)
+    codes = np.clip(_round_codes(q, dq).astype(np.int64) + z, lo_q, hi_q)
+    return codes, s.reshape(-1), z.reshape(-1).astype(np.int64)
+
+
+def hybrid_matmul(x: object, w: object, *, w_scale: object, bias: object = None,
+                  rules: HybridMatmulRules | None = None, profile: str | Profile | None = None) -> HybridOutput:
+    """Y = x W with x (M, K) float32 quantized per row on the fly and W (K, N) int8 codes of scale w_scale (one,
+    or one per column) and zero point 0 (matmul.md §17):
+
+        q, s, z = dynamic_quantize_rows(x)                                         # §17.1
+        acc[m, n] = sum_k (q[m, k] - z[m]) W[k, n]                                 # §17.2, int32
+        y = fl32(fl32(fl32(acc) * fl32(s[m] w_s[n])) + bias[n])                    # association ab_then_y
+        y = fma(fl32(fl32(acc) * s[m]), w_s[n], bias[n])                           # sequential_reciprocal_y, fused
+    """
+    if rules is None:
+        p = resolve_profile(profile or "litert_hybrid_symmetric", "matmul").profile
+        if not isinstance(p.rules, HybridMatmulRules):
+            raise QrefError(f"profile {p.name!r} is not a hybrid product profile (matmul.md §17.4)")
+        rules = p.rules
+    codes, s, z = dynamic_quantize_rows(x, rules.quantization)
+    K = codes.shape[1]
+    W = _int_matrix(w, "w", "int8")
+    if W.shape[0] != K:
+        raise QrefError(f"x is (M, K) = {codes.shape} and w must be (K, N) with K = {K}, got {W.shape}")
+    N = W.shape[1]
+    ws = _scale(w_scale, "w_scale", N, "column of w")
+    bias_v = _float_bias(bias, N)
+    acc, _ = int_accumulate(codes, W, z, 0, accumulation=rules.rules.accumulation, a_storage="int8",
+                            b_storage="int8")
+    req, f = rules.rules.requantization, np.float32
+    if req.compute != "float32" or req.multiplier_dtype != "float32":
+        raise QrefError("the hybrid output stage is float32 (compute and multiplier_dtype 'float32', §17.3)")
+    s2, ws2 = s.reshape(-1, 1), np.broadcast_to(ws, (N,)).reshape(1, -1)
+    acc_f = acc.astype(f)
+    if req.association == "sequential_reciprocal_y":
+        t = (acc_f * s2).astype(f)
+    elif req.association == "ab_then_y":
+        t, ws2 = acc_f, (s2 * ws2).astype(f)
+    else:
+        raise QrefError(f"the hybrid output stage takes association 'ab_then_y' or 'sequential_reciprocal_y', not "
+                        f"{req.association!r} (matmul.md §17.3)")
+    bias_b = np.zeros((1, N), f) if bias_v is None else bias_v.reshape(1, -1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if rules.rules.float_bias == "fused_multiply_add":
+            y = fma_float32(t, ws2, np.broadcast_to(bias_b, t.shape))
+        else:
+            y = (t * ws2).astype(f)
+            if bias_v is not None:
+                y = (y + bias_b).astype(f)
+    return HybridOutput(np.asarray(y, f), codes, s, z, acc)
+
+
 __all__ = [
     "GRANULARITIES",
     "STORAGES",
     "DynamicCodes",
     "DynamicQuantization",
     "FloatMatmulOutput",
+    "HybridMatmulRules",
+    "HybridOutput",
     "IntAccumulation",
     "IntMatmulRules",
     "IntOperand",
@@ -1071,11 +1263,14 @@ __all__ = [
     "QuantizedMatmul",
     "Requantization",
     "add_bias_in_accumulator_units",
+    "dequantized_dot",
     "dynamic_quantize",
     "dynamic_quantize_matmul",
+    "dynamic_quantize_rows",
     "dynamic_quantize_uint8",
     "exact_multiplier",
     "float_output",
+    "hybrid_matmul",
     "int_accumulate",
     "matmul_bnb4",
     "matmul_integer_to_float",

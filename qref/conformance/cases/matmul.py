@@ -339,6 +339,7 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from _torchao_int8_cases()
     yield from _torch_dynamic_cases()
     yield from _jax_dot_cases()
+    yield from build_hybrid_cases()
 
 
 # ---- TFLite-shaped quantized matmuls (LiteRT FULLY_CONNECTED / BATCH_MATMUL, matmul.md §6.6) ----------------------
@@ -1307,3 +1308,120 @@ def _jax_dot_setups() -> Iterator[FloatSetup]:
 def _jax_dot_cases() -> Iterator[Case]:
     for s in _jax_dot_setups():
         yield from _float_cases(s, JAX_DOT_PROFILES)
+# ---- LiteRT dynamic-range (hybrid) FULLY_CONNECTED and int16 BATCH_MATMUL (matmul.md §17, §6.6) ------------------
+#: the hybrid operation's profiles: "exact" is the spec default read as hybrid_spec (matmul.md §17.4)
+HYBRID_PROFILE_ORDER = ("exact", "litert_hybrid_symmetric", "litert_hybrid_asymmetric", "litert_hybrid_xnnpack")
+
+
+def _hybrid_x(label: str, M: int, K: int) -> np.ndarray:
+    """Rows of float32 activations with their maximum R (2^-20 .. 2^20) first (sign seeded), values at R (j + 1/2)
+    / 127 and one float32 step either side, zeros."""
+    e = qrandom.below(f"{label}/e", M, 41).astype(np.int64) - 20
+    R = (np.ldexp(1.0 + qrandom.below(f"{label}/r", M, 1 << 23) / 2.0**23, e)).astype(np.float32).reshape(-1, 1)
+    j = qrandom.below(f"{label}/j", M * K, 254).reshape(M, K) - 127
+    x = (R.astype(np.float64) * (j + 0.5) / 127).astype(np.float32)
+    step = qrandom.below(f"{label}/step", M * K, 4).reshape(M, K)  # 0: tie, 1: below, 2: above, 3: zero
+    x = np.where(step == 1, np.nextafter(x, np.float32(-np.inf)), x)
+    x = np.where(step == 2, np.nextafter(x, np.float32(np.inf)), x)
+    x = np.where(step == 3, np.float32(0), x).astype(np.float32)
+    sign = np.where(qrandom.below(f"{label}/sign", M, 2) == 1, np.float32(-1), np.float32(1))
+    x[:, 0] = R[:, 0] * sign
+    return x
+
+
+def _hybrid_case(cat: str, x: np.ndarray, w: np.ndarray, ws: np.ndarray, bias: np.ndarray | None,
+                 tags: tuple[str, ...], description: str) -> Iterator[Case]:
+    from ...recipes.qmatmul import hybrid_matmul
+
+    ins = {"a": np.ascontiguousarray(x, np.float32), "b": np.ascontiguousarray(w, np.int8),
+           "b_scale": np.asarray(ws, np.float32)}
+    if bias is not None:
+        ins["bias"] = np.asarray(bias, np.float32)
+    groups: list[tuple[str, np.ndarray, list[str]]] = []
+    for p in HYBRID_PROFILE_ORDER:
+        y = hybrid_matmul(x, w, w_scale=ins["b_scale"], bias=bias, profile="hybrid_spec" if p == "exact" else p).values
+        for g in groups:
+            if np.array_equal(g[1].view(np.uint32), y.view(np.uint32)):
+                g[2].append(p)
+                break
+        else:
+            groups.append((p, y, [p]))
+    M, K = x.shape
+    N = w.shape[1]
+    gran = "per_channel" if ins["b_scale"].size > 1 else "per_tensor"
+    for rep, y, members in groups:
+        from ...profiles import resolve_profile
+
+        rules = resolve_profile("hybrid_spec" if rep == "exact" else rep, "matmul").profile.rules
+        yield Case(id=f"{FAMILY}/hybrid_matmul/float32xint8_float32/{cat}_{gran}/{rep}", family=FAMILY,
+                   operation="hybrid_matmul", profile=rep, profiles=tuple(members), inputs=ins, expected={"y": y},
+                   unspecified={}, params={"a_storage": "float32", "b_storage": "int8", "output": "float32",
+                                           "m": M, "k": K, "n": N, "rules": rules.to_dict()},
+                   tags=(*tags, "profile"), spec=("matmul.md §17.1", "matmul.md §17.2", "matmul.md §17.3",
+                                                  "matmul.md §17.4"),
+                   description=f"hybrid_matmul float32 x int8 {gran} (M={M}, K={K}, N={N}): {description}")
+
+
+def _hybrid_cases() -> Iterator[Case]:
+    """Dynamic-range FULLY_CONNECTED cases: ties of x / s at every row position (K = 21: the 8-wide loop and a tail
+    of 5), 0.49999997 rows, one-signed and all-zero rows (zero points at the storage ends), per tensor and per
+    channel weights, with and without bias, M = 1 / K = 1 / N = 1."""
+    L = f"{FAMILY}/hybrid_matmul"
+    for gran, nw in (("per_tensor", 1), ("per_channel", 48)):
+        x = _hybrid_x(f"{L}/ties/x", 256, 21)
+        w = _ints(f"{L}/ties/w", (21, 48), "int8")
+        ws = (2.0 ** -(6 + qrandom.below(f"{L}/ties/{gran}/ws", nw, 4)) * (1 + qrandom.below(
+            f"{L}/ties/{gran}/wm", nw, 256) / 256)).astype(np.float32)
+        bias = ((qrandom.below(f"{L}/ties/bias", 48, 2001) - 1000) / 64).astype(np.float32)
+        yield from _hybrid_case("ties", x, w, ws, None, ("tie",), "x at R (j + 1/2) / 127 and its float32 "
+                                "neighbours at every position of rows of 21 (the vector loop and its tail)")
+        yield from _hybrid_case("ties_bias", x, w, ws, bias, ("tie",), "the ties with a float32 bias")
+    x = np.full((8, 19), np.float32(0.49999997), np.float32)
+    x[1::2] *= -1
+    x[:, 0] = 127
+    x[4:, 1] = -128  # hi - lo = 255: the asymmetric scale 1
+    yield from _hybrid_case("half_minus_ulp", x, np.eye(19, dtype=np.int8), np.ones(1, np.float32), None,
+                            ("tie", "boundary"), "0.49999997 after a row maximum of 127 (scale 1): 1 in the vector "
+                            "loop's positions, 0 in the tail")
+    rows = _hybrid_x(f"{L}/one_signed/x", 64, 12)
+    rows[:16] = np.abs(rows[:16])
+    rows[16:32] = -np.abs(rows[16:32])
+    rows[32:36] = 0
+    rows[36:40, 1:] = 0
+    w = _ints(f"{L}/one_signed/w", (12, 10), "int8")
+    yield from _hybrid_case("one_signed", rows, w, np.float32(0.0123), None, ("boundary",),
+                            "rows of one sign (asymmetric zero point -128 / 127), all-zero rows (scale 1, codes 0), "
+                            "rows with one nonzero element")
+    for M, K, N in ((1, 33, 7), (5, 1, 3), (3, 9, 1)):
+        x = _hybrid_x(f"{L}/shape_{M}x{K}x{N}/x", M, K)
+        w = _ints(f"{L}/shape_{M}x{K}x{N}/w", (K, N), "int8")
+        yield from _hybrid_case(f"shape_{M}x{K}x{N}", x, w, np.full(N, 0.02, np.float32),
+                                np.linspace(-1, 1, N).astype(np.float32), ("edge",), f"M = {M}, K = {K}, N = {N}")
+
+
+def _litert_int16_bmm_setups() -> Iterator[Setup]:
+    """int16 x int16 -> int16 (zero points 0, per tensor, no bias): LiteRT's int16 BATCH_MATMUL (an int64
+    accumulator and a Q15 multiplier, matmul.md §6.6): sweeps of K = 2 accumulators, sums beyond int32."""
+    L = f"{FAMILY}/qlinear_matmul/int16xint16_int16"
+    a = np.stack(np.meshgrid(np.arange(-32768, 32768, 257), np.arange(-32768, 32768, 8191)), -1)
+    a = a.reshape(-1, 2).astype(np.int16)
+    b = np.stack([np.ones(32, np.int64), _ints(f"{L}/sweep/b", (32,), "int16").astype(np.int64)]).astype(np.int16)
+    for j, (sa, sb, sy) in enumerate(((0.0173, 0.011, 0.0931), (2.0**-5, 0.75, 1.0), (0.25, 0.25, 2.0**-3 * 3))):
+        yield Setup("qlinear_matmul", "int16", "int16", "int16", f"litert_int16_sweep_{j}", a, b, a_scale=sa,
+                    b_scale=sb, y_scale=sy, tags=("tie",), description="a0 + a1 b1 over the int16 range")
+    big = np.full((2, 4), -32768, np.int16)
+    big[1, 1::2] = 32767
+    yield Setup("qlinear_matmul", "int16", "int16", "int16", "litert_int16_beyond_int32", big, big.T.copy(),
+                a_scale=2.0**-10, b_scale=2.0**-10, y_scale=1.0, tags=("overflow",),
+                description="K = 4 products of 2^30: sums beyond int32")
+
+
+#: int16 BATCH_MATMUL: the suite's profiles and LiteRT's
+LITERT_INT16_PROFILE_ORDER = (*PROFILE_ORDER, "litert_batch_matmul_int16")
+
+
+def build_hybrid_cases() -> Iterator[Case]:
+    """The cases added with the hybrid and int16 BATCH_MATMUL profiles (appended: earlier cases unchanged)."""
+    yield from _hybrid_cases()
+    for s in _litert_int16_bmm_setups():
+        yield from _cases(s, LITERT_INT16_PROFILE_ORDER)

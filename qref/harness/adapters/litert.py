@@ -32,11 +32,18 @@ from ._common import python_c, run_each
 BACKEND = "litert"
 DISTRIBUTIONS = ("ai-edge-litert",)
 KINDS = {"ref": "BUILTIN_REF", "optimized": "BUILTIN_WITHOUT_DEFAULT_DELEGATES", "xnnpack": "AUTO"}
-OPS = {"fully_connected": "FULLY_CONNECTED", "batch_matmul": "BATCH_MATMUL"}
+OPS = {"fully_connected": "FULLY_CONNECTED", "batch_matmul": "BATCH_MATMUL", "batch_matmul_int16": "BATCH_MATMUL"}
+#: the dynamic-range FULLY_CONNECTED (matmul.md §17): (kernel choice, asymmetric_quantize_inputs) -> profile
+HYBRID_PROFILES = {("ref", False): "litert_hybrid_symmetric", ("ref", True): "litert_hybrid_asymmetric",
+                   ("optimized", False): "litert_hybrid_symmetric", ("optimized", True): "litert_hybrid_asymmetric",
+                   ("xnnpack", False): "litert_hybrid_xnnpack"}
 PROFILES = {("fully_connected", "ref"): "litert_reference", ("fully_connected", "optimized"): "litert_optimized",
             ("fully_connected", "xnnpack"): "litert_xnnpack", ("batch_matmul", "ref"): "litert_batch_matmul",
-            ("batch_matmul", "optimized"): "litert_batch_matmul", ("batch_matmul", "xnnpack"): "litert_xnnpack"}
-TYPES = {"int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8"}
+            ("batch_matmul", "optimized"): "litert_batch_matmul", ("batch_matmul", "xnnpack"): "litert_xnnpack",
+            ("batch_matmul_int16", "ref"): "litert_batch_matmul_int16",
+            ("batch_matmul_int16", "optimized"): "litert_batch_matmul_int16"}
+TYPES = {"int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8",
+         "float32": "FLOAT32"}
 
 
 # ---- the flatbuffer (one operator) -------------------------------------------------------------------------
@@ -70,8 +77,11 @@ def tensor_specs(op: str, ins: dict[str, np.ndarray], storages: tuple[str, str, 
     return tensors, [0, 1], [0, 1]
 
 
-def model_bytes(op: str, tensors: list[tuple], inputs: list[int], op_inputs: list[int]) -> bytes:
-    """The .tflite flatbuffer of one FULLY_CONNECTED / BATCH_MATMUL operator (output: the last tensor)."""
+def model_bytes(op: str, tensors: list[tuple], inputs: list[int], op_inputs: list[int], *,
+                asymmetric_quantize_inputs: bool = False) -> bytes:
+    """The .tflite flatbuffer of one FULLY_CONNECTED / BATCH_MATMUL operator (output: the last tensor). A tensor
+    with no scales (a float32 tensor) has no quantization; ``asymmetric_quantize_inputs`` is FULLY_CONNECTED's
+    option for a float32 input with int8 weights (the dynamic-range product, matmul.md §17)."""
     import flatbuffers
     from ai_edge_litert import schema_py_generated as S
 
@@ -91,16 +101,19 @@ def model_bytes(op: str, tensors: list[tuple], inputs: list[int], op_inputs: lis
             buf.data = np.ascontiguousarray(data).tobytes()
         m.buffers.append(buf)
         tt.buffer = len(m.buffers) - 1
-        qp = S.QuantizationParametersT()
-        qp.scale, qp.zeroPoint = [float(v) for v in scale], [int(v) for v in zp]
-        qp.quantizedDimension = 0
-        tt.quantization = qp
+        if len(scale):
+            qp = S.QuantizationParametersT()
+            qp.scale, qp.zeroPoint = [float(v) for v in scale], [int(v) for v in zp]
+            qp.quantizedDimension = 0
+            tt.quantization = qp
         sg.tensors.append(tt)
     sg.inputs, sg.outputs = inputs, [len(tensors) - 1]
     o = S.OperatorT()
     o.opcodeIndex, o.inputs, o.outputs = 0, op_inputs, [len(tensors) - 1]
     if op == "fully_connected":
-        o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.FullyConnectedOptions, S.FullyConnectedOptionsT()
+        opts = S.FullyConnectedOptionsT()
+        opts.asymmetricQuantizeInputs = asymmetric_quantize_inputs
+        o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.FullyConnectedOptions, opts
     else:
         o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.BatchMatMulOptions, S.BatchMatMulOptionsT()
     sg.operators, m.subgraphs = [o], [sg]
@@ -145,17 +158,94 @@ def unsupported(case: Case, op: str) -> str | None:
             return "BATCH_MATMUL has no bias input"
         if np.asarray(ins["b_scale"]).size > 1 or np.asarray(ins["b_zero_point"]).size > 1:
             return "BATCH_MATMUL quantizes both operands per tensor"
+        if (a_st == "int16") != (op == "batch_matmul_int16"):
+            return ("int16 BATCH_MATMUL runs another kernel (int64 accumulator, Q15 multiplier): targets "
+                    "litert.batch_matmul_int16.*" if a_st == "int16" else "int8 BATCH_MATMUL: targets "
+                    "litert.batch_matmul.*")
     if a_st == "int16" and (np.any(np.asarray(ins["a_zero_point"]) != 0) or np.any(np.asarray(ins["y_zero_point"]) != 0)
                             or np.any(np.asarray(ins["b_zero_point"]) != 0)):
         return "TFLite's int16 tensors are symmetric (zero point 0)"
     return None
 
 
+def hybrid_tensors(ins: dict[str, np.ndarray]) -> tuple[list[tuple], list[int], list[int]]:
+    """The dynamic-range FULLY_CONNECTED (matmul.md §17): float32 input a (M, K), int8 weights b transposed (N, K)
+    with the case's scales (zero points 0), the float32 bias, a float32 output."""
+    a, b = np.asarray(ins["a"]), np.asarray(ins["b"])
+    M, K = a.shape
+    N = b.shape[1]
+    ws = np.asarray(ins["b_scale"], np.float32).reshape(-1)
+    tensors = [("x", "float32", (M, K), None, [], []),
+               ("w", "int8", (N, K), np.ascontiguousarray(b.T), ws, np.zeros(ws.size, np.int64))]
+    op_in = [0, 1, -1]
+    if "bias" in ins:
+        tensors.append(("bias", "float32", (N,), np.asarray(ins["bias"], np.float32), [], []))
+        op_in[2] = 2
+    tensors.append(("y", "float32", (M, N), None, [], []))
+    return tensors, [0], op_in
+
+
 def problem(case: Case, op: str) -> tuple[bytes, list[np.ndarray]]:
     p = case.params
     tensors, inputs, op_in = tensor_specs(op, case.inputs, (p["a_storage"], p["b_storage"], p["output"]))
-    feeds = [np.asarray(case.inputs["a"])] + ([np.asarray(case.inputs["b"])] if op == "batch_matmul" else [])
+    feeds = [np.asarray(case.inputs["a"])] + ([np.asarray(case.inputs["b"])] if op != "fully_connected" else [])
     return model_bytes(op, tensors, inputs, op_in), feeds
+
+
+def _hybrid_runner(kind: str, asymmetric: bool):
+    def one(case: Case) -> Outputs:
+        buf = model_bytes("fully_connected", *hybrid_tensors(case.inputs), asymmetric_quantize_inputs=asymmetric)
+        y, ops = invoke(buf, [np.asarray(case.inputs["a"], np.float32)], kind)
+        if kind == "xnnpack" and "DELEGATE" not in ops:
+            raise Unsupported("XNNPACK does not take this dynamic-range FULLY_CONNECTED")
+        return {"y": np.asarray(y, np.float32)}
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+
+    return run
+
+
+def _hybrid_supports(case: Case) -> str | None:
+    if case.operation != "hybrid_matmul":
+        return "the dynamic-range FULLY_CONNECTED computes hybrid_matmul (float32 x int8 weights -> float32) only"
+    return None
+
+
+def _hybrid_snippet(kind: str, asymmetric: bool):
+    def snippet(case: Case, i: int) -> str:
+        ins = element_inputs(case, i)
+        tensors, _, op_in = hybrid_tensors(ins)
+        tl = ", ".join(f"({n!r}, {t!r}, {tuple(int(x) for x in sh)}, {'None' if d is None else _literal(d)}, "
+                       f"{[float(x) for x in s]})" for n, t, sh, d, s, _ in tensors)
+        return python_c(
+            "import numpy as np, flatbuffers",
+            "from ai_edge_litert import schema_py_generated as S, interpreter as L",
+            f"x = {_literal(ins['a'])}",
+            f"tensors = [{tl}]",
+            "m = S.ModelT(); m.version = 3; oc = S.OperatorCodeT()",
+            "oc.builtinCode = oc.deprecatedBuiltinCode = S.BuiltinOperator.FULLY_CONNECTED; oc.version = 1",
+            "m.operatorCodes, m.buffers = [oc], [S.BufferT()]; sg = S.SubGraphT(); sg.tensors = []",
+            "for name, t, shape, data, scale in tensors:",
+            "    tt = S.TensorT(); tt.shape, tt.type, tt.name = list(shape), getattr(S.TensorType, t.upper()), "
+            "name.encode()",
+            "    buf = S.BufferT(); buf.data = None if data is None else data.tobytes(); m.buffers.append(buf)",
+            "    tt.buffer = len(m.buffers) - 1",
+            "    if scale: qp = S.QuantizationParametersT(); qp.scale, qp.zeroPoint = scale, [0] * len(scale); "
+            "tt.quantization = qp",
+            "    sg.tensors.append(tt)",
+            "sg.inputs, sg.outputs = [0], [len(tensors) - 1]",
+            f"o = S.OperatorT(); o.opcodeIndex, o.inputs, o.outputs = 0, {op_in}, [len(tensors) - 1]",
+            f"opt = S.FullyConnectedOptionsT(); opt.asymmetricQuantizeInputs = {asymmetric}",
+            "o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.FullyConnectedOptions, opt",
+            "sg.operators, m.subgraphs = [o], [sg]",
+            "fb = flatbuffers.Builder(1024); fb.Finish(m.Pack(fb), file_identifier=b'TFL3')",
+            f"it = L.Interpreter(model_content=bytes(fb.Output()), experimental_op_resolver_type="
+            f"L.OpResolverType.{KINDS[kind]})",
+            "it.allocate_tensors(); it.set_tensor(it.get_input_details()[0]['index'], x); it.invoke()",
+            "print(hex(int(it.get_tensor(it.get_output_details()[0]['index']).reshape(-1).view(np.uint32)[0])))")
+
+    return snippet
 
 
 def _runner(op: str, kind: str):
@@ -234,12 +324,28 @@ def targets() -> list[Target]:
     for op, what in (("fully_connected", "FULLY_CONNECTED (int8 x int8 weights per tensor / per channel -> int8, "
                                          "int16 x int8 -> int16, uint8 x uint8 -> uint8; constant weights and "
                                          "bias)"),
-                     ("batch_matmul", "BATCH_MATMUL (int8 / int16 operands per tensor, both inputs)")):
+                     ("batch_matmul", "BATCH_MATMUL (int8 operands per tensor, both inputs)"),
+                     ("batch_matmul_int16", "BATCH_MATMUL (int16 operands, zero points 0, both inputs; int64 "
+                                            "accumulator)")):
         for kind in KINDS:
+            if (op, kind) not in PROFILES:
+                continue  # XNNPACK does not take int16 BATCH_MATMUL
             out.append(Target(BACKEND, f"litert.{op}.{kind}", "matmul",
                               f"{what}, Interpreter(experimental_op_resolver_type=OpResolverType.{KINDS[kind]})",
                               PROFILES[(op, kind)], ("qlinear_matmul",), _supports(op), _runner(op, kind),
                               _snippet(op, kind),
                               notes="ruy and XNNPACK pick their x86 kernels by cpuid (AVX-512 VNNI here)"
                               if kind != "ref" else ""))
+    for (kind, asym), profile in HYBRID_PROFILES.items():
+        name = f"litert.fully_connected_hybrid.{kind}" + ("" if kind == "xnnpack" else
+                                                          ".asymmetric" if asym else ".symmetric")
+        out.append(Target(BACKEND, name, "matmul",
+                          "dynamic-range FULLY_CONNECTED (float32 input quantized per row on the fly, int8 weights "
+                          f"per tensor / per channel, float32 bias and output), asymmetric_quantize_inputs={asym}, "
+                          f"Interpreter(experimental_op_resolver_type=OpResolverType.{KINDS[kind]})",
+                          profile, ("hybrid_matmul",), _hybrid_supports, _hybrid_runner(kind, asym),
+                          _hybrid_snippet(kind, asym),
+                          notes="XNNPACK quantizes asymmetrically whatever the flag says" if kind == "xnnpack"
+                          else "the 8-wide vector loop of the quantization is compiled in (AVX), not picked by "
+                          "cpuid"))
     return out

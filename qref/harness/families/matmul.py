@@ -30,8 +30,10 @@ FAMILY = "matmul"
 SPEC_PROFILE = "exact"
 VW_OPS = ("int8_vectorwise_matmul",)  # matmul.md §13
 WO_OPS = ("weight_only_matmul", "int8_weight_only_matmul")  # matmul.md §14
+HYBRID_OPS = ("hybrid_matmul",)  # matmul.md §17
 OPERATIONS = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float", "dynamic_quantize_matmul", "matmul_nbits",
-              "matmul_nbits_int8", "qgemm", "matmul_bnb4", *VW_OPS, *WO_OPS)
+              "matmul_nbits_int8", "qgemm", "matmul_bnb4", *VW_OPS, *WO_OPS, *HYBRID_OPS)
+HYBRID_SPEC = "hybrid_spec"  # the spec default "exact" read for the hybrid operation (matmul.md §17.4)
 FLOAT_OPS = ("matmul_integer_to_float", "dynamic_quantize_matmul")
 NBITS_OPS = ("matmul_nbits", "matmul_nbits_int8", "matmul_bnb4")
 
@@ -40,7 +42,7 @@ CLASS_SECTIONS = {
     "requantize_method": "matmul.md §5", "multiplier_arithmetic": "matmul.md §5.2",
     "tie_rule": "matmul.md §5.2", "zero_point_order": "matmul.md §5.2", "compute_precision": "matmul.md §5.2",
     "unsigned_extension": "matmul.md §3.3", "narrowing": "matmul.md §5",
-    "bias_stage": "matmul.md §4.1", "dynamic_quantization": "matmul.md §15",
+    "bias_stage": "matmul.md §4.1", "product_rule": "matmul.md §3.4", "activation_quantization": "matmul.md §9",
 }
 
 # rule changes tried in order: (class, overrides)
@@ -78,17 +80,17 @@ _FLOAT_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("multiplier_arithmetic", {"multiplier_dtype": "float64", "compute": "float64"}),
     ("multiplier_arithmetic", {"association": "sequential_reciprocal_y"}),
     ("multiplier_arithmetic", {"association": "ab_then_y", "scale_form": "as_given"}),
-    ("bias_stage", {"float_bias": "fused_output"}), ("bias_stage", {"float_bias": "exact"}),
+    ("bias_stage", {"float_bias": "fused_multiply_add"}), ("bias_stage", {"float_bias": "exact"}),
     # the dynamic quantization of A (matmul.md §9, §15): code range, zero-point stage, qparams arithmetic
-    ("dynamic_quantization", {"code_max": 255}), ("dynamic_quantization", {"code_max": 127}),
-    ("dynamic_quantization", {"zero_point_add": "after_rounding"}),
-    ("dynamic_quantization", {"zero_point_add": "fused", "division": "reciprocal"}),
-    ("dynamic_quantization", {"zero_point_add": "before_rounding"}),
-    ("dynamic_quantization", {"division": "divide", "zero_point_add": "after_rounding"}),
-    ("dynamic_quantization", {"kernel_scale": "scale"}),
-    ("dynamic_quantization", {"scale_arithmetic": "float64", "zero_point_rule": "smaller_error",
+    ("activation_quantization", {"code_max": 255}), ("activation_quantization", {"code_max": 127}),
+    ("activation_quantization", {"zero_point_add": "after_rounding"}),
+    ("activation_quantization", {"zero_point_add": "fused", "division": "reciprocal"}),
+    ("activation_quantization", {"zero_point_add": "before_rounding"}),
+    ("activation_quantization", {"division": "divide", "zero_point_add": "after_rounding"}),
+    ("activation_quantization", {"kernel_scale": "scale"}),
+    ("activation_quantization", {"scale_arithmetic": "float64", "zero_point_rule": "smaller_error",
                               "degenerate_scale": 0.1, "min_scale": float.fromhex("0x1.ffb48p-15")}),
-    ("dynamic_quantization", {"scale_arithmetic": "float32", "zero_point_rule": "from_min", "degenerate_scale": 1.0,
+    ("activation_quantization", {"scale_arithmetic": "float32", "zero_point_rule": "from_min", "degenerate_scale": 1.0,
                               "min_scale": 0.0, "kernel_scale": "scale"}),
 )
 
@@ -154,7 +156,64 @@ def _qgemm_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
                        {"y": np.asarray(r.unspecified, dtype=bool)})
 
 
+def _hybrid_outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    """matmul.md §17: the hybrid product under ``profile`` (``exact``: hybrid_spec) with overrides of its
+    activation quantization's fields."""
+    import dataclasses
+
+    from ...profiles import resolve_profile
+    from ...profiles.matmul import HybridMatmulRules
+    from ...recipes.qmatmul import hybrid_matmul
+
+    rules = resolve_profile(HYBRID_SPEC if profile == SPEC_PROFILE else profile, "matmul").profile.rules
+    if not isinstance(rules, HybridMatmulRules):
+        raise QrefError(f"profile {profile!r} has no hybrid product rules (matmul.md §17.4)")
+    ov = dict(overrides)
+    if "quantization_of" in ov:  # another profile's activation quantization whole
+        rules = dataclasses.replace(rules, quantization=resolve_profile(ov.pop("quantization_of"),
+                                                                        "matmul").profile.rules.quantization)
+    if "output_of" in ov:  # another profile's output stage (requantization and bias) whole
+        other = resolve_profile(ov.pop("output_of"), "matmul").profile.rules.rules
+        rules = dataclasses.replace(rules, rules=dataclasses.replace(
+            other, accumulation=rules.rules.accumulation))
+    acc_f = {"product", "product_width"}
+    if acc_f & set(ov):
+        acc = dataclasses.replace(rules.rules.accumulation, **{k: ov.pop(k) for k in acc_f & set(ov)})
+        rules = dataclasses.replace(rules, rules=dataclasses.replace(rules.rules, accumulation=acc))
+    if ov:
+        rules = dataclasses.replace(rules, quantization=dataclasses.replace(rules.quantization, **ov))
+    ins = case.inputs
+    r = hybrid_matmul(ins["a"], ins["b"], w_scale=ins["b_scale"], bias=ins.get("bias"), rules=rules)
+    return Expectation({"y": r.values}, {"y": np.zeros(r.values.shape, dtype=bool)})
+
+
+#: alternatives of the hybrid product: the products (§3.4), the activation quantization and its rounding
+#: (matmul.md §17.1), the output stage (§17.3)
+_HYBRID_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("tie_rule", {"vector_rounding": None, "vector_width": 0}),
+    ("tie_rule", {"vector_rounding": "add_half_truncate", "vector_width": 8}),
+    ("tie_rule", {"rounding": "nearest_even"}), ("tie_rule", {"rounding": "nearest_away"}),
+    ("product_rule", {"product": "exact", "product_width": 0}),
+    ("product_rule", {"product": "abs_sign_int8", "product_width": 16}),
+    ("product_rule", {"product": "abs_sign_int8", "product_width": 16, "vector_rounding": "add_half_truncate",
+                      "vector_width": 8}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_asymmetric"}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_asymmetric", "product": "abs_sign_int8",
+                                 "product_width": 16}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_xnnpack"}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_xnnpack", "output_of": "litert_hybrid_xnnpack"}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_xnnpack", "output_of": "litert_hybrid_xnnpack",
+                                 "product": "exact", "product_width": 0}),
+    ("activation_quantization", {"quantization_of": "litert_hybrid_symmetric"}),
+    ("activation_quantization", {"quantization_of": "hybrid_spec", "output_of": "hybrid_spec"}),
+    ("multiplier_arithmetic", {"output_of": "litert_hybrid_xnnpack"}),
+    ("multiplier_arithmetic", {"output_of": "litert_hybrid_symmetric"}),
+)
+
+
 def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    if case.operation in HYBRID_OPS:
+        return _hybrid_outputs(case, profile, **overrides)
     if case.operation == "qgemm":
         return _qgemm_outputs(case, profile, **overrides)
     if case.operation in FLOAT_OPS:
@@ -203,7 +262,9 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
     if case.operation in NBITS_OPS + WO_OPS:
         return
     floats = case.operation in FLOAT_OPS or (case.operation == "qgemm" and case.params["output"] == "float32")
-    for cls, ov in (_VW_ALTS if case.operation in VW_OPS else _FLOAT_ALTS if floats else _ALTS):
+    alts = (_VW_ALTS if case.operation in VW_OPS else _HYBRID_ALTS if case.operation in HYBRID_OPS
+            else _FLOAT_ALTS if floats else _ALTS)
+    for cls, ov in alts:
         try:
             yield cls, _outputs(case, profile, **ov).outputs
         except (QrefError, ValueError):
@@ -251,6 +312,9 @@ def describe_input(case: Case, index: int) -> str:
         how = f"compute {p['compute']}" if "compute" in p else f"{p['quant_type']} table"
         return (f"row {m} of a (float32, K = {p['k']}) times row {n} of the 4-bit weights (block {p['block_size']}, "
                 f"{how}); bound {float(np.asarray(case.expected['bound']).reshape(-1)[int(index)])!r}")
+    if case.operation in HYBRID_OPS:
+        return (f"row {m} of a (float32, K = {p['k']}, quantized per row on the fly) times column {n} of b (int8, "
+                f"scale {at('b_scale', n)})" + (f"; bias {at('bias', n)}" if "bias" in ins else ""))
     if case.operation == "dynamic_quantize_matmul":
         return (f"row {m} of a (float32, K = {p['k']}, quantized per tensor: scale "
                 f"{float(np.asarray(case.expected['a_scale']).reshape(-1)[0])!r}, zero point "
@@ -296,7 +360,7 @@ def element_inputs(case: Case, i: int) -> dict[str, np.ndarray]:
 #: whole (the backend's result depends on the other rows or columns) has no standalone reproducer
 WHOLE_SNIPPETS = False
 #: operations whose output element (m, n) depends on row m of a, column n of b and their scales only
-REDUCIBLE = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float")
+REDUCIBLE = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float", *HYBRID_OPS)
 
 
 def reduce(case: Case, index: int, name: str = "y") -> Case:
@@ -322,7 +386,7 @@ def reduce(case: Case, index: int, name: str = "y") -> Case:
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     v = np.asarray(value).reshape(-1)
-    if (case.operation in FLOAT_OPS + NBITS_OPS or case.params.get("output") == "float32") and name == "y":
+    if (case.operation in FLOAT_OPS + NBITS_OPS + HYBRID_OPS or case.params.get("output") == "float32") and name == "y":
         return describe_value(name, v.view(np.uint32).view(np.float32) if v.dtype != np.float32 else v)
     if v.size and v.dtype.kind == "f":
         return repr(float(v[0]))
