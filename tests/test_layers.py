@@ -11,6 +11,7 @@ from test_architecture import _graph
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("qref.errors",),
+    ("qref.validators",),                       # input checks of the public entry points
     ("qref.formats",),                          # data: format records, cast policy
     ("qref.profiles",),                         # data: system records (rules, versions, evidence)
     ("qref.core",),                             # encode / decode / rounding / exact arithmetic

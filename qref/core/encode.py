@@ -247,6 +247,8 @@ def _top16_table(fmt: Format, rp: ResolvedPolicy, src: str) -> np.ndarray:
 
 
 def _random_bits(shape: tuple[int, ...], nbits: int, random_bits: object, seed: object) -> np.ndarray:
+    if random_bits is not None and seed is not None:
+        raise QrefError("give random_bits= or seed=, not both (the seed would be ignored)")
     if random_bits is not None:
         r = np.asarray(random_bits)
         if r.dtype.kind not in "iu":
