@@ -122,6 +122,26 @@ def test_run_says_what_happened_to_every_matched_case(tmp_path, suite, capsys):
     assert "decode" in out  # the decode case: not an operation a 2-parameter encoder is asked for
 
 
+def test_run_explains_a_policy_variant_case_no_profile_lists(tmp_path, capsys):
+    """The issue's MLX example: elements/float8_e4m3fn/f32/nearest_even/saturate/special_nan_max has exactly the
+    mlx profile's policy (nan='max') but lists no profile: the generator's per-knob cases are built apart from
+    the profile cases, and MLX runs the same inputs as elements/float8_e4m3fn/f32/profile/mlx/special. The run
+    now says so instead of dropping the case silently."""
+    pol = CastPolicy(overflow="saturate", nan="max")
+    x = np.array([np.nan, -np.nan, 1e6, 1.0], np.float32)
+    root = tmp_path / "s"
+    write_suite([Case(id="elements/float8_e4m3fn/f32/nearest_even/saturate/special_nan_max", family="elements",
+                      operation="encode", format="float8_e4m3fn", policy=pol, inputs={"x": x},
+                      expected={"codes": qref.encode(x, "float8_e4m3fn", profile=pol)},
+                      array_formats={"codes": "float8_e4m3fn"}),
+                 *_cases()[:1]], root, families=["elements"])
+    rc, out, err = _run(capsys, "run", "--callable", _user(tmp_path, ENCODER), "--family", "elements", "--suite",
+                        str(root), "-q")
+    assert rc == 0, err
+    assert "matched 2 of 2 cases" in out and "1 ran, 0 unsupported, 1 not run" in out
+    assert "no recorded profile" in out
+
+
 def test_callable_module_that_fails_to_import_is_a_qref_error(tmp_path, suite, capsys):
     for body in ("raise RuntimeError('boom')\n", "def f(:\n", "import no_such_module_qref\n", "sys.exit(3)\n"):
         rc, _out, err = _run(capsys, "run", "--callable", _user(tmp_path, body), "--family", "elements", "--suite",

@@ -154,17 +154,21 @@ def account(res: object, suite: object, include: list[str], exclude: list[str], 
     left = [c for c in matched if c["id"] not in status]
     fams = {t.family for t in res.targets}  # type: ignore[attr-defined]
     refs = sorted({str(t.profile) for t in res.targets})  # type: ignore[attr-defined]
+    by_id = {c["id"]: c for c in cases}
+    ops = {(by_id[i]["family"], by_id[i]["operation"]) for i in status if i in by_id}  # what the targets ran
     why: Counter[str] = Counter()
     for c in left:
+        listed = ", ".join(c["profiles"]) or (str(c["profile"]) if c["profile"] else "")
         if c["family"] not in fams:
             why[f"no selected target runs the {c['family']} family"] += 1
-        elif c["profiles"] or c["profile"]:
-            listed = ", ".join(c["profiles"]) or str(c["profile"])
-            why[f"{c['family']}/{c['operation']}: its expected outputs are those of {listed}, none of them the "
-                f"reference of a selected target (the spec or {', '.join(refs)}), or no target runs "
-                f"{c['operation']}"] += 1
-        else:
+        elif (c["family"], c["operation"]) not in ops and not listed:
             why[f"{c['family']}/{c['operation']}: no selected target runs {c['operation']}"] += 1
+        elif listed:
+            why[f"{c['family']}/{c['operation']}: its expected outputs are those of {listed}, not of a selected "
+                f"target's reference (the spec or {', '.join(refs)})"] += 1
+        else:
+            why[f"{c['family']}/{c['operation']}: its expected outputs are no recorded profile's (a policy variant; "
+                "a profile with the same policy has cases of its own, e.g. */profile/<name>/*)"] += 1
     filt = len(cases) - len(matched)
     print(f"qref run: the selection matched {len(matched)} of {len(cases)} cases ({filt} skipped by the filters"
           f"{' and --family' if family else ''}): {len(run_ids)} ran, {len(unsup)} unsupported, {len(left)} not run",
