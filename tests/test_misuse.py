@@ -171,3 +171,35 @@ def test_linear_step_takes_a_recipe_name_or_says_what_is_wrong():
         qref.recipes.linear_step(x, w, g, "no_such_recipe")
     with pytest.raises(QrefError):
         qref.recipes.linear_step(x, w, g, 3)
+
+
+# ---- qref.mlir: a user's tensor exported as a self-checking StableHLO file ---------------------------------------
+def test_mlir_export_of_a_user_tensor_runs_in_the_stablehlo_interpreter():
+    ir = pytest.importorskip("torch_mlir.ir", reason="the StableHLO interpreter ships in torch-mlir")
+    from torch_mlir._mlir_libs import _stablehlo as shlo
+
+    from qref.conformance.export import returning_module
+
+    x = np.array([[0.3, -1.2], [2.5, 0.1]], np.float32)
+    text = qref.mlir.quantize_to_mlir(x, "!quant.uniform<i8:f32:1, {0.5,0.25}>")
+    ctx = ir.Context()
+    shlo.register_dialect(ctx)
+    shlo.register_interpreter_dialect(ctx)
+    with ctx:
+        got, want = (np.array([int(v) for v in ir.DenseIntElementsAttr(o)], dtype=np.int64)
+                     for o in shlo.eval_module(ir.Module.parse(returning_module(text)), []))
+    # round(x / s) per column, in exact arithmetic: 0.3/0.5, -1.2/0.25, 2.5/0.5, 0.1/0.25 -> 1, -5, 5, 0
+    assert got.tolist() == want.tolist()
+    assert [v if v < 128 else v - 256 for v in (int(c) & 0xFF for c in want)] == [1, -5, 5, 0]
+
+
+@pytest.mark.parametrize(("x", "qtype"), [
+    (np.ones(2, np.float32), "!quant.uniform<i8:f32:1, {0.5,0.25}>"),   # rank 1, axis 1
+    (np.ones((2, 2)), "!quant.uniform<i8:f32, 0.5>"),                    # float64
+    (np.ones((2, 2), np.float32), "!quant.uniform<i8:f32:1, {0.5,0.25,0.1}>"),  # 3 scales for 2 columns
+    (np.ones((2, 2), np.float32), "!quant.uniform<i4:f32, 0.5>"),         # storage StableHLO's files do not take
+    (np.ones((0,), np.float32), "!quant.uniform<i8:f32, 0.5>"),
+])
+def test_mlir_export_validates_the_tensor_against_the_type(x, qtype):
+    with pytest.raises(QrefError):
+        qref.mlir.quantize_to_mlir(x, qtype)
