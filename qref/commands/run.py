@@ -13,9 +13,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run", help="run real backends (or your own implementation) on the suite",
         description="Run backends on a conformance suite; compare as unsigned bits with the spec default and each "
-        "backend's qref profile; classify differences; write results.json and a markdown report. Exit status: 0 "
-        "when everything conforms or is expected; 1 on unexpected failures or crashes (not covered by an xfail "
-        "entry), stale xfail entries, or a backend that could not be run; 3 when the only differences are drift "
+        "backend's qref profile; classify differences; write results.json and a markdown report; say what happened "
+        "to every case the selection matched (ran, unsupported with the reason, not run and why, skipped by the "
+        "filters). Exit status: 0 when everything conforms or is expected; 1 on unexpected failures or crashes "
+        "(not covered by an xfail entry), stale xfail entries, a backend that could not be run, or when no task "
+        "ran (nothing was checked); 3 when the only differences are drift "
         "(the installed version is outside every record of its profile, or --record forced another version's "
         "record: profiles.md §2). Existing --out / --report files are refused unless --force, before the run "
         "starts.")

@@ -140,10 +140,26 @@ def _listed_files(root: Path) -> set[str] | None:
     return out
 
 
+def _owned(root: Path, rel: str, listed: set[str]) -> bool:
+    """Did qref write ``rel``: manifest.json / schema.json, or an array file the manifest lists, or one whose
+    bytes hash to its name (content-addressed: what a gen that was stopped before its manifest left). A file
+    merely named like a hash is the user's."""
+    if not _OWNED.match(rel):
+        return False
+    if rel in ("manifest.json", "schema.json") or rel in listed:
+        return True
+    p = root / rel
+    try:
+        if p.stat().st_size > MAX_ARRAY_BYTES + 4096:
+            return False
+        return sha256(p.read_bytes()) == p.stem
+    except OSError:
+        return False
+
+
 def _user_files(root: Path, listed: set[str] | None = None) -> list[str]:
-    """Entries under a suite directory that qref did not write: anything its manifest does not list (a file named
-    like a content-addressed array but not listed is the user's), every symlink (never followed), and every
-    file when the manifest does not load (qref cannot tell what it wrote)."""
+    """Entries under a suite directory that qref did not write (``_owned``): anything else, and every symlink
+    (never followed)."""
     if listed is None:
         listed = _listed_files(root) or set()
     found = []
@@ -157,7 +173,7 @@ def _user_files(root: Path, listed: set[str] | None = None) -> list[str]:
             elif p.is_dir():
                 if rel != "arrays" and not re.fullmatch(r"arrays/[0-9a-f]{2}", rel):
                     found.append(rel + "/")
-            elif not (_OWNED.match(rel) and rel in listed and p.is_file()):
+            elif not (p.is_file() and _owned(root, rel, listed)):
                 found.append(rel)
     return sorted(found)
 
@@ -170,7 +186,7 @@ def _remove_owned(root: Path, listed: set[str]) -> list[str]:
         for name in filenames:
             p = d / name
             rel = p.relative_to(root).as_posix()
-            if _OWNED.match(rel) and rel in listed and not p.is_symlink():
+            if not p.is_symlink() and _owned(root, rel, listed):
                 p.unlink()
         if d != root and not d.is_symlink():
             with contextlib.suppress(OSError):
@@ -395,11 +411,7 @@ def check_suite_target(out: Path, overwrite: bool) -> None:
         return
     if not overwrite:
         raise SuiteError(f"{out} is not empty; pass overwrite=True (qref gen --force) to replace a suite")
-    listed = _listed_files(out)
-    if listed is None:
-        raise SuiteError(f"refusing to replace {out}: it has no manifest.json that loads, so qref cannot tell which "
-                         "files it wrote; move the directory away or empty it first")
-    user = _user_files(out, listed)
+    user = _user_files(out)
     if user:
         raise SuiteError(f"refusing to replace {out}: it holds files qref did not write ({', '.join(user[:5])}"
                          + (f" and {len(user) - 5} more" if len(user) > 5 else "") + "); move them away first")
