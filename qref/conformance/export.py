@@ -226,7 +226,7 @@ def _uniform_to_mlir(case: Case, suite_name: str, per_axis: str = "type") -> str
     tensor or per axis, any rank), the codes read with bitcast_convert. Elements the case marks unspecified are
     left out: a 1-D case drops them, an N-D case ANDs both sides with a 0x00/0xFF.. mask (check.expect_eq has no
     mask). Unsigned storage is spelled ui8/ui16 (StableHLO's lowering reads u8 as signless)."""
-    from ..mlir import format_type
+    from ..interop.mlir import format_type
     from ..schemes.base import scheme_from_spec
 
     spec = dict(case.scheme or {})
@@ -298,7 +298,7 @@ def quantize_to_mlir(x: object, qtype: object, *, name: str = "uniform/user/quan
     computed by qref under StableHLO's semantics (uniform.md §2.1; vectors.md §8). The tensor is validated against
     the type first (a QrefError, never a file the interpreter rejects): float32, rank >= 1, non-empty, a per-axis
     type's axis inside the rank with one scale per element along it, storage i8/ui8/i16/ui16, no blocks."""
-    from ..mlir import parse_type
+    from ..interop.mlir import parse_type
     from ..schemes.uniform import UniformScheme
     from .cases.uniform import SPEC, code_patterns
 
