@@ -4,7 +4,7 @@ Element formats (FP8/FP6/FP4/E8M0/P3109/custom, integers) with every rounding an
 ``encode`` (values -> codes), ``decode`` (codes -> values), ``quantize`` (both). See docs/spec/.
 """
 
-from . import analysis, conformance, mma, recipes, transforms
+from . import analysis, conformance, mlir, mma, recipes, transforms
 from .analysis import plot
 from .analysis.calibrate import calibrate
 from .core import decode, encode, quantize
@@ -20,7 +20,6 @@ from .formats import (
     register_format,
 )
 from .formats.policy import OVERFLOW_POLICIES, ROUNDING_MODES, CastPolicy
-from .interop import mlir
 from .interop.packing import LAYOUTS, pack, unpack
 from .profiles import CastRule, Profile, get_profile, profiles, register_profile, resolve_profile
 from .schemes import QArray, Scheme, scheme, scheme_from_spec

@@ -26,6 +26,7 @@ from .core.exact import FINITE, INF, NAN, U64, ZERO, Exact, decompose
 from .errors import QrefError
 from .formats import FloatFormat, get_format
 from .formats.policy import CastPolicy
+from .validators import check_alloc, check_dtype
 
 __all__ = ["ARITHMETICS", "hadamard", "hadamard_matrix", "inverse_hadamard", "random_signs"]
 
@@ -49,11 +50,13 @@ def hadamard_matrix(n: int, dtype: object = np.int64) -> np.ndarray:
     """Sylvester's Hadamard matrix of size n (§2): H[i, j] = (-1)^popcount(i & j), i.e. H_1 = [1] and
     H_2k = [[H_k, H_k], [H_k, -H_k]]; symmetric, H H = n I. The order of ``scipy.linalg.hadamard``."""
     m = _log2_size(n)
+    dt = check_dtype(dtype, "hadamard_matrix: dtype")
+    check_alloc(3 * n * n, 8, f"hadamard_matrix({n})")
     ij = np.arange(n, dtype=np.int64)[:, None] & np.arange(n, dtype=np.int64)[None, :]
     parity = np.zeros((n, n), dtype=np.int64)
     for b in range(m):  # popcount parity, one bit plane at a time
         parity ^= (ij >> b) & 1
-    return (1 - 2 * parity).astype(dtype)
+    return (1 - 2 * parity).astype(dt)
 
 
 def random_signs(n: int, seed: int) -> np.ndarray:
@@ -62,6 +65,7 @@ def random_signs(n: int, seed: int) -> np.ndarray:
     _log2_size(n)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise QrefError(f"seed must be a non-negative integer (the PCG64 seed of the signs), got {seed!r}")
+    check_alloc(n, 8, f"random_signs({n})")
     top = np.asarray(np.random.PCG64(int(seed)).random_raw(n), dtype=U64) >> U64(63)
     return (1 - 2 * top.astype(np.int8)).astype(np.int8)
 

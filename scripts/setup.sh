@@ -14,11 +14,13 @@ python -m pip install -q --upgrade pip
 # the lock is a pip constraints file: every package at its verified version
 if [ "${QREF_UNPINNED:-0}" = 1 ]; then
   LOCK=()
+  TORCH=torch
 else
   LOCK=(-c requirements/lock.txt)
+  TORCH=torch==2.13.0
 fi
 # torch first, so the CPU wheel is used and bitsandbytes/torchao do not pull a GPU build.
-python -m pip install -q "${LOCK[@]}" "torch==2.13.0" || \
-  python -m pip install -q "${LOCK[@]}" "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
+python -m pip install -q "${LOCK[@]}" "$TORCH" || \
+  python -m pip install -q "${LOCK[@]}" "$TORCH" --index-url https://download.pytorch.org/whl/cpu
 python -m pip install -q "${LOCK[@]}" -e ".[all]"
 python -c "import qref; print('qref', qref.__version__, 'installed in $VENV')"

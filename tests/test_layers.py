@@ -11,6 +11,7 @@ from test_architecture import _graph
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("qref.errors",),
+    ("qref.validators",),                       # input checks of the public entry points
     ("qref.formats",),                          # data: format records, cast policy
     ("qref.profiles",),                         # data: system records (rules, versions, evidence)
     ("qref.core",),                             # encode / decode / rounding / exact arithmetic
@@ -28,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("qref",),                                  # the public API
 )
 # one-line modules at older paths, each in the layer of what it re-exports
-COMPAT = {"qref.mlir": "qref.interop", "qref.strategies": "qref.testing",
+COMPAT = {"qref.mlir": "qref.conformance", "qref.strategies": "qref.testing",
           "qref.pytest_plugin": "qref.testing"}
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 

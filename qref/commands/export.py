@@ -26,6 +26,11 @@ def _run(args: argparse.Namespace) -> int:
         raise QrefError("--out needs --format mlir|jsonl|hex")
     if not args.mlir and not args.jsonl and not args.hex:
         raise QrefError("nothing to export: give --mlir OUT_DIR, --jsonl OUT_FILE and/or --hex OUT_DIR")
+    from ..validators import check_outside
+
+    for opt in ("mlir", "jsonl", "hex"):  # never into or over the suite this command reads
+        if getattr(args, opt):
+            check_outside(getattr(args, opt), args.suite, f"--{opt}")
     if args.mlir:
         check_output_dir(args.mlir, "--mlir", args.force)
     if args.jsonl:

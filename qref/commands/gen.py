@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import QrefError
@@ -21,6 +25,26 @@ def _split(values: list[str] | None, what: str, one: str) -> list[str] | None:
     return names
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during gen: unwinds like Ctrl-C, so the temporary directory is removed and OUT is untouched."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def _run(args: argparse.Namespace) -> int:
     from ..conformance.generate import generate
     from ..conformance.suite import check_suite_target
@@ -29,8 +53,14 @@ def _run(args: argparse.Namespace) -> int:
     formats = _split(args.formats, "formats", "format")
     check_suite_target(Path(args.out), args.force)  # before the work: refuse early
     start = time.monotonic()
-    m = generate(args.out, families=families, full=args.full, overwrite=args.force, formats=formats,
-                 progress=None if args.quiet else sys.stderr)
+    try:
+        with _terminate_as_interrupt():
+            m = generate(args.out, families=families, full=args.full, overwrite=args.force, formats=formats,
+                         progress=None if args.quiet else sys.stderr)
+    except Terminated:
+        print("qref gen: terminated (SIGTERM); OUT holds the old suite (or, if the swap had begun, the complete "
+              "new one)", file=sys.stderr)
+        return 143
     s = m["summary"]
     if not args.quiet:
         print(f"wrote {args.out}: {s['cases']} cases, {s['arrays']} arrays, {s['bytes'] / 1e6:.1f} MB of arrays "

@@ -13,9 +13,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run", help="run real backends (or your own implementation) on the suite",
         description="Run backends on a conformance suite; compare as unsigned bits with the spec default and each "
-        "backend's qref profile; classify differences; write results.json and a markdown report. Exit status: 0 "
-        "when everything conforms or is expected; 1 on unexpected failures or crashes (not covered by an xfail "
-        "entry), stale xfail entries, or a backend that could not be run; 3 when the only differences are drift "
+        "backend's qref profile; classify differences; write results.json and a markdown report; say what happened "
+        "to every case the selection matched (ran, unsupported with the reason, not run and why, skipped by the "
+        "filters). Exit status: 0 when everything conforms or is expected; 1 on unexpected failures or crashes "
+        "(not covered by an xfail entry), stale xfail entries, a backend that could not be run, or when no task "
+        "ran (nothing was checked); 3 when the only differences are drift "
         "(the installed version is outside every record of its profile, or --record forced another version's "
         "record: profiles.md §2). Existing --out / --report files are refused unless --force, before the run "
         "starts.")
@@ -75,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
         check_output_dir(args.findings, "--findings", args.force, ("README.md", "divergence.md",
                                                                       *(f"{b}.md" for b in BACKENDS)))
     from ..errors import QrefError
+    from ..validators import check_outside
 
     records = {}
     for r in args.record:
@@ -85,7 +88,10 @@ def _run(args: argparse.Namespace) -> int:
     from ..conformance.suite import load_suite
 
     # a suite that does not verify (a damaged, missing or foreign file: vectors.md §3.2) is refused before the run
-    load_suite(args.suite, verify=True)
+    suite = load_suite(args.suite, verify=True)
+    for opt in ("out", "report", "findings"):  # a command never writes into or over the suite it reads
+        if getattr(args, opt):
+            check_outside(getattr(args, opt), suite.root, f"--{opt}")
     if args.callable_ is not None:
         res = _run_callable(args, xf)
     else:
@@ -108,10 +114,72 @@ def _run(args: argparse.Namespace) -> int:
 
         findings.write_findings(res, args.findings)
     print(runner.summary_line(res))
+    ran = account(res, suite, args.include, args.exclude, args.family if args.callable_ is not None else None)
     runner.print_failures(res, sys.stderr)
+    if not ran:
+        print("qref run: error: no task ran, nothing was checked (see the lines above for what the selection "
+              "matched); widen --include / --target / --family or check the suite", file=sys.stderr)
+        return 1
     if not res.ok:
         return 1
     return 3 if res.drifted else 0
+
+
+def account(res: object, suite: object, include: list[str], exclude: list[str], family: str | None,
+            stream: object = None) -> int:
+    """Print what happened to every case the selection matched: run (in how many tasks, by status), unsupported
+    (with the reasons), not run (no selected target is asked for it, and why), skipped by the filters. Returns the
+    number of tasks that ran (pass, fail, xfail, crash, drift or variant: anything but unsupported)."""
+    import fnmatch
+    from collections import Counter
+
+    out = stream if stream is not None else sys.stdout
+    cases = suite.manifest["cases"]  # type: ignore[attr-defined]
+
+    def kept(cid: str) -> bool:
+        if include and not any(fnmatch.fnmatchcase(cid, p) for p in include):
+            return False
+        return not any(fnmatch.fnmatchcase(cid, p) for p in exclude)
+
+    matched = [c for c in cases if kept(c["id"]) and (family is None or c["family"] == family)]
+    status: dict[str, set[str]] = {}
+    reasons: Counter[str] = Counter()
+    ran = 0
+    for r in res.results:  # type: ignore[attr-defined]
+        ran += r.status != "unsupported"
+        for cid in r.cases:
+            status.setdefault(cid, set()).add(r.status)
+        if r.status == "unsupported":
+            reasons[f"{r.target}: {r.reason}"] += len(r.cases)
+    run_ids = [c for c in matched if status.get(c["id"], set()) - {"unsupported"}]
+    unsup = [c for c in matched if status.get(c["id"]) == {"unsupported"}]
+    left = [c for c in matched if c["id"] not in status]
+    fams = {t.family for t in res.targets}  # type: ignore[attr-defined]
+    refs = sorted({str(t.profile) for t in res.targets})  # type: ignore[attr-defined]
+    by_id = {c["id"]: c for c in cases}
+    ops = {(by_id[i]["family"], by_id[i]["operation"]) for i in status if i in by_id}  # what the targets ran
+    why: Counter[str] = Counter()
+    for c in left:
+        listed = ", ".join(c["profiles"]) or (str(c["profile"]) if c["profile"] else "")
+        if c["family"] not in fams:
+            why[f"no selected target runs the {c['family']} family"] += 1
+        elif (c["family"], c["operation"]) not in ops and not listed:
+            why[f"{c['family']}/{c['operation']}: no selected target runs {c['operation']}"] += 1
+        elif listed:
+            why[f"{c['family']}/{c['operation']}: its expected outputs are those of {listed}, not of a selected "
+                f"target's reference (the spec or {', '.join(refs)})"] += 1
+        else:
+            why[f"{c['family']}/{c['operation']}: its expected outputs are no recorded profile's (a policy variant; "
+                "a profile with the same policy has cases of its own, e.g. */profile/<name>/*)"] += 1
+    filt = len(cases) - len(matched)
+    print(f"qref run: the selection matched {len(matched)} of {len(cases)} cases ({filt} skipped by the filters"
+          f"{' and --family' if family else ''}): {len(run_ids)} ran, {len(unsup)} unsupported, {len(left)} not run",
+          file=out)
+    for text, n in reasons.most_common(10):
+        print(f"  {n:6d} unsupported: {text}", file=out)
+    for text, n in why.most_common(10):
+        print(f"  {n:6d} not run: {text}", file=out)
+    return ran
 
 
 def _run_callable(args: argparse.Namespace, xfail_files: list[str] | None) -> object:
@@ -133,4 +201,4 @@ def _run_callable(args: argparse.Namespace, xfail_files: list[str] | None) -> ob
     fn = user.load_callable(args.callable_)
     return user.check(fn, args.family, profile=args.profile, policy=policy, suite=args.suite,
                       include=args.include, exclude=args.exclude, xfail_files=xfail_files or [],
-                      name=f"user.{args.callable_.rpartition(':')[2]}")
+                      name=f"user.{args.callable_.rpartition(':')[2]}", origin=args.callable_)

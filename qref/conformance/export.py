@@ -226,7 +226,7 @@ def _uniform_to_mlir(case: Case, suite_name: str, per_axis: str = "type") -> str
     tensor or per axis, any rank), the codes read with bitcast_convert. Elements the case marks unspecified are
     left out: a 1-D case drops them, an N-D case ANDs both sides with a 0x00/0xFF.. mask (check.expect_eq has no
     mask). Unsigned storage is spelled ui8/ui16 (StableHLO's lowering reads u8 as signless)."""
-    from ..mlir import format_type
+    from ..interop.mlir import format_type
     from ..schemes.base import scheme_from_spec
 
     spec = dict(case.scheme or {})
@@ -290,6 +290,44 @@ def _uniform_to_mlir(case: Case, suite_name: str, per_axis: str = "type") -> str
 
 
 _CHECK_RE = re.compile(r"^(\s*)check\.expect_eq (%\w+), (%\w+) : (\S+)\s*$")
+
+
+def quantize_to_mlir(x: object, qtype: object, *, name: str = "uniform/user/quantize") -> str:
+    """A self-checking StableHLO file quantizing a user's float32 tensor ``x`` to the uniform quant type ``qtype``
+    (an MLIR type text such as ``!quant.uniform<i8:f32:0, {0.5,0.25}>`` or a UniformScheme), the expected codes
+    computed by qref under StableHLO's semantics (uniform.md §2.1; vectors.md §8). The tensor is validated against
+    the type first (a QrefError, never a file the interpreter rejects): float32, rank >= 1, non-empty, a per-axis
+    type's axis inside the rank with one scale per element along it, storage i8/ui8/i16/ui16, no blocks."""
+    from ..interop.mlir import parse_type
+    from ..schemes.uniform import UniformScheme
+    from .cases.uniform import SPEC, code_patterns
+
+    sch = parse_type(qtype, "stablehlo") if isinstance(qtype, str) else qtype
+    if not isinstance(sch, UniformScheme):
+        raise QrefError(f"quantize_to_mlir takes a !quant.uniform type (text or UniformScheme), got "
+                        f"{type(sch).__name__}")
+    arr = np.asarray(x)
+    if arr.dtype != np.float32 or arr.ndim == 0 or arr.size == 0:
+        raise QrefError(f"quantize_to_mlir: x must be a non-empty float32 tensor of rank >= 1 (StableHLO's "
+                        f"uniform_quantize lowering takes float32), got dtype {arr.dtype}, shape {arr.shape}")
+    if sch.axis is not None and not -arr.ndim <= sch.axis < arr.ndim:
+        raise QrefError(f"quantize_to_mlir: the type quantizes along axis {sch.axis}, but x has rank {arr.ndim}: "
+                        "give a tensor with that axis or a type whose axis is inside the tensor's rank")
+    spec = sch.to_spec()
+    spec["profile"] = "stablehlo"
+    from ..schemes.base import scheme_from_spec
+
+    sch = scheme_from_spec(spec)  # the type under StableHLO's arithmetic
+    q = sch.quantize(arr)  # checks the scales against the shape (one per element along the axis)
+    case = Case(id=name, family="uniform", operation="uniform_quantize", inputs={"x": arr},
+                expected={"codes": code_patterns(q.codes, sch.storage.name)}, scheme=sch.to_spec(),
+                unspecified={} if q.unspecified is None else {"codes": np.asarray(q.unspecified, dtype=bool)},
+                array_formats={"codes": sch.storage.name}, profile="stablehlo", profiles=("stablehlo",),
+                spec=(SPEC["quantize"],))
+    why = mlir_reason(case)
+    if why is not None:
+        raise QrefError(f"quantize_to_mlir: StableHLO cannot express this export: {why}")
+    return to_mlir(case)
 
 
 def returning_module(text: str) -> str:

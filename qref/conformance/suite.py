@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import QrefError, unknown_name
+from ..formats import get_format
 from .case import STORAGE, Case, format_record, from_storage, logical_dtype_name, plain, to_storage
 from .npy import npy_bytes, read_npy
 from .schema import (
@@ -125,9 +126,42 @@ def _read_bounded(path: Path, size: int, where: str) -> bytes:
     return data
 
 
-def _user_files(root: Path) -> list[str]:
-    """Entries under a suite directory that qref did not write (anything but manifest.json, schema.json and
-    content-addressed arrays/<h[:2]>/<h>.npy regular files); symlinks are always reported, never followed."""
+def _listed_files(root: Path) -> set[str] | None:
+    """The files a suite's manifest lists (manifest.json, its ``files`` and every array reference): what qref
+    owns in it; None when there is no readable manifest."""
+    try:
+        m = read_manifest(root)
+    except QrefError:
+        return None
+    out = {"manifest.json", *m["files"]}
+    for c in m["cases"]:
+        for g in ("inputs", "expected", "unspecified"):
+            out.update(r["file"] for r in c[g].values())
+    return out
+
+
+def _owned(root: Path, rel: str, listed: set[str]) -> bool:
+    """Did qref write ``rel``: manifest.json / schema.json, or an array file the manifest lists, or one whose
+    bytes hash to its name (content-addressed: what a gen that was stopped before its manifest left). A file
+    merely named like a hash is the user's."""
+    if not _OWNED.match(rel):
+        return False
+    if rel in ("manifest.json", "schema.json") or rel in listed:
+        return True
+    p = root / rel
+    try:
+        if p.stat().st_size > MAX_ARRAY_BYTES + 4096:
+            return False
+        return sha256(p.read_bytes()) == p.stem
+    except OSError:
+        return False
+
+
+def _user_files(root: Path, listed: set[str] | None = None) -> list[str]:
+    """Entries under a suite directory that qref did not write (``_owned``): anything else, and every symlink
+    (never followed)."""
+    if listed is None:
+        listed = _listed_files(root) or set()
     found = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         d = Path(dirpath)
@@ -139,19 +173,20 @@ def _user_files(root: Path) -> list[str]:
             elif p.is_dir():
                 if rel != "arrays" and not re.fullmatch(r"arrays/[0-9a-f]{2}", rel):
                     found.append(rel + "/")
-            elif not (_OWNED.match(rel) and p.is_file()):
+            elif not (p.is_file() and _owned(root, rel, listed)):
                 found.append(rel)
     return sorted(found)
 
 
-def _remove_owned(root: Path) -> list[str]:
-    """Delete the files qref wrote under ``root`` (never following a symlink) and the directories left empty;
-    returns what remains."""
+def _remove_owned(root: Path, listed: set[str]) -> list[str]:
+    """Delete the files qref wrote under ``root`` (those its manifest listed, ``listed``; never following a
+    symlink) and the directories left empty; returns what remains."""
     for dirpath, _dirs, filenames in os.walk(root, topdown=False, followlinks=False):
         d = Path(dirpath)
         for name in filenames:
             p = d / name
-            if _OWNED.match(p.relative_to(root).as_posix()) and not p.is_symlink():
+            rel = p.relative_to(root).as_posix()
+            if not p.is_symlink() and _owned(root, rel, listed):
                 p.unlink()
         if d != root and not d.is_symlink():
             with contextlib.suppress(OSError):
@@ -163,16 +198,21 @@ def _remove_owned(root: Path) -> list[str]:
 
 @contextlib.contextmanager
 def _deferred_interrupt() -> Iterator[None]:
-    """Hold SIGINT (Ctrl-C) until the block ends, so a swap of directories is never left half done."""
+    """Hold SIGINT (Ctrl-C) and SIGTERM until the block ends, so a swap of directories is never left half done;
+    then raise KeyboardInterrupt (SIGINT) or call the SIGTERM handler that was installed."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    got: list[Any] = []
-    old = signal.signal(signal.SIGINT, lambda *a: got.append(a))
+    got: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    old = {s_: signal.signal(s_, lambda n, f: got.append(n)) for s_ in sigs}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        for s_, h in old.items():
+            signal.signal(s_, h)
+        if signal.SIGTERM in got and callable(old[signal.SIGTERM]):
+            old[signal.SIGTERM](signal.SIGTERM, None)
         if got:
             raise KeyboardInterrupt
 
@@ -201,7 +241,8 @@ class SuiteWriter:
         self.leftover: Path | None = None
         check_suite_target(self.out, overwrite)
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.qref-tmp-", dir=self.out.parent))
+        self.removed = remove_leftovers(self.out)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.qref-tmp-{os.getpid()}-", dir=self.out.parent))
         umask = os.umask(0o022)
         os.umask(umask)
         self.tmp.chmod(0o777 & ~umask)  # mkdtemp makes it 0700; the suite gets a plain directory's mode
@@ -297,6 +338,7 @@ class SuiteWriter:
             if out.is_symlink() or out.exists():
                 try:
                     check_suite_target(out, self.overwrite)  # again: files may have appeared meanwhile
+                    listed = _listed_files(out) or set()
                 except SuiteError:
                     self.abort()
                     raise
@@ -309,11 +351,52 @@ class SuiteWriter:
                     old.rename(out)
                     self.abort()
                     raise
-                left = _remove_owned(old)
+                left = _remove_owned(old, listed)
                 if left:
                     self.leftover = old
             else:
                 self.tmp.rename(out)
+
+
+_TMP = re.compile(r"^\.(?P<name>.+)\.qref-tmp-(?P<pid>[0-9]+)-[A-Za-z0-9_]+$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def remove_leftovers(out: Path) -> list[Path]:
+    """Remove the temporary siblings ``.<out>.qref-tmp-<pid>-*`` that a gen killed by SIGKILL (or a power loss)
+    left: only those whose process is gone and that hold nothing but what a SuiteWriter writes (arrays/<h[:2]>/
+    <h>.npy, manifest.json, schema.json). Returns what was removed."""
+    removed = []
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        return removed
+    for d in parent.iterdir():
+        m = _TMP.match(d.name)
+        if not m or m.group("name") != out.name or d.is_symlink() or not d.is_dir():
+            continue
+        pid = int(m.group("pid"))
+        if pid == os.getpid() or _alive(pid):
+            continue
+        ok = True
+        for dirpath, dirnames, filenames in os.walk(d, followlinks=False):
+            rel_dir = Path(dirpath).relative_to(d).as_posix()
+            for name in filenames + [n for n in dirnames if (Path(dirpath) / n).is_symlink()]:
+                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+                if not _OWNED.match(rel) or (Path(dirpath) / name).is_symlink():
+                    ok = False
+        if ok:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
 
 
 def check_suite_target(out: Path, overwrite: bool) -> None:
@@ -567,10 +650,14 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_suite(path: str | os.PathLike[str], *, strict: bool = True, limit: int = 100) -> VerifyReport:
-    """Check a suite: the manifest (read_manifest), every file of ``files`` and every array file (inside the
-    suite, regular, within the size bounds, sha256, .npy header dtype and shape: read_array), and (``strict``)
-    no file, directory or symlink the manifest does not list. Collects every problem (at most ``limit``)."""
+def verify_suite(path: str | os.PathLike[str], *, strict: bool = True, limit: int = 100,
+                 recompute: bool = False) -> VerifyReport:
+    """Check a suite: the manifest (read_manifest), every file of ``files``, every reference of every array file
+    (inside the suite, regular, within the size bounds, sha256, .npy header dtype and shape: read_array), the
+    ``summary`` (cases, distinct arrays, bytes), and (``strict``) no file, directory or symlink the manifest does
+    not list. ``recompute``: also recompute the expected outputs of element cases from their inputs and policy
+    (recompute_problems), which catches an edit of an array made consistent with its hash. Collects every
+    problem (at most ``limit``)."""
     root = Path(path)
     rep = VerifyReport(root)
     try:
@@ -583,10 +670,18 @@ def verify_suite(path: str | os.PathLike[str], *, strict: bool = True, limit: in
     suite = Suite(root, m)
     rep.cases = len(m["cases"])
     listed: dict[str, dict[str, Any]] = {}
+    others: list[dict[str, Any]] = []  # every further reference to a file: each is checked against the file too
+    seen: set[tuple[Any, ...]] = set()
     for c in m["cases"]:
         for g in ("inputs", "expected", "unspecified"):
             for k, r in c[g].items():
-                listed.setdefault(r["file"], {**r, "_where": f"case {c['id']} {g}.{k}"})
+                ref = {**r, "_where": f"case {c['id']} {g}.{k}"}
+                sig = (r["file"], r["sha256"], r["dtype"], r["storage"], tuple(r["shape"]))
+                if r["file"] not in listed:
+                    listed[r["file"]] = ref
+                elif sig not in seen:
+                    others.append(ref)
+                seen.add(sig)
     for rel, info in m["files"].items():
         try:
             p, size = suite_file(root, rel, f"files.{rel}", max_bytes=MAX_MANIFEST_BYTES)
@@ -612,6 +707,19 @@ def verify_suite(path: str | os.PathLike[str], *, strict: bool = True, limit: in
             continue
         rep.files += 1
         rep.bytes += (root / rel).stat().st_size
+    for ref in others:  # the same file read as another dtype, storage, shape or hash by a later case
+        if len(rep.problems) >= limit:
+            break
+        try:
+            suite.read_array(ref, ref["_where"])
+        except QrefError as exc:
+            rep.problems.append(str(exc))
+    want = {"cases": len(m["cases"]), "arrays": len(listed), "bytes": rep.bytes}
+    if not rep.problems and m.get("summary") != want:
+        rep.problems.append(f"manifest.summary {m.get('summary')} does not match the suite: {want} (the manifest was "
+                            "edited; regenerate the suite)")
+    if recompute:
+        rep.problems.extend(recompute_problems(suite, limit - len(rep.problems)))
     if strict:
         known = set(listed) | set(m["files"]) | {"manifest.json"}
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -625,3 +733,43 @@ def verify_suite(path: str | os.PathLike[str], *, strict: bool = True, limit: in
                 elif not p.is_dir() and rel not in known:
                     rep.problems.append(f"{rel}: not listed in the manifest (remove it or regenerate the suite)")
     return rep
+
+
+def recompute_problems(suite: Suite, limit: int = 100) -> list[str]:
+    """Element cases (elements.md §2, §4) whose expected outputs differ from qref's on their inputs: encode (codes
+    of x under the case's policy, random_bits for the stochastic modes), decode (values of the codes in
+    params.dtype) and quantize (decode of encode). Compared as bits."""
+    from ..core.decode import decode
+    from ..core.encode import encode
+    from ..formats.policy import CastPolicy
+
+    out: list[str] = []
+    for entry in suite.manifest["cases"]:
+        if entry["family"] != "elements" or len(out) >= limit:
+            continue
+        try:
+            case = suite._case(entry)
+            fmt = get_format(case.format["name"])
+            if format_record(fmt) != case.format:
+                raise QrefError(f"format {case.format['name']!r} of the suite is not this qref's format of that "
+                                "name")
+            (name,) = case.expected
+            want = case.expected[name]
+            with np.errstate(all="ignore"):
+                if case.operation == "decode":
+                    got = decode(case.inputs["codes"], fmt, dtype=want.dtype)
+                else:
+                    pol = CastPolicy(**case.policy)
+                    x = case.inputs["x"]
+                    codes = encode(x, fmt, profile=pol, random_bits=case.inputs.get("random_bits"))
+                    got = codes if case.operation == "encode" else decode(codes, fmt, dtype=x.dtype)
+            g, w = np.asarray(got), np.asarray(want)
+            gb = g.view(f"u{g.dtype.itemsize}").astype(np.uint64)
+            wb = w.view(f"u{w.dtype.itemsize}").astype(np.uint64)
+            if g.shape != w.shape or not np.array_equal(gb, wb):
+                n = int(np.sum(gb != wb)) if g.shape == w.shape else -1
+                out.append(f"case {entry['id']}: expected.{name} differs from the outputs recomputed from its inputs "
+                           f"and policy ({'shape' if n < 0 else f'{n} element(s)'}): the arrays were edited")
+        except QrefError as exc:
+            out.append(f"case {entry['id']}: cannot recompute: {exc}")
+    return out

@@ -95,6 +95,10 @@ class CastPolicy:
         if self.int_cast != "direct" and self.rounding != "toward_zero":
             raise QrefError(f"int_cast={self.int_cast!r} is a truncating C conversion; it needs "
                             f"rounding='toward_zero', got {self.rounding!r}")
+        if self.rounding not in STOCHASTIC_MODES and self.stochastic_bits is not None:
+            raise QrefError(f"stochastic_bits={self.stochastic_bits!r} is for the stochastic rounding modes "
+                            f"({', '.join(STOCHASTIC_MODES)}); rounding={self.rounding!r} is deterministic and "
+                            "takes none: drop stochastic_bits or choose a stochastic mode")
         if self.rounding in STOCHASTIC_MODES:
             n = self.stochastic_bits
             if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 32:

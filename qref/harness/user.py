@@ -62,16 +62,35 @@ def load_callable(spec: str) -> Callable[..., Any]:
             raise QrefError(f"--callable {spec!r}: cannot load {path} as a Python module")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[mod_name] = module
-        loader_spec.loader.exec_module(module)
+        try:
+            loader_spec.loader.exec_module(module)
+        except (Exception, SystemExit) as exc:  # the user's module: any failure is its own, said in one line
+            sys.modules.pop(mod_name, None)
+            raise QrefError(f"--callable {spec!r}: importing {path} failed: {_failure(exc)}") from None
     else:
         try:
             module = importlib.import_module(where)
         except ImportError as exc:
             raise QrefError(f"--callable {spec!r}: cannot import {where} ({exc})") from None
+        except (Exception, SystemExit) as exc:
+            raise QrefError(f"--callable {spec!r}: importing {where} failed: {_failure(exc)}") from None
     fn = getattr(module, name, None)
     if not callable(fn):
         raise QrefError(f"--callable {spec!r}: {where} has no function {name!r}")
     return fn
+
+
+def _failure(exc: BaseException) -> str:
+    """One line for an exception raised by the user's code, with the file and line where it was raised."""
+    import traceback
+
+    tb = traceback.extract_tb(exc.__traceback__)
+    at = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+    if isinstance(exc, SyntaxError):
+        at = f" (at {exc.filename}:{exc.lineno})"
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r}){at}"
+    return f"{type(exc).__name__}: {exc}{at}"
 
 
 def _as_expected(case: Case, name: str, arr: np.ndarray) -> np.ndarray:
@@ -102,9 +121,10 @@ def _is_shortcut(fn: Callable[..., Any]) -> bool:
 
 
 def callable_target(fn: Callable[..., Any], family: str, *, name: str | None = None, profile: str | None = None,
-                    source: str | None = None) -> Target:
+                    source: str | None = None, origin: str | None = None) -> Target:
     """A harness Target calling ``fn`` (module docstring: the calling convention) on the cases of ``family``,
-    compared with ``profile`` (a profile record name of the family; None: the spec default)."""
+    compared with ``profile`` (a profile record name of the family; None: the spec default). ``origin``: the
+    MODULE:FUNCTION or path.py:FUNCTION ``fn`` was loaded from (the reproducers import it from there)."""
     if family not in OPERATIONS:
         raise unknown_name("user backend family", family, OPERATIONS)
     shortcut = family == "elements" and _is_shortcut(fn)
@@ -127,6 +147,8 @@ def callable_target(fn: Callable[..., Any], family: str, *, name: str | None = N
             return exc
         except Exception as exc:
             return exc
+        except SystemExit as exc:  # sys.exit() inside the function is its failure (a crash), never the run's end
+            return QrefError(f"{label} {_failure(exc)}; a backend function returns outputs or raises")
         if not isinstance(out, Mapping):
             return QrefError(f"{label} returned {type(out).__name__}; the convention is a dict name -> array")
         return {k: _as_expected(case, k, np.asarray(v)) for k, v in out.items()}
@@ -135,13 +157,49 @@ def callable_target(fn: Callable[..., Any], family: str, *, name: str | None = N
         return [one(c) for c in cases]
 
     def snippet(case: Case, i: int) -> str:
-        x = {k: v.reshape(-1)[i: i + 1].tolist() for k, v in case.inputs.items()}
-        return (f"{label}: call with operation={case.operation!r}, element {i} of inputs "
-                f"{json.dumps({k: [repr(e) for e in v] for k, v in x.items()})} and the spec of "
-                f"`qref show {case.id}`")
+        if origin is None:  # a function given in Python, not by MODULE:FUNCTION: say how to call it
+            x = {k: v.reshape(-1)[i: i + 1].tolist() for k, v in case.inputs.items()}
+            return (f"{label}: call with operation={case.operation!r}, element {i} of inputs "
+                    f"{json.dumps({k: [repr(e) for e in v] for k, v in x.items()})} and the spec of "
+                    f"`qref show {case.id}`")
+        return _script(origin, case, i, shortcut)
 
     return Target("user", label, family, source or f"{label}(operation, inputs, spec)", profile, ops, supports, run,
                   snippet)
+
+
+def _script(origin: str, case: Case, i: int, shortcut: bool) -> str:
+    """A standalone script (numpy, ml_dtypes and the user's module) calling the function on element ``i`` of each
+    input, given as literal bits; its last statement prints the bits of the first output element."""
+    where, _, fname = origin.rpartition(":")
+    lines = ["import json", "import ml_dtypes", "import numpy as np"]
+    if where.endswith(".py"):
+        lines += ["import importlib.util",
+                  f"spec_ = importlib.util.spec_from_file_location('user_module', {str(Path(where).resolve())!r})",
+                  "mod = importlib.util.module_from_spec(spec_)", "spec_.loader.exec_module(mod)"]
+    else:
+        lines += ["import importlib", f"mod = importlib.import_module({where!r})"]
+    names = []
+    for k, v in case.inputs.items():
+        e = np.ascontiguousarray(v.reshape(-1)[i: i + 1])
+        w = 8 * e.dtype.itemsize
+        dt = f"np.{e.dtype.name}" if hasattr(np, e.dtype.name) else f"ml_dtypes.{e.dtype.name}"
+        bits = int(e.view(f"u{e.dtype.itemsize}")[0])
+        lines.append(f"{k} = np.array([{bits:#x}], dtype=np.uint{w}).view({dt})")
+        names.append(k)
+    (out,) = [getattr(case, "_output", None) or next(iter(case.expected))]
+    ow = 8 * case.expected[out].dtype.itemsize
+    if shortcut:
+        lines.append(f"out = np.asarray(mod.{fname}(x, {case.format['name']!r}))")
+    else:
+        spec = json.dumps(_spec_of(case), sort_keys=True)
+        lines.append(f"spec = json.loads({spec!r})")
+        lines.append(f"out = np.asarray(mod.{fname}({case.operation!r}, {{{', '.join(f'{n!r}: {n}' for n in names)}}}, "
+                     f"spec)[{out!r}])")
+    lines.append("o = out.reshape(-1)[:1]")
+    lines.append(f"print(hex(int(o.astype(np.int64)[0]) & {(1 << ow) - 1:#x} if o.dtype.kind in 'iub' else "
+                 f"int(o.view(np.uint{ow})[0])))")
+    return "\n".join(lines)
 
 
 def policy_profile(family: str, policy: Mapping[str, Any], name: str = "user_policy") -> str:
@@ -157,7 +215,8 @@ def policy_profile(family: str, policy: Mapping[str, Any], name: str = "user_pol
 
 def check(fn: Callable[..., Any], family: str = "elements", *, profile: str | None = None,
           policy: Mapping[str, Any] | None = None, suite: object = None, include: Sequence[str] = (),
-          exclude: Sequence[str] = (), xfail_files: Sequence[str] = (), name: str | None = None) -> RunResults:
+          exclude: Sequence[str] = (), xfail_files: Sequence[str] = (), name: str | None = None,
+          origin: str | None = None) -> RunResults:
     """Run ``fn`` on the suite's cases of ``family`` (in this process) and return the results (``res.ok``,
     ``qref.harness.render(res)`` for the report). ``profile``/``policy`` choose the reference (default: spec)."""
     from ..conformance.suite import Suite, load_suite
@@ -170,7 +229,7 @@ def check(fn: Callable[..., Any], family: str = "elements", *, profile: str | No
         from ..profiles import get_profile
 
         get_profile(ref, PROFILE_FAMILY[family])  # unknown names raise with close matches
-    tg = callable_target(fn, family, name=name, profile=ref)
+    tg = callable_target(fn, family, name=name, profile=ref, origin=origin)
     s = suite if isinstance(suite, Suite) else load_suite(suite)  # type: ignore[arg-type]
     cases = list(s.select(family=family))
     results = run_target(tg, select_tasks(tg, cases, include, exclude))

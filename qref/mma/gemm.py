@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import QrefError
+from ..validators import check_alloc, check_int
 from .bits import check_operand, fma32, storage_dtype
 from .isa import Instruction, get
 
@@ -85,7 +86,9 @@ def matmul(A: object, B: object, C: object = None, *, instruction: Instruction |
     M, K = A.shape
     N = B.shape[1]
     k = ins.k
-    kt = k_tile or k
+    kt = k if k_tile is None else check_int(k_tile, "k_tile", 1)
+    # the chain keeps a few float64 / uint64 arrays of the operands' and the result's size (mma.md §7)
+    check_alloc(16 * (M * K + K * N + M * N), 1, f"matmul with {ins.name} of A {A.shape} and B {B.shape}")
     if kt % k:
         raise QrefError(f"k_tile = {kt} must be a multiple of the instruction's k = {k}")
     if K % kt:

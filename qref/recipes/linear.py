@@ -229,6 +229,11 @@ def linear_step(x: object, w: object, grad_out: object, recipe: TrainingRecipe, 
     GEMM index + side, fprop / dgrad / wgrad, a / b) takes the PCG64 stream of seed 8 * seed + j, one N-bit
     integer per element of the (transformed) operand in C order; None when no operand rounds stochastically."""
     check_choice("gemm", gemm, ("exact", "float64"))
+    if isinstance(recipe, str):
+        recipe = get_recipe(recipe)  # a name: unknown names raise with close matches
+    elif not isinstance(recipe, TrainingRecipe):
+        raise QrefError(f"recipe must be a TrainingRecipe or a recipe name ({', '.join(sorted(RECIPES)[:4])}, ...), "
+                        f"got {type(recipe).__name__} {recipe!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
                              or not 0 <= seed < 1 << 60):
         raise QrefError(f"seed must be an integer in [0, 2^60) (recipes.md §13.3), got {seed!r}")

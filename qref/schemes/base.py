@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import QrefError, unknown_name
 from ..formats import Format, formats, get_format
+from ..validators import check_codes, check_spec
 
 
 class Scheme:
@@ -143,6 +144,12 @@ def checked_dequantize(fn: Callable[..., Any]) -> Callable[..., Any]:
         if args or "dtype" in kwargs:
             check_dequantize_dtype(args[0] if args else kwargs["dtype"])
         codes = np.asarray(q.codes)
+        # C1: codes are integers of the storage range; a float code is not a code (never truncated)
+        bounds = self.code_bounds() if hasattr(self, "code_bounds") else None
+        check_codes(codes, *(bounds or (-(1 << 63), (1 << 64) - 1)), f"{_describe(self)}.dequantize")
+        check_side = getattr(self, "check_side_data", None)
+        if check_side is not None:
+            check_side(q)
         try:
             out = fn(self, q, *args, **kwargs)
         except QrefError:
@@ -236,10 +243,16 @@ def scheme(name: str | Format, **kwargs: Any) -> Scheme:
 
 def scheme_from_spec(spec: Mapping[str, Any]) -> Scheme:
     """Rebuild a scheme from ``Scheme.to_spec()`` output."""
-    fam_name = spec.get("family")
+    fam_name = check_spec(spec, "scheme", ("family",))["family"]
     for fam in _FAMILIES:
         if fam.family == fam_name:
-            return fam.from_spec(dict(spec))
+            try:
+                return fam.from_spec(dict(spec))  # type: ignore[arg-type]
+            except QrefError:
+                raise
+            except (KeyError, TypeError, ValueError, AttributeError, AssertionError) as exc:
+                raise QrefError(f"scheme_from_spec: not a whole {fam_name} spec ({type(exc).__name__}: {exc}); pass "
+                                "the mapping Scheme.to_spec() returns") from None
     raise unknown_name("scheme family", fam_name, [f.family for f in _FAMILIES])
 
 

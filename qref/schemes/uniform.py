@@ -45,6 +45,7 @@ from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..formats.policy import STOCHASTIC_MODES
 from ..profiles import Profile, get_profile, profiles
 from ..profiles.uniform import ARITHMETIC_FIELDS, DEFAULT_PROFILE, UniformArithmetic, rules_of
+from ..validators import check_number_array
 from .base import QArray, Scheme, normalize_axis, register_family
 from .uniform_fast import dequantize_float, integer_tail_applies, integer_tail_fast, quantize_float32
 
@@ -258,6 +259,21 @@ class UniformScheme(Scheme):
         if self.arithmetic.narrow_symmetric and self.storage.signed:
             lo = max(lo, -hi)
         return lo, hi
+
+    def code_bounds(self) -> tuple[int, int] | None:
+        """[lo, hi] of the codes dequantize accepts (schemes.md §1.1 C1): the integer storage type's range (its
+        narrowed range when it has one); None for float storage (codes are bit patterns)."""
+        if isinstance(self.storage, IntFormat):
+            return self.storage.lo, self.storage.hi
+        return None
+
+    def check_side_data(self, q: QArray) -> None:
+        """q.scales / q.zero_points, when given, have the scheme's scale shape (schemes.md §1.1 C3)."""
+        for name in ("scales", "zero_points"):
+            v = getattr(q, name)
+            if v is not None and np.shape(v) != tuple(self.scale_shape):
+                raise QrefError(f"{self.name}.dequantize: q.{name} has shape {np.shape(v)}, the scheme's scale "
+                                f"shape is {tuple(self.scale_shape)}; use the QArray quantize returned")
 
     @property
     def codes_dtype(self) -> np.dtype:
@@ -830,10 +846,8 @@ def build_uniform(
         raise QrefError(f"expressed must be a float type, got {ex.name}")
     if scale is None:
         raise QrefError(f"a uniform scheme for {fmt.name} needs scale=<number or array>")
-    try:
-        S = typed_numbers(np.asarray(scale)).astype(np.float64)  # float16/bfloat16/float8/E8M0 scales (ONNX)
-    except (TypeError, ValueError):
-        raise QrefError(f"scale must be a positive number or an array of them, got {scale!r}") from None
+    # float16/bfloat16/float8/E8M0 scales as ONNX gives them become float64 first (uniform.md §1 C9)
+    S = check_number_array(scale if isinstance(scale, (str, bytes)) else typed_numbers(np.asarray(scale)), "scale")
     if block_size is None and axis is None and S.size == 1:
         S = S.reshape(())
     if block_size is None and axis is not None and S.ndim != 1:

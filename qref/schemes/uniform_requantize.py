@@ -26,7 +26,7 @@ import numpy as np
 from ..core.arith import convert
 from ..errors import QrefError
 from ..formats import IntFormat
-from .base import QArray
+from .base import QArray, _same_scheme
 from .uniform import UniformScheme
 
 FORMS = ("compose", "merged")
@@ -103,7 +103,16 @@ def requantize(q: QArray | np.ndarray, frm: UniformScheme, to: UniformScheme,
     """Codes of ``frm`` (a QArray or an integer array of storage values) as codes of ``to`` (uniform.md §2.7).
     The arithmetic defaults to that of ``to``'s profile (``RULES``). Returns a QArray of ``to`` whose
     ``unspecified`` marks the results the arithmetic leaves undefined (placeholder code clamp(0, lo, hi))."""
+    for what, sch in (("frm", frm), ("to", to)):
+        if not isinstance(sch, UniformScheme):
+            raise QrefError(f"requantize: {what} must be a uniform scheme (qref.scheme('int8', scale=...)), got "
+                            f"{type(sch).__name__}; requantize maps codes between uniform types only (uniform.md "
+                            "§2.7 C1): dequantize and quantize for other schemes")
     if isinstance(q, QArray):
+        if q.scheme is not None and not _same_scheme(q.scheme, frm):
+            raise QrefError(f"requantize: q was made by {getattr(q.scheme, 'name', type(q.scheme).__name__)}, not by "
+                            "frm; its codes mean nothing under another scheme (schemes.md §1.1 C1, C3): pass "
+                            "frm=q.scheme")
         codes = np.asarray(q.codes)
         given = None if q.unspecified is None else np.asarray(q.unspecified, dtype=bool)
     else:

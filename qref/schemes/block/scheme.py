@@ -31,6 +31,7 @@ from ...formats import FloatFormat, Format, IntFormat, get_format
 from ...formats.policy import STOCHASTIC_MODES, CastPolicy
 from ...profiles import Profile, get_profile, profiles
 from ...profiles.block import rules_of
+from ...validators import check_alloc
 from ..base import QArray, Scheme, normalize_axis, register_family
 from . import affine, mx, nvfp4
 
@@ -295,6 +296,8 @@ class BlockScheme(Scheme):
                 f"{self.profile!r} does not pad (the real system rejects it); pad the input to a multiple of {k} "
                 "or pass pad='zero' (short blocks padded with +0, block.md §7)"
             )
+        check_alloc(math.prod(moved.shape[:-1]) * (L + pad), 8, f"{self.name} with block_size {k} on shape "
+                    f"{arr.shape} (padded to whole blocks)")
         if pad:
             moved = np.concatenate([moved, np.zeros((*moved.shape[:-1], pad), dtype=moved.dtype)], axis=-1)
         return np.ascontiguousarray(moved).reshape(-1, k), ax, L, moved.shape
