@@ -136,8 +136,8 @@ def source_kind(x: np.ndarray) -> str:
         return "int"
     if dt.kind == "b":
         raise QrefError("boolean input: convert it to a number first (e.g. x.astype(np.float32))")
-    if dt.kind == "V" or dt.kind == "f" or _is_ml_float(dt):
-        if _is_ml_float(dt):
+    if dt.kind == "V" or dt.kind == "f" or ml_float(dt):
+        if ml_float(dt):
             return "mlfloat"
         raise QrefError(f"unsupported floating input dtype {dt} (use float64, float32, float16 or bfloat16)")
     raise QrefError(
@@ -171,12 +171,12 @@ def typed_numbers(a: np.ndarray) -> np.ndarray:
     (each exact there); numpy's own dtypes as they are."""
     if ml_integer(a.dtype):
         return plain_integers(a)
-    if _is_ml_float(a.dtype):
+    if ml_float(a.dtype):
         return a.astype(np.float64)
     return a
 
 
-def _is_ml_float(dt: np.dtype) -> bool:
+def ml_float(dt: np.dtype) -> bool:
     try:
         ml_dtypes.finfo(dt)
     except (ValueError, TypeError, KeyError):

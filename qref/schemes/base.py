@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.exact import ml_float, ml_integer, plain_integers
 from ..errors import QrefError, unknown_name
 from ..formats import Format, formats, get_format
 from ..validators import check_codes, check_spec
@@ -144,9 +145,13 @@ def checked_dequantize(fn: Callable[..., Any]) -> Callable[..., Any]:
         if args or "dtype" in kwargs:
             check_dequantize_dtype(args[0] if args else kwargs["dtype"])
         codes = np.asarray(q.codes)
-        # C1: codes are integers of the storage range; a float code is not a code (never truncated)
+        if ml_integer(codes.dtype):  # ONNX's typed int4 / uint4 / int2 / uint2 codes (uniform.md §1 C9)
+            codes = plain_integers(codes)
+        # C1: codes are integers of the storage range; a float code is not a code (never truncated); typed float8 /
+        # float4 values are the codes of a float storage (uniform.md §1 C9), read by the scheme itself
         bounds = self.code_bounds() if hasattr(self, "code_bounds") else None
-        check_codes(codes, *(bounds or (-(1 << 63), (1 << 64) - 1)), f"{_describe(self)}.dequantize")
+        if not ml_float(codes.dtype):
+            check_codes(codes, *(bounds or (-(1 << 63), (1 << 64) - 1)), f"{_describe(self)}.dequantize")
         check_side = getattr(self, "check_side_data", None)
         if check_side is not None:
             check_side(q)
