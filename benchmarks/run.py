@@ -628,7 +628,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--rows", type=int, default=1024)
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--repeats", type=int, default=9, help="timed runs per side (best kept); default 9")
-    ap.add_argument("--only", default=None, help="keep rows whose name contains this text")
+    ap.add_argument("--only", default=None,
+                    help="keep rows whose name contains this text (several: comma-separated)")
     ap.add_argument("--memory", action="store_true", help="also measure peak RSS for 2^26 elements")
     ap.add_argument("--json", default=None, help="also write the results to this JSON file")
     ap.add_argument("--compare", action="store_true",
@@ -644,7 +645,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows = ml_dtypes_rows(x32) + mlx_rows(x32) + bnb_rows(x32) + uniform_rows(x32) + calibration_rows(x32) + \
         recipes_rows(x32)
     if args.only:
-        rows = [r for r in rows if args.only in r.name]
+        rows = [r for r in rows if any(o in r.name for o in args.only.split(","))]
     print(f"qref {qref.__version__ if hasattr(qref, '__version__') else ''} numpy {np.__version__} "
           f"ml_dtypes {ml_dtypes.__version__}; input {args.rows} x {args.cols}; best of {args.repeats}; "
           f"{os.cpu_count()} CPUs")

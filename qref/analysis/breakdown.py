@@ -59,7 +59,7 @@ def _group_stats(xg: np.ndarray, yg: np.ndarray, valid: np.ndarray) -> dict[str,
     step = max(1, _ROWS_CHUNK // max(k, 1)) if contiguous else max(rows, 1)
     for r0 in range(0, rows, step):
         r = slice(r0, r0 + step)
-        xc, yc, vc = x2[r], y2[r], v2[r]
+        xc, yc, vc = _f64(x2[r]), y2[r], v2[r]  # x may be float32 / float16: float64 per chunk (exact)
         if contiguous and vc.all():  # the same values np.where would build, without the masks
             e, xs = yc - xc, xc
             cnt[r] = k
@@ -86,9 +86,23 @@ def _group_stats(xg: np.ndarray, yg: np.ndarray, valid: np.ndarray) -> dict[str,
 _ROWS_CHUNK = 1 << 16  # elements per chunk of rows in _group_stats
 
 
+def _pair_x(x: object, y: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_pair without the float64 copy of a float16 / float32 x (_group_stats widens it chunk by chunk: the
+    same values; memory, performance.md §6)."""
+    xa = np.asarray(x)
+    if xa.dtype not in (np.float16, np.float32):
+        return _pair(x, y)
+    ya = _f64(y)
+    if xa.shape != ya.shape:
+        raise QrefError(f"x and y must have the same shape, got {xa.shape} and {ya.shape}")
+    m = np.isfinite(xa)
+    m &= np.isfinite(ya)
+    return xa, ya, m
+
+
 def channel_breakdown(x: object, y: object, axis: int = 0) -> Breakdown:
     """Error statistics per index of ``axis`` (default 0: the output channels of a (out, in) weight)."""
-    xa, ya, m = _pair(x, y)
+    xa, ya, m = _pair_x(x, y)
     if xa.ndim == 0:
         raise QrefError("a per-channel breakdown needs an array with at least one dimension")
     ax = normalize_axis(axis, xa.ndim)
@@ -124,7 +138,7 @@ def block_view(a: object, block_size: int, axis: int = -1, pad: float = 0.0) -> 
 def block_breakdown(x: object, y: object, block_size: int = 32, axis: int = -1) -> Breakdown:
     """Error statistics per block of ``block_size`` consecutive elements along ``axis`` (default 32 along the
     last axis, the OCP MX block). Arrays have the input's shape with ``axis`` replaced by the block count."""
-    xa, ya, m = _pair(x, y)
+    xa, ya, m = _pair_x(x, y)
     if xa.ndim == 0:
         xa, ya, m = xa.reshape(1), ya.reshape(1), m.reshape(1)
     ax = normalize_axis(axis, xa.ndim)

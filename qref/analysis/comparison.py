@@ -181,14 +181,15 @@ def _evaluate(x: object, item: SchemeLike, label: str | None, quantize_kwargs: M
         keep = None if unspec is None or not unspec.any() else ~unspec
         if unspec is not None and keep is None and unspec.ndim:  # all False: the same mask without its bytes
             q.unspecified = np.broadcast_to(np.False_, unspec.shape)
-        xa = _f64(arr)  # this scheme's float64 x: freed before the counts (performance.md §6)
+        xa = _f64(arr)  # this scheme's float64 x, for the metrics only (performance.md §6)
         m = metrics(xa, y, where=keep, bins=bins, smoothing=smoothing, _x_counts=_x_counts)
+        del xa  # the breakdowns widen x chunk by chunk
         stage("metrics")
         if keep is not None:  # unspecified elements are left out of breakdowns
             np.copyto(y, np.nan, where=~keep)
-        ch = channel_breakdown(xa, y, channel_axis) if channel_axis is not None and xa.ndim >= 2 else None
-        bl = block_breakdown(xa, y, block_size, block_axis) if block_size is not None and xa.ndim >= 1 else None
-        del xa, y
+        ch = channel_breakdown(arr, y, channel_axis) if channel_axis is not None and arr.ndim >= 2 else None
+        bl = block_breakdown(arr, y, block_size, block_axis) if block_size is not None and arr.ndim >= 1 else None
+        del y
         c = counts(arr, q)  # dequantizes again: x and y held as float64 no longer
         stage("counts")
         stage("done")

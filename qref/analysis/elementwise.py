@@ -294,7 +294,8 @@ def metrics(x: object, y: object, *, fmt: str | Format | None = None, scale: obj
     if where is not None:
         w = np.broadcast_to(np.asarray(where, dtype=bool), xa.shape)
         xa, ya, m, sc = xa[w], ya[w], m[w], sc[w]
-    nonfinite = int(np.count_nonzero(np.isfinite(xa) & ~np.isfinite(ya)))
+    # finite x with non-finite y: the finite x less the finite pairs (one mask-sized temporary)
+    nonfinite = int(np.count_nonzero(np.isfinite(xa))) - int(np.count_nonzero(m))
     every = bool(m.all())
     a, b = (xa.reshape(-1), ya.reshape(-1)) if every else (xa[m], ya[m])
     n = int(a.size)
