@@ -6,6 +6,8 @@ stream's own positions, checked against numpy's PCG64 directly)."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -255,3 +257,18 @@ def test_compare() -> None:
     for lab, r in one.details.items():
         assert _parts(r.qarray) == _parts(two.details[lab].qarray)
         assert r.y.tobytes() == two.details[lab].y.tobytes()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_child_gets_its_own_pool() -> None:
+    """A child forked after the pool started (the harness runs backends in processes) has none of its threads:
+    it must start its own pool, not wait forever on the parent's (it hung before the fork hook)."""
+    x = _x(2 * T)
+    want = qref.encode(x, "float8_e4m3fn", threads=2)  # the parent's pool now exists
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports by its exit status
+        signal.alarm(60)  # a hang ends the child with SIGALRM instead of the test run
+        ok = qref.encode(x, "float8_e4m3fn", threads=2).tobytes() == want.tobytes()
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -97,6 +97,16 @@ def _executor(n: int) -> ThreadPoolExecutor:
         return _pool
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's pool threads: it starts a pool of its own when it needs one."""
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _as_worker(work: Callable[[int, int], None], lo: int, hi: int) -> None:
     _in_worker.set(True)  # inside this chunk's copied context only
     work(lo, hi)
