@@ -272,3 +272,21 @@ def test_forked_child_gets_its_own_pool() -> None:
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+def test_block_row_tables_built_by_concurrent_chunks() -> None:
+    """16-bit inputs gather from per-scheme row tables built on first use; chunks that build rows at the same
+    time must not share a half-built row or scratch buffer (a race that gave wrong codes before the lock)."""
+    import qref.schemes.block.fast as bf
+
+    v = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    v = v[np.isfinite(v)].astype(np.float32)
+    f = np.array([1.0, -0.75, 0.5, -0.3, 0.1234, 2.0**-4, -(2.0**-9), 0.0, -0.0, 2.0**-20, 0.999, -0.01, 0.49, 0.26,
+                  -0.126, 1e-30] + [0.5] * 16)
+    with np.errstate(over="ignore", under="ignore"):
+        x = (v[:, None].astype(np.float64) * f[None, :]).astype(np.float32).astype(np.float16)  # every amax
+    s = qref.scheme("mxfp8_e4m3", profile="ocp")
+    want = s.quantize(x, threads=1)
+    for t in (2, 3):
+        bf.mx_rows16.cache_clear()  # fresh tables: the chunks build their rows concurrently
+        assert _parts(s.quantize(x, threads=t)) == _parts(want)

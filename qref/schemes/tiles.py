@@ -153,7 +153,7 @@ class TiledScheme(Scheme):
         the seeded stream in x's C order), whatever the tiling; padding takes R = 0. threads: the block
         scheme's, whole tiles per chunk (elements.md §2.11)."""
         if kwargs:
-            raise QrefError(f"TiledScheme.quantize takes axes=, global_scale=, random_bits=, seed= and threads=, "
+            raise QrefError(f"TiledScheme.quantize takes axes=, global_scale=, threads=, random_bits= and seed=, "
                             f"got {sorted(kwargs)}")
         arr = as_source_array(x)
         ax = self._axes(arr.ndim, axes)

@@ -291,8 +291,8 @@ class BlockScheme(Scheme):
         threads: threads for a large x, whole blocks per chunk (default None: $QREF_NUM_THREADS, else every
         core; the result never depends on it, elements.md §2.11)."""
         if kwargs:
-            raise QrefError(f"{type(self).__name__}.quantize takes axis=, global_scale=, random_bits=, seed= and "
-                            f"threads=, got {sorted(kwargs)}")
+            raise QrefError(f"{type(self).__name__}.quantize takes axis=, global_scale=, threads=, random_bits= and "
+                            f"seed=, got {sorted(kwargs)}")
         arr = as_source_array(x)
         if arr.dtype.kind == "b":  # pragma: no cover - as_source_array rejects booleans
             raise QrefError("boolean input")
