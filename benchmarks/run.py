@@ -4,12 +4,17 @@
     python benchmarks/run.py --repeats 15 --rows 1024 --cols 4096
     python benchmarks/run.py --memory             # also the peak-RSS measurement (a subprocess)
     python benchmarks/run.py --only mx            # rows whose name contains "mx"
+    python benchmarks/run.py --rows 256 --cols 1024 --threads 2 --compare --compare-n 1024   # small, quick
 
 Every row times both sides on the same input array (seeded standard normal values, float32 unless the row
 says otherwise), alternating qref and the other library, and keeps the best of ``--repeats`` runs of each
 (wall clock: the machine is shared, the best run is the least disturbed). M/s = million input elements per
-second; ratio = qref throughput / the other's. Before timing, each row checks that both sides give identical
-results (codes and scales as unsigned integers, decoded values as bit patterns): the "same" column. A library
+second; ratio = qref throughput / the other's, with qref on one thread ("ratio 1t") and on every core
+("ratio Nt", ``--threads``, default the cores this process may use; the other side runs as configured here, on one
+thread); eff = scaling efficiency, qref's all-cores throughput / (cores x its one-thread throughput); peak/in =
+the peak bytes qref allocates in one call on all cores (tracemalloc) over the row's input bytes. Before timing,
+each row checks that both sides give identical results (codes and scales as unsigned integers, decoded values
+as bit patterns) and that qref on all cores gives the bytes of qref on one thread: the "same" column. A library
 that is not installed drops its rows. Targets are issue 18's (ratios "x", or an absolute "M/s" for
 calibration); "-" where the issue sets none. "of copy" = qref's throughput / numpy's ``copy()`` of the same
 input array (the machine's copy bandwidth, measured in the same run; first line of the output).
@@ -57,6 +62,7 @@ import ml_dtypes
 import numpy as np
 
 import qref
+from qref.core.parallel import cores, thread_limit
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -484,22 +490,65 @@ def recipes_rows(x32: np.ndarray) -> list[Row]:
     return rows
 
 
-def best_times(row: Row, repeats: int) -> tuple[float, float, bool]:
-    """Alternate the two sides ``repeats`` times (the other side ``row.other_repeats`` times when set); best
-    wall time of each and the identity check."""
-    q, o = row.qref_fn(), row.other_fn()  # warm-up (tables, lazy imports) and the results checked
-    same = row.check(q, o)
-    tq = to = float("inf")
+def best_times(row: Row, repeats: int, threads: int) -> tuple[float, float, float, bool]:
+    """Alternate qref on one thread, qref on ``threads`` threads and the other side, ``repeats`` times each (the
+    other side ``row.other_repeats`` times when set); best wall time of each, and the identity check (qref on
+    ``threads`` threads against the other side; and against qref on one thread, bytes of every array)."""
+    with thread_limit(threads):
+        q = row.qref_fn()  # warm-up (tables, lazy imports) and the results checked
+    with thread_limit(1):
+        q1 = row.qref_fn()
+    o = row.other_fn()
+    same = row.check(q, o) and _same_bytes(q, q1)
+    tq1 = tqa = to = float("inf")
     for k in range(repeats):
-        t0 = time.perf_counter()
-        row.qref_fn()
-        t1 = time.perf_counter()
-        tq = min(tq, t1 - t0)
+        for n in (1, threads):
+            with thread_limit(n):
+                t0 = time.perf_counter()
+                row.qref_fn()
+                t = time.perf_counter() - t0
+            if n == 1:
+                tq1 = min(tq1, t)
+            else:
+                tqa = min(tqa, t)
         if row.other_repeats is None or k < row.other_repeats:
             t1 = time.perf_counter()
             row.other_fn()
             to = min(to, time.perf_counter() - t1)
-    return tq, to, same
+    return tq1, (tq1 if threads == 1 else tqa), to, same
+
+
+def _same_bytes(a: Any, b: Any) -> bool:
+    """The arrays of two qref results (arrays, QArrays, tuples, dataclasses) equal byte for byte."""
+    import dataclasses
+
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape and \
+            np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same_bytes(u, v) for u, v in zip(a, b))
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return all(_same_bytes(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)
+                   if isinstance(getattr(a, f.name), (np.ndarray, tuple, list)))
+    return True
+
+
+_ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1}
+
+
+def peak_over_input(row: Row, threads: int) -> float:
+    """Peak bytes qref allocates in one call (tracemalloc: numpy reports its buffers to it) on ``threads``
+    threads, over the row's input bytes (n elements of its source dtype; element-format codes: 1 byte)."""
+    import tracemalloc
+
+    with thread_limit(threads):
+        tracemalloc.start()
+        try:
+            row.qref_fn()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    return peak / (row.n * _ITEMSIZE.get(row.source, 1))
 
 
 def copy_meps(x: np.ndarray, repeats: int) -> float:
@@ -545,21 +594,33 @@ COMPARE_SCHEMES = ("float8_e4m3fn:axis=0", "mxfp4", "nvfp4", "nf4:block_size=64"
 def measure_compare(n: int = 4096) -> dict[str, Any]:
     """``qref compare`` of an n x n standard normal float32 matrix over issue 18's five schemes in a fresh
     process: wall seconds (target < 15 for n = 4096) and the process's user and system CPU seconds (on a shared
-    machine the wall time also holds the time other jobs took the cores)."""
-    import resource
+    machine the wall time also holds the time other jobs took the cores), and its peak RSS (VmHWM) over the
+    input's bytes, with and without the RSS of a process that only imports qref (``baseline``)."""
     import tempfile
 
+    hwm = "import sys, runpy\nsys.argv = sys.argv[1:]\ntry:\n    {}\nfinally:\n    print(open('/proc/self/status')" \
+          ".read().split('VmHWM:')[1].split()[0], file=sys.stderr)"
+    base = subprocess.run([sys.executable, "-c", hwm.format("import qref.cli")], check=True, capture_output=True,
+                          text=True).stderr.split()[-1]
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "w.npy")
         np.save(path, np.random.default_rng(0).standard_normal((n, n), dtype=np.float32))
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "qref", "compare", path, "-q", "--schemes", *COMPARE_SCHEMES],
-                       check=True, capture_output=True)
+        t_cpu = os.times()
+        run = subprocess.run([sys.executable, "-c", hwm.format("runpy.run_module('qref', run_name='__main__')"),
+                              "qref", "compare", path, "-q", "--schemes", *COMPARE_SCHEMES],
+                             capture_output=True, text=True)
         wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if run.returncode:
+            raise RuntimeError(f"qref compare failed: {run.stderr[-2000:]}")
+        t_after = os.times()
+    peak = int(run.stderr.split()[-1]) * 1024
+    nbytes = n * n * 4
     return {"name": "compare", "n": n, "schemes": list(COMPARE_SCHEMES), "wall_s": wall,
-            "user_s": after.ru_utime - before.ru_utime, "sys_s": after.ru_stime - before.ru_stime}
+            "user_s": t_after.children_user - t_cpu.children_user,
+            "sys_s": t_after.children_system - t_cpu.children_system, "peak_rss": peak,
+            "baseline_rss": int(base) * 1024, "input_bytes": nbytes, "peak_over_input": peak / nbytes,
+            "peak_minus_baseline_over_input": (peak - int(base) * 1024) / nbytes}
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -567,11 +628,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--rows", type=int, default=1024)
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--repeats", type=int, default=9, help="timed runs per side (best kept); default 9")
-    ap.add_argument("--only", default=None, help="keep rows whose name contains this text")
+    ap.add_argument("--only", default=None,
+                    help="keep rows whose name contains this text (several: comma-separated)")
     ap.add_argument("--memory", action="store_true", help="also measure peak RSS for 2^26 elements")
     ap.add_argument("--json", default=None, help="also write the results to this JSON file")
     ap.add_argument("--compare", action="store_true",
                     help="also time `qref compare` of a 4096 x 4096 matrix over five schemes (target < 15 s)")
+    ap.add_argument("--threads", type=int, default=cores(),
+                    help=f"qref's all-cores thread count (default: the cores this process may use, {cores()})")
+    ap.add_argument("--compare-n", type=int, default=4096, help="matrix size of --compare (default 4096)")
     args = ap.parse_args(argv)
     # the memory child runs first: once MLX is imported here, a child's peak RSS grows by about 140 MiB (state
     # the child inherits from this process, not qref's allocations)
@@ -580,7 +645,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows = ml_dtypes_rows(x32) + mlx_rows(x32) + bnb_rows(x32) + uniform_rows(x32) + calibration_rows(x32) + \
         recipes_rows(x32)
     if args.only:
-        rows = [r for r in rows if args.only in r.name]
+        rows = [r for r in rows if any(o in r.name for o in args.only.split(","))]
     print(f"qref {qref.__version__ if hasattr(qref, '__version__') else ''} numpy {np.__version__} "
           f"ml_dtypes {ml_dtypes.__version__}; input {args.rows} x {args.cols}; best of {args.repeats}; "
           f"{os.cpu_count()} CPUs")
@@ -590,26 +655,35 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     for fmt in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"):
         copies[fmt] = copy_meps(_bits(x32.astype(getattr(ml_dtypes, fmt))).copy(), args.repeats)
     print("numpy copy of the input (M/s): " + ", ".join(f"{k} {v:.0f}" for k, v in copies.items()))
-    head = f"| {'operation':44s} | {'input':13s} | {'vs':12s} | {'qref M/s':>9s} | {'other M/s':>9s} | " \
-           f"{'ratio':>7s} | {'target':>10s} | {'of copy':>7s} | {'same':4s} |"
+    T = args.threads
+    print(f"qref threads: 1 and {T} (all cores; the other side as configured here: OMP_NUM_THREADS="
+          f"{os.environ.get('OMP_NUM_THREADS')}, ml_dtypes and numpy single-threaded)")
+    head = f"| {'operation':44s} | {'input':13s} | {'vs':12s} | {'qref 1t M/s':>11s} | {f'qref {T}t M/s':>11s} | " \
+           f"{'other M/s':>9s} | {'ratio 1t':>8s} | {f'ratio {T}t':>8s} | {'eff':>5s} | {'peak/in':>7s} | " \
+           f"{'target':>10s} | {'of copy':>7s} | {'same':4s} |"
     print(head)
     print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
     results = []
     for r in rows:
-        tq, to, same = best_times(r, args.repeats)
-        mq, mo = r.n / tq / 1e6, r.n / to / 1e6
-        ratio = mq / mo
+        tq1, tqa, to, same = best_times(r, args.repeats, T)
+        mq1, mqa, mo = r.n / tq1 / 1e6, r.n / tqa / 1e6, r.n / to / 1e6
+        ratio, ratio_all = mq1 / mo, mqa / mo
+        eff = mqa / (T * mq1)  # scaling efficiency: all-cores throughput / (cores x one-thread throughput)
+        peak = peak_over_input(r, T)
         if r.target_meps is not None:
-            tgt, ok = f">= {r.target_meps:g} M/s", " " if mq >= r.target_meps else "!"
+            tgt, ok = f">= {r.target_meps:g} M/s", " " if mq1 >= r.target_meps else "!"
         else:
             tgt = "-" if r.target is None else f">= {r.target:g}x"
             ok = " " if r.target is None or ratio >= r.target else "!"
-        frac = f"{mq / copies[r.source]:7.2f}" if r.copy_fraction and r.source in copies else f"{'-':>7s}"
-        print(f"| {r.name:44s} | {r.source:13s} | {r.other:12s} | {mq:9.1f} | {mo:9.1f} | {ratio:7.2f} | "
-              f"{tgt:>10s}{ok}| {frac} | {'yes' if same else 'NO':4s} |", flush=True)
-        results.append({"name": r.name, "source": r.source, "other": r.other, "qref_meps": mq, "other_meps": mo,
-                        "ratio": ratio, "target": r.target, "target_meps": r.target_meps, "same": same,
-                        "copy_meps": copies.get(r.source), "copy_fraction": mq / copies[r.source]
+        frac = f"{mq1 / copies[r.source]:7.2f}" if r.copy_fraction and r.source in copies else f"{'-':>7s}"
+        print(f"| {r.name:44s} | {r.source:13s} | {r.other:12s} | {mq1:11.1f} | {mqa:11.1f} | {mo:9.1f} | "
+              f"{ratio:8.2f} | {ratio_all:8.2f} | {eff:5.2f} | {peak:7.2f} | {tgt:>10s}{ok}| {frac} | "
+              f"{'yes' if same else 'NO':4s} |", flush=True)
+        results.append({"name": r.name, "source": r.source, "other": r.other, "qref_meps": mq1,
+                        "qref_meps_all": mqa, "threads": T, "other_meps": mo, "ratio": ratio,
+                        "ratio_all": ratio_all, "efficiency": eff, "peak_over_input": peak,
+                        "target": r.target, "target_meps": r.target_meps, "same": same,
+                        "copy_meps": copies.get(r.source), "copy_fraction": mq1 / copies[r.source]
                         if r.copy_fraction and r.source in copies else None})
     if mem is not None:
         m = mem
@@ -619,10 +693,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
               f"without it {m['peak_minus_baseline_over_io']:.2f}); target <= 1.5")
         results.append({"name": "memory", **m})
     if args.compare:
-        c = measure_compare()
+        c = measure_compare(args.compare_n)
         print(f"compare: qref compare {c['n']} x {c['n']} float32, {len(c['schemes'])} schemes "
               f"({' '.join(c['schemes'])}): {c['wall_s']:.1f} s wall, {c['user_s']:.1f} s user + {c['sys_s']:.1f} s "
-              f"system CPU; target < 15 s{'' if c['wall_s'] < 15 else '!'}")
+              f"system CPU; target < 15 s{'' if c['wall_s'] < 15 else '!'}; peak RSS {c['peak_rss'] / 2**20:.0f} "
+              f"MiB = {c['peak_over_input']:.2f}x the input ({c['peak_minus_baseline_over_input']:.2f}x without the "
+              f"{c['baseline_rss'] / 2**20:.0f} MiB of a process that only imports qref); target < 8x")
         results.append(c)
     if args.json:
         with open(args.json, "w") as f:

@@ -59,7 +59,7 @@ def _group_stats(xg: np.ndarray, yg: np.ndarray, valid: np.ndarray) -> dict[str,
     step = max(1, _ROWS_CHUNK // max(k, 1)) if contiguous else max(rows, 1)
     for r0 in range(0, rows, step):
         r = slice(r0, r0 + step)
-        xc, yc, vc = x2[r], y2[r], v2[r]
+        xc, yc, vc = _f64(x2[r]), y2[r], v2[r]  # x may be float32 / float16: float64 per chunk (exact)
         if contiguous and vc.all():  # the same values np.where would build, without the masks
             e, xs = yc - xc, xc
             cnt[r] = k
@@ -86,9 +86,23 @@ def _group_stats(xg: np.ndarray, yg: np.ndarray, valid: np.ndarray) -> dict[str,
 _ROWS_CHUNK = 1 << 16  # elements per chunk of rows in _group_stats
 
 
+def _pair_x(x: object, y: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_pair without the float64 copy of a float16 / float32 x (_group_stats widens it chunk by chunk: the
+    same values; memory, performance.md §6)."""
+    xa = np.asarray(x)
+    if xa.dtype not in (np.float16, np.float32):
+        return _pair(x, y)
+    ya = _f64(y)
+    if xa.shape != ya.shape:
+        raise QrefError(f"x and y must have the same shape, got {xa.shape} and {ya.shape}")
+    m = np.isfinite(xa)
+    m &= np.isfinite(ya)
+    return xa, ya, m
+
+
 def channel_breakdown(x: object, y: object, axis: int = 0) -> Breakdown:
     """Error statistics per index of ``axis`` (default 0: the output channels of a (out, in) weight)."""
-    xa, ya, m = _pair(x, y)
+    xa, ya, m = _pair_x(x, y)
     if xa.ndim == 0:
         raise QrefError("a per-channel breakdown needs an array with at least one dimension")
     ax = normalize_axis(axis, xa.ndim)
@@ -124,7 +138,7 @@ def block_view(a: object, block_size: int, axis: int = -1, pad: float = 0.0) -> 
 def block_breakdown(x: object, y: object, block_size: int = 32, axis: int = -1) -> Breakdown:
     """Error statistics per block of ``block_size`` consecutive elements along ``axis`` (default 32 along the
     last axis, the OCP MX block). Arrays have the input's shape with ``axis`` replaced by the block count."""
-    xa, ya, m = _pair(x, y)
+    xa, ya, m = _pair_x(x, y)
     if xa.ndim == 0:
         xa, ya, m = xa.reshape(1), ya.reshape(1), m.reshape(1)
     ax = normalize_axis(axis, xa.ndim)
@@ -202,8 +216,10 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
     ``y`` (optional) is q.dequantize(float64) if already computed. Clipping needs the outward direction of an
     extreme code; it is measured by dequantizing once more with every saturated code moved one level inward
     (this works for any scheme, including affine groups with negative scales); that spacing also gives the
-    half-step threshold of ``clipped``."""
-    xa = _f64(x)
+    half-step threshold of ``clipped``. Memory: x is read in float64 chunks, and y is dropped (when not given)
+    before the second dequantization (performance.md §6)."""
+    xa = np.asarray(x)
+    _f64(xa.reshape(-1)[:0])  # the dtype check, on no elements
     ya = _f64(q.dequantize(dtype=np.float64) if y is None else y)
     unspec = np.zeros(xa.shape, bool) if q.unspecified is None else np.asarray(q.unspecified, bool)
     # ok = finite x, specified; the counts in chunks of _ROWS_CHUNK elements (integer counts: any order)
@@ -213,9 +229,10 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
     for i in range(0, xf.size, _ROWS_CHUNK):
         sl = slice(i, i + _ROWS_CHUNK)
         o = okf[sl]
-        np.isfinite(xf[sl], out=o)
+        xc = _f64(xf[sl])  # exact
+        np.isfinite(xc, out=o)
         o &= ~uf[sl]
-        flushed += int(np.count_nonzero(o & (xf[sl] != 0) & (yf[sl] == 0)))
+        flushed += int(np.count_nonzero(o & (xc != 0) & (yf[sl] == 0)))
         nonfinite += int(np.count_nonzero(o & ~np.isfinite(yf[sl])))
     ok = okf.reshape(xa.shape)
     info = _element_table(q.scheme)
@@ -230,8 +247,8 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
             if getattr(getattr(q.scheme, "arithmetic", None), "narrow_symmetric", False):
                 lo = -hi
             top, bot = codes == hi, (codes == lo) & (lo != hi)
-            if codes.dtype.kind in "iu" and lo < hi and np.can_cast(np.min_scalar_type(lo), codes.dtype) and \
-                    np.can_cast(np.min_scalar_type(hi), codes.dtype):
+            if codes.dtype.kind in "iu" and lo < hi and np.iinfo(codes.dtype).min <= lo and \
+                    hi <= np.iinfo(codes.dtype).max:
                 inner = codes.copy()  # hi - 1 and lo + 1 lie in [lo, hi]: the codes' dtype holds them
                 inner[top] = hi - 1
                 inner[bot] = lo + 1
@@ -255,15 +272,19 @@ def counts(x: object, q: QArray, y: object | None = None) -> Counts:
             top, bot = _lut(is_top, codes), _lut(is_bot, codes)
             inner = _lut(inward.astype(codes.dtype), codes)
         sat_mask = (top | bot) & ok
+        del top, bot, ok, okf
         sat = int(np.count_nonzero(sat_mask))
         if sat:
-            q_in = dataclasses.replace(q, codes=inner.astype(codes.dtype))
-            y_in = _f64(q_in.dequantize(dtype=np.float64))
             at = np.flatnonzero(sat_mask)  # only the saturated elements can be clipped
+            del sat_mask
             ys = ya.reshape(-1)[at]
+            del ya, yf  # y's full array is not needed below
+            q_in = dataclasses.replace(q, codes=inner.astype(codes.dtype, copy=False))
+            del inner
+            y_in = _f64(q_in.dequantize(dtype=np.float64)).reshape(-1)[at]
             with np.errstate(invalid="ignore"):
-                step = ys - y_in.reshape(-1)[at]  # outward step: the spacing to the next level inward, signed
-                beyond = (xa.reshape(-1)[at] - ys) * np.sign(step) > np.abs(step) / 2
+                step = ys - y_in  # outward step: the spacing to the next level inward, signed
+                beyond = (_f64(xa.reshape(-1)[at]) - ys) * np.sign(step) > np.abs(step) / 2
             clip = int(np.count_nonzero(beyond))
         else:
             clip = 0

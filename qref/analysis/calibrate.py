@@ -30,6 +30,7 @@ from ..core.arith import convert
 from ..core.decode import decode
 from ..core.encode import encode
 from ..core.exact import as_source_array
+from ..core.parallel import run_chunks, thread_limit
 from ..errors import QrefError, check_choice
 from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..schemes.base import normalize_axis
@@ -143,6 +144,7 @@ def calibrate(
     percentile_method: str = "higher",
     symmetric: bool | None = None,
     nonfinite: str = "ignore",
+    threads: int | None = None,
     _reference: bool = False,
 ) -> Calibration:
     """Scales and zero points for ``x`` in ``storage`` (uniform.md §5).
@@ -154,6 +156,8 @@ def calibrate(
     percentile / percentile_method: for method="percentile" (defaults 99.99, "higher"). symmetric: for
     "percentile": True (default) takes |x|, False takes (100 - p, p) percentiles like minmax.
     nonfinite: "ignore" (default: NaN/Inf are left out of the statistics) or "error".
+    threads: threads of the absmax / minmax reductions on a large x (default None: $QREF_NUM_THREADS, else every
+    core; the statistics never depend on it, elements.md §2.11).
     An all-zero (or all-ignored) group gets scale 1 and the formula's zero point (uniform.md §5.3).
     ``_reference=True`` runs the readable reference path (float64 NaN-padded groups, numpy nan-reductions, one
     Fraction computation per group); the default fast path equals it bit for bit (tests/test_calibrate.py).
@@ -190,8 +194,9 @@ def calibrate(
         a, mn, mx, sshape, blocks = _stats_reference(arr, method, axis, block_size, asym, percentile,
                                                      percentile_method)
     else:
-        a, mn, mx, sshape, blocks = _stats_fast(arr, method, axis, block_size, asym, percentile,
-                                                percentile_method)
+        with thread_limit(threads):
+            a, mn, mx, sshape, blocks = _stats_fast(arr, method, axis, block_size, asym, percentile,
+                                                    percentile_method)
     src_dt = arr.dtype if (arr.dtype.kind == "f" or arr.dtype.name == "bfloat16") else np.dtype(np.float32)
     if formula == "qref":
         S, Z = (_qref_formula if _reference else _qref_formula_fast)(a, mn, mx, fmt, ex)
@@ -307,11 +312,29 @@ def _minmax_fast(v: np.ndarray, axis: int | None, block_size: object) -> tuple[n
     holds NaN or Inf (its min or max is not finite) are the non-finite values replaced by 0 and the groups
     reduced again."""
     g, red, sshape, blocks = _reduce_groups(v, axis, block_size, 0.0)
-    with np.errstate(invalid="ignore"):
-        lo, hi = np.min(g, axis=red), np.max(g, axis=red)
-    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-        g = np.where(np.isfinite(g), g, np.zeros((), g.dtype))
-        lo, hi = np.min(g, axis=red), np.max(g, axis=red)
+    parts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def work(i: int, j: int) -> None:  # slices of g's axis 0 on the thread pool (elements.md §2.11)
+        gc = g[i:j]
+        with np.errstate(invalid="ignore"):
+            lo, hi = np.min(gc, axis=red), np.max(gc, axis=red)
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):  # a chunk's own second pass: the same
+            gc = np.where(np.isfinite(gc), gc, np.zeros((), gc.dtype))  # values once clamped to 0 below
+            lo, hi = np.min(gc, axis=red), np.max(gc, axis=red)
+        parts[i] = lo, hi
+
+    n0 = g.shape[0] if g.ndim else 1
+    if g.ndim == 0:
+        work(0, 1)
+    else:
+        run_chunks(work, n0, g.size // max(1, n0))
+    order = [parts[i] for i in sorted(parts)]
+    if len(order) == 1:
+        lo, hi = order[0]
+    elif 0 in red:  # min / max of the chunks' min / max: exact in any order
+        lo, hi = np.minimum.reduce([p[0] for p in order]), np.maximum.reduce([p[1] for p in order])
+    else:  # axis 0 is a group axis: the chunks' groups in order
+        lo, hi = np.concatenate([p[0] for p in order]), np.concatenate([p[1] for p in order])
     lo64 = np.minimum(np.asarray(lo, np.float64).reshape(sshape), 0.0)
     hi64 = np.maximum(np.asarray(hi, np.float64).reshape(sshape), 0.0)
     return lo64, hi64, (sshape, blocks)

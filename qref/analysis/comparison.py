@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.parallel import thread_limit
 from ..errors import QrefError
 from ..schemes.base import QArray, Scheme
 from .breakdown import Breakdown, Counts, block_breakdown, channel_breakdown, counts
@@ -59,17 +60,23 @@ def _bits_per_element(q: QArray) -> float | None:
 
 @dataclass
 class Result:
-    """Everything compare() computed for one scheme; ``y`` is the dequantized tensor (float64)."""
+    """Everything compare() computed for one scheme; ``y`` is the dequantized tensor (float64), computed from
+    the QArray when read (not held: a comparison of many schemes keeps one QArray per scheme, not a float64
+    copy of the tensor per scheme)."""
 
     label: str
     scheme: Scheme
     qarray: QArray
-    y: np.ndarray
     metrics: Metrics
     counts: Counts
     channels: Breakdown | None
     blocks: Breakdown | None
     bits_per_element: float | None
+
+    @property
+    def y(self) -> np.ndarray:
+        """qarray.dequantize(dtype=float64)."""
+        return np.asarray(self.qarray.dequantize(dtype=np.float64), dtype=np.float64)
 
     def row(self) -> dict[str, Any]:
         m, c = self.metrics, self.counts
@@ -132,12 +139,23 @@ def _as_recipe(item: SchemeLike, x: np.ndarray) -> tuple[str, Scheme, dict[str, 
 def evaluate(x: object, item: SchemeLike, *, label: str | None = None,
              quantize_kwargs: Mapping[str, Any] | None = None, channel_axis: int | None = 0,
              block_size: int | None = 32, block_axis: int = -1, bins: int | Sequence[float] = 128,
-             smoothing: float = 0.5, progress: bool = False, _x64: np.ndarray | None = None,
+             smoothing: float = 0.5, progress: bool = False, threads: int | None = None,
              _x_counts: dict[Any, np.ndarray] | None = None) -> Result:
     """Quantize ``x`` with one scheme and compute its metrics, counts and breakdowns (one row of compare).
     quantize_kwargs: extra arguments of ``scheme.quantize`` (e.g. axis= of a block scheme). progress: a tqdm
-    bar on stderr over the six stages (build, quantize, dequantize, metrics, counts, breakdowns).
-    _x64 / _x_counts: x as float64 and its KL histograms, kept by compare() across schemes."""
+    bar on stderr over the six stages (build, quantize, dequantize, metrics, counts, breakdowns). threads:
+    threads of the quantize / dequantize / calibration kernels (default None: $QREF_NUM_THREADS, else every
+    core; the row never depends on it, elements.md §2.11). _x_counts: x's KL histograms, kept by compare()
+    across schemes. Memory: x as float64 and the dequantized tensor (float64) at most, each freed before the
+    counts' second dequantization (performance.md §6)."""
+    with thread_limit(threads):
+        return _evaluate(x, item, label, quantize_kwargs, channel_axis, block_size, block_axis, bins, smoothing,
+                         progress, _x_counts)
+
+
+def _evaluate(x: object, item: SchemeLike, label: str | None, quantize_kwargs: Mapping[str, Any] | None,
+              channel_axis: int | None, block_size: int | None, block_axis: int, bins: int | Sequence[float],
+              smoothing: float, progress: bool, _x_counts: dict[Any, np.ndarray] | None) -> Result:
     from .sweep import progress_bar
 
     arr = np.asarray(x)
@@ -161,19 +179,24 @@ def evaluate(x: object, item: SchemeLike, *, label: str | None = None,
         stage("dequantized")
         unspec = None if q.unspecified is None else np.asarray(q.unspecified, bool)
         keep = None if unspec is None or not unspec.any() else ~unspec
-        xa = _f64(arr) if _x64 is None else _x64
+        if unspec is not None and keep is None and unspec.ndim:  # all False: the same mask without its bytes
+            q.unspecified = np.broadcast_to(np.False_, unspec.shape)
+        xa = _f64(arr)  # this scheme's float64 x, for the metrics only (performance.md §6)
         m = metrics(xa, y, where=keep, bins=bins, smoothing=smoothing, _x_counts=_x_counts)
+        del xa  # the breakdowns widen x chunk by chunk
         stage("metrics")
-        c = counts(xa, q, y)
+        if keep is not None:  # unspecified elements are left out of breakdowns
+            np.copyto(y, np.nan, where=~keep)
+        ch = channel_breakdown(arr, y, channel_axis) if channel_axis is not None and arr.ndim >= 2 else None
+        bl = block_breakdown(arr, y, block_size, block_axis) if block_size is not None and arr.ndim >= 1 else None
+        del y
+        c = counts(arr, q)  # dequantizes again: x and y held as float64 no longer
         stage("counts")
-        yk = y if keep is None else np.where(keep, y, np.nan)  # unspecified elements are left out of breakdowns
-        ch = channel_breakdown(xa, yk, channel_axis) if channel_axis is not None and xa.ndim >= 2 else None
-        bl = block_breakdown(xa, yk, block_size, block_axis) if block_size is not None and xa.ndim >= 1 else None
         stage("done")
     finally:
         if bar is not None:
             bar.close()
-    return Result(label or lab, s, q, y, m, c, ch, bl, _bits_per_element(q))
+    return Result(label or lab, s, q, m, c, ch, bl, _bits_per_element(q))
 
 
 EVALUATE_STAGES = ("built", "quantized", "dequantized", "metrics", "counts", "done")
@@ -181,7 +204,7 @@ EVALUATE_STAGES = ("built", "quantized", "dequantized", "metrics", "counts", "do
 
 def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike], *, channel_axis: int | None = 0,
             block_size: int | None = 32, block_axis: int = -1, bins: int | Sequence[float] = 128,
-            smoothing: float = 0.5, progress: bool = False) -> Comparison:
+            smoothing: float = 0.5, progress: bool = False, threads: int | None = None) -> Comparison:
     """One table row per scheme: metrics (§1), worst channel / block SQNR (§2), counts (§3), bits per element.
 
     schemes: Scheme objects, compact spec strings (``"int8:axis=0"``, ``"mxfp4"``, ``"nf4:block_size=64"``,
@@ -191,6 +214,9 @@ def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike],
     axis, whatever the scheme's own blocks; None: none). bins / smoothing: KL histogram options (§1).
     Elements a scheme marks unspecified are left out of its metrics and counted in ``unspecified``.
     progress: one tqdm bar per scheme on stderr (``qref compare`` turns it on at a terminal).
+    threads: threads of every kernel (default None: $QREF_NUM_THREADS, else every core; the table never depends
+    on it, elements.md §2.11). Memory: one QArray per scheme is kept, and one scheme's float64 x and y at a
+    time (performance.md §6).
     """
     arr = np.asarray(x)
     items = list(schemes.items()) if isinstance(schemes, Mapping) else [(None, s) for s in schemes]
@@ -198,11 +224,10 @@ def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike],
         raise QrefError("compare needs at least one scheme")
     rows: list[dict[str, Any]] = []
     details: dict[str, Result] = {}
-    x64 = _f64(arr)  # once for every scheme, with x's KL histograms
-    x_counts: dict[Any, np.ndarray] = {}
+    x_counts: dict[Any, np.ndarray] = {}  # x's KL histograms, counted once for every scheme
     for lab, item in items:
         r = evaluate(arr, item, label=lab, channel_axis=channel_axis, block_size=block_size,
-                     block_axis=block_axis, bins=bins, smoothing=smoothing, progress=progress, _x64=x64,
+                     block_axis=block_axis, bins=bins, smoothing=smoothing, progress=progress, threads=threads,
                      _x_counts=x_counts)
         base, k = r.label, 2
         while r.label in details:

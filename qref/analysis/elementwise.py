@@ -54,7 +54,9 @@ def _pair(x: object, y: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     xa, ya = _f64(x), _f64(y)
     if xa.shape != ya.shape:
         raise QrefError(f"x and y must have the same shape, got {xa.shape} and {ya.shape}")
-    return xa, ya, np.isfinite(xa) & np.isfinite(ya)
+    m = np.isfinite(xa)
+    m &= np.isfinite(ya)  # in place: one mask-sized temporary less
+    return xa, ya, m
 
 
 def _sel(x: object, y: object) -> tuple[np.ndarray, np.ndarray]:
@@ -251,7 +253,10 @@ def _chunk_sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, floa
         x, y = tree(lo, mid), tree(mid, hi)
         return x[0] + y[0], x[1] + y[1], x[2] + y[2]
 
-    see, se, saa = tree(0, n)
+    try:
+        see, se, saa = tree(0, n)
+    finally:
+        tree = None  # type: ignore[assignment]  # break the closure's cycle: a and b are freed on return
     return see, se, saa, maxima[0], maxima[1]
 
 
@@ -289,7 +294,8 @@ def metrics(x: object, y: object, *, fmt: str | Format | None = None, scale: obj
     if where is not None:
         w = np.broadcast_to(np.asarray(where, dtype=bool), xa.shape)
         xa, ya, m, sc = xa[w], ya[w], m[w], sc[w]
-    nonfinite = int(np.count_nonzero(np.isfinite(xa) & ~np.isfinite(ya)))
+    # finite x with non-finite y: the finite x less the finite pairs (one mask-sized temporary)
+    nonfinite = int(np.count_nonzero(np.isfinite(xa))) - int(np.count_nonzero(m))
     every = bool(m.all())
     a, b = (xa.reshape(-1), ya.reshape(-1)) if every else (xa[m], ya[m])
     n = int(a.size)

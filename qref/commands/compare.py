@@ -73,7 +73,7 @@ def _run(args: argparse.Namespace) -> int:
     block_size = None if args.block_size in ("none", "None") else int(args.block_size)
     progress = not args.quiet and sys.stderr.isatty()  # one bar per scheme on a terminal
     table = analysis.compare(arr, recipes, channel_axis=channel_axis, block_size=block_size,
-                             block_axis=args.block_axis, progress=progress)
+                             block_axis=args.block_axis, progress=progress, threads=args.threads)
     if args.sort:
         table = table.sorted(args.sort)  # type: ignore[assignment]
     shown = table.select(*args.columns.split(",")) if args.columns else table
@@ -107,6 +107,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sort", help="sort rows by this column, descending (e.g. sqnr_db)")
     p.add_argument("--columns", help="comma-separated columns to print (default: all)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars (shown on a terminal)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads of the kernels (default: $QREF_NUM_THREADS, else every core; the table never "
+                   "depends on it)")
     p.add_argument("--format", dest="output_format", choices=("text", "markdown", "csv"), default="text",
                    help="table format (default text)")
     p.set_defaults(func=_run)

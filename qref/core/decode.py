@@ -17,6 +17,7 @@ from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..formats.policy import CastPolicy
 from .encode import CHUNK, GATHER_CHUNK, encode_exact
 from .exact import FINITE, INF, NAN, U64, ZERO, Exact
+from .parallel import run_chunks, thread_limit
 
 _TARGET_POLICY = CastPolicy(rounding="nearest_even", overflow="inf", nan="keep_sign")
 
@@ -110,9 +111,10 @@ def check_codes(codes: object, fmt: Format) -> np.ndarray:
     return arr
 
 
-def gather_codes(codes: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """table[codes] for checked codes, in chunks through one reused intp buffer (no intp copy of the input)."""
-    out = np.empty(codes.shape, dtype=table.dtype)
+def gather_codes(codes: np.ndarray, table: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """table[codes] for checked codes, in chunks through one reused intp buffer (no intp copy of the input);
+    into ``out`` (contiguous, codes' shape) where given."""
+    out = np.empty(codes.shape, dtype=table.dtype) if out is None else out
     flat, o = codes.reshape(-1), out.reshape(-1)
     idx = np.empty(min(flat.size, GATHER_CHUNK), dtype=np.intp)
     for start in range(0, flat.size, GATHER_CHUNK):
@@ -123,17 +125,32 @@ def gather_codes(codes: np.ndarray, table: np.ndarray) -> np.ndarray:
     return out
 
 
-def decode(codes: object, fmt: str | Format, *, dtype: object = np.float32) -> np.ndarray:
-    """Values of ``codes`` (unsigned integers) of ``fmt`` as ``dtype`` (default float32); see module docstring."""
+def decode(codes: object, fmt: str | Format, *, dtype: object = np.float32, threads: int | None = None
+           ) -> np.ndarray:
+    """Values of ``codes`` (unsigned integers) of ``fmt`` as ``dtype`` (default float32); see module docstring.
+    threads: threads for many codes (default None: $QREF_NUM_THREADS, else every core; elements.md §2.11)."""
     f = get_format(fmt)
     arr = check_codes(codes, f)
     dt, tgt = target_format(dtype)
-    if f.bits <= 16:
-        return gather_codes(arr, _table(f, dt))
     flat = arr.reshape(-1)
+    if f.bits <= 16:
+        table = _table(f, dt)
+        vals = np.empty(flat.shape, dtype=table.dtype)
+
+        def gather(lo: int, hi: int) -> None:
+            gather_codes(flat[lo:hi], table, vals[lo:hi])
+
+        with thread_limit(threads):
+            run_chunks(gather, flat.size)
+        return vals.reshape(arr.shape)
     out = np.empty(flat.shape, dtype=tgt.code_dtype)
     rp = _TARGET_POLICY.resolve(tgt)
-    for start in range(0, flat.size, CHUNK):
-        sl = slice(start, start + CHUNK)
-        out[sl] = encode_exact(exact_parts(flat[sl], f), tgt, rp)
+
+    def work(lo: int, hi: int) -> None:
+        for start in range(lo, hi, CHUNK):
+            sl = slice(start, min(hi, start + CHUNK))
+            out[sl] = encode_exact(exact_parts(flat[sl], f), tgt, rp)
+
+    with thread_limit(threads):
+        run_chunks(work, flat.size)
     return out.view(dt).reshape(arr.shape)

@@ -21,6 +21,7 @@ from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..formats.policy import STOCHASTIC_MODES, CastPolicy, ResolvedPolicy
 from ..profiles import get_profile
 from .exact import FINITE, INF, NAN, U64, ZERO, Exact, as_source_array, bit_length, decompose, from_ieee_bits
+from .parallel import run_chunks, thread_limit
 from .rounding import round_to_quantum
 
 CHUNK = 1 << 16  # elements per chunk: keeps every temporary cache-resident and memory bounded
@@ -257,7 +258,9 @@ def _top16_table(fmt: Format, rp: ResolvedPolicy, src: str) -> np.ndarray:
 def _random_bits(shape: tuple[int, ...], nbits: int, random_bits: object, seed: object) -> np.ndarray:
     if random_bits is not None and seed is not None:
         raise QrefError("give random_bits= or seed=, not both (the seed would be ignored)")
-    if random_bits is not None:
+    if random_bits is None:
+        return random_bits_from_seed(int(np.prod(shape, dtype=np.int64)), nbits, _check_seed(seed))
+    else:
         r = np.asarray(random_bits)
         if r.dtype.kind not in "iu":
             raise QrefError(f"random_bits must be an integer array, got dtype {r.dtype}")
@@ -268,16 +271,24 @@ def _random_bits(shape: tuple[int, ...], nbits: int, random_bits: object, seed: 
         except ValueError:
             raise QrefError(f"random_bits of shape {r.shape} does not broadcast to the input shape {shape}") from None
         return r.astype(U64).reshape(-1)
+
+
+def _check_seed(seed: object) -> int:
     if seed is None:
         raise QrefError("stochastic rounding needs random_bits=<array of N-bit integers> or seed=<int>")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise QrefError(f"seed must be a non-negative integer (the PCG64 seed of the random bits), got {seed!r}")
-    return random_bits_from_seed(int(np.prod(shape, dtype=np.int64)), nbits, int(seed))
+    return int(seed)
 
 
-def random_bits_from_seed(count: int, nbits: int, seed: object) -> np.ndarray:
-    """count N-bit integers: the top N bits of PCG64(seed).random_raw() (a stream stable across numpy versions)."""
-    raw = np.random.PCG64(seed).random_raw(count)
+def random_bits_from_seed(count: int, nbits: int, seed: object, start: int = 0) -> np.ndarray:
+    """count N-bit integers: the top N bits of PCG64(seed).random_raw() (a stream stable across numpy versions),
+    from its ``start``-th output on (PCG64.advance: a chunk of x takes its own stream positions, elements.md
+    §2.11)."""
+    gen = np.random.PCG64(seed)
+    if start:
+        gen.advance(start)
+    raw = gen.random_raw(count)
     return (np.asarray(raw, dtype=U64) >> U64(64 - nbits)).reshape(-1)
 
 
@@ -310,6 +321,7 @@ def encode(
     stochastic_bits: int | None = None,
     source: str | None = None,
     profile: str | CastPolicy | None = None,
+    threads: int | None = None,
 ) -> np.ndarray:
     """Codes of ``x`` in ``fmt`` as unsigned integers (uint8 for <= 8 bits, then uint16/uint32/uint64).
 
@@ -317,6 +329,8 @@ def encode(
     = the format's ecosystem default, subnormals="keep", input_subnormals="keep", source="exact"); see
     CastPolicy and elements.md §2 for each value. Stochastic modes take N = ``stochastic_bits`` random bits per
     element from ``random_bits`` (integers in [0, 2^N), broadcast to x) or, if absent, from ``seed``.
+    threads: threads for a large x (default None: $QREF_NUM_THREADS, else every core; 1: the calling thread;
+    the codes never depend on it, elements.md §2.11).
     """
     f = get_format(fmt)
     arr = as_source_array(x)
@@ -327,15 +341,30 @@ def encode(
     flat = arr.reshape(-1)
     if flat.dtype.kind == "O" and isinstance(f, IntFormat) and rp.overflow == "wrap":
         flat = _reduce_rationals(flat, f.bits)
-    if pol.source == "via_float32" and flat.dtype == np.float64 and isinstance(f, FloatFormat):
-        flat = encode_exact(decompose(flat), _F32, _TO_F32).astype(np.uint32).view(np.float32)
-    rbits = None
+    via32 = pol.source == "via_float32" and flat.dtype == np.float64 and isinstance(f, FloatFormat)
+    rbits, seeded, nbits = None, None, 0
     if pol.rounding in STOCHASTIC_MODES:
         assert pol.stochastic_bits is not None
-        rbits = _random_bits(shape, pol.stochastic_bits, random_bits, seed)
+        nbits = pol.stochastic_bits
+        if random_bits is None:
+            seeded = _check_seed(seed)  # each chunk draws its own positions of the stream (elements.md §2.11)
+        else:
+            rbits = _random_bits(shape, nbits, random_bits, seed)
     elif random_bits is not None or seed is not None:
         raise QrefError(f"random_bits/seed are only used by stochastic rounding, not rounding={pol.rounding!r}")
-    return encode_flat(flat, f, rp, rbits).reshape(shape)
+    out = np.empty(flat.shape, dtype=f.code_dtype)
+
+    def work(lo: int, hi: int) -> None:
+        part = flat[lo:hi]
+        if via32:
+            part = encode_exact(decompose(part), _F32, _TO_F32).astype(np.uint32).view(np.float32)
+        rb = rbits[lo:hi] if rbits is not None else (
+            None if seeded is None else random_bits_from_seed(hi - lo, nbits, seeded, lo))
+        out[lo:hi] = encode_flat(part, f, rp, rb)
+
+    with thread_limit(threads):
+        run_chunks(work, flat.size)
+    return out.reshape(shape)
 
 
 def _reduce_rationals(flat: np.ndarray, bits: int) -> np.ndarray:

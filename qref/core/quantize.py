@@ -23,10 +23,10 @@ def quantize(x: object, fmt: str | Format, **options: object) -> np.ndarray:
     float32); otherwise it is rounded to nearest even (elements.md §4).
     """
     known = ("rounding", "overflow", "subnormals", "random_bits", "seed", "nan", "input_subnormals",
-             "stochastic_bits", "source", "profile")
+             "stochastic_bits", "source", "profile", "threads")
     bad = sorted(set(options) - set(known))
     if bad:
         raise unknown_name("quantize option", bad[0], known)
     arr = as_source_array(x)
     codes = encode(arr, fmt, **options)  # type: ignore[arg-type]
-    return decode(codes, fmt, dtype=result_dtype(arr))
+    return decode(codes, fmt, dtype=result_dtype(arr), threads=options.get("threads"))  # type: ignore[arg-type]

@@ -30,15 +30,17 @@ class CastScheme(Scheme):
     def name(self) -> str:
         return self.format.name
 
-    def quantize(self, x: object, **kwargs: Any) -> QArray:
+    def quantize(self, x: object, *, threads: int | None = None, **kwargs: Any) -> QArray:
+        """encode(x) under the scheme's policy; threads: encode's (elements.md §2.11)."""
         if kwargs:
-            raise QrefError(f"CastScheme.quantize takes no options, got {sorted(kwargs)}; the policy is the "
+            raise QrefError(f"CastScheme.quantize takes threads= only, got {sorted(kwargs)}; the policy is the "
                             f"scheme's: qref.scheme({self.format.name!r}, rounding=..., overflow=...)")
         arr = as_source_array(x)
-        return QArray(codes=encode(arr, self.format, profile=self.policy), scheme=self)
+        return QArray(codes=encode(arr, self.format, profile=self.policy, threads=threads), scheme=self)
 
-    def dequantize(self, q: QArray, dtype: object = np.float32) -> np.ndarray:
-        return decode(q.codes, self.format, dtype=dtype)
+    def dequantize(self, q: QArray, dtype: object = np.float32, *, threads: int | None = None) -> np.ndarray:
+        """decode(codes); threads: decode's (elements.md §2.11)."""
+        return decode(q.codes, self.format, dtype=dtype, threads=threads)
 
     def to_spec(self) -> dict[str, Any]:
         p = self.policy

@@ -146,14 +146,15 @@ class TiledScheme(Scheme):
 
     # ---- quantize / dequantize ----------------------------------------------------------------------------
     def quantize(self, x: object, axes: object = None, global_scale: object = None, *, random_bits: object = None,
-                 seed: object = None, **kwargs: Any) -> QArray:
+                 seed: object = None, threads: int | None = None, **kwargs: Any) -> QArray:
         """Quantize the tiles of ``x`` (block.md §12): ``axes`` are the tiled axes, one per ``block_shape``
         entry (default: the last ``len(block_shape)`` axes); global_scale as for the block scheme. random_bits /
         seed (stochastic rounding, block.md §13): R[i] rounds x[i] in x's own layout (broadcast to x's shape, or
-        the seeded stream in x's C order), whatever the tiling; padding takes R = 0."""
+        the seeded stream in x's C order), whatever the tiling; padding takes R = 0. threads: the block
+        scheme's, whole tiles per chunk (elements.md §2.11)."""
         if kwargs:
-            raise QrefError(f"TiledScheme.quantize takes axes=, global_scale=, random_bits= and seed=, got "
-                            f"{sorted(kwargs)}")
+            raise QrefError(f"TiledScheme.quantize takes axes=, global_scale=, threads=, random_bits= and seed=, "
+                            f"got {sorted(kwargs)}")
         arr = as_source_array(x)
         ax = self._axes(arr.ndim, axes)
         blocks, plan = self._to_blocks(arr, ax, 0)
@@ -165,7 +166,7 @@ class TiledScheme(Scheme):
         elif random_bits is not None or seed is not None:
             raise QrefError(f"random_bits / seed are for stochastic rounding; {self.name} rounds "
                             f"{self.block.rounding!r} (pass rounding='stochastic_a', stochastic_bits=N)")
-        q = self.block.quantize(blocks, axis=-1, global_scale=global_scale, random_bits=rb)
+        q = self.block.quantize(blocks, axis=-1, global_scale=global_scale, random_bits=rb, threads=threads)
 
         def per_tile(a: np.ndarray | None) -> np.ndarray | None:
             return None if a is None else self._grid_to_axes(a.reshape(plan[2]), arr.ndim, ax)
@@ -182,8 +183,9 @@ class TiledScheme(Scheme):
                   "scales_unspecified": per_tile(q.meta["scales_unspecified"])},
         )
 
-    def dequantize(self, q: QArray, dtype: object = np.float32) -> np.ndarray:
-        """Values of a QArray of this scheme as ``dtype``: each tile dequantized as the block scheme's block."""
+    def dequantize(self, q: QArray, dtype: object = np.float32, *, threads: int | None = None) -> np.ndarray:
+        """Values of a QArray of this scheme as ``dtype``: each tile dequantized as the block scheme's block
+        (threads: the block scheme's, elements.md §2.11)."""
         codes = np.asarray(q.codes)
         ax = tuple(q.meta.get("axes") or self._axes(codes.ndim, None))
         if codes.dtype.kind not in "iu":
@@ -204,7 +206,7 @@ class TiledScheme(Scheme):
 
         inner = QArray(codes=blocks, scheme=self.block, scales=grid_of(q.scales, "scales"),
                        biases=grid_of(q.biases, "biases"), global_scale=q.global_scale, axis=blocks.ndim - 1)
-        v = self.block.dequantize(inner, dtype=dtype)
+        v = self.block.dequantize(inner, dtype=dtype, threads=threads)
         return self._from_blocks(v, plan, codes.shape, ax)
 
     # ---- spec ---------------------------------------------------------------------------------------------

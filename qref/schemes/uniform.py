@@ -39,6 +39,7 @@ from ..core.arith import convert, flush, fma_float32, round_fractions
 from ..core.decode import decode
 from ..core.encode import encode, stochastic_random_bits
 from ..core.exact import as_source_array, ml_integer, typed_numbers
+from ..core.parallel import chunk_bounds, run_chunks, thread_limit
 from ..core.rounding import round_to_integer
 from ..errors import QrefError, unknown_name
 from ..formats import FloatFormat, Format, IntFormat, get_format
@@ -151,6 +152,19 @@ def _difference_dtype(codes: np.ndarray, z: np.ndarray) -> np.dtype | None:
 # ---------------------------------------------------------------------------------------------------------
 # the scheme record
 # ---------------------------------------------------------------------------------------------------------
+def _rows_view(arr: np.ndarray, S: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(arr, S, Z) to split along axis 0: a contiguous array under one scale and zero point as its flat elements
+    (any number of chunks), else as it is (elements.md §2.11)."""
+    if arr.ndim > 1 and np.size(S) == 1 and np.size(Z) == 1 and arr.flags.c_contiguous:
+        return arr.reshape(-1), np.reshape(S, ()), np.reshape(Z, ())
+    return arr, S, Z
+
+
+def _rows(a: np.ndarray, lo: int, hi: int, ndim: int) -> np.ndarray:
+    """Rows lo:hi of scales / zero points that vary along axis 0 of an ndim-array, else a as it is."""
+    return a[lo:hi] if np.ndim(a) == ndim and np.shape(a)[0] > 1 else a
+
+
 @dataclass(frozen=True)
 class UniformScheme(Scheme):
     """Affine quantization q = clamp(round(x / s) + z) (uniform.md §1); a frozen record.
@@ -376,12 +390,19 @@ class UniformScheme(Scheme):
         return w
 
     def quantize(self, x: object, *, random_bits: object = None, seed: object = None, _reference: bool = False,
-                 **kwargs: Any) -> QArray:
+                 threads: int | None = None, **kwargs: Any) -> QArray:
         """QArray with storage codes, scales, zero points and the unspecified mask (uniform.md §2.1).
         Stochastic rounding (§2.6) takes ``random_bits`` (N-bit integers broadcast to x, N = stochastic_bits)
-        or ``seed``. ``_reference=True`` takes the defining integer steps instead of the fast ones (§2.5)."""
+        or ``seed``. ``_reference=True`` takes the defining integer steps instead of the fast ones (§2.5).
+        threads: threads for a large x, in chunks of rows (default None: $QREF_NUM_THREADS, else every core;
+        the result never depends on it, elements.md §2.11)."""
         if kwargs:
-            raise QrefError(f"UniformScheme.quantize takes random_bits= and seed= only, got {sorted(kwargs)}")
+            raise QrefError(f"UniformScheme.quantize takes random_bits=, seed= and threads= only, got "
+                            f"{sorted(kwargs)}")
+        with thread_limit(threads):
+            return self._quantize(x, random_bits, seed, _reference)
+
+    def _quantize(self, x: object, random_bits: object, seed: object, _reference: bool) -> QArray:
         A = self.arithmetic
         arr = as_source_array(x)
         rbits = None
@@ -416,6 +437,29 @@ class UniformScheme(Scheme):
 
     def _quantize_chunks(self, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, rbits: np.ndarray | None,
                          _reference: bool) -> tuple[np.ndarray, np.ndarray]:
+        """_quantize_rows on chunks of rows (axis 0; the flat elements under one scale) on the thread pool:
+        every step is elementwise, scales and zero points sliced alike (elements.md §2.11)."""
+        if _reference or arr.ndim == 0:
+            return self._quantize_rows(arr, S, Z, rbits, _reference)
+        a, S1, Z1 = _rows_view(arr, S, Z)
+        rb = None if rbits is None else rbits.reshape(a.shape)
+        per_row = a.size // max(1, a.shape[0])
+        if len(chunk_bounds(a.shape[0], per_row)) == 1:
+            return self._quantize_rows(arr, S, Z, rbits, _reference)
+        codes = np.empty(a.shape, dtype=self.codes_dtype)
+        unspecified = np.empty(a.shape, dtype=bool)
+
+        def work(lo: int, hi: int) -> None:
+            c, u = self._quantize_rows(a[lo:hi], _rows(S1, lo, hi, a.ndim), _rows(Z1, lo, hi, a.ndim),
+                                       None if rb is None else rb[lo:hi], False)
+            codes[lo:hi] = c
+            unspecified[lo:hi] = u
+
+        run_chunks(work, a.shape[0], per_row)
+        return codes.reshape(arr.shape), unspecified.reshape(arr.shape)
+
+    def _quantize_rows(self, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, rbits: np.ndarray | None,
+                       _reference: bool) -> tuple[np.ndarray, np.ndarray]:
         """_quantize_arrays over slices of about CHUNK elements along the first axis (scales and zero points
         sliced alike where they vary along it): every step is elementwise, so each slice's codes are those of
         the whole; the slices' temporaries stay in cache. The defining path (``_reference``) takes the whole."""
@@ -608,10 +652,15 @@ class UniformScheme(Scheme):
             return dataclasses.replace(q, codes=c.view(self.codes_dtype))
         return q
 
-    def dequantize(self, q: QArray, dtype: object = None, *, _reference: bool = False) -> np.ndarray:
+    def dequantize(self, q: QArray, dtype: object = None, *, _reference: bool = False, threads: int | None = None
+                   ) -> np.ndarray:
         """(code - z) * s (uniform.md §2.2) in the profile's dtypes, then cast to ``dtype`` (default: the
-        expressed type). Values at q.unspecified positions are computed from placeholder codes."""
-        q = self._plain_codes(q)
+        expressed type). Values at q.unspecified positions are computed from placeholder codes. threads: as
+        quantize's."""
+        with thread_limit(threads):
+            return self._dequantize(self._plain_codes(q), dtype, _reference)
+
+    def _dequantize(self, q: QArray, dtype: object, _reference: bool) -> np.ndarray:
         if not _reference:
             if self.arithmetic.simd_width and self.granularity != "per_tensor":  # the scalar loop's, everywhere
                 rem = self._loops()[1]
@@ -646,15 +695,35 @@ class UniformScheme(Scheme):
             c = codes.reshape(shp)
         md = self._dq_multiply_dtype()
         out_dt = _np_dtype(self.expressed) if dtype is None else np.dtype(dtype)  # type: ignore[call-overload]
-        vals = dequantize_float(self, c, S, Z, out_dt, md, self._scale_in(S, md), _np_dtype(self.expressed))
-        return None if vals is None else vals.reshape(codes.shape)
+        E = _np_dtype(self.expressed)
+        c1, S1, Z1 = _rows_view(c, S, Z)
+        per_row = c1.size // max(1, c1.shape[0]) if c1.ndim else 1
+        if c1.ndim == 0 or len(chunk_bounds(c1.shape[0], per_row)) == 1:
+            vals = dequantize_float(self, c, S, Z, out_dt, md, self._scale_in(S, md), E)
+            return None if vals is None else vals.reshape(codes.shape)
+        if dequantize_float(self, c1, S1, Z1, out_dt, md, self._scale_in(S1, md), E, check_only=True) is None:
+            return None  # the kernel's conditions (codes' range, finite scales) hold on the whole, so on each chunk
+        out = np.empty(c1.shape, dtype=out_dt)
 
-    def dequantize_with_mask(self, q: QArray, dtype: object = None, *, _reference: bool = False
-                             ) -> tuple[np.ndarray, np.ndarray]:
+        def work(lo: int, hi: int) -> None:  # rows (elements.md §2.11)
+            Sr = _rows(S1, lo, hi, c1.ndim)
+            v = dequantize_float(self, c1[lo:hi], Sr, _rows(Z1, lo, hi, c1.ndim), out_dt, md, self._scale_in(Sr, md),
+                                 E, out=out[lo:hi])
+            assert v is not None
+
+        run_chunks(work, c1.shape[0], per_row)
+        return out.reshape(codes.shape)
+
+    def dequantize_with_mask(self, q: QArray, dtype: object = None, *, _reference: bool = False,
+                             threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(values, unspecified): the mask marks results the profile leaves undefined (StableHLO spec: the
         subtraction overflows the storage type) together with q.unspecified. ``_reference=True`` broadcasts
-        the scales to the codes' shape (``expand``) also where blocks divide the axes (§2.5)."""
-        q = self._plain_codes(q)
+        the scales to the codes' shape (``expand``) also where blocks divide the axes (§2.5). threads: as
+        quantize's."""
+        with thread_limit(threads):
+            return self._dequantize_with_mask(self._plain_codes(q), dtype, _reference)
+
+    def _dequantize_with_mask(self, q: QArray, dtype: object, _reference: bool) -> tuple[np.ndarray, np.ndarray]:
         A = self.arithmetic
         codes = np.asarray(q.codes)
         if A.simd_width:
@@ -682,13 +751,37 @@ class UniformScheme(Scheme):
 
     def _dequantize_chunks(self, codes: np.ndarray, S: np.ndarray, Z: np.ndarray, bad: np.ndarray, dtype: object
                            ) -> tuple[np.ndarray, np.ndarray]:
-        """_dequantize_arrays over slices of about CHUNK elements along the first axis, as _quantize_chunks."""
+        """_dequantize_rows on chunks of rows on the thread pool, as _quantize_chunks (elements.md §2.11);
+        ``bad`` (contiguous) is updated in place."""
+        if codes.ndim == 0:
+            return self._dequantize_rows(codes, S, Z, bad, dtype)
+        c1, S1, Z1 = _rows_view(codes, S, Z)
+        per_row = c1.size // max(1, c1.shape[0])
+        if len(chunk_bounds(c1.shape[0], per_row)) == 1 or not bad.flags.c_contiguous:
+            return self._dequantize_rows(codes, S, Z, bad, dtype)
+        b1 = bad.reshape(c1.shape)
+        vals = np.empty(c1.shape, dtype=_np_dtype(self.expressed) if dtype is None else np.dtype(dtype))  # type: ignore[call-overload]
+
+        def work(lo: int, hi: int) -> None:
+            self._dequantize_rows(c1[lo:hi], _rows(S1, lo, hi, c1.ndim), _rows(Z1, lo, hi, c1.ndim), b1[lo:hi],
+                                  dtype, vals[lo:hi])
+
+        run_chunks(work, c1.shape[0], per_row)
+        return vals.reshape(codes.shape), bad
+
+    def _dequantize_rows(self, codes: np.ndarray, S: np.ndarray, Z: np.ndarray, bad: np.ndarray, dtype: object,
+                         out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """_dequantize_arrays over slices of about CHUNK elements along the first axis, as _quantize_chunks
+        (into ``out`` where given)."""
         rows = codes.shape[0] if codes.ndim else 1
         step = max(1, CHUNK // max(1, codes.size // max(rows, 1)))
         if codes.ndim == 0 or step >= rows:
-            return self._dequantize_arrays(codes, S, Z, bad, dtype)
+            v, b = self._dequantize_arrays(codes, S, Z, bad, dtype)
+            if out is not None:
+                out[...] = v
+            return v, b
         along = np.ndim(S) == codes.ndim and np.shape(S)[0] > 1
-        vals: np.ndarray | None = None
+        vals: np.ndarray | None = out
         for r0 in range(0, rows, step):
             sl = slice(r0, r0 + step)
             v, _ = self._dequantize_arrays(codes[sl], S[sl] if along else S, Z[sl] if along else Z, bad[sl], dtype)

@@ -392,7 +392,8 @@ def quantize_float32(s: UniformScheme, arr: np.ndarray, S: np.ndarray, Z: np.nda
 
 
 def dequantize_float(s: UniformScheme, codes: np.ndarray, S: np.ndarray, Z: np.ndarray, out_dt: np.dtype,
-                     md: np.dtype, sm: np.ndarray, expressed_dt: np.dtype) -> np.ndarray | None:
+                     md: np.dtype, sm: np.ndarray, expressed_dt: np.dtype, check_only: bool = False,
+                     out: np.ndarray | None = None) -> np.ndarray | None:
     """The values of ``UniformScheme._dequantize_arrays(codes, S, Z, ...)`` (uniform.md §2.2) where its
     unspecified mask gains nothing, computed in pieces of KCHUNK elements; None where it does not apply.
     ``md`` is the multiply's dtype, ``sm`` the scales in it and ``expressed_dt`` the expressed type's dtype.
@@ -427,9 +428,11 @@ def dequantize_float(s: UniformScheme, codes: np.ndarray, S: np.ndarray, Z: np.n
         sm = flush(sm)
     if not np.isfinite(sm).all():
         return None
+    if check_only:  # it applies: an empty array (the caller computes in chunks)
+        return codes[:0]
     zf = Zw.astype(md)
     z_any = bool(Zw.any())
-    values = np.empty(codes.shape, dtype=out_dt)
+    values = np.empty(codes.shape, dtype=out_dt) if out is None else out  # out: contiguous, codes' shape
     c, v = codes, values
     if sm.ndim == 0 and zf.ndim == 0 and codes.flags.c_contiguous:
         c, v = codes.reshape(-1), values.reshape(-1)

@@ -28,6 +28,7 @@ Shortcuts (each one's exactness condition is in the docstring of the function th
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -326,16 +327,18 @@ class RowTable:
         self.built = np.zeros(n, dtype=bool)
         self.x32 = to_float32(np.arange(1 << 16, dtype=np.uint16).view(src))
         self.fn = fn
+        self.lock = threading.Lock()  # chunks on the thread pool share the table (elements.md §2.11)
 
     def ensure(self, used: np.ndarray) -> None:
-        """Build the rows listed in ``used`` (row numbers)."""
+        """Build the rows listed in ``used`` (row numbers). One thread at a time: fn may use a shared scratch
+        buffer, and a row is read only once it is marked built, after it is complete."""
         need = np.zeros(self.built.size, dtype=bool)
         need[used] = True
-        need &= ~self.built
-        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        with self.lock, np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+            need &= ~self.built
             for i in np.flatnonzero(need):
                 self.fn(int(i), self.x32, self.rows[i << 16:(i + 1) << 16])
-        self.built |= need
+            self.built |= need
 
     def gather(self, x16: np.ndarray, row: np.ndarray, idx: np.ndarray, out: np.ndarray) -> np.ndarray:
         """rows[row[i] * 65536 + x16[i, j]] for a (r, k) block of 16-bit patterns and per-row row numbers."""

@@ -26,6 +26,7 @@ import numpy as np
 from ...core import arith as fp
 from ...core.encode import stochastic_random_bits
 from ...core.exact import as_source_array
+from ...core.parallel import pieces, run_chunks, thread_limit
 from ...errors import QrefError, check_choice, unknown_name
 from ...formats import FloatFormat, Format, IntFormat, get_format
 from ...formats.policy import STOCHASTIC_MODES, CastPolicy
@@ -303,7 +304,7 @@ class BlockScheme(Scheme):
         return np.ascontiguousarray(moved).reshape(-1, k), ax, L, moved.shape
 
     def quantize(self, x: object, axis: int = -1, global_scale: object = None, *, random_bits: object = None,
-                 seed: object = None, **kwargs: Any) -> QArray:
+                 seed: object = None, threads: int | None = None, **kwargs: Any) -> QArray:
         """Quantize blocks of ``block_size`` consecutive elements along ``axis`` (default -1).
 
         global_scale: NVFP4 two-level scale in the rule's own terms (amax_encode_reciprocal and
@@ -312,10 +313,12 @@ class BlockScheme(Scheme):
         gs = 1, the other two quantize single-level.
         random_bits, seed: the N-bit random integers of a stochastic rounding (block.md §13): ``random_bits``
         broadcast to x's shape (R[i] rounds x[i]), or ``seed`` (the PCG64 stream of elements.md §2.5, one
-        integer per element of x in C order). Only for the stochastic modes; padding elements take R = 0."""
+        integer per element of x in C order). Only for the stochastic modes; padding elements take R = 0.
+        threads: threads for a large x, whole blocks per chunk (default None: $QREF_NUM_THREADS, else every
+        core; the result never depends on it, elements.md §2.11)."""
         if kwargs:
-            raise QrefError(f"{type(self).__name__}.quantize takes axis=, global_scale=, random_bits= and seed=, "
-                            f"got {sorted(kwargs)}")
+            raise QrefError(f"{type(self).__name__}.quantize takes axis=, global_scale=, threads=, random_bits= and "
+                            f"seed=, got {sorted(kwargs)}")
         arr = as_source_array(x)
         if arr.dtype.kind == "b":  # pragma: no cover - as_source_array rejects booleans
             raise QrefError("boolean input")
@@ -344,10 +347,8 @@ class BlockScheme(Scheme):
             if np.isnan(gs) or gs < 0:  # block.md §5.2 (C1): a given amax or scale is >= 0, not NaN
                 raise QrefError(f"global_scale must be >= 0 and not NaN (a tensor amax or scale in the rule's "
                                 f"terms; +Inf is allowed), got {float(gs)!r}")
-        if self.kind == "mx":
-            out = mx.quantize_mx_blocks(self, xb, rb)
-        elif self.kind == "float_scale":
-            g_blocks = None
+        g_blocks = None
+        if self.kind == "float_scale":
             if self.global_scale_granularity != "tensor":
                 if gs is not None:
                     raise QrefError(f"global_scale_granularity={self.global_scale_granularity!r} computes one outer "
@@ -356,9 +357,22 @@ class BlockScheme(Scheme):
                                             skip_nan=self.amax_nan == "skip")
             elif gs is None and self.global_scale_rule == "amax_encode_reciprocal":
                 gs = nvfp4.tensor_amax(arr, skip_nan=self.amax_nan == "skip")
-            out = nvfp4.quantize_float_scaled_blocks(self, xb, gs if g_blocks is None else g_blocks, rb)
-        else:
-            out = affine.quantize_affine_blocks(self, xb, rb)
+        parts: dict[int, dict[str, np.ndarray]] = {}
+
+        def work(lo: int, hi: int) -> None:  # whole blocks: each block's result is its own (elements.md §2.11)
+            for a, b in pieces(lo, hi, self.block_size):  # bounded temporaries
+                xr, rr = xb[a:b], None if rb is None else rb[a:b]
+                if self.kind == "mx":
+                    parts[a] = mx.quantize_mx_blocks(self, xr, rr)
+                elif self.kind == "float_scale":  # an outer amax per block (§5.2.1) is sliced with its blocks
+                    parts[a] = nvfp4.quantize_float_scaled_blocks(self, xr, gs if g_blocks is None else g_blocks[a:b],
+                                                                  rr)
+                else:
+                    parts[a] = affine.quantize_affine_blocks(self, xr, rr)
+
+        with thread_limit(threads):
+            run_chunks(work, xb.shape[0], self.block_size)
+        out = _join_parts(parts)
         lead = moved_shape[:-1]
         nb_row = moved_shape[-1] // self.block_size
 
@@ -381,8 +395,8 @@ class BlockScheme(Scheme):
                   "scales_unspecified": back(out["scales_unspecified"], True)},
         )
 
-    def dequantize(self, q: QArray, dtype: object = np.float32) -> np.ndarray:
-        """Values of a QArray of this scheme as ``dtype`` (block.md §4.8, §5.4, §6)."""
+    def dequantize(self, q: QArray, dtype: object = np.float32, *, threads: int | None = None) -> np.ndarray:
+        """Values of a QArray of this scheme as ``dtype`` (block.md §4.8, §5.4, §6); threads: as quantize's."""
         dt = np.dtype(dtype)
         raw = np.asarray(q.codes)
         nbits = self.element.bits
@@ -396,16 +410,26 @@ class BlockScheme(Scheme):
         scales = np.moveaxis(np.asarray(q.scales), ax, -1).reshape(-1)
         if scales.size * k != codes.size:
             raise QrefError(f"{scales.size} scales do not match {codes.size} codes in blocks of {k}")
-        if self.kind == "mx":
-            v = mx.dequantize_mx(self, codes, scales, dt)
-        elif self.kind == "float_scale":
-            g = q.global_scale
-            if g is not None and np.ndim(g) and np.size(g) > 1:  # per block, shaped as the scales (§5.2.1)
-                g = np.moveaxis(np.asarray(g, dtype=np.float32), ax, -1).reshape(-1)
-            v = nvfp4.dequantize_float_scaled(self, codes, scales, g, dt)
-        else:
-            biases = np.moveaxis(np.asarray(q.biases), ax, -1).reshape(-1)
-            v = affine.dequantize_affine(self, codes, scales, biases, dt)
+        biases = None if self.kind in ("mx", "float_scale") else np.moveaxis(np.asarray(q.biases), ax, -1).reshape(-1)
+        g = q.global_scale
+        per_block_g = g is not None and np.ndim(g) and np.size(g) > 1
+        if per_block_g:  # an outer scale per block, shaped as the scales (§5.2.1)
+            g = np.moveaxis(np.asarray(g, dtype=np.float32), ax, -1).reshape(-1)
+        v = np.empty(codes.shape, dtype=dt)
+
+        def work(lo: int, hi: int) -> None:  # whole blocks (elements.md §2.11), bounded temporaries
+            for a, b in pieces(lo, hi, k):
+                c, sc = codes[a:b], scales[a:b]
+                if self.kind == "mx":
+                    v[a:b] = mx.dequantize_mx(self, c, sc, dt)
+                elif self.kind == "float_scale":
+                    v[a:b] = nvfp4.dequantize_float_scaled(self, c, sc, g[a:b] if per_block_g else g, dt)
+                else:
+                    assert biases is not None
+                    v[a:b] = affine.dequantize_affine(self, c, sc, biases[a:b], dt)
+
+        with thread_limit(threads):
+            run_chunks(work, codes.shape[0], k)
         return np.moveaxis(v.reshape(moved_shape)[..., :L], -1, ax)
 
     # ---- spec ---------------------------------------------------------------------------------------------
@@ -421,6 +445,17 @@ class BlockScheme(Scheme):
                 v = v.name
             spec[f.name] = v
         return spec
+
+
+def _join_parts(parts: dict[int, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The per-block outputs of chunks of blocks, joined in block order (a scalar global scale: the first's)."""
+    order = [parts[lo] for lo in sorted(parts)]
+    if len(order) == 1:
+        return order[0]
+    out: dict[str, np.ndarray] = {}
+    for name, first in order[0].items():
+        out[name] = first if name == "global_scale" else np.concatenate([p[name] for p in order], axis=0)
+    return out
 
 
 FIELD_NAMES = tuple(f.name for f in fields(BlockScheme))

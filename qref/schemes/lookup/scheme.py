@@ -23,6 +23,7 @@ import numpy as np
 from ...core import arith as fp
 from ...core.encode import encode, stochastic_random_bits
 from ...core.exact import as_source_array
+from ...core.parallel import run_chunks, thread_limit
 from ...errors import QrefError, check_choice, unknown_name
 from ...formats import IntFormat, get_format
 from ...profiles import get_profile
@@ -404,7 +405,7 @@ class LookupScheme(Scheme):
 
     # ---- quantize / dequantize -----------------------------------------------------------------------------
     def quantize(self, x: object, *, scale_offset: float | None = None, random_bits: object = None,
-                 seed: object = None, _reference: bool = False, **kwargs: Any) -> QArray:
+                 seed: object = None, _reference: bool = False, threads: int | None = None, **kwargs: Any) -> QArray:
         """One code per element and the per-block absmax (float32) of x (lut.md §3.2).
 
         scale_offset: with double quantization, the offset (the mean of the block scales) to use instead of
@@ -414,10 +415,17 @@ class LookupScheme(Scheme):
         seed = a non-negative int: the top stochastic_bits bits of PCG64(seed).random_raw(), in x's C order.
         Default None for both: a stochastic rounding needs one of them; a deterministic one takes neither.
         _reference=True: the readable definition everywhere instead of the fast path (lut.md §3.6; same results).
+        threads: threads for a large x, whole blocks per chunk (default None: $QREF_NUM_THREADS, else every
+        core; the result never depends on it, elements.md §2.11).
         """
         if kwargs:
-            raise QrefError(f"LookupScheme.quantize takes scale_offset=, random_bits= and seed= only, got "
-                            f"{sorted(kwargs)}")
+            raise QrefError(f"LookupScheme.quantize takes scale_offset=, random_bits=, seed= and threads= only, "
+                            f"got {sorted(kwargs)}")
+        with thread_limit(threads):
+            return self._quantize(x, scale_offset, random_bits, seed, _reference)
+
+    def _quantize(self, x: object, scale_offset: float | None, random_bits: object, seed: object,
+                  _reference: bool) -> QArray:
         if scale_offset is not None and self.double_quant is None:
             raise QrefError("scale_offset= is the offset of double quantization; this scheme has none "
                             "(build it with double_quant=True)")
@@ -494,13 +502,23 @@ class LookupScheme(Scheme):
     def _quantize_absmax(self, arr: np.ndarray, x32: np.ndarray, cd: str, scale_offset: float | None,
                          rbits: np.ndarray | None = None) -> QArray:
         blocks, valid, sshape = self._blocks(x32)
-        s, stored, zero = self._scale_blocks(blocks, valid < blocks.shape[1], cd)
-        rb = None if rbits is None else self._blocks(rbits)[0].reshape(-1)  # each element keeps its own R
-        codes, unspec = self._decide(s.reshape(-1), cd, rb)
-        codes, unspec = codes.reshape(blocks.shape), unspec.reshape(blocks.shape)
-        if self.zero_block == "code0":
-            codes = np.where(zero[:, None], 0, codes)
-            unspec = np.where(zero[:, None], False, unspec)
+        rball = None if rbits is None else self._blocks(rbits)[0]  # each element keeps its own R
+        parts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+        def work(lo: int, hi: int) -> None:  # whole blocks on the thread pool (elements.md §2.11)
+            b = blocks[lo:hi]
+            s, st, zero = self._scale_blocks(b, valid[lo:hi] < blocks.shape[1], cd)
+            c, u = self._decide(s.reshape(-1), cd, None if rball is None else rball[lo:hi].reshape(-1))
+            c, u = c.reshape(b.shape), u.reshape(b.shape)
+            if self.zero_block == "code0":
+                c = np.where(zero[:, None], 0, c)
+                u = np.where(zero[:, None], False, u)
+            parts[lo] = (c, u, st)
+
+        run_chunks(work, blocks.shape[0], blocks.shape[1])
+        order = [parts[lo] for lo in sorted(parts)]
+        codes, unspec, stored = (order[0][i] if len(order) == 1 else np.concatenate([p[i] for p in order])
+                                 for i in range(3))
         return self._finish_absmax(arr, self._unblock(codes, arr.shape).astype(self.table.storage_format.code_dtype),
                                    self._unblock(unspec, arr.shape), stored, sshape, cd, scale_offset, True)
 
@@ -538,23 +556,30 @@ class LookupScheme(Scheme):
         stored = np.empty(nb, np.float32)
         lut = self._decision_luts(cd)
         rows = max(1, fast.CHUNK // B)
-        idx = np.empty(rows * B, dtype=np.intp)
         no_partial = np.zeros(rows, dtype=bool)
         flat_codes = codes.reshape(-1)
-        amb_pos: list[np.ndarray] = []
-        amb_val: list[np.ndarray] = []
-        zero_rows: list[np.ndarray] = []
-        for r0 in range(0, nb, rows):  # chunks of blocks, not elements
-            r1 = min(nb, r0 + rows)
-            s, st, zero = self._scale_blocks(x2[r0:r1], no_partial[: r1 - r0], cd)
-            stored[r0:r1] = st
-            sf = s.reshape(-1)
-            amb = fast.lookup_chunk(sf, cd, lut, self.table.size, flat_codes[r0 * B:r1 * B], idx[: sf.size])
-            if amb.size:
-                amb_pos.append(amb + r0 * B)
-                amb_val.append(sf[amb])
-            if self.zero_block == "code0" and zero.any():
-                zero_rows.append(np.flatnonzero(zero) + r0)
+        found: dict[int, tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = {}
+
+        def work(lo: int, hi: int) -> None:  # whole blocks on the thread pool (elements.md §2.11)
+            idx = np.empty(min(rows, hi - lo) * B, dtype=np.intp)
+            mine: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
+            for r0 in range(lo, hi, rows):  # chunks of blocks, not elements
+                r1 = min(hi, r0 + rows)
+                s, st, zero = self._scale_blocks(x2[r0:r1], no_partial[: r1 - r0], cd)
+                stored[r0:r1] = st
+                sf = s.reshape(-1)
+                amb = fast.lookup_chunk(sf, cd, lut, self.table.size, flat_codes[r0 * B:r1 * B], idx[: sf.size])
+                if amb.size:
+                    mine[0].append(amb + r0 * B)
+                    mine[1].append(sf[amb])
+                if self.zero_block == "code0" and zero.any():
+                    mine[2].append(np.flatnonzero(zero) + r0)
+            found[lo] = mine
+
+        run_chunks(work, nb, B)
+        amb_pos = [a for lo in sorted(found) for a in found[lo][0]]
+        amb_val = [a for lo in sorted(found) for a in found[lo][1]]
+        zero_rows = [a for lo in sorted(found) for a in found[lo][2]]
         if amb_pos:  # the elements the table leaves to the reference decision
             pos = np.concatenate(amb_pos)
             c, u = self._decide(np.concatenate(amb_val), cd)
@@ -593,10 +618,16 @@ class LookupScheme(Scheme):
         codes, unspec = self._decide(s.reshape(-1), cd, None if rbits is None else rbits.reshape(-1))
         return codes.reshape(x32.shape), unspec.reshape(x32.shape)
 
-    def dequantize(self, q: QArray, dtype: object = np.float32, *, _reference: bool = False) -> np.ndarray:
+    def dequantize(self, q: QArray, dtype: object = np.float32, *, _reference: bool = False,
+                   threads: int | None = None) -> np.ndarray:
         """entry[code] * scale (lut.md §4) computed in the compute dtype (float32: one float32 multiply), then
         rounded to ``dtype`` by nearest_even. Double-quantized scales are reconstructed first (lut.md §5).
-        _reference=True: the readable definition instead of the chunked fast path (lut.md §3.6; same results)."""
+        _reference=True: the readable definition instead of the chunked fast path (lut.md §3.6; same results).
+        threads: as quantize's."""
+        with thread_limit(threads):
+            return self._dequantize(q, dtype, _reference)
+
+    def _dequantize(self, q: QArray, dtype: object, _reference: bool) -> np.ndarray:
         out_dt = _out_dtype(dtype)
         cd = self.compute_dtype
         if cd == "input":
@@ -669,10 +700,11 @@ class LookupScheme(Scheme):
             pairs = None  # chunks of odd length: one code at a time
         check = raw.dtype != np.uint8 or size < 256  # a uint8 code always indexes a 256-entry table
         rows = max(1, fast.DQ_CHUNK // B)
-        idx = np.empty(rows * B // (1 if pairs is None else 2), np.intp)
-        with np.errstate(over="ignore", invalid="ignore"):
-            for r0 in range(0, nb, rows):  # chunks of blocks, not elements
-                r1 = min(nb, r0 + rows)
+
+        def work(lo: int, hi: int) -> None:  # whole blocks on the thread pool (elements.md §2.11)
+            idx = np.empty(min(rows, hi - lo) * B // (1 if pairs is None else 2), np.intp)
+            for r0 in range(lo, hi, rows):  # chunks of blocks, not elements
+                r1 = min(hi, r0 + rows)
                 c = flat[r0 * B:r1 * B]
                 if check and int(c.max()) >= size:
                     raise QrefError(f"codes out of range for table {self.table.name!r} ({size} entries)")
@@ -697,6 +729,9 @@ class LookupScheme(Scheme):
                         sub = o2[t]
                         np.copysign(np.float32(0), sub, out=sub, where=np.abs(sub) < np.float32(2.0**-126))
                         o2[t] = sub
+
+        with np.errstate(over="ignore", invalid="ignore"):
+            run_chunks(work, nb, B)
         return out.reshape(raw.shape)
 
     def _dequantize_output(self, v: np.ndarray, shape: tuple[int, ...], out_dt: np.dtype) -> np.ndarray:
