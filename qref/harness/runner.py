@@ -38,7 +38,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from ..conformance.case import Case
-from ..conformance.suite import Suite, load_suite
+from ..conformance.suite import Suite, load_suite, trust_validated, validated_manifests
 from ..errors import QrefError, check_choice
 from ..profiles import resolve_profile
 from ..profiles.cpu import CPU_MODES, PINS, CpuInfo, cpu_variants, effective_features, host_cpu
@@ -504,17 +504,19 @@ def apply_pin(name: str) -> None:
 
 
 def run_backend(name: str, suite_path: str | None, include: Sequence[str], exclude: Sequence[str],
-                targets: Sequence[str], records: Mapping[str, str] | None = None, cpu: str = "native"
-                ) -> tuple[list[TargetInfo], list[TaskResult], str | None]:
+                targets: Sequence[str], records: Mapping[str, str] | None = None, cpu: str = "native",
+                validated: Sequence[str] = ()) -> tuple[list[TargetInfo], list[TaskResult], str | None]:
     """Run every (selected) target of one backend: (targets, results, skip reason). Used in a child process.
     Only a missing backend is a skip; any other failure (a suite that does not load, an adapter error) raises.
-    cpu: "native" or "baseline" (the backend's pin applied first)."""
+    cpu: "native" or "baseline" (the backend's pin applied first). validated: the sha256 of manifests the parent
+    process validated (suite.validated_manifests): the same bytes are not validated again here."""
     if cpu == "baseline":
         apply_pin(name)
     try:
         tgts = adapters.load_targets(name)
     except BackendMissing as exc:
         return [], [], str(exc)
+    trust_validated(validated)
     cache = CaseCache(load_suite(suite_path))
     infos, results = [], []
     for tg in tgts:
@@ -534,7 +536,8 @@ def run_backend(name: str, suite_path: str | None, include: Sequence[str], exclu
     return infos, results, None
 
 
-BackendArgs = tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...], dict[str, str], str]
+BackendArgs = tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...], dict[str, str], str,
+                    tuple[str, ...]]
 
 
 def _child(args: BackendArgs) -> Any:
@@ -629,8 +632,8 @@ def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | S
     xf = load_xfails(list(xfail_files))
     res = RunResults(suite=str(s.manifest.get("name", Path(s.root).name)), suite_cases=len(s), backends=names,
                      filtered=bool(include or exclude or targets), cpu=host_cpu(), cpu_mode=cpu)
-    argsets = [(n, str(s.root), tuple(include), tuple(exclude), tuple(targets), dict(records or {}), cpu)
-               for n in names]
+    argsets = [(n, str(s.root), tuple(include), tuple(exclude), tuple(targets), dict(records or {}), cpu,
+                validated_manifests()) for n in names]
     for n, outcome in zip(names, _backend_runs(argsets, isolate, jobs)):
         res.versions[n] = adapters.versions(n)
         if isinstance(outcome, Exception):  # never a skip: the backend could not be run (exit status 1)
