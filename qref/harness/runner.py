@@ -101,7 +101,7 @@ class RunResults:
     stale_xfails: list[str] = field(default_factory=list)
     filtered: bool = False
     seconds: dict[str, float] = field(default_factory=dict)  # per backend; never written to the report
-    cpu_seconds: dict[str, float] = field(default_factory=dict)  # per backend (its process's CPU time); neither
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # per backend, its process's CPU time; not reported
     #: the host CPU and the mode ("native": every backend as built for it; "baseline": PINS applied)
     cpu: CpuInfo | None = None
     cpu_mode: str = "native"
