@@ -27,6 +27,7 @@ import hashlib
 import inspect
 import multiprocessing as mp
 import os
+import resource
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -101,7 +102,7 @@ class RunResults:
     stale_xfails: list[str] = field(default_factory=list)
     filtered: bool = False
     seconds: dict[str, float] = field(default_factory=dict)  # per backend; never written to the report
-    cpu_seconds: dict[str, float] = field(default_factory=dict)  # per backend, its process's CPU time; not reported
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # per backend, its process's (and compilers') CPU
     #: the host CPU and the mode ("native": every backend as built for it; "baseline": PINS applied)
     cpu: CpuInfo | None = None
     cpu_mode: str = "native"
@@ -540,11 +541,18 @@ BackendArgs = tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[str
                     tuple[str, ...]]
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished subprocesses (a compiler the backend runs, e.g.
+    iree-compile)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _child(args: BackendArgs) -> Any:
     """run_backend in a child process, with the (wall, CPU) seconds it took there."""
-    t0, c0 = time.monotonic(), time.process_time()
+    t0, c0 = time.monotonic(), _cpu_seconds()
     out = run_backend(*args)
-    return (*out, (time.monotonic() - t0, time.process_time() - c0))
+    return (*out, (time.monotonic() - t0, _cpu_seconds() - c0))
 
 
 def _run_isolated(args: BackendArgs) -> Any:
