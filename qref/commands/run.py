@@ -51,6 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "baseline: pin the backends whose generated code depends on the CPU (XLA, the MLIR JIT) to "
                    "x86-64-v3, so the results are the same on every supported x86-64 CPU (how docs/conformance.md "
                    "is made; profiles.md §6)")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="run up to N backends at the same time, each in its own process (default: all the cores "
+                   "this process may use; 1: one after the other); results.json, the report and the findings are "
+                   "the same for every N")
     p.add_argument("--out", default=None, metavar="DIR", help="write DIR/results.json and DIR/report.md")
     p.add_argument("--report", default=None, metavar="FILE", help="write the markdown report to FILE "
                    "(docs/conformance.md for the committed one)")
@@ -103,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
         backends = "all" if "all" in args.backend else args.backend
         res = runner.run(backends, args.suite, include=args.include, exclude=args.exclude, xfail_files=xf,
                          targets=args.target, progress=None if args.quiet else sys.stderr, records=records,
-                         cpu=args.cpu)
+                         cpu=args.cpu, jobs=args.jobs)
     if args.out:
         report.write_results(res, args.out)
         report.write_report(res, f"{args.out}/report.md")

@@ -439,6 +439,18 @@ def write_suite(cases: Iterable[Case], out: str | os.PathLike[str], *, name: str
 _VALID: dict[str, bool] = {}  # sha256 of manifest.json bytes -> validated (the same bytes validate the same)
 
 
+def validated_manifests() -> tuple[str, ...]:
+    """The sha256 of each manifest's bytes this process has validated (handed to a child process, which then
+    skips validating the same bytes again: trust_validated)."""
+    return tuple(_VALID)
+
+
+def trust_validated(keys: Iterable[str]) -> None:
+    """Count the manifests whose bytes have these sha256 as validated (a parent process validated them).
+    read_manifest still hashes the bytes it reads: a manifest that changed since is validated in full."""
+    _VALID.update(dict.fromkeys(keys, True))
+
+
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Parse and validate ``<suite>/manifest.json`` (schema + LOAD_RULES + semantic rules, schema.py); a
     SuiteError naming the file and every problem found."""

@@ -27,10 +27,11 @@ import hashlib
 import inspect
 import multiprocessing as mp
 import os
+import resource
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -38,7 +39,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from ..conformance.case import Case
-from ..conformance.suite import Suite, load_suite
+from ..conformance.suite import Suite, load_suite, trust_validated, validated_manifests
 from ..errors import QrefError, check_choice
 from ..profiles import resolve_profile
 from ..profiles.cpu import CPU_MODES, PINS, CpuInfo, cpu_variants, effective_features, host_cpu
@@ -101,6 +102,7 @@ class RunResults:
     stale_xfails: list[str] = field(default_factory=list)
     filtered: bool = False
     seconds: dict[str, float] = field(default_factory=dict)  # per backend; never written to the report
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # per backend, its process's (and compilers') CPU
     #: the host CPU and the mode ("native": every backend as built for it; "baseline": PINS applied)
     cpu: CpuInfo | None = None
     cpu_mode: str = "native"
@@ -503,17 +505,19 @@ def apply_pin(name: str) -> None:
 
 
 def run_backend(name: str, suite_path: str | None, include: Sequence[str], exclude: Sequence[str],
-                targets: Sequence[str], records: Mapping[str, str] | None = None, cpu: str = "native"
-                ) -> tuple[list[TargetInfo], list[TaskResult], str | None]:
+                targets: Sequence[str], records: Mapping[str, str] | None = None, cpu: str = "native",
+                validated: Sequence[str] = ()) -> tuple[list[TargetInfo], list[TaskResult], str | None]:
     """Run every (selected) target of one backend: (targets, results, skip reason). Used in a child process.
     Only a missing backend is a skip; any other failure (a suite that does not load, an adapter error) raises.
-    cpu: "native" or "baseline" (the backend's pin applied first)."""
+    cpu: "native" or "baseline" (the backend's pin applied first). validated: the sha256 of manifests the parent
+    process validated (suite.validated_manifests): the same bytes are not validated again here."""
     if cpu == "baseline":
         apply_pin(name)
     try:
         tgts = adapters.load_targets(name)
     except BackendMissing as exc:
         return [], [], str(exc)
+    trust_validated(validated)
     cache = CaseCache(load_suite(suite_path))
     infos, results = [], []
     for tg in tgts:
@@ -533,9 +537,62 @@ def run_backend(name: str, suite_path: str | None, include: Sequence[str], exclu
     return infos, results, None
 
 
-def _child(args: tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...], dict[str, str], str]
-           ) -> Any:
-    return run_backend(*args)
+BackendArgs = tuple[str, str | None, tuple[str, ...], tuple[str, ...], tuple[str, ...], dict[str, str], str,
+                    tuple[str, ...]]
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished subprocesses (a compiler the backend runs, e.g.
+    iree-compile)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _child(args: BackendArgs) -> Any:
+    """run_backend in a child process, with the (wall, CPU) seconds it took there."""
+    t0, c0 = time.monotonic(), _cpu_seconds()
+    out = run_backend(*args)
+    return (*out, (time.monotonic() - t0, _cpu_seconds() - c0))
+
+
+def _run_isolated(args: BackendArgs) -> Any:
+    """One backend in a fresh spawned process of its own: libraries cannot disturb one another (a pool of one
+    process per backend, so a backend that kills its process fails alone)."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
+        return pool.submit(_child, args).result()
+
+
+def default_jobs() -> int:
+    """All the cores this process may run on (the default of ``run(jobs=)`` and ``qref run --jobs``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _backend_runs(argsets: list[BackendArgs], isolate: bool, jobs: int) -> Iterator[Any]:
+    """The outcome of each backend's run, in the order of ``argsets``: (targets, results, skip reason, seconds),
+    or the exception that ended it. With isolate and jobs > 1 up to ``jobs`` backend processes run at the same
+    time (each still alone in its process); the outcomes are taken in order, so the run is the same as a serial
+    one."""
+    def one(args: BackendArgs) -> Any:
+        try:
+            return _run_isolated(args) if isolate else _child(args)
+        except Exception as exc:
+            return exc
+
+    if not isolate or jobs <= 1 or len(argsets) <= 1:
+        for args in argsets:
+            yield one(args)
+        return
+    with ThreadPoolExecutor(max_workers=min(jobs, len(argsets))) as threads:
+        futures = [threads.submit(one, args) for args in argsets]
+        try:
+            for fut in futures:
+                yield fut.result()
+        finally:  # a consumer that stops early (an interrupt) does not start the backends still queued
+            for fut in futures:
+                fut.cancel()
 
 
 def _offer(best: dict[tuple[str, str, str], Any], res: TaskResult, task: Task, attr: str, got: dict[str, Any],
@@ -554,7 +611,7 @@ def _offer(best: dict[tuple[str, str, str], Any], res: TaskResult, task: Task, a
 def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | Suite | None = None, *,
         include: Sequence[str] = (), exclude: Sequence[str] = (), xfail_files: Sequence[str | os.PathLike[str]]
         | None = None, targets: Sequence[str] = (), progress: TextIO | None = None, isolate: bool = True,
-        records: Mapping[str, str] | None = None, cpu: str = "native") -> RunResults:
+        records: Mapping[str, str] | None = None, cpu: str = "native", jobs: int | None = None) -> RunResults:
     """Run ``backends`` ("all" or names) on ``suite`` (default: the committed corpus).
 
     isolate: run each backend in its own (spawned) process (default; in one process torch-mlir's StableHLO
@@ -564,9 +621,15 @@ def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | S
     a profile record per profile name ({"ml_dtypes": "ml_dtypes@0.6"}); differences from a record that does not
     cover the installed version are reported as drift (profiles.md §2). cpu: "native" (default: every backend as
     built for this CPU) or "baseline" (the backends in qref.profiles.cpu.PINS pinned to x86-64-v3: the same bits on
-    every supported x86-64 CPU; how docs/conformance.md is made; profiles.md §6).
+    every supported x86-64 CPU; how docs/conformance.md is made; profiles.md §6). jobs: how many backends run at
+    the same time, each in its own process (default: every core, ``default_jobs()``; 1: one after the other;
+    isolate=False runs them one after the other in this process); the results are the same for every value.
     """
     check_choice("CPU mode", cpu, CPU_MODES)
+    if jobs is None:
+        jobs = default_jobs()
+    if not isinstance(jobs, int) or jobs < 1:
+        raise QrefError(f"jobs={jobs!r}: give a number of backends to run at the same time, 1 or more")
     names = list(adapters.BACKENDS) if backends == "all" or backends == ["all"] else list(backends)
     for n in names:
         adapters.backend_module(n)  # unknown names raise with close matches
@@ -577,21 +640,16 @@ def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | S
     xf = load_xfails(list(xfail_files))
     res = RunResults(suite=str(s.manifest.get("name", Path(s.root).name)), suite_cases=len(s), backends=names,
                      filtered=bool(include or exclude or targets), cpu=host_cpu(), cpu_mode=cpu)
-    for n in names:
+    argsets = [(n, str(s.root), tuple(include), tuple(exclude), tuple(targets), dict(records or {}), cpu,
+                validated_manifests()) for n in names]
+    for n, outcome in zip(names, _backend_runs(argsets, isolate, jobs)):
         res.versions[n] = adapters.versions(n)
-        t0 = time.monotonic()
-        args = (n, str(s.root), tuple(include), tuple(exclude), tuple(targets), dict(records or {}), cpu)
-        try:
-            if isolate:  # each backend in its own process: libraries cannot disturb one another, a crash stays local
-                with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
-                    infos, results, skipped = pool.submit(_child, args).result()
-            else:
-                infos, results, skipped = run_backend(*args)
-        except Exception as exc:  # never a skip: the backend could not be run (exit status 1)
-            res.errors[n] = f"the backend's run failed: {first_line(exc)}"
+        if isinstance(outcome, Exception):  # never a skip: the backend could not be run (exit status 1)
+            res.errors[n] = f"the backend's run failed: {first_line(outcome)}"
             if progress is not None:
                 print(f"qref run: {n}: ERROR: {res.errors[n]}", file=progress)
             continue
+        infos, results, skipped, seconds = outcome
         if skipped:
             res.skipped[n] = skipped
             if progress is not None:
@@ -601,14 +659,14 @@ def run(backends: Sequence[str] | str = "all", suite: str | os.PathLike[str] | S
         mark_variants(results, n, cpu)
         res.targets.extend(infos)
         res.results.extend(results)
-        res.seconds[n] = time.monotonic() - t0
+        res.seconds[n], res.cpu_seconds[n] = seconds
         if progress is not None:
             for info in infos:
                 mine = [r for r in results if r.target == info.name]
                 counts = {s_: sum(r.status == s_ for r in mine) for s_ in STATUSES}
                 print(f"qref run: {info.name}: {len(mine)} tasks: " +
                       ", ".join(f"{v} {k}" for k, v in counts.items() if v), file=progress)
-            print(f"qref run: {n}: {res.seconds[n]:.1f} s", file=progress)
+            print(f"qref run: {n}: {res.seconds[n]:.1f} s ({res.cpu_seconds[n]:.1f} s CPU)", file=progress)
     res.stale_xfails = [f"{e.where}: {e.target} {e.cases} {','.join(e.classes)} (matched {e.matched} task(s) that "
                         "ran; none failed with these classes: the entry is stale, delete it)" for e in xf.stale()]
     return res
