@@ -21,6 +21,7 @@ from .algorithms import (
     TwoStageFusedDot,
 )
 from .bound import UnitBound, matmul_bound, scaled_bound
+from .dispatch import GemmDispatch
 from .gemm import MMAAccumulation, as_mma_accumulation, matmul
 from .isa import ARCHS, KINDS, Instruction, custom, get, instructions
 
@@ -31,6 +32,7 @@ __all__ = [
     "ExactFusedDot",
     "FMAChain",
     "FlushedMulAdd",
+    "GemmDispatch",
     "GroupScaledFusedDot",
     "Instruction",
     "KernelAccumulation",

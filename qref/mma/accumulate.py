@@ -58,6 +58,8 @@ class KernelAccumulation(_Algorithm):
     block B: K is cut into blocks of B terms; each block is summed from zero (lanes + reduction) into P_b and
         out = RN_bacc(out + P_b) in block order, out starting at c (``block_accumulator`` bacc, default the
         accumulator; a wider one promotes the narrow accumulator every B products).
+    block_split: "fixed" (blocks of B, the last one shorter) or "halve_remainder" (a remaining r with B < r < 2B
+        is cut into ceil(ceil(r / 2) / u) u terms and the rest, u = ``block_unroll``: a level-3 BLAS's K loop).
     order: "lanes" (the above) or "pairwise" (products rounded to the accumulator, summed by an adjacent-pairs
         tree per block, c added last).
     subnormals: "flush" sets subnormal operands and every subnormal intermediate to a signed zero.
@@ -70,6 +72,8 @@ class KernelAccumulation(_Algorithm):
     reduction: str = "sequential"
     block: int | None = None
     block_accumulator: str | None = None
+    block_split: str = "fixed"
+    block_unroll: int = 1
     order: str = "lanes"
     subnormals: str = "keep"
     nan_output: str = "canonical"
@@ -91,6 +95,9 @@ class KernelAccumulation(_Algorithm):
                             f"{self.lanes}; use 'sequential' or 'pairwise'")
         if self.block is not None and (not isinstance(self.block, int) or self.block < 1):
             raise QrefError(f"KernelAccumulation: block must be a positive integer or None, got {self.block!r}")
+        check_choice("block split", self.block_split, ("fixed", "halve_remainder"))
+        if not isinstance(self.block_unroll, int) or self.block_unroll < 1:
+            raise QrefError(f"KernelAccumulation: block_unroll must be a positive integer, got {self.block_unroll!r}")
         if self.order == "pairwise" and (self.lanes != 1 or self.products != "rounded"):
             raise QrefError("KernelAccumulation: order 'pairwise' sums rounded products in one tree; give "
                             "lanes=1, products='rounded'")
@@ -168,16 +175,28 @@ class KernelAccumulation(_Algorithm):
             av, bv = flush(av, _MIN_NORMAL[self.accumulator]), flush(bv, _MIN_NORMAL[self.accumulator])
         cv = _values(c, fc)
         K = av.shape[-1]
-        B = self.block or max(K, 1)
         if self.block is None:
             out = self._block_sum(av, bv, self._rn(cv, self.accumulator))
             return convert(out, _dt(fd)) if fd != "float64" else out
         bacc = self.block_accumulator or self.accumulator
         out = np.broadcast_to(self._rn(cv, bacc), np.broadcast_shapes(av.shape[:-1], bv.shape[:-1])).copy()
-        for i in range(0, K, B):
-            P = self._block_sum(av[..., i:i + B], bv[..., i:i + B], None)
+        for i, j in self.blocks(K):
+            P = self._block_sum(av[..., i:j], bv[..., i:j], None)
             out = self._add(out, self._rn(P, bacc), bacc)
         return convert(out, _dt(fd)) if fd != "float64" else out
+
+    def blocks(self, K: int) -> list[tuple[int, int]]:
+        """The K blocks [i, j) in order (mma.md §10.1 block_split)."""
+        B = self.block or max(K, 1)
+        out, i = [], 0
+        while i < K:
+            r = K - i
+            u = self.block_unroll
+            half = (r + 1) // 2
+            n = B if r >= 2 * B or self.block_split == "fixed" else r if r <= B else (half + u - 1) // u * u
+            out.append((i, i + min(n, r)))
+            i += min(n, r)
+        return out
 
     def name(self) -> str:
         """A short mechanism name: e.g. 'fma x8 lanes halving, blocks of 256, float32'."""
@@ -189,7 +208,10 @@ class KernelAccumulation(_Algorithm):
             if self.lanes > 1:
                 s += f" ({self.reduction} reduction)"
         if self.block:
-            s += f", blocks of {self.block} summed in {self.block_accumulator or self.accumulator}"
+            s += f", blocks of {self.block}"
+            if self.block_split != "fixed":
+                s += f" (a remainder in (B, 2B) halved, unroll {self.block_unroll})"
+            s += f" summed in {self.block_accumulator or self.accumulator}"
         s += f", {self.accumulator} accumulator"
         if self.subnormals == "flush":
             s += ", subnormals flushed"

@@ -221,7 +221,7 @@ def kernel_depth(ar: KernelAccumulation, K: int) -> int:
         L = min(ar.lanes, B)
         red = L - 1 if ar.reduction == "sequential" else max(L - 1, 0).bit_length()
         inner = -(-B // L) + red + (ar.products == "rounded")
-    nblocks = -(-K // B) if ar.block else 0
+    nblocks = len(ar.blocks(K)) if ar.block else 0
     return inner + nblocks + 2  # + the block partial's rounding to the block accumulator + the output rounding
 
 
