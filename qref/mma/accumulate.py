@@ -59,7 +59,8 @@ class KernelAccumulation(_Algorithm):
         out = RN_bacc(out + P_b) in block order, out starting at c (``block_accumulator`` bacc, default the
         accumulator; a wider one promotes the narrow accumulator every B products).
     block_split: "fixed" (blocks of B, the last one shorter) or "halve_remainder" (a remaining r with B < r < 2B
-        is cut into ceil(ceil(r / 2) / u) u terms and the rest, u = ``block_unroll``: a level-3 BLAS's K loop).
+        is cut into ceil(h / u) u terms and the rest, h = ceil(r / 2) or floor(r / 2) (``block_half``),
+        u = ``block_unroll``: a level-3 BLAS's K loop).
     order: "lanes" (the above) or "pairwise" (products rounded to the accumulator, summed by an adjacent-pairs
         tree per block, c added last).
     subnormals: "flush" sets subnormal operands and every subnormal intermediate to a signed zero.
@@ -74,6 +75,7 @@ class KernelAccumulation(_Algorithm):
     block_accumulator: str | None = None
     block_split: str = "fixed"
     block_unroll: int = 1
+    block_half: str = "ceil"
     order: str = "lanes"
     subnormals: str = "keep"
     nan_output: str = "canonical"
@@ -96,6 +98,7 @@ class KernelAccumulation(_Algorithm):
         if self.block is not None and (not isinstance(self.block, int) or self.block < 1):
             raise QrefError(f"KernelAccumulation: block must be a positive integer or None, got {self.block!r}")
         check_choice("block split", self.block_split, ("fixed", "halve_remainder"))
+        check_choice("block half", self.block_half, ("ceil", "floor"))
         if not isinstance(self.block_unroll, int) or self.block_unroll < 1:
             raise QrefError(f"KernelAccumulation: block_unroll must be a positive integer, got {self.block_unroll!r}")
         if self.order == "pairwise" and (self.lanes != 1 or self.products != "rounded"):
@@ -192,7 +195,7 @@ class KernelAccumulation(_Algorithm):
         while i < K:
             r = K - i
             u = self.block_unroll
-            half = (r + 1) // 2
+            half = (r + 1) // 2 if self.block_half == "ceil" else r // 2
             n = B if r >= 2 * B or self.block_split == "fixed" else r if r <= B else (half + u - 1) // u * u
             out.append((i, i + min(n, r)))
             i += min(n, r)
@@ -210,7 +213,7 @@ class KernelAccumulation(_Algorithm):
         if self.block:
             s += f", blocks of {self.block}"
             if self.block_split != "fixed":
-                s += f" (a remainder in (B, 2B) halved, unroll {self.block_unroll})"
+                s += f" (a remainder in (B, 2B) halved ({self.block_half}), unroll {self.block_unroll})"
             s += f" summed in {self.block_accumulator or self.accumulator}"
         s += f", {self.accumulator} accumulator"
         if self.subnormals == "flush":

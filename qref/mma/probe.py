@@ -214,8 +214,10 @@ def _with_blocks(r: KernelAccumulation, sizes: Iterable[int]) -> list[KernelAccu
     wider = [f for f in ACCUMULATORS if ACCUMULATORS.index(f) > ACCUMULATORS.index(r.accumulator)]
     out = []
     for B in sizes:
-        for bacc, split in itertools.product([None, *wider], ("fixed", "halve_remainder")):
-            out.append(replace(r, block=B, block_accumulator=bacc, block_split=split))
+        for bacc in [None, *wider]:
+            out.append(replace(r, block=B, block_accumulator=bacc))
+            out += [replace(r, block=B, block_accumulator=bacc, block_split="halve_remainder", block_half=h,
+                            block_unroll=u) for h, u in (("ceil", 1), ("floor", 16), ("floor", 8), ("floor", 4))]
     return out
 
 
