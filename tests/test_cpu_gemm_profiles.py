@@ -122,3 +122,44 @@ def test_profiles_name_versions_and_kernels() -> None:
     for p in PROFILES:
         assert p.version and p.kernel and p.selected_by and p.threads
         assert isinstance(p.dispatch, qm.GemmDispatch)
+
+
+def _torch_profile() -> CpuGemmProfile | None:
+    torch = pytest.importorskip("torch")
+    cap = torch.backends.cpu.get_cpu_capability()
+    for p in PROFILES:
+        if p.library.startswith("torch") and p.version == f"torch {torch.__version__}" and f"capability {cap}" in \
+                p.kernel and "oneMKL 2024.2" in torch.__config__.show().replace("Math Kernel Library Version",
+                                                                               "oneMKL").replace("oneAPI ", ""):
+            return p
+    return None
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_torch_matmul_equals_its_profile(threads: int) -> None:
+    torch = pytest.importorskip("torch")
+    ops = [op for op in _operands(200 + threads) if min(op[0].shape[0], op[1].shape[1]) >= 16]
+    ops = [op for op in ops if not (192 < op[0].shape[1] < 384 and op[0].shape[1] % 2)]
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = [torch.matmul(torch.from_numpy(A), torch.from_numpy(B)).numpy() for A, B in ops]
+    finally:
+        torch.set_num_threads(old)
+    prof = _torch_profile()
+    if prof is None:
+        rec = qm.kernel(qm.KernelAccumulation())
+        for (A, B), D in zip(ops[1:], got[1:]):
+            bound = qm.matmul_bound(A[:16], B[:, :16], instruction=rec).bound
+            for i in range(16):
+                for j in range(16):
+                    exact = math.fsum(float(x) * float(y) for x, y in zip(A[i], B[:, j]))
+                    assert abs(float(D[i, j]) - exact) <= bound[i, j] * (1 + 2.0**-40)
+        pytest.skip(f"torch {torch.__version__} on CPU capability {torch.backends.cpu.get_cpu_capability()} has "
+                    "no fitted profile: only the bound was checked")
+    total = 0
+    for (A, B), D in zip(ops, got):
+        bad = np.argwhere(_bits(prof.dispatch.matmul(A, B)) != _bits(D))
+        assert bad.size == 0, (prof.name, A.shape, B.shape, bad[:5])
+        total += D.size
+    assert total >= 10**6

@@ -60,7 +60,7 @@ class KernelAccumulation(_Algorithm):
         accumulator; a wider one promotes the narrow accumulator every B products).
     block_split: "fixed" (blocks of B, the last one shorter) or "halve_remainder" (a remaining r with B < r < 2B
         is cut into ceil(h / u) u terms and the rest, h = ceil(r / 2) or floor(r / 2) (``block_half``),
-        u = ``block_unroll``: a level-3 BLAS's K loop).
+        u = ``block_unroll``: a level-3 BLAS's K loop); "halve_short": only a whole K in (B, 2B) is halved.
     order: "lanes" (the above) or "pairwise" (products rounded to the accumulator, summed by an adjacent-pairs
         tree per block, c added last).
     subnormals: "flush" sets subnormal operands and every subnormal intermediate to a signed zero.
@@ -97,7 +97,7 @@ class KernelAccumulation(_Algorithm):
                             f"{self.lanes}; use 'sequential' or 'pairwise'")
         if self.block is not None and (not isinstance(self.block, int) or self.block < 1):
             raise QrefError(f"KernelAccumulation: block must be a positive integer or None, got {self.block!r}")
-        check_choice("block split", self.block_split, ("fixed", "halve_remainder"))
+        check_choice("block split", self.block_split, ("fixed", "halve_remainder", "halve_short"))
         check_choice("block half", self.block_half, ("ceil", "floor"))
         if not isinstance(self.block_unroll, int) or self.block_unroll < 1:
             raise QrefError(f"KernelAccumulation: block_unroll must be a positive integer, got {self.block_unroll!r}")
@@ -196,7 +196,8 @@ class KernelAccumulation(_Algorithm):
             r = K - i
             u = self.block_unroll
             half = (r + 1) // 2 if self.block_half == "ceil" else r // 2
-            n = B if r >= 2 * B or self.block_split == "fixed" else r if r <= B else (half + u - 1) // u * u
+            halve = self.block_split == "halve_remainder" or (self.block_split == "halve_short" and i == 0)
+            n = B if r >= 2 * B or not halve else r if r <= B else (half + u - 1) // u * u
             out.append((i, i + min(n, r)))
             i += min(n, r)
         return out

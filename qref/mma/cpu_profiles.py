@@ -75,4 +75,27 @@ NUMPY_OPENBLAS_SKYLAKEX_1T = _numpy(1, KernelAccumulation(block=448, block_split
 NUMPY_OPENBLAS_SKYLAKEX_MT = _numpy(2, KernelAccumulation(block=448, block_split="halve_remainder"),
                                     "threaded driver (2 threads)")
 
-PROFILES: tuple[CpuGemmProfile, ...] = (NUMPY_OPENBLAS_SKYLAKEX_1T, NUMPY_OPENBLAS_SKYLAKEX_MT)
+#: torch 2.13.0+cpu float32 matmul -> oneMKL 2024.2 sgemm with CPU capability AVX512: sequential FMA per output,
+#: K blocks of 192 (a whole K in (192, 384) halved, ceil first); the same at 1 and 2 threads; M or N < 16 takes
+#: another kernel (rounded products at 8 x 8: not modelled).
+TORCH_MKL_AVX512 = CpuGemmProfile(
+    name="torch-2.13.0-mkl-2024.2-avx512-sgemm",
+    library="torch (oneMKL 2024.2)",
+    version="torch 2.13.0+cpu",
+    call="torch.matmul(A, B), float32 (M, K) x (K, N), M, N >= 16",
+    kernel="oneMKL 2024.2 sgemm, CPU capability AVX512",
+    selected_by="torch.backends.cpu.get_cpu_capability() == 'AVX512' and torch.__config__.show() naming oneMKL 2024.2",
+    a_format="float32",
+    b_format="float32",
+    d_format="float32",
+    threads=(1, 2),
+    dispatch=GemmDispatch(blocked=KernelAccumulation(block=192, block_split="halve_short"), min_rows_cols=16),
+    evidence=(
+        "qref probe-matmul --callable matmul_targets:torch_f32 (docs/accumulation.md)",
+        "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands, 1 and 2 threads",
+        "not modelled: M or N < 16 (8 x 8 x 300 fits sequential rounded products, mul + add, no FMA); an odd K in "
+        "(192, 384) (K = 301, 377, 383: about half of the outputs differ from every halving tried)",
+    ),
+)
+
+PROFILES: tuple[CpuGemmProfile, ...] = (NUMPY_OPENBLAS_SKYLAKEX_1T, NUMPY_OPENBLAS_SKYLAKEX_MT, TORCH_MKL_AVX512)

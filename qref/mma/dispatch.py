@@ -24,7 +24,8 @@ class GemmDispatch:
     blocked: the record of the blocked (large) kernel. small: the small-matrix kernel's record, used when
     M N K <= small_max_mnk (None: no small path). small_tail: the record of the last N mod tail_width columns
     of D in the small path when K >= tail_min_k (None: as ``small``). vectors: whether M == 1 or N == 1 (a
-    matrix-vector call) is modelled by the same records; False makes ``matmul`` refuse them.
+    matrix-vector call) is modelled by the same records; False makes ``matmul`` refuse them. min_rows_cols: M or
+    N below it takes a kernel this dispatch does not model (refused).
     """
 
     blocked: KernelAccumulation
@@ -34,6 +35,7 @@ class GemmDispatch:
     tail_width: int = 1
     tail_min_k: int = 0
     vectors: bool = False
+    min_rows_cols: int = 2
 
     def paths(self, M: int, N: int, K: int) -> list[tuple[slice, KernelAccumulation]]:
         """(column slice of D, record) pairs for an (M, K) x (K, N) product."""

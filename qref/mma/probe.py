@@ -138,7 +138,13 @@ def _probes(fa: str, fb: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
     B = np.ones((4, 8))
     with np.errstate(invalid="ignore"):
         out.append(("specials: -0, NaN, Inf, subnormals", _cast(A, fa), _cast(B, fb)))
-    return out
+    # libraries send tiny GEMMs to other kernels: the short probes are tiled to >= 64 rows and 16 columns
+    return [(n, _tile_rows(a, 64), np.tile(b[:, :1], (1, 16))) for n, a, b in out]
+
+
+def _tile_rows(A: np.ndarray, rows: int) -> np.ndarray:
+    """A repeated along its rows to at least ``rows`` rows (the evidence reads the first copy)."""
+    return np.tile(A, (-(-rows // A.shape[0]), 1)) if A.shape[0] < rows else A
 
 
 def _validation(fa: str, fb: str, seed: int = 1234, K: int = 200, long_k: bool = True
