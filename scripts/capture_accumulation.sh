@@ -16,6 +16,6 @@ for t in $targets; do
         XLA_FLAGS="--xla_cpu_multi_thread_eigen=$([ $th = 1 ] && echo false || echo true) intra_op_parallelism_threads=$th" \
         PYTHONPATH="$PWD:$PWD/scripts" timeout 900 "$PY" -W ignore -m qref probe-matmul --callable "matmul_targets:$name" \
         --a-format "$fa" --d-format "$fd" 2>&1 | grep -v "^  warnings.warn\|Warning"
-      echo "(exit status $?)"; } > "$f"
+      } > "$f"
   done
 done

@@ -166,6 +166,7 @@ def _validation(fa: str, fb: str, seed: int = 1234, K: int = 200, long_k: bool =
     out = [("random", A, B), ("cancelling", A2, B2), ("random K=37", A[:, :37], B[:37])]
     if long_k:
         out.append(("random K=1000", draw((64, 1000), fa), draw((1000, 64), fb)))
+        out.append(("random K=300", draw((64, 300), fa), draw((300, 64), fb)))
     return out
 
 
@@ -224,6 +225,7 @@ def _with_blocks(r: KernelAccumulation, sizes: Iterable[int]) -> list[KernelAccu
             out.append(replace(r, block=B, block_accumulator=bacc))
             out += [replace(r, block=B, block_accumulator=bacc, block_split="halve_remainder", block_half=h,
                             block_unroll=u) for h, u in (("ceil", 1), ("floor", 16), ("floor", 8), ("floor", 4))]
+            out.append(replace(r, block=B, block_accumulator=bacc, block_split="halve_short"))
     return out
 
 
