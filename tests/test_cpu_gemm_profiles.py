@@ -163,3 +163,32 @@ def test_torch_matmul_equals_its_profile(threads: int) -> None:
         assert bad.size == 0, (prof.name, A.shape, B.shape, bad[:5])
         total += D.size
     assert total >= 10**6
+
+
+def test_onnxruntime_matmul_equals_its_profile() -> None:
+    ort = pytest.importorskip("onnxruntime")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import matmul_targets as T
+
+    os.environ["QREF_ORT_THREADS"] = "1"
+    try:
+        rng = np.random.default_rng(1)
+        ops = _operands(300) + [(rng.standard_normal((64, k)).astype(np.float32),
+                                 rng.standard_normal((k, n)).astype(np.float32))
+                                for k, n in ((1000, 20), (2000, 16), (700, 100), (300, 40))]
+        got = [T.ort_f32(A, B) for A, B in ops]
+    finally:
+        del os.environ["QREF_ORT_THREADS"]
+    prof = next((p for p in PROFILES if p.library.startswith("onnxruntime")
+                 and ort.__version__.startswith(p.version.split()[-1])), None)
+    import platform
+
+    if prof is None or platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip(f"onnxruntime {ort.__version__} on {platform.machine()}: no fitted profile (bound not rechecked "
+                    "here: see the numpy test)")
+    total = 0
+    for (A, B), D in zip(ops, got):
+        bad = np.argwhere(_bits(prof.dispatch.matmul(A, B)) != _bits(D))
+        assert bad.size == 0, (prof.name, A.shape, B.shape, bad[:5])
+        total += D.size
+    assert total >= 10**6

@@ -98,4 +98,29 @@ TORCH_MKL_AVX512 = CpuGemmProfile(
     ),
 )
 
-PROFILES: tuple[CpuGemmProfile, ...] = (NUMPY_OPENBLAS_SKYLAKEX_1T, NUMPY_OPENBLAS_SKYLAKEX_MT, TORCH_MKL_AVX512)
+#: onnxruntime 1.32 MatMul (float32, CPUExecutionProvider) -> MLAS sgemm, intra_op_num_threads = 1: sequential
+#: FMA per output, K blocks of 128 added into C in order; when N < K the K stride doubles each time the N stride
+#: (128) halves while it stays >= N and > 16: N <= 64 -> 256, N <= 32 -> 512, N <= 16 -> 1024.
+ORT_MLAS_1T = CpuGemmProfile(
+    name="onnxruntime-1.32-mlas-sgemm-1-thread",
+    library="onnxruntime (MLAS)",
+    version="onnxruntime 1.32",
+    call="MatMul (opset 17), float32 (M, K) x (K, N), CPUExecutionProvider, intra_op_num_threads = 1",
+    kernel="MLAS sgemm (x86-64 AVX-512 FMA kernel)",
+    selected_by="onnxruntime.__version__ == 1.32.x with the CPU execution provider on an x86-64 CPU with AVX-512F",
+    a_format="float32",
+    b_format="float32",
+    d_format="float32",
+    threads=(1,),
+    dispatch=GemmDispatch(blocked=KernelAccumulation(block=128),
+                          column_blocks=((16, 1024), (32, 512), (64, 256))),
+    evidence=(
+        "scripts/accumulation_shapes.py ort_f32 and qref probe-matmul (docs/accumulation.md)",
+        "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands, 1 thread",
+        "not fitted: 2 threads, where MLAS partitions N over the threads when M is small and each part takes the "
+        "K stride of its own N (64 x 100 x 1000 fits blocks of 256, 64 x 65 x 300 fits neither 256 nor 512)",
+    ),
+)
+
+PROFILES: tuple[CpuGemmProfile, ...] = (NUMPY_OPENBLAS_SKYLAKEX_1T, NUMPY_OPENBLAS_SKYLAKEX_MT, TORCH_MKL_AVX512,
+                                        ORT_MLAS_1T)

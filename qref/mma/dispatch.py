@@ -8,7 +8,7 @@ selects it; ``matmul`` computes D with each output from its path's record.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,7 +25,9 @@ class GemmDispatch:
     M N K <= small_max_mnk (None: no small path). small_tail: the record of the last N mod tail_width columns
     of D in the small path when K >= tail_min_k (None: as ``small``). vectors: whether M == 1 or N == 1 (a
     matrix-vector call) is modelled by the same records; False makes ``matmul`` refuse them. min_rows_cols: M or
-    N below it takes a kernel this dispatch does not model (refused).
+    N below it takes a kernel this dispatch does not model (refused). column_blocks: (n_max, block) pairs: when
+    N < K and N <= n_max (the first such pair), the blocked record's K block is ``block`` (a kernel whose K
+    stride grows as its N stride shrinks to the problem's N).
     """
 
     blocked: KernelAccumulation
@@ -36,6 +38,7 @@ class GemmDispatch:
     tail_min_k: int = 0
     vectors: bool = False
     min_rows_cols: int = 2
+    column_blocks: tuple[tuple[int, int], ...] = ()
 
     def paths(self, M: int, N: int, K: int) -> list[tuple[slice, KernelAccumulation]]:
         """(column slice of D, record) pairs for an (M, K) x (K, N) product."""
@@ -43,6 +46,9 @@ class GemmDispatch:
             raise QrefError(f"GemmDispatch: a {M} x {N} output is a matrix-vector call, which this profile does not "
                             "model (a different kernel); use M, N >= 2")
         if self.small is None or self.small_max_mnk < M * N * K:
+            for n_max, block in self.column_blocks:
+                if N < K and n_max >= N:
+                    return [(slice(0, N), replace(self.blocked, block=block))]
             return [(slice(0, N), self.blocked)]
         if self.small_tail is None or self.tail_min_k > K or N % self.tail_width == 0:
             return [(slice(0, N), self.small)]
