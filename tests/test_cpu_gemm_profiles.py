@@ -192,3 +192,21 @@ def test_onnxruntime_matmul_equals_its_profile() -> None:
         assert bad.size == 0, (prof.name, A.shape, B.shape, bad[:5])
         total += D.size
     assert total >= 10**6
+
+
+def test_mlx_matmul_equals_its_profile() -> None:
+    mx = pytest.importorskip("mlx.core")
+    import platform
+
+    mx.set_default_device(mx.cpu)
+    ops = _operands(400)
+    got = [np.array(mx.matmul(mx.array(A), mx.array(B))) for A, B in ops]
+    prof = next((p for p in PROFILES if p.library == "mlx" and p.version == f"mlx {mx.__version__}"), None)
+    if prof is None or platform.machine() != "x86_64":
+        pytest.skip(f"mlx {mx.__version__} on {platform.machine()}: no fitted profile")
+    total = 0
+    for (A, B), D in zip(ops, got):
+        bad = np.argwhere(_bits(prof.dispatch.matmul(A, B)) != _bits(D))
+        assert bad.size == 0, (prof.name, A.shape, B.shape, bad[:5])
+        total += D.size
+    assert total >= 10**6

@@ -122,5 +122,25 @@ ORT_MLAS_1T = CpuGemmProfile(
     ),
 )
 
+#: mlx 0.32.4 CPU float32 matmul: per output a sequential sum of rounded products (multiply, then add: no FMA),
+#: no K blocks, at every shape measured (16 x 16 x 64 to 256 x 256 x 512).
+MLX_CPU = CpuGemmProfile(
+    name="mlx-0.32.4-cpu-sgemm",
+    library="mlx",
+    version="mlx 0.32.4",
+    call="mlx.core.matmul(A, B) on mx.cpu, float32 (M, K) x (K, N)",
+    kernel="MLX CPU matmul (Linux x86-64 build)",
+    selected_by="mlx.core.__version__ == 0.32.4 on x86-64 Linux with the CPU device",
+    a_format="float32",
+    b_format="float32",
+    d_format="float32",
+    threads=(1,),
+    dispatch=GemmDispatch(blocked=KernelAccumulation(products="rounded")),
+    evidence=(
+        "scripts/accumulation_shapes.py mlx_f32 and qref probe-matmul (docs/accumulation.md)",
+        "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands",
+    ),
+)
+
 PROFILES: tuple[CpuGemmProfile, ...] = (NUMPY_OPENBLAS_SKYLAKEX_1T, NUMPY_OPENBLAS_SKYLAKEX_MT, TORCH_MKL_AVX512,
-                                        ORT_MLAS_1T)
+                                        ORT_MLAS_1T, MLX_CPU)
