@@ -42,13 +42,24 @@ Fitted for M, N >= 16 (profile `torch-2.13.0-mkl-2024.2-avx512-sgemm`): sequenti
 added in order; a whole K in (192, 384) is halved (K = 300: 150 + 150). 1 and 2 threads give the same bits. Not
 modelled: M or N < 16 (another kernel: at 8 x 8 it sums rounded products, no FMA) and odd K in (192, 384)."""),
     ("JAX: `lax.dot_general`, float32 (XLA:CPU)", "jax_f32", """\
-Not fitted: see the evidence. Subnormal operands are flushed (XLA:CPU's FTZ / DAZ)."""),
+Not fitted: the order depends on the shape (see the shape table): 64 x 64 x K <= 300 and 256 x 256 x 512 are one
+sequential FMA chain per output, 16 x 16 x 64 and 200 x 300 x 64 are 4 FMA lanes (k mod 4) reduced by adjacent
+pairs, 64 x 64 x 1000 matches none of the records tried. Subnormal operands are flushed (XLA:CPU's FTZ / DAZ:
+the probe's subnormal rows give 0)."""),
     ("ONNX Runtime: `MatMul`, float32 (MLAS)", "ort_f32", """\
-Sequential FMA per output at K <= 200 (64 x 64 outputs, every bit); at K = 1000 the outputs differ from both the
-unblocked chain and blocks of 1024 (the K = 2048 probe's block) - not fitted (the K loop depends on the shape)."""),
-    ("MLX: `mx.matmul`, float32 (CPU)", "mlx_f32", "See the evidence."),
-    ("PyTorch: `torch.matmul`, bfloat16", "torch_bf16", "See the evidence."),
-    ("JAX: bfloat16 operands, float32 result", "jax_bf16_f32", "See the evidence."),
+Fitted at one thread (profile `onnxruntime-1.32-mlas-sgemm-1-thread`): sequential FMA per output, K blocks of 128
+added into C; when N < K the K stride doubles each time the N stride (128) halves while it stays >= N and > 16:
+N <= 64 -> 256, N <= 32 -> 512, N <= 16 -> 1024 (the probe's K = 2048 operands have N = 16: blocks of 1024). At
+2 threads MLAS splits N over the threads when M is small and each part takes its own K stride (64 x 100 x 1000
+fits blocks of 256): not fitted."""),
+    ("MLX: `mx.matmul`, float32 (CPU)", "mlx_f32", """\
+Fitted (profile `mlx-0.32.4-cpu-sgemm`): per output a sequential sum of rounded products - multiply, round,
+add, round: no FMA - and no K blocks, at every shape of the shape table."""),
+    ("PyTorch: `torch.matmul`, bfloat16", "torch_bf16", """\
+Not fitted (no record of the grid fits; see the evidence): about 8 significand bits survive in the bfloat16
+output, the FMA rows give the fused value, and subnormal bfloat16 operands give 0 (flushed)."""),
+    ("JAX: bfloat16 operands, float32 result", "jax_bf16_f32", """\
+Not fitted (as float32, the order depends on the shape); 24 significand bits kept, subnormal operands flushed."""),
     ("JAX: float16 operands, float32 result", "jax_f16_f32", "See the evidence."),
     ("JAX: float8_e4m3fn operands, float32 result", "jax_e4m3_f32", "See the evidence."),
     ("PyTorch: `torch._scaled_mm`, float8_e4m3fn, float32 result", "torch_scaled_mm_e4m3", "See the evidence."),
@@ -59,6 +70,10 @@ def main() -> None:
     out = [HEAD]
     for title, key, text in SECTIONS:
         out.append(f"\n## {title}\n\n{text}\n")
+        shapes = CAP / f"shapes-{key}.txt"
+        if shapes.exists():
+            out.append(f"\nShape table (`docs/accumulation/{shapes.name}`, scripts/accumulation_shapes.py):\n\n```\n"
+                       f"{shapes.read_text().rstrip()}\n```\n")
         for th in (1, 2):
             f = CAP / f"{key}-{th}t.txt"
             body = f.read_text().rstrip() if f.exists() else "(not captured)"

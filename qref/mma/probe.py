@@ -395,7 +395,7 @@ def _evidence(probes: list[tuple[str, np.ndarray, np.ndarray]], outs: list[np.nd
                           f"2^-{p + 1} + 2^-{p} + 1 (small terms first) -> {float(above)!r} (nearest even: "
                           f"{1 + 2.0 ** (1 - p)!r}; truncation: 1.0)")
         elif name.startswith("FMA"):
-            ev.append(f"FMA probe (c at k=0, a*a at k=1/2/3, c at k=2 after a*a): {[float(x) for x in d[:, 0]]}")
+            ev.append(f"FMA probe (c at k=0, a*a at k=1/2/3, c at k=2 after a*a): {[float(x) for x in d[:4, 0]]}")
         elif name.startswith("specials"):
             labels = ["-0 + -0", "-0 + +0", "1 - 1", "Inf + 1", "Inf - Inf", "NaN + 1", "1 + Inf",
                       "subnormal", "2 subnormals", "min normal - half"]
