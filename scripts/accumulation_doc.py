@@ -61,8 +61,14 @@ output, the FMA rows give the fused value, and subnormal bfloat16 operands give 
     ("JAX: bfloat16 operands, float32 result", "jax_bf16_f32", """\
 Not fitted (as float32, the order depends on the shape); 24 significand bits kept, subnormal operands flushed."""),
     ("JAX: float16 operands, float32 result", "jax_f16_f32", "See the evidence."),
-    ("JAX: float8_e4m3fn operands, float32 result", "jax_e4m3_f32", "See the evidence."),
-    ("PyTorch: `torch._scaled_mm`, float8_e4m3fn, float32 result", "torch_scaled_mm_e4m3", "See the evidence."),
+    ("JAX: float8_e4m3fn operands, float32 result", "jax_e4m3_f32", """\
+The probe reports a fit (sequential FMA in float32), but weakly determined: E4M3's range (2^-6 .. 2^8) cannot
+make one product absorb another in float32, so the order and block rows carry no information (every small
+product survives) and many records are equivalent on these operands. Not a profile."""),
+    ("PyTorch: `torch._scaled_mm`, float8_e4m3fn, float32 result", "torch_scaled_mm_e4m3", """\
+The probe fits the float32 matmul's record (sequential FMA, K blocks of 192, a short K halved) on the probes and
+the validation set: consistent with the E4M3 operands widened to float32 and oneMKL's sgemm (scales 1). Weakly
+determined for the same reason as JAX's E4M3; not a profile."""),
 ]
 
 
