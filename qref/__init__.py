@@ -21,6 +21,7 @@ from .formats import (
 )
 from .formats.policy import OVERFLOW_POLICIES, ROUNDING_MODES, CastPolicy
 from .interop.packing import LAYOUTS, pack, unpack
+from .mma.probe import probe_matmul
 from .profiles import CastRule, Profile, get_profile, profiles, register_profile, resolve_profile
 from .schemes import QArray, Scheme, scheme, scheme_from_spec
 from .schemes.block import BlockScheme
@@ -69,6 +70,7 @@ __all__ = [
     "p3109_format",
     "pack",
     "plot",
+    "probe_matmul",
     "profiles",
     "quantile_table",
     "quantize",

@@ -3,11 +3,13 @@
 ``get(arch, instruction, qualifier)`` returns an ``Instruction`` record: ``.m .n .k``, ``model(A, B, C)`` /
 ``model(A, B, C, scale_a, scale_b)`` for one tile and ``model.dot(a, b, c)`` for batched inner products.
 The arithmetic is one frozen record per algorithm family (``algorithms``); ``matmul`` composes an instruction
-into a whole GEMM as a kernel runs it (K tiling through C, promotion into FP32, block scales).
+into a whole GEMM as a kernel runs it (K tiling through C, promotion into FP32, block scales);
+``KernelAccumulation`` / ``kernel`` model CPU kernels' accumulation orders (lanes, FMA, blocks; mma.md §10).
 """
 
 from __future__ import annotations
 
+from .accumulate import KernelAccumulation, kernel
 from .algorithms import (
     ALGORITHMS,
     ExactFusedDot,
@@ -19,6 +21,7 @@ from .algorithms import (
     TwoStageFusedDot,
 )
 from .bound import UnitBound, matmul_bound, scaled_bound
+from .dispatch import GemmDispatch
 from .gemm import MMAAccumulation, as_mma_accumulation, matmul
 from .isa import ARCHS, KINDS, Instruction, custom, get, instructions
 
@@ -29,8 +32,10 @@ __all__ = [
     "ExactFusedDot",
     "FMAChain",
     "FlushedMulAdd",
+    "GemmDispatch",
     "GroupScaledFusedDot",
     "Instruction",
+    "KernelAccumulation",
     "MMAAccumulation",
     "ScaledTruncatedFusedDot",
     "TruncatedFusedDot",
@@ -40,6 +45,7 @@ __all__ = [
     "custom",
     "get",
     "instructions",
+    "kernel",
     "matmul",
     "matmul_bound",
     "scaled_bound",

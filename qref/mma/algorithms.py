@@ -132,6 +132,7 @@ def _expand(s: np.ndarray, K: int, what: str) -> tuple[np.ndarray, int]:
 class _Algorithm:
     family: ClassVar[str] = ""
     scaled: ClassVar[bool] = False
+    whole_k: ClassVar[bool] = False  # True: dot consumes the whole K of a GEMM in one call (mma.md §10.3)
 
     @property
     def variant(self) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import QrefError
+from .accumulate import KernelAccumulation
 from .algorithms import GroupScaledFusedDot, ScaledTruncatedFusedDot, TruncatedFusedDot
 from .bits import decode
 from .isa import Instruction
@@ -120,6 +121,8 @@ def matmul_bound(A: object, B: object, *, instruction: Instruction, scale_a: obj
     GST-FDPA with FP32 D; others raise QrefError."""
     ins = instruction
     ar = ins.arithmetic
+    if isinstance(ar, KernelAccumulation):
+        return kernel_bound(A, B, ar, ins)
     if not isinstance(ar, (TruncatedFusedDot, GroupScaledFusedDot)) or ins.d_format != "float32":
         raise QrefError(f"{ins.name}: an error bound is declared for the NVIDIA fused families (T-FDPA, ST-FDPA, "
                         f"GST-FDPA) with an FP32 D; this is {ar.family} with a {ins.d_format} D (use its exact "
@@ -204,3 +207,43 @@ def _ctz_float(x: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["UnitBound", "matmul_bound", "scaled_bound"]
+
+
+_UNIT = {"float16": (11, -14), "bfloat16": (8, -126), "float32": (24, -126), "float64": (53, -1022)}
+
+
+def kernel_depth(ar: KernelAccumulation, K: int) -> int:
+    """The most roundings on one product's path through a kernel record for K terms (mma.md §10.4)."""
+    B = min(ar.block or K, K) if K else 1
+    if ar.order == "pairwise":
+        inner = 1 + max(B - 1, 0).bit_length()
+    else:
+        L = min(ar.lanes, B)
+        red = L - 1 if ar.reduction == "sequential" else max(L - 1, 0).bit_length()
+        inner = -(-B // L) + red + (ar.products == "rounded")
+    nblocks = len(ar.blocks(K)) if ar.block else 0
+    return inner + nblocks + 2  # + the block partial's rounding to the block accumulator + the output rounding
+
+
+def kernel_bound(A: object, B: object, ar: KernelAccumulation, ins: Instruction) -> UnitBound:
+    """Bound on |matmul(A, B, instruction=kernel(ar)) - exact| (mma.md §10.4): with n = kernel_depth, u the
+    largest unit roundoff of the accumulator, block accumulator and output, and eta the largest subnormal
+    spacing among them: gamma_n sum_k |a_k b_k| + n K eta (+Inf where an operand is not finite)."""
+    av = np.asarray(A).astype(np.float64)
+    bv = np.asarray(B).astype(np.float64)
+    K = av.shape[1]
+    fmts = [ar.accumulator, ar.block_accumulator or ar.accumulator, ins.d_format]
+    u = max(2.0 ** -_UNIT[f][0] for f in fmts)
+    eta = max(2.0 ** (_UNIT[f][1] - _UNIT[f][0] + 1) for f in fmts)
+    n = kernel_depth(ar, K)
+    with np.errstate(all="ignore"):
+        mag = np.abs(av) @ np.abs(bv)
+        gamma = n * u / (1 - n * u) if n * u < 1 else np.inf
+        bound = (gamma * mag + n * max(K, 1) * eta) * _SAFETY
+        fin = np.isfinite(av).all(axis=1)[:, None] & np.isfinite(bv).all(axis=0)[None, :]
+        if ar.subnormals == "flush":  # flushed operands (|x| < tiny) and flushed intermediates (each < tiny)
+            tiny = 2.0 ** _UNIT[ar.accumulator][1]
+            sa, sb = (np.abs(av) < tiny) * tiny, (np.abs(bv) < tiny) * tiny
+            bound = bound + (sa @ np.abs(bv) + np.abs(av) @ sb + n * max(K, 1) * tiny) * _SAFETY
+    bound = np.where(fin & np.isfinite(mag), bound, np.inf)
+    return UnitBound(bound, mag, np.full(bound.shape, -_BIG, np.int64))

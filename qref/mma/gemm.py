@@ -47,7 +47,7 @@ def _rows(M: int, N: int, k: int) -> Iterator[slice]:
 def _chain(ins: Instruction, A: np.ndarray, B: np.ndarray, D: np.ndarray, sa: np.ndarray | None,
            sb: np.ndarray | None, k0: int, k1: int) -> np.ndarray:
     """D = MMA(..., MMA(A[:, k0:k0+k], B[k0:k0+k], D)) over K = k0..k1 (mma.md §7 C1)."""
-    k = ins.k
+    k = (k1 - k0) if ins.arithmetic.whole_k else ins.k  # a kernel record takes the whole K (mma.md §10.3)
     blk = ins.block_size or k
     out = np.empty(D.shape, storage_dtype(ins.d_format))
     for rs in _rows(A.shape[0], B.shape[1], k):

@@ -1,0 +1,146 @@
+"""Fitted accumulation records of real CPU GEMMs, one profile per library version and CPU kernel (mma.md §12).
+
+Each profile was fitted by ``qref probe-matmul`` (mma.md §11) on the CPU kernel it names and is held bit for bit
+by tests/test_cpu_gemm_profiles.py where that kernel is detected; on any other kernel the test checks only the
+bound of mma.md §10.4 and says so. A profile is a CPU variant: ``selected_by`` names how the library picks the
+kernel (a detected core / ISA), never the machine it was fitted on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .accumulate import KernelAccumulation
+from .dispatch import GemmDispatch
+
+
+@dataclass(frozen=True)
+class CpuGemmProfile:
+    """One library's GEMM on one CPU kernel (mma.md §12.1).
+
+    name: the profile's key. library / version: the package and version it was fitted on. call: the API.
+    kernel: the kernel the library selects. selected_by: how a test detects that kernel. a_format, b_format,
+    d_format: operand and output formats. threads: the thread counts the fit was checked at (the result does not
+    depend on them). dispatch: the records by kernel path. evidence: what the fit was checked on.
+    """
+
+    name: str
+    library: str
+    version: str
+    call: str
+    kernel: str
+    selected_by: str
+    a_format: str
+    b_format: str
+    d_format: str
+    threads: tuple[int, ...]
+    dispatch: GemmDispatch
+    evidence: tuple[str, ...] = ()
+
+
+_NUMPY_SMALL = dict(small=KernelAccumulation(), small_max_mnk=10**6,
+                    small_tail=KernelAccumulation(lanes=16, reduction="pairwise"), tail_width=16, tail_min_k=32)
+
+
+def _numpy(threads: int, blocked: KernelAccumulation, how: str) -> CpuGemmProfile:
+    return CpuGemmProfile(
+        name=f"numpy-2.4.6-openblas-0.3.31-skylakex-sgemm-{'1-thread' if threads == 1 else 'threaded'}",
+        library="numpy (scipy-openblas64 0.3.31.188.0)",
+        version="numpy 2.4.6",
+        call="numpy.matmul(A, B), float32 (M, K) x (K, N), M, N >= 2",
+        kernel=f"OpenBLAS sgemm, DYNAMIC_ARCH core SkylakeX (AVX-512 FMA), {how}",
+        selected_by="scipy_openblas_get_corename64_() == 'SkylakeX' (OpenBLAS picks it for AVX-512 F/BW/DQ/VL "
+                    "CPUs); OPENBLAS_NUM_THREADS " + ("= 1" if threads == 1 else ">= 2"),
+        a_format="float32",
+        b_format="float32",
+        d_format="float32",
+        threads=(threads,),
+        dispatch=GemmDispatch(blocked=blocked, **_NUMPY_SMALL),  # type: ignore[arg-type]
+        evidence=(
+            "qref probe-matmul --callable matmul_targets:numpy_f32 (docs/accumulation.md)",
+            "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands",
+            "not modelled: M == 1 or N == 1 (gemv), and in the small kernel's tail columns the last rows of some M "
+            "(e.g. row 16 of M = 17, row 8 of M = 11: 1 output each of 289 / 187)",
+        ),
+    )
+
+
+#: numpy 2.4.6 float32 matmul -> scipy-openblas 0.3.31.188.0 (DYNAMIC_ARCH) sgemm, core SkylakeX: a blocked
+#: kernel (sequential FMA per output, K blocks of GEMM_Q = 448; a remainder r in (448, 896) is cut in two: on one
+#: thread floor(r / 2) rounded up to 16, threaded ceil(r / 2)); a small-matrix kernel for M N K <= 10^6 without K
+#: blocking whose last N mod 16 output columns use 16 FMA lanes (k mod 16) reduced by adjacent pairs when K >= 32.
+NUMPY_OPENBLAS_SKYLAKEX_1T = _numpy(1, KernelAccumulation(block=448, block_split="halve_remainder",
+                                                          block_half="floor", block_unroll=16),
+                                    "single-threaded driver")
+NUMPY_OPENBLAS_SKYLAKEX_MT = _numpy(2, KernelAccumulation(block=448, block_split="halve_remainder"),
+                                    "threaded driver (2 threads)")
+
+#: torch 2.13.0+cpu float32 matmul -> oneMKL 2024.2 sgemm with CPU capability AVX512: sequential FMA per output,
+#: K blocks of 192 (a whole K in (192, 384) halved, ceil first); the same at 1 and 2 threads; M or N < 16 takes
+#: another kernel (rounded products at 8 x 8: not modelled).
+TORCH_MKL_AVX512 = CpuGemmProfile(
+    name="torch-2.13.0-mkl-2024.2-avx512-sgemm",
+    library="torch (oneMKL 2024.2)",
+    version="torch 2.13.0+cpu",
+    call="torch.matmul(A, B), float32 (M, K) x (K, N), M, N >= 16",
+    kernel="oneMKL 2024.2 sgemm, CPU capability AVX512",
+    selected_by="torch.backends.cpu.get_cpu_capability() == 'AVX512' and torch.__config__.show() naming oneMKL 2024.2",
+    a_format="float32",
+    b_format="float32",
+    d_format="float32",
+    threads=(1, 2),
+    dispatch=GemmDispatch(blocked=KernelAccumulation(block=192, block_split="halve_short"), min_rows_cols=16),
+    evidence=(
+        "qref probe-matmul --callable matmul_targets:torch_f32 (docs/accumulation.md)",
+        "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands, 1 and 2 threads",
+        "not modelled: M or N < 16 (8 x 8 x 300 fits sequential rounded products, mul + add, no FMA); an odd K in "
+        "(192, 384) (K = 301, 377, 383: about half of the outputs differ from every halving tried)",
+    ),
+)
+
+#: onnxruntime 1.32 MatMul (float32, CPUExecutionProvider) -> MLAS sgemm, intra_op_num_threads = 1: sequential
+#: FMA per output, K blocks of 128 added into C in order; when N < K the K stride doubles each time the N stride
+#: (128) halves while it stays >= N and > 16: N <= 64 -> 256, N <= 32 -> 512, N <= 16 -> 1024.
+ORT_MLAS_1T = CpuGemmProfile(
+    name="onnxruntime-1.32-mlas-sgemm-1-thread",
+    library="onnxruntime (MLAS)",
+    version="onnxruntime 1.32",
+    call="MatMul (opset 17), float32 (M, K) x (K, N), CPUExecutionProvider, intra_op_num_threads = 1",
+    kernel="MLAS sgemm (x86-64 AVX-512 FMA kernel)",
+    selected_by="onnxruntime.__version__ == 1.32.x with the CPU execution provider on an x86-64 CPU with AVX-512F",
+    a_format="float32",
+    b_format="float32",
+    d_format="float32",
+    threads=(1,),
+    dispatch=GemmDispatch(blocked=KernelAccumulation(block=128),
+                          column_blocks=((16, 1024), (32, 512), (64, 256))),
+    evidence=(
+        "scripts/accumulation_shapes.py ort_f32 and qref probe-matmul (docs/accumulation.md)",
+        "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands, 1 thread",
+        "not fitted: 2 threads, where MLAS partitions N over the threads when M is small and each part takes the "
+        "K stride of its own N (64 x 100 x 1000 fits blocks of 256, 64 x 65 x 300 fits neither 256 nor 512)",
+    ),
+)
+
+#: mlx 0.32.4 CPU float32 matmul: per output a sequential sum of rounded products (multiply, then add: no FMA),
+#: no K blocks, at every shape measured (16 x 16 x 64 to 256 x 256 x 512).
+MLX_CPU = CpuGemmProfile(
+    name="mlx-0.32.4-cpu-sgemm",
+    library="mlx",
+    version="mlx 0.32.4",
+    call="mlx.core.matmul(A, B) on mx.cpu, float32 (M, K) x (K, N)",
+    kernel="MLX CPU matmul (Linux x86-64 build)",
+    selected_by="mlx.core.__version__ == 0.32.4 on x86-64 Linux with the CPU device",
+    a_format="float32",
+    b_format="float32",
+    d_format="float32",
+    threads=(1,),
+    dispatch=GemmDispatch(blocked=KernelAccumulation(products="rounded")),
+    evidence=(
+        "scripts/accumulation_shapes.py mlx_f32 and qref probe-matmul (docs/accumulation.md)",
+        "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands",
+    ),
+)
+
+PROFILES: tuple[CpuGemmProfile, ...] = (NUMPY_OPENBLAS_SKYLAKEX_1T, NUMPY_OPENBLAS_SKYLAKEX_MT, TORCH_MKL_AVX512,
+                                        ORT_MLAS_1T, MLX_CPU)
