@@ -4,6 +4,7 @@ qref.recipes.vectorwise against bitsandbytes and torchao (LLM.int8, weight-only)
 
     python benchmarks/qmatmul.py                    # M = N = 256, K = 256
     python benchmarks/qmatmul.py --m 64 --k 256 --n 64 --repeats 7
+    python benchmarks/qmatmul.py --new-only           # only the float-output rows below
 
 Each row runs one pipeline on the same seeded u8 x s8 operands (per-column b scales and zero points): qref's
 ``quantized_matmul`` with the row's profile, and the backend that profile models (onnxruntime 1.32 CPU:
@@ -21,6 +22,15 @@ second; ratio = qref / backend. No assertion is made on the timings.
 The LiteRT rows (matmul.md §6.6) run s8 x s8 operands (symmetric weights, per-channel scales for
 FULLY_CONNECTED, per-tensor for BATCH_MATMUL, an int32 bias for FULLY_CONNECTED) through one-operator models
 under each kernel choice (Interpreter(num_threads=1)) against qref with the kernel's profile.
+
+The float-output rows (last table) run this round's pipelines on their own seeded operands, compared bit for bit
+(float32 as uint32, int16 as integers: "same" / "DIFF") before timing: PyTorch's ``quantized.linear_dynamic`` per
+engine (fbgemm, x86, onednn, qnnpack) and reduce_range against ``dynamic_quantize_matmul`` with the
+torch_*_dynamic* profiles (matmul.md §15; weights in [-64, 64]); qwix's and AQT's int8 dot_general with a float32
+output under jax.jit against ``matmul_integer_to_float`` (qwix_int8_dot, aqt_int8_dot, §16); LiteRT's
+dynamic-range FULLY_CONNECTED per kernel choice and asymmetric_quantize_inputs against ``hybrid_matmul``
+(litert_hybrid_*, §17) and int16 BATCH_MATMUL against ``quantized_matmul`` (litert_batch_matmul_int16, §6.6).
+The float32 GEMM accumulation records are benchmarked by benchmarks/accumulation.py.
 """
 
 from __future__ import annotations
@@ -214,9 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--interpreter", action="store_true", help="also time the StableHLO interpreter")
+    ap.add_argument("--new-only", action="store_true",
+                    help="only the float-output rows (torch dynamic, qwix / AQT, LiteRT hybrid and int16)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     M, K, N = args.m, args.k, args.n
+    if args.new_only:
+        _float_output_rows(M, K, N, args.repeats)
+        return 0
     a = rng.integers(0, 256, (M, K)).astype(np.uint8)
     b = rng.integers(-128, 128, (K, N)).astype(np.int8)
     feeds = {"a": a, "a_scale": np.array(0.0173, np.float32), "a_zero_point": np.array(131, np.uint8), "b": b,
@@ -291,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     _torch_rows(M, K, N, feeds, args.repeats, rng)
     _ms_rows(M, K, N, args.repeats, rng)
     _float_rows(M, K, N, args.repeats)
+    _float_output_rows(M, K, N, args.repeats)
     return 0
 
 
@@ -513,6 +529,203 @@ def _float_rows(M: int, K: int, N: int, repeats: int) -> None:
         ok = "yes" if same(q(), run()) else "NO"
         tq_, tb = _best(q, repeats), _best(run, repeats)
         print(f"| {title} | {profile} | {other} | {mmac / tq_:.1f} | {mmac / tb:.0f} | {tb / tq_:.3g} | {ok} |")
+
+
+# ---- float-output pipelines (matmul.md §15, §16, §17, §6.6): bit for bit as uint32 -----------------------------
+Row = tuple[str, str, str, Callable[[], np.ndarray], Callable[[], np.ndarray]]
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> str:
+    """"same" when the backend's and qref's outputs are equal bit for bit (float32 as uint32, integers as int64)."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return "DIFF"
+    if got.dtype == np.float32 or want.dtype == np.float32:
+        ok = got.dtype == want.dtype and np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    else:
+        ok = np.array_equal(got.astype(np.int64), want.astype(np.int64))
+    return "same" if ok else "DIFF"
+
+
+def _torch_dynamic_rows(M: int, K: int, N: int, rng: np.random.Generator) -> list[Row]:
+    """torch.ops.quantized.linear_dynamic (torch 2.13 CPU, one thread) per engine and reduce_range on a weight
+    prepacked once (int8 codes in [-64, 64]: u8 x s8 pair sums fit int16, no VNNI dependence, matmul.md §15)
+    against ``dynamic_quantize_matmul`` with the engine's profile."""
+    import warnings
+
+    try:
+        import torch
+
+        from qref.harness.adapters.torch import DYNAMIC_PROFILES
+    except ImportError:
+        return []
+    torch.set_num_threads(1)
+    x = (rng.standard_normal((M, K)) * 2).astype(np.float32)
+    w = rng.integers(-64, 65, (K, N)).astype(np.int8)
+    ws = (np.abs(rng.standard_normal(N)) * 0.01 + 1e-3).astype(np.float32)
+    wz = rng.integers(-16, 17, N).astype(np.int8)
+    bias = (rng.standard_normal(N) * 4).astype(np.float32)
+    tx = torch.from_numpy(x)
+    rows: list[Row] = []
+    for engine in ("fbgemm", "x86", "onednn", "qnnpack"):
+        if engine not in torch.backends.quantized.supported_engines:
+            continue
+        zb = np.zeros(N, np.int8) if engine == "onednn" else wz  # onednn: symmetric weights only
+        for rr in ((False,) if engine == "qnnpack" else (True, False)):  # qnnpack ignores reduce_range
+            profile = DYNAMIC_PROFILES[(engine, rr)]
+            torch.backends.quantized.engine = engine
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                wq = torch._make_per_channel_quantized_tensor(
+                    torch.from_numpy(np.ascontiguousarray(w.T)), torch.from_numpy(ws.astype(np.float64)),
+                    torch.from_numpy(zb.astype(np.int64)), 0)
+                packed = torch.ops.quantized.linear_prepack(wq, torch.from_numpy(bias))
+
+            def run(engine: str = engine, packed: object = packed, rr: bool = rr) -> np.ndarray:
+                torch.backends.quantized.engine = engine
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    return torch.ops.quantized.linear_dynamic(tx, packed, rr).numpy()
+
+            def q(profile: str = profile, zb: np.ndarray = zb) -> np.ndarray:
+                return qm.dynamic_quantize_matmul(x, w, b_scale=ws, b_zero_point=zb, bias=bias,
+                                                  profile=profile).values
+            rows.append((f"linear_dynamic {engine}, reduce_range {rr}", profile,
+                         f"torch quantized.linear_dynamic ({engine})", run, q))
+    return rows
+
+
+def _jax_dot_rows(M: int, K: int, N: int, rng: np.random.Generator) -> list[Row]:
+    """qwix's quantized dot_general and AQT's int8 QTensor dot (jax.jit, scales as arguments, XLA:CPU) against
+    ``matmul_integer_to_float`` with qwix_int8_dot / aqt_int8_dot (matmul.md §16); the jitted function is
+    compiled before timing, a call includes the device-to-numpy copy."""
+    rows: list[Row] = []
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return rows
+    b = rng.integers(-128, 128, (K, N)).astype(np.int8)
+    b_s = (np.abs(rng.standard_normal(N)) * 0.01 + 1e-3).astype(np.float32)
+    a_s = np.float32(0.0173)
+    sa = jnp.asarray(np.full((M, 1), a_s, np.float32))
+    sb = jnp.asarray(b_s.reshape(1, N))
+    B = jnp.asarray(b)
+    dims = (((1,), (0,)), ((), ()))
+    try:
+        from qwix._src.core import dot_general as qdg
+        from qwix._src.core import qarray
+
+        for st, za in (("int8", 0), ("uint8", 128)):
+            a = (rng.integers(-128, 128, (M, K)) if st == "int8" else rng.integers(0, 256, (M, K))).astype(st)
+            zav = None if za == 0 else jnp.asarray(np.full((M, 1), za, np.uint8))
+
+            def dot(qa: object, qb: object, s_a: object, s_b: object, zav: object = zav) -> object:
+                return qdg.dot_general(qarray.QArray(qa, s_a, zav, qa.dtype), qarray.QArray(qb, s_b, None, qb.dtype),
+                                       dims)
+            f, A = jax.jit(dot), jnp.asarray(a)
+
+            def q(a: np.ndarray = a, za: int = za, st: str = st) -> np.ndarray:
+                return qm.matmul_integer_to_float(a, b, a_scale=a_s, b_scale=b_s, a_zero_point=np.asarray(za, st),
+                                                  a_storage=st, b_storage="int8", profile="qwix_int8_dot").values
+            rows.append((f"qwix dot_general {st} x int8, za {za}", "qwix_int8_dot", "qwix + jax.jit (XLA:CPU)",
+                         lambda f=f, A=A: np.asarray(f(A, B, sa, sb)), q))
+    except ImportError:
+        pass
+    try:
+        from aqt.jax.v2 import aqt_dot_general, aqt_tensor
+        from aqt.jax.v2 import config as aqt_config
+
+        fwd = aqt_config.fully_quantized(fwd_bits=8, bwd_bits=8).fwd
+        a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+
+        def adot(qa: object, qb: object, s_a: object, s_b: object) -> object:
+            lq = aqt_tensor.QTensor(qvalue=qa, scale=[s_a], scale_t=None, bias=[], dequant_dtype=jnp.float32)
+            rq = aqt_tensor.QTensor(qvalue=qb, scale=[s_b], scale_t=None, bias=[], dequant_dtype=jnp.float32)
+            return aqt_dot_general._qtensor_dot_general(lq, rq, dims, fwd, jnp.float32).dequant()
+        g, A8 = jax.jit(adot), jnp.asarray(a)
+        rows.append(("AQT int8 QTensor dot, dequantized", "aqt_int8_dot", "aqtp + jax.jit (XLA:CPU)",
+                     lambda: np.asarray(g(A8, B, sa, sb)),
+                     lambda: qm.matmul_integer_to_float(a, b, a_scale=a_s, b_scale=b_s, a_zero_point=np.int8(0),
+                                                        a_storage="int8", b_storage="int8",
+                                                        profile="aqt_int8_dot").values))
+    except ImportError:
+        pass
+    return rows
+
+
+def _litert_interpreter(buf: bytes, resolver: str) -> tuple[Callable[[list[np.ndarray]], np.ndarray], list[str]]:
+    from ai_edge_litert import interpreter as L
+
+    it = L.Interpreter(model_content=buf, num_threads=1, experimental_op_resolver_type=getattr(L.OpResolverType,
+                                                                                                resolver))
+    it.allocate_tensors()
+    details, out = it.get_input_details(), it.get_output_details()[0]["index"]
+
+    def run(feeds: list[np.ndarray]) -> np.ndarray:
+        for d, v in zip(details, feeds):
+            it.set_tensor(d["index"], v)
+        it.invoke()
+        return it.get_tensor(out)
+    return run, [str(o["op_name"]) for o in it._get_ops_details()]
+
+
+def _litert_float_rows(M: int, K: int, N: int, rng: np.random.Generator) -> list[Row]:
+    """LiteRT 2.3 (Interpreter(num_threads=1)): the dynamic-range FULLY_CONNECTED (float32 x per-channel int8
+    weights in [-127, 127] + float32 bias -> float32, matmul.md §17) per kernel choice and
+    asymmetric_quantize_inputs against ``hybrid_matmul``; int16 BATCH_MATMUL (per-tensor scales, zero points 0,
+    §6.6) against ``quantized_matmul`` with litert_batch_matmul_int16 (XNNPACK does not take it)."""
+    try:
+        from qref.harness.adapters import litert as LA
+    except ImportError:
+        return []
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    w = rng.integers(-127, 128, (K, N)).astype(np.int8)
+    ws = rng.uniform(0.001, 0.02, N).astype(np.float32)
+    bias = (rng.standard_normal(N) * 3).astype(np.float32)
+    ins = {"a": x, "b": w, "b_scale": ws, "bias": bias}
+    rows: list[Row] = []
+    for (kind, asym), profile in LA.HYBRID_PROFILES.items():
+        buf = LA.model_bytes("fully_connected", *LA.hybrid_tensors(ins), asymmetric_quantize_inputs=asym)
+        run, ops = _litert_interpreter(buf, LA.KINDS[kind])
+        if (kind == "xnnpack") != ("DELEGATE" in ops):
+            print(f"| litert hybrid ({kind}) | {profile} | - | - | - | - | not run: executed nodes {ops} |")
+            continue
+        rows.append((f"litert hybrid FULLY_CONNECTED ({kind}, asymmetric {asym})", profile,
+                     f"FULLY_CONNECTED {LA.KINDS[kind]}", lambda run=run: run([x]),
+                     lambda profile=profile: qm.hybrid_matmul(x, w, w_scale=ws, bias=bias, profile=profile).values))
+    a16 = rng.integers(-32768, 32768, (M, K)).astype(np.int16)
+    b16 = rng.integers(-32768, 32768, (K, N)).astype(np.int16)
+    s = (np.float32(2.0**-9 * 1.37), np.float32(2.0**-10 * 1.61), np.float32(2.0**-2 * 1.23))
+    z = np.array(0)
+    ins16 = {"a": a16, "b": b16, "a_scale": s[0], "a_zero_point": z, "b_scale": s[1], "b_zero_point": z,
+             "y_scale": s[2], "y_zero_point": z}
+    buf = LA.model_bytes("batch_matmul", *LA.tensor_specs("batch_matmul", ins16, ("int16", "int16", "int16")))
+    pipe = qm.QuantizedMatmul(qm.IntOperand("int16"), qm.IntOperand("int16"), "int16",
+                              qm.matmul_rules("litert_batch_matmul_int16"))
+    for kind in ("ref", "optimized"):
+        run, _ = _litert_interpreter(buf, LA.KINDS[kind])
+        rows.append((f"litert int16 BATCH_MATMUL ({kind})", "litert_batch_matmul_int16",
+                     f"BATCH_MATMUL {LA.KINDS[kind]}", lambda run=run: run([a16, b16]),
+                     lambda: qm.quantized_matmul(a16, b16, a_scale=s[0], b_scale=s[1], y_scale=s[2],
+                                                 pipeline=pipe).values))
+    return rows
+
+
+def _float_output_rows(M: int, K: int, N: int, repeats: int) -> None:
+    """This round's pipelines (issues 28, 35), each on its own seeded operands: the backend and qref's emulation
+    are compared bit for bit ("same" / "DIFF") before both are timed; ratio = qref MMAC/s / backend MMAC/s."""
+    rng = np.random.default_rng(28)
+    print(f"\nfloat-output pipelines (M = {M}, K = {K}, N = {N}; best of {repeats}; one thread)")
+    print("| pipeline | profile | backend | qref MMAC/s | backend MMAC/s | ratio | same |")
+    print("|---|---|---|---|---|---|---|")
+    mmac = M * N * K / 1e6
+    for rows in (_torch_dynamic_rows, _jax_dot_rows, _litert_float_rows):
+        for title, profile, other, run, q in rows(M, K, N, rng):
+            same = _same(run(), q())
+            tq, tb = _best(q, repeats), _best(run, repeats)
+            print(f"| {title} | `{profile}` | {other} | {mmac / tq:.1f} | {mmac / tb:.0f} | {tb / tq:.3g} | "
+                  f"{same} |")
 
 
 if __name__ == "__main__":
