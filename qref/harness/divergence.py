@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
 
 from .runner import RunResults
 
@@ -48,11 +50,14 @@ def _cell(behaviours: dict[str, int]) -> str:
     items = sorted(named.items(), key=lambda kv: (-kv[1], kv[0]))
     if len(items) == 1:
         return items[0][0]
+    if len(items) > 3:  # the three most frequent; the rest counted (a table row stays readable)
+        items = [*items[:3], (f"{len(items) - 3} more", sum(n for _, n in items[3:]))]
     return ", ".join(f"{b} ({n})" for b, n in items)
 
 
-def render(res: RunResults, header: str) -> str:
-    """docs/conformance/divergence.md (``header``: the generated-file line of the findings pages)."""
+def render(res: RunResults, header: str, findings: Sequence[Any] = ()) -> str:
+    """docs/conformance/divergence.md (``header``: the generated-file line of the findings pages; ``findings``:
+    the implementation-defined findings, linked from their input kind's table)."""
     data = table(res)
     L = [header, "", "# Divergence where the spec leaves the result unspecified", "",
          f"Suite `{res.suite}`. The conformance comparison skips the elements the spec leaves unspecified (uniform "
@@ -78,6 +83,10 @@ def render(res: RunResults, header: str) -> str:
               "|---|" + "---|" * len(storages)]
         for t in targets:
             L.append(f"| `{t}` | " + " | ".join(_cell(cells.get((t, s), {})) or "-" for s in storages) + " |")
+        links = [f for f in findings if getattr(f, "mechanism", "") == f"unspecified:{kind}"]
+        if links:
+            L += ["Findings (with a reproducer each): " + ", ".join(f"[{f.id}]({f.backend}.md#{f.id.lower()})"
+                                                                    for f in links) + ".", ""]
         L.append("")
     return "\n".join(L)
 

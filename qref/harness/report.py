@@ -294,12 +294,14 @@ def render(res: RunResults) -> str:
                 sections.append((t, kind, cls, rep, len(rs_c), [r.task for r in rs_c]))
     # ---- 3. discrepancy classes -------------------------------------------------------------------------
     L += ["## 3. Discrepancies", "",
-          "One section per target, comparison and class: what differs, how many tasks, and a minimal reproducer "
-          "(an element of the class, in the smallest task). `qref show CASE` prints the case; the script "
-          "uses the backend's API, numpy and ml_dtypes only (no qref), builds that input from literal bits, calls "
-          "the backend and prints `got` (its bits) and `expected` (the reference's bits, written in by qref).", ""]
+          "One section per target, comparison and class: what differs, how many tasks, and an element of the class "
+          "(in the smallest task). Its standalone script (the backend's API, numpy and ml_dtypes only, no qref; it "
+          "prints `got` and `expected` bits, captured by running it) is on the page of the finding, the mechanism "
+          "in the backend, linked from each section. `qref show CASE` prints the case.", ""]
     from . import reproducer
+    from .findings import findings as all_findings
 
+    fid = {(f.backend, f.mechanism): f.id for f in all_findings(res)}
     for n, (t, kind, cls, rep, count, tasks) in enumerate(sections, 1):
         if kind == "profile" and t.profile is None:
             what = "differs from the spec"
@@ -320,13 +322,18 @@ def render(res: RunResults) -> str:
                   f"- expected ({f'profile `{t.profile}`' if kind == 'profile' and t.profile else 'spec'}): "
                   f"{rep.get('expected', '')}",
                   f"- got: {rep.get('got', '')}",
-                  *([f"- note: {rep['note']}"] if rep.get("note") else []),
-                  f"- reproduce (standalone; `qref show {rep.get('case')}` prints the case):", "",
-                  *reproducer.block(rep)]
+                  *([f"- note: {rep['note']}"] if rep.get("note") else [])]
+        if (t.backend, cls) in fid:  # the standalone script, with what it printed: on the finding's page
+            f_id = fid[(t.backend, cls)]
+            L += [f"- reproducer: finding [{f_id}](conformance/{t.backend}.md#{f_id.lower()}); "
+                  f"`qref show {rep.get('case')}` prints the case", ""]
+        elif rep:
+            L += [f"- reproduce (standalone; `qref show {rep.get('case')}` prints the case):", "",
+                  *reproducer.block(dict(rep, command=reproducer.layout(rep.get("command", ""))))]
     L += render_cpu(res)
     if res.stale_xfails:
         L += ["## 5. Stale expected failures", ""] + [f"- {s}" for s in res.stale_xfails] + [""]
-    return "\n".join(L).rstrip() + "\n"
+    return reproducer.wrap("\n".join(L)).rstrip() + "\n"
 
 
 def write_report(res: RunResults, path: str | os.PathLike[str]) -> Path:
