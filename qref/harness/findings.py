@@ -182,8 +182,12 @@ def record_text(profile: str, family: str, cls: str) -> str:
         return ""
     a = {**_fields(mine.cast, "cast."), **_fields(mine.rules)}
     b = {**_fields(spec.cast, "cast."), **_fields(spec.rules)}
-    diffs = [f"{k} = {a[k]} (spec: {b.get(k)})" for k in sorted(a) if k.rsplit(".", 1)[-1] in keys
-             and k in b and a[k] != b[k] and "per_scheme" not in k]
+    def selects(k: str) -> bool:
+        leaf = k.rsplit(".", 1)[-1]
+        return any(leaf == f or leaf.endswith("_" + f) for f in keys)
+
+    diffs = [f"{k} = {a[k]} (spec: {b.get(k)})" for k in sorted(a) if selects(k) and k in b and a[k] != b[k]
+             and "per_scheme" not in k]
     return f"`{mine.key}` record: " + "; ".join(diffs[:3]) if diffs else ""
 
 
@@ -370,28 +374,25 @@ def _script_child(args: tuple[str, str | None, str, list[tuple[str, str, str]]])
                 n = 2 + (width + 3) // 4
                 script = (snip[:k].rstrip().rstrip(";") + f"\ngot = int({expr}) & {(1 << width) - 1:#x}\n"
                           f"print(f'got {{got:#0{n}x}} (the spec leaves this element unspecified)')")
-            else:
-                one = _replicated(case, 0, 1, True)
-                try:
-                    got = tg.run([one])[0]
-                except Exception as exc:
-                    got = exc
-                if not isinstance(got, BaseException):
-                    one = case  # the error needs the whole case
-                snip = tg.snippet(one, 0)
-                k = snip.rfind("print(hex(")
-                body = snip[:k].rstrip().rstrip(";") + f"\nprint('no error:', hex({snip[k + 10:].rstrip()[:-2]}))"
-                script = "\n".join(["try:", *("    " + ln for ln in body.splitlines()),
-                                     "except Exception as e:",
-                                     "    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or ['']",
-                                     "    print(type(e).__name__ + ': ' + next((ln for ln in lines if 'error:' in ln),"
-                                     " lines[0])[:200])"])
+            else:  # the first element alone, and the whole case (a compiler may fail on one shape only)
+                scripts = [_crash_script(tg.snippet(c, 0)) for c in (_replicated(case, 0, 1, True), case)]
+                script = "\n#--next--\n".join(scripts)
             if prelude:
-                script = prelude + "\n" + script
+                script = "\n#--next--\n".join(prelude + "\n" + x for x in script.split("\n#--next--\n"))
             out.append((script, ""))
         except Exception as exc:
             out.append(("", first_line(exc)))
     return out
+
+
+def _crash_script(snippet: str) -> str:
+    """The adapter's snippet run inside try: prints the error line the backend raises (or "no error: ...")."""
+    k = snippet.rfind("print(hex(")
+    body = snippet[:k].rstrip().rstrip(";") + f"\nprint('no error:', hex({snippet[k + 10:].rstrip()[:-2]}))"
+    return "\n".join(["try:", *("    " + ln for ln in body.splitlines()), "except Exception as e:",
+                      "    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()] or ['']",
+                      "    line = next((ln for ln in lines if 'error:' in ln), lines[0])",
+                      "    print(type(e).__name__ + ': ' + line[:200])"])
 
 
 def _unspecified_index(case: Any, kind: str) -> int:
@@ -440,6 +441,8 @@ def add_scripts(res: RunResults, fs: list[Finding], suite: str | None = None) ->
             got = [("", f"the backend could not be loaded: {exc}")] * len(mine)
         for f, (script, why) in zip(mine, got):
             case = f.where[0][1]
+            script, *more = script.split("\n#--next--\n")
+            f.candidates = [{"case": case, "command": m, "prints": ""} for m in more]
             f.repro = {"case": case, "command": script, "prints": "", "note": why, "spec": f.spec,
                        "input": f"element {'0' if f.kind == 'crash' else 'of ' + f.where[0][2]} of `{case}`",
                        "expected": "-" if f.kind == "crash" else "unspecified", "got": ""}
@@ -457,6 +460,11 @@ def capture_prints(fs: list[Finding]) -> None:
     printed = capture([f.repro["command"] for f in todo])
     for f, p in zip(todo, printed):
         f.repro["prints"] = p
+        if f.kind == "crash" and p.startswith("no error") and f.candidates:  # one element compiles: the case
+            cand = dict(f.candidates[0], command=layout(f.candidates[0]["command"]))
+            (q,) = capture([cand["command"]])
+            if not q.startswith("no error"):
+                f.repro = dict(f.repro, command=cand["command"], prints=q, input=f"the whole case `{cand['case']}`")
         if f.kind in ("spec", "profile") and not _differs(p):
             for cand in f.candidates:
                 if not cand.get("command"):

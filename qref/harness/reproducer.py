@@ -14,7 +14,7 @@ from dataclasses import dataclass
 #: the most lines a reproducer script may have (tests/test_reproducers.py checks it)
 MAX_LINES = 30
 
-_BLOCK = re.compile(r"^```python\n(.*?)\n```\n\nPrints: `(got 0x[0-9a-f]+ expected 0x[0-9a-f]+)`", re.M | re.S)
+_BLOCK = re.compile(r"^```python\n(.*?)\n```\n\nPrints: `([^`\n]*)`", re.M | re.S)
 
 
 @dataclass(frozen=True)
@@ -186,9 +186,9 @@ def capture(scripts: list[str], timeout: float = 600.0, workers: int = 4) -> lis
                 return f"error: no result after {timeout:.0f} s"
         lines = r.stdout.strip().splitlines()
         if r.returncode == 0 and lines:
-            return lines[-1].strip()
+            return lines[-1].strip().replace("`", "'")
         err = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
-        return "error: " + (err[-1].strip()[:200] if err else f"exit status {r.returncode}")
+        return "error: " + (err[-1].strip()[:200].replace("`", "'") if err else f"exit status {r.returncode}")
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(one, scripts))
