@@ -8,6 +8,8 @@ leaves the result unspecified is a finding of its own kind. The pages never carr
 
 from __future__ import annotations
 
+import pytest
+
 from qref.harness import findings
 from qref.harness.model import Comparison, TaskResult
 from qref.harness.reproducer import MAX_LINE, code_lines, layout, wrap
@@ -106,3 +108,29 @@ def test_layout_writes_mlir_one_operation_a_line_and_keeps_the_program():
     tree = ast.parse(out)
     hexarg = tree.body[2].value.args[0].args[0]  # the literal, joined back by Python
     assert hexarg.value == "ab" * 300
+
+
+@pytest.mark.parametrize(("reason", "kind"), [
+    ("iree-compile: failed to legalize operation 'chlo.broadcast_divide' that was explicitly marked illegal",
+     "crash"),
+    ("jnp.float6_e2m3fn exists but XLA:CPU rejects it (INVALID_ARGUMENT: Invalid XLA PrimitiveType)", "crash"),
+    ("mlir: LLVM Translation failed for operation: builtin.unrealized_conversion_cast", "crash"),
+    ("ONNX Cast has no float8_e3m4 type", "unsupported"),  # the adapter: no such type
+    ("mlir: 'quant.qcast' op operand #0 must be scalar or tensor of floating-point", "unsupported"),  # verifier
+    ("onnxruntime: [ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for "
+     "QuantizeLinear(23) node with name ''", "unsupported"),  # no kernel registered: not claimed
+])
+def test_one_rule_tells_a_crash_from_unsupported(reason, kind):
+    assert findings.failure_kind(reason) == kind
+
+
+def test_an_unsupported_task_that_is_a_crash_by_the_rule_joins_a_crash_group():
+    res = _res()
+    res.results.append(TaskResult("c.run", "uniform", "uniform/int3/g", ("g",), "unsupported",
+                                  "E: failed to legalize operation 'x.y' that was explicitly marked illegal"))
+    res.results.append(TaskResult("c.run", "uniform", "uniform/int3/h", ("h",), "unsupported", "no such type"))
+    fs = findings.findings(res)
+    crashes = [f for f in fs if f.kind == "crash"]
+    assert len(crashes) == 2
+    new = next(f for f in crashes if f.tasks == ["uniform/int3/g"])
+    assert "1 of them reported as unsupported" in new.statement

@@ -138,15 +138,34 @@ def _is_crash(r: TaskResult) -> bool:
     return r.status == "crash" or (r.status == "xfail" and r.reason.endswith(")") and "(crash:" in r.reason)
 
 
+#: a backend's error that a program it accepted (its op and type verified) failed to lower, translate, compile
+#: or run: a crash wherever it is reported (``failure_kind``)
+_CRASH_MARKERS = ("failed to legalize", "explicitly marked illegal", "LLVM Translation failed",
+                  "cannot be converted to LLVM IR", "failed to calculate", "unresolved materialization",
+                  "Invalid XLA PrimitiveType", "exists but", "INTERNAL", "Segmentation fault", "core dumped",
+                  "failed to run", "failed to compile")
+
+
+def failure_kind(reason: str) -> str:
+    """The one rule for every target (docs/conformance.md §0): "crash" when the backend lists the operation and
+    type (its verifier or schema accepted them, or its API exposes the type) and then fails to lower, compile or
+    run them (``_CRASH_MARKERS``); "unsupported" when the backend does not claim them: the adapter's statement of
+    what it lacks, or the backend's own verifier, schema or kernel registry rejecting the op or type ("must be",
+    NOT_IMPLEMENTED, "not supported")."""
+    return "crash" if any(m in reason for m in _CRASH_MARKERS) else "unsupported"
+
+
 def _crash_key(r: TaskResult) -> str:
     """Crashes with the same error up to numbers (shapes of any rank, lengths, widths), the float type named
     (bf16 / f16, and the small float types f8E5M2 / f8E4M3FN / f4E2M1FN / ...) and the op of a family
     (``chlo.broadcast_*``) share a root cause."""
-    msg = re.sub(r"\d+", "#", _crash_message(r).split(": ", 1)[-1]).replace("bf#", "f#")
+    text = r.reason if r.status == "unsupported" else _crash_message(r)
+    msg = re.sub(r"\d+", "#", text.split(": ", 1)[-1]).replace("bf#", "f#")
     msg = re.sub(r"f#E#M#[A-Z]*", "f#", msg)  # the small float types: f8E5M2, f8E4M3FN, f4E2M1FN, ...
     msg = re.sub(r"(?:#x)+", "#x", msg)  # shapes of any rank: tensor<10xi2>, tensor<15x7xi2>
     msg = re.sub(r"'(\w+)\.([a-z]+)_\w+'", r"'\1.\2_*'", msg)  # chlo.broadcast_divide, chlo.broadcast_subtract
     msg = re.sub(r"(?:\b|(?<=#x))(?:u?int|float|ui|si|i|f)#", "T#", msg)  # the element type: folded
+    msg = msg.split(", but got")[0].split(" (node:")[0]
     return "crash:" + msg.split(" that was explicitly marked illegal")[0]
 
 
@@ -207,6 +226,9 @@ def findings(res: RunResults) -> list[Finding]:
     unspec: dict[tuple[str, str], list[tuple[TaskResult, str, dict[str, int]]]] = defaultdict(list)
     for r in res.results:
         t = info.get(r.target)
+        if t is not None and r.status == "unsupported" and failure_kind(r.reason) == "crash":
+            groups[(t.backend, _crash_key(r))].append((r, "crash"))  # the adapter called it unsupported
+            continue
         if t is None or r.status in ("unsupported", "variant"):  # CPU variants: the report's §4
             continue
         for key, behaviours in (r.unspecified or {}).items():
@@ -243,12 +265,14 @@ def _finding(res: RunResults, backend: str, cls: str, members: list[tuple[TaskRe
     tasks = sorted({r.task for r in rs})
     citation = "; ".join(UPSTREAM[f] for f in fams if f in UPSTREAM)
     if cls.startswith("crash:"):
-        reasons = sorted({_crash_message(r) for r in rs})
+        reasons = sorted({r.reason if r.status == "unsupported" else _crash_message(r) for r in rs})
+        was = sum(r.status == "unsupported" for r in rs)
         crashed = sorted({(r.size, r.task, r.target) for r in rs})
         return Finding(
             id=f"{backend}-crash-{_crash_slug(cls)}", backend=backend, family=", ".join(fams), kind="crash",
             mechanism=cls, statement=f"{backend} fails to compile or run {len(tasks)} task(s) of an operation and "
-            f"type it lists ({', '.join(fams)}; {_fold_formats(formats)}): {reasons[0][:200]}",
+            f"type it lists ({', '.join(fams)}; {_fold_formats(formats)}): {reasons[0][:200]}"
+            + (f" ({was} of them reported as unsupported by the adapter)" if was else ""),
             spec="-", targets=tnames, formats=formats, tasks=tasks, expected=all(r.status == "xfail" for r in rs),
             reference="-", errors=reasons, profile="-", citation=citation,
             where=[(t, c, "") for _, c, t in crashed[:3]])
