@@ -489,6 +489,10 @@ def capture_prints(fs: list[Finding]) -> None:
             (q,) = capture([cand["command"]])
             if not q.startswith("no error"):
                 f.repro = dict(f.repro, command=cand["command"], prints=q, input=f"the whole case `{cand['case']}`")
+        if f.kind == "crash" and f.repro.get("prints", "").startswith("no error"):
+            f.repro["note"] = ("the adapter's standalone program for this case compiles and runs (it prints no "
+                               "error); the failure needs the program the harness runs: `qref run --backend "
+                               f"{f.backend} --include '{f.repro.get('case', '')}' --no-xfail`")
         if f.kind in ("spec", "profile") and not _differs(p):
             for cand in f.candidates:
                 if not cand.get("command"):
