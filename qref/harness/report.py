@@ -166,10 +166,13 @@ def render(res: RunResults) -> str:
           "(elements the profile leaves undefined, e.g. LLVM poison, are skipped there too). A task *conforms* "
           "when every compared element matches its reference. *Unsupported* tasks (no such type, op or mode; a "
           "compiler that cannot lower it) are reported with the reason, never counted as passes.", "",
-          "Each differing element gets the first class that explains it: NaN, zero and overflow rules read from "
-          "the codes, else the documented variant of the reference (qref's own encode/scheme with one policy "
-          "field changed) that reproduces the backend's bits exactly, chosen greedily per task; `a + b` means both "
-          "changes are needed; `other` means no single documented variant does. No tolerance is used anywhere.",
+          "Each differing element gets a class from the evidence of its task: NaN, zero and overflow rules read "
+          "from the codes, else the documented variant of the reference (qref's own encode/scheme with one policy "
+          "field changed) that reproduces the backend's bits exactly and contradicts the fewest elements the "
+          "backend got right (a mechanism the backend has would change those too), then the smallest change; the "
+          "order of the classes only breaks exact ties (tests/test_classify_labels.py: a labelled set of known "
+          "causes). `a + b` means both changes are needed; `other` means no single documented variant does. No "
+          "tolerance is used anywhere.",
           "", "| class | meaning |", "|---|---|"]
     L += [f"| {title} | {meaning} |" for title, meaning in CLASSES.values()]
     L += ["", "Expected failures live in `conformance/xfails/<backend>.txt`, one per line: `TARGET-GLOB CASE-GLOB "
@@ -181,9 +184,11 @@ def render(res: RunResults) -> str:
           "vectorized path, when alone it gives other bits); block and lookup cases are cut to the row or block "
           "holding it (or run whole when the backend needs more elements or the output depends on every block); "
           "when none of these reproduces, the report says so. A reproducer is a standalone script (the backend's "
-          "API, numpy and ml_dtypes; no qref) printing `got` and `expected` bits. A compile or run failure of an "
-          "operation and type the backend accepts is a crash; *unsupported* means the backend has no such "
-          "operation or type, with its reason. What each target returns where the spec (or its profile) leaves "
+          "API, numpy and ml_dtypes; no qref) printing `got` and `expected` bits. One rule tells a crash from "
+          "unsupported for every target (`qref.harness.findings.failure_kind`): a program the backend verified "
+          "that fails to lower, compile or run is a crash (a crash group of the findings, with its error line); "
+          "*unsupported* is only what the backend does not claim (its verifier, schema or kernel registry rejects "
+          "the op or type, or it has none), with the reason. What each target returns where the spec (or its profile) leaves "
           "the result unspecified is tabulated, not judged, in [conformance/divergence.md](conformance/divergence.md)"
           ". tests/test_harness_report.py regenerates this file on the "
           "committed suite; tests/test_reproducers.py runs every reproducer without qref.",
