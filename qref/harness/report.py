@@ -188,10 +188,10 @@ def render(res: RunResults) -> str:
           "unsupported for every target (`qref.harness.findings.failure_kind`): a program the backend verified "
           "that fails to lower, compile or run is a crash (a crash group of the findings, with its error line); "
           "*unsupported* is only what the backend does not claim (its verifier, schema or kernel registry rejects "
-          "the op or type, or it has none), with the reason. What each target returns where the spec (or its profile) leaves "
-          "the result unspecified is tabulated, not judged, in [conformance/divergence.md](conformance/divergence.md)"
-          ". tests/test_harness_report.py regenerates this file on the "
-          "committed suite; tests/test_reproducers.py runs every reproducer without qref.",
+          "the op or type, or it has none), with the reason. What each target returns where the spec (or its "
+          "profile) leaves the result unspecified is tabulated in [conformance/divergence.md](conformance/"
+          "divergence.md) and filed as implementation-defined findings. tests/test_harness_report.py regenerates "
+          "this file on the committed suite; tests/test_reproducers.py runs every reproducer without qref.",
           ""]
     if res.skipped:
         L += ["Skipped backends: " + "; ".join(f"{k} ({v})" for k, v in sorted(res.skipped.items())), ""]
