@@ -152,9 +152,10 @@ def _greedy(alts: Iterable[tuple[str, Mapping[str, np.ndarray]]], pending: dict[
                 hits = sum(int(c[2][n][todo[n]].sum()) for n in c[2])
                 return (hits - c[3], hits, -c[3], c[1].split("+")[0] in prefer, -c[4], -c[0])
 
-            best = max(cands, key=key)
-            if not key(best)[1]:  # no variant reproduces a remaining mismatch
+            live = [c for c in cands if key(c)[1]]  # variants that reproduce a remaining mismatch
+            if not live:
                 return
+            best = max(live, key=key)
             assign(best[1], best[2])
             cands.remove(best)
 
