@@ -98,9 +98,7 @@ def render_cpu(res: RunResults) -> list[str]:
          "does; tests/test_cpu.py runs these targets natively and pinned and fails on any difference no variant "
          "explains. Tasks a variant touches in a backend that is not pinned have the status *variant*: their outcome "
          "depends on the host (they pass where the variant does not apply and differ by its classes, covered by its "
-         "entries, where it does), so they are listed here and not counted in §1-§3.", "",
-         "| variant | targets | cases | selected | applied in this run | effect | seen on |",
-         "|---|---|---|---|---|---|---|"]
+         "entries, where it does), so they are listed here and not counted in §1-§3.", ""]
     for v in CPU_VARIANTS:
         backends = sorted({b for t, b in names.items() if v.of_target(t)})
         if not backends:
@@ -114,8 +112,8 @@ def render_cpu(res: RunResults) -> list[str]:
             applied = "unknown" if any(f is None for f in feats) else \
                 ", ".join(f"{b}: {'yes' if v.applies(f) else 'no'}" for b, f in zip(backends, feats))
         globs = ", ".join(f"`{t}`" for t in v.targets.split("|"))
-        L.append(f"| `{v.name}` | {globs} | `{v.cases}` | {v.condition} | {applied} | {v.effect} | "
-                 f"{'; '.join(v.seen_on)} |")
+        L += [f"- `{v.name}`: targets {globs}; cases `{v.cases}`; selected {v.condition}; applied in this run: "
+              f"{applied}.", f"  Effect: {v.effect}", f"  Seen on: {'; '.join(v.seen_on)}."]
     return [*L, ""]
 
 
