@@ -474,38 +474,39 @@ def add_scripts(res: RunResults, fs: list[Finding], suite: str | None = None) ->
 
 def capture_prints(fs: list[Finding]) -> None:
     """Run every finding's reproducer and write what it printed into its "Prints:" line. A difference whose
-    script prints got == expected (or fails) is given the next candidate that prints a difference; where none
-    does, the finding keeps its first script with what it printed and a note that it does not reproduce alone."""
+    script prints got == expected (or fails) is given the next candidate that prints a difference (the candidates
+    of all such findings run together, round by round); where none does, the finding keeps its first script with
+    what it printed and a note that it does not reproduce alone. A crash script that runs without error on one
+    element is replaced by the one of the whole case when that one fails."""
     from .reproducer import capture
 
     todo = [f for f in fs if f.repro.get("command")]
     for f in todo:
         f.repro["command"] = layout(f.repro["command"])
-    printed = capture([f.repro["command"] for f in todo])
-    for f, p in zip(todo, printed):
+    for f, p in zip(todo, capture([f.repro["command"] for f in todo])):
         f.repro["prints"] = p
-        if f.kind == "crash" and p.startswith("no error") and f.candidates:  # one element compiles: the case
-            cand = dict(f.candidates[0], command=layout(f.candidates[0]["command"]))
-            (q,) = capture([cand["command"]])
-            if not q.startswith("no error"):
-                f.repro = dict(f.repro, command=cand["command"], prints=q, input=f"the whole case `{cand['case']}`")
+    crashes = [f for f in todo if f.kind == "crash" and f.repro["prints"].startswith("no error") and f.candidates]
+    cands = [dict(f.candidates[0], command=layout(f.candidates[0]["command"])) for f in crashes]
+    for f, c, q in zip(crashes, cands, capture([c["command"] for c in cands])):
+        if not q.startswith("no error"):
+            f.repro = dict(f.repro, command=c["command"], prints=q, input=f"the whole case `{c['case']}`")
+    for f in todo:
         if f.kind == "crash" and f.repro.get("prints", "").startswith("no error"):
             f.repro["note"] = ("the adapter's standalone program for this case compiles and runs (it prints no "
                                "error); the failure needs the program the harness runs: `qref run --backend "
                                f"{f.backend} --include '{f.repro.get('case', '')}' --no-xfail`")
-        if f.kind in ("spec", "profile") and not _differs(p):
-            for cand in f.candidates:
-                if not cand.get("command"):
-                    continue
-                cand = dict(cand, command=layout(cand["command"]))
-                (q,) = capture([cand["command"]])
-                if _differs(q):
-                    f.repro = dict(cand, prints=q)
-                    break
-            else:
-                f.repro["note"] = ((f.repro.get("note", "") + "; ") if f.repro.get("note") else "") + (
-                    "run alone, this element gives the expected bits: the difference needs the whole case "
-                    f"(`qref run --backend {f.backend} --include '{f.repro.get('case', '')}' --no-xfail`)")
+    waiting = [f for f in todo if f.kind in ("spec", "profile") and not _differs(f.repro["prints"])]
+    for k in range(max((len(f.candidates) for f in waiting), default=0)):
+        now = [(f, dict(f.candidates[k], command=layout(f.candidates[k]["command"]))) for f in waiting
+               if k < len(f.candidates) and f.candidates[k].get("command")]
+        for (f, c), q in zip(now, capture([c["command"] for _, c in now])):
+            if _differs(q):
+                f.repro = dict(c, prints=q)
+        waiting = [f for f in waiting if not _differs(f.repro["prints"])]
+    for f in waiting:
+        f.repro["note"] = ((f.repro.get("note", "") + "; ") if f.repro.get("note") else "") + (
+            "run alone, this element gives the expected bits: the difference needs the whole case "
+            f"(`qref run --backend {f.backend} --include '{f.repro.get('case', '')}' --no-xfail`)")
 
 
 def _differs(prints: str) -> bool:
