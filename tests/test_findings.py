@@ -134,3 +134,17 @@ def test_an_unsupported_task_that_is_a_crash_by_the_rule_joins_a_crash_group():
     assert len(crashes) == 2
     new = next(f for f in crashes if f.tasks == ["uniform/int3/g"])
     assert "1 of them reported as unsupported" in new.statement
+
+
+def test_prints_are_captured_by_running_the_scripts_and_a_non_reproducing_one_is_replaced():
+    fs = findings.findings(_res())
+    tie = next(f for f in fs if f.mechanism == "tie_rule")
+    tie.repro = {"case": "a", "command": "print('got 0x1 expected 0x1')", "prints": "got 0x1 expected 0x2"}
+    tie.candidates = [{"case": "b", "command": "import sys; sys.exit(3)"},
+                      {"case": "c", "command": "print('got 0x3 expected 0x2')", "prints": "written by hand"}]
+    gap = next(f for f in fs if f.mechanism == "saturation")
+    gap.repro = {"case": "d", "command": "print('got 0x5 expected 0x5')", "prints": ""}
+    gap.candidates = []
+    findings.capture_prints([tie, gap])
+    assert tie.repro["case"] == "c" and tie.repro["prints"] == "got 0x3 expected 0x2"
+    assert gap.repro["prints"] == "got 0x5 expected 0x5" and "needs the whole case" in gap.repro["note"]
