@@ -122,6 +122,8 @@ class Finding:
 
 def _format_of(task: str) -> str:
     parts = task.split("/")
+    if len(parts) > 2 and parts[1] == "requantize":  # uniform/requantize/<from>-<to>/...: the storage types
+        return parts[2]
     return parts[1] if len(parts) > 1 else task
 
 
@@ -533,7 +535,8 @@ def bug_report(res: RunResults, f: Finding) -> str:
     if f.repro:
         L += [f"Input: {f.repro.get('input', '')}",
               f"Expected ({'the spec' if f.kind == 'spec' else f.reference}, {f.spec}): {f.repro.get('expected', '')}",
-              f"Got: {f.repro.get('got', '')}", "", "Reproduce (numpy and the backend only):", "", *block(f.repro)]
+              f"Got: {f.repro.get('got', '')}", "", "Reproduce (numpy and the backend only):", "",
+              *block(dict(f.repro, command=layout(f.repro.get("command", ""))))]
         if f.repro.get("note"):
             L += ["", f"Note: {f.repro['note']}"]
     L += ["", f"Cases (qref suite {res.suite}): {', '.join(f.tasks[:12])}" + (" ..." if len(f.tasks) > 12 else "")]
