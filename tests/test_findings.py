@@ -133,7 +133,7 @@ def test_an_unsupported_task_that_is_a_crash_by_the_rule_joins_a_crash_group():
     crashes = [f for f in fs if f.kind == "crash"]
     assert len(crashes) == 2
     new = next(f for f in crashes if f.tasks == ["uniform/int3/g"])
-    assert "1 of them reported as unsupported" in new.statement
+    assert "1 of its target runs reported as unsupported" in new.statement
 
 
 def test_prints_are_captured_by_running_the_scripts_and_a_non_reproducing_one_is_replaced():

@@ -167,7 +167,7 @@ def _crash_key(r: TaskResult) -> str:
     msg = re.sub(r"(?:#x)+", "#x", msg)  # shapes of any rank: tensor<10xi2>, tensor<15x7xi2>
     msg = re.sub(r"'(\w+)\.([a-z]+)_\w+'", r"'\1.\2_*'", msg)  # chlo.broadcast_divide, chlo.broadcast_subtract
     msg = re.sub(r"(?:\b|(?<=#x))(?:u?int|float|ui|si|i|f)#", "T#", msg)  # the element type: folded
-    msg = msg.split(", but got")[0].split(" (node:")[0]
+    msg = msg.split(", but got")[0].split(" (node:")[0].replace("-#", "#")
     return "crash:" + msg.split(" that was explicitly marked illegal")[0]
 
 
@@ -274,7 +274,7 @@ def _finding(res: RunResults, backend: str, cls: str, members: list[tuple[TaskRe
             id=f"{backend}-crash-{_crash_slug(cls)}", backend=backend, family=", ".join(fams), kind="crash",
             mechanism=cls, statement=f"{backend} fails to compile or run {len(tasks)} task(s) of an operation and "
             f"type it lists ({', '.join(fams)}; {_fold_formats(formats)}): {reasons[0][:200]}"
-            + (f" ({was} of them reported as unsupported by the adapter)" if was else ""),
+            + (f" ({was} of its target runs reported as unsupported by the adapter)" if was else ""),
             spec="-", targets=tnames, formats=formats, tasks=tasks, expected=all(r.status == "xfail" for r in rs),
             reference="-", errors=reasons, profile="-", citation=citation,
             where=[(t, c, "") for _, c, t in crashed[:3]])
