@@ -80,4 +80,6 @@ def test_committed_findings_are_current(run_result, tmp_path):
         assert (tmp_path / n).read_text() == (FINDINGS / n).read_text(), f"{n} is out of date: `{REGENERATE}`"
     fs = findings.findings(run_result)
     assert len({f.id for f in fs}) == len(fs), "finding ids are unique"
+    pairs = [(f.backend, f.mechanism) for f in fs]
+    assert len(set(pairs)) == len(pairs), "two findings with the same backend and mechanism"
     assert all(f.statement and f.tasks for f in fs)

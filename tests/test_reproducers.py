@@ -75,10 +75,36 @@ def test_reports_have_reproducers_in_the_standalone_form():
     assert "python -c" not in "".join(p.read_text(encoding="utf-8") for p in PAGES), "a one-liner is left"
     for backend, d in found:
         lines = d.script.splitlines()
-        assert len(lines) <= reproducer.MAX_LINES, f"{d.title}: {len(lines)} lines"
+        assert reproducer.code_lines(d.script) <= reproducer.MAX_LINES, f"{d.title}: {len(lines)} lines"
         assert not re.search(r"\bqref\b|load_suite", d.script), f"{d.title}: the script uses qref"
         assert backend in MODULES, d.title
-        assert lines[-1].startswith("print(f'got {got:#0") and "expected 0x" in lines[-1], d.title
+        assert d.script == reproducer.layout(d.script), f"{d.title}: not laid out (MLIR on one line?)"
+        if d.prints.startswith("got ") and "expected" in d.prints:
+            assert lines[-1].startswith("print(f'got {got:#0") and "expected 0x" in lines[-1], d.title
+
+
+def test_no_line_of_the_generated_docs_is_over_the_limit():
+    for p in [*PAGES, REPORT]:
+        long = [i + 1 for i, ln in enumerate(p.read_text(encoding="utf-8").splitlines())
+                if len(ln) > reproducer.MAX_LINE]
+        assert not long, f"{p.name}: lines {long[:10]} are over {reproducer.MAX_LINE} characters"
+
+
+def test_every_finding_has_a_reproducer_and_spec_findings_print_a_difference():
+    """Every finding of the pages (crash groups and implementation-defined results included) shows a script; a
+    difference from the spec prints got != expected (its Prints line was captured by running it)."""
+    for p in PAGES:
+        if p.stem in ("README", "divergence"):
+            continue
+        text = p.read_text(encoding="utf-8")
+        spec_part = text.split("## Differences from the spec", 1)[1].split("\n## ", 1)[0] \
+            if "## Differences from the spec" in text else ""
+        for sec in re.split(r"^### ", text, flags=re.M)[1:]:
+            head = sec.split("\n", 1)[0]
+            assert "```python" in sec, f"{p.name} {head}: no reproducer"
+        for d in reproducer.documented(spec_part):
+            got, _, exp = d.prints.removeprefix("got ").partition(" expected ")
+            assert got != exp, f"{p.name} {d.title}: the reproducer prints got == expected ({d.prints})"
 
 
 @pytest.mark.slow

@@ -4,9 +4,10 @@ Outputs are compared as unsigned integers of their width (floats as bit patterns
 and of zero all count), skipping elements the expectation leaves unspecified. A mismatching element gets the
 first class that explains it: a structural class read from the codes (NaN sign or code, sign of zero), else a
 qref variant of the reference profile (its family module's ``alternatives``) that reproduces the backend's code
-exactly at that element, chosen greedily per case (the variant explaining the most mismatches first; single
-changes before combinations) (e.g. rounding="nearest_away" -> tie rule, overflow="saturate" -> saturation vs
-NaN vs Inf, zero point added after rounding -> zero point order), else "other". No tolerance anywhere: a class
+exactly at that element, chosen by the evidence of the task (``_greedy``: a variant that changes no element the
+backend got right, explaining the most mismatches, first; single changes before combinations) (e.g.
+rounding="nearest_away" -> tie rule, overflow="saturate" -> saturation vs NaN vs Inf, zero point added after
+rounding -> zero point order), else "other". No tolerance anywhere: a class
 names a bit-exact alternative.
 
 A family may define ``accept(case, exp, name, got) -> bool mask | None``: elements whose bits differ but that
@@ -131,10 +132,18 @@ def class_order(cls: str) -> tuple[int, str]:
 
 def _greedy(alts: Iterable[tuple[str, Mapping[str, np.ndarray]]], pending: dict[str, np.ndarray],
             flat: dict[str, tuple[np.ndarray, np.ndarray]], labels: dict[str, np.ndarray],
-            todo: dict[str, np.ndarray]) -> None:
-    """Label mismatches by alternatives: single changes (classes without '+') before combinations; within a
-    tier, a variant that explains every remaining mismatch ends the search at once, otherwise the one explaining
-    the most goes first (ties: the family's order)."""
+            todo: dict[str, np.ndarray], agree: Mapping[str, np.ndarray] | None = None,
+            prefer: tuple[str, ...] = ()) -> None:
+    """Label mismatches by the evidence: single changes (classes without '+') before combinations; within a tier
+    every variant is scored on the task's elements and the best labels what it explains, then the next best, and
+    so on. A variant's evidence: the mismatches it reproduces (hits) and the elements where the backend agrees
+    with the reference but the variant does not (contradictions: a mechanism the backend has would change them
+    too). Best first: the most hits net of contradictions (a variant qref models only approximately may miss a few
+    elements the backend got right), then the most hits, then the fewest contradictions, then a class in
+    ``prefer`` (the target's known mechanism), then the fewest elements changed from the reference (the smallest
+    change explaining the same evidence), then the family's order (only where nothing in the task tells the
+    variants apart)."""
+    agree = agree or {}
 
     def remaining() -> int:
         return sum(int(t.size) for t in todo.values())
@@ -145,15 +154,20 @@ def _greedy(alts: Iterable[tuple[str, Mapping[str, np.ndarray]]], pending: dict[
             labels[n][todo[n][sel]] = cls
             todo[n] = todo[n][~sel]
 
-    def settle(cands: list[tuple[int, str, dict[str, np.ndarray]]]) -> None:
+    def settle(cands: list[tuple[int, str, dict[str, np.ndarray], int, int]]) -> None:
         while cands and remaining():
-            best = max(cands, key=lambda c: (sum(int(c[2][n][todo[n]].sum()) for n in c[2]), -c[0]))
-            if not sum(int(best[2][n][todo[n]].sum()) for n in best[2]):
+            def key(c: tuple[int, str, dict[str, np.ndarray], int, int]) -> tuple[int, int, int, bool, int, int]:
+                hits = sum(int(c[2][n][todo[n]].sum()) for n in c[2])
+                return (hits - c[3], hits, -c[3], c[1].split("+")[0] in prefer, -c[4], -c[0])
+
+            live = [c for c in cands if key(c)[1]]  # variants that reproduce a remaining mismatch
+            if not live:
                 return
+            best = max(live, key=key)
             assign(best[1], best[2])
             cands.remove(best)
 
-    tier: list[tuple[int, str, dict[str, np.ndarray]]] = []
+    tier: list[tuple[int, str, dict[str, np.ndarray], int, int]] = []
     pairs = False
     for i, (cls, outs) in enumerate(alts):
         if ("+" in cls) != pairs:
@@ -162,30 +176,20 @@ def _greedy(alts: Iterable[tuple[str, Mapping[str, np.ndarray]]], pending: dict[
             if not remaining():
                 return
         h = {}
+        contra = changed = 0
         for name in pending:
             if name in outs:
-                ab = bits(np.asarray(outs[name])).reshape(-1)[pending[name]]
-                h[name] = ab == flat[name][1][pending[name]]
-        if sum(int(m[todo[n]].sum()) for n, m in h.items()) == remaining():
-            assign(cls, h)
-            return
-        tier.append((i, cls, h))
+                ab = bits(np.asarray(outs[name])).reshape(-1)
+                eb, gb = flat[name]
+                if ab.shape != eb.shape:
+                    continue
+                h[name] = ab[pending[name]] == gb[pending[name]]
+                ok = agree.get(name)
+                if ok is not None:
+                    contra += int((ab[ok] != gb[ok]).sum())
+                changed += int((ab != eb).sum())
+        tier.append((i, cls, h, contra, changed))
     settle(tier)
-
-
-def _preferred(alts: Iterable[tuple[str, Mapping[str, np.ndarray]]], prefer: tuple[str, ...]
-               ) -> list[tuple[str, Mapping[str, np.ndarray]]]:
-    """The alternatives with those whose first class is in ``prefer`` moved first within each run of singles or
-    of combinations (the family's order otherwise kept)."""
-    out: list[tuple[str, Mapping[str, np.ndarray]]] = []
-    run: list[tuple[str, Mapping[str, np.ndarray]]] = []
-    for a in [*alts, None]:
-        if run and (a is None or ("+" in a[0]) != ("+" in run[0][0])):
-            out += sorted(run, key=lambda r: r[0].split("+")[0] not in prefer)
-            run = []
-        if a is not None:
-            run.append(a)
-    return out
 
 
 def compare(case: Case, fam: ModuleType, exp: Expectation, got: Mapping[str, np.ndarray], profile: str,
@@ -197,6 +201,7 @@ def compare(case: Case, fam: ModuleType, exp: Expectation, got: Mapping[str, np.
     accept = getattr(fam, "accept", None)
     pending: dict[str, np.ndarray] = {}
     flat: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    agree: dict[str, np.ndarray] = {}  # elements where the backend gives the reference's bits (the evidence)
     for name, e in exp.outputs.items():
         if name not in got:  # not produced by the backend (e.g. a global scale it does not compute)
             continue
@@ -210,6 +215,7 @@ def compare(case: Case, fam: ModuleType, exp: Expectation, got: Mapping[str, np.
             if ok is not None:
                 bad &= ~np.asarray(ok, dtype=bool).reshape(-1)
         diff = np.flatnonzero(bad)
+        agree[name] = np.flatnonzero(keep & ~bad & (eb == gb))
         comp.compared += int(keep.sum())
         comp.mismatches += int(diff.size)
         if diff.size:
@@ -225,7 +231,7 @@ def compare(case: Case, fam: ModuleType, exp: Expectation, got: Mapping[str, np.
     todo = {n: np.flatnonzero(labels[n] == "") for n in pending}
     if any(t.size for t in todo.values()):
         alts = fam.alternatives(case, profile)
-        _greedy(_preferred(alts, prefer) if prefer else alts, pending, flat, labels, todo)
+        _greedy(alts, pending, flat, labels, todo, agree, prefer)
     for name, idx in pending.items():
         lab = labels[name]
         lab[lab == ""] = "other"

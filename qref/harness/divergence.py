@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
 
 from .runner import RunResults
 
@@ -48,11 +50,14 @@ def _cell(behaviours: dict[str, int]) -> str:
     items = sorted(named.items(), key=lambda kv: (-kv[1], kv[0]))
     if len(items) == 1:
         return items[0][0]
+    if len(items) > 2:  # the two most frequent; the rest counted (a table row stays readable)
+        items = [*items[:2], (f"{len(items) - 2} more", sum(n for _, n in items[2:]))]
     return ", ".join(f"{b} ({n})" for b, n in items)
 
 
-def render(res: RunResults, header: str) -> str:
-    """docs/conformance/divergence.md (``header``: the generated-file line of the findings pages)."""
+def render(res: RunResults, header: str, findings: Sequence[Any] = ()) -> str:
+    """docs/conformance/divergence.md (``header``: the generated-file line of the findings pages; ``findings``:
+    the implementation-defined findings, linked from their input kind's table)."""
     data = table(res)
     L = [header, "", "# Divergence where the spec leaves the result unspecified", "",
          f"Suite `{res.suite}`. The conformance comparison skips the elements the spec leaves unspecified (uniform "
@@ -73,11 +78,20 @@ def render(res: RunResults, header: str) -> str:
     for kind in [k for k in KINDS if k in data] + sorted(k for k in data if k not in KINDS):
         cells = data[kind]
         targets = sorted({t for t, _ in cells})
-        storages = sorted({s for _, s in cells}, key=_storage_order)
-        L += [f"## {kind}", "", "| target | " + " | ".join(f"`{s}`" for s in storages) + " |",
-              "|---|" + "---|" * len(storages)]
-        for t in targets:
-            L.append(f"| `{t}` | " + " | ".join(_cell(cells.get((t, s), {})) or "-" for s in storages) + " |")
+        every = sorted({s for _, s in cells}, key=_storage_order)
+        L += [f"## {kind}", ""]
+        for k in range(0, len(every), 4):  # at most four storage types a table: no row over 300 characters
+            storages = every[k : k + 4]
+            L += ["| target | " + " | ".join(f"`{s}`" for s in storages) + " |", "|---|" + "---|" * len(storages)]
+            for t in targets:
+                row = [_cell(cells.get((t, s), {})) or "-" for s in storages]
+                if any(c != "-" for c in row):
+                    L.append(f"| `{t}` | " + " | ".join(row) + " |")
+            L.append("")
+        links = [f for f in findings if getattr(f, "mechanism", "") == f"unspecified:{kind}"]
+        if links:
+            L += ["Findings (with a reproducer each): " + ", ".join(f"[{f.id}]({f.backend}.md#{f.id.lower()})"
+                                                                    for f in links) + ".", ""]
         L.append("")
     return "\n".join(L)
 

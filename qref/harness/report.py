@@ -98,9 +98,7 @@ def render_cpu(res: RunResults) -> list[str]:
          "does; tests/test_cpu.py runs these targets natively and pinned and fails on any difference no variant "
          "explains. Tasks a variant touches in a backend that is not pinned have the status *variant*: their outcome "
          "depends on the host (they pass where the variant does not apply and differ by its classes, covered by its "
-         "entries, where it does), so they are listed here and not counted in §1-§3.", "",
-         "| variant | targets | cases | selected | applied in this run | effect | seen on |",
-         "|---|---|---|---|---|---|---|"]
+         "entries, where it does), so they are listed here and not counted in §1-§3.", ""]
     for v in CPU_VARIANTS:
         backends = sorted({b for t, b in names.items() if v.of_target(t)})
         if not backends:
@@ -114,8 +112,8 @@ def render_cpu(res: RunResults) -> list[str]:
             applied = "unknown" if any(f is None for f in feats) else \
                 ", ".join(f"{b}: {'yes' if v.applies(f) else 'no'}" for b, f in zip(backends, feats))
         globs = ", ".join(f"`{t}`" for t in v.targets.split("|"))
-        L.append(f"| `{v.name}` | {globs} | `{v.cases}` | {v.condition} | {applied} | {v.effect} | "
-                 f"{'; '.join(v.seen_on)} |")
+        L += [f"- `{v.name}`: targets {globs}; cases `{v.cases}`; selected {v.condition}; applied in this run: "
+              f"{applied}.", f"  Effect: {v.effect}", f"  Seen on: {'; '.join(v.seen_on)}."]
     return [*L, ""]
 
 
@@ -166,10 +164,13 @@ def render(res: RunResults) -> str:
           "(elements the profile leaves undefined, e.g. LLVM poison, are skipped there too). A task *conforms* "
           "when every compared element matches its reference. *Unsupported* tasks (no such type, op or mode; a "
           "compiler that cannot lower it) are reported with the reason, never counted as passes.", "",
-          "Each differing element gets the first class that explains it: NaN, zero and overflow rules read from "
-          "the codes, else the documented variant of the reference (qref's own encode/scheme with one policy "
-          "field changed) that reproduces the backend's bits exactly, chosen greedily per task; `a + b` means both "
-          "changes are needed; `other` means no single documented variant does. No tolerance is used anywhere.",
+          "Each differing element gets a class from the evidence of its task: NaN, zero and overflow rules read "
+          "from the codes, else the documented variant of the reference (qref's own encode/scheme with one policy "
+          "field changed) that reproduces the backend's bits exactly and contradicts the fewest elements the "
+          "backend got right (a mechanism the backend has would change those too), then the smallest change; the "
+          "order of the classes only breaks exact ties (tests/test_classify_labels.py: a labelled set of known "
+          "causes). `a + b` means both changes are needed; `other` means no single documented variant does. No "
+          "tolerance is used anywhere.",
           "", "| class | meaning |", "|---|---|"]
     L += [f"| {title} | {meaning} |" for title, meaning in CLASSES.values()]
     L += ["", "Expected failures live in `conformance/xfails/<backend>.txt`, one per line: `TARGET-GLOB CASE-GLOB "
@@ -181,12 +182,14 @@ def render(res: RunResults) -> str:
           "vectorized path, when alone it gives other bits); block and lookup cases are cut to the row or block "
           "holding it (or run whole when the backend needs more elements or the output depends on every block); "
           "when none of these reproduces, the report says so. A reproducer is a standalone script (the backend's "
-          "API, numpy and ml_dtypes; no qref) printing `got` and `expected` bits. A compile or run failure of an "
-          "operation and type the backend accepts is a crash; *unsupported* means the backend has no such "
-          "operation or type, with its reason. What each target returns where the spec (or its profile) leaves "
-          "the result unspecified is tabulated, not judged, in [conformance/divergence.md](conformance/divergence.md)"
-          ". tests/test_harness_report.py regenerates this file on the "
-          "committed suite; tests/test_reproducers.py runs every reproducer without qref.",
+          "API, numpy and ml_dtypes; no qref) printing `got` and `expected` bits. One rule tells a crash from "
+          "unsupported for every target (`qref.harness.findings.failure_kind`): a program the backend verified "
+          "that fails to lower, compile or run is a crash (a crash group of the findings, with its error line); "
+          "*unsupported* is only what the backend does not claim (its verifier, schema or kernel registry rejects "
+          "the op or type, or it has none), with the reason. What each target returns where the spec (or its "
+          "profile) leaves the result unspecified is tabulated in [conformance/divergence.md](conformance/"
+          "divergence.md) and filed as implementation-defined findings. tests/test_harness_report.py regenerates "
+          "this file on the committed suite; tests/test_reproducers.py runs every reproducer without qref.",
           ""]
     if res.skipped:
         L += ["Skipped backends: " + "; ".join(f"{k} ({v})" for k, v in sorted(res.skipped.items())), ""]
@@ -294,12 +297,14 @@ def render(res: RunResults) -> str:
                 sections.append((t, kind, cls, rep, len(rs_c), [r.task for r in rs_c]))
     # ---- 3. discrepancy classes -------------------------------------------------------------------------
     L += ["## 3. Discrepancies", "",
-          "One section per target, comparison and class: what differs, how many tasks, and a minimal reproducer "
-          "(an element of the class, in the smallest task). `qref show CASE` prints the case; the script "
-          "uses the backend's API, numpy and ml_dtypes only (no qref), builds that input from literal bits, calls "
-          "the backend and prints `got` (its bits) and `expected` (the reference's bits, written in by qref).", ""]
+          "One section per target, comparison and class: what differs, how many tasks, and an element of the class "
+          "(in the smallest task). Its standalone script (the backend's API, numpy and ml_dtypes only, no qref; it "
+          "prints `got` and `expected` bits, captured by running it) is on the page of the finding, the mechanism "
+          "in the backend, linked from each section. `qref show CASE` prints the case.", ""]
     from . import reproducer
+    from .findings import findings as all_findings
 
+    fid = {(f.backend, f.mechanism): f.id for f in all_findings(res)}
     for n, (t, kind, cls, rep, count, tasks) in enumerate(sections, 1):
         if kind == "profile" and t.profile is None:
             what = "differs from the spec"
@@ -320,13 +325,18 @@ def render(res: RunResults) -> str:
                   f"- expected ({f'profile `{t.profile}`' if kind == 'profile' and t.profile else 'spec'}): "
                   f"{rep.get('expected', '')}",
                   f"- got: {rep.get('got', '')}",
-                  *([f"- note: {rep['note']}"] if rep.get("note") else []),
-                  f"- reproduce (standalone; `qref show {rep.get('case')}` prints the case):", "",
-                  *reproducer.block(rep)]
+                  *([f"- note: {rep['note']}"] if rep.get("note") else [])]
+        if (t.backend, cls) in fid:  # the standalone script, with what it printed: on the finding's page
+            f_id = fid[(t.backend, cls)]
+            L += [f"- reproducer: finding [{f_id}](conformance/{t.backend}.md#{f_id.lower()}); "
+                  f"`qref show {rep.get('case')}` prints the case", ""]
+        elif rep:
+            L += [f"- reproduce (standalone; `qref show {rep.get('case')}` prints the case):", "",
+                  *reproducer.block(dict(rep, command=reproducer.layout(rep.get("command", ""))))]
     L += render_cpu(res)
     if res.stale_xfails:
         L += ["## 5. Stale expected failures", ""] + [f"- {s}" for s in res.stale_xfails] + [""]
-    return "\n".join(L).rstrip() + "\n"
+    return reproducer.wrap("\n".join(L)).rstrip() + "\n"
 
 
 def write_report(res: RunResults, path: str | os.PathLike[str]) -> Path:

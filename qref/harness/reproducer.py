@@ -14,7 +14,7 @@ from dataclasses import dataclass
 #: the most lines a reproducer script may have (tests/test_reproducers.py checks it)
 MAX_LINES = 30
 
-_BLOCK = re.compile(r"^```python\n(.*?)\n```\n\nPrints: `(got 0x[0-9a-f]+ expected 0x[0-9a-f]+)`", re.M | re.S)
+_BLOCK = re.compile(r"^```python\n(.*?)\n```\n\nPrints: `([^`\n]*)`", re.M | re.S)
 
 
 @dataclass(frozen=True)
@@ -46,3 +46,167 @@ def documented(text: str) -> list[Documented]:
         note = re.search(r"^- note: (.*)$", text[start : m.start()], re.M)
         out.append(Documented(title, m.group(1), m.group(2), note.group(1) if note else ""))
     return out
+
+
+#: the longest line written to a generated page (docs/conformance*.md; tests/test_reproducers.py checks it)
+MAX_LINE = 300
+#: a script line longer than this is broken after the commas between brackets
+_BREAK = 110
+_MLIR = re.compile(r"""(['"])(module \{.*?\})\1""", re.S)
+_MLIR_BREAK = re.compile(r"\s+(?=%[\w.#]+(?::\d+)? = |func\.func |return |\^bb|linalg\.yield |util\.|\}(?:\s|$))")
+
+
+def _mlir_lines(m: re.Match[str]) -> str:
+    """An MLIR module written on one line as a triple-quoted string with one operation a line (MLIR is
+    insensitive to the whitespace between tokens)."""
+    body = _MLIR_BREAK.sub("\n  ", m.group(2))
+    return '"""\n' + body + '\n"""'
+
+
+def _split_long(line: str) -> list[str]:
+    """A Python line over ``_BREAK`` characters broken after the commas inside brackets (outside strings)."""
+    import io
+    import tokenize
+
+    if len(line) <= _BREAK:
+        return [line]
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(line + "\n").readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return [line]
+    indent = len(line) - len(line.lstrip())
+    cuts, depth, start = [], 0, 0
+    for t in toks:
+        if t.type == tokenize.OP and t.string in "([{":
+            depth += 1
+        elif t.type == tokenize.OP and t.string in ")]}":
+            depth -= 1
+        elif t.type == tokenize.OP and t.string == "," and depth > 0 and t.end[1] - start > _BREAK - 10:
+            cuts.append(t.end[1])
+            start = t.end[1]
+    if not cuts:
+        return [line]
+    out, prev = [], 0
+    for c in cuts:
+        out.append(line[prev:c].rstrip() if not out else " " * (indent + 4) + line[prev:c].strip())
+        prev = c
+    out.append(" " * (indent + 4) + line[prev:].strip())
+    return out
+
+
+_LONG_STR = re.compile(r"(?<![\w'\"])'([^'\\\n]{" + str(_BREAK) + r",})'")
+
+
+def _split_strings(line: str) -> str:
+    """Long plain string literals inside brackets written as adjacent literals, one piece a line (Python joins
+    them: the program is the same)."""
+    def piece(m: re.Match[str]) -> str:
+        if line.count("(", 0, m.start()) <= line.count(")", 0, m.start()):
+            return m.group(0)
+        text, parts = m.group(1), []
+        while len(text) > 90:
+            k = max(text.rfind(", ", 0, 90) + 2, text.rfind(" ", 0, 90) + 1)
+            k = k if k > 20 else 90
+            parts.append(text[:k])
+            text = text[k:]
+        parts.append(text)
+        return ("\n" + " " * 8).join(repr(p) if "'" not in p else f"'{p}'" for p in parts)
+
+    return _LONG_STR.sub(piece, line)
+
+
+def layout(script: str) -> str:
+    """A reproducer laid out for reading: inline MLIR modules one operation a line, long lines broken after
+    commas between brackets. The program is the same (tests/test_reproducers.py runs what the page shows)."""
+    if not script:
+        return script
+    script = _HEX.sub(_hex_lines, _MLIR.sub(_mlir_lines, script))
+    out: list[str] = []
+    in_str = False
+    for ln in script.splitlines():
+        if ln.count('"""') % 2:
+            in_str = not in_str
+            out.append(ln)
+            continue
+        if in_str:
+            out.append(ln)
+            continue
+        for part in _split_long(ln):
+            out.extend(_split_strings(part).split("\n"))
+    return "\n".join(out)
+
+
+def code_lines(script: str) -> int:
+    """The statements of a script (logical lines: an MLIR module or a long literal written on several lines
+    counts once)."""
+    import io
+    import tokenize
+
+    try:
+        return sum(t.type == tokenize.NEWLINE for t in tokenize.generate_tokens(io.StringIO(script + "\n").readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return len(script.splitlines())
+
+
+_HEX = re.compile(r"bytes\.fromhex\('([0-9a-f]{" + str(_BREAK) + r",})'\)")
+
+
+def _hex_lines(m: re.Match[str]) -> str:
+    h = m.group(1)
+    parts = [h[i : i + 96] for i in range(0, len(h), 96)]
+    return "bytes.fromhex(\n    " + "\n    ".join(f"'{p}'" for p in parts) + ")"
+
+
+_RUN = "import sys; sys.modules['qref'] = None; exec(compile(open(sys.argv[1]).read(), sys.argv[1], 'exec'))"
+
+
+def capture(scripts: list[str], timeout: float = 600.0, workers: int = 4) -> list[str]:
+    """Run each script as a user would (its own process, an empty directory, qref not importable) and return
+    the last line it printed, or ``error: <last line of stderr>`` when it failed: the "Prints:" line of the
+    pages is what the locked backend printed when they were generated, never written by hand."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def one(script: str) -> str:
+        if not script:
+            return ""
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "repro.py"
+            p.write_text(script + "\n", encoding="utf-8")
+            try:
+                r = subprocess.run([sys.executable, "-c", _RUN, str(p)], capture_output=True, text=True, cwd=d,
+                                   env=env, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return f"error: no result after {timeout:.0f} s"
+        lines = r.stdout.strip().splitlines()
+        if r.returncode == 0 and lines:
+            return lines[-1].strip().replace("`", "'")
+        err = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+        return "error: " + (err[-1].strip()[:200].replace("`", "'") if err else f"exit status {r.returncode}")
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(one, scripts))
+
+
+def wrap(text: str, width: int = 118) -> str:
+    """Markdown with every prose line over ``MAX_LINE`` characters broken at spaces (tables, code blocks and
+    headings are kept; the rendered page is the same)."""
+    import textwrap
+
+    out, code = [], False
+    for ln in text.split("\n"):
+        if ln.startswith("```"):
+            code = not code
+        if code or len(ln) <= MAX_LINE or ln.startswith(("|", "#")):
+            out.append(ln)
+            continue
+        lead = re.match(r"^(\s*(?:[-*] |\d+\. )?)", ln).group(1)  # type: ignore[union-attr]
+        out.extend(textwrap.wrap(ln, width=width, initial_indent="", subsequent_indent=" " * len(lead),
+                                 break_long_words=False, break_on_hyphens=False) or [ln])
+    return "\n".join(out)

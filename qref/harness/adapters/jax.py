@@ -257,9 +257,10 @@ def _uq_blocked(g, blocks, shape):
     return f
 
 
-def _uq_function(case: Case, jit: bool):
+def _uq_function(case: Case, jit: bool, closed: bool = False):
     """The function and its arguments: quantize ``jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage)`` with s
-    and z in x's dtype; dequantize ``(q.astype(E) - z) * s`` in the expressed type E."""
+    and z in x's dtype; dequantize ``(q.astype(E) - z) * s`` in the expressed type E. closed: s and z are
+    constants closed over by ``jax.jit`` (as users write it: XLA may fold them), x the only argument."""
     import jax
     import jax.numpy as jnp
 
@@ -288,6 +289,9 @@ def _uq_function(case: Case, jit: bool):
             return (v.astype(et) - z_) * s_
         args = (q, s, z)
     f = _uq_blocked(g, blocks, shape)
+    if closed:
+        s_c, z_c = args[1], args[2]
+        return jax.jit(lambda v: f(v, jnp.asarray(s_c), jnp.asarray(z_c))), args[:1]
     return (jax.jit(f) if jit else f), args
 
 
@@ -305,7 +309,7 @@ def _uq_input_codes(case: Case) -> np.ndarray:
     return np.asarray(storage_values(case)).astype(np.dtype(getattr(jnp, _uq_storage(scheme_of(case)))))
 
 
-def _uq_one(jit: bool):
+def _uq_one(jit: bool, closed: bool = False):
     def one(case: Case) -> Outputs:
         import jax
 
@@ -313,8 +317,9 @@ def _uq_one(jit: bool):
         if reason:
             raise Unsupported(reason)
         jax.config.update("jax_platforms", "cpu")
-        f, args = _uq_function(case, jit)
-        with jax.enable_x64(any(np.asarray(a).dtype == np.float64 for a in args)):
+        f, args = _uq_function(case, jit, closed)
+        _, full = _uq_function(case, jit)
+        with jax.enable_x64(any(np.asarray(a).dtype == np.float64 for a in full)):
             y = np.asarray(f(*(jax.numpy.asarray(a) for a in args)))
         (oname,) = case.expected
         if y.dtype.itemsize == 1 and y.dtype.kind not in "iuf":  # int4 / int2: the byte ml_dtypes holds
@@ -323,13 +328,13 @@ def _uq_one(jit: bool):
     return one
 
 
-def _uq_run(jit: bool):
+def _uq_run(jit: bool, closed: bool = False):
     def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, _uq_one(jit))
+        return run_each(cases, _uq_one(jit, closed))
     return run
 
 
-def _uq_snippet(jit: bool):
+def _uq_snippet(jit: bool, closed: bool = False):
     def snippet(case: Case, i: int) -> str:
         from ._common import single_element_case
 
@@ -358,12 +363,13 @@ def _uq_snippet(jit: bool):
             width, mask = np.dtype(_np_view(et) if et in ("bfloat16", "float16") else et).itemsize, ""
         sv, zv = np.asarray(s).reshape(-1)[:1], np.asarray(z).reshape(-1)[:1]
         wrap = "jax.jit(f)" if jit else "f"
+        call = "jax.jit(lambda v: f(v, s, z))(jnp.asarray(x))" if closed else f"{wrap}(jnp.asarray(x), s, z)"
         return python_c(
             "import numpy as np, ml_dtypes, jax, jax.numpy as jnp",
             f"jax.config.update('jax_enable_x64', {flat.dtype == np.float64 or sv.dtype == np.float64})",
             f"x = {lit}", f"s = jnp.asarray({float_literal(sv, 0)}[0], {dt})",
             f"z = jnp.asarray({float_literal(zv, 0)}[0], {dt})", body,
-            f"print(hex(int(np.asarray({wrap}(jnp.asarray(x), s, z)).reshape(-1).view(np.uint{8 * width})[{j}])"
+            f"print(hex(int(np.asarray({call}).reshape(-1).view(np.uint{8 * width})[{j}])"
             f"{mask}))")
     return snippet
 
@@ -692,6 +698,10 @@ def targets() -> list[Target]:
         Target(BACKEND, "jax.uniform.jit", "uniform", "the same function under jax.jit (XLA:CPU rewrites x / s "
                "into x * (1 / s))", "jax", ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run(True),
                _uq_snippet(True), copies=True),
+        Target(BACKEND, "jax.uniform.closed", "uniform", "the same function under jax.jit with s and z closed over "
+               "as constants, x the only argument (as users write it: XLA may fold the constants)", "jax",
+               ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run(True, True), _uq_snippet(True, True),
+               copies=True),
         *_recipe_targets(),
         *_matmul_targets(),
     ]

@@ -164,6 +164,8 @@ def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, go
             ev = exp.view(e).astype(np.float64)
             gv = got.view(e).astype(np.float64)
         nan = np.isnan(ev) | np.isnan(gv)
+        if case.operation == "decode":  # NaN against a number is the value the code decodes to, not a NaN rule
+            nan = np.isnan(ev) & np.isnan(gv)
         zero = (ev == 0) & (gv == 0)
         out[nan] = "nan_sign_or_code"
         out[zero & ~nan] = "sign_of_zero"

@@ -45,6 +45,8 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("fma", {"zero_point": "fused", "compute": "float32"}),
     ("zero_point_order", {"zero_point": "after_rounding"}), ("zero_point_order", {"zero_point": "before_rounding"}),
     ("zero_point_order", {"zero_point": "after_rounding_float"}),
+    # rounded, the zero point added, then clamped as an integer (ONNX QuantizeLinear's order)
+    ("zero_point_order", {"zero_point": "after_rounding", "clamp": "integer"}),
     ("tie_rule", {"rounding": "nearest_away"}), ("tie_rule", {"rounding": "nearest_toward_zero"}),
     ("truncation", {"rounding": "toward_zero"}),
     ("directed_rounding", {"rounding": "up"}), ("directed_rounding", {"rounding": "down"}),
