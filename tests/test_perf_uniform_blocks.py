@@ -87,12 +87,12 @@ def test_blocked_quantize_and_dequantize_equal_the_reference(profile: str, stora
                 assert np.array_equal(got.unspecified, want.unspecified), (profile, dt, shape)
                 assert np.array_equal(got.codes, want.codes), (profile, dt, shape)
                 n += x.size
-        # dequantize every code of the storage dtype's range (beyond the storage range too), with masks
+        # dequantize every code of the storage range (codes beyond it are refused, schemes.md §1.1 C1), with masks
         rng = np.random.default_rng(k)
         cdt = s.codes_dtype
-        info = np.iinfo(cdt)
-        codes = rng.integers(int(info.min), int(info.max), shape, endpoint=True).astype(cdt)
-        codes.reshape(-1)[:2] = [info.min, info.max]
+        lo, hi = s.code_bounds()
+        codes = rng.integers(lo, hi, shape, endpoint=True).astype(cdt)
+        codes.reshape(-1)[:2] = [lo, hi]
         for unspec in (None, rng.random(shape) < 0.1):
             qa = qref.QArray(codes=codes, scheme=s, unspecified=unspec)
             for out in (None, np.float32, np.float64, np.float16, ml_dtypes.bfloat16):
@@ -118,8 +118,8 @@ def test_per_tensor_and_per_axis_dequantize_equal_the_reference(profile: str) ->
                 s = qref.scheme(storage, profile=profile, **opts)
             except qref.QrefError:
                 continue
-            info = np.iinfo(s.codes_dtype)
-            codes = rng.integers(int(info.min), int(info.max), (16, 33), endpoint=True).astype(s.codes_dtype)
+            lo_c, hi_c = s.code_bounds()  # the storage range (schemes.md §1.1 C1)
+            codes = rng.integers(lo_c, hi_c, (16, 33), endpoint=True).astype(s.codes_dtype)
             qa = qref.QArray(codes=codes, scheme=s)
             for out in (None, np.float64, np.float16):
                 with np.errstate(all="ignore"):
@@ -181,9 +181,9 @@ def test_quantize_in_slices_equals_the_reference(profile: str, monkeypatch: pyte
                     assert np.array_equal(got.unspecified, want.unspecified), (profile, storage, opts.keys())
                     assert np.array_equal(got.codes, want.codes), (profile, storage, dt, opts.keys())
                     n += x.size
-            # dequantize in slices: every code of the dtype, with a mask
-            info = np.iinfo(s.codes_dtype)
-            codes = rng.integers(int(info.min), int(info.max), shape, endpoint=True).astype(s.codes_dtype)
+            # dequantize in slices: every code of the storage range (schemes.md §1.1 C1), with a mask
+            lo_c, hi_c = s.code_bounds()
+            codes = rng.integers(lo_c, hi_c, shape, endpoint=True).astype(s.codes_dtype)
             qa = qref.QArray(codes=codes, scheme=s, unspecified=rng.random(shape) < 0.1)
             for out in (None, np.float64, ml_dtypes.bfloat16):
                 with np.errstate(all="ignore"):

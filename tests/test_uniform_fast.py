@@ -491,7 +491,7 @@ def _bits_of(v: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("storage", ["int8", "uint8", "int16", "uint4", "int8<-127:127>", "int2"])
 def test_dequantize_kernel(profile: str, storage: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every code of the codes' dtype (codes outside a narrow storage's range included) at each of 16 scales
+    """Every code of the storage range (codes outside it are refused, schemes.md §1.1 C1) at each of 16 scales
     (subnormal, the FTZ edge, huge: products that overflow; int16: every code at one of them) with zero points
     at the storage ends, per tensor / axis 0 and 1 / blocked (split and partial), each output dtype, with and without
     an input mask, two piece sizes: values (as bit patterns) and masks equal the defining path's, through
@@ -499,8 +499,7 @@ def test_dequantize_kernel(profile: str, storage: str, monkeypatch: pytest.Monke
     import qref.schemes.uniform_fast as UF
 
     fmt = qref.get_format(storage)
-    info = np.iinfo(fmt.storage_dtype)
-    every = np.arange(int(info.min), int(info.max) + 1).astype(fmt.storage_dtype)
+    every = np.arange(fmt.lo, fmt.hi + 1).astype(fmt.storage_dtype)  # codes beyond are refused (schemes.md §1.1 C1)
     rows = KERNEL_SCALES.size
     cols = min(max(every.size, 512), 4096)  # int16: each code once over the 16 rows, the others at every scale
     codes = np.resize(every, (rows, cols))

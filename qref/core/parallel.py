@@ -137,7 +137,11 @@ PIECE = 1 << 18  # elements per piece of a chunk: bounds a kernel's temporaries 
 
 
 def pieces(lo: int, hi: int, unit_elements: int = 1, piece: int = PIECE) -> Iterator[tuple[int, int]]:
-    """[a, b) sub-ranges of units [lo, hi), each of at most ``piece`` elements (at least one unit)."""
+    """[a, b) sub-ranges of units [lo, hi), each of at most ``piece`` elements (at least one unit); an empty
+    range is one empty piece (so an empty input still reaches the kernel and gets its empty outputs)."""
     step = max(1, piece // max(1, unit_elements))
+    if hi <= lo:
+        yield lo, lo
+        return
     for a in range(lo, hi, step):
         yield a, min(hi, a + step)

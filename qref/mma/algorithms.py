@@ -142,7 +142,8 @@ class _Algorithm:
     def describe(self) -> dict[str, object]:
         """The record's fields and family as a plain dict."""
         d: dict[str, object] = {"family": self.family}
-        d.update({k: getattr(self, k) for k in self.__dataclass_fields__})
+        # every field and ClassVar (scaled), except whole_k: added for the kernel records after suite v1 (§10.3)
+        d.update({k: getattr(self, k) for k in self.__dataclass_fields__ if k != "whole_k"})
         return d
 
 
