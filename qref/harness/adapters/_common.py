@@ -216,3 +216,15 @@ def from_torch(t: Any) -> np.ndarray:
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(np.uint16)
     return t.numpy()
+
+
+def jax_dot_modes(jax: Any, dot: Any, a: Any, b: Any, sa: Any, sb: Any, mode: str) -> np.ndarray:
+    """dot(a, b, sa, sb) run as a JAX user writes it: "eager", "jit" (the scales as arguments) or
+    "jit_constant_scales" (the scales closed over by jax.jit: compile-time constants XLA may fold, matmul.md §16)."""
+    if mode == "eager":
+        y = dot(a, b, sa, sb)
+    elif mode == "jit":
+        y = jax.jit(dot)(a, b, sa, sb)
+    else:
+        y = jax.jit(lambda qa, qb: dot(qa, qb, sa, sb))(a, b)
+    return np.asarray(y)

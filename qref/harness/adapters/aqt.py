@@ -19,7 +19,7 @@ import numpy as np
 from ...conformance.case import Case
 from ..model import Outputs, Target
 from . import require
-from ._common import python_c, run_each
+from ._common import jax_dot_modes, python_c, run_each
 
 BACKEND = "aqt"
 DISTRIBUTIONS = ("aqtp", "jax", "jaxlib")
@@ -62,14 +62,7 @@ def aqt_int8_dot(a: np.ndarray, b: np.ndarray, a_scale: Any, b_scale: Any, mode:
         rq = aqt_tensor.QTensor(qvalue=qb, scale=[s_b], scale_t=None, bias=[], dequant_dtype=jnp.float32)
         return aqt_dot_general._qtensor_dot_general(lq, rq, dims, fwd, jnp.float32).dequant()
 
-    A, B = jnp.asarray(a), jnp.asarray(b)
-    if mode == "eager":
-        y = dot(A, B, sa, sb)
-    elif mode == "jit":
-        y = jax.jit(dot)(A, B, sa, sb)
-    else:
-        y = jax.jit(lambda qa, qb: dot(qa, qb, sa, sb))(A, B)
-    return np.asarray(y)
+    return jax_dot_modes(jax, dot, jnp.asarray(a), jnp.asarray(b), sa, sb, mode)
 
 
 def _run(mode: str):

@@ -25,7 +25,7 @@ from ..families.lookup import dq_kind, effective_axis
 from ..families.uniform import element_params, scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import codes_as, python_c, run_each, storage_values, suite_input
+from ._common import codes_as, jax_dot_modes, python_c, run_each, storage_values, suite_input
 
 BACKEND = "qwix"
 DISTRIBUTIONS = ("qwix", "jax", "jaxlib")
@@ -373,14 +373,7 @@ def qwix_int8_dot(a: np.ndarray, b: np.ndarray, a_scale: Any, b_scale: Any, a_ze
     def dot(qa: Any, qb: Any, s_a: Any, s_b: Any) -> Any:
         return qdg.dot_general(qarray.QArray(qa, s_a, zav, qa.dtype), qarray.QArray(qb, s_b, zbv, qb.dtype), dims)
 
-    A, B = jnp.asarray(a), jnp.asarray(b)
-    if mode == "eager":
-        y = dot(A, B, sa, sb)
-    elif mode == "jit":
-        y = jax.jit(dot)(A, B, sa, sb)
-    else:
-        y = jax.jit(lambda qa, qb: dot(qa, qb, sa, sb))(A, B)
-    return np.asarray(y)
+    return jax_dot_modes(jax, dot, jnp.asarray(a), jnp.asarray(b), sa, sb, mode)
 
 
 def _dot_run(mode: str):
