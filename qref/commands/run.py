@@ -171,7 +171,7 @@ def account(res: object, suite: object, include: list[str], exclude: list[str], 
             why[f"{c['family']}/{c['operation']}: no selected target runs {c['operation']}"] += 1
         elif listed:
             why[f"{c['family']}/{c['operation']}: its expected outputs are those of {listed}, not of a selected "
-                f"target's reference (the spec or {', '.join(refs)})"] += 1
+                f"target's reference (the spec or one of the {len(refs)} profiles the selected targets name)"] += 1
         else:
             why[f"{c['family']}/{c['operation']}: its expected outputs are no recorded profile's (a policy variant; "
                 "a profile with the same policy has cases of its own, e.g. */profile/<name>/*)"] += 1
