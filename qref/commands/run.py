@@ -110,9 +110,9 @@ def _run(args: argparse.Namespace) -> int:
                          cpu=args.cpu, jobs=args.jobs)
     if args.out:
         report.write_results(res, args.out)
-        report.write_report(res, f"{args.out}/report.md")
+        report.write_report(res, f"{args.out}/report.md", link_findings=bool(args.findings))
     if args.report:
-        report.write_report(res, args.report)
+        report.write_report(res, args.report, link_findings=bool(args.findings))
     if args.findings:
         from ..harness import findings
 

@@ -143,7 +143,7 @@ def _anchor(text: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-")
 
 
-def render(res: RunResults) -> str:
+def render(res: RunResults, link_findings: bool = True) -> str:
     by = _per_target(res)
     targets = sorted(res.targets, key=lambda t: (list(res.backends).index(t.backend), t.family, t.name))
     L: list[str] = [HEADER, "", "# Backend conformance", ""]
@@ -299,8 +299,10 @@ def render(res: RunResults) -> str:
     L += ["## 3. Discrepancies", "",
           "One section per target, comparison and class: what differs, how many tasks, and an element of the class "
           "(in the smallest task). Its standalone script (the backend's API, numpy and ml_dtypes only, no qref; it "
-          "prints `got` and `expected` bits, captured by running it) is on the page of the finding, the mechanism "
-          "in the backend, linked from each section. `qref show CASE` prints the case.", ""]
+          "prints `got` and `expected` bits" + (", captured by running it) is on the page of the finding, the "
+                                                "mechanism in the backend, linked from each section." if link_findings
+                                                else ") follows each section.")
+          + " `qref show CASE` prints the case.", ""]
     from . import reproducer
     from .findings import findings as all_findings
 
@@ -326,7 +328,7 @@ def render(res: RunResults) -> str:
                   f"{rep.get('expected', '')}",
                   f"- got: {rep.get('got', '')}",
                   *([f"- note: {rep['note']}"] if rep.get("note") else [])]
-        if (t.backend, cls) in fid:  # the standalone script, with what it printed: on the finding's page
+        if link_findings and (t.backend, cls) in fid:  # the standalone script, with what it printed: on its page
             f_id = fid[(t.backend, cls)]
             L += [f"- reproducer: finding [{f_id}](conformance/{t.backend}.md#{f_id.lower()}); "
                   f"`qref show {rep.get('case')}` prints the case", ""]
@@ -339,10 +341,12 @@ def render(res: RunResults) -> str:
     return reproducer.wrap("\n".join(L)).rstrip() + "\n"
 
 
-def write_report(res: RunResults, path: str | os.PathLike[str]) -> Path:
+def write_report(res: RunResults, path: str | os.PathLike[str], link_findings: bool = True) -> Path:
+    """The report at ``path``; link_findings (default True): the reproducers are on the findings pages written
+    beside it (``--findings``), else each section carries its script."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(render(res), encoding="utf-8")
+    p.write_text(render(res, link_findings), encoding="utf-8")
     return p
 
 
