@@ -193,7 +193,17 @@ def _uq_func(name: str, case: Case) -> str:
             f"    return {res} : tensor<{sh}{rt}>\n  }}")
 
 
-_uq_supports = unsupported_reason(uniform_types)
+_uq_types = unsupported_reason(uniform_types)
+
+
+def _uq_supports(case: Case) -> str | None:
+    """uniform_types' reason, and f4E2M1FN storage of a tensor whose size is not a multiple of 4: iree-compile 3.13
+    fails to legalize its vector.maskedload in some compiles of the same program and not in others (seen on this
+    case in two of three full runs), so its outcome would not be reproducible."""
+    if case.id.split("/")[1] == "float4_e2m1fn" and int(np.asarray(_uq_input(case)).size) % 4:  # uniform/<storage>/
+        return ("iree-compile 3.13: f4E2M1FN storage of a tensor whose size is not a multiple of 4 fails to legalize "
+                "vector.maskedload in some compiles and not in others (nondeterministic), so it is not run")
+    return _uq_types(case)
 
 
 def _uq_input(case: Case) -> np.ndarray:
