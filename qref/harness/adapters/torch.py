@@ -109,6 +109,22 @@ def _qlinear_supports(engine: str):
     return supports
 
 
+def _packed_weight(torch: Any, b: Any, b_scale: Any, b_zero_point: Any, bias: Any) -> Any:
+    """linear_prepack of the (K, N) int8 weight codes, per tensor or per output channel, with an optional float32
+    bias (the packed weight of quantized.linear and quantized.linear_dynamic)."""
+    w = torch.from_numpy(np.ascontiguousarray(np.asarray(b).T))
+    bs, zb = np.asarray(b_scale), np.asarray(b_zero_point)
+    if bs.size == 1 and zb.size == 1:
+        wq = torch._make_per_tensor_quantized_tensor(w, float(bs.reshape(-1)[0]), int(zb.reshape(-1)[0]))
+    else:
+        n = w.shape[0]
+        wq = torch._make_per_channel_quantized_tensor(
+            w, torch.from_numpy(np.broadcast_to(bs.astype(np.float64).reshape(-1), (n,)).copy()),
+            torch.from_numpy(np.broadcast_to(zb.astype(np.int64).reshape(-1), (n,)).copy()), 0)
+    return torch.ops.quantized.linear_prepack(
+        wq, None if bias is None else torch.from_numpy(np.asarray(bias, np.float32).reshape(-1).copy()))
+
+
 def qlinear(torch: Any, engine: str, ins: dict[str, np.ndarray], bias: np.ndarray | None = None) -> np.ndarray:
     """quantized.linear of the case's inputs under ``engine`` (module docstring): uint8 codes (M, N)."""
     torch.backends.quantized.engine = engine
@@ -116,17 +132,7 @@ def qlinear(torch: Any, engine: str, ins: dict[str, np.ndarray], bias: np.ndarra
         warnings.simplefilter("ignore")  # quantized tensor creation is deprecated (torch 2.13)
         xa = torch._make_per_tensor_quantized_tensor(torch.from_numpy(np.ascontiguousarray(ins["a"])),
                                                      float(_scalar(ins["a_scale"])), int(_scalar(ins["a_zero_point"])))
-        w = torch.from_numpy(np.ascontiguousarray(np.asarray(ins["b"]).T))
-        bs, zb = np.asarray(ins["b_scale"]), np.asarray(ins["b_zero_point"])
-        if bs.size == 1 and zb.size == 1:
-            wq = torch._make_per_tensor_quantized_tensor(w, float(bs.reshape(-1)[0]), int(zb.reshape(-1)[0]))
-        else:
-            n = w.shape[0]
-            wq = torch._make_per_channel_quantized_tensor(
-                w, torch.from_numpy(np.broadcast_to(bs.astype(np.float64).reshape(-1), (n,)).copy()),
-                torch.from_numpy(np.broadcast_to(zb.astype(np.int64).reshape(-1), (n,)).copy()), 0)
-        packed = torch.ops.quantized.linear_prepack(
-            wq, None if bias is None else torch.from_numpy(np.asarray(bias, np.float32).reshape(-1).copy()))
+        packed = _packed_weight(torch, ins["b"], ins["b_scale"], ins["b_zero_point"], bias)
         y = torch.ops.quantized.linear(xa, packed, float(_scalar(ins["y_scale"])), int(_scalar(ins["y_zero_point"])))
     return y.int_repr().numpy()
 
@@ -183,17 +189,7 @@ def linear_dynamic(torch: Any, engine: str, a: np.ndarray, b: np.ndarray, b_scal
     torch.backends.quantized.engine = engine
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # quantized tensors are deprecated; qnnpack warns that it ignores reduce_range
-        w = torch.from_numpy(np.ascontiguousarray(np.asarray(b).T))
-        bs, zb = np.asarray(b_scale), np.asarray(b_zero_point)
-        if bs.size == 1 and zb.size == 1:
-            wq = torch._make_per_tensor_quantized_tensor(w, float(bs.reshape(-1)[0]), int(zb.reshape(-1)[0]))
-        else:
-            n = w.shape[0]
-            wq = torch._make_per_channel_quantized_tensor(
-                w, torch.from_numpy(np.broadcast_to(bs.astype(np.float64).reshape(-1), (n,)).copy()),
-                torch.from_numpy(np.broadcast_to(zb.astype(np.int64).reshape(-1), (n,)).copy()), 0)
-        packed = torch.ops.quantized.linear_prepack(
-            wq, None if bias is None else torch.from_numpy(np.asarray(bias, np.float32).reshape(-1).copy()))
+        packed = _packed_weight(torch, b, b_scale, b_zero_point, bias)
         y = torch.ops.quantized.linear_dynamic(torch.from_numpy(np.ascontiguousarray(a)), packed, reduce_range)
     return y.numpy()
 
