@@ -22,7 +22,7 @@ from ..model import BackendMissing, Target
 
 #: every backend, in report order
 BACKENDS = ("ml_dtypes", "jax", "qwix", "aqt", "mlx", "iree", "mlir", "stablehlo", "onnxruntime", "onnx_reference",
-            "bitsandbytes", "torchao", "litert", "torch")
+            "bitsandbytes", "torchao", "litert", "openvino", "keras", "torch", "torch_compile")
 
 
 def backend_module(name: str) -> ModuleType:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...conformance.case import Case
 from ..model import Outputs, Target, Unsupported
-from . import require
+from . import _torch_casts, _torch_quant, require
 from ._common import codes_as, python_c, run_each, suite_input
 from .onnxruntime import matmul_element_inputs, matmul_literal
 
@@ -419,4 +419,4 @@ def targets() -> list[Target]:
                       "(x / s).clamp(-max, max).to(torch.float8_*), y = torch._scaled_mm(q_a, q_b, scale_a=s_a, "
                       "scale_b=s_b, out_dtype=torch.float32) (CPU)", None, ("qdq_matmul",), _scaled_mm_supports,
                       lambda cases: run_each(cases, _scaled_mm_one), _scaled_mm_snippet))
-    return out
+    return out + _torch_casts.targets(BACKEND, compiled=False) + _torch_quant.targets(BACKEND, compiled=False)
