@@ -8,10 +8,12 @@
   MLX ``quantized_matmul`` / ``qqmm`` built on them.
 - ``linear``: training-recipe records per tensor role and GEMM (``TrainingRecipe``, ``OperandRule``,
   ``get_recipe``) and ``linear_step`` (fprop, dgrad, wgrad of one linear layer; exact, or on a matrix unit).
+- ``absmax``: abs-max int8 quantization with multiplier scales and the int8 Dense forward built on it.
 - ``training``: the hybrid E4M3 / E5M2 recipe, a numpy reference of a Dense layer under Flax's
   ``Fp8DirectDotGeneralOp`` (forward and backward), and 8-bit blockwise optimizer-state quantization.
 """
 
+from .absmax import AbsmaxMultiplierRules, absmax_dense, absmax_quantize
 from .linear import RECIPES, LinearStep, OperandRule, TrainingRecipe, get_recipe, linear_step
 from .mlx_cpu import mlx_qqmm, mlx_quantized_matmul
 from .ops import Accumulation, MatmulResult, block_dot, block_matmul, exact_matmul, qdq_matmul
@@ -53,6 +55,7 @@ from .xla_cpu import jax_scaled_dot
 __all__ = [
     "PRESETS",
     "RECIPES",
+    "AbsmaxMultiplierRules",
     "Accumulation",
     "AdamState8bit",
     "DelayedScaling",
@@ -69,6 +72,8 @@ __all__ = [
     "Requantization",
     "ScalingState",
     "TrainingRecipe",
+    "absmax_dense",
+    "absmax_quantize",
     "adam8bit_step",
     "amax",
     "block_dot",

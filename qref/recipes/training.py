@@ -32,6 +32,8 @@ from .ops import Accumulation, MatmulResult, exact_matmul
 from .scaling import DIVISIONS, DelayedScaling, ScalingState, scaled_dequantize, scaled_quantize
 
 META_NAMES = ("input", "kernel", "output_grad")
+CAST_SCALES = ("updated", "stored")
+DOT_OPERANDS = ("codes", "dequantized")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -50,6 +52,11 @@ class HybridRecipe(HybridRules):
     fuse_bias: the Dense output is fma(dot, s_x s_k, bias) with one rounding instead of fl(fl(dot * s) + bias):
         XLA:CPU contracts the multiply-add of its fused elementwise kernel under jit on hosts with FMA (default
         False: eager JAX).
+    cast_scale: "updated" (Flax: each tensor is cast with the scale just computed from its history) or "stored"
+        (Keras: cast with the stored scale; the computed scale is stored for the next step) (recipes.md §14).
+    dot_operands: "codes" (Flax: dot of the fp8 codes, the product times fl(s_a s_b)) or "dequantized" (Keras:
+        dot of the values fl(decode(q) s) in compute_dtype).
+    bias_rounding: None, or a float dtype the bias is rounded through before the add (Keras: "bfloat16").
     accumulation: the dots' accumulation model (default: any order in compute_dtype, with ftz).
     """
 
@@ -57,6 +64,10 @@ class HybridRecipe(HybridRules):
 
     def __post_init__(self) -> None:
         check_choice("division", self.division, DIVISIONS)
+        check_choice("cast scale", self.cast_scale, CAST_SCALES)
+        check_choice("dot operands", self.dot_operands, DOT_OPERANDS)
+        if self.bias_rounding is not None:
+            acc_format(self.bias_rounding)
         acc_format(self.compute_dtype)
         self.scaling("forward")  # validates the scaling fields
 
@@ -83,7 +94,8 @@ class HybridRecipe(HybridRules):
 
     def _qdq(self, x: object, state: ScalingState, ds: DelayedScaling) -> tuple[np.ndarray, ScalingState]:
         xv = np.asarray(x)
-        s, new = ds.update(state, xv)
+        s_new, new = ds.update(state, xv)
+        s = s_new if self.cast_scale == "updated" else state.scale
         codes = scaled_quantize(xv, s, ds.fmt, compute_dtype=self.compute_dtype, division=self.division,
                                 ftz=self.ftz)
         dt = xv.dtype.name if xv.dtype.kind in "fV" else "float64"
@@ -93,6 +105,7 @@ class HybridRecipe(HybridRules):
 # built from the recipe profile records (qref/profiles/recipe.py), the one place their values live
 PRESETS: dict[str, HybridRecipe] = {
     name: HybridRecipe(**dataclasses.asdict(p.rules)) for name, p in profiles("recipe").items()
+    if isinstance(p.rules, HybridRules)
 }
 
 
@@ -191,7 +204,13 @@ def dense_fp8_step(x: object, kernel: object, bias: object, g: object, state: Fp
         grad_bias = sum of g over the batch axes
 
     x: (..., K); kernel: (K, N); bias: (N,) or None; g: dL/dy, shape (..., N). Everything is computed in the
-    recipe's compute dtype (x is cast to it first, as Flax casts inputs to the kernel's dtype)."""
+    recipe's compute dtype (x is cast to it first, as Flax casts inputs to the kernel's dtype).
+
+    With cast_scale "stored" each cast uses the state's scale (the updated scale goes to the new state only);
+    with dot_operands "dequantized" (keras 3.15, recipes.md §14) the dots run on v = fl(decode(q) s):
+    y = fl(dot(v_x, v_k)) [+ bias], grad_x = fl(dot(v_g, v_k^T)), grad_k = fl(dot(v_x^T, v_g)); with
+    bias_rounding the bias is rounded through that dtype first, and so is grad_bias (the backward of the round
+    trip)."""
     rc = recipe if recipe is not None else HybridRecipe()
     cd = rc.compute_dtype
     cfmt = acc_format(cd)
@@ -213,14 +232,24 @@ def dense_fp8_step(x: object, kernel: object, bias: object, g: object, state: Fp
     acc = dataclasses.replace(rc.acc, dtype=cd)
     f32 = acc_format("float32")
 
+    stored = rc.cast_scale == "stored"
     s_x, st_x = fw.update(state.input, x2)
     s_k, st_k = fw.update(state.kernel, kv)
+    if stored:
+        s_x, s_k = state.input.scale, state.kernel.scale
     q_x = scaled_quantize(x2, s_x, fw.fmt, compute_dtype=cd, division=rc.division, ftz=ftz)
     q_k = scaled_quantize(kv, s_k, fw.fmt, compute_dtype=cd, division=rc.division, ftz=ftz)
-    vx = _decode(q_x, fw.fmt)
-    vk = _decode(q_k, fw.fmt)
+    deq = rc.dot_operands == "dequantized"
+    if deq:
+        vx = f64(scaled_dequantize(q_x, fw.fmt, s_x, dtype=cd, ftz=ftz))
+        vk = f64(scaled_dequantize(q_k, fw.fmt, s_k, dtype=cd, ftz=ftz))
+    else:
+        vx = _decode(q_x, fw.fmt)
+        vk = _decode(q_k, fw.fmt)
 
-    def scale_prod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def scale_prod(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+        if deq:
+            return None
         return round_values(round_values(f64(a) * f64(b), f32, ftz=ftz), cfmt, ftz=ftz).reshape(())
 
     s_y = scale_prod(s_x, s_k)
@@ -231,7 +260,9 @@ def dense_fp8_step(x: object, kernel: object, bias: object, g: object, state: Fp
         bv = round_values(f64(bias), cfmt)
         if bv.shape != (N,):
             raise QrefError(f"bias must have shape ({N},), got {bv.shape}")
-    if bias is not None and rc.fuse_bias:
+        if rc.bias_rounding is not None:
+            bv = round_values(bv, acc_format(rc.bias_rounding))
+    if bias is not None and rc.fuse_bias and not deq:
         r_acc = exact_matmul(vx, vk, accumulation=acc, out_dtype=cd)
         with np.errstate(invalid="ignore", over="ignore"):
             y = add_round(f64(r_acc.value) * f64(s_y), bv, cfmt, ftz=ftz)  # fma: one rounding
@@ -246,8 +277,10 @@ def dense_fp8_step(x: object, kernel: object, bias: object, g: object, state: Fp
         dots_y = r_y
 
     s_g, st_g = gr.update(state.output_grad, g2)
+    if stored:
+        s_g = state.output_grad.scale
     q_g = scaled_quantize(g2, s_g, gr.fmt, compute_dtype=cd, division=rc.division, ftz=ftz)
-    vg = _decode(q_g, gr.fmt)
+    vg = f64(scaled_dequantize(q_g, gr.fmt, s_g, dtype=cd, ftz=ftz)) if deq else _decode(q_g, gr.fmt)
     r_gx = exact_matmul(vg, vk.T, accumulation=acc, out_dtype=cd, post_scale=scale_prod(s_k, s_g))
     r_gk = exact_matmul(vx.T, vg, accumulation=acc, out_dtype=cd, post_scale=scale_prod(s_x, s_g))
     dots = {"y": dots_y, "grad_x": r_gx, "grad_kernel": r_gk}
@@ -257,6 +290,10 @@ def dense_fp8_step(x: object, kernel: object, bias: object, g: object, state: Fp
         dots["grad_bias"] = r_gb
         gb = r_gb.value.reshape(N)
         gb_tol = _tol_from(r_gb.bound, gb, u, bias=False).reshape(N)
+        if rc.bias_rounding is not None:  # the backward of the round trip rounds the cotangent the same way
+            gb = round_values(f64(gb), acc_format(rc.bias_rounding)).astype(ndt)
+            gb_tol = np.where(gb_tol == 0, 0.0, _up(gb_tol + np.abs(f64(gb)) * 2.0 ** -acc_format(
+                rc.bias_rounding).precision))
     return DenseStep(
         y=y.astype(ndt).reshape(*lead, N),
         grad_x=r_gx.value.reshape(*lead, K),
