@@ -66,13 +66,15 @@ PROFILES = (
             rules=HybridRules(division="reciprocal", fuse_bias=True),
             sources=("flax/linen/fp8_ops.py", "docs/spec/recipes.md §4"),
             package="flax", versions=">=0.12,<0.13", status="verified", evidence=_EVIDENCE),
-    Profile("keras", "recipe", "keras 3.15.1 Dense / EinsumDense quantize('float8') on the JAX backend, XLA:CPU, "
-            "eager (QuantizedFloat8DTypePolicy, delayed scaling)",
+    Profile("keras", "recipe", "keras 3.15.1 Dense quantize('float8') on the JAX backend, XLA:CPU, eager "
+            "(QuantizedFloat8DTypePolicy, delayed scaling)",
             "E4M3 inputs and kernel / E5M2 output gradients, history 1024, margin 0, the Flax scale formula; each "
             "step casts with the stored scale and stores the scale computed from the history before this step's "
-            "amax (one step later than Flax); the dot runs on the dequantized float32 values; the float32 bias is "
-            "rounded through bfloat16 before the add.",
-            rules=HybridRules(cast_scale="stored", dot_operands="dequantized", bias_rounding="bfloat16"),
+            "amax (one step later than Flax); x / s runs as x * fl(1 / s) (keras.ops.divide by a broadcast scalar "
+            "is one XLA computation, rewritten even eagerly); the dot runs on the dequantized float32 values; the "
+            "float32 bias (and its gradient) is rounded through bfloat16.",
+            rules=HybridRules(division="reciprocal", cast_scale="stored", dot_operands="dequantized",
+                              bias_rounding="bfloat16"),
             sources=("keras/src/layers/core/dense.py (_float8_build, _float8_call)",
                      "keras/src/quantizers/quantizers.py (compute_float8_scale, compute_float8_amax_history, "
                      "quantize_and_dequantize)", "docs/spec/recipes.md §14"),

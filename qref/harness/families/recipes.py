@@ -14,11 +14,12 @@ zero interval accepts +0 and -0. Elements the case leaves unspecified are skippe
 rule; ``qref.harness.classify.compare`` applies it where the bits differ.
 
 Profiles. ``block_matmul`` cases hold for their scheme's block profile (``ocp`` for MX and single-level NVFP4,
-``nvidia`` for two-level NVFP4): that is the spec default for the input set, so every block_matmul case holds
-under "spec"; ``qdq_matmul`` cases hold under the spec; ``scaled_qdq`` cases hold under ``flax`` (eager: x / s,
-XLA:CPU flush-to-zero), ``flax_jit`` (x * fl(1 / s), flush-to-zero) or, with no profile, the spec (IEEE, the
-case's division). A target with a recipe profile is compared with the cases of that profile; an expectation
-under a profile a case does not hold for is recomputed with qref.recipes (scaled casts) or is Unsupported.
+``nvidia`` for two-level NVFP4): that is the spec default for the input set, so every block_matmul case holds under
+"spec"; ``qdq_matmul`` cases hold under the spec; ``scaled_qdq`` cases hold under ``flax`` (eager: x / s, XLA:CPU
+flush-to-zero), ``flax_jit`` (x * fl(1 / s), flush-to-zero; also ``keras``, whose cast is the same) or, with no
+profile, the spec (IEEE, the case's division). A target with a recipe profile is compared with the cases of that
+profile; an expectation under a profile a case does not hold for is recomputed with qref.recipes (scaled casts) or
+is Unsupported.
 
 Classes (a mismatching element; first that applies): a NaN / Inf rule broken (``nan_sign_or_code``,
 ``saturation_nan_inf``), a bit-defined case whose result lies within the any-order bound
@@ -49,7 +50,9 @@ SPEC_PROFILE = "spec"
 OPERATIONS = ("block_matmul", "qdq_matmul", "scaled_qdq")
 MATMULS = ("block_matmul", "qdq_matmul")
 #: recipe profiles of scaled casts -> (division, ftz)
-CAST_PROFILES = {"flax": ("divide", True), "flax_jit": ("reciprocal", True)}
+CAST_PROFILES = {"flax": ("divide", True), "flax_jit": ("reciprocal", True), "keras": ("reciprocal", True)}
+#: recipe profiles whose scaled cast is another profile's (recipes.md §14.2): they hold that profile's cases
+CAST_ALIASES = {"keras": "flax_jit"}
 
 CLASS_SECTIONS = {
     "accumulation_order": "recipes.md §2.1", "outside_bound": "recipes.md §2.3",
@@ -62,7 +65,7 @@ CLASS_SECTIONS = {
 # ---- profiles ---------------------------------------------------------------------------------------------
 def holds(case: Case, profile: str) -> bool:
     if case.operation == "scaled_qdq":
-        return (not case.profiles) if profile == SPEC_PROFILE else profile in case.profiles
+        return (not case.profiles) if profile == SPEC_PROFILE else CAST_ALIASES.get(profile, profile) in case.profiles
     if case.operation == "block_matmul":  # the block profile of the case's scheme is the spec for its inputs
         return profile == SPEC_PROFILE or profile in case.profiles
     return profile == SPEC_PROFILE or profile in case.profiles
