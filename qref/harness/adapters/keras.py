@@ -1,6 +1,7 @@
 """Keras 3 on the JAX backend (``KERAS_BACKEND=jax``, XLA:CPU, eager): the scaled cast of its float8 training
 recipe, ``keras.quantizers.quantize_and_dequantize`` (recipe profile ``keras``, recipes.md §14), on the suite's
-scaled_qdq cases.
+scaled_qdq cases, and its scale / amax-history update (``compute_float8_scale``, ``compute_float8_amax_history``)
+on the delayed_scaling cases (the scale a step computes; Keras casts with it from the next step on).
 
 The function returns only the dequantized values y = fl(decode(cast(clip(x / s, -max, max))) * s); the codes are
 read from the same Keras ops it runs first (``keras.ops.divide``, ``clip``, ``cast``). Keras's float8 training
@@ -77,6 +78,65 @@ def _cast_snippet(case: Case, i: int) -> str:
                     f"print(hex(int(np.asarray({expr[0]}).reshape(-1).view({expr[1]})[{i}])))")
 
 
+# ---- delayed scaling: keras.quantizers.compute_float8_scale / compute_float8_amax_history (recipes.md §4, §14) ----
+def _ds_supports(case: Case) -> str | None:
+    p = case.params
+    if case.format["name"] not in FORMATS:
+        return f"Keras 3.15 has no dtype {case.format['name']}"
+    if p["amax_compute"] != "max":
+        return "Keras 3.15 takes the maximum of the amax history (ops.max); it has no amax_compute 'most_recent'"
+    if not p["ftz"]:
+        return ("the case asks for IEEE gradual underflow; Keras on XLA:CPU flushes float32 subnormals (the "
+                "flush-to-zero case of the same amax sequence runs)")
+    if p["margin"] != 0:
+        return "Dense calls compute_float8_scale with margin 0"
+    return None
+
+
+def _ds_one(case: Case) -> Outputs:
+    import ml_dtypes
+
+    keras = _keras()
+    ops, kq = keras.ops, keras.quantizers
+    m = ops.cast(float(ml_dtypes.finfo(getattr(ml_dtypes, case.format["name"])).max), "float32")
+    scale = ops.convert_to_tensor(np.asarray(case.inputs["scale0"], np.float32).reshape(()))
+    hist = ops.convert_to_tensor(np.asarray(case.inputs["history0"], np.float32))
+    scales, hists = [], []
+    for a in np.asarray(case.inputs["amax"], np.float32).reshape(-1, 1):
+        scale = kq.compute_float8_scale(ops.max(hist, axis=0), scale, m)
+        hist = kq.compute_float8_amax_history(ops.convert_to_tensor(a), hist)
+        scales.append(np.asarray(scale, np.float32).reshape(()))
+        hists.append(np.asarray(hist, np.float32))
+    return {"scales": codes_as(case, "scales", np.stack(scales)), "histories": codes_as(case, "histories",
+                                                                                      np.stack(hists))}
+
+
+def _ds_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    return run_each(cases, _ds_one)
+
+
+def _ds_snippet(case: Case, i: int) -> str:
+    out = getattr(case, "_output", "scales")
+    fmt = case.format["name"]
+    am = np.asarray(case.inputs["amax"], np.float32).reshape(-1).view(np.uint32)
+    s0 = np.asarray(case.inputs["scale0"], np.float32).reshape(-1)[0].view(np.uint32)
+    L = int(case.params["history_length"])
+    return python_c("import os; os.environ['KERAS_BACKEND'] = 'jax'",
+                    "import numpy as np, ml_dtypes, keras",
+                    "ops, kq = keras.ops, keras.quantizers",
+                    f"amax = np.array([{', '.join(hex(int(v)) for v in am)}], np.uint32).view(np.float32)",
+                    f"scale = ops.convert_to_tensor(np.array({int(s0):#x}, np.uint32).view(np.float32))",
+                    f"hist = ops.zeros(({L},), 'float32')" if not np.any(case.inputs["history0"]) else
+                    f"hist = ops.convert_to_tensor({suite_input(case, 'history0')})",
+                    f"m = ops.cast(float(ml_dtypes.finfo(ml_dtypes.{fmt}).max), 'float32')",
+                    "out = []",
+                    "for a in amax.reshape(-1, 1):",
+                    "    scale = kq.compute_float8_scale(ops.max(hist, axis=0), scale, m)",
+                    "    hist = kq.compute_float8_amax_history(ops.convert_to_tensor(a), hist)",
+                    f"    out.append(np.asarray({'scale' if out == 'scales' else 'hist'}, np.float32).reshape(-1))",
+                    f"print(hex(int(np.concatenate(out).view(np.uint32)[{i}])))")
+
+
 def targets() -> list[Target]:
     os.environ["KERAS_BACKEND"] = "jax"  # read by keras at its first import (require imports it)
     require("keras", backend=BACKEND, hint="pip install keras")
@@ -86,4 +146,9 @@ def targets() -> list[Target]:
                "keras.ops.clip(keras.ops.divide(x, s), -max, max), fmt) (KERAS_BACKEND=jax, eager XLA:CPU: the "
                "scaled cast of Dense.quantize('float8'))", "keras", ("scaled_qdq",), _supports, _cast_run,
                _cast_snippet),
+        Target(BACKEND, "keras.float8_delayed_scaling", "recipes",
+               "per step: scale = keras.quantizers.compute_float8_scale(keras.ops.max(history, axis=0), scale, "
+               "max), history = keras.quantizers.compute_float8_amax_history(amax_t, history) (KERAS_BACKEND=jax, "
+               "eager XLA:CPU; the variable updates of Dense.quantize('float8'))", "keras", ("delayed_scaling",),
+               _ds_supports, _ds_run, _ds_snippet),
     ]

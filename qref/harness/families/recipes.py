@@ -1,8 +1,10 @@
 """Recipes (block-scaled and scaled-FP8 matrix products, scaled casts) for the harness (spec: docs/spec/recipes.md).
 
 Operations (qref/conformance/cases/recipes.py): ``block_matmul`` (``lhs_codes`` / ``lhs_scales`` / ``rhs_codes`` /
-``rhs_scales`` [+ global scales] -> ``y``), ``qdq_matmul`` (``a``, ``b`` [+ scales] -> ``a_codes``, ``b_codes``
-[, ``a_scale``, ``b_scale``], ``y``) and ``scaled_qdq`` (``x``, ``scale`` -> ``codes``, ``y``).
+``rhs_scales`` [+ global scales] -> ``y``), ``qdq_matmul`` (``a``, ``b`` [+ scales] -> ``a_codes``, ``b_codes`` [,
+``a_scale``, ``b_scale``], ``y``), ``scaled_qdq`` (``x``, ``scale`` -> ``codes``, ``y``) and ``delayed_scaling``
+(``amax``, ``scale0``, ``history0`` -> ``scales``, ``histories``: every case holds for the spec under its own
+params, recipes.md §4).
 
 Comparison (recipes.md §2.1-2.3). Every case names its accumulation (``params["accumulation"]``); the cases of
 one input set differ only there, so each accumulation is its own task. A bit-defined accumulation (exact,
@@ -40,14 +42,14 @@ from ...conformance.case import Case
 from ...core.decode import decode
 from ...errors import QrefError
 from ...recipes import Accumulation, MatmulResult, block_matmul, jax_scaled_dot, qdq_matmul
-from ...recipes.scaling import scaled_dequantize, scaled_quantize
+from ...recipes.scaling import DelayedScaling, scaled_dequantize, scaled_quantize
 from ...schemes.base import QArray, scheme
 from ..model import Unsupported
 from . import Expectation, describe_value, task_hash
 
 FAMILY = "recipes"
 SPEC_PROFILE = "spec"
-OPERATIONS = ("block_matmul", "qdq_matmul", "scaled_qdq")
+OPERATIONS = ("block_matmul", "qdq_matmul", "scaled_qdq", "delayed_scaling")
 MATMULS = ("block_matmul", "qdq_matmul")
 #: recipe profiles of scaled casts -> (division, ftz)
 CAST_PROFILES = {"flax": ("divide", True), "flax_jit": ("reciprocal", True), "keras": ("reciprocal", True)}
@@ -64,11 +66,27 @@ CLASS_SECTIONS = {
 
 # ---- profiles ---------------------------------------------------------------------------------------------
 def holds(case: Case, profile: str) -> bool:
+    if case.operation == "delayed_scaling":  # the spec's recurrence under the case's params; a recipe profile
+        return profile == SPEC_PROFILE or profile in case.profiles or _delayed_rules_match(case, profile)
     if case.operation == "scaled_qdq":
         return (not case.profiles) if profile == SPEC_PROFILE else CAST_ALIASES.get(profile, profile) in case.profiles
     if case.operation == "block_matmul":  # the block profile of the case's scheme is the spec for its inputs
         return profile == SPEC_PROFILE or profile in case.profiles
     return profile == SPEC_PROFILE or profile in case.profiles
+
+
+def _delayed_rules_match(case: Case, profile: str) -> bool:
+    """A recipe profile (HybridRules) holds a delayed_scaling case whose params are its own scaling rules."""
+    from ...profiles import profiles
+    from ...profiles.recipe import HybridRules
+
+    p = profiles("recipe").get(profile)
+    r = getattr(p, "rules", None)
+    if not isinstance(r, HybridRules):
+        return False
+    q = case.params
+    return (case.format["name"] in (r.forward_format, r.grad_format) and q["amax_compute"] == r.amax_compute
+            and int(q["margin"]) == r.margin and bool(q["ftz"]) == r.ftz and q["formula"] == "flax")
 
 
 def relevant(case: Case, profile: str | None) -> bool:
@@ -272,9 +290,26 @@ def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, go
     return out
 
 
+def _delayed_outputs(case: Case, ftz: bool) -> dict[str, np.ndarray]:
+    p = case.params
+    ds = DelayedScaling(fmt=case.format["name"], history_length=int(p["history_length"]),
+                        amax_compute=str(p["amax_compute"]), margin=int(p["margin"]), ftz=ftz)
+    st = ds.state(case.inputs["scale0"], case.inputs["history0"])
+    scales, hists = [], []
+    with np.errstate(all="ignore"):
+        for a in case.inputs["amax"].reshape(-1):
+            s, st = ds.update(st, np.asarray([a], dtype=np.float32))
+            scales.append(s[0])
+            hists.append(st.history.copy())
+    return {"scales": np.asarray(scales, np.float32), "histories": np.stack(hists).astype(np.float32)}
+
+
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
-    """Scaled casts and the codes of qdq_matmul: the other division and flush-to-zero, bit for bit."""
-    if case.operation == "scaled_qdq":
+    """Scaled casts and the codes of qdq_matmul: the other division and flush-to-zero, bit for bit; delayed
+    scaling: the other flush-to-zero setting."""
+    if case.operation == "delayed_scaling":
+        yield "subnormal_flush", _delayed_outputs(case, not bool(case.params["ftz"]))
+    elif case.operation == "scaled_qdq":
         try:
             division, ftz = _cast_mode(case, profile)
         except Unsupported:
@@ -299,6 +334,12 @@ def spec_sections(case: Case) -> tuple[str, ...]:
 def describe_input(case: Case, index: int, output: str = "y") -> str:
     from ...conformance.text import float_text, hex_words
 
+    if case.operation == "delayed_scaling":
+        am = case.inputs["amax"].reshape(-1)
+        L = int(case.params["history_length"])
+        t = index if output == "scales" else index // L
+        return (f"step {t} of {am.size} (amax {float_text(float(am[t]))}; history length {L}, "
+                f"{case.params['amax_compute']}, {'flush-to-zero' if case.params['ftz'] else 'IEEE'})")
     if case.operation == "scaled_qdq":
         x = case.inputs["x"].reshape(-1)[index : index + 1]
         with np.errstate(invalid="ignore"):
