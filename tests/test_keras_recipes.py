@@ -151,3 +151,44 @@ def test_absmax_quantize_float32_ops():
     assert q.tolist() == [np.clip(np.round(x[0] * exp_s), -127, 127).astype(np.int8).tolist()]
     q2, s2 = absmax_quantize(F32([[2.5, 127.0, -0.5]]), -1, AbsmaxMultiplierRules(epsilon=0.0))
     assert float(s2[0, 0]) == 1.0 and q2.tolist() == [[2, 127, 0]]  # half to even
+
+
+def _edge_heavy(n: int, seed: int) -> np.ndarray:
+    """n float32 values: random over 2^-30 .. 2^30 with both signs, plus zeros, subnormals, huge values, Inf, NaN
+    and every float32 bit pattern's neighbours of a few binade edges."""
+    rng = np.random.default_rng(seed)
+    x = (rng.choice([-1.0, 1.0], n) * np.exp2(rng.uniform(-30, 30, n))).astype(F32)
+    edge = F32([0.0, -0.0, 1e-45, -1e-40, 1.17e-38, 3.4e38, -3.4e38, np.inf, -np.inf, np.nan, 448.0, 57344.0])
+    x[: edge.size] = edge
+    x[edge.size : edge.size + 4096] = np.arange(0x3F800000 - 2048, 0x3F800000 + 2048, dtype=np.uint32).view(F32)
+    return x
+
+
+def test_quantize_and_dequantize_million_values():
+    """keras.quantizers.quantize_and_dequantize on 10^6 values per float8 format and scale: x * fl(1 / s) (the
+    broadcast division XLA rewrites), clip, round to nearest even, times s, flush-to-zero (recipes.md §14)."""
+    from qref.recipes.scaling import scaled_dequantize, scaled_quantize
+
+    x = _edge_heavy(10**6, 3)
+    for fmt in ("float8_e4m3fn", "float8_e5m2"):
+        for s in (F32(0.37), F32(1 / 3), F32(2.0**-7)):
+            got = keras.quantizers.quantize_and_dequantize(x, np.asarray(s), fmt, "float32")
+            codes = scaled_quantize(x, s, fmt, compute_dtype="float32", division="reciprocal", ftz=True)
+            exp = scaled_dequantize(codes, fmt, s, dtype="float32", ftz=True)
+            g, e = np.asarray(got, F32), np.asarray(exp, F32)
+            nan = np.isnan(e)
+            assert np.array_equal(np.isnan(g), nan), f"{fmt} s={s}: NaN positions differ"
+            assert_bits(f"{fmt} s={s}", g[~nan], e[~nan])
+
+
+def test_abs_max_quantize_million_values():
+    """keras.quantizers.abs_max_quantize (the backend path Dense int8 uses for its inputs) on 10^6 values in
+    rows of 1000, per row: codes and scales bit for bit (recipes.md §15)."""
+    x = _edge_heavy(10**6, 4)
+    x = np.where(np.isfinite(x), x, F32(0.5)).reshape(1000, 1000)  # the int8 cast of NaN / Inf is undefined
+    x[7] = 0.0
+    x[8] = F32(1e-45)
+    q, s = keras.quantizers.abs_max_quantize(x, axis=-1)
+    eq, es = absmax_quantize(x, -1)
+    assert np.array_equal(np.asarray(q), eq)
+    assert_bits("scale", s, es)

@@ -53,7 +53,12 @@ _EVIDENCE = ("tests/test_recipes_flax.py against flax 0.12.8 (jax 0.10.2 CPU): 1
 
 _KERAS_EVIDENCE = ("tests/test_keras_recipes.py against keras 3.15.1 (JAX backend, jax 0.10.2 CPU, eager): Dense "
                    "quantize('float8') training steps with SGD: outputs, gradients, scales and amax histories bit "
-                   "for bit",)
+                   "for bit; keras.quantizers.quantize_and_dequantize on 10^6 random and edge values",
+                   "qref run --backend keras (scaled_qdq and delayed_scaling cases)")
+
+_KERAS_INT8_EVIDENCE = ("tests/test_keras_recipes.py against keras 3.15.1 (JAX backend, jax 0.10.2 CPU, eager): "
+                        "Dense quantize('int8') kernel codes, kernel scales and outputs, and "
+                        "keras.quantizers.abs_max_quantize on 10^6 random and edge values, bit for bit",)
 
 PROFILES = (
     Profile("flax", "recipe", "flax 0.12.8 linen fp8_ops on XLA:CPU, eager (Fp8DirectDotGeneralOp, delayed scaling)",
@@ -86,7 +91,7 @@ PROFILES = (
             sources=("keras/src/layers/core/dense.py (quantize, _int8_call)",
                      "keras/src/quantizers/quantizers.py (abs_max_quantize, AbsMaxQuantizer)",
                      "docs/spec/recipes.md §15"),
-            package="keras", versions="==3.15.1", status="verified", evidence=_KERAS_EVIDENCE),
+            package="keras", versions="==3.15.1", status="verified", evidence=_KERAS_INT8_EVIDENCE),
 )
 
 for _p in PROFILES:
