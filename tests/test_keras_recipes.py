@@ -192,3 +192,34 @@ def test_abs_max_quantize_million_values():
     eq, es = absmax_quantize(x, -1)
     assert np.array_equal(np.asarray(q), eq)
     assert_bits("scale", s, es)
+
+
+def test_float8_dense_cast_divides_by_a_broadcast_reciprocal():
+    """A Dense with K = N = 1 whose step-2 input rows lie where x / s and x * fl(1 / s) give different E4M3 codes
+    (s = the stored scale of step 2, from step 0's amax 3): Keras casts the 2 x 1 input as x * fl(1 / s) and the
+    one-element kernel as k / s (recipes.md §14.1, division "broadcast_reciprocal"). Gradient rows 2^-10 and
+    2^-11 keep the two-term kernel gradient one rounding of exact products."""
+    import ml_dtypes
+
+    from qref.recipes.scaling import scaled_quantize
+
+    s = F32([1]) / (F32(448) / F32(3))  # fl(1 / fl(448 / 3)): the scale of amax 3 (§3.2)
+    grid = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    grid = np.sort(grid[np.isfinite(grid) & (grid > 0) & (grid < 448)])
+    mid = F32((grid[:-1] + grid[1:]) / 2 * float(s[0]))
+    cand = np.concatenate([mid, np.nextafter(mid, F32(np.inf)), np.nextafter(mid, F32(-np.inf))])
+    div = scaled_quantize(cand, s, "float8_e4m3fn", division="divide", ftz=True)
+    rec = scaled_quantize(cand, s, "float8_e4m3fn", division="reciprocal", ftz=True)
+    differ = cand[div != rec]
+    x2 = differ[np.argsort(np.abs(np.log2(differ)))[:2]].reshape(2, 1)  # the two nearest 1
+    assert differ.size >= 2
+    xs = [F32([[3.0], [-1.0]]), F32([[1.0], [0.5]]), x2]
+    gs = [F32([[2.0**-10], [2.0**-11]])] * 3
+    assert train(xs, F32([[0.7]]), F32([0.3]), gs, 0.1, bit_exact=False) == 3
+    rc = PRESETS["keras"]
+    st = Fp8DotState.init(rc)
+    for x, g in zip(xs, gs, strict=True):
+        r = dense_fp8_step(x, F32([[0.7]]), None, g, st, rc)
+        st = r.state
+    assert bits(r.scales[0])[0] == bits(s)[0]
+    assert not np.array_equal(r.codes[0].reshape(-1), scaled_quantize(x2, s, "float8_e4m3fn", ftz=True).reshape(-1))

@@ -22,7 +22,8 @@ class HybridRules:
     amax_compute: str = "max"
     margin: int = 0
     compute_dtype: str = "float32"
-    division: str = "divide"       # "divide": x / s; "reciprocal": x * (1 / s)
+    division: str = "divide"       # "divide": x / s; "reciprocal": x * (1 / s); "broadcast_reciprocal": the
+    #                                latter where s is broadcast onto more than one element
     ftz: bool = True               # flush subnormals in the scale and cast arithmetic
     fuse_bias: bool = False        # the Dense epilogue as one fma(dot, s_x s_k, bias)
     cast_scale: str = "updated"    # "updated": cast with the scale just computed from the history; "stored":
@@ -75,10 +76,10 @@ PROFILES = (
             "(QuantizedFloat8DTypePolicy, delayed scaling)",
             "E4M3 inputs and kernel / E5M2 output gradients, history 1024, margin 0, the Flax scale formula; each "
             "step casts with the stored scale and stores the scale computed from the history before this step's "
-            "amax (one step later than Flax); x / s runs as x * fl(1 / s) (keras.ops.divide by a broadcast scalar "
-            "is one XLA computation, rewritten even eagerly); the dot runs on the dequantized float32 values; the "
-            "float32 bias (and its gradient) is rounded through bfloat16.",
-            rules=HybridRules(division="reciprocal", cast_scale="stored", dot_operands="dequantized",
+            "amax (one step later than Flax); x / s runs as x * fl(1 / s) when s is broadcast over more than one "
+            "element (keras.ops.divide is one XLA computation, rewritten even eagerly); the dot runs on the "
+            "dequantized float32 values; the float32 bias (and its gradient) is rounded through bfloat16.",
+            rules=HybridRules(division="broadcast_reciprocal", cast_scale="stored", dot_operands="dequantized",
                               bias_rounding="bfloat16"),
             sources=("keras/src/layers/core/dense.py (_float8_build, _float8_call)",
                      "keras/src/quantizers/quantizers.py (compute_float8_scale, compute_float8_amax_history, "

@@ -33,7 +33,7 @@ from ..formats import FloatFormat, Format, get_format
 from .exact import acc_format
 
 FORMULAS = ("flax", "amax_over_max", "pow2_ceil", "pow2_floor")
-DIVISIONS = ("divide", "reciprocal")
+DIVISIONS = ("divide", "reciprocal", "broadcast_reciprocal")
 AMAX_COMPUTE = ("max", "most_recent")
 NAN_AMAX = ("propagate", "ignore")
 
@@ -194,16 +194,20 @@ def scaled_quantize(x: object, scale: object, fmt: str | Format, *, compute_dtyp
                     overflow: str | None = None, ftz: bool = False) -> np.ndarray:
     """Codes of cast(clip(x / s, -max, max)) (flax.linen.fp8_ops.quantize, recipes.md §3.3).
 
-    x is first rounded to ``compute_dtype`` (default float32; Flax casts the input to the kernel's dtype), s
-    too. division: "divide" (fl(x / s): eager JAX) or "reciprocal" (fl(x * fl(1 / s)): XLA rewrites x /
-    broadcast(s) under jit) (default "divide"). clip: clip to +-max in compute_dtype before the cast (NaN stays
-    NaN, +-Inf becomes +-max) (default True). rounding / overflow: the element cast's CastPolicy (defaults
-    nearest_even and the format's default; after clipping only NaN can be out of range). ftz: XLA:CPU flush of
-    subnormal operands and results of the division (default False)."""
+    x is first rounded to ``compute_dtype`` (default float32; Flax casts the input to the kernel's dtype), s too.
+    division: "divide" (fl(x / s): eager JAX) or "reciprocal" (fl(x * fl(1 / s)): XLA rewrites x / broadcast(s)
+    under jit) or "broadcast_reciprocal" ("reciprocal" when s has fewer elements than x, i.e. is broadcast, else
+    "divide": XLA:CPU rewrites x / broadcast(s) even eagerly, but a broadcast onto one element is degenerate and
+    stays a division, recipes.md §14.1) (default "divide"). clip: clip to +-max in compute_dtype before the cast
+    (NaN stays NaN, +-Inf becomes +-max) (default True). rounding / overflow: the element cast's CastPolicy
+    (defaults nearest_even and the format's default; after clipping only NaN can be out of range). ftz: XLA:CPU
+    flush of subnormal operands and results of the division (default False)."""
     check_choice("division", division, DIVISIONS)
     f = _elem_format(fmt)
     cd = _dtype_fmt(compute_dtype)
     xv = round_values(f64(x), cd)
+    if division == "broadcast_reciprocal":
+        division = "reciprocal" if np.size(scale) < xv.size else "divide"
     sv = round_values(np.broadcast_to(f64(scale), xv.shape), cd)
     if ftz:
         xv, sv = flush(xv, float(cd.min_normal)), flush(sv, float(cd.min_normal))

@@ -52,7 +52,7 @@ SPEC_PROFILE = "spec"
 OPERATIONS = ("block_matmul", "qdq_matmul", "scaled_qdq", "delayed_scaling")
 MATMULS = ("block_matmul", "qdq_matmul")
 #: recipe profiles of scaled casts -> (division, ftz)
-CAST_PROFILES = {"flax": ("divide", True), "flax_jit": ("reciprocal", True), "keras": ("reciprocal", True)}
+CAST_PROFILES = {"flax": ("divide", True), "flax_jit": ("reciprocal", True), "keras": ("broadcast_reciprocal", True)}
 #: recipe profiles whose scaled cast is another profile's (recipes.md §14.2): they hold that profile's cases
 CAST_ALIASES = {"keras": "flax_jit"}
 
