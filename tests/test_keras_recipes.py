@@ -38,12 +38,14 @@ def assert_bits(name: str, got: object, exp: object) -> None:
 
 
 def train(xs: list[np.ndarray], kernel: np.ndarray, bias: np.ndarray, gs: list[np.ndarray], lr: float,
-          bit_exact: bool) -> int:
-    """Runs keras Dense(quantize('float8')) and qref's reference side by side with SGD; loss = sum(y * G) so
-    that dL/dy = G. Compares every value bit for bit; returns the number of steps."""
+          bit_exact: bool, einsum: bool = False) -> int:
+    """Runs keras Dense (or EinsumDense("ab,bc->ac")) quantize('float8') and qref's reference side by side with
+    SGD; loss = sum(y * G) so that dL/dy = G. Compares every value bit for bit; returns the number of steps."""
     assert keras.config.backend() == "jax"
     rc = PRESETS["keras"]
-    layer = keras.layers.Dense(kernel.shape[1])
+    n = kernel.shape[1]
+    layer = keras.layers.EinsumDense("ab,bc->ac", output_shape=n, bias_axes="c") if einsum else \
+        keras.layers.Dense(n)
     layer.build(xs[0].shape)
     layer.kernel.assign(kernel)
     layer.bias.assign(bias)
@@ -82,7 +84,8 @@ def train(xs: list[np.ndarray], kernel: np.ndarray, bias: np.ndarray, gs: list[n
     return len(xs)
 
 
-def test_float8_dense_training_bit_exact():
+@pytest.mark.parametrize("einsum", [False, True], ids=["Dense", "EinsumDense"])
+def test_float8_dense_training_bit_exact(einsum):
     """4 steps, B=4, K=8, N=3: amaxes 3.5 (inputs), 0.875 (kernel), 7 (gradients) make every scale a power of
     two (448 / 3.5 = 2^7, 448 / 0.875 = 2^9, 57344 / 7 = 2^13), so every dot is exact; the kernel's amax does
     not grow (lr 2^-8). Steps 0 and 1 cast with scale 1, steps 2 and 3 with the scales of step 0's amaxes."""
@@ -94,7 +97,7 @@ def test_float8_dense_training_bit_exact():
     k = F32(rng.integers(-6, 7, (8, 3)) * 0.125)
     k[0, 0] = 0.875
     b = F32([0.1, 0.2, -0.3])  # not bfloat16 values: Keras rounds the bias through bfloat16
-    assert train(xs, k, b, gs, 2.0**-8, bit_exact=True) == 4
+    assert train(xs, k, b, gs, 2.0**-8, bit_exact=True, einsum=einsum) == 4
 
 
 def test_float8_dense_training_one_element_dots():

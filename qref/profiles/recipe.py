@@ -53,8 +53,9 @@ _EVIDENCE = ("tests/test_recipes_flax.py against flax 0.12.8 (jax 0.10.2 CPU): 1
              "(E4M3/E5M2, history 1/4/1024, zero/NaN/Inf/tiny amax) and 3 Dense training steps bit for bit",)
 
 _KERAS_EVIDENCE = ("tests/test_keras_recipes.py against keras 3.15.1 (JAX backend, jax 0.10.2 CPU, eager): Dense "
-                   "quantize('float8') training steps with SGD: outputs, gradients, scales and amax histories bit "
-                   "for bit; keras.quantizers.quantize_and_dequantize on 10^6 random and edge values",
+                   "and EinsumDense quantize('float8') training steps with SGD: outputs, gradients, scales and "
+                   "amax histories bit for bit; keras.quantizers.quantize_and_dequantize on 10^6 random and edge "
+                   "values",
                    "qref run --backend keras (scaled_qdq and delayed_scaling cases)")
 
 _KERAS_INT8_EVIDENCE = ("tests/test_keras_recipes.py against keras 3.15.1 (JAX backend, jax 0.10.2 CPU, eager): "
@@ -72,8 +73,8 @@ PROFILES = (
             rules=HybridRules(division="reciprocal", fuse_bias=True),
             sources=("flax/linen/fp8_ops.py", "docs/spec/recipes.md §4"),
             package="flax", versions=">=0.12,<0.13", status="verified", evidence=_EVIDENCE),
-    Profile("keras", "recipe", "keras 3.15.1 Dense quantize('float8') on the JAX backend, XLA:CPU, eager "
-            "(QuantizedFloat8DTypePolicy, delayed scaling)",
+    Profile("keras", "recipe", "keras 3.15.1 Dense / EinsumDense quantize('float8') on the JAX backend, XLA:CPU, "
+            "eager (QuantizedFloat8DTypePolicy, delayed scaling)",
             "E4M3 inputs and kernel / E5M2 output gradients, history 1024, margin 0, the Flax scale formula; each "
             "step casts with the stored scale and stores the scale computed from the history before this step's "
             "amax (one step later than Flax); x / s runs as x * fl(1 / s) when s is broadcast over more than one "
@@ -82,6 +83,7 @@ PROFILES = (
             rules=HybridRules(division="broadcast_reciprocal", cast_scale="stored", dot_operands="dequantized",
                               bias_rounding="bfloat16"),
             sources=("keras/src/layers/core/dense.py (_float8_build, _float8_call)",
+                     "keras/src/layers/core/einsum_dense.py (_float8_build, _float8_call)",
                      "keras/src/quantizers/quantizers.py (compute_float8_scale, compute_float8_amax_history, "
                      "quantize_and_dequantize)", "docs/spec/recipes.md §14"),
             package="keras", versions="==3.15.1", status="verified", evidence=_KERAS_EVIDENCE),
