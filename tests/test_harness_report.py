@@ -26,7 +26,7 @@ MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "aqt": "aqt.j
            "mlir": "torch_mlir", "stablehlo": "torch_mlir", "onnxruntime": "onnxruntime",
            "onnx_reference": "onnx.reference",
            "bitsandbytes": "bitsandbytes", "torchao": "torchao", "litert": "ai_edge_litert.interpreter",
-           "torch": "torch"}
+           "keras": "keras", "torch": "torch"}
 FINDINGS = ROOT / "docs" / "conformance"
 REGENERATE = "qref run --backend all --cpu baseline --report docs/conformance.md --findings docs/conformance --force"
 

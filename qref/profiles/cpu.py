@@ -135,6 +135,10 @@ PINS: dict[str, CpuPin] = {p.backend: p for p in (
            prelude=f"import os; os.environ['XLA_FLAGS'] = '{XLA_PIN}'"),
     CpuPin("qwix", f"XLA:CPU compiles for at most AVX2 (XLA_FLAGS={XLA_PIN})", (("XLA_FLAGS", XLA_PIN),),
            prelude=f"import os; os.environ['XLA_FLAGS'] = '{XLA_PIN}'"),
+    CpuPin("aqt", f"XLA:CPU compiles for at most AVX2 (XLA_FLAGS={XLA_PIN})", (("XLA_FLAGS", XLA_PIN),),
+           prelude=f"import os; os.environ['XLA_FLAGS'] = '{XLA_PIN}'"),
+    CpuPin("keras", f"XLA:CPU (Keras's JAX backend) compiles for at most AVX2 (XLA_FLAGS={XLA_PIN})",
+           (("XLA_FLAGS", XLA_PIN),), prelude=f"import os; os.environ['XLA_FLAGS'] = '{XLA_PIN}'"),
     CpuPin("mlir", f"every llvm.func gets target_cpu = \"{BASELINE}\" and target_features = [\"-avx512fp16\"] "
            "before the ExecutionEngine compiles it (LLVM then uses these instead of the host's)",
            llvm_target=(BASELINE, "-avx512fp16")),
