@@ -167,5 +167,26 @@ ORT_MLAS_NBITS_F32 = CpuGemmProfile(
     ),
 )
 
+#: mlx 0.32.4 CPU quantized_matmul (affine, 4-bit weights): after dequantizing W = s q + b, D = x @ W is a sequential
+#: sum of rounded products (mul, then add: no FMA), no K blocks, M = 1 included: the record of MLX's float matmul.
+MLX_CPU_QMM = CpuGemmProfile(
+    name="mlx-0.32.4-cpu-quantized-matmul-f32",
+    library="mlx",
+    version="mlx 0.32.4",
+    call="mlx.core.quantized_matmul(x, w, scales, biases, transpose=True, group_size, bits=4) on mx.cpu, float32 x: "
+         "the float stage x @ W of the dequantized weight W (K, N)",
+    kernel="MLX CPU quantized matmul (Linux x86-64 build)",
+    selected_by="mlx.core.__version__ == 0.32.4 on x86-64 Linux with the CPU device",
+    a_format="float32",
+    b_format="float32",
+    d_format="float32",
+    threads=(1,),
+    dispatch=GemmDispatch(blocked=KernelAccumulation(products="rounded"), vectors=True, min_rows_cols=1),
+    evidence=(
+        "scripts/accumulation_mlx_qmm.py (docs/accumulation/mlx_qmm_f32.txt): shape tables, groups 32 and 64",
+        "tests/test_cpu_gemm_mlx_qmm.py: >= 10^6 outputs of random and adversarial operands",
+    ),
+)
+
 PROFILES: tuple[CpuGemmProfile, ...] = (NUMPY_OPENBLAS_SKYLAKEX_1T, NUMPY_OPENBLAS_SKYLAKEX_MT, TORCH_MKL_AVX512,
-                                        ORT_MLAS_1T, MLX_CPU, ORT_MLAS_NBITS_F32)
+                                        ORT_MLAS_1T, MLX_CPU, ORT_MLAS_NBITS_F32, MLX_CPU_QMM)
