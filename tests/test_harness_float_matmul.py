@@ -152,3 +152,21 @@ def test_register_refuses_committed_names_and_other_types() -> None:
         fam.register_cpu_gemm_profile(ORT_MLAS_1T)
     with pytest.raises(QrefError, match="CpuGemmProfile"):
         fam.register_cpu_gemm_profile(qm.KernelAccumulation())
+
+
+def test_jax_dot_general_without_a_record_is_held_to_the_bound_never_drift() -> None:
+    """XLA:CPU's dot_general fits no record (its order depends on the shape: docs/accumulation.md): a target for it
+    names no profile, so the spec's bound is its reference: pass or fail, never drift."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    def run(cases: list) -> list:
+        with jax.default_device(jax.devices("cpu")[0]):
+            return [{"y": np.asarray(jax.lax.dot_general(jnp.asarray(c.inputs["a"]), jnp.asarray(c.inputs["b"]),
+                                                         (((1,), (0,)), ((), ()))), np.float32)} for c in cases]
+
+    tg = Target("jax", "jax.dot_general_float", "matmul", "jax.lax.dot_general, float32", None, ("float_matmul",),
+                lambda case: None, run, lambda case, i: "")
+    rs = _run(tg)
+    assert [r.status for r in rs] == ["pass"] * len(CASES), [(r.task, r.status, r.vs_spec.classes) for r in rs]
+    assert fam.drift_note(CASES[0], "spec") == ""
