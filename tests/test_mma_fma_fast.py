@@ -114,3 +114,15 @@ def test_whole_k_gemm_equals_the_chain_of_instruction_steps(name: str) -> None:
                 part = FMAChain.reference(A[:, None, t:t + ins.k], B[t:t + ins.k].T[None], part, ins.d_format)
             acc = (acc.astype(np.float64) + part.astype(np.float64)).astype(np.float32)
         assert np.array_equal(_bits(got), _bits(acc))
+
+
+def test_float32_midpoint_of_the_float64_sum_takes_the_round_to_odd_step() -> None:
+    """c = 2^30 + 2^7, a b = 2^6 (1 - 2^-46): RN64(a b + c) = 2^30 + 2^7 + 2^6 is a float32 midpoint whose exact
+    value lies below it, so RN32 gives 2^30 + 2^7 while rounding RN64's tie to even would give 2^30 + 2^8."""
+    a = np.full((1, 1, 1), np.float32(2.0**6 * (1 + 2.0**-23)))
+    b = np.full((1, 1, 1), np.float32(1 - 2.0**-23))
+    c = np.full((1, 1), np.float32(2.0**30 + 2.0**7))
+    fast = _fma_chain_fast(a, b, c, "float32")
+    assert fast is not None and float(fast[0, 0]) == 2.0**30 + 2.0**7
+    assert float(np.float32(float(a[0, 0, 0]) * float(b[0, 0, 0]) + float(c[0, 0]))) == 2.0**30 + 2.0**8
+    assert np.array_equal(_bits(fast), _bits(FMAChain.reference(a, b, c, "float32")))

@@ -469,6 +469,8 @@ def _round_odd(s: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.where(fix, np.nextafter(s, np.where(t > 0, np.inf, -np.inf)), s)
 
 
+#: elements of the products (and their Dekker errors) the float64 fast chain computes at once (bounded memory)
+_FAST_ELEMS = 1 << 20
 #: the operand range of the float64 fast chain: every product, Dekker error and sum of it stays normal in float64
 _F64_SAFE = (2.0**-300, 2.0**300)
 
@@ -500,29 +502,46 @@ def _fast_loop(A: np.ndarray, B: np.ndarray, C: np.ndarray, fd: str) -> np.ndarr
     shape = np.broadcast_shapes(A.shape[:-1], B.shape[:-1], C.shape)
     out = np.array(np.broadcast_to(C, shape), np.float64)
     if fd == "float32":
+        # RN32(s) of s = RN64(p + c) is RN32(p + c) unless s is a float32 midpoint (its 29 low bits 1 << 28 in the
+        # normal range) or below 2^-126 (subnormal spacing): only steps with such an element take the TwoSum and
+        # the round-to-odd neighbour (RO(p + c), 53 >= 24 + 2)
+        c32 = out.astype(np.float32)
         for k in range(A.shape[-1]):
             p = A[..., k] * B[..., k]
-            s = p + out
-            bb = s - p
-            t = (p - (s - bb)) + (out - bb)
-            out = _round_odd(s, t).astype(np.float32).astype(np.float64)
-        return out.astype(np.float32)
+            s = p + c32
+            if ((s.view(np.int64) & 0x1FFFFFFF == 0x10000000) | (np.abs(s) < 2.0**-126)).any():
+                c = c32.astype(np.float64)
+                bb = s - p
+                t = (p - (s - bb)) + (c - bb)
+                s = _round_odd(s, t)
+            c32 = s.astype(np.float32)
+        return c32
     split = 134217729.0  # Veltkamp: 2^27 + 1
+    A, B = np.moveaxis(A, -1, 0), np.moveaxis(B, -1, 0)  # K first: the products of step k are contiguous
     ca, cb = A * split, B * split
     Ah, Bh = ca - (ca - A), cb - (cb - B)
     Al, Bl = A - Ah, B - Bh
-    for k in range(A.shape[-1]):
-        ah, al, bh, bl = Ah[..., k], Al[..., k], Bh[..., k], Bl[..., k]
-        p = A[..., k] * B[..., k]
-        e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-        th = out + p
-        bb = th - out
-        tl = (out - (th - bb)) + (p - bb)
-        v = tl + e
-        bb = v - tl
-        ve = (tl - (v - bb)) + (e - bb)
-        out = th + _round_odd(v, ve)
+    K = A.shape[0]
+    per = max(1, _FAST_ELEMS // max(1, out.size))  # the products and their errors of this many steps at once
+    for k0 in range(0, K, per):
+        ks = slice(k0, min(K, k0 + per))
+        ah, al, bh, bl = Ah[ks], Al[ks], Bh[ks], Bl[ks]
+        P = A[ks] * B[ks]
+        E = ((ah * bh - P) + ah * bl + al * bh) + al * bl  # a b = P + E exactly (Dekker)
+        for j in range(P.shape[0]):
+            out = _bm_step(out, P[j], E[j])
     return out
+
+
+def _bm_step(out: np.ndarray, p: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """RN(p + e + out) for a Dekker pair (p, e): Boldo-Melquiond's three-term sum (mma.md §3.7 C4)."""
+    th = out + p
+    bb = th - out
+    tl = (out - (th - bb)) + (p - bb)
+    v = tl + e
+    bb = v - tl
+    ve = (tl - (v - bb)) + (e - bb)
+    return th + _round_odd(v, ve)
 
 
 @dataclass(frozen=True)
