@@ -11,7 +11,9 @@ is "unsupported" (never a pass); an exception while running a supported task is 
 
 Profiles are versioned (profiles.md §2): a target's profile name resolves to the record of the installed version;
 when the installed version is outside every record's range, the newest record is the reference and a failing task
-is "drift" (a new behaviour to study), not "fail". A backend whose process fails is an error, never a skip.
+is "drift" (a new behaviour to study), not "fail". A target whose profile is a fitted CPU GEMM record (mma.md §12.2)
+drifts where its result holds the spec's bound but not the record's bits (the family's ``drift_note``). A backend
+whose process fails is an error, never a skip.
 
 The CPU is part of the result (profiles.md §6): the run records the host CPU; ``cpu="baseline"`` pins every backend
 whose generated code depends on it (qref.profiles.cpu.PINS) to x86-64-v3, so the run gives the same bits on every
@@ -389,6 +391,10 @@ def run_target(target: Target, tasks: list[Task], host_variants: bool = False) -
             res.unspecified = diverge(t.case, got, {k: np.asarray(v, bool) for k, v in exp_spec.unspecified.items()})
         if not res.vs_profile.ok:
             res.status = "fail"
+            drift = getattr(fam, "drift_note", None)  # a fitted record's bits differ, the spec's bound holds
+            why = drift(t.case, ref) if drift is not None and res.vs_spec.ok and ref != fam.SPEC_PROFILE else ""
+            if why:
+                res.status, res.reason = "drift", why
         out.append(res)
         compared.append((res, t, got, exp_ref, exp_spec))
     ties = _truncation_first(fam, target.reference, compared)
@@ -481,6 +487,11 @@ def resolve_target(tg: Target, records: Mapping[str, str] | None = None) -> tupl
     {"ml_dtypes": "ml_dtypes@0.6"} (profiles.md §2)."""
     if tg.profile is None:
         return tg, ""
+    if tg.family == "matmul":  # a fitted CPU GEMM profile (qref.mma.cpu_profiles, mma.md §12.2): not versioned here
+        from .families.matmul import cpu_gemm_profile
+
+        if cpu_gemm_profile(tg.profile) is not None:
+            return tg, ""
     name = (records or {}).get(tg.profile.split("@", 1)[0], tg.profile)
     res = resolve_profile(name, PROFILE_FAMILY[tg.family])
     return dataclasses.replace(tg, profile=res.profile.key), (res.note if res.drift else "")

@@ -463,20 +463,109 @@ def exact_sum_f32(terms: list[np.ndarray]) -> np.ndarray:
     return np.where(fin, x32, naive.astype(np.float32))
 
 
+def _round_odd(s: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """RO(s + t) for s = fl(x + y), t its exact error: s, or its neighbour toward t where t != 0 and s is even."""
+    fix = (t != 0) & ((s.view(np.int64) & 1) == 0) & np.isfinite(s)
+    return np.where(fix, np.nextafter(s, np.where(t > 0, np.inf, -np.inf)), s)
+
+
+#: elements of the products (and their Dekker errors) the float64 fast chain computes at once (bounded memory)
+_FAST_ELEMS = 1 << 20
+#: the operand range of the float64 fast chain: every product, Dekker error and sum of it stays normal in float64
+_F64_SAFE = (2.0**-300, 2.0**300)
+
+
+def _fma_chain_fast(a: np.ndarray, b: np.ndarray, c: np.ndarray, fd: str) -> np.ndarray | None:
+    """The FMA chain of mma.md §3.7 over the whole K in one pass of whole-array float64 steps, or None where its
+    conditions do not hold (then the per-element reference path runs): finite operands and, for float64, every
+    nonzero |a|, |b|, |c| in [2^-300, 2^300] (no overflow, no subnormal intermediate: Dekker's product and the
+    three-term sum are exact there). float32: a b is exact in float64 and RN32(RO(a b + c)) is the fused result
+    (53 >= 24 + 2; a running sum that overflows float32 becomes +-Inf and stays it, as IEEE's fma gives).
+    float64: a b = p + e (Dekker), (th, tl) = TwoSum(c, p), RN(th + RO(tl + e)) (Boldo-Melquiond). Held equal to
+    the reference loop bit for bit by tests/test_mma_fma_fast.py."""
+    if fd not in ("float32", "float64") or a.ndim != b.ndim or a.ndim < 2:
+        return None
+    A, B, C = np.asarray(a, np.float64), np.asarray(b, np.float64), np.asarray(c, np.float64)
+    if not (np.isfinite(A).all() and np.isfinite(B).all() and np.isfinite(C).all()):
+        return None
+    if fd == "float64":
+        lo, hi = _F64_SAFE
+        for x in (A, B, C):
+            m = np.abs(x)
+            if ((m != 0) & ((m < lo) | (m > hi))).any():
+                return None
+    with np.errstate(all="ignore"):  # float32 overflow to +-Inf is the result (the docstring)
+        return _fast_loop(A, B, C, fd)
+
+
+def _fast_loop(A: np.ndarray, B: np.ndarray, C: np.ndarray, fd: str) -> np.ndarray:
+    shape = np.broadcast_shapes(A.shape[:-1], B.shape[:-1], C.shape)
+    out = np.array(np.broadcast_to(C, shape), np.float64)
+    if fd == "float32":
+        # RN32(s) of s = RN64(p + c) is RN32(p + c) unless s is a float32 midpoint (its 29 low bits 1 << 28 in the
+        # normal range) or below 2^-126 (subnormal spacing): only steps with such an element take the TwoSum and
+        # the round-to-odd neighbour (RO(p + c), 53 >= 24 + 2)
+        c32 = out.astype(np.float32)
+        for k in range(A.shape[-1]):
+            p = A[..., k] * B[..., k]
+            s = p + c32
+            if ((s.view(np.int64) & 0x1FFFFFFF == 0x10000000) | (np.abs(s) < 2.0**-126)).any():
+                c = c32.astype(np.float64)
+                bb = s - p
+                t = (p - (s - bb)) + (c - bb)
+                s = _round_odd(s, t)
+            c32 = s.astype(np.float32)
+        return c32
+    split = 134217729.0  # Veltkamp: 2^27 + 1
+    A, B = np.moveaxis(A, -1, 0), np.moveaxis(B, -1, 0)  # K first: the products of step k are contiguous
+    ca, cb = A * split, B * split
+    Ah, Bh = ca - (ca - A), cb - (cb - B)
+    Al, Bl = A - Ah, B - Bh
+    K = A.shape[0]
+    per = max(1, _FAST_ELEMS // max(1, out.size))  # the products and their errors of this many steps at once
+    for k0 in range(0, K, per):
+        ks = slice(k0, min(K, k0 + per))
+        ah, al, bh, bl = Ah[ks], Al[ks], Bh[ks], Bl[ks]
+        P = A[ks] * B[ks]
+        E = ((ah * bh - P) + ah * bl + al * bh) + al * bl  # a b = P + E exactly (Dekker)
+        for j in range(P.shape[0]):
+            out = _bm_step(out, P[j], E[j])
+    return out
+
+
+def _bm_step(out: np.ndarray, p: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """RN(p + e + out) for a Dekker pair (p, e): Boldo-Melquiond's three-term sum (mma.md §3.7 C4)."""
+    th = out + p
+    bb = th - out
+    tl = (out - (th - bb)) + (p - bb)
+    v = tl + e
+    bb = v - tl
+    ve = (tl - (v - bb)) + (e - bb)
+    return th + _round_odd(v, ve)
+
+
 @dataclass(frozen=True)
 class FMAChain(_Algorithm):
     """FMA chain (mma.md §3.7): c = fma(a_k, b_k, c) for k = 0..K-1, each an IEEE fused multiply-add rounded
-    to nearest even in the operand format (float32 or float64)."""
+    to nearest even in the operand format (float32 or float64). A chain of steps is one chain over their K, so a
+    GEMM gives it the whole K at once (``whole_k``, mma.md §10.3)."""
 
     output_rounding: str = "nearest_even"
     nan_output: str = "ieee_propagate"
     family: ClassVar[str] = "FMA"
+    whole_k: ClassVar[bool] = True
 
     @_quiet
     def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
             scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None, fs: str | None = None
             ) -> np.ndarray:
-        """d of inner products (mma.md §3.7)."""
+        """d of inner products (mma.md §3.7): the whole-array fast chain where it applies, else the reference."""
+        fast = _fma_chain_fast(a, b, c, fd)
+        return fast if fast is not None else self.reference(a, b, c, fd)
+
+    @staticmethod
+    def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray, fd: str) -> np.ndarray:
+        """The chain one fma at a time (qref.core.arith's fma64 / fma_float32 with IEEE NaN results)."""
         f = fma64 if fd == "float64" else fma32
         out = c
         for k in range(a.shape[-1]):

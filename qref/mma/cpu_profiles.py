@@ -142,5 +142,51 @@ MLX_CPU = CpuGemmProfile(
     ),
 )
 
+#: onnxruntime 1.32 MatMulNBits (bits 4, accuracy_level 0 or 1: float32 compute), CPUExecutionProvider: after the
+#: 4-bit weights are dequantized (W = (q - z) s), D = A @ W is one sequential FMA chain per output with no K blocks
+#: (unlike MatMul's sgemm), at 1 and 2 threads; M = 1 takes another kernel (not modelled).
+ORT_MLAS_NBITS_F32 = CpuGemmProfile(
+    name="onnxruntime-1.32-mlas-nbits-f32",
+    library="onnxruntime (MLAS)",
+    version="onnxruntime 1.32",
+    call="com.microsoft MatMulNBits (bits 4, accuracy_level 0 or 1), float32 A (M, K), M >= 2: the float stage "
+         "A @ W of the dequantized weight W (K, N)",
+    kernel="MLAS 4-bit GEMM, float32 compute (x86-64 AVX-512 FMA kernel)",
+    selected_by="onnxruntime.__version__ == 1.32.x with the CPU execution provider on an x86-64 CPU with AVX-512F",
+    a_format="float32",
+    b_format="float32",
+    d_format="float32",
+    threads=(1, 2),
+    dispatch=GemmDispatch(blocked=KernelAccumulation()),
+    evidence=(
+        "scripts/accumulation_nbits.py (docs/accumulation/nbits_f32.txt): order rows and shape tables",
+        "tests/test_cpu_gemm_nbits.py: >= 10^6 outputs of random and adversarial operands, 1 and 2 threads, "
+        "accuracy_level 0 and 1, blocks 16 to 128",
+        "not modelled: M = 1 (a matrix-vector kernel: 1 x 64 x 256 matches none of fma x1, mul+add, blocks of 128 "
+        "or the quantization block, 4 / 8 / 16 lanes)",
+    ),
+)
+
+#: mlx 0.32.4 CPU quantized_matmul (affine, 4-bit weights): after dequantizing W = s q + b, D = x @ W is a sequential
+#: sum of rounded products (mul, then add: no FMA), no K blocks, M = 1 included: the record of MLX's float matmul.
+MLX_CPU_QMM = CpuGemmProfile(
+    name="mlx-0.32.4-cpu-quantized-matmul-f32",
+    library="mlx",
+    version="mlx 0.32.4",
+    call="mlx.core.quantized_matmul(x, w, scales, biases, transpose=True, group_size, bits=4) on mx.cpu, float32 x: "
+         "the float stage x @ W of the dequantized weight W (K, N)",
+    kernel="MLX CPU quantized matmul (Linux x86-64 build)",
+    selected_by="mlx.core.__version__ == 0.32.4 on x86-64 Linux with the CPU device",
+    a_format="float32",
+    b_format="float32",
+    d_format="float32",
+    threads=(1,),
+    dispatch=GemmDispatch(blocked=KernelAccumulation(products="rounded"), vectors=True, min_rows_cols=1),
+    evidence=(
+        "scripts/accumulation_mlx_qmm.py (docs/accumulation/mlx_qmm_f32.txt): shape tables, groups 32 and 64",
+        "tests/test_cpu_gemm_mlx_qmm.py: >= 10^6 outputs of random and adversarial operands",
+    ),
+)
+
 PROFILES: tuple[CpuGemmProfile, ...] = (NUMPY_OPENBLAS_SKYLAKEX_1T, NUMPY_OPENBLAS_SKYLAKEX_MT, TORCH_MKL_AVX512,
-                                        ORT_MLAS_1T, MLX_CPU)
+                                        ORT_MLAS_1T, MLX_CPU, ORT_MLAS_NBITS_F32, MLX_CPU_QMM)

@@ -227,6 +227,14 @@ CPU_VARIANTS: tuple[CpuVariant, ...] = (
                "with int8 B of every ORT operation are held to it (DynamicQuantizeMatMul quantizes A to uint8; "
                "whether MLAS's s8 x s8 kernels saturate without VNNI is not known here)",
                ("AMD EPYC (Zen 4, AVX512-VNNI) native: exact, 0 mismatches",)),
+    CpuVariant("mlas_sgemm_without_avx512", "avx512f", False, "onnxruntime.matmul_float", "matmul/float_matmul/*",
+               ("accumulation_order", "other"),
+               "MLAS picks its float32 GEMM kernel by cpuid: the fitted record onnxruntime-1.32-mlas-sgemm-1-thread "
+               "(sequential FMA per output, K blocks of 128, a K stride that grows as N shrinks: mma.md §12.1) is "
+               "that of its AVX-512F kernel; without AVX-512F the AVX2 / FMA3 kernel runs, whose K blocking is not "
+               "fitted: its results hold the bound of mma.md §10.4 and show as drift from the record",
+               ("AMD EPYC (Zen 4, AVX-512F) native: the fitted record, 0 mismatches on 10^6 outputs "
+                "(tests/test_cpu_gemm_profiles.py)",)),
     CpuVariant("torch_int8_kernels_without_vnni", "avx512_vnni|avx_vnni", False,
                "torch.int_mm|torch.quantized_linear.fbgemm|torch.quantized_linear.x86|torch.quantized_linear.onednn",
                "matmul/*", ("pair_saturation", "multiplier_arithmetic"),

@@ -340,6 +340,7 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from _torch_dynamic_cases()
     yield from _jax_dot_cases()
     yield from build_hybrid_cases()
+    yield from build_float_matmul_cases()
 
 
 # ---- TFLite-shaped quantized matmuls (LiteRT FULLY_CONNECTED / BATCH_MATMUL, matmul.md §6.6) ----------------------
@@ -1425,3 +1426,88 @@ def build_hybrid_cases() -> Iterator[Case]:
     yield from _hybrid_cases()
     for s in _litert_int16_bmm_setups():
         yield from _cases(s, LITERT_INT16_PROFILE_ORDER)
+
+
+# ---- float32 matrix products of CPU libraries (mma.md §10.4, §12.2) -----------------------------------------------
+# Operation ``float_matmul``: inputs ``a`` (M, K) and ``b`` (K, N) float32; expected ``y`` = RN_float32 of the exact
+# sum (the spec default "exact"), ``y_lo`` / ``y_hi`` (float64): the bound of mma.md §10.4 for any order of at most
+# K + 2 float32 roundings around the exact sum. A library conforms within [y_lo, y_hi]; a target with a fitted CPU GEMM
+# profile (qref.mma.cpu_profiles) is compared with it bit for bit (mma.md §12.2).
+FLOAT_MATMUL_SPEC = ("mma.md §10.4", "mma.md §12.2")
+
+
+def float_matmul_expected(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+    """y = RN_float32(sum_k a_k b_k) from the exact dyadic sum; [y_lo, y_hi] = exact -+ the §10.4 bound of a
+    sequential float32 sum (the most roundings on one product's path: K + 2), widened outward by one float64 ulp
+    and to -+Inf where it reaches float32's overflow threshold.
+    Where a row of a or a column of b is not finite: y = the IEEE float64 product rounded to float32 (NaN, +-Inf),
+    y_lo = y_hi = y."""
+    from ... import mma as qm
+    from ...recipes.exact import Dyadic
+
+    A, B = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    S = Dyadic.from_floats(A).matmul(Dyadic.from_floats(B))
+    fin = np.isfinite(A).all(axis=1)[:, None] & np.isfinite(B).all(axis=0)[None, :]
+    with np.errstate(all="ignore"):
+        ieee = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
+        bound = qm.matmul_bound(A, B, instruction=qm.kernel(qm.KernelAccumulation())).bound
+        lo = np.nextafter(S.round("float64", "down") - bound, -np.inf)
+        hi = np.nextafter(S.round("float64", "up") + bound, np.inf)
+        big = float.fromhex("0x1.ffffffp+127")  # the float32 overflow threshold: beyond it RN_float32 gives Inf
+        lo = np.where(lo <= -big, -np.inf, lo)
+        hi = np.where(hi >= big, np.inf, hi)
+    y = np.where(fin, S.round("float32").astype(np.float32), ieee)
+    return {"y": y, "y_lo": np.where(fin, lo, ieee).astype(np.float64),
+            "y_hi": np.where(fin, hi, ieee).astype(np.float64)}
+
+
+def _fm_case(cat: str, a: np.ndarray, b: np.ndarray, tags: tuple[str, ...], description: str) -> Case:
+    M, K = a.shape
+    N = b.shape[1]
+    return Case(id=f"{FAMILY}/float_matmul/float32xfloat32_float32/{cat}/exact", family=FAMILY,
+                operation="float_matmul", profile="exact", profiles=("exact",), inputs={"a": a, "b": b},
+                expected=float_matmul_expected(a, b),
+                params={"a_storage": "float32", "b_storage": "float32", "output": "float32", "m": M, "k": K, "n": N,
+                        "compare": "bound"},
+                tags=tags, spec=FLOAT_MATMUL_SPEC,
+                description=f"float32 A (M={M}, K={K}) @ B (N={N}): {description}; conforms within the bound of "
+                            "mma.md §10.4 (y_lo <= result <= y_hi); a target with a fitted CPU GEMM profile is "
+                            "compared with it bit for bit (mma.md §12.2)")
+
+
+def _spread(label: str, shape: tuple[int, int], emin: int, emax: int) -> np.ndarray:
+    """Seeded float32 values: random sign and mantissa, exponent uniform in [emin, emax] (qref.conformance.random)."""
+    n = int(np.prod(shape))
+    return qrandom.floats_in_binades(label, n, "float32", emin, emax).view(np.float32).reshape(shape)
+
+
+def _float_matmul_cases() -> Iterator[Case]:
+    L = f"{FAMILY}/float_matmul"
+    shapes = (("random_16x16x64", 16, 16, 64, "a small-matrix kernel, no K blocks"),
+              ("random_48x17x64", 48, 17, 64, "N mod 16 = 1: a micro-kernel's tail column"),
+              ("random_64x64x300", 64, 64, 300, "M N K > 10^6: the blocked kernel, one or two K blocks"),
+              ("random_64x40x1000", 64, 40, 1000, "K = 1000: several K blocks and a remainder"))
+    for cat, M, N, K, what in shapes:
+        yield _fm_case(cat, _spread(f"{L}/{cat}/a", (M, K), -4, 4), _spread(f"{L}/{cat}/b", (K, N), -4, 4),
+                       ("random",), f"seeded operands ({what})")
+    a, b = _spread(f"{L}/cancel/a", (32, 200), -3, 3), _spread(f"{L}/cancel/b", (200, 32), -3, 3)
+    a[:, 100:] = -a[:, :100]
+    b[100:] = b[:100]
+    a[::3, 150] *= 1 + 2.0**-10  # a small remainder on every third row
+    yield _fm_case("cancellation", a, b, ("edge",), "the second half of K cancels the first (a[:, 100 + k] = "
+                   "-a[:, k], b[100 + k] = b[k]); every third row keeps a small remainder")
+    yield _fm_case("spread", _spread(f"{L}/spread/a", (32, 96), -24, 24), _spread(f"{L}/spread/b", (96, 32), -24, 24),
+                   ("edge",), "products over 2^-48 .. 2^48: the order decides which small products are absorbed")
+    a, b = _spread(f"{L}/special/a", (16, 32), -2, 2), _spread(f"{L}/special/b", (32, 16), -2, 2)
+    a[1, 3], a[2, 5], a[3, 7] = np.inf, -np.inf, np.nan
+    b[4, 2] = np.inf
+    a[4] = -0.0
+    b[:, 5] = -0.0
+    a[5, 0] = np.float32(2.0**127)  # one product beyond float32 where |b[0, j]| >= 2 (no other large term)
+    yield _fm_case("special", a, b, ("special", "overflow"), "Inf and NaN operands, -0 rows and columns, one "
+                   "product of 2^127 b[0, j] (beyond float32 where |b[0, j]| >= 2)")
+
+
+def build_float_matmul_cases() -> Iterator[Case]:
+    """The float32 matrix products (appended: earlier cases unchanged)."""
+    yield from _float_matmul_cases()

@@ -146,6 +146,7 @@ def targets() -> list[Target]:
                _astype_supports, _runner(_astype_fn), _astype_snippet),
         _block_target(),
         *_recipe_targets(),
+        _float_matmul_target(),
     ]
 
 
@@ -404,3 +405,40 @@ def _recipe_targets() -> list[Target]:
                "back the case's lhs", None, ("block_matmul",), _qqmm_supports, _mm_run(_qqmm_one),
                _mm_snippet(True)),
     ]
+
+
+# ---- matmul: mx.matmul float32 on the CPU, held to its fitted CPU GEMM profile (mma.md §12.2) -------------------
+FLOAT_MATMUL_PROFILE = "mlx-0.32.4-cpu-sgemm"  # qref.mma.cpu_profiles.MLX_CPU
+
+
+def _float_matmul_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    from ._common import run_each
+
+    mx = _mx()
+
+    def one(case: Case) -> Outputs:
+        y = mx.matmul(mx.array(np.array(case.inputs["a"], np.float32)), mx.array(np.array(case.inputs["b"],
+                                                                                           np.float32)),
+                      stream=mx.cpu)
+        return {"y": np.array(y, np.float32)}
+
+    return run_each(cases, one)
+
+
+def _float_matmul_snippet(case: Case, i: int) -> str:
+    """The whole product, output element i."""
+    from ._common import array_literal
+
+    a, b = case.inputs["a"], case.inputs["b"]
+    return python_c("import numpy as np, mlx.core as mx", f"a = {array_literal(a)}.reshape({a.shape[0]}, {a.shape[1]})",
+                    f"b = {array_literal(b)}.reshape({b.shape[0]}, {b.shape[1]})",
+                    "y = np.array(mx.matmul(mx.array(a), mx.array(b), stream=mx.cpu), np.float32)",
+                    f"print(hex(int(y.reshape(-1).view(np.uint32)[{int(i)}])))")
+
+
+def _float_matmul_target() -> Target:
+    return Target(BACKEND, "mlx.matmul_float", "matmul", "mx.matmul(a, b, stream=mx.cpu), float32 (M, K) x (K, N)",
+                  FLOAT_MATMUL_PROFILE, ("float_matmul",), lambda case: None, _float_matmul_run,
+                  _float_matmul_snippet,
+                  notes="held bit for bit to its fitted CPU GEMM profile (mma.md §12.2); within the bound of "
+                        "mma.md §10.4 but other bits is drift")

@@ -222,6 +222,7 @@ def targets() -> list[Target]:
         _uniform_target(),
         *matmul_targets(),
         *ms_matmul_targets(),
+        float_matmul_target(),
     ]
 
 
@@ -765,3 +766,61 @@ def ms_matmul_targets() -> list[Target]:
                       lambda case: None, _bnb4_run, _bnb4_snippet,
                       notes="compared within the bound of matmul.md §10.3 (the float32 order is not pinned)"))
     return out
+
+
+# ---- float32 MatMul (MLAS sgemm): the fitted CPU GEMM profile (mma.md §12.2) ------------------------------------
+#: the fitted record of MatMul with intra_op_num_threads = 1 (qref.mma.cpu_profiles.ORT_MLAS_1T)
+FLOAT_MATMUL_PROFILE = "onnxruntime-1.32-mlas-sgemm-1-thread"
+
+
+def _float_matmul_model(M: int, K: int, N: int) -> Any:
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "g",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [M, K]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, [K, N])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [M, N])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _float_matmul_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    import onnxruntime as ort
+
+    from ._common import run_each
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1  # the fitted record's thread count (the threaded partition is not fitted)
+    opts.inter_op_num_threads = 1
+
+    def one(case: Case) -> Outputs:
+        a, b = np.array(case.inputs["a"], np.float32), np.array(case.inputs["b"], np.float32)
+        sess = ort.InferenceSession(_float_matmul_model(*a.shape, b.shape[1]).SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+        return {"y": np.asarray(sess.run(None, {"a": a, "b": b})[0], np.float32)}
+
+    return run_each(cases, one)
+
+
+def _float_matmul_snippet(case: Case, i: int) -> str:
+    """The whole product (the kernel's order depends on M, N, K), output element i."""
+    a, b = case.inputs["a"], case.inputs["b"]
+    M, K = a.shape
+    N = b.shape[1]
+    return python_c(
+        "import numpy as np, onnxruntime as ort", "from onnx import helper, TensorProto as T",
+        f"a = {matmul_literal(a)}.reshape({M}, {K})", f"b = {matmul_literal(b)}.reshape({K}, {N})",
+        "g = helper.make_graph([helper.make_node('MatMul', ['a', 'b'], ['y'])], 'g', "
+        f"[helper.make_tensor_value_info('a', T.FLOAT, [{M}, {K}]), helper.make_tensor_value_info('b', T.FLOAT, "
+        f"[{K}, {N}])], [helper.make_tensor_value_info('y', T.FLOAT, [{M}, {N}])])",
+        "o = ort.SessionOptions(); o.intra_op_num_threads = 1",
+        "s = ort.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)])"
+        ".SerializeToString(), o, providers=['CPUExecutionProvider'])",
+        "y = s.run(None, {'a': a, 'b': b})[0]", f"print(hex(int(y.reshape(-1).view(np.uint32)[{int(i)}])))")
+
+
+def float_matmul_target() -> Target:
+    return Target(BACKEND, "onnxruntime.matmul_float", "matmul", "MatMul (opset 17), float32 (M, K) x (K, N), "
+                  "CPUExecutionProvider, intra_op_num_threads = 1", FLOAT_MATMUL_PROFILE, ("float_matmul",),
+                  lambda case: None, _float_matmul_run, _float_matmul_snippet,
+                  notes="held bit for bit to its fitted CPU GEMM profile (MLAS's AVX-512F sgemm kernel; mma.md "
+                        "§12.2); within the bound of mma.md §10.4 but other bits is drift")

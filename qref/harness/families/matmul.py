@@ -12,6 +12,13 @@ The com.microsoft operations: ``matmul_integer_to_float`` and ``dynamic_quantize
 and ``qgemm`` (§11) are compared bit for bit like the others (float outputs as their bits); ``matmul_nbits`` /
 ``matmul_nbits_int8`` (§10) and ``matmul_bnb4`` (§12) are not bit-defined: ``accept`` takes a result within the
 case's [y_lo, y_hi] (the rigorous bound of §10.3), and no alternative is tried.
+
+``float_matmul`` (float32 A @ B, mma.md §12.2): the spec default conforms within the case's [y_lo, y_hi] (the bound
+of mma.md §10.4 around the exact sum); a target whose profile names a fitted CPU GEMM profile
+(qref.mma.cpu_profiles, e.g. ``onnxruntime-1.32-mlas-sgemm-1-thread``) is compared with that profile's records bit for
+bit, and a result within the bound but not the record's bits is *drift* (``drift_note``): the library's kernel
+order changed (another version, thread count or CPU kernel), not a failure. Mismatch class: accumulation_order
+(another fitted record or a simple order reproduces it), else outside_bound / other.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ OPERATIONS = ("matmul_integer", "qlinear_matmul", "matmul_integer_to_float", "dy
 HYBRID_SPEC = "hybrid_spec"  # the spec default "exact" read for the hybrid operation (matmul.md §17.4)
 FLOAT_OPS = ("matmul_integer_to_float", "dynamic_quantize_matmul")
 NBITS_OPS = ("matmul_nbits", "matmul_nbits_int8", "matmul_bnb4")
+FLOAT_MATMUL = "float_matmul"  # mma.md §12.2
+OPERATIONS = (*OPERATIONS, FLOAT_MATMUL)
 
 CLASS_SECTIONS = {
     "pair_saturation": "matmul.md §3.2", "accumulator_overflow": "matmul.md §3.1",
@@ -43,6 +52,7 @@ CLASS_SECTIONS = {
     "tie_rule": "matmul.md §5.2", "zero_point_order": "matmul.md §5.2", "compute_precision": "matmul.md §5.2",
     "unsigned_extension": "matmul.md §3.3", "narrowing": "matmul.md §5",
     "bias_stage": "matmul.md §4.1", "product_rule": "matmul.md §3.4", "activation_quantization": "matmul.md §9",
+    "accumulation_order": "mma.md §12.2", "outside_bound": "mma.md §10.4",
 }
 
 # rule changes tried in order: (class, overrides)
@@ -211,7 +221,92 @@ _HYBRID_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
+#: CPU GEMM profiles registered in this process (a record a user fitted with ``qref probe-matmul``)
+_REGISTERED: dict[str, Any] = {}
+
+
+def register_cpu_gemm_profile(profile: Any) -> None:
+    """Make ``profile`` (a qref.mma.cpu_profiles.CpuGemmProfile, e.g. one fitted with ``qref probe-matmul``) a
+    reference a float_matmul target may name in this process (mma.md §12.2); a name of ``PROFILES`` is refused."""
+    from ...mma.cpu_profiles import PROFILES, CpuGemmProfile
+
+    if not isinstance(profile, CpuGemmProfile):
+        raise QrefError(f"register_cpu_gemm_profile takes a CpuGemmProfile, got {type(profile).__name__}")
+    if any(p.name == profile.name for p in PROFILES):
+        raise QrefError(f"{profile.name!r} is a committed profile of qref.mma.cpu_profiles; give the new record "
+                        "another name")
+    _REGISTERED[profile.name] = profile
+
+
+def cpu_gemm_profile(name: str) -> Any:
+    """The fitted CPU GEMM profile called ``name`` (qref.mma.cpu_profiles.PROFILES, then the registered ones), else
+    None."""
+    from ...mma.cpu_profiles import PROFILES
+
+    return next((p for p in PROFILES if p.name == name), None) or _REGISTERED.get(name)
+
+
+def _float_matmul_outputs(case: Case, profile: str) -> Expectation:
+    """mma.md §12.2: y of the fitted CPU GEMM profile ``profile`` (its record per kernel path, §12 C1); a shape the
+    profile does not model (a matrix-vector call, M or N below its kernel's minimum) is unsupported."""
+    from ..model import Unsupported
+
+    prof = cpu_gemm_profile(profile)
+    if prof is None:
+        raise QrefError(f"float_matmul: {profile!r} is not a fitted CPU GEMM profile (qref.mma.cpu_profiles)")
+    try:
+        with np.errstate(all="ignore"):
+            y = prof.dispatch.matmul(case.inputs["a"], case.inputs["b"], prof.a_format, prof.b_format, prof.d_format)
+    except QrefError as exc:
+        raise Unsupported(f"profile {prof.name} does not model this shape: {exc}") from None
+    return Expectation({"y": np.asarray(y, np.float32)}, {})
+
+
+def _float_matmul_alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """accumulation_order: the other fitted profiles, then simple orders (mma.md §10.1) and the correctly rounded
+    sum."""
+    from ... import mma as qm
+    from ...mma.cpu_profiles import PROFILES
+
+    a, b = case.inputs["a"], case.inputs["b"]
+    yield "accumulation_order", {"y": np.asarray(case.expected["y"])}
+    for p in PROFILES:
+        if p.name != profile:
+            try:
+                with np.errstate(all="ignore"):
+                    yield "accumulation_order", {"y": np.asarray(p.dispatch.matmul(a, b), np.float32)}
+            except QrefError:
+                continue
+    for rec in (qm.KernelAccumulation(), qm.KernelAccumulation(products="rounded"),
+                qm.KernelAccumulation(lanes=4, reduction="pairwise"),
+                qm.KernelAccumulation(lanes=8, reduction="halving"),
+                qm.KernelAccumulation(lanes=16, reduction="pairwise"),
+                qm.KernelAccumulation(order="pairwise", products="rounded")):
+        with np.errstate(all="ignore"):
+            yield "accumulation_order", {"y": np.asarray(qm.matmul(a, b, instruction=qm.kernel(rec)), np.float32)}
+
+
+def drift_note(case: Case, profile: str) -> str:
+    """For a float_matmul task within the bound of mma.md §10.4 but not the bits of its fitted profile: the drift
+    note naming the record, the version it was fitted on and the installed one (mma.md §12.2 C2); "" elsewhere."""
+    from importlib import metadata
+
+    prof = cpu_gemm_profile(profile) if case.operation == FLOAT_MATMUL else None
+    if prof is None:
+        return ""
+    dist = prof.version.split()[0]
+    try:
+        installed = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        installed = "not installed"
+    return (f"within the bound of mma.md §10.4 but not the bits of the fitted record {prof.name} ({prof.version}, "
+            f"{prof.kernel}; threads {', '.join(map(str, prof.threads))}); installed {dist} {installed}: the "
+            "library's kernel order differs (another version, thread count or CPU kernel)")
+
+
 def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
+    if case.operation == FLOAT_MATMUL:
+        return _float_matmul_outputs(case, profile)
     if case.operation in HYBRID_OPS:
         return _hybrid_outputs(case, profile, **overrides)
     if case.operation == "qgemm":
@@ -251,6 +346,8 @@ def _outputs(case: Case, profile: str, **overrides: Any) -> Expectation:
 
 
 def expectation(case: Case, profile: str) -> Expectation:
+    if profile == "spec":  # a target that names no profile (model.Target.reference): the spec default
+        profile = SPEC_PROFILE
     if holds(case, profile) or (case.operation in WO_OPS and profile == SPEC_PROFILE):
         return Expectation(dict(case.expected), dict(case.unspecified))
     return _outputs(case, profile)
@@ -260,6 +357,9 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
     """(class, outputs): ``profile``'s rules with one change each (module docstring), then the other profiles'
     rules whole (class ``requantize_method`` for a different method, else ``multiplier_arithmetic``)."""
     if case.operation in NBITS_OPS + WO_OPS:
+        return
+    if case.operation == FLOAT_MATMUL:
+        yield from _float_matmul_alternatives(case, profile)
         return
     floats = case.operation in FLOAT_OPS or (case.operation == "qgemm" and case.params["output"] == "float32")
     alts = (_VW_ALTS if case.operation in VW_OPS else _HYBRID_ALTS if case.operation in HYBRID_OPS
@@ -276,6 +376,8 @@ def accept(case: Case, exp: Expectation, name: str, got: np.ndarray) -> np.ndarr
     y_lo <= r <= y_hi. None elsewhere (bits)."""
     if case.operation in WO_OPS:
         return _accept_weight_only(case, exp, name, got)
+    if case.operation == FLOAT_MATMUL:
+        return _accept_float_matmul(exp, name, got)
     if case.operation not in NBITS_OPS or name != "y" or "y_lo" not in exp.outputs:
         return None
     g = np.asarray(got).reshape(-1).view(np.float32).astype(np.float64)
@@ -284,8 +386,31 @@ def accept(case: Case, exp: Expectation, name: str, got: np.ndarray) -> np.ndarr
     return (lo <= g) & (g <= hi)
 
 
+def _accept_float_matmul(exp: Expectation, name: str, got: np.ndarray) -> np.ndarray | None:
+    """mma.md §12.2: y conforms when y_lo <= y <= y_hi (the §10.4 bound); NaN where y_lo is NaN (a NaN operand or
+    Inf - Inf), the same infinity where the operands are not finite. None for a fitted profile's expectation
+    (no interval: bits)."""
+    if name != "y" or "y_lo" not in exp.outputs:
+        return None
+    g = np.asarray(got).reshape(-1).view(np.float32).astype(np.float64)
+    lo = np.asarray(exp.outputs["y_lo"]).reshape(-1).astype(np.float64)
+    hi = np.asarray(exp.outputs["y_hi"]).reshape(-1).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return (np.isnan(lo) & np.isnan(g)) | ((lo <= g) & (g <= hi))
+
+
 def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
-    return np.full(idx.shape, "", dtype=object)
+    """float_matmul: a result outside the case's [y_lo, y_hi] (mma.md §10.4) is outside_bound, whichever
+    expectation it is compared with; the rest go to the alternatives."""
+    out = np.full(idx.shape, "", dtype=object)
+    if case.operation == FLOAT_MATMUL and name == "y":
+        g = np.asarray(got).astype(np.uint32).view(np.float32).astype(np.float64)
+        lo = np.asarray(case.expected["y_lo"]).reshape(-1)[idx]
+        hi = np.asarray(case.expected["y_hi"]).reshape(-1)[idx]
+        with np.errstate(invalid="ignore"):
+            ok = (np.isnan(lo) & np.isnan(g)) | ((lo <= g) & (g <= hi))
+        out[~ok] = "outside_bound"
+    return out
 
 
 def spec_sections(case: Case) -> tuple[str, ...]:
@@ -308,6 +433,10 @@ def describe_input(case: Case, index: int) -> str:
         v = np.asarray(ins[name]).reshape(-1)
         return repr(v[i if v.size > 1 else 0].item())
 
+    if case.operation == FLOAT_MATMUL:
+        return (f"row {m} of a times column {n} of b (float32, M = {p['m']}, K = {p['k']}, N = {p['n']}); bound "
+                f"[{float(np.asarray(case.expected['y_lo']).reshape(-1)[int(index)])!r}, "
+                f"{float(np.asarray(case.expected['y_hi']).reshape(-1)[int(index)])!r}]")
     if case.operation in NBITS_OPS:
         how = f"compute {p['compute']}" if "compute" in p else f"{p['quant_type']} table"
         return (f"row {m} of a (float32, K = {p['k']}) times row {n} of the 4-bit weights (block {p['block_size']}, "
@@ -386,7 +515,8 @@ def reduce(case: Case, index: int, name: str = "y") -> Case:
 
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     v = np.asarray(value).reshape(-1)
-    if (case.operation in FLOAT_OPS + NBITS_OPS + HYBRID_OPS or case.params.get("output") == "float32") and name == "y":
+    floats = case.operation in (*FLOAT_OPS, *NBITS_OPS, *HYBRID_OPS, FLOAT_MATMUL)
+    if (floats or case.params.get("output") == "float32") and name == "y":
         return describe_value(name, v.view(np.uint32).view(np.float32) if v.dtype != np.float32 else v)
     if v.size and v.dtype.kind == "f":
         return repr(float(v[0]))
