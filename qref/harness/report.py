@@ -145,6 +145,7 @@ def _anchor(text: str) -> str:
 
 def render(res: RunResults, link_findings: bool = True) -> str:
     by = _per_target(res)
+    variants = Counter(r.target for r in res.results if r.status == "variant")
     targets = sorted(res.targets, key=lambda t: (list(res.backends).index(t.backend), t.family, t.name))
     L: list[str] = [HEADER, "", "# Backend conformance", ""]
     L.append(f"Suite `{res.suite}` ({res.suite_cases} cases){' (filtered run)' if res.filtered else ''}. "
@@ -219,8 +220,9 @@ def render(res: RunResults, link_findings: bool = True) -> str:
     for t in targets:
         rs = by.get(t.name, [])
         if not rs:
-            L.append(f"| `{t.name}` | {t.family} | {t.profile or '(spec)'} | 0 | - | - | - | - | - | no cases of "
-                     "this family in the suite |")
+            why = (f"all {variants[t.name]} tasks are CPU variants (§4)" if variants[t.name] else
+                   "no cases of this family in the suite")
+            L.append(f"| `{t.name}` | {t.family} | {t.profile or '(spec)'} | 0 | - | - | - | - | - | {why} |")
             continue
         st = Counter(r.status for r in rs)
         ran = [r for r in rs if r.vs_spec is not None]
@@ -242,7 +244,9 @@ def render(res: RunResults, link_findings: bool = True) -> str:
         L += [f"### {t.name}", "", f"{t.api}. Family `{t.family}`; profile: "
               f"{('`' + t.profile + '`') if t.profile else 'none (the spec default is its reference)'}.", ""]
         if not rs:
-            L += ["No cases of this family in the suite yet.", ""]
+            L += [f"Every one of its {variants[t.name]} tasks is a CPU variant of this run (§4): the CPU mode "
+                  "selects another kernel than the one its profile was fitted on." if variants[t.name] else
+                  "No cases of this family in the suite yet.", ""]
             continue
         ran = [r for r in rs if r.vs_profile is not None]
         st = Counter(r.status for r in rs)

@@ -380,6 +380,34 @@ def _masked_snippet(op: str, snippet: Any):
     return wrapped
 
 
+#: the fitted CPU GEMM profile of torch.matmul in float32 (qref.mma.cpu_profiles; mma.md §12.1)
+FLOAT_MATMUL_PROFILE = "torch-2.13.0-mkl-2024.2-avx512-sgemm"
+
+
+def _float_matmul_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    """``torch.matmul`` of float32 (M, K) x (K, N) with one intra-op thread (the fitted record's thread count)."""
+    torch = _torch()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return run_each(cases, lambda case: {"y": torch.matmul(
+            torch.from_numpy(np.array(case.inputs["a"], np.float32)),
+            torch.from_numpy(np.array(case.inputs["b"], np.float32))).numpy()})
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _float_matmul_snippet(case: Case, i: int) -> str:
+    """The whole product (the kernel's order depends on M, N, K), output element i."""
+    a, b = case.inputs["a"], case.inputs["b"]
+    M, K = a.shape
+    N = b.shape[1]
+    return python_c("import numpy as np, torch", "torch.set_num_threads(1)",
+                    f"a = torch.from_numpy({matmul_literal(a)}.reshape({M}, {K}).astype(np.float32))",
+                    f"b = torch.from_numpy({matmul_literal(b)}.reshape({K}, {N}).astype(np.float32))",
+                    f"print(hex(int(torch.matmul(a, b).numpy().reshape(-1).view(np.uint32)[{int(i)}])))")
+
+
 def targets() -> list[Target]:
     require("torch", backend=BACKEND, hint="pip install torch")
     out = [Target(BACKEND, "torch.int_mm", "matmul", "torch._int_mm(A, B) (int8 x int8 -> int32, CPU); zero "
@@ -419,4 +447,9 @@ def targets() -> list[Target]:
                       "(x / s).clamp(-max, max).to(torch.float8_*), y = torch._scaled_mm(q_a, q_b, scale_a=s_a, "
                       "scale_b=s_b, out_dtype=torch.float32) (CPU)", None, ("qdq_matmul",), _scaled_mm_supports,
                       lambda cases: run_each(cases, _scaled_mm_one), _scaled_mm_snippet))
+    out.append(Target(BACKEND, "torch.matmul_float", "matmul", "torch.matmul(float32 (M, K), float32 (K, N)) on "
+                      "CPU with torch.set_num_threads(1) (MKL sgemm)", FLOAT_MATMUL_PROFILE, ("float_matmul",),
+                      lambda case: None, _float_matmul_run, _float_matmul_snippet,
+                      notes="held bit for bit to its fitted CPU GEMM profile (MKL's AVX-512 sgemm kernel; mma.md "
+                            "§12.2); within the bound of mma.md §10.4 but other bits is drift"))
     return out + _torch_casts.targets(BACKEND, compiled=False) + _torch_quant.targets(BACKEND, compiled=False)
