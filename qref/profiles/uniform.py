@@ -78,6 +78,9 @@ class UniformArithmetic:
         floor(n / W) * W take the fields above; the remainder, and every element of a per-axis or blocked
         scheme, takes ``remainder_scale_op`` and ``remainder_rounding`` and dequantizes with dq_form "subtract".
     remainder_scale_op / remainder_rounding: the scalar loop's scale_op and rounding (simd_width > 0 only).
+    remainder_compute: None (the scalar loop computes in ``compute``) or the compute dtype of the per-tensor
+        scalar remainder only (a kernel whose tail loop works in double: fl64(x) / fl64(s)); per-axis and blocked
+        schemes keep ``compute`` (simd_width > 0 only; uniform.md §2.4).
     stochastic_bits: N for the stochastic rounding modes (None otherwise).
     """
 
@@ -103,6 +106,7 @@ class UniformArithmetic:
     simd_width: int = 0
     remainder_scale_op: str = "divide"
     remainder_rounding: str = "nearest_away"
+    remainder_compute: str | None = None
     stochastic_bits: int | None = None
 
     def __post_init__(self) -> None:
@@ -131,6 +135,8 @@ class UniformArithmetic:
         check_choice("reciprocal_inf", self.reciprocal_inf, ("keep", "one"))
         check_choice("remainder_scale_op", self.remainder_scale_op, SCALE_OPS)
         check_choice("remainder_rounding", self.remainder_rounding, ROUNDINGS)
+        if self.remainder_compute is not None:
+            check_choice("remainder_compute", self.remainder_compute, COMPUTE_DTYPES)
         if self.input_dtypes is not None:
             object.__setattr__(self, "input_dtypes", tuple(self.input_dtypes))
         if self.zero_point == "fused" and (self.scale_op != "reciprocal" or self.compute != "float32"):
@@ -161,14 +167,18 @@ class UniformArithmetic:
             ar["input_dtypes"] = tuple(ar["input_dtypes"])
         return cls(**ar)
 
-    def remainder(self) -> UniformArithmetic:
-        """The scalar remainder loop's arithmetic (simd_width > 0, uniform.md §2.4)."""
+    def remainder(self, tail: bool = True) -> UniformArithmetic:
+        """The scalar remainder loop's arithmetic (simd_width > 0, uniform.md §2.4): of the per-tensor tail
+        (``tail``, which takes remainder_compute) or of every element of a per-axis / blocked scheme."""
+        compute = self.remainder_compute if tail and self.remainder_compute is not None else self.compute
         return dataclasses.replace(self, scale_op=self.remainder_scale_op, rounding=self.remainder_rounding,
+                                   compute=compute, remainder_compute=None,
                                    dq_form="subtract", simd_width=0)
 
 
 ARITHMETIC_FIELDS = tuple(f.name for f in dataclasses.fields(UniformArithmetic))
-_OPTIONAL_FIELDS = ("dq_form", "simd_width", "remainder_scale_op", "remainder_rounding", "stochastic_bits")
+_OPTIONAL_FIELDS = ("dq_form", "simd_width", "remainder_scale_op", "remainder_rounding", "remainder_compute",
+                    "stochastic_bits")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(UniformArithmetic)}
 
 # ---------------------------------------------------------------------------------------------------------
@@ -282,11 +292,13 @@ PROFILES: tuple[Profile, ...] = (
         "through NEON_2_SSE on x86-64; ai-edge-litert 2.3 BUILTIN_WITHOUT_DEFAULT_DELEGATES, and int16 "
         "QUANTIZE under the default interpreter)",
         "Per tensor: a vector loop over groups of 8 elements, q = clamp(cvt_rne(x * fl32(1 / s)) + z), "
-        "dequantize fl32(fl32(q * s) + fl32(-z * double(s))); the last n mod 8 elements and per-axis schemes "
-        "run the reference loop ('tflite'). Outside int32 and NaN: unspecified (INT_MIN on x86-64).",
+        "dequantize fl32(fl32(q * s) + fl32(-z * double(s))); the last n mod 8 elements: q = clamp(round_half_away("
+        "double(x) / double(s)) + z) (a double division, not the reference's float32 one), dequantize as 'tflite'; "
+        "per-axis schemes run the reference loop ('tflite'). Outside int32 and NaN: unspecified (INT_MIN on "
+        "x86-64).",
         rules=(dataclasses.replace(_TFLITE_REF, scale_op="reciprocal", rounding="nearest_even",
                                           dq_form="multiply_add", simd_width=8, remainder_scale_op="divide",
-                                          remainder_rounding="nearest_away")),
+                                          remainder_rounding="nearest_away", remainder_compute="float64")),
         sources=("tensorflow/lite/kernels/internal/optimized/optimized_ops.h AffineQuantize, Dequantize",
                  "tensorflow/lite/kernels/quantize.cc, dequantize.cc"),
         package="ai-edge-litert", versions="==2.3.0", status="verified",

@@ -576,7 +576,9 @@ class UniformScheme(Scheme):
         return np.where(unspecified, placeholder, n).astype(self.codes_dtype)
 
     def _loops(self) -> tuple[UniformScheme, UniformScheme]:
-        """(vector loop, scalar remainder loop) schemes of a profile with simd_width > 0 (uniform.md §2.4)."""
+        """(vector loop, scalar remainder loop) schemes of a profile with simd_width > 0 (uniform.md §2.4); the
+        remainder of a per-tensor scheme is its tail loop (remainder_compute), else the loop over every
+        element."""
         return self._loop_schemes
 
     @cached_property
@@ -584,7 +586,7 @@ class UniformScheme(Scheme):
         # built once per scheme: each replace validates every scale again (milliseconds for many scales)
         A = self.arithmetic
         return (dataclasses.replace(self, arithmetic=dataclasses.replace(A, simd_width=0)),
-                dataclasses.replace(self, arithmetic=A.remainder()))
+                dataclasses.replace(self, arithmetic=A.remainder(tail=self.granularity == "per_tensor")))
 
     def _tail(self, shape: tuple[int, ...]) -> np.ndarray:
         """True where the scalar loop computes the element: flat positions >= floor(n / W) * W per tensor,
