@@ -845,6 +845,10 @@ class UniformScheme(Scheme):
                 c = (-np.asarray(Z, np.float64) * s32.astype(np.float64)).astype(np.float32)
                 p = np.asarray(codes.astype(np.float32) * s32).astype(np.float32)
                 vals = cast(np.asarray(p + c).astype(np.float32), md)
+            elif A.dq_form == "fma":  # fl32(q * s + fl32(-z * s)), one rounding (uniform.md §2.2)
+                s32 = np.asarray(self._scale_in(S, np.dtype(np.float32)))
+                c = (-np.asarray(Z, np.float64) * s32.astype(np.float64)).astype(np.float32)
+                vals = cast(fma_float32(np.asarray(codes).astype(np.float32), s32, c), md)
             elif A.flush_subnormals and md in _FTZ_DTYPES:  # DAZ of the scale, FTZ of the float32 product
                 p = np.asarray(_int_to_float(np.asarray(d), np.dtype(np.float32))
                                * _ftz(np.asarray(sm).astype(np.float32)))
