@@ -106,7 +106,7 @@ def _run_lines(out: str, index: int, width: int, bits: int | None = None) -> lis
         pr = f"print(hex((int(r[{index} // {per}]) >> ({index} % {per} * {bits})) & {mask}))"
     else:
         pr = f"print(hex(int(r.view(np.uint{8 * width})[{index}])))"
-    return [f"model = ov.Model([{out}], params, 'qref')",
+    return [f"model = ov.Model([{out}], params, 'g')",
             "req = ov.Core().compile_model(model, 'CPU', {'INFERENCE_PRECISION_HINT': 'f32'}).create_infer_request()",
             "req.infer(feeds)", get, pr]
 
