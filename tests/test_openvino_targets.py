@@ -166,3 +166,19 @@ def test_snippet_is_standalone():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     (got,) = tg.run([case])
     assert int(out.strip().splitlines()[-1], 16) == int(got["y"].view(np.uint32).reshape(-1)[131])
+
+
+def test_constant_graph_is_folded_and_parameter_graph_is_a_fused_subgraph():
+    """The two inputs are two computations: with a Parameter the plugin fuses Convert/Subtract/Multiply into one
+    Snippets subgraph (the FMA); with a Constant the core folds the whole graph to one constant."""
+    q = np.arange(16, dtype=np.uint8)
+    layers = {}
+    for mode in O.MODES:
+        tt = O.ov_tensor(ov, "u8", (16,), q)
+        n = ops.parameter([16], ov.Type.u8) if mode == "parameter" else ov.op.Constant(tt)
+        out = ops.multiply(ops.subtract(ops.convert(n, ov.Type.f32), ops.constant(np.full(16, 3, F32))),
+                           ops.constant(np.full(16, 0.1, F32)))
+        cm = ov.Core().compile_model(ov.Model([out], [n] if mode == "parameter" else [], "g"), "CPU", O.CONFIG)
+        layers[mode] = [op.get_rt_info()["layerType"].astype(str) for op in cm.get_runtime_model().get_ordered_ops()]
+    assert layers["constant"] == ["Const", "Output"]
+    assert "Subgraph" in layers["parameter"] and "Subtract" not in layers["parameter"]
