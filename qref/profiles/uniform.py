@@ -383,7 +383,8 @@ PROFILES: tuple[Profile, ...] = (
         rules=(UniformArithmetic(compute="float32", input_dtypes=(), scale_op="divide", zero_point="after_rounding",
                                  clamp="integer", rounding="nearest_even", conversion="saturate", nan="unspecified",
                                  constants="round", dq_subtract="int64", dq_multiply="float32", dq_form="fma")),
-        sources=("openvino src/plugins/intel_cpu (Eltwise fusion of Subtract + Multiply into a multiply-add)",
+        sources=("openvino src/plugins/intel_cpu: Convert, Subtract and Multiply fused into one Snippets subgraph "
+                 "(runtime model layer type Subgraph), which emits a fused multiply-add on x86-64 with FMA",
                  "checked against openvino 2026.4.1 CPU (tests/test_openvino_targets.py)"),
         package="openvino", versions="==2026.4.*", status="verified",
         evidence=("tests/test_openvino_targets.py: every u8 code with zero points 3/127/200 and 4 scales, "
