@@ -33,7 +33,7 @@ MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "aqt": "aqt.j
            "mlir": "torch_mlir", "stablehlo": "torch_mlir", "onnxruntime": "onnxruntime",
            "onnx_reference": "onnx.reference",
            "bitsandbytes": "bitsandbytes", "torchao": "torchao", "litert": "ai_edge_litert.interpreter",
-           "keras": "keras", "torch": "torch"}
+           "openvino": "openvino", "keras": "keras", "torch": "torch", "torch_compile": "torch"}
 RUN = "import sys; sys.modules['qref'] = None; exec(open(sys.argv[1]).read())"
 
 

@@ -236,3 +236,27 @@ def test_the_three_paths_differ_where_the_profiles_say() -> None:
     d_ref = tflite_dequantize(codes, "int8", s, 5, R.BUILTIN_REF)
     d_opt = tflite_dequantize(codes, "int8", s, 5, R.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     assert np.sum(d_ref.view(np.uint32) != d_opt.view(np.uint32)) > 10
+
+
+def test_optimized_tail_divides_in_double() -> None:
+    """The optimized kernel's scalar tail (the last n mod 8 elements of a per-tensor QUANTIZE) rounds half away
+    from zero fl64(x) / fl64(s), not the reference's fl32(x / s): 7-element tensors (all tail) of ties and
+    +-1 ulp at 20 scales, against an independent float64 computation and the profile."""
+    n = 0
+    for st, (lo, hi) in (("int8", (-128, 127)), ("uint8", (0, 255)), ("int16", (-32768, 32767))):
+        for s in SCALES:
+            x = near_ties(s, 700)[:7 * 500].reshape(-1, 7)
+            z = ZPS[st][-1]
+            q64 = np.asarray(x, np.float64) / np.float64(np.float32(s))
+            want = np.clip(np.sign(q64) * np.floor(np.abs(q64) + 0.5) + z, lo, hi).astype(np.int64)
+            got = np.stack([tflite_quantize(r, st, s, z, R.BUILTIN_WITHOUT_DEFAULT_DELEGATES) for r in x[:60]])
+            assert np.array_equal(got.astype(np.int64), want[:60])
+            sch = qref.scheme(st, scale=s, zero_point=z, profile="tflite_optimized")
+            prof = np.stack([sch.quantize(r).codes for r in x])
+            assert np.array_equal(prof.astype(np.int64), want)
+            n += got.size
+    # the tail differs from the reference kernel's float32 division: s = fl32(0.013), x = fl32(-1.6315)
+    x = np.array([-1.6315, -1.6445, 0.0065], F32)
+    assert tflite_quantize(x, "int8", 0.013, 0, R.BUILTIN_WITHOUT_DEFAULT_DELEGATES).tolist() == [-125, -126, 1]
+    assert tflite_quantize(x, "int8", 0.013, 0, R.BUILTIN_REF).tolist() == [-126, -127, 1]
+    assert n > 20_000

@@ -252,6 +252,23 @@ PROFILES: tuple[Profile, ...] = (
                   "6,792 codes, 2,033 scales and 133,499 decompressed values differed)"),
     ),
     Profile(
+        "openvino_cpu", "lookup", "OpenVINO 2026.4 CPU plugin running Convert(nf4 -> f16) * f16 scale on a runtime "
+        "(Parameter) nf4 tensor",
+        "As 'openvino' (the same decision rule and float16 scales), but the plugin decompresses an nf4 tensor "
+        "that is a graph input with the float32 table: dequantize = fl32(entry_f32 * fl16(a)) (the entry is not "
+        "rounded to float16 first, as the folded / NNCF-compressed constant path does).",
+        rules=LookupRules(
+            block_size=64, axis=-1, scaling="divide", scale_min=2.0**-23, scale_min_rule="clamp",
+            store_guarded="all", scale_dtype="float16", dequant_table_dtype="float32", rule="nearest",
+            midpoints="decimal_literal", tie="lower_value", nan="min_value", zero_block="compute", clamp=False,
+            input_dtypes=("float32", "float16", "bfloat16")),
+        sources=("openvino src/plugins/intel_cpu (Convert from nf4)",
+                 "checked against openvino 2026.4.1 CPU (tests/test_openvino_targets.py)"),
+        package="openvino", versions="==2026.4.*", status="verified",
+        evidence=("tests/test_openvino_targets.py: every nf4 code at float16 scales, nf4 Parameter input: "
+                  "fl32(entry_f32 * s), 0 mismatches; qref run --backend openvino (openvino.nf4.parameter)",),
+    ),
+    Profile(
         "qwix", "lookup", "qwix 0.1.8 quantize_api(x, 'nf4', tiled_axes={axis: block_size}) on jax 0.10.2 XLA:CPU",
         "scale = absmax per tile, 1 when below sqrt(tiny) of the input dtype (float16: 2^-7, else 2^-63); "
         "s = x * fl(1/scale) in the input dtype (XLA rewrites qwix's divide by the broadcast scale; bfloat16 "

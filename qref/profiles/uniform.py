@@ -26,7 +26,7 @@ ZERO_POINT_RANGES = ("check", "wrap")
 SCALE_SOURCES = ("expressed", "float64")
 DQ_SUBTRACT = ("expressed", "float32", "int64", "int32", "storage")
 DQ_MULTIPLY = ("expressed", "float32", "float64", "at_least_float32")
-DQ_FORMS = ("subtract", "multiply_add")
+DQ_FORMS = ("subtract", "multiply_add", "fma")
 CONSTANT_RULES = ("round", "unspecified")
 ROUNDINGS = tuple(m for m in ROUNDING_MODES if m not in STOCHASTIC_MODES and m not in ("ml_dtypes", "exponent_carry"))
 #: the modes of the final rounding: the deterministic ones and P3109's stochastic ones (uniform.md §2.6)
@@ -64,8 +64,9 @@ class UniformArithmetic:
         "int32" (wraps) or "storage" (the storage type: overflow is unspecified).
     dq_multiply: dtype of the multiplication by the scale: "expressed", "float32", "float64",
         "at_least_float32" (numpy promotion of float32 with the expressed type).
-    dq_form: "subtract" ((code - z) * s as above) or "multiply_add" (fl32(fl32(code * s) + c) with the
-        constant c = fl32(-z * s) computed in float64: a vector multiply-add without fusion, uniform.md §2.2).
+    dq_form: "subtract" ((code - z) * s as above), "multiply_add" (fl32(fl32(code * s) + c) with the
+        constant c = fl32(-z * s) computed in float64: a vector multiply-add without fusion, uniform.md §2.2) or
+        "fma" (fl32(code * s + c), one rounding: a fused multiply-add with the same c).
     float_saturate: float storage only: overflow saturates to +-max (saturate=1) or follows the format's
         default (NaN for E4M3FN, Inf for E5M2: saturate=0).
     bf16_upcast: bfloat16 compute runs in float32 (a bfloat16 normalization pass): with scale_op="reciprocal"
@@ -78,6 +79,9 @@ class UniformArithmetic:
         floor(n / W) * W take the fields above; the remainder, and every element of a per-axis or blocked
         scheme, takes ``remainder_scale_op`` and ``remainder_rounding`` and dequantizes with dq_form "subtract".
     remainder_scale_op / remainder_rounding: the scalar loop's scale_op and rounding (simd_width > 0 only).
+    remainder_compute: None (the scalar loop computes in ``compute``) or the compute dtype of the per-tensor
+        scalar remainder only (a kernel whose tail loop works in double: fl64(x) / fl64(s)); per-axis and blocked
+        schemes keep ``compute`` (simd_width > 0 only; uniform.md §2.4).
     stochastic_bits: N for the stochastic rounding modes (None otherwise).
     """
 
@@ -103,6 +107,7 @@ class UniformArithmetic:
     simd_width: int = 0
     remainder_scale_op: str = "divide"
     remainder_rounding: str = "nearest_away"
+    remainder_compute: str | None = None
     stochastic_bits: int | None = None
 
     def __post_init__(self) -> None:
@@ -131,6 +136,8 @@ class UniformArithmetic:
         check_choice("reciprocal_inf", self.reciprocal_inf, ("keep", "one"))
         check_choice("remainder_scale_op", self.remainder_scale_op, SCALE_OPS)
         check_choice("remainder_rounding", self.remainder_rounding, ROUNDINGS)
+        if self.remainder_compute is not None:
+            check_choice("remainder_compute", self.remainder_compute, COMPUTE_DTYPES)
         if self.input_dtypes is not None:
             object.__setattr__(self, "input_dtypes", tuple(self.input_dtypes))
         if self.zero_point == "fused" and (self.scale_op != "reciprocal" or self.compute != "float32"):
@@ -141,6 +148,10 @@ class UniformArithmetic:
                                                or self.dq_multiply not in ("float32", "float64")):
             raise QrefError("dq_form='multiply_add' is defined for integer subtraction (dq_subtract int64/int32) "
                             "and a float32/float64 multiply; set dq_form='subtract' otherwise")
+        if self.dq_form == "fma" and (self.dq_subtract not in ("int64", "int32", "float32")
+                                      or self.dq_multiply != "float32"):
+            raise QrefError("dq_form='fma' is defined for a float32 multiply (dq_multiply='float32') of integer "
+                            "codes; set dq_form='subtract' otherwise")
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as JSON values; dq_form and the vector-loop fields are left out at their defaults, so the
@@ -161,14 +172,18 @@ class UniformArithmetic:
             ar["input_dtypes"] = tuple(ar["input_dtypes"])
         return cls(**ar)
 
-    def remainder(self) -> UniformArithmetic:
-        """The scalar remainder loop's arithmetic (simd_width > 0, uniform.md §2.4)."""
+    def remainder(self, tail: bool = True) -> UniformArithmetic:
+        """The scalar remainder loop's arithmetic (simd_width > 0, uniform.md §2.4): of the per-tensor tail
+        (``tail``, which takes remainder_compute) or of every element of a per-axis / blocked scheme."""
+        compute = self.remainder_compute if tail and self.remainder_compute is not None else self.compute
         return dataclasses.replace(self, scale_op=self.remainder_scale_op, rounding=self.remainder_rounding,
+                                   compute=compute, remainder_compute=None,
                                    dq_form="subtract", simd_width=0)
 
 
 ARITHMETIC_FIELDS = tuple(f.name for f in dataclasses.fields(UniformArithmetic))
-_OPTIONAL_FIELDS = ("dq_form", "simd_width", "remainder_scale_op", "remainder_rounding", "stochastic_bits")
+_OPTIONAL_FIELDS = ("dq_form", "simd_width", "remainder_scale_op", "remainder_rounding", "remainder_compute",
+                    "stochastic_bits")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(UniformArithmetic)}
 
 # ---------------------------------------------------------------------------------------------------------
@@ -282,11 +297,13 @@ PROFILES: tuple[Profile, ...] = (
         "through NEON_2_SSE on x86-64; ai-edge-litert 2.3 BUILTIN_WITHOUT_DEFAULT_DELEGATES, and int16 "
         "QUANTIZE under the default interpreter)",
         "Per tensor: a vector loop over groups of 8 elements, q = clamp(cvt_rne(x * fl32(1 / s)) + z), "
-        "dequantize fl32(fl32(q * s) + fl32(-z * double(s))); the last n mod 8 elements and per-axis schemes "
-        "run the reference loop ('tflite'). Outside int32 and NaN: unspecified (INT_MIN on x86-64).",
+        "dequantize fl32(fl32(q * s) + fl32(-z * double(s))); the last n mod 8 elements: q = clamp(round_half_away("
+        "double(x) / double(s)) + z) (a double division, not the reference's float32 one), dequantize as 'tflite'; "
+        "per-axis schemes run the reference loop ('tflite'). Outside int32 and NaN: unspecified (INT_MIN on "
+        "x86-64).",
         rules=(dataclasses.replace(_TFLITE_REF, scale_op="reciprocal", rounding="nearest_even",
                                           dq_form="multiply_add", simd_width=8, remainder_scale_op="divide",
-                                          remainder_rounding="nearest_away")),
+                                          remainder_rounding="nearest_away", remainder_compute="float64")),
         sources=("tensorflow/lite/kernels/internal/optimized/optimized_ops.h AffineQuantize, Dequantize",
                  "tensorflow/lite/kernels/quantize.cc, dequantize.cc"),
         package="ai-edge-litert", versions="==2.3.0", status="verified",
@@ -340,6 +357,39 @@ PROFILES: tuple[Profile, ...] = (
         evidence=(f"{_BACKENDS}::test_pytorch_quantize_per_tensor_and_channel, test_pytorch_dequantize, "
                   "test_pytorch_qint32_per_tensor_dequantize_subtracts_in_int32: per channel and qint32, "
                   "tie-heavy sampled inputs, 0 mismatches",),
+    ),
+    Profile(
+        "openvino", "uniform", "OpenVINO 2026.4 weight decompression folded at compile time (Convert, Subtract "
+        "zero point, Multiply scale on constant u8/i8/u4/i4/u2 weights: the core's constant folding)",
+        "dequantize = fl32(fl32(float(q) - float(z)) * s) with z and s float32 constants (the subtraction is exact "
+        "for these widths); quantize is not modelled (OpenVINO quantizes with FakeQuantize, float to float: "
+        "no accepted input dtypes).",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=(), scale_op="divide", zero_point="after_rounding",
+                                 clamp="integer", rounding="nearest_even", conversion="saturate", nan="unspecified",
+                                 constants="round", dq_subtract="float32", dq_multiply="float32")),
+        sources=("openvino src/plugins/intel_cpu (Convert, Eltwise Subtract / Multiply on f32)",
+                 "checked against openvino 2026.4.1 CPU (tests/test_openvino_targets.py)"),
+        package="openvino", versions="==2026.4.*", status="verified",
+        evidence=("tests/test_openvino_targets.py: u8/i8/u4/i4 codes with odd zero points at the storage ends and "
+                  "scales, per tensor and per axis, the codes a folded Constant; qref run --backend openvino "
+                  "(openvino.decompress.constant): 0 mismatches",),
+    ),
+    Profile(
+        "openvino_cpu", "uniform", "OpenVINO 2026.4 CPU plugin running the weight decompression on runtime codes "
+        "(Convert, Subtract zero point, Multiply scale with a Parameter input)",
+        "dequantize = fl32(float(q) * s + c) with one rounding, c = fl32(-z * s): the plugin fuses Subtract and "
+        "Multiply into one multiply-add (an FMA: (q - z) = 0 gives the FMA's residue, -7.45e-9 for q = z = 3, "
+        "s = fl32(0.1)); quantize is not modelled (no accepted input dtypes).",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=(), scale_op="divide", zero_point="after_rounding",
+                                 clamp="integer", rounding="nearest_even", conversion="saturate", nan="unspecified",
+                                 constants="round", dq_subtract="int64", dq_multiply="float32", dq_form="fma")),
+        sources=("openvino src/plugins/intel_cpu: Convert, Subtract and Multiply fused into one Snippets subgraph "
+                 "(runtime model layer type Subgraph), which emits a fused multiply-add on x86-64 with FMA",
+                 "checked against openvino 2026.4.1 CPU (tests/test_openvino_targets.py)"),
+        package="openvino", versions="==2026.4.*", status="verified",
+        evidence=("tests/test_openvino_targets.py: every u8 code with zero points 3/127/200 and 4 scales, "
+                  "Parameter input, against an independent float64 computation of the single rounding; qref run "
+                  "--backend openvino (openvino.decompress.parameter): 0 mismatches",),
     ),
     Profile(
         "jax", "uniform", "JAX 0.10.2 on XLA:CPU: jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage)",

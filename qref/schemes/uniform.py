@@ -576,7 +576,9 @@ class UniformScheme(Scheme):
         return np.where(unspecified, placeholder, n).astype(self.codes_dtype)
 
     def _loops(self) -> tuple[UniformScheme, UniformScheme]:
-        """(vector loop, scalar remainder loop) schemes of a profile with simd_width > 0 (uniform.md §2.4)."""
+        """(vector loop, scalar remainder loop) schemes of a profile with simd_width > 0 (uniform.md §2.4); the
+        remainder of a per-tensor scheme is its tail loop (remainder_compute), else the loop over every
+        element."""
         return self._loop_schemes
 
     @cached_property
@@ -584,7 +586,7 @@ class UniformScheme(Scheme):
         # built once per scheme: each replace validates every scale again (milliseconds for many scales)
         A = self.arithmetic
         return (dataclasses.replace(self, arithmetic=dataclasses.replace(A, simd_width=0)),
-                dataclasses.replace(self, arithmetic=A.remainder()))
+                dataclasses.replace(self, arithmetic=A.remainder(tail=self.granularity == "per_tensor")))
 
     def _tail(self, shape: tuple[int, ...]) -> np.ndarray:
         """True where the scalar loop computes the element: flat positions >= floor(n / W) * W per tensor,
@@ -843,6 +845,10 @@ class UniformScheme(Scheme):
                 c = (-np.asarray(Z, np.float64) * s32.astype(np.float64)).astype(np.float32)
                 p = np.asarray(codes.astype(np.float32) * s32).astype(np.float32)
                 vals = cast(np.asarray(p + c).astype(np.float32), md)
+            elif A.dq_form == "fma":  # fl32(q * s + fl32(-z * s)), one rounding (uniform.md §2.2)
+                s32 = np.asarray(self._scale_in(S, np.dtype(np.float32)))
+                c = (-np.asarray(Z, np.float64) * s32.astype(np.float64)).astype(np.float32)
+                vals = cast(fma_float32(np.asarray(codes).astype(np.float32), s32, c), md)
             elif A.flush_subnormals and md in _FTZ_DTYPES:  # DAZ of the scale, FTZ of the float32 product
                 p = np.asarray(_int_to_float(np.asarray(d), np.dtype(np.float32))
                                * _ftz(np.asarray(sm).astype(np.float32)))

@@ -27,12 +27,13 @@ from ...conformance.case import Case
 from ..families.matmul import element_inputs
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import python_c, run_each
+from ._common import array_literal, codes_as, element_signature, python_c, run_each
 
 BACKEND = "litert"
 DISTRIBUTIONS = ("ai-edge-litert",)
 KINDS = {"ref": "BUILTIN_REF", "optimized": "BUILTIN_WITHOUT_DEFAULT_DELEGATES", "xnnpack": "AUTO"}
-OPS = {"fully_connected": "FULLY_CONNECTED", "batch_matmul": "BATCH_MATMUL", "batch_matmul_int16": "BATCH_MATMUL"}
+OPS = {"fully_connected": "FULLY_CONNECTED", "batch_matmul": "BATCH_MATMUL", "batch_matmul_int16": "BATCH_MATMUL",
+       "quantize": "QUANTIZE", "dequantize": "DEQUANTIZE"}
 #: the dynamic-range FULLY_CONNECTED (matmul.md §17): (kernel choice, asymmetric_quantize_inputs) -> profile
 HYBRID_PROFILES = {("ref", False): "litert_hybrid_symmetric", ("ref", True): "litert_hybrid_asymmetric",
                    ("optimized", False): "litert_hybrid_symmetric", ("optimized", True): "litert_hybrid_asymmetric",
@@ -43,7 +44,7 @@ PROFILES = {("fully_connected", "ref"): "litert_reference", ("fully_connected", 
             ("batch_matmul_int16", "ref"): "litert_batch_matmul_int16",
             ("batch_matmul_int16", "optimized"): "litert_batch_matmul_int16"}
 TYPES = {"int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64", "uint8": "UINT8",
-         "float32": "FLOAT32"}
+         "float32": "FLOAT32", "int4": "INT4", "uint4": "UINT4", "float16": "FLOAT16"}
 
 
 # ---- the flatbuffer (one operator) -------------------------------------------------------------------------
@@ -78,10 +79,11 @@ def tensor_specs(op: str, ins: dict[str, np.ndarray], storages: tuple[str, str, 
 
 
 def model_bytes(op: str, tensors: list[tuple], inputs: list[int], op_inputs: list[int], *,
-                asymmetric_quantize_inputs: bool = False) -> bytes:
-    """The .tflite flatbuffer of one FULLY_CONNECTED / BATCH_MATMUL operator (output: the last tensor). A tensor
-    with no scales (a float32 tensor) has no quantization; ``asymmetric_quantize_inputs`` is FULLY_CONNECTED's
-    option for a float32 input with int8 weights (the dynamic-range product, matmul.md §17)."""
+                asymmetric_quantize_inputs: bool = False, quantized_dimension: int = 0) -> bytes:
+    """The .tflite flatbuffer of one FULLY_CONNECTED / BATCH_MATMUL / QUANTIZE / DEQUANTIZE operator (output: the
+    last tensor). A tensor with no scales (a float tensor) has no quantization; ``asymmetric_quantize_inputs`` is
+    FULLY_CONNECTED's option for a float32 input with int8 weights (the dynamic-range product, matmul.md §17);
+    ``quantized_dimension`` the axis of per-axis scales."""
     import flatbuffers
     from ai_edge_litert import schema_py_generated as S
 
@@ -104,7 +106,7 @@ def model_bytes(op: str, tensors: list[tuple], inputs: list[int], op_inputs: lis
         if len(scale):
             qp = S.QuantizationParametersT()
             qp.scale, qp.zeroPoint = [float(v) for v in scale], [int(v) for v in zp]
-            qp.quantizedDimension = 0
+            qp.quantizedDimension = quantized_dimension
             tt.quantization = qp
         sg.tensors.append(tt)
     sg.inputs, sg.outputs = inputs, [len(tensors) - 1]
@@ -114,7 +116,7 @@ def model_bytes(op: str, tensors: list[tuple], inputs: list[int], op_inputs: lis
         opts = S.FullyConnectedOptionsT()
         opts.asymmetricQuantizeInputs = asymmetric_quantize_inputs
         o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.FullyConnectedOptions, opts
-    else:
+    elif op in ("batch_matmul", "batch_matmul_int16"):
         o.builtinOptionsType, o.builtinOptions = S.BuiltinOptions.BatchMatMulOptions, S.BatchMatMulOptionsT()
     sg.operators, m.subgraphs = [o], [sg]
     b = flatbuffers.Builder(1024)
@@ -317,6 +319,239 @@ def _snippet(op: str, kind: str):
     return snippet
 
 
+# ---- uniform: QUANTIZE / DEQUANTIZE (uniform.md §4.3) ----------------------------------------------------------
+#: kernel choice -> the uniform profile of its QUANTIZE / DEQUANTIZE
+UNIFORM_PROFILES = {"ref": "tflite", "optimized": "tflite_optimized", "xnnpack": "tflite_xnnpack"}
+#: the integer types QUANTIZE writes and DEQUANTIZE reads (quantize.cc, dequantize.cc type checks)
+QDQ_STORAGE = ("int8", "uint8", "int16", "int4", "uint4")
+
+
+def qdq_unsupported(case: Case) -> str | None:
+    """Why TFLite's QUANTIZE / DEQUANTIZE cannot express the uniform case (None: it can)."""
+    from ..families.uniform import scheme_of
+
+    if case.operation not in ("uniform_quantize", "uniform_dequantize"):
+        return "TFLite's QUANTIZE / DEQUANTIZE take float32 <-> integer (requantize is not run here)"
+    sch = scheme_of(case)
+    st = sch.storage.name
+    if st not in QDQ_STORAGE:
+        why = "a narrowed storage range" if "<" in st else f"no {st} type"
+        return (f"TFLite's QUANTIZE writes and DEQUANTIZE reads int8/uint8/int16/int4/uint4 tensors ({why}; float "
+                "storage is not affine in TFLite)")
+    if sch.granularity == "blocked":
+        return "TFLite's QUANTIZE / DEQUANTIZE quantize per tensor or per axis (no sub-channel blocks)"
+    if sch.expressed.name != "float32":
+        return ("TFLite's QUANTIZE / DEQUANTIZE scales and real values are float32 (the case expresses "
+                f"{sch.expressed.name})")
+    if case.operation == "uniform_quantize" and case.inputs["x"].dtype != np.float32:
+        return f"QUANTIZE quantizes float32 inputs (the case gives {case.inputs['x'].dtype.name})"
+    if case.operation == "uniform_quantize" and st in ("int4", "uint4") and sch.granularity == "per_axis":
+        return ("QUANTIZE has no per-axis 4-bit kernel (prepare accepts the model, Invoke reports 'Input type "
+                "FLOAT32 with Output type INT4 is not currently supported')")
+    if case.operation == "uniform_dequantize" and st == "int16" and np.any(sch.zero_point_array != 0):
+        return "DEQUANTIZE requires an int16 zero point of 0 (dequantize.cc)"
+    if 0 in case.inputs[next(iter(case.inputs))].shape:
+        return "an empty tensor"
+    return None
+
+
+def qdq_problem(case: Case) -> tuple[bytes, np.ndarray]:
+    """(flatbuffer, input) of the one-operator QUANTIZE / DEQUANTIZE model of a uniform case: the integer tensor
+    carries the case's scales (rounded to float32 by the flatbuffer) and zero points, per axis on
+    quantizedDimension."""
+    from ..families.uniform import scheme_of
+    from ._common import storage_values
+
+    sch = scheme_of(case)
+    st = sch.storage.name
+    (iname,) = case.inputs
+    shape = tuple(int(n) for n in case.inputs[iname].shape) or (1,)
+    s, z = sch.scale_array.reshape(-1), sch.zero_point_array.reshape(-1)
+    axis = 0 if sch.axis is None else sch.axis % len(shape)
+    if case.operation == "uniform_quantize":
+        tensors = [("x", "float32", shape, None, [], []), ("y", st, shape, None, s, z)]
+        x = np.ascontiguousarray(case.inputs["x"], np.float32).reshape(shape)
+        buf = model_bytes("quantize", tensors, [0], [0], quantized_dimension=axis)
+    else:
+        tensors = [("x", st, shape, None, s, z), ("y", "float32", shape, None, [], [])]
+        x = np.ascontiguousarray(storage_values(case)).reshape(shape)
+        buf = model_bytes("dequantize", tensors, [0], [0], quantized_dimension=axis)
+    return buf, x
+
+
+def _xnnpack_aborts(case: Case) -> bool:
+    """XNNPACK aborts the process on a scale that is a float32 subnormal or 0 (tflite_xnnpack's notes)."""
+    from ..families.uniform import scheme_of
+
+    s = scheme_of(case).scale_array.astype(np.float32)
+    return bool(np.any(s < np.float32(2.0**-126)))
+
+
+def _qdq_runner(kind: str):
+    def one(case: Case) -> Outputs:
+        reason = qdq_unsupported(case)
+        if reason:
+            raise Unsupported(reason)
+        if kind == "xnnpack" and _xnnpack_aborts(case):
+            raise RuntimeError("not run: the XNNPACK delegate aborts the process on a scale below 2^-126 in "
+                               "float32 (tests/test_uniform_tflite.py)")
+        buf, x = qdq_problem(case)
+        y, ops = invoke(buf, [x], kind)
+        if kind == "xnnpack" and "DELEGATE" not in ops:
+            raise Unsupported("XNNPACK does not take this QUANTIZE / DEQUANTIZE (per-axis, int16 or 4-bit: the "
+                              "default interpreter runs the builtin kernel, targets litert.qdq.optimized / .ref)")
+        (oname,) = case.expected
+        return {oname: codes_as(case, oname, np.asarray(y).reshape(-1))}
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+
+    return run
+
+
+def _model_lines(op: str) -> list[str]:
+    """Source lines building the one-operator flatbuffer ``buf`` from ``tensors`` (name, type, shape, scales,
+    zero points) and ``axis``; the first tensor is the input, the last the output."""
+    return [
+        "m = S.ModelT(); m.version = 3; oc = S.OperatorCodeT()",
+        f"oc.builtinCode = oc.deprecatedBuiltinCode = S.BuiltinOperator.{op}; oc.version = 1",
+        "m.operatorCodes, m.buffers = [oc], [S.BufferT()]; sg = S.SubGraphT(); sg.tensors = []",
+        "for name, t, shape, scale, zp in tensors:",
+        "    tt = S.TensorT(); tt.shape, tt.type, tt.name = list(shape), getattr(S.TensorType, t), name.encode()",
+        "    m.buffers.append(S.BufferT()); tt.buffer = len(m.buffers) - 1",
+        "    if scale: qp = S.QuantizationParametersT(); qp.scale, qp.zeroPoint, qp.quantizedDimension = scale, zp, "
+        "axis; tt.quantization = qp",
+        "    sg.tensors.append(tt)",
+        "sg.inputs, sg.outputs = [0], [len(tensors) - 1]",
+        "o = S.OperatorT(); o.opcodeIndex, o.inputs, o.outputs = 0, [0], [len(tensors) - 1]",
+        "sg.operators, m.subgraphs = [o], [sg]",
+        "fb = flatbuffers.Builder(1024); fb.Finish(m.Pack(fb), file_identifier=b'TFL3'); buf = bytes(fb.Output())",
+    ]
+
+
+def _run_lines(kind: str, index: int, width: int, mask: str = "") -> list[str]:
+    return [
+        f"it = L.Interpreter(model_content=buf, experimental_op_resolver_type=L.OpResolverType.{KINDS[kind]})",
+        "it.allocate_tensors(); it.set_tensor(it.get_input_details()[0]['index'], x); it.invoke()",
+        f"print(hex(int(it.get_tensor(it.get_output_details()[0]['index']).reshape(-1).view(np.uint{8 * width})"
+        f"[{index}]){mask}))"]
+
+
+def _qdq_snippet(kind: str):
+    def snippet(case: Case, i: int) -> str:
+        from ..families.uniform import scheme_of
+
+        sch = scheme_of(case)
+        _, x = qdq_problem(case)
+        shape = tuple(int(n) for n in x.shape)
+        s = [float(v) for v in sch.scale_array.astype(np.float32).reshape(-1)]
+        z = [int(v) for v in sch.zero_point_array.reshape(-1)]
+        st = TYPES[sch.storage.name]
+        if case.operation == "uniform_quantize":
+            tensors, op = f"[('x', 'FLOAT32', {shape}, [], []), ('y', '{st}', {shape}, {s}, {z})]", "QUANTIZE"
+            width, mask = (2 if st == "INT16" else 1), f" & {hex((1 << sch.storage.bits) - 1)}"
+        else:
+            tensors, op = f"[('x', '{st}', {shape}, {s}, {z}), ('y', 'FLOAT32', {shape}, [], [])]", "DEQUANTIZE"
+            width, mask = 4, ""
+        return python_c(
+            "import numpy as np, flatbuffers",
+            "from ai_edge_litert import schema_py_generated as S, interpreter as L",
+            f"x = {array_literal(x)}",
+            f"tensors = {tensors}",
+            f"axis = {0 if sch.axis is None else sch.axis % len(shape)}",
+            *_model_lines(op), *_run_lines(kind, i, width, mask))
+
+    return snippet
+
+
+def _qdq_targets() -> list[Target]:
+    out = []
+    for kind, profile in UNIFORM_PROFILES.items():
+        notes = {"ref": "",
+                 "optimized": "per tensor: a vector loop over groups of 8 elements (NEON_2_SSE on x86-64), the "
+                              "remainder and per-axis scales in the reference loop; int4/uint4 in the reference "
+                              "loop",
+                 "xnnpack": "XNNPACK takes int8/uint8 per tensor (picks its x86 microkernels by cpuid: AVX-512 "
+                            "here); the rest stays on the builtin kernels (unsupported here)"}[kind]
+        out.append(Target(BACKEND, f"litert.qdq.{kind}", "uniform",
+                          "one-operator QUANTIZE (float32 -> int8/uint8/int16/int4/uint4) / DEQUANTIZE (back to "
+                          "float32), per tensor or per axis (quantizedDimension), "
+                          f"Interpreter(experimental_op_resolver_type=OpResolverType.{KINDS[kind]})",
+                          profile, ("uniform_quantize", "uniform_dequantize"), qdq_unsupported, _qdq_runner(kind),
+                          _qdq_snippet(kind), notes=notes, copies=True))
+    return out
+
+
+# ---- elements: DEQUANTIZE float16 -> float32, QUANTIZE float32 -> float16 (XNNPACK) ---------------------------
+def _half_supports(kind: str):
+    def supports(case: Case) -> str | None:
+        op, fmt, src, dst = element_signature(case)
+        if fmt != "float16" or (op, src, dst) not in (("decode", "uint16", "float32"),
+                                                       ("encode", "float32", "uint16")):
+            return ("TFLite converts float types with DEQUANTIZE float16 -> float32 (and, in XNNPACK only, "
+                    "QUANTIZE float32 -> float16); no other element format")
+        if op == "encode" and kind != "xnnpack":
+            return ("the builtin QUANTIZE requires an affine-quantized output (quantize.cc): float32 -> float16 "
+                    "runs in the XNNPACK delegate only (target litert.half.xnnpack)")
+        return None
+
+    return supports
+
+
+def _half_model(op: str, n: int) -> bytes:
+    types = ("float16", "float32") if op == "decode" else ("float32", "float16")
+    tensors = [("x", types[0], (n,), None, [], []), ("y", types[1], (n,), None, [], [])]
+    return model_bytes("dequantize" if op == "decode" else "quantize", tensors, [0], [0])
+
+
+def _half_runner(kind: str):
+    def one(case: Case) -> Outputs:
+        reason = _half_supports(kind)(case)
+        if reason:
+            raise Unsupported(reason)
+        op = element_signature(case)[0]
+        x = case.inputs["codes"].reshape(-1).view(np.float16) if op == "decode" else \
+            np.ascontiguousarray(case.inputs["x"].reshape(-1), np.float32)
+        if x.size == 0:
+            raise Unsupported("an empty tensor")
+        y, ops = invoke(_half_model(op, x.size), [x], kind)
+        if kind == "xnnpack" and "DELEGATE" not in ops:
+            raise Unsupported("XNNPACK does not take this conversion")
+        (oname,) = case.expected
+        return {oname: codes_as(case, oname, np.asarray(y).reshape(-1))}
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+
+    return run
+
+
+def _half_snippet(kind: str):
+    def snippet(case: Case, i: int) -> str:
+        op = element_signature(case)[0]
+        if op == "decode":
+            x, a, b, width, name = case.inputs["codes"].reshape(-1).view(np.float16), "FLOAT16", "FLOAT32", 4, \
+                "DEQUANTIZE"
+        else:
+            x, a, b, width, name = case.inputs["x"].reshape(-1), "FLOAT32", "FLOAT16", 2, "QUANTIZE"
+        return python_c(
+            "import numpy as np, flatbuffers",
+            "from ai_edge_litert import schema_py_generated as S, interpreter as L",
+            f"x = {array_literal(x)}",
+            f"tensors = [('x', '{a}', ({x.size},), [], []), ('y', '{b}', ({x.size},), [], [])]", "axis = 0",
+            *_model_lines(name), *_run_lines(kind, i, width))
+
+    return snippet
+
+
+def _half_targets() -> list[Target]:
+    return [Target(BACKEND, f"litert.half.{kind}", "elements",
+                   "one-operator DEQUANTIZE float16 -> float32 (and QUANTIZE float32 -> float16, which only the "
+                   f"XNNPACK delegate runs), Interpreter(experimental_op_resolver_type=OpResolverType.{KINDS[kind]})",
+                   None, ("encode", "decode"), _half_supports(kind), _half_runner(kind), _half_snippet(kind))
+            for kind in KINDS]
+
+
 def targets() -> list[Target]:
     require("ai_edge_litert.interpreter", "ai_edge_litert.schema_py_generated", "flatbuffers", backend=BACKEND,
             hint="pip install ai-edge-litert")
@@ -348,4 +583,4 @@ def targets() -> list[Target]:
                           notes="XNNPACK quantizes asymmetrically whatever the flag says" if kind == "xnnpack"
                           else "the 8-wide vector loop of the quantization is compiled in (AVX), not picked by "
                           "cpuid"))
-    return out
+    return out + _qdq_targets() + _half_targets()

@@ -1,14 +1,368 @@
-"""OpenVINO (CPU plugin). Placeholder of the module layout; targets are added by issue 31."""
+"""OpenVINO (the CPU plugin of openvino 2026.4): small graphs built with ``openvino.opset13`` and compiled with
+``INFERENCE_PRECISION_HINT=f32`` (on a CPU with AVX512-BF16 the plugin's default hint is bf16, which lets it run
+float32 arithmetic in bfloat16).
+
+- elements: ``Convert`` between float32 / float16 / bfloat16 / float64 and f8e4m3, f8e5m2, f4e2m1, f8e8m0
+  (encode, decode, quantize = there and back);
+- uniform: the weight decompression OpenVINO runs for compressed weights, (Convert(w, f32) - Convert(z, f32)) *
+  scale (uniform_dequantize of u8 / i8 / u4 / i4 / u2 codes, per tensor or per axis), profile ``openvino``;
+- lookup: NF4 decompression, Convert(nf4 -> f16) * f16 scale per group, then Convert to the output type
+  (lookup_dequantize), profile ``openvino``.
+
+Each exists twice: the codes (or the values) as a graph input (``.parameter``, computed by the CPU plugin's
+kernels) and as a ``Constant`` (``.constant``: a graph without inputs, which OpenVINO's core folds at compile time
+with its reference implementations), so that a difference between the two is visible.
+"""
 
 from __future__ import annotations
 
-from ..model import Target
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...conformance.case import Case
+from ..model import Outputs, Target, Unsupported
 from . import require
+from ._common import array_literal, codes_as, element_signature, python_c, run_each
 
 BACKEND = "openvino"
 DISTRIBUTIONS = ("openvino",)
+#: qref format / numpy dtype name -> OpenVINO element type name
+OV_TYPES = {"float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2", "float4_e2m1fn": "f4e2m1",
+            "float8_e8m0fnu": "f8e8m0", "float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64",
+            "uint8": "u8", "int8": "i8", "uint4": "u4", "int4": "i4", "uint2": "u2", "nf4": "nf4"}
+PACKED = {"f4e2m1": 4, "u4": 4, "i4": 4, "nf4": 4, "u2": 2}
+CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
+MODES = ("parameter", "constant")
+#: input kind -> the uniform / lookup profile of the decompression (the plugin's kernels, the core's folding)
+PROFILES = {"parameter": "openvino_cpu", "constant": "openvino"}
+
+
+# ---- graphs ------------------------------------------------------------------------------------------------
+def pack(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Sub-byte codes packed as OpenVINO stores them: element 0 in the lowest bits of byte 0."""
+    c = np.asarray(codes, np.int64).reshape(-1) & ((1 << bits) - 1)
+    per = 8 // bits
+    c = np.concatenate([c, np.zeros(-c.size % per, np.int64)]).reshape(-1, per)
+    return (c << (np.arange(per) * bits)).sum(axis=1).astype(np.uint8)
+
+
+def unpack(raw: np.ndarray, bits: int, n: int) -> np.ndarray:
+    per = 8 // bits
+    r = np.asarray(raw, np.uint8).reshape(-1, 1).astype(np.int64)
+    return ((r >> (np.arange(per) * bits)) & ((1 << bits) - 1)).reshape(-1)[:n].astype(np.uint8)
+
+
+def ov_tensor(ov: Any, t: str, shape: Sequence[int], data: np.ndarray) -> Any:
+    """An ov.Tensor of element type ``t`` holding ``data`` (codes or values of that type) bit for bit."""
+    a = np.ascontiguousarray(data)
+    raw = pack(a, PACKED[t]) if t in PACKED else a.view(np.uint8).reshape(-1)
+    tt = ov.Tensor(getattr(ov.Type, t), ov.Shape([int(n) for n in shape]))
+    np.asarray(tt.data).view(np.uint8).reshape(-1)[:] = raw.reshape(-1)
+    return tt
+
+
+def run_graph(build: Any, t_in: str, shape: Sequence[int], data: np.ndarray, mode: str) -> np.ndarray:
+    """Compile ``build(node)`` on the CPU plugin with ``node`` a Parameter (fed ``data``) or a Constant holding
+    ``data``; the output's raw bytes (uint8)."""
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    tt = ov_tensor(ov, t_in, shape, data)
+    if mode == "parameter":
+        p = ops.parameter([int(n) for n in shape], getattr(ov.Type, t_in))
+        model = ov.Model([build(p)], [p], "qref")
+        feeds: list[Any] = [tt]
+    else:
+        model = ov.Model([build(ov.op.Constant(tt))], [], "qref")
+        feeds = []
+    req = ov.Core().compile_model(model, "CPU", CONFIG).create_infer_request()
+    req.infer(feeds)
+    return np.asarray(req.get_output_tensor(0).data).view(np.uint8).reshape(-1).copy()
+
+
+_HEAD = ("import numpy as np, openvino as ov", "from openvino import opset13 as ops")
+
+
+def _feed_lines(t_in: str, shape: Sequence[int], data: np.ndarray, mode: str) -> list[str]:
+    """Source lines making ``node`` (a Parameter or a Constant of type t_in holding data) and ``feeds``."""
+    a = np.ascontiguousarray(data)
+    raw = pack(a, PACKED[t_in]) if t_in in PACKED else a.view(np.uint8).reshape(-1)
+    shp = [int(n) for n in shape]
+    lines = [f"raw = {array_literal(raw.reshape(-1))}",
+             f"t = ov.Tensor(ov.Type.{t_in}, ov.Shape({shp})); np.asarray(t.data).view(np.uint8).reshape(-1)[:] = raw"]
+    if mode == "parameter":
+        lines.append(f"node = ops.parameter({shp}, ov.Type.{t_in}); params, feeds = [node], [t]")
+    else:
+        lines.append("node = ov.op.Constant(t); params, feeds = [], []")
+    return lines
+
+
+def _run_lines(out: str, index: int, width: int, bits: int | None = None) -> list[str]:
+    get = "r = np.asarray(req.get_output_tensor(0).data).view(np.uint8).reshape(-1)"
+    if bits:
+        per, mask = 8 // bits, hex((1 << bits) - 1)
+        pr = f"print(hex((int(r[{index} // {per}]) >> ({index} % {per} * {bits})) & {mask}))"
+    else:
+        pr = f"print(hex(int(r.view(np.uint{8 * width})[{index}])))"
+    return [f"model = ov.Model([{out}], params, 'g')",
+            "req = ov.Core().compile_model(model, 'CPU', {'INFERENCE_PRECISION_HINT': 'f32'}).create_infer_request()",
+            "req.infer(feeds)", get, pr]
+
+
+# ---- elements: Convert -------------------------------------------------------------------------------------
+ELEMENT_FORMATS = ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "float8_e8m0fnu")
+SOURCES = ("float32", "float16", "bfloat16", "float64")
+
+
+def _convert_supports(case: Case) -> str | None:
+    op, fmt, src, out = element_signature(case)
+    if fmt not in ELEMENT_FORMATS:
+        return (f"OpenVINO has no {fmt} element type" if fmt not in OV_TYPES else
+                f"{fmt} is not one of the low-precision types run here (f8e4m3, f8e5m2, f4e2m1, f8e8m0)")
+    if op in ("encode", "quantize") and src not in SOURCES:
+        return f"Convert from {src}: OpenVINO takes f32 / f16 / bf16 / f64 inputs here"
+    if op == "decode" and out not in SOURCES:
+        return f"Convert to {out}: not an OpenVINO float type"
+    return None
+
+
+def _plugin_lacks(case: Case) -> str | None:
+    """What the CPU plugin reports as not implemented (the folded Constant path runs it)."""
+    op, fmt, src, _ = element_signature(case)
+    if op in ("encode", "quantize") and src == "float64" and fmt in ("float4_e2m1fn", "float8_e8m0fnu"):
+        return (f"the CPU plugin has no f64 -> {OV_TYPES[fmt]} Convert (compile_model: 'Not Implemented: cpu_convert "
+                f"can't convert from: f64 precision to: {OV_TYPES[fmt]}'); openvino.convert.constant folds it")
+    return None
+
+
+def _convert_plan(case: Case) -> tuple[str, np.ndarray, list[str]]:
+    """(input OV type, input data, the OV types each Convert goes to)."""
+    op, fmt, src, out = element_signature(case)
+    t = OV_TYPES[fmt]
+    if op == "decode":
+        return t, case.inputs["codes"].reshape(-1), [OV_TYPES[out]]
+    x = case.inputs["x"].reshape(-1)
+    return OV_TYPES[src], x, [t] if op == "encode" else [t, OV_TYPES[src]]
+
+
+def _convert_runner(mode: str):
+    def one(case: Case) -> Outputs:
+        import openvino as ov
+        from openvino import opset13 as ops
+
+        reason = _convert_supports(case) or (_plugin_lacks(case) if mode == "parameter" else None)
+        if reason:
+            raise Unsupported(reason)
+        t_in, data, chain = _convert_plan(case)
+        if data.size == 0:
+            raise Unsupported("an empty tensor")
+
+        def build(node: Any) -> Any:
+            for t in chain:
+                node = ops.convert(node, getattr(ov.Type, t))
+            return node
+
+        raw = run_graph(build, t_in, data.shape, data, mode)
+        if chain[-1] in PACKED:
+            raw = unpack(raw, PACKED[chain[-1]], data.size)
+        (oname,) = case.expected
+        width = case.expected[oname].dtype.itemsize
+        return {oname: codes_as(case, oname, raw.view(f"u{width}")[: data.size])}
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+
+    return run
+
+
+def _convert_snippet(mode: str):
+    def snippet(case: Case, i: int) -> str:
+        t_in, data, chain = _convert_plan(case)
+        (oname,) = case.expected
+        out = "node"
+        for t in chain:
+            out = f"ops.convert({out}, ov.Type.{t})"
+        return python_c(*_HEAD, *_feed_lines(t_in, data.shape, data, mode),
+                        *_run_lines(out, i, case.expected[oname].dtype.itemsize, PACKED.get(chain[-1])))
+
+    return snippet
+
+
+# ---- uniform: weight decompression ---------------------------------------------------------------------------
+DECOMPRESS_STORAGE = ("uint8", "int8", "uint4", "int4", "uint2")
+
+
+def _dq_supports(case: Case) -> str | None:
+    from ..families.uniform import scheme_of
+
+    if case.operation != "uniform_dequantize":
+        return ("OpenVINO quantizes with FakeQuantize (float in, float out), not to integer codes; only the weight "
+                "decompression (uniform_dequantize) runs here")
+    sch = scheme_of(case)
+    st = sch.storage.name
+    if st not in DECOMPRESS_STORAGE:
+        return f"compressed weights are u8 / i8 / u4 / i4 / u2 (not {st})"
+    if sch.granularity == "blocked" and len(sch.scale_shape) != 2:
+        return "group-wise decompression is run for 2-D weights only here"
+    (oname,) = case.expected
+    if case.expected[oname].dtype != np.float32:
+        return f"decompression to {case.expected[oname].dtype.name}: run to float32 only"
+    return None
+
+
+def _dq_problem(case: Case) -> tuple[str, np.ndarray, np.ndarray, np.ndarray]:
+    """(OV storage type, codes as storage values, zero points and scales broadcast to the codes' shape in
+    float32)."""
+    from ..families.uniform import scheme_of
+    from ._common import storage_values
+
+    sch = scheme_of(case)
+    codes = storage_values(case)
+    S, Z = sch.expand(codes.shape)
+    s = np.broadcast_to(np.asarray(S, np.float64).astype(np.float32), codes.shape)
+    z = np.broadcast_to(np.asarray(Z, np.float64).astype(np.float32), codes.shape)
+    return OV_TYPES[sch.storage.name], codes, np.ascontiguousarray(z), np.ascontiguousarray(s)
+
+
+def _dq_runner(mode: str):
+    def one(case: Case) -> Outputs:
+        import openvino as ov
+        from openvino import opset13 as ops
+
+        reason = _dq_supports(case)
+        if reason:
+            raise Unsupported(reason)
+        t, codes, z, s = _dq_problem(case)
+        if codes.size == 0:
+            raise Unsupported("an empty tensor")
+
+        def build(node: Any) -> Any:
+            w = ops.convert(node, ov.Type.f32)
+            return ops.multiply(ops.subtract(w, ops.constant(z)), ops.constant(s))
+
+        raw = run_graph(build, t, codes.shape, codes, mode)
+        (oname,) = case.expected
+        return {oname: codes_as(case, oname, raw.view(np.uint32))}
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+
+    return run
+
+
+def _dq_snippet(mode: str):
+    def snippet(case: Case, i: int) -> str:
+        t, codes, z, s = _dq_problem(case)
+        return python_c(*_HEAD, *_feed_lines(t, codes.shape, codes, mode),
+                        f"z = {array_literal(z)}", f"s = {array_literal(s)}",
+                        *_run_lines("ops.multiply(ops.subtract(ops.convert(node, ov.Type.f32), ops.constant(z)), "
+                                    "ops.constant(s))", i, 4))
+
+    return snippet
+
+
+# ---- lookup: NF4 decompression -------------------------------------------------------------------------------
+def _nf4_supports(case: Case) -> str | None:
+    if case.operation != "lookup_dequantize":
+        return ("OpenVINO's runtime has no NF4 quantize with block scales (NNCF computes them; nf4 Constants "
+                "and Convert(f32 -> nf4) take already scaled values): lookup_dequantize only")
+    sch = case.scheme
+    if sch.get("name") != "nf4":
+        return f"OpenVINO's lookup type is nf4 (not {sch.get('name')})"
+    if sch.get("double_quant") or "codes" not in case.inputs or "scales" not in case.inputs:
+        return "NF4 decompression with float16 scales per group (no double quantization)"
+    if sch.get("axis") != -1 and case.inputs["codes"].ndim > 1:
+        return "NNCF groups weights along the last axis (group_size); the case blocks the flattened tensor"
+    (oname,) = case.expected
+    if case.expected[oname].dtype.name not in ("float32", "float16", "bfloat16"):
+        return f"decompression to {case.expected[oname].dtype.name}"
+    sc = np.asarray(case.inputs["scales"], np.float32)
+    with np.errstate(over="ignore"):
+        if not np.array_equal(sc.astype(np.float16).astype(np.float32), sc, equal_nan=True):
+            return "OpenVINO's NF4 weights carry float16 scales; the case's scales are not float16 values"
+    return None
+
+
+def _nf4_problem(case: Case) -> tuple[np.ndarray, np.ndarray, int]:
+    """(codes as (groups, block) with the last group padded by code 7 (0.0), float16 scales (groups, 1), n)."""
+    codes = np.asarray(case.inputs["codes"]).reshape(-1)
+    block = int(case.scheme["block_size"])
+    rows = int(np.prod(case.inputs["codes"].shape[:-1], dtype=np.int64)) if case.inputs["codes"].ndim > 1 else 1
+    last = case.inputs["codes"].shape[-1]
+    per_row = -(-last // block)
+    c = codes.reshape(rows, last)
+    c = np.concatenate([c, np.full((rows, per_row * block - last), 7, c.dtype)], axis=1).reshape(-1, block)
+    s = np.asarray(case.inputs["scales"], np.float32).reshape(-1, 1).astype(np.float16)
+    return c, s, codes.size
+
+
+def _nf4_out(case: Case) -> str:
+    (oname,) = case.expected
+    return OV_TYPES[case.expected[oname].dtype.name]
+
+
+def _nf4_runner(mode: str):
+    def one(case: Case) -> Outputs:
+        import openvino as ov
+        from openvino import opset13 as ops
+
+        reason = _nf4_supports(case)
+        if reason:
+            raise Unsupported(reason)
+        c, s, _ = _nf4_problem(case)
+        out_t = _nf4_out(case)
+
+        def build(node: Any) -> Any:
+            y = ops.multiply(ops.convert(node, ov.Type.f16), ops.constant(s))
+            return ops.convert(y, getattr(ov.Type, out_t))
+
+        raw = run_graph(build, "nf4", c.shape, c, mode)
+        (oname,) = case.expected
+        exp = case.expected[oname]
+        rows = int(np.prod(exp.shape[:-1], dtype=np.int64)) if exp.ndim > 1 else 1
+        y = raw.view(f"u{exp.dtype.itemsize}").reshape(rows, -1)[:, : exp.shape[-1]]
+        return {oname: codes_as(case, oname, y.reshape(-1))}
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+
+    return run
+
+
+def _nf4_snippet(mode: str):
+    def snippet(case: Case, i: int) -> str:
+        c, s, _ = _nf4_problem(case)
+        exp = case.expected[next(iter(case.expected))]
+        last = exp.shape[-1]
+        block = c.shape[1]
+        j = (i // last) * (-(-last // block) * block) + i % last  # the element in the padded layout
+        return python_c(*_HEAD, *_feed_lines("nf4", c.shape, c, mode), f"s = {array_literal(s)}",
+                        *_run_lines(f"ops.convert(ops.multiply(ops.convert(node, ov.Type.f16), ops.constant(s)), "
+                                    f"ov.Type.{_nf4_out(case)})", j, exp.dtype.itemsize))
+
+    return snippet
 
 
 def targets() -> list[Target]:
     require("openvino", backend=BACKEND, hint="pip install openvino")
-    return []
+    out = []
+    for mode in MODES:
+        how = ("the input a Parameter (the CPU plugin's kernels)" if mode == "parameter" else
+               "the input a Constant (the graph has no input: folded at compile time by OpenVINO's core)")
+        out += [
+            Target(BACKEND, f"openvino.convert.{mode}", "elements",
+                   f"Convert(f32/f16/bf16/f64 <-> f8e4m3/f8e5m2/f4e2m1/f8e8m0), CPU, {how}", None,
+                   ("encode", "decode", "quantize"), _convert_supports, _convert_runner(mode),
+                   _convert_snippet(mode)),
+            Target(BACKEND, f"openvino.decompress.{mode}", "uniform",
+                   "weight decompression Multiply(Subtract(Convert(w, f32), z), s), w u8/i8/u4/i4/u2, z and s "
+                   f"float32 Constants per tensor / per axis / per group, CPU, {how}", PROFILES[mode],
+                   ("uniform_dequantize",), _dq_supports, _dq_runner(mode), _dq_snippet(mode), copies=True),
+            Target(BACKEND, f"openvino.nf4.{mode}", "lookup",
+                   "NF4 decompression Convert(Multiply(Convert(w_nf4, f16), s_f16), out), groups along the last "
+                   f"axis, CPU, {how}", PROFILES[mode], ("lookup_dequantize",), _nf4_supports, _nf4_runner(mode),
+                   _nf4_snippet(mode)),
+        ]
+    return out
