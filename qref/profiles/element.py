@@ -123,6 +123,28 @@ PROFILES = (
                   "range ends and NaN; no GPU here",),
     ) for mode, what, rnd in (("rz", "toward zero", "toward_zero"), ("rp", "up", "up"))),
     Profile(
+        "torch", "element", "PyTorch 2.13 CPU tensor.to(float8 dtype), eager and torch.compile (Inductor CPU)",
+        "float64 inputs are rounded to float32 first (the float8 constructors take a float: double rounding); "
+        "float8_e4m3fn saturates finite overflow and +-Inf to +-448 (NaN stays NaN with its sign); float8_e5m2: "
+        "nearest_even, +-Inf on overflow; the FNUZ types: their NaN 0x80 for overflow, +-Inf and NaN; "
+        "float8_e8m0fnu takes the float32 exponent field plus the first fraction bit (ties up; float32 subnormals: "
+        "(2^-127, 2^-126) -> 2^-126). Not modelled (xfail entries): the E5M2 NaN code 0x7F/0xFF (qref: 0x7E/0xFE), "
+        "E8M0 of 0 (byte 0x00) and of negative values (the sign bit is ignored).",
+        CastPolicy(source="via_float32"),
+        sources=("torch 2.13.0 torch/headeronly/util/Float8_e4m3fn.h fp8e4m3fn_from_fp32_value",
+                 "Float8_e5m2.h, Float8_e4m3fnuz.h, Float8_e5m2fnuz.h, Float8_e8m0fnu.h fp8e8m0fnu_from_fp32_value",
+                 "aten/src/ATen/cpu/vec/vec512/vec512_float8.h cvtfp32_fp8e4m3, cvtfp32_fp8e5m2 (AVX-512 path)"),
+        package="torch", versions=">=2.13,<2.14", version="2.13", status="verified",
+        evidence=("scripts/verify_torch_casts.py against torch 2.13.0+cpu, eager and torch.compile: every "
+                  "float16/bfloat16 input, every float32 value and tie of the format +-2 ulp, 10^6 random float32 and "
+                  "float64 bit patterns, float64 ties +-2^-40 (double rounding), every decode code, per format: "
+                  "0 mismatches beyond the unmodelled rules D1-D3 (elements.md §6.2)",),
+        cast_rules=(
+            CastRule(CastPolicy(overflow="saturate", source="via_float32"), target="float8_e4m3fn"),
+            CastRule(CastPolicy(rounding="exponent_carry", source="via_float32"), target="float_without_zero"),
+        ),
+    ),
+    Profile(
         "mlx", "element", "MLX 0.32 mx.to_fp8 (float8_e4m3fn)",
         "nearest_even; overflow and +-Inf saturate to +-448; NaN becomes +-448 by its sign bit.",
         CastPolicy(overflow="saturate", nan="max"),
