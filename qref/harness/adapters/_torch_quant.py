@@ -349,6 +349,32 @@ def _dec_dequantize_per_tensor(torch: Any, case: Case, p: _Params, compiled: boo
     return _result(case, fn(_codes(torch, case, p), p.se, p.z, lo, hi))
 
 
+def _qparams(torch: Any, p: _Params) -> tuple[Any, Any]:
+    """The per-tensor scale (float64) and zero point (int64) as 0-d tensors (the ``.tensor`` overloads)."""
+    return torch.tensor(p.se, dtype=torch.float64), torch.tensor(p.z, dtype=torch.int64)
+
+
+def _dec_quantize_per_tensor_t(torch: Any, case: Case, p: _Params, compiled: bool) -> Outputs:
+    dt = getattr(torch, _container(p))
+    lo, hi = _bounds(torch, p)
+
+    def f(x: Any, s: Any, z: Any, lo: int, hi: int) -> Any:
+        return _qd(torch).quantize_per_tensor.tensor(x, s, z, lo, hi, dt)
+    fn = _compiled(torch, f"decomposed.quantize_per_tensor.tensor.{dt}", f) if compiled else f
+    return _result(case, fn(_x(torch, case), *_qparams(torch, p), lo, hi))
+
+
+def _dec_dequantize_per_tensor_t(torch: Any, case: Case, p: _Params, compiled: bool) -> Outputs:
+    dt = getattr(torch, _container(p))
+    od = _out_dtype(torch, case)
+    lo, hi = _bounds(torch, p)
+
+    def f(c: Any, s: Any, z: Any, lo: int, hi: int) -> Any:
+        return _qd(torch).dequantize_per_tensor.tensor(c, s, z, lo, hi, dt, out_dtype=od)
+    fn = _compiled(torch, f"decomposed.dequantize_per_tensor.tensor.{dt}.{od}", f) if compiled else f
+    return _result(case, fn(_codes(torch, case, p), *_qparams(torch, p), lo, hi))
+
+
 def _dec_quantize_per_channel(torch: Any, case: Case, p: _Params, compiled: bool) -> Outputs:
     dt = getattr(torch, _container(p))
 
@@ -469,12 +495,21 @@ def _make_source(kind: str) -> Callable[[Case, _Params, bool], list[str]]:
         if p.storage in _FLOAT_STORAGE:
             m = {"float8_e4m3fn": 448, "float8_e5m2": 57344}[p.storage]
             lo, hi = -m, m
+        if kind == "dec_quantize_per_tensor_t":
+            body = f"torch.ops.quantized_decomposed.quantize_per_tensor.tensor(x, s, z, lo, hi, torch.{dt})"
+            call = (f"y = f(x, torch.tensor({s!r}, dtype=torch.float64), torch.tensor({z}), {lo}, {hi})")
+            return [*_src_common(compiled, "f(x, s, z, lo, hi)", body), _src_x(one), call, _src_print(one)]
         if kind == "dec_quantize_per_tensor":
             body = f"torch.ops.quantized_decomposed.quantize_per_tensor(x, s, z, lo, hi, torch.{dt})"
             call = f"y = f(x, {s!r}, {z}, {lo}, {hi})"
             return [*_src_common(compiled, "f(x, s, z, lo, hi)", body), _src_x(one), call, _src_print(one)]
         (name,) = one.expected
         od = one.expected[name].dtype.name
+        if kind == "dec_dequantize_per_tensor_t":
+            body = (f"torch.ops.quantized_decomposed.dequantize_per_tensor.tensor(c, s, z, lo, hi, torch.{dt}, "
+                    f"out_dtype=torch.{od})")
+            call = f"y = f(c, torch.tensor({s!r}, dtype=torch.float64), torch.tensor({z}), {lo}, {hi})"
+            return [*_src_common(compiled, "f(c, s, z, lo, hi)", body), _src_codes(one, p), call, _src_print(one)]
         if kind == "dec_dequantize_per_tensor":
             body = (f"torch.ops.quantized_decomposed.dequantize_per_tensor(c, s, z, lo, hi, torch.{dt}, "
                     f"out_dtype=torch.{od})")
@@ -528,6 +563,14 @@ _OPS: tuple[tuple[str, str, str, str, Callable[[Case, _Params], str | None],
     ("decomposed.dequantize_per_tensor", "uniform_dequantize", "pytorch_decomposed",
      "torch.ops.quantized_decomposed.dequantize_per_tensor(codes, scale, zero_point, quant_min, quant_max, dtype, "
      "out_dtype=...)", _check_decomposed("per_tensor"), _dec_dequantize_per_tensor, "dec_dequantize_per_tensor"),
+    ("decomposed.quantize_per_tensor.tensor", "uniform_quantize", "pytorch_decomposed",
+     "torch.ops.quantized_decomposed.quantize_per_tensor.tensor(x, float64 scale, int64 zero_point (0-d tensors), "
+     "quant_min, quant_max, dtype)", _check_decomposed("per_tensor"), _dec_quantize_per_tensor_t,
+     "dec_quantize_per_tensor_t"),
+    ("decomposed.dequantize_per_tensor.tensor", "uniform_dequantize", "pytorch_decomposed",
+     "torch.ops.quantized_decomposed.dequantize_per_tensor.tensor(codes, float64 scale, int64 zero_point (0-d "
+     "tensors), quant_min, quant_max, dtype, out_dtype=...)", _check_decomposed("per_tensor"),
+     _dec_dequantize_per_tensor_t, "dec_dequantize_per_tensor_t"),
     ("decomposed.quantize_per_channel", "uniform_quantize", "pytorch_decomposed",
      "torch.ops.quantized_decomposed.quantize_per_channel(x, float32 scales, int64 zero_points, axis, quant_min, "
      "quant_max, dtype)", _check_decomposed("per_channel"), _dec_quantize_per_channel,
@@ -580,10 +623,16 @@ def _snippet(kind: str, compiled: bool) -> Callable[[Case, int], str]:
     return snippet
 
 
+#: target name -> the profile of its torch.compile target where Inductor computes differently (uniform.md §4.4 D6)
+COMPILED_PROFILES = {"decomposed.quantize_per_tensor.tensor": "pytorch"}
+
+
 def targets(backend: str, compiled: bool) -> list[Target]:
     """The quantization-op targets of ``backend`` (``compiled``: run under torch.compile, Inductor CPU)."""
     out = []
     for name, operation, profile, api, check, call, kind in _OPS:
+        if compiled:
+            profile = COMPILED_PROFILES.get(name, profile)
         how = "torch.compile(f, dynamic=True, fullgraph=True) (Inductor, CPU) of f = " if compiled else ""
         out.append(Target(backend, f"{backend}.{name}", "uniform", how + api, profile, (operation,),
                           _supports(operation, check), _runner(call, compiled), _snippet(kind, compiled)))
