@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers torch.ops.quantized_decomposed)
+import torch.ao.quantization.fx._decomposed  # (registers torch.ops.quantized_decomposed)
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "torch_quant_cases.json"
 
