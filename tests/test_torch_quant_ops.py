@@ -67,6 +67,14 @@ def scheme(storage: str, s, z, profile: str, lo: int, hi: int, axis: int | None 
     return sch
 
 
+def grid(zs: tuple[int, ...], compiled: bool) -> list[tuple[np.float32, int]]:
+    """(scale, zero point) pairs: all eager; compiled three scales (ordinary, tiny normal, subnormal) with two zero
+    points (each pair is a graph constant: one Inductor compile each)."""
+    if not compiled:
+        return [(s, z) for s in SCALES for z in zs]
+    return [(SCALES[0], zs[0]), (SCALES[4], zs[1]), (SCALES[5], zs[-1])]
+
+
 @pytest.fixture
 def quiet():
     torch.set_num_threads(1)
@@ -93,8 +101,7 @@ def test_fake_quantize_per_tensor_and_channel(quiet, compiled):
     n = 0
     for storage, lo, hi, _, zs in RANGES:
         rows, ss, zz = [], [], []
-        for s in SCALES[:6] if compiled else SCALES:
-            for z in zs[:2] if compiled else zs:
+        for s, z in grid(zs, compiled):
                 x = edge_inputs(s, lo, hi, z, rng, 2000 if compiled else 10000)
                 y = fpt(torch.from_numpy(x), float(s), z, lo, hi).numpy()
                 sch = scheme(storage, s, z, "pytorch_fake_quantize", lo, hi)
@@ -122,19 +129,17 @@ def test_fake_quantize_per_tensor_and_channel(quiet, compiled):
         assert bad.size == 0, f"per channel {storage}: {bad.size} mismatches"
         n += int(spec.sum())
     print(f"fake quantize: {n} elements compared")
-    assert n > (150_000 if compiled else 1_000_000)
+    assert n > (30_000 if compiled else 1_000_000)
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
-def test_fake_quantize_gradient_mask(quiet, compiled):
+def test_fake_quantize_gradient_mask(quiet):
     """The backward of fake_quantize_per_tensor_affine passes the incoming gradient where the unclamped
     z + round_half_even(fl32(x * fl32(1 / s))) lies in [quant_min, quant_max] and gives 0 elsewhere (NaN: left
     out); the mask here is qref's rounded quotient (int32 storage, saturating) plus z tested against the bounds."""
     rng = np.random.default_rng(2)
 
-    def f(x, s, z, lo, hi):
+    def g(x, s, z, lo, hi):
         return torch.fake_quantize_per_tensor_affine(x, s, z, lo, hi)
-    g = _compiled(f, fullgraph=False) if compiled else f
     n = 0
     for storage, lo, hi, _, zs in RANGES[:3]:
         for s in SCALES[:4]:
@@ -179,8 +184,7 @@ def test_decomposed_quantize_dequantize(quiet, compiled):
         codes = np.arange(lo, hi + 1, dtype=np.int64)
         if codes.size > 4096:
             codes = np.unique(np.concatenate([codes[:512], codes[-512:], rng.choice(codes, 3000)]))
-        for s in SCALES[:6] if compiled else SCALES:
-            for z in zs[:2] if compiled else zs:
+        for s, z in grid(zs, compiled):
                 x = edge_inputs(s, lo, hi, z, rng, 2000 if compiled else 10000)
                 got = qpt(torch.from_numpy(x), float(s), z, lo, hi, dt).numpy()
                 sch = scheme(storage, s, z, "pytorch_decomposed", lo, hi)
@@ -204,7 +208,7 @@ def test_decomposed_quantize_dequantize(quiet, compiled):
         assert (y.view(np.uint32) == want.view(np.uint32)).all(), f"dequantize_per_channel {storage}"
         n += cs.size
     print(f"decomposed: {n} elements compared")
-    assert n > (300_000 if compiled else 1_000_000)
+    assert n > (30_000 if compiled else 1_000_000)
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
@@ -255,8 +259,7 @@ def test_aten_quantize_per_tensor_and_channel(quiet, compiled):
     for storage, lo, hi, _, zs in RANGES[:2]:
         dt = torch.qint8 if storage == "int8" else torch.quint8
         rows, ss, zz = [], [], []
-        for s in SCALES[:6] if compiled else SCALES:
-            for z in zs[:2] if compiled else zs:
+        for s, z in grid(zs, compiled):
                 x = edge_inputs(s, lo, hi, z, rng, 2000 if compiled else 30000)
                 sch = scheme(storage, s, z, "pytorch", lo, hi)
                 n += compare(qpt(torch.from_numpy(x), float(s), z, dt).numpy(), sch.quantize(x),
@@ -269,4 +272,4 @@ def test_aten_quantize_per_tensor_and_channel(quiet, compiled):
         got = qpc(torch.from_numpy(xs), torch.tensor(np.asarray(ss, np.float64)), torch.tensor(zz), dt).numpy()
         n += compare(got, sch.quantize(xs), f"quantize_per_channel {storage}")
     print(f"aten quantize: {n} elements compared")
-    assert n > (50_000 if compiled else 1_000_000)
+    assert n > (10_000 if compiled else 1_000_000)
