@@ -396,6 +396,24 @@ PROFILES: tuple[Profile, ...] = (
                   "clamp boundaries, NaN/Inf, subnormal scales; 0 mismatches on the specified elements",),
     ),
     Profile(
+        "pytorch_decomposed_inductor", "uniform", "PyTorch 2.13 Inductor CPU code of quantized_decomposed."
+        "quantize_per_tensor.tensor (scale and zero point as tensors; torch.compile)",
+        "q = round_to_int(fma(x, fl32(1 / fl32(scale)), fl32(z))): one rounding of x * inv + z (an FMA), then "
+        "rounded half to even and converted to the dtype; quant_min / quant_max are not applied (the conversion "
+        "saturates to the dtype's range). bfloat16 inputs are converted to float32 (float16: the lowering "
+        "asserts).",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32", "float16", "bfloat16"),
+                                 scale_op="reciprocal", zero_point="fused", clamp="integer", rounding="nearest_even",
+                                 conversion="saturate", nan="unspecified", constants="round",
+                                 dq_subtract="float32", dq_multiply="float32")),
+        sources=("pytorch v2.13.0 torch/_inductor/lowering.py (quantized_decomposed_quantize_per_tensor_tensor: "
+                 "ops.fma and ops.round_to_int on CPU)",
+                 "checked against torch 2.13.0+cpu (qref run --backend torch_compile)"),
+        package="torch", versions="==2.13.0", status="verified",
+        evidence=("qref run --backend torch_compile: torch_compile.decomposed.quantize_per_tensor.tensor on the "
+                  "suite's per-tensor int8/uint8/int16 cases (docs/conformance)",),
+    ),
+    Profile(
         "jax", "uniform", "JAX 0.10.2 on XLA:CPU: jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage)",
         "XLA rewrites x / broadcast(s) into x * broadcast(1 / s) (jit and eager alike, since eager ops are "
         "jitted): q = fl(round_half_even(x * fl(1/s)) + z) in the input's dtype (bfloat16: x * fl32(1/s) "

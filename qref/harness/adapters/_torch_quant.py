@@ -624,7 +624,7 @@ def _snippet(kind: str, compiled: bool) -> Callable[[Case, int], str]:
 
 
 #: target name -> the profile of its torch.compile target where Inductor computes differently (uniform.md §4.4 D6)
-COMPILED_PROFILES = {"decomposed.quantize_per_tensor.tensor": "pytorch"}
+COMPILED_PROFILES = {"decomposed.quantize_per_tensor.tensor": "pytorch_decomposed_inductor"}
 
 
 def targets(backend: str, compiled: bool) -> list[Target]:
