@@ -273,3 +273,27 @@ def test_aten_quantize_per_tensor_and_channel(quiet, compiled):
         n += compare(got, sch.quantize(xs), f"quantize_per_channel {storage}")
     print(f"aten quantize: {n} elements compared")
     assert n > (10_000 if compiled else 1_000_000)
+
+
+def test_inductor_quantize_per_tensor_tensor(quiet):
+    """pytorch_decomposed_inductor: torch.compile of quantized_decomposed.quantize_per_tensor.tensor (scale and zero
+    point as tensors: one compiled kernel) computes fma(x, fl32(1 / s), z), rounds half to even and converts to
+    the container dtype without quant_min / quant_max: an int4 range [-8, 7] in torch.int8 gives codes of the whole
+    int8 range (eager clamps: pytorch_decomposed)."""
+    rng = np.random.default_rng(6)
+    qd = torch.ops.quantized_decomposed
+    f = _compiled(lambda x, s, z, lo, hi, dt: qd.quantize_per_tensor.tensor(x, s, z, lo, hi, dt))
+    n = 0
+    for storage, lo, hi, container, zs in RANGES[:3]:
+        dt = getattr(torch, container)
+        for s, z in [(s, z) for s in SCALES for z in zs[:2]]:
+            x = edge_inputs(s, lo, hi, z, rng, 3000)
+            got = f(torch.from_numpy(x), torch.tensor(float(s), dtype=torch.float64), torch.tensor(z), lo, hi,
+                    dt).numpy()
+            # the container's full range: quant_min / quant_max are not applied
+            sch = qref.scheme(container, scale=float(s), zero_point=z, profile="pytorch_decomposed_inductor")
+            n += compare(got, sch.quantize(x), f"quantize_per_tensor.tensor {storage} s={s} z={z}")
+            if storage == "int4" and s == SCALES[0]:
+                assert (got.astype(np.int64) > hi).any() and (got.astype(np.int64) < lo).any()
+    print(f"inductor quantize_per_tensor.tensor: {n} elements compared")
+    assert n > 200_000
