@@ -399,12 +399,12 @@ PROFILES: tuple[Profile, ...] = (
         "pytorch_decomposed_inductor", "uniform", "PyTorch 2.13 Inductor CPU code of quantized_decomposed."
         "quantize_per_tensor.tensor (scale and zero point as tensors; torch.compile)",
         "q = round_to_int(fma(x, fl32(1 / fl32(scale)), fl32(z))): one rounding of x * inv + z (an FMA), then "
-        "rounded half to even and converted to the dtype; quant_min / quant_max are not applied (the conversion "
-        "saturates to the dtype's range). bfloat16 inputs are converted to float32 (float16: the lowering "
-        "asserts).",
+        "rounded half to even and converted through int32 to the dtype, saturating to the dtype's range; "
+        "quant_min / quant_max are not applied. Beyond int32, +-Inf and NaN: unspecified (int8: INT_MIN, so -128 "
+        "for +Inf). bfloat16 inputs are converted to float32 (float16: the lowering asserts).",
         rules=(UniformArithmetic(compute="float32", input_dtypes=("float32", "float16", "bfloat16"),
                                  scale_op="reciprocal", zero_point="fused", clamp="integer", rounding="nearest_even",
-                                 conversion="saturate", nan="unspecified", constants="round",
+                                 conversion="int32", nan="unspecified", constants="round",
                                  dq_subtract="float32", dq_multiply="float32")),
         sources=("pytorch v2.13.0 torch/_inductor/lowering.py (quantized_decomposed_quantize_per_tensor_tensor: "
                  "ops.fma and ops.round_to_int on CPU)",
