@@ -12,9 +12,12 @@ is raised so that no case falls back to eager code).
 - ``fake_quantize_per_tensor_affine`` / ``fake_quantize_per_channel_affine`` on ``uniform_quantize`` cases: the
   float output is y = fl32((q - z) * s); the codes are read back as q = z + round(y / s) and checked (fl32((q - z)
   * s) must give y back bit for bit, else the case is a crash: the output is no fake-quantized value);
-- the PT2E decomposed ops ``quantized_decomposed.quantize_per_tensor / dequantize_per_tensor / quantize_per_channel
-  / dequantize_per_channel / quantize_per_token / dequantize_per_token`` (plain integer tensors; sub-byte and
-  narrowed storages as their container dtype with quant_min / quant_max = the storage bounds, as PT2E writes int4).
+- the PT2E decomposed ops ``quantized_decomposed.quantize_per_tensor / dequantize_per_tensor`` (``.default``: Python
+  scale and zero point; ``.tensor``: 0-d tensors, one compiled kernel for every case), ``quantize_per_channel /
+  dequantize_per_channel / quantize_per_token / dequantize_per_token`` (plain integer tensors; sub-byte and narrowed
+  storages as their container dtype with quant_min / quant_max = the storage bounds, as PT2E writes int4).
+
+Where Inductor's code computes differently the compiled target has its own profile (``COMPILED_PROFILES``).
 """
 
 from __future__ import annotations
@@ -235,7 +238,8 @@ def _check_fake(per_tensor: bool) -> Callable[[Case, _Params], str | None]:
             return (f"fake_quantize takes quant_min <= quant_max within 16 bits (int16 / uint16 ranges), not "
                     f"[{p.lo}, {p.hi}] ({p.storage})")
         if case.inputs["x"].dtype.name != "float32":
-            return f"the CPU fake-quantize kernels are for float32 here, not {case.inputs['x'].dtype.name}"
+            return (f"this target runs float32 inputs only ({case.inputs['x'].dtype.name}: fake_quantize takes it, "
+                    f"but the pytorch_fake_quantize profile covers float32)")
         return None
     return check
 
