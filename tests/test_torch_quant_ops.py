@@ -296,4 +296,4 @@ def test_inductor_quantize_per_tensor_tensor(quiet):
             if storage == "int4" and s == SCALES[0]:
                 assert (got.astype(np.int64) > hi).any() and (got.astype(np.int64) < lo).any()
     print(f"inductor quantize_per_tensor.tensor: {n} elements compared")
-    assert n > 200_000
+    assert n > 150_000
