@@ -227,7 +227,7 @@ def test_decomposed_per_token(quiet, compiled):
         rows, ss, zz = [], [], []
         for s in SCALES:
             for z in zs:
-                rows.append(edge_inputs(s, lo, hi, z, rng, 2000 if compiled else 10000)[:8000])
+                rows.append(edge_inputs(s, lo, hi, z, rng, 2000 if compiled else 10000)[:2000 if compiled else 8000])
                 ss.append(s)
                 zz.append(z)
         xs = np.stack(rows)
@@ -246,15 +246,13 @@ def test_decomposed_per_token(quiet, compiled):
     assert n > (200_000 if compiled else 1_000_000)
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
-def test_aten_quantize_per_tensor_and_channel(quiet, compiled):
+def test_aten_quantize_per_tensor_and_channel(quiet):
     """'pytorch' (quantize_per_tensor qint8/quint8) and 'pytorch_per_channel' (quantize_per_channel, float64
-    scales) on the edge inputs, eager and compiled."""
+    scales) on the edge inputs (eager: under torch.compile they do not trace, test_aten_quantize_does_not_compile)."""
+    compiled = False
     rng = np.random.default_rng(5)
     qpt = lambda x, s, z, dt: torch.quantize_per_tensor(x, s, z, dt).int_repr()  # noqa: E731
     qpc = lambda x, s, z, dt: torch.quantize_per_channel(x, s, z, 0, dt).int_repr()  # noqa: E731
-    if compiled:
-        qpt, qpc = _compiled(qpt), _compiled(qpc)
     n = 0
     for storage, lo, hi, _, zs in RANGES[:2]:
         dt = torch.qint8 if storage == "int8" else torch.quint8
@@ -297,3 +295,11 @@ def test_inductor_quantize_per_tensor_tensor(quiet):
                 assert (got.astype(np.int64) > hi).any() and (got.astype(np.int64) < lo).any()
     print(f"inductor quantize_per_tensor.tensor: {n} elements compared")
     assert n > 150_000
+
+
+def test_aten_quantize_does_not_compile(quiet):
+    """uniform.md §4.4 D7: Dynamo cannot trace quantize_per_tensor(...).int_repr() (no fake-tensor kernel), so
+    torch.compile(fullgraph=True) raises (the torch_compile.quantize_per_* targets are crashes)."""
+    f = _compiled(lambda x, s, z, dt: torch.quantize_per_tensor(x, s, z, dt).int_repr())
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="fake tensors"):
+        f(torch.linspace(-2, 2, 9), 0.1, 0, torch.qint8)
