@@ -1,10 +1,11 @@
-"""PyTorch 2.13 CPU quantization ops against qref's torch uniform profiles (uniform.md §4.4), eager and under
-torch.compile (Inductor): the profiles 'pytorch', 'pytorch_per_channel', 'pytorch_fake_quantize',
-'pytorch_decomposed' and 'pytorch_decomposed_per_token', bit for bit on > 10^6 edge-heavy elements (ties at
-x / s = k + 1/2 and their float32 neighbours, the clamp boundaries, NaN / +-Inf / huge / subnormal inputs,
-subnormal and huge scales, random values), and the gradient mask of fake quantization (passes the gradient where
-the unclamped z + round(x * fl32(1 / s)) lies in [quant_min, quant_max], computed here from qref's rounded
-quotient). The torch results are the system under test; qref's are the model.
+"""PyTorch 2.13 CPU quantization ops against qref's torch uniform profiles (uniform.md §4.4): 'pytorch',
+'pytorch_per_channel' and 'pytorch_fake_quantize' eager (torch.compile cannot trace those ops: D7; fake quantize
+under torch.compile without fullgraph breaks the graph), 'pytorch_decomposed' and 'pytorch_decomposed_per_token'
+eager and under torch.compile (Inductor), 'pytorch_decomposed_inductor' compiled; bit for bit on > 10^6
+edge-heavy elements per eager profile (ties at x / s = k + 1/2 and their float32 neighbours, the clamp boundaries,
+NaN / +-Inf / huge / subnormal inputs, subnormal and huge scales, random values), and the gradient mask of fake
+quantization (the gradient passes where the unclamped z + round(x * fl32(1 / s)) lies in [quant_min, quant_max],
+computed here from qref's rounded quotient). The torch results are the system under test; qref's are the model.
 """
 
 from __future__ import annotations
