@@ -392,6 +392,81 @@ PROFILES: tuple[Profile, ...] = (
                   "--backend openvino (openvino.decompress.parameter): 0 mismatches",),
     ),
     Profile(
+        "pytorch_fake_quantize", "uniform", "PyTorch 2.13 CPU fake_quantize_per_tensor_affine / "
+        "fake_quantize_per_channel_affine (eager; torch.compile(fullgraph=True) cannot trace them)",
+        "q = clamp(z + nearbyint(x * (1.0f / float(scale))), quant_min, quant_max): the product rounded to float32, "
+        "rounded half to even, the zero point added as an integer, saturated (+-Inf to the bounds); the output is "
+        "(q - z) * scale in float32. NaN: unspecified.",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
+                                 zero_point="after_rounding", clamp="integer", rounding="nearest_even",
+                                 conversion="saturate", nan="unspecified", constants="round",
+                                 dq_subtract="float32", dq_multiply="float32")),
+        sources=("pytorch v2.13.0 aten/src/ATen/native/quantized/cpu/kernels/QuantizedOpKernels.cpp "
+                 "(fake_quantize_tensor_cachemask_kernel, fake_quant_per_channel_cachemask_cpu)",
+                 "checked against torch 2.13.0+cpu (tests/test_torch_quant_ops.py)"),
+        package="torch", versions="==2.13.0", status="verified",
+        evidence=("tests/test_torch_quant_ops.py::test_fake_quantize_per_tensor_and_channel, "
+                  "test_fake_quantize_gradient_mask: ties at x / s = k + 1/2 and their neighbours, clamp "
+                  "boundaries, NaN/Inf, subnormal scales, 8/4/16-bit ranges (1,160,642 outputs, 56,856 gradients); "
+                  "0 mismatches on the specified elements (per channel: beyond int64 left out, uniform.md §4.4 F3)",
+                  "tests/test_torch_quant_peer.py: PyTorch's own fake-quantize test cases, all equal"),
+    ),
+    Profile(
+        "pytorch_decomposed", "uniform", "PyTorch 2.13 PT2E decomposed ops quantized_decomposed."
+        "quantize_per_tensor / quantize_per_channel / dequantize_per_tensor / dequantize_per_channel (eager and "
+        "Inductor CPU)",
+        "q = clamp(round(x * fl32(1 / scale)) + z, quant_min, quant_max).to(dtype) in float32: the reciprocal of "
+        "the scale rounded to float32, the product rounded, rounded half to even, the zero point added in "
+        "float32; dequantize = (float(q) - z) * scale in float32 (out_dtype: in that type). NaN: unspecified.",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32", "float16", "bfloat16"),
+                                 scale_op="reciprocal", zero_point="after_rounding_float",
+                                 clamp="integer", rounding="nearest_even", conversion="saturate",
+                                 nan="unspecified", constants="round", dq_subtract="expressed",
+                                 dq_multiply="expressed")),
+        sources=("pytorch v2.13.0 torch/ao/quantization/fx/_decomposed.py (quantize_per_tensor, "
+                 "dequantize_per_tensor, quantize_per_channel, dequantize_per_channel)",
+                 "pytorch v2.13.0 torch/_inductor/lowering.py (quantized_decomposed_* lowerings)",
+                 "checked against torch 2.13.0+cpu (tests/test_torch_quant_ops.py)"),
+        package="torch", versions="==2.13.0", status="verified",
+        evidence=("tests/test_torch_quant_ops.py::test_decomposed_quantize_dequantize: eager and torch.compile, "
+                  "int8/uint8/int16/int4 ranges, per tensor and per channel, ties, clamp boundaries, NaN/Inf, "
+                  "subnormal scales; 0 mismatches on the specified elements",),
+    ),
+    Profile(
+        "pytorch_decomposed_per_token", "uniform", "PyTorch 2.13 PT2E decomposed ops quantized_decomposed."
+        "quantize_per_token / dequantize_per_token with float32 scales (eager and Inductor CPU)",
+        "q = clamp(round(x * fl32(1 / s) + z), quant_min, quant_max).to(dtype) in float32: the zero point added "
+        "before rounding; dequantize = (q - z) * s, (q - z) in int64 and the product in float32.",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32", "float16", "bfloat16"),
+                                 scale_op="reciprocal", zero_point="before_rounding", clamp="integer",
+                                 rounding="nearest_even", conversion="saturate", nan="unspecified",
+                                 constants="round", dq_subtract="int64", dq_multiply="float32")),
+        sources=("pytorch v2.13.0 torch/ao/quantization/fx/_decomposed.py (quantize_per_token, "
+                 "dequantize_per_token)", "checked against torch 2.13.0+cpu (tests/test_torch_quant_ops.py)"),
+        package="torch", versions="==2.13.0", status="verified",
+        evidence=("tests/test_torch_quant_ops.py::test_decomposed_per_token: eager and torch.compile, ties, "
+                  "clamp boundaries, NaN/Inf, subnormal scales; 0 mismatches on the specified elements",),
+    ),
+    Profile(
+        "pytorch_decomposed_inductor", "uniform", "PyTorch 2.13 Inductor CPU code of quantized_decomposed."
+        "quantize_per_tensor.tensor (scale and zero point as tensors; torch.compile)",
+        "q = round_to_int(fma(x, fl32(1 / fl32(scale)), fl32(z))): one rounding of x * inv + z (an FMA), then "
+        "rounded half to even and converted through int32 to the dtype, saturating to the dtype's range; "
+        "quant_min / quant_max are not applied. Beyond int32, +-Inf and NaN: unspecified (int8: INT_MIN, so -128 "
+        "for +Inf). bfloat16 inputs are converted to float32 (float16: the lowering asserts).",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32", "float16", "bfloat16"),
+                                 scale_op="reciprocal", zero_point="fused", clamp="integer", rounding="nearest_even",
+                                 conversion="int32", nan="unspecified", constants="round",
+                                 dq_subtract="float32", dq_multiply="float32")),
+        sources=("pytorch v2.13.0 torch/_inductor/lowering.py (quantized_decomposed_quantize_per_tensor_tensor: "
+                 "ops.fma and ops.round_to_int on CPU)",
+                 "checked against torch 2.13.0+cpu (qref run --backend torch_compile)"),
+        package="torch", versions="==2.13.0", status="verified",
+        evidence=("tests/test_torch_quant_ops.py::test_inductor_quantize_per_tensor_tensor: ties, clamp "
+                  "boundaries, NaN/Inf, subnormal scales, int8/uint8 and an int4 range in torch.int8; 0 mismatches "
+                  "on the specified elements",),
+    ),
+    Profile(
         "jax", "uniform", "JAX 0.10.2 on XLA:CPU: jnp.clip(jnp.round(x / s) + z, lo, hi).astype(storage)",
         "XLA rewrites x / broadcast(s) into x * broadcast(1 / s) (jit and eager alike, since eager ops are "
         "jitted): q = fl(round_half_even(x * fl(1/s)) + z) in the input's dtype (bfloat16: x * fl32(1/s) "
