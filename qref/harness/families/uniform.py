@@ -21,7 +21,7 @@ from ...formats import IntFormat, get_format
 from ...schemes.base import QArray
 from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
 from ...schemes.uniform import from_spec as _from_spec
-from ...schemes.uniform_requantize import FORMS, requantize, requantize_arithmetic
+from ...schemes.uniform.requantize import FORMS, requantize, requantize_arithmetic
 from ..model import bits
 from . import Expectation, listed_for, task_hash
 
