@@ -144,3 +144,7 @@ MLX_CPU = CpuGemmProfile(
 
 PROFILES: tuple[CpuGemmProfile, ...] = (NUMPY_OPENBLAS_SKYLAKEX_1T, NUMPY_OPENBLAS_SKYLAKEX_MT, TORCH_MKL_AVX512,
                                         ORT_MLAS_1T, MLX_CPU)
+
+
+__all__ = ["MLX_CPU", "NUMPY_OPENBLAS_SKYLAKEX_1T", "NUMPY_OPENBLAS_SKYLAKEX_MT", "ORT_MLAS_1T", "PROFILES",
+           "TORCH_MKL_AVX512", "CpuGemmProfile"]

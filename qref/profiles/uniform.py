@@ -436,3 +436,9 @@ def rules_of(profile: Profile) -> UniformArithmetic:
     if not isinstance(r, UniformArithmetic):
         raise QrefError(f"uniform profile {profile.key!r} has no UniformArithmetic rules")
     return r
+
+
+__all__ = ["ARITHMETIC_FIELDS", "CALIBRATIONS", "CALIBRATION_FORMULAS", "CLAMPS", "COMPUTE_DTYPES", "CONSTANT_RULES",
+           "CONVERSIONS", "DEFAULT_PROFILE", "DQ_FORMS", "DQ_MULTIPLY", "DQ_SUBTRACT", "FINAL_ROUNDINGS", "NAN_RULES",
+           "PROFILES", "ROUNDINGS", "SCALE_OPS", "SCALE_SOURCES", "ZERO_POINT_RANGES", "ZERO_POINT_STAGES",
+           "UniformArithmetic", "calibration_formula", "rules_of"]

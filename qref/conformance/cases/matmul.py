@@ -1425,3 +1425,10 @@ def build_hybrid_cases() -> Iterator[Case]:
     yield from _hybrid_cases()
     for s in _litert_int16_bmm_setups():
         yield from _cases(s, LITERT_INT16_PROFILE_ORDER)
+
+
+__all__ = ["COMBOS_F", "COMBOS_INT", "COMBOS_Q", "COMBOS_QGEMM", "FAMILY", "FLOAT_BIAS_PROFILES", "FLOAT_PROFILES",
+           "FLOAT_SPEC", "HYBRID_PROFILE_ORDER", "JAX_DOT_PROFILES", "LITERT_INT16_PROFILE_ORDER",
+           "LITERT_PROFILE_ORDER", "NBITS_OPS", "NP", "PROFILE_ORDER", "SPEC", "TAO_PROFILE", "TORCH_DYNAMIC_PROFILES",
+           "VW_PROFILE", "WO_PROFILE", "FloatSetup", "QGemmSetup", "Setup", "acc_format_f64", "build_bnb4_cases",
+           "build_cases", "build_float_cases", "build_hybrid_cases", "build_qgemm_cases"]

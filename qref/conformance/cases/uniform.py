@@ -578,3 +578,8 @@ def _requantize_cases(rs: RequantizeSetup) -> Iterator[Case]:
             profiles=tuple(members),
             description=f"uniform_quantize of a quantized {st_in} operand to {st_out} ({rs.description})",
         )
+
+
+__all__ = ["CATEGORY_TAGS", "CATEGORY_TEXT", "FAMILY", "FLOAT_SETUPS", "MLIR_FLOAT_SETUPS", "N_RANDOM",
+           "N_RANDOM_FULL", "PROFILE_ORDER", "REQUANTIZE_PROFILES", "REQUANTIZE_SETUPS", "SETUPS", "SOURCES", "SPEC",
+           "RequantizeSetup", "Setup", "build_cases", "code_patterns", "storage_values"]

@@ -525,3 +525,8 @@ def storage_values_of(case: Case) -> np.ndarray:
     st = get_format(case.scheme["storage"])
     v = case.inputs[cname].astype(np.int64) & ((1 << st.bits) - 1)
     return np.where(st.signed & (v >= 1 << (st.bits - 1)), v - (1 << st.bits), v)
+
+
+__all__ = ["CLASS_SECTIONS", "FAMILY", "OPERATIONS", "SPEC_PROFILE", "alternatives", "describe_input",
+           "describe_output", "divergence", "element_params", "expectation", "holds", "relevant", "scheme_of",
+           "spec_sections", "storage_values_of", "structural_class", "task_key", "to_scheme_of"]
