@@ -93,7 +93,7 @@ def quantize_rows(r: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarra
     sliced alike where they vary along it): every step is elementwise, so each slice's codes are those of
     the whole; the slices' temporaries stay in cache. The defining path (``_reference``) takes the whole."""
     if not _reference and rbits is None and arr.dtype == _F32 and compute_dtype(r, arr) == _F32:
-        done = quantize_float32(r, arr, S, Z)  # float32 in one kernel (uniform_fast.py), else None
+        done = quantize_float32(r, arr, S, Z)  # float32 in one kernel (fast.py), else None
         if done is not None:
             return done
     rows = arr.shape[0] if arr.ndim else 1
@@ -209,7 +209,7 @@ def dequantize_with_mask(r: UniformRecord, q: QArray, dtype: object, _reference:
     codes = np.asarray(q.codes)
     if A.simd_width:
         body, rem = r.loop_schemes
-        if not _reference and r.granularity != "per_tensor":  # the scalar loop's, everywhere (_tail)
+        if not _reference and r.granularity != "per_tensor":  # the scalar loop's, everywhere (tail)
             return dequantize_with_mask(rem, q, dtype, False)
         tail = r.tail(codes.shape)
         vb, bb = dequantize_with_mask(body, q, dtype, _reference)

@@ -396,7 +396,7 @@ def quantize_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.nda
 def dequantize_float(s: UniformRecord, codes: np.ndarray, S: np.ndarray, Z: np.ndarray, out_dt: np.dtype,
                      md: np.dtype, sm: np.ndarray, expressed_dt: np.dtype, check_only: bool = False,
                      out: np.ndarray | None = None) -> np.ndarray | None:
-    """The values of ``UniformRecord._dequantize_arrays(codes, S, Z, ...)`` (uniform.md §2.2) where its
+    """The values of ``reference.dequantize_arrays(s, codes, S, Z, ...)`` (uniform.md §2.2) where its
     unspecified mask gains nothing, computed in pieces of KCHUNK elements; None where it does not apply.
     ``md`` is the multiply's dtype, ``sm`` the scales in it and ``expressed_dt`` the expressed type's dtype.
     Applies to integer codes of at most 16 bits with zero points |z| <= 2^16, the subtract form, a float32 /

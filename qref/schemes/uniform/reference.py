@@ -233,7 +233,7 @@ def integer_tail(r: UniformRecord, q: np.ndarray, Z: np.ndarray, unspecified: np
                   random_bits: np.ndarray | None = None) -> np.ndarray:
     """Codes from the clamped float values q (uniform.md §2.1 steps 5-7): round, add the zero point after
     rounding, saturate, NaN and the unspecified placeholder; ``unspecified`` is updated in place. The
-    definition; ``uniform_fast.integer_tail_fast`` computes the same (§2.5)."""
+    definition; ``fast.integer_tail_fast`` computes the same (§2.5)."""
     A = r.arithmetic
     C = q.dtype
     lo, hi = r.storage_bounds
