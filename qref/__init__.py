@@ -26,7 +26,7 @@ from .profiles import CastRule, Profile, get_profile, profiles, register_profile
 from .schemes import QArray, Scheme, scheme, scheme_from_spec
 from .schemes.block import BlockScheme
 from .schemes.lookup import DoubleQuantized, LookupScheme, lookup_scheme_from_table
-from .schemes.uniform_requantize import RequantizeArithmetic, requantize
+from .schemes.uniform.requantize import RequantizeArithmetic, requantize
 from .tables import Table, dynamic_map, get_table, lloyd_max_table, nf_table, quantile_table, register_table
 
 __version__ = "0.1.0"

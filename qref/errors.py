@@ -37,3 +37,6 @@ def check_choice(kind: str, value: object, choices: Iterable[str]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise unknown_name(kind, value, choices)
     return value
+
+
+__all__ = ["QrefError", "UnknownNameError", "check_choice", "unknown_name"]

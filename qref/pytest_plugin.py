@@ -2,3 +2,4 @@
 ``qref.testing.pytest_plugin``."""
 
 from .testing.pytest_plugin import *  # noqa: F403
+from .testing.pytest_plugin import __all__  # noqa: F401

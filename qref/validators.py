@@ -114,3 +114,7 @@ def check_dtype(dtype: object, name: str, kinds: str = "iuf") -> np.dtype:
 
 def prod(shape: Iterable[int]) -> int:
     return math.prod(int(s) for s in shape)
+
+
+__all__ = ["DEFAULT_MEMORY_BUDGET", "check_alloc", "check_codes", "check_dtype", "check_int", "check_number_array",
+           "check_outside", "check_spec", "memory_budget", "prod"]

@@ -141,9 +141,9 @@ def test_quantize_in_slices_equals_the_reference(profile: str, monkeypatch: pyte
     """quantize's fast path takes slices of CHUNK elements along the first axis (per tensor, per axis on the
     first or another axis, blocked); with a small CHUNK every input below is cut into several slices, some of
     them partial, and the codes and masks equal the defining path's on the whole."""
-    import qref.schemes.uniform as U
+    import qref.schemes.uniform.entry as E
 
-    monkeypatch.setattr(U, "CHUNK", 100)
+    monkeypatch.setattr(E, "CHUNK", 100)
     rng = np.random.default_rng(12)
     shape = (37, 24)
     cases: list[dict[str, Any]] = [

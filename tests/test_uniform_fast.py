@@ -15,7 +15,9 @@ import pytest
 import qref
 from qref.profiles.uniform import ROUNDINGS
 from qref.schemes.uniform import round_to_int
-from qref.schemes.uniform_fast import integer_tail_applies, integer_tail_fast, round_to_int_fast
+from qref.schemes.uniform.entry import dequantize_kernel
+from qref.schemes.uniform.fast import integer_tail_applies, integer_tail_fast, round_to_int_fast
+from qref.schemes.uniform.reference import integer_tail
 
 MODES = list(ROUNDINGS)  # every mode a uniform scheme takes
 
@@ -89,7 +91,7 @@ def test_shapes_are_kept() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# the integer steps (uniform.md §2.5) against UniformScheme._integer_tail, field by field
+# the integer steps (uniform.md §2.5) against reference.integer_tail, field by field
 # ---------------------------------------------------------------------------------------------------------
 def _tail_inputs(dt: type, lo: int, hi: int) -> np.ndarray:
     """Integers and half-integers across and beyond the storage range +-0..2 ulp, the int32 and 2^62 edges,
@@ -124,7 +126,7 @@ def _tails_agree(s: Any, q: np.ndarray, Z: np.ndarray) -> None:
     m_ref = np.zeros(q.shape, bool)
     m_fast = np.zeros(q.shape, bool)
     with np.errstate(all="ignore"):
-        want = s._integer_tail(q, Z, m_ref)
+        want = integer_tail(s, q, Z, m_ref)
         got = integer_tail_fast(s, q, Z, m_fast)
     assert got.dtype == want.dtype
     assert np.array_equal(m_fast, m_ref)
@@ -319,7 +321,7 @@ def _kernel_inputs(scales: np.ndarray, cols: int, seed: int) -> dict[str, np.nda
 def _kernel_agree(s: Any, x: np.ndarray, label: str, chunks: tuple[int, ...] = (1 << 16, 256)) -> int:
     """s.quantize(x) with the kernel's piece size at each of ``chunks`` equals s.quantize(x, _reference=True)
     (codes, mask); a QrefError raised by one is raised by both. Returns the elements compared."""
-    import qref.schemes.uniform_fast as UF
+    import qref.schemes.uniform.fast as UF
 
     with np.errstate(all="ignore"):
         try:
@@ -443,7 +445,7 @@ def test_float32_kernel_takes_both_paths(monkeypatch: pytest.MonkeyPatch) -> Non
     """The kernel applies to every profile's float32 int8 scheme (but pytorch's fused multiply-add with a
     zero point); on ordinary data no piece leaves it; on the test inputs both the in-place pieces and the
     general integer steps (NaN, range flags) run."""
-    import qref.schemes.uniform_fast as UF
+    import qref.schemes.uniform.fast as UF
 
     calls = []
     tail = UF.integer_tail_fast
@@ -459,7 +461,7 @@ def test_float32_kernel_takes_both_paths(monkeypatch: pytest.MonkeyPatch) -> Non
     for profile in PROFILES:
         s = qref.scheme("int8", scale=scales, zero_point=np.zeros(64, np.int64), axis=0, profile=profile)
         S, Z = s.expand(x.shape)
-        assert UF.quantize_float32(s._loops()[1] if s.arithmetic.simd_width else s, x, S, Z) is not None
+        assert UF.quantize_float32(s.loop_schemes[1] if s.arithmetic.simd_width else s, x, S, Z) is not None
         calls.clear()
         assert np.array_equal(s.quantize(x).codes, s.quantize(x, _reference=True).codes)
         assert not calls, profile
@@ -496,7 +498,7 @@ def test_dequantize_kernel(profile: str, storage: str, monkeypatch: pytest.Monke
     at the storage ends, per tensor / axis 0 and 1 / blocked (split and partial), each output dtype, with and without
     an input mask, two piece sizes: values (as bit patterns) and masks equal the defining path's, through
     ``dequantize`` and ``dequantize_with_mask``."""
-    import qref.schemes.uniform_fast as UF
+    import qref.schemes.uniform.fast as UF
 
     fmt = qref.get_format(storage)
     every = np.arange(fmt.lo, fmt.hi + 1).astype(fmt.storage_dtype)  # codes beyond are refused (schemes.md §1.1 C1)
@@ -542,14 +544,14 @@ def test_dequantize_kernel_applies() -> None:
     for profile in PROFILES:
         s = qref.scheme("int8", scale=sc, zero_point=np.zeros(64, np.int64), axis=0, profile=profile)
         if s.arithmetic.simd_width:
-            s = s._loops()[1]
-        assert s._dequantize_kernel(qref.QArray(codes=codes, scheme=s), None) is not None, profile
+            s = s.loop_schemes[1]
+        assert dequantize_kernel(s, qref.QArray(codes=codes, scheme=s), None) is not None, profile
     s = qref.scheme("uint8", scale=sc, zero_point=np.full(64, 128), axis=0, profile="onnxruntime")
-    assert s._dequantize_kernel(qref.QArray(codes=codes.view(np.uint8), scheme=s), None) is not None
+    assert dequantize_kernel(s, qref.QArray(codes=codes.view(np.uint8), scheme=s), None) is not None
     s = qref.scheme("int8", scale=0.05, zero_point=0, profile="pytorch")
-    assert s._dequantize_kernel(qref.QArray(codes=codes, scheme=s), None) is not None
+    assert dequantize_kernel(s, qref.QArray(codes=codes, scheme=s), None) is not None
     s = qref.scheme("int8", scale=0.05, zero_point=3, profile="tflite_optimized")
-    assert s._dequantize_kernel(qref.QArray(codes=codes, scheme=s), None) is None
+    assert dequantize_kernel(s, qref.QArray(codes=codes, scheme=s), None) is None
 
 
 def test_half_away_biased_every_float32_in_the_binades_it_meets() -> None:
@@ -557,7 +559,7 @@ def test_half_away_biased_every_float32_in_the_binades_it_meets() -> None:
     float32 of |q| in [2^-3, 4) and [2^13, 2^18) (both signs: the kernel's values after the clamp are below
     2^17 + 2 in magnitude), on ties +-3 ulp up to 2^26 and on 2^21 random finite patterns. (Run once over all
     4,278,190,080 finite float32 values: 0 mismatches, 94 s.)"""
-    from qref.schemes.uniform_fast import half_away_biased, round_integral
+    from qref.schemes.uniform.fast import half_away_biased, round_integral
 
     def check(q: np.ndarray) -> None:
         want = round_integral(q, "nearest_away")
@@ -588,7 +590,8 @@ def test_blocked_float32_takes_the_kernel_without_rebuilding_the_scheme(profile:
     mask equal the defining path's, on normals, ties, +-1 ulp and random bit patterns, also on a fresh scheme
     whose first call builds the caches. ``scale_array`` / ``zero_point_array`` stay writable copies."""
     import qref.schemes.uniform as U
-    import qref.schemes.uniform_fast as UF
+    import qref.schemes.uniform.entry as E
+    import qref.schemes.uniform.fast as UF
 
     rng = np.random.default_rng(31)
     rows, cols, block = 16, 2048, 128
@@ -608,7 +611,7 @@ def test_blocked_float32_takes_the_kernel_without_rebuilding_the_scheme(profile:
         assert done is not None
         return done
 
-    monkeypatch.setattr(U, "quantize_float32", spy)
+    monkeypatch.setattr(E, "quantize_float32", spy)
     builds = []
     post_init = U.UniformScheme.__post_init__
 
@@ -631,7 +634,7 @@ def test_blocked_float32_takes_the_kernel_without_rebuilding_the_scheme(profile:
                 assert np.array_equal(got.unspecified, want.unspecified)
         monkeypatch.setattr(U.UniformScheme, "__post_init__", post_init)
     if profile == "tflite_optimized":
-        assert s._loops() is s._loops() and s._loops()[1].arithmetic.rounding == "nearest_away"
+        assert s.loop_schemes is s.loop_schemes and s.loop_schemes[1].arithmetic.rounding == "nearest_away"
     for cached in (s._scale_values, s._zero_point_values):
         assert not cached.flags.writeable
     assert s._scale_values is s._scale_values and s._zero_point_values is s._zero_point_values

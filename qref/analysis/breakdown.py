@@ -340,3 +340,7 @@ def format_summary(names: Iterable[str | Format]) -> ReportTable:
                          "finite_values": f.hi - f.lo + 1, "nan": "none", "inf": "none"})
     return ReportTable(rows, ("format", "bits", "E", "M", "bias", "max", "min_normal", "min_positive", "binades",
                         "finite_values", "nan", "inf"))
+
+
+__all__ = ["Breakdown", "Counts", "block_breakdown", "block_view", "channel_breakdown", "counts", "format_summary",
+           "scale_exponents", "scale_values"]

@@ -8,17 +8,18 @@ builds the matching UniformScheme). The statistic and the scale formula are sepa
 statistic (``method``): absmax = max |x|; minmax = (min(min x, 0), max(max x, 0)); percentile = the
     ``percentile``-th percentile of |x| (symmetric) or of x at (100 - p, p) (``symmetric=False``), taken with
     numpy's ``method=percentile_method`` (default "higher": an element of the data, no arithmetic).
-formula: "qref" (default, exact: scale = RN_e(a / D) from the exact quotient, uniform.md §5.2), "qwix"
-    (qwix 0.1.8: a / (qmax + 0.5) in the input dtype, which XLA evaluates as a * fl(1 / (qmax + 0.5)); scales
-    < sqrt(tiny) become 1), "aqt" (aqtp 0.9.0: a == 0 -> 1, scale = a * fl(1 / (2^(b-1) - 0.5)) in the input
-    dtype), "pytorch" (torch.ao MinMaxObserver in float32: scale = max(a / ((qmax - qmin) / 2), eps), zero
-    point = qmin - round(min / scale)).
+formula, by mechanism (qref/profiles/uniform.py: CALIBRATION_FORMULAS; a uniform profile's name picks the one
+    its system takes, e.g. formula="qwix"): "exact" (default: scale = RN_e(a / D) from the exact quotient,
+    uniform.md §5.2), "reciprocal_tiny_to_one" (a / (qmax + 0.5) in the input dtype evaluated as
+    a * fl(1 / (qmax + 0.5)); scales < sqrt(tiny) become 1), "reciprocal_zero_to_one" (a == 0 -> 1, scale =
+    a * fl(1 / (2^(b-1) - 0.5)) in the input dtype), "float32_divide_eps" (float32: scale = max(a / ((qmax -
+    qmin) / 2), eps), zero point = qmin - round(min / scale)).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -26,40 +27,24 @@ from typing import Any
 
 import numpy as np
 
-from ..core.arith import convert
+from ..core.arith import convert, two_sum
 from ..core.decode import decode
 from ..core.encode import encode
 from ..core.exact import as_source_array
 from ..core.parallel import run_chunks, thread_limit
 from ..errors import QrefError, check_choice
 from ..formats import FloatFormat, Format, IntFormat, get_format
+from ..profiles.uniform import CALIBRATION_FORMULAS, calibration_formula
 from ..schemes.base import normalize_axis
 from ..schemes.uniform import DEFAULT_PROFILE, UniformScheme, build_uniform, cast, round_fraction, round_to_int
+from ..schemes.uniform.validation import block_map, parse_block_size
 
 METHODS = ("absmax", "minmax", "percentile")
-FORMULAS = ("qref", "qwix", "aqt", "pytorch")
+FORMULAS = CALIBRATION_FORMULAS
 NONFINITE = ("ignore", "error")
 PERCENTILE_METHODS = ("inverted_cdf", "averaged_inverted_cdf", "closest_observation", "interpolated_inverted_cdf",
                       "hazen", "weibull", "linear", "median_unbiased", "normal_unbiased", "lower", "higher",
                       "midpoint", "nearest")  # numpy's percentile methods
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _check_block_size(block_size: object) -> None:
-    """block_size: None, an int, {axis: int} or a sequence of ints (uniform.md §5.1), else a QrefError."""
-    if block_size is None or _is_int(block_size):
-        return
-    if isinstance(block_size, Mapping):
-        ok = all(_is_int(k) and _is_int(v) for k, v in block_size.items())
-    elif isinstance(block_size, (list, tuple, np.ndarray)):
-        ok = all(_is_int(v) for v in (block_size.tolist() if isinstance(block_size, np.ndarray) else block_size))
-    else:
-        ok = False
-    if not ok:
-        raise QrefError(f"block_size must be an int, {{axis: int}} or a sequence of ints, got {block_size!r}")
 
 
 @dataclass(frozen=True)
@@ -97,21 +82,7 @@ def _groups(x: np.ndarray, axis: int | None, block_size: object) -> tuple[np.nda
         a = normalize_axis(axis, nd)
         g = np.moveaxis(x, a, 0).reshape(x.shape[a], -1)
         return g, (x.shape[a],), None
-    if isinstance(block_size, Mapping):
-        blocks = {normalize_axis(int(k), nd): int(v) for k, v in block_size.items()}
-    elif isinstance(block_size, (int, np.integer)):
-        if axis is None:
-            raise QrefError("block_size=<int> needs axis=<the blocked axis> (ONNX blocked quantization)")
-        a = normalize_axis(axis, nd)
-        blocks = {i: (int(block_size) if i == a else 1) for i in range(nd)}
-    else:
-        items = list(block_size)  # type: ignore[call-overload]
-        if len(items) != nd:
-            raise QrefError(f"block_size as a tuple needs one block per axis ({nd}), got {len(items)}")
-        blocks = {i: int(b) for i, b in enumerate(items)}
-    for a, b in blocks.items():
-        if b < 1:
-            raise QrefError(f"block size for axis {a} must be >= 1, got {b}")
+    blocks = block_map(parse_block_size(block_size, axis, nd), nd)
     nb = [(-(-d // blocks[i])) if i in blocks else 1 for i, d in enumerate(x.shape)]
     bs = [blocks.get(i, d) for i, d in enumerate(x.shape)]
     pad = [(0, n * b - d) for n, b, d in zip(nb, bs, x.shape)]
@@ -138,7 +109,7 @@ def calibrate(
     *,
     axis: int | None = None,
     block_size: object = None,
-    formula: str = "qref",
+    formula: str = "exact",
     expressed: str | Format | None = None,
     percentile: float = 99.99,
     percentile_method: str = "higher",
@@ -151,8 +122,9 @@ def calibrate(
 
     method: "absmax" (symmetric, default), "minmax" (asymmetric) or "percentile". axis: per-axis
     calibration (one scale per index of this axis; default None = per tensor). block_size: an int (with axis,
-    ONNX blocked), {axis: block} or a per-axis tuple (default None). formula: "qref" (default), "qwix", "aqt",
-    "pytorch". expressed: the scale type (default: x's float dtype, float32 for integer input).
+    ONNX blocked), {axis: block} or a per-axis tuple (default None). formula: a mechanism of FORMULAS (default
+    "exact") or a uniform profile whose system's formula to take ("qwix", "aqt", "pytorch"). expressed: the
+    scale type (default: x's float dtype, float32 for integer input).
     percentile / percentile_method: for method="percentile" (defaults 99.99, "higher"). symmetric: for
     "percentile": True (default) takes |x|, False takes (100 - p, p) percentiles like minmax.
     nonfinite: "ignore" (default: NaN/Inf are left out of the statistics) or "error".
@@ -163,7 +135,7 @@ def calibrate(
     Fraction computation per group); the default fast path equals it bit for bit (tests/test_calibrate.py).
     """
     check_choice("calibration method", method, METHODS)
-    check_choice("calibration formula", formula, FORMULAS)
+    formula = calibration_formula(formula)
     check_choice("nonfinite rule", nonfinite, NONFINITE)
     arr = as_source_array(x)
     fmt = get_format(storage)
@@ -177,7 +149,8 @@ def calibrate(
     if arr.size == 0:
         raise QrefError("cannot calibrate an empty array")
     asym = method == "minmax" or (method == "percentile" and symmetric is False)
-    _check_block_size(block_size)
+    if block_size is not None:
+        parse_block_size(block_size, axis, arr.ndim)  # uniform.md §5.1: checked before any statistic
     if method == "percentile":
         if isinstance(percentile, bool) or not isinstance(percentile, (int, float, np.integer, np.floating)) \
                 or not 0 <= float(percentile) <= 100:
@@ -198,18 +171,19 @@ def calibrate(
             a, mn, mx, sshape, blocks = _stats_fast(arr, method, axis, block_size, asym, percentile,
                                                     percentile_method)
     src_dt = arr.dtype if (arr.dtype.kind == "f" or arr.dtype.name == "bfloat16") else np.dtype(np.float32)
-    if formula == "qref":
-        S, Z = (_qref_formula if _reference else _qref_formula_fast)(a, mn, mx, fmt, ex)
-    elif formula == "aqt" and asym:
-        raise QrefError("AQT's IntSymmetric calibration is symmetric (absmax); use method='absmax'")
+    if formula == "exact":
+        S, Z = (_exact_formula if _reference else _exact_formula_fast)(a, mn, mx, fmt, ex)
+    elif formula == "reciprocal_zero_to_one" and asym:
+        raise QrefError("the reciprocal_zero_to_one calibration (AQT's IntSymmetric) is symmetric (absmax); use "
+                        "method='absmax'")
     else:  # the frameworks' float arithmetic: overflow gives +-Inf (and Inf - Inf NaN), as their kernels do
         with np.errstate(over="ignore", invalid="ignore"):
-            if formula == "qwix":
-                S, Z = _qwix_formula(a, mn, mx, fmt, src_dt)
-            elif formula == "aqt":
-                S, Z = _aqt_formula(a, fmt, src_dt)
+            if formula == "reciprocal_tiny_to_one":
+                S, Z = _reciprocal_tiny_to_one(a, mn, mx, fmt, src_dt)
+            elif formula == "reciprocal_zero_to_one":
+                S, Z = _reciprocal_zero_to_one(a, fmt, src_dt)
             else:
-                S, Z = _pytorch_formula(a, mn, mx, fmt, asym)
+                S, Z = _float32_divide_eps(a, mn, mx, fmt, asym)
     ax_out = None if block_size is not None else axis
     return Calibration(S.reshape(sshape), Z.reshape(sshape).astype(np.int64), fmt, ex, ax_out, blocks, method,
                        formula)
@@ -265,21 +239,7 @@ def _block_layout(shape: tuple[int, ...], axis: int | None, block_size: object
                   ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, int], ...] | None]:
     """(block per axis, blocks per axis, blocks record) of _groups' blocked granularity (same checks)."""
     nd = len(shape)
-    if isinstance(block_size, Mapping):
-        blocks = {normalize_axis(int(k), nd): int(v) for k, v in block_size.items()}
-    elif isinstance(block_size, (int, np.integer)):
-        if axis is None:
-            raise QrefError("block_size=<int> needs axis=<the blocked axis> (ONNX blocked quantization)")
-        a = normalize_axis(axis, nd)
-        blocks = {i: (int(block_size) if i == a else 1) for i in range(nd)}
-    else:
-        items = list(block_size)  # type: ignore[call-overload]
-        if len(items) != nd:
-            raise QrefError(f"block_size as a tuple needs one block per axis ({nd}), got {len(items)}")
-        blocks = {i: int(b) for i, b in enumerate(items)}
-    for a, b in blocks.items():
-        if b < 1:
-            raise QrefError(f"block size for axis {a} must be >= 1, got {b}")
+    blocks = block_map(parse_block_size(block_size, axis, nd), nd)
     nb = tuple((-(-d // blocks[i])) if i in blocks else 1 for i, d in enumerate(shape))
     bs = tuple(blocks.get(i, d) for i, d in enumerate(shape))
     return bs, nb, tuple(sorted(blocks.items()))
@@ -477,7 +437,7 @@ def _symmetric_zero(fmt: IntFormat) -> tuple[int, int]:
     return z, min(hi - z, z - lo)
 
 
-def _qref_formula(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat,
+def _exact_formula(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat,
                   ex: FloatFormat) -> tuple[np.ndarray, np.ndarray]:
     """Exact formulas (uniform.md §5.2): scale = RN_e(a / D); minmax: scale = RN_e((max - min) / (hi - lo)),
     z = clamp(lo - round_half_even(min / scale), lo, hi). One loop over groups (exact rationals)."""
@@ -526,35 +486,33 @@ def _round_quotients(num: np.ndarray, den: float, ex: FloatFormat) -> tuple[np.n
     return np.asarray(rd, np.float64), np.asarray(rd != ru).reshape(q.shape)
 
 
-def _qref_formula_fast(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat,
+def _exact_formula_fast(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat,
                        ex: FloatFormat) -> tuple[np.ndarray, np.ndarray]:
-    """_qref_formula's results (uniform.md §5.2) in float64 arithmetic; the groups where float64 cannot decide
+    """_exact_formula's results (uniform.md §5.2) in float64 arithmetic; the groups where float64 cannot decide
     the rounding (see _round_quotients: an inexact max - min, a quotient next to a midpoint of the expressed
-    type, min / s next to a half-integer) are computed by _qref_formula itself."""
+    type, min / s next to a half-integer) are computed by _exact_formula itself."""
     lo, hi = fmt.lo, fmt.hi
     if a is not None:
         z0, D = _symmetric_zero(fmt)
         if D <= 0 or D >= 2**53:
-            return _qref_formula(a, mn, mx, fmt, ex)
+            return _exact_formula(a, mn, mx, fmt, ex)
         flat = a.reshape(-1)
         pos = flat > 0
         S, hard = _round_quotients(np.where(pos, flat, 1.0), float(D), ex)
         S = np.where(pos, S, 1.0)
         hard &= pos
         if _out_of_range(S, pos & ~hard):
-            return _qref_formula(a, mn, mx, fmt, ex)
+            return _exact_formula(a, mn, mx, fmt, ex)
         if hard.any():
-            S[hard] = _qref_formula(flat[hard], None, None, fmt, ex)[0]
+            S[hard] = _exact_formula(flat[hard], None, None, fmt, ex)[0]
         return S.reshape(a.shape), np.full(a.shape, z0, dtype=np.int64)
     assert mn is not None and mx is not None
     span = hi - lo
     if span >= 2**53:
-        return _qref_formula(a, mn, mx, fmt, ex)
+        return _exact_formula(a, mn, mx, fmt, ex)
     u, v = mn.reshape(-1), mx.reshape(-1)
     with np.errstate(over="ignore", invalid="ignore"):
-        d = v - u  # exact unless the TwoSum error term is nonzero
-        bb = d - v
-        err = (v - (d - bb)) + (-u - bb)
+        d, err = two_sum(v, -u)  # d = fl(max - min), exact unless the error term is nonzero
     nz = d != 0
     hard = nz & ((err != 0) | ~np.isfinite(d))
     ok = nz & ~hard
@@ -563,7 +521,7 @@ def _qref_formula_fast(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarr
     ok &= ~hs
     S = np.where(ok, S, 1.0)
     if _out_of_range(S, ok):
-        return _qref_formula(a, mn, mx, fmt, ex)
+        return _exact_formula(a, mn, mx, fmt, ex)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.where(ok, u, 0.0) / S  # fl64(min / s): round_half_even(exact) = rint(r) away from half-integers
     rd, ru = np.rint(np.nextafter(r, -np.inf)), np.rint(np.nextafter(r, np.inf))
@@ -572,7 +530,7 @@ def _qref_formula_fast(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarr
     n = np.where(ok & ~hz, rd, 0.0).astype(np.int64)
     Z = np.where(nz, np.clip(lo - n, lo, hi), min(max(0, lo), hi)).astype(np.int64)
     if hard.any():
-        Sh, Zh = _qref_formula(None, u[hard], v[hard], fmt, ex)
+        Sh, Zh = _exact_formula(None, u[hard], v[hard], fmt, ex)
         S[hard], Z[hard] = Sh, Zh
     return S.reshape(mn.shape), Z.reshape(mn.shape)
 
@@ -599,13 +557,14 @@ def _rn(v: Fraction, ex: FloatFormat) -> float:
     return s
 
 
-def _qwix_formula(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat,
+def _reciprocal_tiny_to_one(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat,
                   dt: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """qwix 0.1.8 compute_scale_zero_point, in the input dtype dt."""
+    """s = a * fl(1 / (qmax + 0.5)) in the input dtype dt, s < sqrt(tiny) -> 1; minmax: s = (max - min) *
+    fl(1 / (hi - lo)), z = clamp(round_half_even(lo - min / s)) (qwix 0.1.8 compute_scale_zero_point)."""
     tiny_sqrt = np.sqrt(np.asarray(_finfo_tiny(dt), dtype=dt))
     if a is not None:
         if not fmt.signed:
-            raise QrefError("qwix's symmetric calibration is for signed integer storage")
+            raise QrefError("the reciprocal_tiny_to_one calibration (qwix) is for signed integer storage")
         # absmax / (qmax + 0.5): XLA turns the division by a constant into a multiplication by fl(1 / c)
         inv = np.asarray(np.ones((), dt) / cast(np.asarray(fmt.hi + 0.5), dt)).astype(dt)
         s = np.asarray(cast(a, dt) * inv).astype(dt)
@@ -613,7 +572,7 @@ def _qwix_formula(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | 
         return s.astype(np.float64), np.zeros(s.shape, dtype=np.int64)
     assert mn is not None and mx is not None
     if (fmt.lo, fmt.hi) not in ((-128, 127), (-8, 7)):
-        raise QrefError("qwix's asymmetric calibration supports int8 and int4 only")
+        raise QrefError("the reciprocal_tiny_to_one minmax calibration (qwix) supports int8 and int4 only")
     mnc, mxc = cast(mn, dt), cast(mx, dt)
     inv = np.asarray(np.ones((), dt) / cast(np.asarray(float(fmt.hi - fmt.lo)), dt)).astype(dt)
     s = np.asarray(np.asarray(mxc - mnc).astype(dt) * inv).astype(dt)
@@ -623,12 +582,12 @@ def _qwix_formula(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | 
     return s.astype(np.float64), np.clip(np.where(nan, 0, n), fmt.lo, fmt.hi)
 
 
-def _aqt_formula(a: np.ndarray | None, fmt: IntFormat, dt: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """aqtp 0.9.0 AbsMaxCalibration with IntSymmetric(preserve_max_val=False): a == 0 -> 1, scale = a /
-    (2^(b-1) - 0.5) in the input dtype."""
+def _reciprocal_zero_to_one(a: np.ndarray | None, fmt: IntFormat, dt: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """a == 0 -> 1, scale = a * fl(1 / (2^(b-1) - 0.5)) in the input dtype (aqtp 0.9.0 AbsMaxCalibration with
+    IntSymmetric(preserve_max_val=False))."""
     assert a is not None
     if not fmt.signed:
-        raise QrefError("AQT's IntSymmetric numerics are signed")
+        raise QrefError("the reciprocal_zero_to_one calibration (AQT's IntSymmetric) is for signed storage")
     ac = cast(a, dt)
     ac = np.where(ac == 0, np.ones((), dt), ac)
     inv = np.asarray(np.ones((), dt) / cast(np.asarray(2.0 ** (fmt.bits - 1) - 0.5), dt)).astype(dt)
@@ -636,9 +595,10 @@ def _aqt_formula(a: np.ndarray | None, fmt: IntFormat, dt: np.dtype) -> tuple[np
     return s.astype(np.float64), np.zeros(s.shape, dtype=np.int64)
 
 
-def _pytorch_formula(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat,
+def _float32_divide_eps(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat,
                      asym: bool) -> tuple[np.ndarray, np.ndarray]:
-    """torch.ao.quantization MinMaxObserver._calculate_qparams (torch 2.13), float32 arithmetic."""
+    """float32: s = max(a / ((hi - lo) / 2), eps); minmax: s = max((max - min) / (hi - lo), eps), z = clamp(lo -
+    round_half_even(min / s)) (torch.ao.quantization MinMaxObserver._calculate_qparams, torch 2.13)."""
     f32 = np.dtype(np.float32)
     eps = np.float32(np.finfo(np.float32).eps)
     lo, hi = fmt.lo, fmt.hi

@@ -236,3 +236,6 @@ def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike],
         details[r.label] = r
         rows.append(r.row())
     return Comparison(rows, COLUMNS, details)
+
+
+__all__ = ["COLUMNS", "EVALUATE_STAGES", "Comparison", "Result", "SchemeLike", "compare", "evaluate"]

@@ -49,3 +49,6 @@ def llm_like(kind: str, shape: tuple[int, ...] | None = None, *, seed: int = 0, 
         x[:, ch] = sign * outlier_scale * s * (1 + z[:, ch] / 4)
         return x.astype(np.float32)
     raise unknown_name("LLM-like tensor kind", kind, LLM_KINDS)
+
+
+__all__ = ["LLM_KINDS", "llm_like"]

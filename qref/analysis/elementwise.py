@@ -349,3 +349,7 @@ def error_by_magnitude(x: object, y: object, *, bins: int | Sequence[float] = 48
     with np.errstate(invalid="ignore", divide="ignore"):
         rms = np.sqrt(ss / cnt)
     return edges, np.where(cnt > 0, rms, np.nan), cnt
+
+
+__all__ = ["CHUNK", "Metrics", "cosine_similarity", "error_by_magnitude", "kl_divergence", "max_abs_error",
+           "max_rel_error", "mean_error", "metrics", "mse", "pairwise_split", "rmse", "sqnr_db", "ulp", "ulp_error"]

@@ -120,3 +120,6 @@ class ReportTable:
 
     def _repr_markdown_(self) -> str:  # notebooks render the table
         return self.to_markdown()
+
+
+__all__ = ["ReportTable"]

@@ -190,3 +190,6 @@ def _check_name(name: str) -> None:
         from ..formats import formats
 
         raise unknown_name("scheme or format", name, [*scheme_names(), *formats.all_names()]) from None
+
+
+__all__ = ["SchemeBuilder", "parse_scheme"]

@@ -242,3 +242,7 @@ def _run_dask(tasks: Iterable[tuple], address: str) -> Iterator[tuple[int, dict[
         futures = client.map(_indexed_chunk, list(tasks), pure=False)
         for fut in as_completed(futures):
             yield fut.result()
+
+
+__all__ = ["AGAINST", "CHUNK_BITS", "SOURCES", "SweepResult", "classify", "progress_bar", "sweep", "sweep_chunk",
+           "sweep_many"]

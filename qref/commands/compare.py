@@ -113,3 +113,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", dest="output_format", choices=("text", "markdown", "csv"), default="text",
                    help="table format (default text)")
     p.set_defaults(func=_run)
+
+
+__all__ = ["DEFAULT_SCHEMES", "SYNTAX", "load_array", "register"]

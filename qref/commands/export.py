@@ -84,3 +84,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="overwrite an existing --jsonl file / non-empty --mlir "
                    "or --hex directory")
     p.set_defaults(func=_run)
+
+
+__all__ = ["register"]

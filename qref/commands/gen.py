@@ -92,3 +92,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "files qref did not write is refused)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     p.set_defaults(func=_run)
+
+
+__all__ = ["Terminated", "register"]

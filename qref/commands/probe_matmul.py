@@ -52,3 +52,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-blocks", action="store_true", help="skip the K-block stage (a K = --block-k probe)")
     p.add_argument("--block-k", type=int, default=2048, help="K of the block stage (default 2048)")
     p.set_defaults(func=_run)
+
+
+__all__ = ["register"]

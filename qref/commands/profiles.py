@@ -176,3 +176,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--family", choices=FAMILIES, help="only this family")
     p.add_argument("--doc", action="store_true", help="print docs/spec/profiles.md")
     p.set_defaults(func=_run)
+
+
+__all__ = ["cpu_targets", "profiles_markdown", "register"]

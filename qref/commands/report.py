@@ -40,3 +40,6 @@ def _run(args: argparse.Namespace) -> int:
         raise unknown_name("finding", args.finding, [f.id for f in fs])
     print(findings.bug_report(res, match[0]), end="")
     return 0
+
+
+__all__ = ["register"]

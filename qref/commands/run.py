@@ -206,3 +206,6 @@ def _run_callable(args: argparse.Namespace, xfail_files: list[str] | None) -> ob
     return user.check(fn, args.family, profile=args.profile, policy=policy, suite=args.suite,
                       include=args.include, exclude=args.exclude, xfail_files=xfail_files or [],
                       name=f"user.{args.callable_.rpartition(':')[2]}", origin=args.callable_)
+
+
+__all__ = ["account", "register"]

@@ -124,3 +124,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=32, metavar="N", help="rows to print (default 32)")
     p.add_argument("--all", action="store_true", help="print every row")
     p.set_defaults(func=_run)
+
+
+__all__ = ["format_case", "register"]

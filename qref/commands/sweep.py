@@ -35,3 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, help="sweep only the first N bit patterns")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)
+
+
+__all__ = ["register"]

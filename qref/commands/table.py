@@ -99,3 +99,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--markdown", action="store_true", help="a 16-column markdown grid of values")
     p.add_argument("--doc", action="store_true", help="print docs/spec/element-tables.md")
     p.set_defaults(func=_run)
+
+
+__all__ = ["DOC_FORMATS", "element_tables_markdown", "format_value", "markdown_grid", "register", "table_rows"]

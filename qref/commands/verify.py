@@ -35,3 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--recompute", action="store_true", help="recompute the element cases' expected outputs from "
                    "their inputs and policy and compare them as bits")
     p.set_defaults(func=_run)
+
+
+__all__ = ["register"]

@@ -35,3 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-errors", type=int, default=20, metavar="N", help="print at most N mismatches "
                    "(all are counted; default 20)")
     p.set_defaults(func=_run)
+
+
+__all__ = ["register"]

@@ -299,3 +299,6 @@ def plain(x: Any) -> Any:
     return x
 
 
+__all__ = ["FLOAT_DTYPES", "ID_RE", "NAME_RE", "OPERATIONS", "POLICY_KEYS", "STORAGE", "TAGS", "WORD_RE", "Case",
+           "expected_from_qarray", "format_record", "from_storage", "logical_dtype_name", "numpy_dtype", "plain",
+           "policy_record", "to_storage"]

@@ -113,3 +113,6 @@ def generate(out: str | os.PathLike[str], *, families: Iterable[str] | None = No
     finally:
         prog.close()
     return writer.close()
+
+
+__all__ = ["Progress", "generate"]

@@ -98,3 +98,6 @@ def read_npy(data: bytes, where: str, *, storage: str | None = None, shape: Sequ
     arr = np.frombuffer(data, dtype=dt, count=n, offset=offset)
     arr = arr.reshape(got_shape[::-1]).T if fortran else arr.reshape(got_shape)
     return arr
+
+
+__all__ = ["ALIGN", "MAGIC", "npy_bytes", "read_npy"]

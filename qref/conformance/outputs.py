@@ -55,3 +55,6 @@ def check_output_dir(path: str | os.PathLike[str], option: str, force: bool, nam
     else:
         _parent_ok(p, option)
     return p
+
+
+__all__ = ["check_output_dir", "check_output_file"]

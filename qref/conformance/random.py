@@ -82,3 +82,6 @@ def floats_in_binades(label: str, n: int, dtype: str, emin: int, emax: int) -> n
     mag = np.where(normal, (np.maximum(field, 1).astype(U64) << U64(mbits)) | f, np.where(shift > mbits, U64(0), sub))
     out = (sign.astype(U64) << U64(width - 1)) | mag
     return out.astype(np.dtype(f"uint{width}"))
+
+
+__all__ = ["LAYOUT", "U64", "below", "bits", "float_bits", "floats_in_binades", "raw"]

@@ -342,3 +342,7 @@ def validate_manifest(m: Any, limit: int = 50) -> list[str]:
         if len(out) >= limit:
             break
     return out
+
+
+__all__ = ["FILE_RE", "LOAD_RULES", "MAX_ARRAY_BYTES", "MAX_BITS", "MAX_DEPTH", "MAX_MANIFEST_BYTES", "MAX_RANK",
+           "SAFE_PATH_RE", "SCHEMA", "SCHEMA_VERSION", "SHA_RE", "SUITE_KIND", "json_depth", "validate_manifest"]

@@ -785,3 +785,8 @@ def recompute_problems(suite: Suite, limit: int = 100) -> list[str]:
         except QrefError as exc:
             out.append(f"case {entry['id']}: cannot recompute: {exc}")
     return out
+
+
+__all__ = ["Suite", "SuiteError", "SuiteWriter", "VerifyReport", "check_suite_target", "default_suite_path",
+           "dumps_json", "dumps_manifest", "load_suite", "read_manifest", "recompute_problems", "remove_leftovers",
+           "sha256", "suite_file", "trust_validated", "validated_manifests", "verify_suite", "write_suite"]

@@ -25,3 +25,6 @@ def float_text(x: float) -> str:
     if math.isnan(x):
         return "-nan" if math.copysign(1.0, x) < 0 else "nan"
     return repr(x)
+
+
+__all__ = ["float_text", "hex_words"]

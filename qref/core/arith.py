@@ -480,3 +480,11 @@ def table_argmin(x: np.ndarray, values: np.ndarray, dtype: object, *, subtract: 
             dist = np.where(np.isnan(dist), np.inf, dist)
         out[start:start + ARGMIN_ROWS] = np.argmin(dist, axis=1)
     return out.reshape(np.shape(x))
+
+
+__all__ = ["ARGMIN_ROWS", "BF16", "COMPUTE_DTYPES", "F16", "F32", "F32_MIN_NORMAL", "F64", "FLOAT_DTYPES", "FLT_MAX",
+           "FMA_NAN_RULES", "NATIVE", "add", "add_round", "convert", "distill", "div", "dtype_name", "f64",
+           "float32_bits", "float_bits", "float_dtype", "flush", "fma64", "fma_float32", "fractions_to_float32",
+           "in_float32", "mul", "mul_round", "np_dtype", "op_in_float32", "pow2", "resolve_compute_dtype",
+           "round_fractions", "round_odd_sum", "round_to", "round_values", "sub", "table_argmin", "two_prod",
+           "two_sum"]

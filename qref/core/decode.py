@@ -154,3 +154,6 @@ def decode(codes: object, fmt: str | Format, *, dtype: object = np.float32, thre
     with thread_limit(threads):
         run_chunks(work, flat.size)
     return out.view(dt).reshape(arr.shape)
+
+
+__all__ = ["check_codes", "decode", "exact_parts", "gather_codes", "target_format"]

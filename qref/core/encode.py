@@ -493,3 +493,8 @@ def stochastic_random_bits(shape: tuple[int, ...], nbits: int, random_bits: obje
     """The N-bit random integers of a stochastic rounding, flat in C order (elements.md §2.4): ``random_bits``
     checked (integers in [0, 2^N), broadcast to ``shape``) or made from ``seed`` by ``random_bits_from_seed``."""
     return _random_bits(shape, nbits, random_bits, seed)
+
+
+__all__ = ["CHUNK", "GATHER_CHUNK", "SMALL", "build_policy", "encode", "encode_exact", "encode_flat",
+           "encode_float_exact", "encode_int_exact", "gather16", "gather_top16", "gather_top16_jam",
+           "random_bits_from_seed", "stochastic_random_bits", "top16_jam_eligible", "top16_table_eligible"]

@@ -227,3 +227,7 @@ def bit_length(sig: np.ndarray) -> np.ndarray:
         s = np.where(big, s >> U64(k), s)
         n += big * k
     return n + (s > 0)
+
+
+__all__ = ["ONE", "U64", "Exact", "as_source_array", "bit_length", "decompose", "from_fractions", "from_ieee_bits",
+           "from_integers", "ml_float", "ml_integer", "plain_integers", "source_kind", "typed_numbers"]

@@ -145,3 +145,7 @@ def pieces(lo: int, hi: int, unit_elements: int = 1, piece: int = PIECE) -> Iter
         return
     for a in range(lo, hi, step):
         yield a, min(hi, a + step)
+
+
+__all__ = ["ENV", "MIN_CHUNK", "PIECE", "THRESHOLD", "chunk_bounds", "cores", "pieces", "resolve_threads",
+           "run_chunks", "thread_limit"]

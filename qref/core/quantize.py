@@ -30,3 +30,6 @@ def quantize(x: object, fmt: str | Format, **options: object) -> np.ndarray:
     arr = as_source_array(x)
     codes = encode(arr, fmt, **options)  # type: ignore[arg-type]
     return decode(codes, fmt, dtype=result_dtype(arr), threads=options.get("threads"))  # type: ignore[arg-type]
+
+
+__all__ = ["quantize", "result_dtype"]

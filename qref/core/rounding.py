@@ -124,3 +124,6 @@ def round_to_integer(q: np.ndarray, mode: str, random_bits: np.ndarray | None = 
     v = n.astype(np.int64)
     v = np.where(ex.neg, -v, v)
     return v.reshape(q64.shape), nan
+
+
+__all__ = ["round_to_integer", "round_to_quantum"]

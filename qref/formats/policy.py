@@ -170,3 +170,8 @@ class ResolvedPolicy:
 
 
 DEFAULT_POLICY = CastPolicy()
+
+
+__all__ = ["DEFAULT_POLICY", "INPUT_SUBNORMAL_POLICIES", "INT_CASTS", "NAN_POLICIES", "OVERFLOW_POLICIES",
+           "ROUNDING_MODES", "SOURCE_POLICIES", "STOCHASTIC_MODES", "SUBNORMAL_POLICIES", "UNSIGNED_NEGATIVE",
+           "CastPolicy", "ResolvedPolicy", "Rounding"]

@@ -637,3 +637,7 @@ def get_format(name: str | Format) -> Format:
         hint="P3109 names are binary{K}p{P}{s|u}{e|f}; custom floats float{K}_e{E}m{M}[b{bias}][fn|fnuz|fnu] "
         "or qref.float_format(...)",
     )
+
+
+__all__ = ["ECOSYSTEMS", "INF_ENCODINGS", "NAN_ENCODINGS", "FloatFormat", "Format", "InfEncoding", "IntFormat",
+           "NanEncoding", "Overflow", "float_format", "formats", "get_format", "p3109_format", "register_format"]

@@ -241,3 +241,6 @@ def compare(case: Case, fam: ModuleType, exp: Expectation, got: Mapping[str, np.
             ex = comp.examples.setdefault(cls, [])
             ex.extend((name, int(i)) for i in sel[: max(0, max_examples - len(ex))])
     return comp
+
+
+__all__ = ["CLASSES", "class_order", "class_title", "compare"]

@@ -99,3 +99,6 @@ def render(res: RunResults, header: str, findings: Sequence[Any] = ()) -> str:
 def _storage_order(name: str) -> tuple[int, int, str]:
     m = re.match(r"(u?)int(\d+)", name)
     return (0, int(m.group(2)), name) if m else (1, 0, name)
+
+
+__all__ = ["KINDS", "NAMED", "render", "table"]

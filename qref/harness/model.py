@@ -141,3 +141,7 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
     keep = next((ln for ln in lines if "error:" in ln), lines[0] if lines else "")
     msg = f"{type(exc).__name__}: {keep}" if keep else type(exc).__name__
     return msg if len(msg) <= limit else msg[: limit - 3] + "..."
+
+
+__all__ = ["PROFILE_FAMILY", "BackendMissing", "Comparison", "Outputs", "RunFn", "SnippetFn", "Target", "TaskResult",
+           "Unsupported", "bits", "first_line"]

@@ -210,3 +210,6 @@ def wrap(text: str, width: int = 118) -> str:
         out.extend(textwrap.wrap(ln, width=width, initial_indent="", subsequent_indent=" " * len(lead),
                                  break_long_words=False, break_on_hyphens=False) or [ln])
     return "\n".join(out)
+
+
+__all__ = ["MAX_LINE", "MAX_LINES", "Documented", "block", "capture", "code_lines", "documented", "layout", "wrap"]

@@ -241,3 +241,6 @@ def check(fn: Callable[..., Any], family: str = "elements", *, profile: str | No
     res.results.extend(results)
     res.stale_xfails = [f"{e.where}: {e.target} {e.cases}" for e in xf.stale()]
     return res
+
+
+__all__ = ["OPERATIONS", "callable_target", "check", "load_callable", "policy_profile"]

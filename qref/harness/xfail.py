@@ -135,3 +135,6 @@ def default_xfail_dir() -> Path:
     if here.is_dir():
         return here
     return Path(__file__).resolve().parents[1] / "data" / "xfails"
+
+
+__all__ = ["XfailEntry", "Xfails", "default_xfail_dir", "load_xfails", "parse_xfails"]

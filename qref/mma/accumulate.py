@@ -237,3 +237,6 @@ def kernel(record: KernelAccumulation, a_format: str = "float32", b_format: str 
         raise unknown_name("d_format", d_format, ACCUMULATORS)
     return Instruction("custom", "kernel", name or record.name(), 1, 1, 1, a_format, b_format, d_format, d_format,
                        record, source="qref.mma.accumulate (mma.md §10)", status="spec", evidence=())
+
+
+__all__ = ["ACCUMULATORS", "ORDERS", "PRODUCTS", "REDUCTIONS", "SUBNORMALS", "KernelAccumulation", "kernel"]

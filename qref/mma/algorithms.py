@@ -625,3 +625,8 @@ class FlushedMulAdd(_Algorithm):
 
 ALGORITHMS = (TruncatedFusedDot, ScaledTruncatedFusedDot, GroupScaledFusedDot, TwoStageFusedDot, ExactFusedDot,
               FMAChain, FlushedMulAdd)
+
+
+__all__ = ["ALGORITHMS", "ROUNDINGS", "ZERO_SIGNS", "ExactFusedDot", "FMAChain", "FlushedMulAdd",
+           "GroupScaledFusedDot", "ScaledTruncatedFusedDot", "TruncatedFusedDot", "TwoStageFusedDot", "exact_sum_f32",
+           "host_sum"]

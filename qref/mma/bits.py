@@ -222,3 +222,8 @@ def second_nan(r: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     quiet = {2: 0x200, 4: 0x400000, 8: 1 << 51}[r.dtype.itemsize]
     yq = (np.broadcast_to(y, r.shape).astype(r.dtype).view(u) | np.array(quiet, u)).view(r.dtype)
     return np.where(both, yq, r)
+
+
+__all__ = ["OPERAND_FORMATS", "OUT_BITS", "Parts", "bits_to_float", "check_operand", "codes", "decode", "fma32",
+           "ilog2", "operand_format", "round_nearest_even", "round_toward_zero", "second_nan", "shift_floor",
+           "shift_rne", "shift_trunc", "storage_dtype"]

@@ -69,3 +69,6 @@ class GemmDispatch:
             parts.append(matmul(A, np.ascontiguousarray(B[:, cols]),
                                 instruction=kernel(rec, a_format, b_format, d_format)))
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+
+__all__ = ["GemmDispatch"]

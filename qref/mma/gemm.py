@@ -222,3 +222,6 @@ def as_mma_accumulation(acc: object) -> MMAAccumulation | None:
     if isinstance(acc, str) and acc.count("/") == 2:
         return MMAAccumulation(resolve(acc))
     return None
+
+
+__all__ = ["MMAAccumulation", "as_mma_accumulation", "matmul", "resolve"]

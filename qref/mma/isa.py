@@ -376,3 +376,8 @@ def custom(name: str, m: int, n: int, k: int, a_format: str, b_format: str, c_fo
         raise QrefError(f"{name}: {arithmetic.family} {'needs' if arithmetic.scaled else 'takes no'} scale_format")
     return Instruction("custom", "custom", name, m, n, k, a_format, b_format, c_format, d_format, arithmetic,
                        scale_format, block_size, source="user-defined", status="spec", evidence=())
+
+
+__all__ = ["AMD_FORMATS", "ARCHS", "KINDS", "MFMA_QUALIFIERS", "MMA_QUALIFIERS", "PTX_FORMATS",
+           "TCGEN05_BS_QUALIFIERS", "TCGEN05_QUALIFIERS", "WGMMA_QUALIFIERS", "Instruction", "custom", "get",
+           "instructions"]

@@ -402,3 +402,6 @@ def _evidence(probes: list[tuple[str, np.ndarray, np.ndarray]], outs: list[np.nd
             vals = [f"{lbl} = {float(x)!r}" for lbl, x in zip(labels, d[:, 0])]
             ev.append("specials: " + ", ".join(vals))
     return ev
+
+
+__all__ = ["MatmulFn", "ProbeResult", "kernel_candidates", "probe_matmul", "unit_candidates"]

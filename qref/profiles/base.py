@@ -264,3 +264,7 @@ def profiles(family: str | None = None) -> dict[str, Profile]:
         return {f"{f}/{n}": p for (f, n), p in sorted(_PROFILES.items())}
     return {n: p for (f, n), p in sorted(_PROFILES.items()) if f == family}
 
+
+__all__ = ["FAMILIES", "SOURCE_CLASSES", "STATUSES", "TARGET_CLASSES", "CastRule", "Profile", "Resolution",
+           "get_profile", "installed_version", "is_extension_dtype", "profiles", "records", "register_profile",
+           "resolve_profile"]

@@ -156,3 +156,6 @@ PROFILES = (
 
 for _p in PROFILES:
     register_profile(_p)
+
+
+__all__ = ["PROFILES"]

@@ -981,3 +981,14 @@ HYBRID_SPEC = Profile(
     "[-127, 127] at every position; int32 dot; y = fl32(fl32(fl32(acc) * fl32(s * w_s[n])) + bias[n]).",
     rules=HybridMatmulRules(), sources=("docs/spec/matmul.md §17.4",), status="spec")
 register_profile(HYBRID_SPEC)
+
+
+__all__ = ["ASSOCIATIONS", "BIAS_STAGES", "COMPUTE_DTYPES", "DEQUANT_ASSOCIATIONS", "DOTS", "DYNAMIC_DIVISIONS",
+           "DYNAMIC_GRANULARITIES", "DYNAMIC_KERNEL_SCALES", "DYNAMIC_SCALE_ARITHMETICS", "DYNAMIC_SCALINGS",
+           "DYNAMIC_STORAGES", "DYNAMIC_ZERO_POINT_ADDS", "DYNAMIC_ZERO_POINT_RULES", "FIXED_POINT_FORMS",
+           "FLOAT_BIASES", "FLOAT_ORDERS", "HYBRID_PROFILES", "HYBRID_SPEC", "JAX_DOT_PROFILES", "METHODS",
+           "MULTIPLIER_DTYPES", "NARROWINGS", "NBITS_COMPUTES", "OVERFLOWS", "PAIR_SUMS", "PRODUCTS", "PROFILES",
+           "QUANT_MULTIPLIERS", "ROUNDINGS", "SCALE_FORMS", "SEQUENTIAL", "TORCH_DYNAMIC_PROFILES", "TORCH_PROFILES",
+           "UNSIGNED_EXTENSIONS", "VECTORWISE_PROFILES", "VECTOR_ROUNDINGS", "VW_STATS", "WEIGHT_DEQUANTS",
+           "ZERO_POINT_STAGES", "DynamicQuantization", "HybridMatmulRules", "IntAccumulation", "IntMatmulRules",
+           "NBitsCompute", "Requantization", "VectorwiseInt8Rules", "WeightOnlyRules"]

@@ -99,3 +99,6 @@ PROFILES = (
 
 for _p in PROFILES:
     register_profile(_p)
+
+
+__all__ = ["PROFILES", "HybridRules"]

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import QrefError, check_choice
+from ..errors import QrefError, check_choice, unknown_name
 from ..formats.policy import ROUNDING_MODES, STOCHASTIC_MODES
 from .base import Profile, register_profile
 
@@ -531,9 +531,39 @@ for _p in PROFILES:
 DEFAULT_PROFILE = "stablehlo"
 
 
+#: calibration scale formulas by mechanism (uniform.md §5.2), the values of ``qref.calibrate(formula=...)``:
+#: exact                   scale = RN_e(a / D) from the exact quotient (qref's own; "qref" is its old name)
+#: reciprocal_tiny_to_one  in the input dtype: s = a * fl(1 / (qmax + 0.5)) (a division by a constant that XLA
+#:                         rewrites); s < sqrt(tiny) becomes 1; minmax: s = (max - min) * fl(1 / (hi - lo)),
+#:                         z = clamp(round_half_even(lo - min / s)) for int8 / int4
+#: reciprocal_zero_to_one  in the input dtype: a == 0 becomes 1, s = a * fl(1 / (2^(b-1) - 0.5)); symmetric only
+#: float32_divide_eps      float32: s = max(a / ((hi - lo) / 2), eps), z = 0 (signed), 128 (uint8) or the
+#:                         midpoint; minmax: s = max((max - min) / (hi - lo), eps), z = clamp(lo - round(min / s))
+CALIBRATION_FORMULAS = ("exact", "reciprocal_tiny_to_one", "reciprocal_zero_to_one", "float32_divide_eps")
+#: the calibration formula each system's observer takes, by uniform profile (their scale computations)
+CALIBRATIONS = {"qref": "exact", "qwix": "reciprocal_tiny_to_one", "aqt": "reciprocal_zero_to_one",
+                "pytorch": "float32_divide_eps", "pytorch_per_channel": "float32_divide_eps"}
+
+
+def calibration_formula(name: str) -> str:
+    """The calibration mechanism ``name`` names: a mechanism of CALIBRATION_FORMULAS as it is, or the one the
+    profile ``name`` (``qwix``, ``aqt``, ``pytorch``; ``qref`` for ``exact``) chooses."""
+    if name in CALIBRATION_FORMULAS:
+        return name
+    if not isinstance(name, str) or name not in CALIBRATIONS:
+        raise unknown_name("calibration formula", name, (*CALIBRATION_FORMULAS, *CALIBRATIONS))
+    return CALIBRATIONS[name]
+
+
 def rules_of(profile: Profile) -> UniformArithmetic:
     """The typed arithmetic record of a uniform profile (``profile.rules``)."""
     r = profile.rules
     if not isinstance(r, UniformArithmetic):
         raise QrefError(f"uniform profile {profile.key!r} has no UniformArithmetic rules")
     return r
+
+
+__all__ = ["ARITHMETIC_FIELDS", "CALIBRATIONS", "CALIBRATION_FORMULAS", "CLAMPS", "COMPUTE_DTYPES", "CONSTANT_RULES",
+           "CONVERSIONS", "DEFAULT_PROFILE", "DQ_FORMS", "DQ_MULTIPLY", "DQ_SUBTRACT", "FINAL_ROUNDINGS", "NAN_RULES",
+           "PROFILES", "ROUNDINGS", "SCALE_OPS", "SCALE_SOURCES", "ZERO_POINT_RANGES", "ZERO_POINT_STAGES",
+           "UniformArithmetic", "calibration_formula", "rules_of"]

@@ -284,3 +284,7 @@ def bound_from_terms(levels: list[Level], fmt: FloatFormat, depth: int | np.ndar
     overflow &= ~exact
     bound = np.where(exact, 0.0, _up_add(_up_mul(g, ups[0]), under))
     return np.where(overflow, np.inf, bound), overflow
+
+
+__all__ = ["ACC_FORMATS", "BIG", "Dyadic", "Level", "acc_format", "bound_from_terms", "dyadic_compare_abs_diff",
+           "gamma", "growth", "lsb_exponent", "significant_bits"]

@@ -353,3 +353,7 @@ class DelayedScaling:
 
     def with_options(self, **changes: Any) -> DelayedScaling:
         return replace(self, **changes)
+
+
+__all__ = ["AMAX_COMPUTE", "DIVISIONS", "FORMULAS", "NAN_AMAX", "DelayedScaling", "ScalingState", "amax",
+           "compute_scale", "current_scale", "expand_scale", "qdq", "scaled_dequantize", "scaled_quantize"]

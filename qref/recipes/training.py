@@ -422,3 +422,7 @@ def adam8bit_step(param: object, grad: object, state: AdamState8bit, *, lr: floa
     qm = quantize_blockwise(m.astype(np.float32), signed=True, block_size=block)
     qv = quantize_blockwise(v.astype(np.float32), signed=False, block_size=block)
     return pv.astype(np.float32), AdamState8bit(qm, qv, t)
+
+
+__all__ = ["META_NAMES", "OPT_BLOCK", "PRESETS", "AdamState8bit", "DenseStep", "Fp8DotState", "HybridRecipe",
+           "adam8bit_step", "dense_fp8_step", "dequantize_blockwise", "quantize_blockwise", "sgd"]

@@ -159,3 +159,7 @@ def weight_only_matmul(x: object, codes: object, absmax: object, *, table: str, 
     w = dequantize_codes(codes, absmax, table, block_size)
     xv = np.asarray(x, np.float32)
     return exact_matmul(xv, w.T, accumulation=f"{r.accumulation_dtype}_{r.order}", out_dtype=r.output)
+
+
+__all__ = ["OUT_DTYPES", "VectorwiseResult", "dequantize_codes", "int8_mm_dequant", "int8_product",
+           "vectorwise_int8_matmul", "vectorwise_quant", "vectorwise_rules", "weight_only_matmul"]

@@ -269,3 +269,7 @@ def normalize_axis(axis: int, ndim: int) -> int:
     if not -ndim <= axis < ndim:
         raise QrefError(f"axis {axis} is out of range for an array of {ndim} dimension(s)")
     return axis % ndim
+
+
+__all__ = ["Builder", "Claims", "QArray", "Scheme", "check_dequantize_dtype", "checked_dequantize", "normalize_axis",
+           "register_family", "scheme", "scheme_from_spec", "scheme_names"]

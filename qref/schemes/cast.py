@@ -74,3 +74,6 @@ register_family(
     claims=lambda fmt, kw: isinstance(fmt, FloatFormat) and not ({"scale", "block_size", "zero_point"} & set(kw)),
     order=900,
 )
+
+
+__all__ = ["CastScheme", "from_spec"]

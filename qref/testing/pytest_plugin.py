@@ -217,3 +217,8 @@ def qref_conforms(request: pytest.FixtureRequest, qref_config: QrefConfig, qref_
         assert_conforms(fn, target, **kw)
 
     return check
+
+
+__all__ = ["DEFAULTS", "QrefConfig", "pytest_addoption", "pytest_configure", "pytest_generate_tests",
+           "pytest_report_header", "qref_assert_codes", "qref_assert_values", "qref_config", "qref_conforms",
+           "qref_format", "qref_profile"]

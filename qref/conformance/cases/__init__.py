@@ -45,3 +45,6 @@ def _checked(name: str, cases: Iterable[Case]) -> Iterator[Case]:
         if case.family != name:
             raise QrefError(f"cases/{name}.py yielded case {case.id!r} of family {case.family!r}")
         yield case
+
+
+__all__ = ["FAMILY_ORDER", "build_family", "family_names"]

@@ -598,3 +598,9 @@ def _scale_type_cases(full: bool) -> Iterator[Case]:
         fmt = get_format(name)
         yield from _decode_cases(fmt)
         yield from _encode_cases(fmt, "f32", full, every_profile=True, roundings=KNOB_ROUNDINGS)
+
+
+__all__ = ["ALL_FORMATS", "DETERMINISTIC", "F64_CATEGORIES", "FAMILY", "FLOAT_OVERFLOWS", "FORMATS_2026", "INTS",
+           "INT_OVERFLOWS", "KNOB_ROUNDINGS", "MAIN", "NEAREST_ONLY", "N_RANDOM", "N_RANDOM_BITS", "N_RANDOM_FULL",
+           "P3109", "SOURCES", "SPEC", "STOCHASTIC", "STOCHASTIC_K", "V1_PROFILES", "Candidate", "Category",
+           "build_cases"]

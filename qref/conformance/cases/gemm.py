@@ -243,3 +243,6 @@ def build_cases(full: bool) -> Iterator[Case]:
     """Every gemm case (module docstring); ``full`` adds nothing yet."""
     yield from _dot_cases()
     yield from _gemm_cases()
+
+
+__all__ = ["CATEGORIES", "FAMILY", "GEMMS", "INSTRUCTIONS", "N_DOT", "build_cases"]

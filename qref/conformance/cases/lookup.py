@@ -425,3 +425,7 @@ def build_cases(full: bool) -> Iterator[Case]:
             yield from _table_cases(name, src_key, full)
     yield from _quantile_cases()
     yield from _stochastic_cases()
+
+
+__all__ = ["BLOCK", "CANDIDATES", "CATEGORY", "DQ_CATEGORIES", "FAMILY", "N_RANDOM_BLOCKS", "N_RANDOM_BLOCKS_FULL",
+           "REAL", "SCALE_SET", "SOURCES", "SPEC", "STOCHASTIC", "build_cases", "tie_points"]

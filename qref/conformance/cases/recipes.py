@@ -731,3 +731,8 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from _block_cases(full)
     yield from _qdq_cases(full)
     yield from _hadamard_cases()
+
+
+__all__ = ["ACCUMULATIONS", "ARITH", "BLOCK", "BLOCK_SCHEMES", "CAST", "COMPARE", "DELAYED", "DELAYED_T", "EDGE_PROBE",
+           "EDGE_SCALES", "F32", "FAMILY", "FP8", "HADAMARD", "MX_ONLY", "QDQ", "QDQ_PAIRS", "SCALES", "SCALES_FULL",
+           "SPEC", "build_cases"]

@@ -41,7 +41,7 @@ from ...core.decode import decode
 from ...errors import QrefError
 from ...formats import FloatFormat, IntFormat, get_format
 from ...schemes.base import QArray
-from ...schemes.uniform import UniformScheme, build_uniform
+from ...schemes.uniform import UniformScheme, arithmetic_for, build_uniform
 from .. import random as qrandom
 from ..case import Case
 
@@ -280,8 +280,8 @@ def _candidates(setup: Setup) -> list[tuple[str, UniformScheme]]:
     zps = np.atleast_1d(np.asarray(0 if setup.zero_point is None else setup.zero_point))
     fmt = get_format(setup.storage)
     for p in names:
-        if p == "aqt" and (zps.any() or not (isinstance(fmt, IntFormat) and fmt.signed)):
-            continue  # AQT: symmetric signed integers, no zero point
+        if arithmetic_for(p).narrow_symmetric and (zps.any() or not (isinstance(fmt, IntFormat) and fmt.signed)):
+            continue  # a narrow symmetric range (AQT): symmetric signed integers, no zero point
         sch = _build(setup, p)
         if sch is not None:
             out.append((p, sch))
@@ -546,7 +546,7 @@ def _rq_scheme(d: dict[str, Any], profile: str) -> UniformScheme | None:
 
 
 def _requantize_cases(rs: RequantizeSetup) -> Iterator[Case]:
-    from ...schemes.uniform_requantize import requantize
+    from ...schemes.uniform.requantize import requantize
 
     st_in, st_out = rs.frm["storage"], rs.to["storage"]
     if rs.codes is not None:
@@ -578,3 +578,8 @@ def _requantize_cases(rs: RequantizeSetup) -> Iterator[Case]:
             profiles=tuple(members),
             description=f"uniform_quantize of a quantized {st_in} operand to {st_out} ({rs.description})",
         )
+
+
+__all__ = ["CATEGORY_TAGS", "CATEGORY_TEXT", "FAMILY", "FLOAT_SETUPS", "MLIR_FLOAT_SETUPS", "N_RANDOM",
+           "N_RANDOM_FULL", "PROFILE_ORDER", "REQUANTIZE_PROFILES", "REQUANTIZE_SETUPS", "SETUPS", "SOURCES", "SPEC",
+           "RequantizeSetup", "Setup", "build_cases", "code_patterns", "storage_values"]

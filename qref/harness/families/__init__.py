@@ -99,3 +99,6 @@ def flushed(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.nda
     if scale_subnormal is not None:
         small = small | scale_subnormal[idx]
     return zero & small
+
+
+__all__ = ["Expectation", "describe_value", "family_names", "flushed", "get_family", "listed_for", "task_hash"]

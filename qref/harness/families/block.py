@@ -240,3 +240,8 @@ def reduce(case: Case, index: int, output: str) -> Case:
     object.__setattr__(c, "_index", index - row * int(np.prod(shape[1:])) if len(shape) > 1 else index)
     object.__setattr__(c, "_slice", (row, row + n_rows) if x is not None and x.ndim > 1 else None)
     return c
+
+
+__all__ = ["CLASS_SECTIONS", "FAMILY", "OPERATIONS", "SPEC_PROFILE", "alternatives", "default_profile",
+           "describe_input", "describe_output", "expectation", "holds", "reduce", "relevant", "scheme_under",
+           "spec_sections", "structural_class", "task_key"]

@@ -251,3 +251,8 @@ def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     with np.errstate(invalid="ignore"):
         value = float(v.astype(np.float64)[0])
     return f"{hex_words(v)[0]} ({float_text(value)})"
+
+
+__all__ = ["CLASS_SECTIONS", "FAMILY", "OPERATIONS", "SPEC_PROFILE", "alternatives", "describe_input",
+           "describe_output", "expectation", "fmt_of", "holds", "relevant", "spec_sections", "structural_class",
+           "task_key"]

@@ -370,3 +370,8 @@ def reduce(case: Case, index: int, output: str) -> Case:
     object.__setattr__(c, "_index", j)
     object.__setattr__(c, "_slice", (start, stop))
     return c
+
+
+__all__ = ["CLASS_SECTIONS", "FAMILY", "OPERATIONS", "SPEC_PROFILE", "alternatives", "describe_input",
+           "describe_output", "dq_kind", "effective_axis", "expectation", "holds", "reduce", "relevant",
+           "scheme_under", "spec_sections", "structural_class", "task_key"]

@@ -609,3 +609,9 @@ def _reduce_vectorwise(case: Case, index: int, name: str) -> Case:
     object.__setattr__(c, "_index", j)
     object.__setattr__(c, "_slice", None)
     return c
+
+
+__all__ = ["CLASS_SECTIONS", "FAMILY", "FLOAT_OPS", "HYBRID_OPS", "HYBRID_SPEC", "NBITS_OPS", "OPERATIONS",
+           "REDUCIBLE", "SPEC_PROFILE", "VW_OPS", "WHOLE_SNIPPETS", "WO_OPS", "accept", "alternatives",
+           "describe_input", "describe_output", "element_inputs", "expectation", "holds", "reduce", "relevant",
+           "spec_sections", "structural_class", "task_key"]

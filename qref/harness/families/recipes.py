@@ -390,3 +390,8 @@ def reduce(case: Case, index: int, output: str) -> Case:
         object.__setattr__(c, "_index", 0)
         object.__setattr__(c, "_slice", (index, index + 1))
     return c
+
+
+__all__ = ["CAST_PROFILES", "CLASS_SECTIONS", "FAMILY", "MATMULS", "OPERATIONS", "SPEC_PROFILE", "accept",
+           "accumulation_of", "alternatives", "describe_input", "describe_output", "expectation", "holds", "model",
+           "operands", "reduce", "relevant", "spec_sections", "structural_class", "task_key"]

@@ -21,7 +21,7 @@ from ...formats import IntFormat, get_format
 from ...schemes.base import QArray
 from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
 from ...schemes.uniform import from_spec as _from_spec
-from ...schemes.uniform_requantize import FORMS, requantize, requantize_arithmetic
+from ...schemes.uniform.requantize import FORMS, requantize, requantize_arithmetic
 from ..model import bits
 from . import Expectation, listed_for, task_hash
 
@@ -525,3 +525,8 @@ def storage_values_of(case: Case) -> np.ndarray:
     st = get_format(case.scheme["storage"])
     v = case.inputs[cname].astype(np.int64) & ((1 << st.bits) - 1)
     return np.where(st.signed & (v >= 1 << (st.bits - 1)), v - (1 << st.bits), v)
+
+
+__all__ = ["CLASS_SECTIONS", "FAMILY", "OPERATIONS", "SPEC_PROFILE", "alternatives", "describe_input",
+           "describe_output", "divergence", "element_params", "expectation", "holds", "relevant", "scheme_of",
+           "spec_sections", "storage_values_of", "structural_class", "task_key", "to_scheme_of"]

@@ -560,3 +560,6 @@ def parse_type(text: str, profile: str = "mlir") -> UniformScheme | QuantileType
 
         out = replace(out, profile=profile, arithmetic=arithmetic_for(profile))
     return out  # type: ignore[no-any-return]
+
+
+__all__ = ["parse_type"]
