@@ -1513,8 +1513,8 @@ def build_float_matmul_cases() -> Iterator[Case]:
     yield from _float_matmul_cases()
 
 
-__all__ = ["COMBOS_F", "COMBOS_INT", "COMBOS_Q", "COMBOS_QGEMM", "FAMILY", "FLOAT_MATMUL_SPEC", "FLOAT_BIAS_PROFILES", "FLOAT_PROFILES",
-           "FLOAT_SPEC", "HYBRID_PROFILE_ORDER", "JAX_DOT_PROFILES", "LITERT_INT16_PROFILE_ORDER",
+__all__ = ["COMBOS_F", "COMBOS_INT", "COMBOS_Q", "COMBOS_QGEMM", "FAMILY", "FLOAT_BIAS_PROFILES", "FLOAT_MATMUL_SPEC",
+           "FLOAT_PROFILES", "FLOAT_SPEC", "HYBRID_PROFILE_ORDER", "JAX_DOT_PROFILES", "LITERT_INT16_PROFILE_ORDER",
            "LITERT_PROFILE_ORDER", "NBITS_OPS", "NP", "PROFILE_ORDER", "SPEC", "TAO_PROFILE", "TORCH_DYNAMIC_PROFILES",
            "VW_PROFILE", "WO_PROFILE", "FloatSetup", "QGemmSetup", "Setup", "acc_format_f64", "build_bnb4_cases",
            "build_cases", "build_float_cases", "build_float_matmul_cases", "build_hybrid_cases", "build_qgemm_cases"]
