@@ -7,6 +7,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import pytest
 
 import qref
 
@@ -90,28 +91,57 @@ def _values(e: int, m: int, bias: int, drop_top: int) -> list[Fraction]:
     return vals[: len(vals) - drop_top]
 
 
-X4 = (("float8_e4m3fn", 4, 3, 7, 1), ("float8_e5m2", 5, 2, 15, 4), ("float4_e2m1fn", 2, 1, 1, 0),
-      ("float6_e2m3fn", 2, 3, 1, 0), ("float6_e3m2fn", 3, 2, 3, 0))
+X4 = (("float8_e4m3fn", 4, 3, 7, 1, 16), ("float8_e5m2", 5, 2, 15, 4, 16), ("float4_e2m1fn", 2, 1, 1, 0, 8),
+      ("float6_e2m3fn", 2, 3, 1, 0, 16), ("float6_e3m2fn", 3, 2, 3, 0, 16))
 
 
 def test_cvt_rs_x4_targets_exact() -> None:
-    n = 8
-    for name, e, m, bias, drop in X4:
+    for name, e, m, bias, drop, n in X4:
         vals = _values(e, m, bias, drop)
         xs, want, rs = [], [], []
         for i in (0, 1, len(vals) // 2, len(vals) - 2):
             lo, hi = vals[i], vals[i + 1]
             for k in (0, 1, 5, 8, 15):  # eta = k / 16
                 v = lo + (hi - lo) * Fraction(k, 16)
-                for r in range(1 << n):
-                    up = (Fraction(k, 16) * (1 << n)).__floor__() + r >= (1 << n) and k > 0
+                thr = (1 << n) - k * (1 << n) // 16  # up iff R >= thr (R added to the discarded eta 2^N)
+                for r in sorted({0, 1, thr - 1, thr, thr + 1, (1 << n) - 1, *range(0, 1 << n, 251)}):
+                    if not 0 <= r < 1 << n:
+                        continue
+                    up = k > 0 and Fraction(k, 16) * (1 << n) + r >= (1 << n)
                     for s in (1, -1):
                         xs.append(s * float(v))
                         want.append(s * float(hi if up else lo))
                         rs.append(r)
         got = qref.encode(np.array(xs, np.float32), name, profile="ptx_cvt_rs_satfinite",
-                          random_bits=np.array(rs, np.uint8))
+                          random_bits=np.array(rs, np.uint32))
         assert np.array_equal(qref.decode(got, name, dtype=np.float64), np.array(want)), name
+        top = (1 << n) - 1
         big = qref.encode(np.array([float(vals[-1]) * 1.5, -1e30], np.float32), name,
-                          profile="ptx_cvt_rs_satfinite", random_bits=np.array([255, 255], np.uint8))
+                          profile="ptx_cvt_rs_satfinite", random_bits=np.array([top, top], np.uint32))
         assert list(qref.decode(big, name, dtype=np.float64)) == [float(vals[-1]), -float(vals[-1])], name
+
+
+def test_cvt_rs_random_bits_split() -> None:
+    from qref.interop.ptx import cvt_rs_random_bits
+
+    rb = np.array([0xDEADBEEF, 0x12345678], np.uint32)
+    txt = [format(int(v), "032b") for v in rb]  # bit 31 first: rbits[hi:lo] = txt[31 - hi : 32 - lo]
+
+    def field(t: str, hi: int, lo: int) -> int:
+        return int(t[31 - hi: 32 - lo], 2)
+
+    for t, row in zip(txt, cvt_rs_random_bits(rb, "float16")):
+        assert list(row) == [field(t, 28, 16), field(t, 12, 0)]
+    for t, row in zip(txt, cvt_rs_random_bits(rb, "float8_e4m3fn")):
+        assert list(row) == [field(t, 31, 16), field(t, 31, 16), field(t, 15, 0), field(t, 15, 0)]
+    for t, row in zip(txt, cvt_rs_random_bits(rb, "float4_e2m1fn")):
+        assert list(row) == [field(t, 31, 24), field(t, 15, 8), field(t, 23, 16), field(t, 7, 0)]
+    with pytest.raises(qref.QrefError, match=r"cvt\.rs has no target"):
+        cvt_rs_random_bits(rb, "float8_e8m0fnu")
+    with pytest.raises(qref.QrefError, match=r"\[0, 2\^32\)"):
+        cvt_rs_random_bits(np.array([-1]), "float16")
+    # one cvt.rs.f16x2 end to end: a = 1 + 2^-11 + 2^-23 (discarded 13 bits 0x1001), b = -(1 + 2^-23) (0x0001)
+    a, b = np.float32(1 + 2.0 ** -11 + 2.0 ** -23), np.float32(-(1 + 2.0 ** -23))
+    r = cvt_rs_random_bits(np.array([(0x0FFF << 16) | 0x1FFE], np.uint32), "float16")[0]
+    got = qref.encode(np.array([a, b]), "float16", profile="ptx_cvt_rs_satfinite", random_bits=r)
+    assert list(got) == [0x3C01, 0xBC00]  # 0x1001 + 0x0FFF carries; 0x0001 + 0x1FFE does not

@@ -122,27 +122,29 @@ PROFILES = (
         evidence=("tests/test_conversion_profiles.py: the documented rules on powers of two +-1 ulp, the "
                   "range ends and NaN; no GPU here",),
     ) for mode, what, rnd in (("rz", "toward zero", "toward_zero"), ("rp", "up", "up"))),
-    # cvt.rs: stochastic rounding with the instruction's rbits operand, modelled as "add N random bits at the N
-    # positions just below the kept precision, then truncate" = P3109 StochasticA(N) (elements.md §6.2)
+    # cvt.rs: stochastic rounding with the instruction's rbits operand: R added at the positions just below the
+    # kept precision of |x|, then truncation = P3109 StochasticA(N) (elements.md §6.2)
     Profile(
         "ptx_cvt_rs_satfinite", "element", "PTX cvt.rs{.relu}.satfinite.{e4m3x4,e5m2x4,e2m1x4,e2m3x4,e3m2x4}.f32 and "
         "cvt.rs{.relu}.satfinite.{f16x2,bf16x2}.f32 (sm_100a / sm_103a)",
-        "Stochastic rounding by the random bits of the rbits operand: R is added at the positions just below the "
-        "kept precision of |x| and the sum truncated (round away from zero iff floor(eta 2^N) + R >= 2^N, P3109 "
-        "StochasticA(N)); N = 13 for f16, 16 for bf16 (the float32 bits each discards), 8 for the x4 targets "
-        "(32 rbits bits over 4 elements); which rbits bits feed which element is not stated in the text qref "
-        "holds (elements.md §6.2: unspecified, R is given per element); .satfinite: overflow and +-Inf become "
-        "+-max finite; NaN stays NaN (canonical NaN for FP8/f16/bf16; FP4/FP6: qref's flipped-sign zero). "
-        ".relu (negative results to +0) is not a policy field: apply max(x, 0) before encoding.",
-        CastPolicy(rounding="stochastic_a", overflow="saturate", stochastic_bits=8),
-        sources=("NVIDIA PTX ISA 8.7 §9.7.9.21 cvt (.rs rounding with the rbits operand, .satfinite, .relu)",),
+        "Stochastic rounding by the element's random bits R from rbits (N = 13 for f16: the 13 LSBs of a 16-bit "
+        "half; 16 for bf16: a 16-bit half; 16 for the FP8/FP6 x4 targets: a and b take rbits[31:16], e and f "
+        "rbits[15:0]; 8 for e2m1x4: one byte each; qref.interop.ptx.cvt_rs_random_bits splits rbits): round away "
+        "from zero iff floor(eta 2^N) + R >= 2^N (R added below the kept bits, then truncation; P3109 "
+        "StochasticA(N)); .satfinite: overflow and +-Inf become +-max finite; NaN stays NaN (canonical NaN for "
+        "FP8/f16/bf16; FP4/FP6: qref's flipped-sign zero). .relu (negative results to +0) is not a policy field.",
+        CastPolicy(rounding="stochastic_a", overflow="saturate", stochastic_bits=16),
+        sources=("NVIDIA PTX ISA 9.0, instruction cvt: its rbits paragraph (which bits feed which operand), .rs, "
+                 ".satfinite, .relu",),
         status="modelled",
         evidence=("tests/test_conversion_profiles.py: results checked against exact arithmetic (Fraction) and the "
                   "float32 bit-carry form for every R of chosen inputs; no sm_100 GPU here to capture device "
-                  "vectors; the rbits-to-element assignment and N for the x4 targets are qref's assumptions",),
+                  "vectors; the alignment of R (just below the kept bits) is qref's reading: the document's "
+                  "figure of the rbits semantics is not in the text qref holds",),
         cast_rules=(
             CastRule(CastPolicy(rounding="stochastic_a", overflow="saturate", stochastic_bits=13), target="float16"),
-            CastRule(CastPolicy(rounding="stochastic_a", overflow="saturate", stochastic_bits=16), target="bfloat16"),
+            CastRule(CastPolicy(rounding="stochastic_a", overflow="saturate", stochastic_bits=8),
+                     target="float4_e2m1fn"),
         ),
     ),
     Profile(
@@ -150,7 +152,7 @@ PROFILES = (
         "As ptx_cvt_rs_satfinite (StochasticA with N = 13 for f16, 16 for bf16) with the target's own overflow: "
         "a value rounded past max becomes +-Inf, +-Inf stays +-Inf, NaN stays NaN.",
         CastPolicy(rounding="stochastic_a", stochastic_bits=16),
-        sources=("NVIDIA PTX ISA 8.7 §9.7.9.21 cvt (.rs rounding with the rbits operand)",),
+        sources=("NVIDIA PTX ISA 9.0, instruction cvt: its rbits paragraph, .rs",),
         status="modelled",
         evidence=("tests/test_conversion_profiles.py: the float32 bit-carry form for every R of chosen inputs; "
                   "no sm_100 GPU here",),
