@@ -1,4 +1,4 @@
-"""Verify the element profile ``torch`` (elements.md §6.2) live against torch's float8 casts, bit for bit.
+"""Verify the element profile ``torch`` (elements.md §6.5) live against torch's float8 casts, bit for bit.
 
 For each float8 format and source dtype (float16, bfloat16, float32, float64), eager ``x.to(dtype)`` and, with
 --compiled, ``torch.compile(dynamic=True)`` of it (Inductor CPU) are compared with ``qref.encode(x, fmt,

@@ -1,4 +1,4 @@
-"""The element profile ``torch`` (elements.md §6.2) against the installed torch's float8 casts, bit for bit, and
+"""The element profile ``torch`` (elements.md §6.5) against the installed torch's float8 casts, bit for bit, and
 the torch cast targets of the harness (qref/harness/adapters/_torch_casts.py). Real torch; skipped without it.
 
 The expected codes of the named inputs are worked out by hand from the formats (E4M3FN max 448 = 0x7E, E8M0

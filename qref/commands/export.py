@@ -24,19 +24,24 @@ def _run(args: argparse.Namespace) -> int:
         setattr(args, args.format, args.out)
     elif args.out is not None:
         raise QrefError("--out needs --format mlir|jsonl|hex")
-    if not args.mlir and not args.jsonl and not args.hex:
-        raise QrefError("nothing to export: give --mlir OUT_DIR, --jsonl OUT_FILE and/or --hex OUT_DIR")
+    if (args.layout is None) != (args.layout_out is None):
+        raise QrefError("--layout LAYOUT and --layout-out OUT_DIR go together: give both")
+    if not args.mlir and not args.jsonl and not args.hex and not args.layout:
+        raise QrefError("nothing to export: give --mlir OUT_DIR, --jsonl OUT_FILE, --hex OUT_DIR and/or "
+                        "--layout LAYOUT --layout-out OUT_DIR")
     from ..validators import check_outside
 
-    for opt in ("mlir", "jsonl", "hex"):  # never into or over the suite this command reads
+    for opt in ("mlir", "jsonl", "hex", "layout_out"):  # never into or over the suite this command reads
         if getattr(args, opt):
-            check_outside(getattr(args, opt), args.suite, f"--{opt}")
+            check_outside(getattr(args, opt), args.suite, f"--{opt.replace('_', '-')}")
     if args.mlir:
         check_output_dir(args.mlir, "--mlir", args.force)
     if args.jsonl:
         check_output_file(args.jsonl, "--jsonl", args.force)
     if args.hex:
         check_output_dir(args.hex, "--hex", args.force)
+    if args.layout_out:
+        check_output_dir(args.layout_out, "--layout-out", args.force)
     suite = load_suite(args.suite)
 
     def cases():  # re-read per export: keeps memory bounded
@@ -59,6 +64,11 @@ def _run(args: argparse.Namespace) -> int:
               f"{sum(hskipped.values())} cases without an element-wise form were skipped" + (":" if hskipped else ""))
         for why, n in hskipped.most_common():
             print(f"  {n:6d}  {why}")
+    if args.layout:
+        from ..interop.layout_export import export_layout
+
+        n = export_layout(cases(), args.layout_out, args.layout)
+        print(f"wrote {n} arrays in the {args.layout} layout under {args.layout_out} (index.tsv lists them)")
     return 0
 
 
@@ -80,6 +90,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=sorted(_FORMATS), default=None,
                    help="the same as --mlir/--jsonl/--hex with the path given by --out")
     p.add_argument("--out", metavar="PATH", default=None, help="output path of --format")
+    p.add_argument("--layout", choices=("swizzled_128x4", "fp6_x4", "trainium_mx_8x4"), default=None,
+                   help="write the code arrays this storage layout fits (block.md §9.1: 2-D scales swizzled "
+                   "128x4, 6-bit codes four in three bytes, element codes in Trainium 8x4 groups) as raw files "
+                   "under --layout-out, with index.tsv")
+    p.add_argument("--layout-out", metavar="OUT_DIR", default=None, help="directory for --layout")
     p.add_argument("--cases", metavar="GLOB", default=None, help="only case ids matching this glob pattern")
     p.add_argument("--force", action="store_true", help="overwrite an existing --jsonl file / non-empty --mlir "
                    "or --hex directory")

@@ -122,6 +122,42 @@ PROFILES = (
         evidence=("tests/test_conversion_profiles.py: the documented rules on powers of two +-1 ulp, the "
                   "range ends and NaN; no GPU here",),
     ) for mode, what, rnd in (("rz", "toward zero", "toward_zero"), ("rp", "up", "up"))),
+    # cvt.rs: stochastic rounding with the instruction's rbits operand: R added at the positions just below the
+    # kept precision of |x|, then truncation = P3109 StochasticA(N) (elements.md §6.2)
+    Profile(
+        "ptx_cvt_rs_satfinite", "element", "PTX cvt.rs{.relu}.satfinite.{e4m3x4,e5m2x4,e2m1x4,e2m3x4,e3m2x4}.f32 and "
+        "cvt.rs{.relu}.satfinite.{f16x2,bf16x2}.f32 (sm_100a / sm_103a)",
+        "Stochastic rounding by the element's random bits R from rbits (N = 13 for f16: the 13 LSBs of a 16-bit "
+        "half; 16 for bf16: a 16-bit half; 16 for the FP8/FP6 x4 targets: a and b take rbits[31:16], e and f "
+        "rbits[15:0]; 8 for e2m1x4: one byte each; qref.interop.ptx.cvt_rs_random_bits splits rbits): round away "
+        "from zero iff floor(eta 2^N) + R >= 2^N (R added below the kept bits, then truncation; P3109 "
+        "StochasticA(N)); .satfinite: overflow and +-Inf become +-max finite; NaN stays NaN (canonical NaN for "
+        "FP8/f16/bf16; FP4/FP6: qref's flipped-sign zero). .relu (negative results to +0) is not a policy field.",
+        CastPolicy(rounding="stochastic_a", overflow="saturate", stochastic_bits=16),
+        sources=("NVIDIA PTX ISA 9.0, instruction cvt: its rbits paragraph (which bits feed which operand), .rs, "
+                 ".satfinite, .relu",),
+        status="modelled",
+        evidence=("tests/test_conversion_profiles.py: results checked against exact arithmetic (Fraction) and the "
+                  "float32 bit-carry form for every R of chosen inputs; no sm_100 GPU here to capture device "
+                  "vectors; the alignment of R (just below the kept bits) is qref's reading: the document's "
+                  "figure of the rbits semantics is not in the text qref holds",),
+        cast_rules=(
+            CastRule(CastPolicy(rounding="stochastic_a", overflow="saturate", stochastic_bits=13), target="float16"),
+            CastRule(CastPolicy(rounding="stochastic_a", overflow="saturate", stochastic_bits=8),
+                     target="float4_e2m1fn"),
+        ),
+    ),
+    Profile(
+        "ptx_cvt_rs", "element", "PTX cvt.rs{.relu}.{f16x2,bf16x2}.f32 without .satfinite (sm_100a / sm_103a)",
+        "As ptx_cvt_rs_satfinite (StochasticA with N = 13 for f16, 16 for bf16) with the target's own overflow: "
+        "a value rounded past max becomes +-Inf, +-Inf stays +-Inf, NaN stays NaN.",
+        CastPolicy(rounding="stochastic_a", stochastic_bits=16),
+        sources=("NVIDIA PTX ISA 9.0, instruction cvt: its rbits paragraph, .rs",),
+        status="modelled",
+        evidence=("tests/test_conversion_profiles.py: the float32 bit-carry form for every R of chosen inputs; "
+                  "no sm_100 GPU here",),
+        cast_rules=(CastRule(CastPolicy(rounding="stochastic_a", stochastic_bits=13), target="float16"),),
+    ),
     Profile(
         "torch", "element", "PyTorch 2.13 CPU tensor.to(float8 dtype), eager and torch.compile (Inductor CPU)",
         "float64 inputs are rounded to float32 first (the float8 constructors take a float: double rounding); "
@@ -138,7 +174,7 @@ PROFILES = (
         evidence=("scripts/verify_torch_casts.py against torch 2.13.0+cpu, eager and torch.compile: every "
                   "float16/bfloat16 input, every float32 value and tie of the format +-2 ulp, 10^6 random float32 and "
                   "float64 bit patterns, float64 ties +-2^-40 (double rounding), every decode code, per format: "
-                  "0 mismatches beyond the unmodelled rules D1-D3 (elements.md §6.2)",),
+                  "0 mismatches beyond the unmodelled rules D1-D3 (elements.md §6.5)",),
         cast_rules=(
             CastRule(CastPolicy(overflow="saturate", source="via_float32"), target="float8_e4m3fn"),
             CastRule(CastPolicy(rounding="exponent_carry", source="via_float32"), target="float_without_zero"),

@@ -336,7 +336,9 @@ def _profile_candidates(fmt: Format, src: str, every: bool = False) -> list[Cand
     §4), named ``NAME[@TAG]``."""
     pols = [(p.cast_for(fmt, _NPDT[src]), key) for key, p in profiles("element").items()
             if every or key in V1_PROFILES]
-    return [Candidate(pol, key, f"profile/{key}") for pol, key in pols if _valid(pol, fmt)]
+    # stochastic profiles (cvt.rs, elements.md §6.2) need random bits: their cases are _cvt_rs_cases'
+    return [Candidate(pol, key, f"profile/{key}") for pol, key in pols
+            if _valid(pol, fmt) and pol.stochastic_bits is None]
 
 
 def _stochastic_grid(fmt: Format) -> list[Candidate]:
@@ -586,6 +588,7 @@ def build_cases(full: bool) -> Iterator[Case]:
                 yield from _exhaustive_cases(fmt, src_key, full)
         yield from _stochastic_cases(fmt, full)
     yield from _scale_type_cases(full)
+    yield from _cvt_rs_cases()
 
 
 # the scale and element formats of 2025-26 (elements.md §1.2), appended after the v1 cases: every code decoded,
@@ -600,7 +603,57 @@ def _scale_type_cases(full: bool) -> Iterator[Case]:
         yield from _encode_cases(fmt, "f32", full, every_profile=True, roundings=KNOB_ROUNDINGS)
 
 
-__all__ = ["ALL_FORMATS", "DETERMINISTIC", "F64_CATEGORIES", "FAMILY", "FLOAT_OVERFLOWS", "FORMATS_2026", "INTS",
-           "INT_OVERFLOWS", "KNOB_ROUNDINGS", "MAIN", "NEAREST_ONLY", "N_RANDOM", "N_RANDOM_BITS", "N_RANDOM_FULL",
+# PTX cvt.rs (elements.md §6.2), appended after the 2026 formats: per target, float32 points a + (b - a) k/16
+# between neighbours with random bits 0, 2^N - 1 and around the carry threshold 2^N - floor(eta 2^N), and seeded
+# random values with random bits, under the stochastic element profiles
+CVT_RS_PROFILES = ("ptx_cvt_rs_satfinite", "ptx_cvt_rs")
+CVT_RS_FORMATS = ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "float16",
+                  "bfloat16")
+
+
+def _cvt_rs_cases() -> Iterator[Case]:
+    every = profiles("element")
+    for name in CVT_RS_FORMATS:
+        fmt = get_format(name)
+        assert isinstance(fmt, FloatFormat)
+        cands = [Candidate(every[k].cast_for(fmt, np.float32), k, f"profile/{k}") for k in CVT_RS_PROFILES
+                 if k != "ptx_cvt_rs" or name in ("float16", "bfloat16")]
+        n = cands[0].policy.stochastic_bits
+        assert n is not None and all(c.policy.stochastic_bits == n for c in cands)
+        grid = np.concatenate([[0.0], _positive_values(fmt), [float(fmt.max_value) + _quantum_at_max(fmt)]])
+        i_one = int(np.searchsorted(grid, 1.0))
+        idx = np.unique(np.clip(np.r_[0:4, i_one - 2:i_one + 2, len(grid) - 4:len(grid) - 1], 0, len(grid) - 2))
+        lo, hi = grid[idx][:, None], grid[idx + 1][:, None]
+        k = np.array(STOCHASTIC_K)
+        pts = (lo + (hi - lo) * (k / 16.0)).reshape(-1)  # exact: 4 bits beyond the format's
+        fl = np.tile(k * (1 << n) // 16, len(idx))
+        thr = (1 << n) - fl  # the sum floor(eta 2^N) + R carries iff R >= thr
+        rs = np.clip(np.stack([np.zeros_like(thr), np.full_like(thr, (1 << n) - 1), thr - 1, thr, thr + 1], 1),
+                     0, (1 << n) - 1)
+        xs = np.repeat(np.concatenate([pts, -pts]), 5).astype(np.float32)
+        rb = np.concatenate([rs, rs]).reshape(-1).astype(np.uint16 if n > 8 else np.uint8)
+        assert np.array_equal(pts.astype(np.float32).astype(np.float64), pts)
+        big = min(float(fmt.max_value) * 4, float(np.finfo(np.float32).max))
+        specials = np.array([np.inf, -np.inf, np.nan, big], np.float32)
+        x = np.concatenate([xs, specials])
+        rb = np.concatenate([rb, np.full(specials.size, (1 << n) - 1, rb.dtype)])
+        outs = _encode_all(x, fmt, cands, {n: rb})
+        yield from _emit(fmt, "f32", "cvt_rs_grid", cands, outs, {"x": x, "random_bits": rb},
+                         ("stochastic", "boundary"), (SPEC["stochastic"], SPEC["overflow"], "elements.md §6.2"),
+                         f"PTX cvt.rs to {name}: points a + (b - a) k/16 between neighbours, random bits 0, "
+                         "2^N - 1 and around the carry threshold; +-Inf, NaN, 4 max (float32 max for bfloat16)")
+        label = f"{FAMILY}/{name}/f32/cvt_rs"
+        raw = qrandom.floats_in_binades(f"{label}/random", 1024, "float32", fmt.emin - fmt.mantissa_bits - 2,
+                                        fmt.emax + 1)
+        x = _src_array(raw, "float32")
+        rb = qrandom.bits(f"{label}/random_bits_n{n}", x.size, n).astype(np.uint16 if n > 8 else np.uint8)
+        outs = _encode_all(x, fmt, cands, {n: rb})
+        yield from _emit(fmt, "f32", "cvt_rs_random", cands, outs, {"x": x, "random_bits": rb},
+                         ("stochastic", "random"), (SPEC["stochastic"], SPEC["overflow"], "elements.md §6.2"),
+                         f"PTX cvt.rs to {name}: seeded random values and random bits")
+
+
+__all__ = ["ALL_FORMATS", "CVT_RS_FORMATS", "CVT_RS_PROFILES", "DETERMINISTIC", "F64_CATEGORIES", "FAMILY",
+           "FLOAT_OVERFLOWS", "FORMATS_2026", "INTS", "INT_OVERFLOWS", "KNOB_ROUNDINGS", "MAIN", "NEAREST_ONLY", "N_RANDOM", "N_RANDOM_BITS", "N_RANDOM_FULL",
            "P3109", "SOURCES", "SPEC", "STOCHASTIC", "STOCHASTIC_K", "V1_PROFILES", "Candidate", "Category",
            "build_cases"]

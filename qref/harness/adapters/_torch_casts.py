@@ -3,7 +3,7 @@
 encode: ``x.to(torch.<format>).view(torch.uint8)``; decode: ``codes.view(torch.<format>).to(<dtype>)``; quantize:
 ``x.to(torch.<format>).to(x.dtype)``, from / to float32, float16, bfloat16 and float64 (the CPU build).
 Formats: float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu (element profile
-``torch``, elements.md §6.2) and float4_e2m1fn. torch 2.13's ``float4_e2m1fn_x2`` is a storage-only dtype (two
+``torch``, elements.md §6.5) and float4_e2m1fn. torch 2.13's ``float4_e2m1fn_x2`` is a storage-only dtype (two
 E2M1 codes per byte; no CPU op packs or unpacks it, the nibble order is the producer's): eager ``.to()`` raises
 NotImplementedError (``copy_kernel`` not implemented), so the eager cases are unsupported with that message;
 under torch.compile Inductor accepts the cast and fails in its code generator (a crash).
