@@ -654,6 +654,6 @@ def _cvt_rs_cases() -> Iterator[Case]:
 
 
 __all__ = ["ALL_FORMATS", "CVT_RS_FORMATS", "CVT_RS_PROFILES", "DETERMINISTIC", "F64_CATEGORIES", "FAMILY",
-           "FLOAT_OVERFLOWS", "FORMATS_2026", "INTS", "INT_OVERFLOWS", "KNOB_ROUNDINGS", "MAIN", "NEAREST_ONLY", "N_RANDOM", "N_RANDOM_BITS", "N_RANDOM_FULL",
-           "P3109", "SOURCES", "SPEC", "STOCHASTIC", "STOCHASTIC_K", "V1_PROFILES", "Candidate", "Category",
-           "build_cases"]
+           "FLOAT_OVERFLOWS", "FORMATS_2026", "INTS", "INT_OVERFLOWS", "KNOB_ROUNDINGS", "MAIN", "NEAREST_ONLY",
+           "N_RANDOM", "N_RANDOM_BITS", "N_RANDOM_FULL", "P3109", "SOURCES", "SPEC", "STOCHASTIC", "STOCHASTIC_K",
+           "V1_PROFILES", "Candidate", "Category", "build_cases"]
