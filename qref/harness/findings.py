@@ -303,11 +303,13 @@ def _finding(res: RunResults, backend: str, cls: str, members: list[tuple[TaskRe
                    key=lambda m: (_format_of(m[0].task) != common, m[0].size, m[0].task, m[0].target))
     reps, seen = [], set()
     for r, a in cands:
-        rep = dict(getattr(r, a).repro[cls])
+        rep = dict(getattr(r, a).repro[cls], target=r.target,
+                   reference=info[r.target].reference if a == "vs_profile" else "spec")
         key = (rep.get("command", ""), rep.get("case", ""))
         if key not in seen:
             seen.add(key)
             reps.append(rep)
+    written = [x for x in reps if x.get("command")]  # a case too large to write out has none
     meaning = _meaning(cls)
     what = (f"differs from the spec in {spec_el} element(s) of {len({r.task for r, _ in spec_m})} task(s)" if spec_m
             else f"conforms to the spec but not to qref's profile {', '.join(profiles)}")
@@ -317,8 +319,9 @@ def _finding(res: RunResults, backend: str, cls: str, members: list[tuple[TaskRe
         mechanism=cls, statement=f"{backend} {what} ({', '.join(fams)}; {_fold_formats(formats)}): {meaning}",
         spec=(reps[0].get("spec", "") if reps else "") or "", targets=tnames, formats=formats, tasks=tasks,
         elements=spec_el if spec_m else prof_el, expected=all(r.status in ("xfail", "pass") for r in rs),
-        repro=reps[0] if reps else {}, reference="spec" if spec_m else ", ".join(profiles), spec_elements=spec_el,
-        profile=status, record=record, citation=citation, choice=choice, candidates=reps[1:6])
+        repro=written[0] if written else reps[0] if reps else {}, reference="spec" if spec_m else ", ".join(profiles),
+        spec_elements=spec_el, profile=status, record=record, citation=citation, choice=choice,
+        candidates=written[1:6])
 
 
 def _unspecified(backend: str, kind: str, members: list[tuple[TaskResult, str, dict[str, int]]],
@@ -384,7 +387,9 @@ def _script_child(args: tuple[str, str | None, str, list[tuple[str, str, str]]])
         tg, _ = resolve_target(tg)
         prelude = PINS[backend].prelude if cpu == "baseline" and backend in PINS else ""
         try:
-            if what:
+            if what.startswith("reduced:"):
+                script = _reduced_script(tg, case, what)
+            elif what:
                 idx = _unspecified_index(case, what)
                 one = _replicated(case, idx, 1, True)
                 snip = tg.snippet(one, 0)
@@ -464,22 +469,94 @@ def add_scripts(res: RunResults, fs: list[Finding], suite: str | None = None) ->
 
     need: dict[str, list[Finding]] = defaultdict(list)
     for f in fs:
-        if not f.repro.get("command") and f.where and f.kind in ("crash", "unspecified"):
+        written = f.repro.get("command")
+        if not written and ((f.where and f.kind in ("crash", "unspecified"))
+                            or (f.kind in ("spec", "profile") and f.repro.get("target"))):
             need[f.backend].append(f)
     for backend, mine in need.items():
-        reqs = [(f.where[0][0], f.where[0][1], f.where[0][2] if f.kind == "unspecified" else "") for f in mine]
+        reqs = [_request(f) for f in mine]
         try:
             with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
                 got = pool.submit(_script_child, (backend, suite, res.cpu_mode, reqs)).result()
         except Exception as exc:  # the backend is not installed here: no script
             got = [("", f"the backend could not be loaded: {exc}")] * len(mine)
         for f, (script, why) in zip(mine, got):
+            if f.kind in ("spec", "profile"):
+                _reduced_repro(f, script, why)
+                continue
             case = f.where[0][1]
             script, *more = script.split("\n#--next--\n")
             f.candidates = [{"case": case, "command": m, "prints": ""} for m in more]
             f.repro = {"case": case, "command": script, "prints": "", "note": why, "spec": f.spec,
                        "input": f"element {'0' if f.kind == 'crash' else 'of ' + f.where[0][2]} of `{case}`",
                        "expected": "-" if f.kind == "crash" else "unspecified", "got": ""}
+
+
+def _request(f: Finding) -> tuple[str, str, str]:
+    """What the child writes a script for: (target, case id, what); what = "" for a crash, the input kind of
+    an implementation-defined finding, or "reduced:<index>:<output>:<profile>" for a difference whose case is
+    too large to write out (the adapter's ``script_case`` gives a smaller input holding the element)."""
+    if f.kind in ("spec", "profile"):
+        r = f.repro
+        return (r["target"], r["case"], f"reduced:{r.get('index', '0')}:{r.get('output', '')}:"
+                                        f"{r.get('reference', 'spec')}")
+    return (f.where[0][0], f.where[0][1], f.where[0][2] if f.kind == "unspecified" else "")
+
+
+def _reduced_repro(f: Finding, script: str, why: str) -> None:
+    """Install a reduced-input script (``_reduced_script``: the script, then the reduced input's description,
+    expected and got, separated by "\n#--info--\n") as the finding's reproducer, or say why there is none."""
+    if not script:
+        f.repro = dict(f.repro, note=f.repro.get("note") or why)
+        return
+    script, what, exp, got = script.split("\n#--info--\n")
+    f.repro = dict(f.repro, command=script, prints="",
+                   note=f"the case's input is too large to write out; the script runs a smaller input that holds "
+                        f"the element and what its result depends on ({what}): there the spec gives {exp}, the "
+                        f"backend {got}")
+
+
+def _reduced_script(tg: Any, case: Any, what: str) -> str:
+    """A standalone script for element ``index`` of ``output`` on the smaller input the target's adapter builds
+    (``script_case(target, case, index, output)`` in its module, or in ``SCRIPT_CASES``), with the bits qref's
+    ``profile`` expects for that input written in; "" when the adapter has none or the element does not differ
+    there. Returned with "\n#--info--\n" and what the input is, the expected and the got value."""
+    import importlib
+
+    import numpy as np
+
+    from .families import get_family
+    from .model import bits
+    from .runner import standalone
+
+    _, index, output, profile = what.split(":", 3)
+    i = int(index)
+    mod = importlib.import_module(SCRIPT_CASES.get(tg.backend, f"{__package__}.adapters.{tg.backend}"))
+    make = getattr(mod, "script_case", None)
+    red = make(tg.name, case, i, output) if make is not None else None
+    if red is None:
+        raise ValueError(f"the {tg.backend} adapter writes no smaller input for {tg.name}")
+    fam = get_family(tg.family)
+    exp = fam.expectation(red, fam.SPEC_PROFILE if profile == "spec" else profile)
+    (out,) = tg.run([red])
+    if isinstance(out, BaseException):
+        raise out
+    g = int(bits(np.asarray(out[output]).reshape(-1)[i : i + 1])[0])
+    e = int(bits(np.asarray(exp.outputs[output]).reshape(-1)[i : i + 1])[0])
+    if g == e:
+        raise ValueError("on the smaller input the element gives the expected bits")
+    object.__setattr__(red, "_output", output)
+    script, _ = standalone(tg.snippet(red, i), red, output, g, e)
+    if not script:
+        raise ValueError("the script on the smaller input is still too long")
+    desc = getattr(red, "_what", "a smaller input")
+    vals = [fam.describe_output(red, output, v.reshape(-1)[i : i + 1])
+            for v in (np.asarray(exp.outputs[output]), np.asarray(out[output]))]
+    return "\n#--info--\n".join([script, desc, *vals])
+
+
+#: backend -> the module holding its ``script_case`` where the adapter module is not this harness's to edit
+SCRIPT_CASES = {"torch": f"{__package__}.adapters.torch_scripts"}
 
 
 def capture_prints(fs: list[Finding]) -> None:
