@@ -304,7 +304,7 @@ def _finding(res: RunResults, backend: str, cls: str, members: list[tuple[TaskRe
     reps, seen = [], set()
     for r, a in cands:
         rep = dict(getattr(r, a).repro[cls], target=r.target,
-                   reference=info[r.target].reference if a == "vs_profile" else "spec")
+                   reference=(info[r.target].profile or "spec") if a == "vs_profile" else "spec")
         key = (rep.get("command", ""), rep.get("case", ""))
         if key not in seen:
             seen.add(key)
