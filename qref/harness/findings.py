@@ -107,6 +107,7 @@ class Finding:
     choice: str = ""  # non-empty: the expected value is qref's documented choice (why)
     candidates: list[dict[str, str]] = field(default_factory=list)  # other reproducers, tried in order
     where: list[tuple[str, str, str]] = field(default_factory=list)  # (target, case id, output) to script
+    unwritten: list[dict[str, str]] = field(default_factory=list)  # examples whose case is too large to write
 
     @property
     def severity(self) -> tuple[int, int, int]:
@@ -321,7 +322,7 @@ def _finding(res: RunResults, backend: str, cls: str, members: list[tuple[TaskRe
         elements=spec_el if spec_m else prof_el, expected=all(r.status in ("xfail", "pass") for r in rs),
         repro=written[0] if written else reps[0] if reps else {}, reference="spec" if spec_m else ", ".join(profiles),
         spec_elements=spec_el, profile=status, record=record, citation=citation, choice=choice,
-        candidates=written[1:6])
+        candidates=written[1:6], unwritten=[] if written else reps[:4])
 
 
 def _unspecified(backend: str, kind: str, members: list[tuple[TaskResult, str, dict[str, int]]],
@@ -474,16 +475,23 @@ def add_scripts(res: RunResults, fs: list[Finding], suite: str | None = None) ->
                             or (f.kind in ("spec", "profile") and f.repro.get("target"))):
             need[f.backend].append(f)
     for backend, mine in need.items():
-        reqs = [_request(f) for f in mine]
+        asks = [_requests(f) for f in mine]
+        reqs = [q for a in asks for q in a]
         try:
             with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
                 got = pool.submit(_script_child, (backend, suite, res.cpu_mode, reqs)).result()
         except Exception as exc:  # the backend is not installed here: no script
-            got = [("", f"the backend could not be loaded: {exc}")] * len(mine)
-        for f, (script, why) in zip(mine, got):
-            if f.kind in ("spec", "profile"):
-                _reduced_repro(f, script, why)
+            got = [("", f"the backend could not be loaded: {exc}")] * len(reqs)
+        at = 0
+        for f, a in zip(mine, asks):
+            tried, at = got[at : at + len(a)], at + len(a)
+            if f.kind in ("spec", "profile"):  # the first candidate that has a script on a smaller input
+                k = next((j for j, (sc, _) in enumerate(tried) if sc), 0)
+                if k:
+                    f.repro = dict(f.unwritten[k])
+                _reduced_repro(f, *tried[k])
                 continue
+            script, why = tried[0]
             case = f.where[0][1]
             script, *more = script.split("\n#--next--\n")
             f.candidates = [{"case": case, "command": m, "prints": ""} for m in more]
@@ -492,15 +500,15 @@ def add_scripts(res: RunResults, fs: list[Finding], suite: str | None = None) ->
                        "expected": "-" if f.kind == "crash" else "unspecified", "got": ""}
 
 
-def _request(f: Finding) -> tuple[str, str, str]:
-    """What the child writes a script for: (target, case id, what); what = "" for a crash, the input kind of
-    an implementation-defined finding, or "reduced:<index>:<output>:<profile>" for a difference whose case is
-    too large to write out (the adapter's ``script_case`` gives a smaller input holding the element)."""
+def _requests(f: Finding) -> list[tuple[str, str, str]]:
+    """What the child writes scripts for: (target, case id, what); what = "" for a crash, the input kind of
+    an implementation-defined finding, or "reduced:<index>:<output>:<profile>" for each example of a difference
+    whose case is too large to write out (``f.unwritten``; the adapter's ``script_case`` gives a smaller input
+    holding the element)."""
     if f.kind in ("spec", "profile"):
-        r = f.repro
-        return (r["target"], r["case"], f"reduced:{r.get('index', '0')}:{r.get('output', '')}:"
-                                        f"{r.get('reference', 'spec')}")
-    return (f.where[0][0], f.where[0][1], f.where[0][2] if f.kind == "unspecified" else "")
+        return [(r["target"], r["case"], f"reduced:{r.get('index', '0')}:{r.get('output', '')}:"
+                                         f"{r.get('reference', 'spec')}") for r in f.unwritten or [f.repro]]
+    return [(f.where[0][0], f.where[0][1], f.where[0][2] if f.kind == "unspecified" else "")]
 
 
 def _reduced_repro(f: Finding, script: str, why: str) -> None:
@@ -518,9 +526,10 @@ def _reduced_repro(f: Finding, script: str, why: str) -> None:
 
 def _reduced_script(tg: Any, case: Any, what: str) -> str:
     """A standalone script for element ``index`` of ``output`` on the smaller input the target's adapter builds
-    (``script_case(target, case, index, output)`` in its module, or in ``SCRIPT_CASES``), with the bits qref's
-    ``profile`` expects for that input written in; "" when the adapter has none or the element does not differ
-    there. Returned with "\n#--info--\n" and what the input is, the expected and the got value."""
+    (``script_case(target, case, index, output)`` in its module, or in ``SCRIPT_CASES``, whose
+    ``script_snippet(target, case, index)`` may write the script instead of the target's snippet), with the
+    bits qref's ``profile`` expects for that input written in; an error when the adapter has none or the element
+    does not differ there. Returned with "\n#--info--\n" and what the input is, the expected and the got value."""
     import importlib
 
     import numpy as np
@@ -546,7 +555,9 @@ def _reduced_script(tg: Any, case: Any, what: str) -> str:
     if g == e:
         raise ValueError("on the smaller input the element gives the expected bits")
     object.__setattr__(red, "_output", output)
-    script, _ = standalone(tg.snippet(red, i), red, output, g, e)
+    own = getattr(mod, "script_snippet", None)
+    snippet = (own(tg.name, red, i) if own is not None else None) or tg.snippet(red, i)
+    script, _ = standalone(snippet, red, output, g, e)
     if not script:
         raise ValueError("the script on the smaller input is still too long")
     desc = getattr(red, "_what", "a smaller input")

@@ -19,8 +19,9 @@ import numpy as np
 from ...conformance.case import Case
 from ..families.uniform import scheme_of
 from ..model import Outputs, Target, Unsupported, first_line
+from ..reproducer import sparse_input
 from . import require
-from ._common import codes_as, float_literal, hex_print, python_c, run_each, run_elements, suite_input
+from ._common import array_literal, codes_as, float_literal, hex_print, python_c, run_each, run_elements, suite_input
 
 BACKEND = "jax"
 DISTRIBUTIONS = ("jax", "jaxlib")
@@ -516,8 +517,8 @@ def _qdq_snippet(jit: bool):
         p = case.params
         out = getattr(case, "_output", "y")
         given = "a_scale" in case.inputs
-        lits = [f"{n} = jnp.asarray({suite_input(case, n)})" for n in ("a", "b", "a_scale", "b_scale")
-                if n in case.inputs]
+        lits = [st for n in ("a", "b", "a_scale", "b_scale") if n in case.inputs
+                for st in (*sparse_input(n, case.inputs[n], array_literal), f"{n} = jnp.asarray({n})")]
         fa, fb = p["a_format"], p["b_format"]
         body = [f"fa, fb = jnp.{fa}, jnp.{fb}",
                 "sc = lambda x, t: jnp.where(jnp.isfinite(jnp.max(jnp.abs(x))) & (jnp.max(jnp.abs(x)) > 0), "
@@ -535,6 +536,44 @@ def _qdq_snippet(jit: bool):
         return python_c("import numpy as np, jax, jax.numpy as jnp", *lits, *body,
                         f"print(hex(int(np.asarray(r[{k}]).reshape(-1).view({w})[{i}])))")
     return snippet
+
+
+def _decisive(x: np.ndarray) -> int:
+    """The flat index of the element that sets max(abs(x)): the first NaN, else the first of largest magnitude."""
+    with np.errstate(invalid="ignore"):
+        mag = np.abs(x.astype(np.float64)).reshape(-1)
+    nan = np.isnan(mag)
+    return int(np.argmax(nan)) if nan.any() else int(np.argmax(mag))
+
+
+def script_case(target: str, case: Case, index: int, output: str) -> Case | None:
+    """A smaller input for the reproducer of element ``index`` of ``output`` of a qdq_matmul case too large to write
+    out (jax.fp8_dot.*): a and b zero except the element of largest magnitude of each (which sets the per-tensor
+    scale, recipes.md §3.3) and what the output element reads: row m of a and column n of b for y[m, n], the
+    element itself for codes. The output element and the scales are those of the case. None for other targets."""
+    import copy
+
+    if not target.startswith("jax.fp8_dot.") or case.operation != "qdq_matmul":
+        return None
+    a, b = case.inputs["a"], case.inputs["b"]
+    ra, rb = np.zeros_like(a), np.zeros_like(b)
+    for src, dst in ((a, ra), (b, rb)):
+        k = _decisive(src)
+        dst.reshape(-1)[k] = src.reshape(-1)[k]
+    if output == "y":
+        m, n = divmod(index, case.expected["y"].shape[1])
+        ra[m], rb[:, n] = a[m], b[:, n]
+        what = f"a and b zero except row {m} of a, column {n} of b and each one's element of largest magnitude"
+    elif output in ("a_codes", "b_codes"):
+        src, dst = (a, ra) if output == "a_codes" else (b, rb)
+        dst.reshape(-1)[index] = src.reshape(-1)[index]
+        what = f"a and b zero except element {index} of {output[0]} and each one's element of largest magnitude"
+    else:
+        what = "a and b zero except each one's element of largest magnitude (it sets the per-tensor scale)"
+    c = copy.copy(case)
+    object.__setattr__(c, "inputs", {**case.inputs, "a": ra, "b": rb})
+    object.__setattr__(c, "_what", what)
+    return c
 
 
 def _cast_run(jit: bool):
