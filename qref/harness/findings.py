@@ -23,6 +23,8 @@ from typing import Any
 from ..profiles.cpu import BASELINE, CPU_VARIANTS, FIXED_TARGET, PINS, VERIFIED_ON
 from . import divergence
 from .classify import CLASSES, class_order, class_title
+from .fixed import load_fixed
+from .fixed import render as render_fixed
 from .model import TaskResult
 from .reproducer import block, layout, wrap
 from .runner import RunResults
@@ -652,8 +654,11 @@ def render_summary(res: RunResults, fs: list[Finding], top: int = 20) -> str:
     """docs/conformance/README.md: the top findings by severity, then backend x kind counts."""
     unsupported: dict[str, int] = defaultdict(int)
     info = {t.name: t for t in res.targets}
+    moved = 0  # target runs an adapter reported as unsupported that the crash rule files as crashes
     for r in res.results:
-        if r.status == "unsupported":
+        if r.status == "unsupported" and failure_kind(r.reason) == "crash":
+            moved += 1
+        elif r.status == "unsupported":
             unsupported[info[r.target].backend] += 1
     ranked = sorted(fs, key=lambda f: (f.severity, f.backend, f.id))
     L = [HEADER, "", "# Conformance findings", "",
@@ -683,6 +688,12 @@ def render_summary(res: RunResults, fs: list[Finding], top: int = 20) -> str:
           f"{sum(f.kind == 'crash' for f in fs)} crash groups, {sum(f.kind == 'spec' for f in fs)} spec findings, "
           f"{sum(f.kind == 'profile' for f in fs)} profile gaps, {sum(f.kind == 'unspecified' for f in fs)} "
           "implementation-defined.", "",
+          f"One rule tells a crash from unsupported for every target (`failure_kind`: the backend lists the "
+          f"operation and type, then fails to compile or run them): {sum(_is_crash(r) for r in res.results)} "
+          f"task runs crashed, and {moved} target runs an adapter reported as unsupported are filed as crashes "
+          "by it.", "",
+          f"Fixed in a newer release: {sum(len(load_fixed(b)) for b in res.backends)} finding(s) of a previous "
+          "release that the locked one no longer shows are kept on the backend pages (conformance/fixed/).", "",
           "Where the spec leaves the result unspecified (NaN or out-of-range values to integer storage, LLVM "
           "poison, undefined casts), what each backend returns: [divergence.md](divergence.md), and the "
           "implementation-defined findings of each backend's page.", ""]
@@ -716,10 +727,11 @@ def render_backend(res: RunResults, backend: str, fs: list[Finding]) -> str:
          + ", ".join(f"`{t.name}` ({t.family}, profile {t.profile or 'none'})"
                      for t in sorted(res.targets, key=lambda t: t.name) if t.backend == backend) + ".", "",
          cpu_note(res, backend), ""]
+    fixed = render_fixed(load_fixed(backend))  # root causes of a previous release that this one fixed
     if backend in res.skipped:
-        return wrap("\n".join([*L, f"Skipped: {res.skipped[backend]}", ""]))
+        return wrap("\n".join([*L, f"Skipped: {res.skipped[backend]}", "", *fixed]))
     if not mine:
-        return wrap("\n".join([*L, "No findings: every task that ran conforms to the spec.", ""]))
+        return wrap("\n".join([*L, "No findings: every task that ran conforms to the spec.", "", *fixed]))
     for kind, title in (("crash", "Crashes"), ("spec", "Differences from the spec"),
                         ("profile", "Profile gaps (the backend conforms to the spec; qref's profile is off)"),
                         ("unspecified", "Implementation-defined results")):
@@ -749,7 +761,7 @@ def render_backend(res: RunResults, backend: str, fs: list[Finding]) -> str:
                 L.append(f"- note: {f.repro['note']}")
             L += ["", *block(f.repro)] if f.repro.get("command") else \
                 ["", f"No standalone reproducer: {f.repro.get('note') or 'none was written'}.", ""]
-    return wrap("\n".join(L))
+    return wrap("\n".join([*L, *fixed]))
 
 
 def write_findings(res: RunResults, out_dir: str, scripts: bool = True) -> list[str]:
