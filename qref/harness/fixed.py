@@ -11,8 +11,8 @@ File format::
       "fixed_in": "0.7.0", "statement": "...", "targets": ["..."], "cases": ["..."], "evidence": "..."}]}
 
 ``record(previous, locked, ...)`` gives the entries of two runs' findings (e.g. the run that made an xfail entry
-stale); ``python -m qref.harness.fixed --backend B --previous DIR --locked DIR --seen-in V --fixed-in V`` writes
-them (merged with the file's entries).
+stale); ``python -m qref.harness.record_fixed --backend B --previous DIR --locked DIR --seen-in V --fixed-in V``
+writes them (merged with the file's entries).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def load_fixed(backend: str, root: str | Path | None = None) -> list[FixedFindin
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise QrefError(f"{p}: not JSON ({exc}); the file is written by `python -m qref.harness.fixed`") from None
+        raise QrefError(f"{p}: not JSON ({exc}); `python -m qref.harness.record_fixed` writes it") from None
     if not isinstance(data, dict) or set(data) != {"backend", "fixed"} or data["backend"] != backend \
             or not isinstance(data["fixed"], list):
         raise QrefError(f"{p}: expected {{\"backend\": {backend!r}, \"fixed\": [entries]}}")
@@ -143,33 +143,3 @@ def render(entries: list[FixedFinding]) -> list[str]:
                 + ", ".join(f"`{c}`" for c in f.cases[:4]) + (f" and {len(f.cases) - 4} more" if len(f.cases) > 4
                                                             else "") + f"; seen by: {f.evidence}"]
     return [*out, ""]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Record the findings of the previous release's run (``--previous``, a ``qref run --out`` directory) that
-    the locked release's run (``--locked``) no longer has."""
-    import argparse
-
-    from .findings import findings
-    from .report import load_results
-
-    ap = argparse.ArgumentParser(prog="python -m qref.harness.fixed", description=main.__doc__)
-    ap.add_argument("--backend", required=True)
-    ap.add_argument("--previous", required=True, help="results of the previous release's run")
-    ap.add_argument("--locked", required=True, help="results of the locked release's run")
-    ap.add_argument("--seen-in", required=True)
-    ap.add_argument("--fixed-in", required=True)
-    ap.add_argument("--evidence", default="")
-    ap.add_argument("--root", default=None, help=f"directory of the files (default {FIXED_DIR})")
-    a = ap.parse_args(argv)
-    prev, now = load_results(a.previous), load_results(a.locked)
-    ev = a.evidence or (f"`qref run --backend {a.backend}` with {a.backend} {a.seen_in} and {a.fixed_in}, "
-                        "the findings compared")
-    got = record(findings(prev), findings(now), a.backend, a.seen_in, a.fixed_in, ev)
-    p = write_fixed(a.backend, got, a.root)
-    print(f"{len(got)} finding(s) of {a.backend} {a.seen_in} fixed in {a.fixed_in}: {p}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -373,10 +373,12 @@ PROFILES: tuple[Profile, ...] = (
         "mlx", "uniform", "MLX 0.32.4 (CPU): mx.clip(mx.round(x / s) + z, lo, hi).astype(storage), eager or mx.compile",
         "A true division in the input's dtype (no reciprocal rewrite, also under mx.compile with s and z captured: the "
         "C++ kernel it builds with g++ -O3 keeps x / c), round half to even, the zero point added in the input's "
-        "dtype after rounding, the clip saturates; float16 / bfloat16 arithmetic runs in float32 and rounds back "
-        "(innocuous for a quotient); no FTZ; dequantize (q.astype(E) - z) * s in E.",
+        "dtype after rounding, then the clip; astype is a C++ static_cast (int32 storage: the float32 clip bound "
+        "2^31 - 1 rounds to 2^31, outside int32, where the cast is undefined: x86 gives INT_MIN); float16 / "
+        "bfloat16 arithmetic runs in float32 and rounds back (innocuous for a quotient); no FTZ; dequantize "
+        "(q.astype(E) - z) * s in E.",
         rules=(UniformArithmetic(compute="input", scale_op="divide", zero_point="after_rounding_float",
-                                 clamp="integer", rounding="nearest_even", conversion="saturate", nan="unspecified",
+                                 clamp="integer", rounding="nearest_even", conversion="int32", nan="unspecified",
                                  constants="round", dq_subtract="expressed", dq_multiply="expressed",
                                  bf16_upcast=True)),
         sources=("mlx/backend/cpu/binary.cpp, compiled.cpp (CPU kernels, g++ -O3 for mx.compile)",
