@@ -9,7 +9,7 @@ import json
 import pytest
 
 from qref.errors import QrefError
-from qref.harness import fixed, findings
+from qref.harness import findings, fixed
 from qref.harness.adapters import BACKENDS
 from qref.harness.reproducer import MAX_LINE
 from tests.test_findings import _res
