@@ -376,10 +376,13 @@ def _uq_snippet(jit: bool, closed: bool = False):
 
 
 # ---- uniform, programs as users write them: Python-number constants, 0-d (scalar) inputs -------------------------
-#: user-program modes: (element by element as 0-d arrays?, s and z closed over as Python numbers?)
-USER_MODES = {"closed_python": (False, True), "scalar": (True, False), "closed_scalar": (True, True)}
-#: the most elements of a case a 0-d target runs (one call per element; closed_scalar also compiles per case)
-SCALAR_MAX = {"scalar": 256, "closed_scalar": 64}
+#: user-program modes: (None: x whole, else the shape each element is called with: () 0-d, (1,) one element;
+#: s and z closed over as Python numbers?)
+USER_MODES = {"closed_python": (None, True), "scalar": ((), False), "one_element": ((1,), False),
+              "closed_scalar": ((), True)}
+#: the most elements of a case an element-wise target runs (one call per element; closed_scalar also compiles per
+#: case)
+SCALAR_MAX = {"scalar": 256, "one_element": 64, "closed_scalar": 64}
 
 
 def _um_supports(mode: str):
@@ -389,7 +392,7 @@ def _um_supports(mode: str):
             return reason
         (iname,) = case.inputs
         if mode in SCALAR_MAX and case.inputs[iname].size > SCALAR_MAX[mode]:
-            return (f"this target makes one jitted call per element (a 0-d program): it runs cases of up to "
+            return (f"this target makes one jitted call per element (0-d or one-element inputs): it runs cases of up to "
                     f"{SCALAR_MAX[mode]} elements (the larger ones run whole in jax.uniform.jit)")
         if USER_MODES[mode][1] and scheme_of(case).granularity != "per_tensor":
             return ("this target closes over s and z as Python numbers (one per tensor); per-axis and blocked "
@@ -430,8 +433,9 @@ def _um_one(mode: str):
     """One case run as a user writes it (``USER_MODES``): closed_python, x whole under jax.jit with s and z
     Python numbers in the function (XLA folds them: x / c becomes x * fl(1 / c)); scalar, each element a 0-d
     array under jax.jit with its s and z as 0-d arguments (no broadcast: XLA keeps the true division, profile
-    jax_divide); closed_scalar, each element 0-d with s and z Python numbers closed over (folded again)."""
-    scalar, closed = USER_MODES[mode]
+    jax_divide); one_element, the same with each element a one-element array (a broadcast of one element is
+    dropped: x / s again); closed_scalar, each element 0-d with s and z Python numbers closed over (folded again)."""
+    each, closed = USER_MODES[mode]
 
     def one(case: Case) -> Outputs:
         import jax
@@ -448,13 +452,14 @@ def _um_one(mode: str):
                 sv = float(s.reshape(-1)[0]) if s.size else 1.0
                 zv = int(np.asarray(z).reshape(-1)[0]) if z.size else 0
                 f = jax.jit(lambda v: g(v, sv, zv))
-                if scalar:  # numpy scalars: 0-d arguments
-                    y = np.stack([np.asarray(f(v)) for v in x.reshape(-1)]).reshape(x.shape)
+                if each is not None:  # numpy scalars: 0-d arguments
+                    y = np.stack([np.asarray(f(np.reshape(v, each))) for v in x.reshape(-1)]).reshape(x.shape)
                 else:
                     y = np.asarray(f(jnp.asarray(x)))
             else:
                 f = jax.jit(g)
-                flat = [np.asarray(f(v, a, b)) for v, a, b in zip(x.reshape(-1), s.reshape(-1), z.reshape(-1))]
+                flat = [np.asarray(f(np.reshape(v, each), a, b))
+                        for v, a, b in zip(x.reshape(-1), s.reshape(-1), z.reshape(-1))]
                 y = np.stack(flat).reshape(x.shape) if flat else np.asarray(g(jnp.asarray(x), s, z))
         (oname,) = case.expected
         if y.dtype.itemsize == 1 and y.dtype.kind not in "iuf":  # int4 / int2: the byte ml_dtypes holds
@@ -465,7 +470,7 @@ def _um_one(mode: str):
 
 def _um_snippet(mode: str):
     def snippet(case: Case, i: int) -> str:
-        scalar, closed = USER_MODES[mode]
+        each, closed = USER_MODES[mode]
         sch, x, s, z = _um_values(case)
         st = _uq_storage(sch)
         flat = np.asarray(x).reshape(-1)
@@ -484,7 +489,7 @@ def _um_snippet(mode: str):
             width, mask, dt = np.dtype(_np_view(et) if et in ("bfloat16", "float16") else et).itemsize, "", f"jnp.{et}"
         sv = np.asarray(s).reshape(-1)[i : i + 1]
         zv = np.asarray(z).reshape(-1)[i : i + 1]
-        xs = "jnp.asarray(x[0])" if scalar else "jnp.asarray(x)"
+        xs = "jnp.asarray(x[0])" if each == () else "jnp.asarray(x)"
         if closed:
             consts = [f"s = {float(sv[0])!r}  # the scale as a Python number", f"z = {int(zv[0])}"]
             call = f"jax.jit(lambda v: f(v, s, z))({xs})"
@@ -510,6 +515,10 @@ def _user_targets() -> list[Target]:
         Target(BACKEND, "jax.uniform.scalar", "uniform", "the jax.uniform.jit function called on each element as a "
                "0-d array with its s and z as 0-d arguments (no broadcast: XLA keeps x / s)", "jax_divide", ops,
                _um_supports("scalar"), _uq_run_with(_um_one("scalar")), _um_snippet("scalar")),
+        Target(BACKEND, "jax.uniform.one_element", "uniform", "the jax.uniform.jit function called on each element "
+               "as a one-element array with its s and z as 0-d arguments (the broadcast of one element is dropped: "
+               "XLA keeps x / s)", "jax_divide", ops, _um_supports("one_element"),
+               _uq_run_with(_um_one("one_element")), _um_snippet("one_element")),
         Target(BACKEND, "jax.uniform.closed_scalar", "uniform", "each element as a 0-d array under jax.jit with s "
                "and z Python numbers in the function (per tensor; XLA folds x / s into x * fl(1 / s))", "jax", ops,
                _um_supports("closed_scalar"), _uq_run_with(_um_one("closed_scalar")), _um_snippet("closed_scalar")),
