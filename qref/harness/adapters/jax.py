@@ -392,7 +392,8 @@ def _um_supports(mode: str):
             return reason
         (iname,) = case.inputs
         if mode in SCALAR_MAX and case.inputs[iname].size > SCALAR_MAX[mode]:
-            return (f"this target makes one jitted call per element (0-d or one-element inputs): it runs cases of up to "
+            return (f"this target makes one jitted call per element (0-d or one-element inputs): it runs cases of "
+                    f"up to "
                     f"{SCALAR_MAX[mode]} elements (the larger ones run whole in jax.uniform.jit)")
         if USER_MODES[mode][1] and scheme_of(case).granularity != "per_tensor":
             return ("this target closes over s and z as Python numbers (one per tensor); per-axis and blocked "
