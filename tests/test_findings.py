@@ -148,3 +148,73 @@ def test_prints_are_captured_by_running_the_scripts_and_a_non_reproducing_one_is
     findings.capture_prints([tie, gap])
     assert tie.repro["case"] == "c" and tie.repro["prints"] == "got 0x3 expected 0x2"
     assert gap.repro["prints"] == "got 0x5 expected 0x5" and "needs the whole case" in gap.repro["note"]
+
+
+def test_the_committed_pages_hold_one_finding_per_backend_and_mechanism():
+    """docs/conformance/<backend>.md: each finding's "- mechanism:" line (its class or crash key) once a page."""
+    import re
+    from pathlib import Path
+
+    pages = [p for p in sorted((Path(__file__).resolve().parents[1] / "docs" / "conformance").glob("*.md"))
+             if p.stem not in ("README", "divergence")]
+    assert pages
+    total = 0
+    for p in pages:
+        text = p.read_text(encoding="utf-8")
+        ids = re.findall(r"^### (\S+)", text, re.M)
+        mechs = [m.split(";")[0] for m in re.findall(r"^- mechanism: (.*)$", text, re.M)]
+        assert len(ids) == len(set(ids)), f"{p.name}: a finding id twice"
+        dup = sorted({m for m in mechs if mechs.count(m) > 1})
+        assert not dup, f"{p.name}: two findings with the mechanism {dup}"
+        total += len(mechs)
+    assert total > 50
+
+
+def test_a_finding_whose_first_example_has_no_script_takes_the_first_that_has():
+    res = _res()
+    r0 = res.results[0]
+    r0.vs_spec.repro["tie_rule"] = {"case": "a", "command": "", "prints": "", "index": "0", "output": "codes"}
+    fs = findings.findings(res)
+    tie = next(f for f in fs if f.mechanism == "tie_rule")
+    assert tie.repro["command"] == "print(1)" and tie.unwritten == []
+
+
+def test_sparse_input_writes_a_mostly_zero_array_bit_for_bit():
+    import ml_dtypes
+    import numpy as np
+
+    from qref.harness.adapters._common import array_literal
+    from qref.harness.reproducer import _runs, sparse_input
+
+    assert _runs([0, 64, 128, 130, 131, 132, 500]) == "0:129:64, 130:133, 500"
+    x = np.zeros((64, 256), ml_dtypes.bfloat16)
+    x[:, 0] = np.arange(1, 65)
+    x[3] = np.linspace(-1, 1, 256)
+    x[9, 7] = -0.0  # a zero of sign bit 1 is not 0 bits
+    stmts = sparse_input("x", x, array_literal)
+    assert len(stmts) == 2 and stmts[0] == "x = np.zeros((64, 256), ml_dtypes.bfloat16)"
+    ns = {"np": np, "ml_dtypes": ml_dtypes}
+    exec("\n".join(stmts), ns)
+    assert ns["x"].dtype == x.dtype and ns["x"].shape == x.shape and ns["x"].tobytes() == x.tobytes()
+    dense = np.arange(100, dtype=np.float32)
+    assert sparse_input("d", dense, array_literal) == [f"d = {array_literal(dense)}"]
+
+
+def test_torchao_script_case_keeps_every_block_absmax_and_the_element_block():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from qref.harness.adapters import torchao
+
+    x = np.random.default_rng(1).standard_normal((128, 128)).astype(np.float32)
+    x[0, 5], x[1, 70], x[2, :64] = np.nan, -np.inf, 0  # a NaN block, an Inf block, a zero block
+    case = SimpleNamespace(operation="lookup_quantize", scheme={"block_size": 64}, inputs={"x": x})
+    red = torchao.script_case("torchao.to_nf4", case, 64 * 5 + 3, "codes")
+    x, y = case.inputs["x"].reshape(-1, 64), red.inputs["x"].reshape(-1, 64)
+    with np.errstate(invalid="ignore"):
+        ax, ay = np.max(np.abs(x.astype(np.float64)), 1), np.max(np.abs(y.astype(np.float64)), 1)
+    assert np.array_equal(ax, ay, equal_nan=True) and np.isnan(ax).any()
+    assert y[5].tobytes() == x[5].tobytes()
+    assert np.count_nonzero(y[6]) <= 1 and np.count_nonzero(y) < 64 + 256
+    assert torchao.script_case("torchao.to_mx.floor", case, 0, "codes") is None

@@ -22,7 +22,8 @@ CASES = ["uniform/int8/pt_s0.1_z3/*/ties/stablehlo", "uniform/int8/axis1/*/stabl
 
 @pytest.fixture(scope="module")
 def result():
-    return runner.run(["jax"], include=CASES, targets=["jax.uniform.*"], xfail_files=[], isolate=False)
+    return runner.run(["jax"], include=CASES, targets=["jax.uniform.eager", "jax.uniform.jit", "jax.uniform.closed"],
+                      xfail_files=[], isolate=False)
 
 
 def test_user_written_quantization_conforms_to_the_jax_profile_eager_and_jit(result):
@@ -88,3 +89,27 @@ def test_snippets_reproduce_a_per_axis_element():
     with contextlib.redirect_stdout(buf):
         exec(tg.snippet(case, i), out)
     assert int(buf.getvalue().strip(), 16) == int(got["codes"].reshape(-1).view(np.uint8)[i])
+
+
+@pytest.mark.parametrize(("target", "want"), [("jax.uniform.scalar", -121), ("jax.uniform.one_element", -121),
+                                              ("jax.uniform.closed_scalar", -122), ("jax.uniform.closed_python", -122)])
+def test_programs_as_users_write_them_divide_or_fold(target, want):
+    """The tie of test_hand_derived_reciprocal_tie (x = f32(-12.15), s = f32(0.1): x / s = -121.49999 -> -121,
+    x * fl32(1 / s) = x * 10 = -121.5 -> -122) as users write it: a 0-d or one-element x with s and z passed in
+    keeps the division (no broadcast; profile jax_divide); s and z closed over as Python numbers are folded
+    into x * fl(1 / s) for a 0-d x and a vector alike (profile jax)."""
+    from qref.conformance import Case
+    from qref.schemes.uniform import arithmetic_for
+
+    tg = next(t for t in adapters.load_targets("jax") if t.name == target)
+    spec = {"storage": "int8", "expressed": "float32", "scales": [0.1], "zero_points": [0], "scale_shape": [],
+            "axis": None, "block_size": None, "storage_range": None, "profile": tg.profile,
+            "arithmetic": arithmetic_for(tg.profile).to_dict()}
+    x = np.full(4, 0xC1426666, np.uint32).view(np.float32)
+    case = Case(id="uniform/int8/hand/jax", family="uniform", operation="uniform_quantize", inputs={"x": x},
+                expected={"codes": np.full(4, want, np.int8).view(np.uint8)}, scheme=spec, profile=tg.profile,
+                array_formats={"codes": "int8"}, profiles=(tg.profile,))
+    assert tg.supports(case) is None
+    (got,) = tg.run([case])
+    assert (got["codes"].view(np.int8) == want).all(), got
+    assert int(get_family("uniform").expectation(case, tg.profile).outputs["codes"].view(np.int8)[0]) == want

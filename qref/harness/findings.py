@@ -23,6 +23,8 @@ from typing import Any
 from ..profiles.cpu import BASELINE, CPU_VARIANTS, FIXED_TARGET, PINS, VERIFIED_ON
 from . import divergence
 from .classify import CLASSES, class_order, class_title
+from .fixed import load_fixed
+from .fixed import render as render_fixed
 from .model import TaskResult
 from .reproducer import block, layout, wrap
 from .runner import RunResults
@@ -107,6 +109,7 @@ class Finding:
     choice: str = ""  # non-empty: the expected value is qref's documented choice (why)
     candidates: list[dict[str, str]] = field(default_factory=list)  # other reproducers, tried in order
     where: list[tuple[str, str, str]] = field(default_factory=list)  # (target, case id, output) to script
+    unwritten: list[dict[str, str]] = field(default_factory=list)  # examples whose case is too large to write
 
     @property
     def severity(self) -> tuple[int, int, int]:
@@ -303,11 +306,13 @@ def _finding(res: RunResults, backend: str, cls: str, members: list[tuple[TaskRe
                    key=lambda m: (_format_of(m[0].task) != common, m[0].size, m[0].task, m[0].target))
     reps, seen = [], set()
     for r, a in cands:
-        rep = dict(getattr(r, a).repro[cls])
+        rep = dict(getattr(r, a).repro[cls], target=r.target,
+                   reference=(info[r.target].profile or "spec") if a == "vs_profile" else "spec")
         key = (rep.get("command", ""), rep.get("case", ""))
         if key not in seen:
             seen.add(key)
             reps.append(rep)
+    written = [x for x in reps if x.get("command")]  # a case too large to write out has none
     meaning = _meaning(cls)
     what = (f"differs from the spec in {spec_el} element(s) of {len({r.task for r, _ in spec_m})} task(s)" if spec_m
             else f"conforms to the spec but not to qref's profile {', '.join(profiles)}")
@@ -317,8 +322,9 @@ def _finding(res: RunResults, backend: str, cls: str, members: list[tuple[TaskRe
         mechanism=cls, statement=f"{backend} {what} ({', '.join(fams)}; {_fold_formats(formats)}): {meaning}",
         spec=(reps[0].get("spec", "") if reps else "") or "", targets=tnames, formats=formats, tasks=tasks,
         elements=spec_el if spec_m else prof_el, expected=all(r.status in ("xfail", "pass") for r in rs),
-        repro=reps[0] if reps else {}, reference="spec" if spec_m else ", ".join(profiles), spec_elements=spec_el,
-        profile=status, record=record, citation=citation, choice=choice, candidates=reps[1:6])
+        repro=written[0] if written else reps[0] if reps else {}, reference="spec" if spec_m else ", ".join(profiles),
+        spec_elements=spec_el, profile=status, record=record, citation=citation, choice=choice,
+        candidates=written[1:6], unwritten=[] if written else reps[:4])
 
 
 def _unspecified(backend: str, kind: str, members: list[tuple[TaskResult, str, dict[str, int]]],
@@ -384,7 +390,9 @@ def _script_child(args: tuple[str, str | None, str, list[tuple[str, str, str]]])
         tg, _ = resolve_target(tg)
         prelude = PINS[backend].prelude if cpu == "baseline" and backend in PINS else ""
         try:
-            if what:
+            if what.startswith("reduced:"):
+                script = _reduced_script(tg, case, what)
+            elif what:
                 idx = _unspecified_index(case, what)
                 one = _replicated(case, idx, 1, True)
                 snip = tg.snippet(one, 0)
@@ -464,22 +472,104 @@ def add_scripts(res: RunResults, fs: list[Finding], suite: str | None = None) ->
 
     need: dict[str, list[Finding]] = defaultdict(list)
     for f in fs:
-        if not f.repro.get("command") and f.where and f.kind in ("crash", "unspecified"):
+        written = f.repro.get("command")
+        if not written and ((f.where and f.kind in ("crash", "unspecified"))
+                            or (f.kind in ("spec", "profile") and f.repro.get("target"))):
             need[f.backend].append(f)
     for backend, mine in need.items():
-        reqs = [(f.where[0][0], f.where[0][1], f.where[0][2] if f.kind == "unspecified" else "") for f in mine]
+        asks = [_requests(f) for f in mine]
+        reqs = [q for a in asks for q in a]
         try:
             with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
                 got = pool.submit(_script_child, (backend, suite, res.cpu_mode, reqs)).result()
         except Exception as exc:  # the backend is not installed here: no script
-            got = [("", f"the backend could not be loaded: {exc}")] * len(mine)
-        for f, (script, why) in zip(mine, got):
+            got = [("", f"the backend could not be loaded: {exc}")] * len(reqs)
+        at = 0
+        for f, a in zip(mine, asks):
+            tried, at = got[at : at + len(a)], at + len(a)
+            if f.kind in ("spec", "profile"):  # the first candidate that has a script on a smaller input
+                k = next((j for j, (sc, _) in enumerate(tried) if sc), 0)
+                if k:
+                    f.repro = dict(f.unwritten[k])
+                _reduced_repro(f, *tried[k])
+                continue
+            script, why = tried[0]
             case = f.where[0][1]
             script, *more = script.split("\n#--next--\n")
             f.candidates = [{"case": case, "command": m, "prints": ""} for m in more]
             f.repro = {"case": case, "command": script, "prints": "", "note": why, "spec": f.spec,
                        "input": f"element {'0' if f.kind == 'crash' else 'of ' + f.where[0][2]} of `{case}`",
                        "expected": "-" if f.kind == "crash" else "unspecified", "got": ""}
+
+
+def _requests(f: Finding) -> list[tuple[str, str, str]]:
+    """What the child writes scripts for: (target, case id, what); what = "" for a crash, the input kind of
+    an implementation-defined finding, or "reduced:<index>:<output>:<profile>" for each example of a difference
+    whose case is too large to write out (``f.unwritten``; the adapter's ``script_case`` gives a smaller input
+    holding the element)."""
+    if f.kind in ("spec", "profile"):
+        return [(r["target"], r["case"], f"reduced:{r.get('index', '0')}:{r.get('output', '')}:"
+                                         f"{r.get('reference', 'spec')}") for r in f.unwritten or [f.repro]]
+    return [(f.where[0][0], f.where[0][1], f.where[0][2] if f.kind == "unspecified" else "")]
+
+
+def _reduced_repro(f: Finding, script: str, why: str) -> None:
+    """Install a reduced-input script (``_reduced_script``: the script, then the reduced input's description,
+    expected and got, separated by "\n#--info--\n") as the finding's reproducer, or say why there is none."""
+    if not script:
+        f.repro = dict(f.repro, note=f.repro.get("note") or why)
+        return
+    script, what, exp, got = script.split("\n#--info--\n")
+    f.repro = dict(f.repro, command=script, prints="",
+                   note=f"the case's input is too large to write out; the script runs a smaller input that holds "
+                        f"the element and what its result depends on ({what}): there the spec gives {exp}, the "
+                        f"backend {got}")
+
+
+def _reduced_script(tg: Any, case: Any, what: str) -> str:
+    """A standalone script for element ``index`` of ``output`` on the smaller input the target's adapter builds
+    (``script_case(target, case, index, output)`` in its module, or in ``SCRIPT_CASES``, whose
+    ``script_snippet(target, case, index)`` may write the script instead of the target's snippet), with the
+    bits qref's ``profile`` expects for that input written in; an error when the adapter has none or the element
+    does not differ there. Returned with "\n#--info--\n" and what the input is, the expected and the got value."""
+    import importlib
+
+    import numpy as np
+
+    from .families import get_family
+    from .model import bits
+    from .runner import standalone
+
+    _, index, output, profile = what.split(":", 3)
+    i = int(index)
+    mod = importlib.import_module(SCRIPT_CASES.get(tg.backend, f"{__package__}.adapters.{tg.backend}"))
+    make = getattr(mod, "script_case", None)
+    red = make(tg.name, case, i, output) if make is not None else None
+    if red is None:
+        raise ValueError(f"the {tg.backend} adapter writes no smaller input for {tg.name}")
+    fam = get_family(tg.family)
+    exp = fam.expectation(red, fam.SPEC_PROFILE if profile == "spec" else profile)
+    (out,) = tg.run([red])
+    if isinstance(out, BaseException):
+        raise out
+    g = int(bits(np.asarray(out[output]).reshape(-1)[i : i + 1])[0])
+    e = int(bits(np.asarray(exp.outputs[output]).reshape(-1)[i : i + 1])[0])
+    if g == e:
+        raise ValueError("on the smaller input the element gives the expected bits")
+    object.__setattr__(red, "_output", output)
+    own = getattr(mod, "script_snippet", None)
+    snippet = (own(tg.name, red, i) if own is not None else None) or tg.snippet(red, i)
+    script, _ = standalone(snippet, red, output, g, e)
+    if not script:
+        raise ValueError("the script on the smaller input is still too long")
+    desc = getattr(red, "_what", "a smaller input")
+    vals = [fam.describe_output(red, output, v.reshape(-1)[i : i + 1])
+            for v in (np.asarray(exp.outputs[output]), np.asarray(out[output]))]
+    return "\n#--info--\n".join([script, desc, *vals])
+
+
+#: backend -> the module holding its ``script_case`` where the adapter module is not this harness's to edit
+SCRIPT_CASES = {"torch": f"{__package__}.adapters.torch_scripts"}
 
 
 def capture_prints(fs: list[Finding]) -> None:
@@ -564,8 +654,11 @@ def render_summary(res: RunResults, fs: list[Finding], top: int = 20) -> str:
     """docs/conformance/README.md: the top findings by severity, then backend x kind counts."""
     unsupported: dict[str, int] = defaultdict(int)
     info = {t.name: t for t in res.targets}
+    moved = 0  # target runs an adapter reported as unsupported that the crash rule files as crashes
     for r in res.results:
-        if r.status == "unsupported":
+        if r.status == "unsupported" and failure_kind(r.reason) == "crash":
+            moved += 1
+        elif r.status == "unsupported":
             unsupported[info[r.target].backend] += 1
     ranked = sorted(fs, key=lambda f: (f.severity, f.backend, f.id))
     L = [HEADER, "", "# Conformance findings", "",
@@ -595,6 +688,12 @@ def render_summary(res: RunResults, fs: list[Finding], top: int = 20) -> str:
           f"{sum(f.kind == 'crash' for f in fs)} crash groups, {sum(f.kind == 'spec' for f in fs)} spec findings, "
           f"{sum(f.kind == 'profile' for f in fs)} profile gaps, {sum(f.kind == 'unspecified' for f in fs)} "
           "implementation-defined.", "",
+          f"One rule tells a crash from unsupported for every target (`failure_kind`: the backend lists the "
+          f"operation and type, then fails to compile or run them): {sum(_is_crash(r) for r in res.results)} "
+          f"task runs crashed, and {moved} target runs an adapter reported as unsupported are filed as crashes "
+          "by it.", "",
+          f"Fixed in a newer release: {sum(len(load_fixed(b)) for b in res.backends)} finding(s) of a previous "
+          "release that the locked one no longer shows are kept on the backend pages (conformance/fixed/).", "",
           "Where the spec leaves the result unspecified (NaN or out-of-range values to integer storage, LLVM "
           "poison, undefined casts), what each backend returns: [divergence.md](divergence.md), and the "
           "implementation-defined findings of each backend's page.", ""]
@@ -628,10 +727,11 @@ def render_backend(res: RunResults, backend: str, fs: list[Finding]) -> str:
          + ", ".join(f"`{t.name}` ({t.family}, profile {t.profile or 'none'})"
                      for t in sorted(res.targets, key=lambda t: t.name) if t.backend == backend) + ".", "",
          cpu_note(res, backend), ""]
+    fixed = render_fixed(load_fixed(backend))  # root causes of a previous release that this one fixed
     if backend in res.skipped:
-        return wrap("\n".join([*L, f"Skipped: {res.skipped[backend]}", ""]))
+        return wrap("\n".join([*L, f"Skipped: {res.skipped[backend]}", "", *fixed]))
     if not mine:
-        return wrap("\n".join([*L, "No findings: every task that ran conforms to the spec.", ""]))
+        return wrap("\n".join([*L, "No findings: every task that ran conforms to the spec.", "", *fixed]))
     for kind, title in (("crash", "Crashes"), ("spec", "Differences from the spec"),
                         ("profile", "Profile gaps (the backend conforms to the spec; qref's profile is off)"),
                         ("unspecified", "Implementation-defined results")):
@@ -661,7 +761,7 @@ def render_backend(res: RunResults, backend: str, fs: list[Finding]) -> str:
                 L.append(f"- note: {f.repro['note']}")
             L += ["", *block(f.repro)] if f.repro.get("command") else \
                 ["", f"No standalone reproducer: {f.repro.get('note') or 'none was written'}.", ""]
-    return wrap("\n".join(L))
+    return wrap("\n".join([*L, *fixed]))
 
 
 def write_findings(res: RunResults, out_dir: str, scripts: bool = True) -> list[str]:

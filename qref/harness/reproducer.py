@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 #: the most lines a reproducer script may have (tests/test_reproducers.py checks it)
 MAX_LINES = 30
@@ -212,4 +213,43 @@ def wrap(text: str, width: int = 118) -> str:
     return "\n".join(out)
 
 
-__all__ = ["MAX_LINE", "MAX_LINES", "Documented", "block", "capture", "code_lines", "documented", "layout", "wrap"]
+def _runs(idx: list[int]) -> str:
+    """Sorted distinct indices as ``np.r_`` items: maximal arithmetic runs ``start:stop:step`` (a lone index as
+    itself), e.g. [0, 64, 128, 130, 131, 132] -> "0:192:64, 130:133"."""
+    out, k = [], 0
+    while k < len(idx):
+        if k + 2 < len(idx) and idx[k + 1] - idx[k] == idx[k + 2] - idx[k + 1]:
+            step = idx[k + 1] - idx[k]
+            e = k + 2
+            while e + 1 < len(idx) and idx[e + 1] - idx[e] == step:
+                e += 1
+            out.append(f"{idx[k]}:{idx[e] + 1}" + (f":{step}" if step != 1 else ""))
+            k = e + 1
+        else:
+            out.append(str(idx[k]))
+            k += 1
+    return ", ".join(out)
+
+
+def sparse_input(name: str, a: Any, literal: Any) -> list[str]:
+    """Statements binding ``name`` to ``a`` bit for bit: ``name = <literal(a)>`` (``literal``: the adapter's
+    array writer), or, for an array whose bits are mostly 0 (a reduced reproducer input), zeros of its shape and
+    dtype with the other elements set through ``name.flat[np.r_[runs]] = <literal(values)>``."""
+    import numpy as np
+
+    a = np.ascontiguousarray(a)
+    flat = a.reshape(-1)
+    raw = flat.view(f"u{flat.dtype.itemsize}") if flat.dtype.itemsize in (1, 2, 4, 8) else None
+    nz = np.flatnonzero(raw) if raw is not None else np.arange(flat.size)
+    if flat.size < 64 or nz.size * 4 > flat.size:
+        return [f"{name} = {literal(a)}"]
+    full = literal(flat[:1])  # the dtype expression of the literal: "np.frombuffer(...).view(DT)" or "...(..., DT)"
+    dt = full.rsplit(".view(", 1)[1][:-1] if ".view(" in full else full.rsplit(", ", 1)[1].rstrip(")")
+    shape = tuple(int(n) for n in a.shape)
+    stmts = [f"{name} = np.zeros({shape}, {dt})"]
+    if nz.size:
+        stmts.append(f"{name}.flat[np.r_[{_runs([int(i) for i in nz])}]] = {literal(flat[nz])}")
+    return stmts
+
+
+__all__ = ["MAX_LINE", "MAX_LINES", "Documented", "block", "capture", "code_lines", "documented", "layout", "sparse_input", "wrap"]

@@ -495,6 +495,25 @@ PROFILES: tuple[Profile, ...] = (
                   "jit, tie-heavy sampled inputs, 0 mismatches",),
     ),
     Profile(
+        "mlx", "uniform", "MLX 0.32.4 (CPU): mx.clip(mx.round(x / s) + z, lo, hi).astype(storage), eager or mx.compile",
+        "A true division in the input's dtype (no reciprocal rewrite, also under mx.compile with s and z captured: the "
+        "C++ kernel it builds with g++ -O3 keeps x / c), round half to even, the zero point added in the input's "
+        "dtype after rounding, then the clip; astype is a C++ static_cast (int32 storage: the float32 clip bound "
+        "2^31 - 1 rounds to 2^31, outside int32, where the cast is undefined: x86 gives INT_MIN); float16 / "
+        "bfloat16 arithmetic runs in float32 and rounds back (innocuous for a quotient); no FTZ; dequantize "
+        "(q.astype(E) - z) * s in E.",
+        rules=(UniformArithmetic(compute="input", scale_op="divide", zero_point="after_rounding_float",
+                                 clamp="integer", rounding="nearest_even", conversion="int32", nan="unspecified",
+                                 constants="round", dq_subtract="expressed", dq_multiply="expressed",
+                                 bf16_upcast=True)),
+        sources=("mlx/backend/cpu/binary.cpp, compiled.cpp (CPU kernels, g++ -O3 for mx.compile)",
+                 "checked against mlx 0.32.4 CPU"),
+        package="mlx", versions="==0.32.4", status="verified",
+        evidence=("tests/test_uniform_mlx.py::test_mlx_uniform_quantize_eager_and_compiled: float32/float16/"
+                  "bfloat16, ties and their neighbours, zero points 0 / 3 / -3, eager and mx.compile with captured "
+                  "constants, 0 mismatches",),
+    ),
+    Profile(
         "qwix", "uniform", "qwix 0.1.8 quantize_with_scale_zero_point / dequantize (jax 0.10.2, XLA:CPU)",
         "q = round_half_even(x * fl(1/s) + z) in the input's dtype (XLA rewrites qwix's divide; bfloat16 "
         "computes x * fl32(1/s) in float32), astype saturates (NaN -> 0); dequantize = (q - z) * s in the "

@@ -19,8 +19,9 @@ import numpy as np
 from ...conformance.case import Case
 from ..families.uniform import scheme_of
 from ..model import Outputs, Target, Unsupported, first_line
+from ..reproducer import sparse_input
 from . import require
-from ._common import codes_as, float_literal, hex_print, python_c, run_each, run_elements, suite_input
+from ._common import array_literal, codes_as, float_literal, hex_print, python_c, run_each, run_elements, suite_input
 
 BACKEND = "jax"
 DISTRIBUTIONS = ("jax", "jaxlib")
@@ -374,6 +375,163 @@ def _uq_snippet(jit: bool, closed: bool = False):
     return snippet
 
 
+# ---- uniform, programs as users write them: Python-number constants, 0-d (scalar) inputs -------------------------
+#: user-program modes: (None: x whole, else the shape each element is called with: () 0-d, (1,) one element;
+#: s and z closed over as Python numbers?)
+USER_MODES = {"closed_python": (None, True), "scalar": ((), False), "one_element": ((1,), False),
+              "closed_scalar": ((), True)}
+#: the most elements of a case an element-wise target runs (one call per element; closed_scalar also compiles per
+#: case)
+SCALAR_MAX = {"scalar": 256, "one_element": 64, "closed_scalar": 64}
+
+
+def _um_supports(mode: str):
+    def supports(case: Case) -> str | None:
+        reason = _uq_supports(case)
+        if reason:
+            return reason
+        (iname,) = case.inputs
+        if mode in SCALAR_MAX and case.inputs[iname].size > SCALAR_MAX[mode]:
+            return (f"this target makes one jitted call per element (0-d or one-element inputs): it runs cases of "
+                    f"up to "
+                    f"{SCALAR_MAX[mode]} elements (the larger ones run whole in jax.uniform.jit)")
+        if USER_MODES[mode][1] and scheme_of(case).granularity != "per_tensor":
+            return ("this target closes over s and z as Python numbers (one per tensor); per-axis and blocked "
+                    "scales are arrays: the jax.uniform.closed target closes over them")
+        return None
+    return supports
+
+
+def _um_values(case: Case) -> tuple[object, np.ndarray, np.ndarray, np.ndarray]:
+    """(scheme, input, s, z) with s and z expanded to the input's shape: s a value of the expressed type, then of
+    the input's dtype for quantize (what ``v / s`` divides by); z as a float of that dtype (uniform.md §4)."""
+    sch = scheme_of(case)
+    (iname,) = case.inputs
+    shape = case.inputs[iname].shape
+    S, Z = sch.expand(shape)
+    s_e = np.broadcast_to(np.asarray(S, np.float64), shape).astype(_npdt(sch.expressed.name))
+    z = np.broadcast_to(np.asarray(Z, np.int64), shape)
+    if case.operation == "uniform_quantize":
+        x = case.inputs["x"]
+        return sch, x, s_e.astype(np.float64).astype(x.dtype), z.astype(np.float64).astype(x.dtype)
+    return sch, _uq_input_codes(case), s_e, z.astype(np.float64).astype(s_e.dtype)
+
+
+def _um_body(case: Case, sch):
+    """g(v, s, z): quantize jnp.clip(jnp.round(v / s) + z, lo, hi).astype(storage); dequantize
+    (v.astype(E) - z) * s."""
+    import jax.numpy as jnp
+
+    st = getattr(jnp, _uq_storage(sch))
+    if case.operation == "uniform_quantize":
+        lo, hi = sch.storage_bounds
+        return lambda v, s_, z_: jnp.clip(jnp.round(v / s_) + z_, lo, hi).astype(st)
+    et = _jdt(sch.expressed.name)
+    return lambda v, s_, z_: (v.astype(et) - z_) * s_
+
+
+def _um_one(mode: str):
+    """One case run as a user writes it (``USER_MODES``): closed_python, x whole under jax.jit with s and z
+    Python numbers in the function (XLA folds them: x / c becomes x * fl(1 / c)); scalar, each element a 0-d
+    array under jax.jit with its s and z as 0-d arguments (no broadcast: XLA keeps the true division, profile
+    jax_divide); one_element, the same with each element a one-element array (a broadcast of one element is
+    dropped: x / s again); closed_scalar, each element 0-d with s and z Python numbers closed over (folded again)."""
+    each, closed = USER_MODES[mode]
+
+    def one(case: Case) -> Outputs:
+        import jax
+        import jax.numpy as jnp
+
+        reason = _um_supports(mode)(case)
+        if reason:
+            raise Unsupported(reason)
+        jax.config.update("jax_platforms", "cpu")
+        sch, x, s, z = _um_values(case)
+        g = _um_body(case, sch)
+        with jax.enable_x64(x.dtype == np.float64 or s.dtype == np.float64):
+            if closed:
+                sv = float(s.reshape(-1)[0]) if s.size else 1.0
+                zv = int(np.asarray(z).reshape(-1)[0]) if z.size else 0
+                f = jax.jit(lambda v: g(v, sv, zv))
+                if each is not None:  # numpy scalars: 0-d arguments
+                    y = np.stack([np.asarray(f(np.reshape(v, each))) for v in x.reshape(-1)]).reshape(x.shape)
+                else:
+                    y = np.asarray(f(jnp.asarray(x)))
+            else:
+                f = jax.jit(g)
+                flat = [np.asarray(f(np.reshape(v, each), a, b))
+                        for v, a, b in zip(x.reshape(-1), s.reshape(-1), z.reshape(-1))]
+                y = np.stack(flat).reshape(x.shape) if flat else np.asarray(g(jnp.asarray(x), s, z))
+        (oname,) = case.expected
+        if y.dtype.itemsize == 1 and y.dtype.kind not in "iuf":  # int4 / int2: the byte ml_dtypes holds
+            y = y.view(np.uint8)
+        return {oname: codes_as(case, oname, y.view(f"u{y.dtype.itemsize}"))}
+    return one
+
+
+def _um_snippet(mode: str):
+    def snippet(case: Case, i: int) -> str:
+        each, closed = USER_MODES[mode]
+        sch, x, s, z = _um_values(case)
+        st = _uq_storage(sch)
+        flat = np.asarray(x).reshape(-1)
+        if case.operation == "uniform_quantize":
+            lo, hi = sch.storage_bounds
+            lit = float_literal(flat, i)
+            body = f"lambda v, s, z: jnp.clip(jnp.round(v / s) + z, {lo}, {hi}).astype(jnp.{st})"
+            width = np.dtype(getattr(__import__("jax").numpy, st)).itemsize
+            mask = f" & {hex((1 << sch.storage.bits) - 1)}" if sch.storage.bits < 8 else ""
+            dt = "x.dtype"
+        else:
+            mod = "ml_dtypes." if sch.storage.bits < 8 else "np."
+            lit = f"np.array([{int(flat[i].astype(np.int64))}]).astype({mod}{st})"
+            et = sch.expressed.name
+            body = f"lambda v, s, z: (v.astype(jnp.{et}) - z) * s"
+            width, mask, dt = np.dtype(_np_view(et) if et in ("bfloat16", "float16") else et).itemsize, "", f"jnp.{et}"
+        sv = np.asarray(s).reshape(-1)[i : i + 1]
+        zv = np.asarray(z).reshape(-1)[i : i + 1]
+        xs = "jnp.asarray(x[0])" if each == () else "jnp.asarray(x)"
+        if closed:
+            consts = [f"s = {float(sv[0])!r}  # the scale as a Python number", f"z = {int(zv[0])}"]
+            call = f"jax.jit(lambda v: f(v, s, z))({xs})"
+        else:
+            consts = [f"s = jnp.asarray({float_literal(sv, 0)}[0], {dt})",
+                      f"z = jnp.asarray({float_literal(zv, 0)}[0], {dt})"]
+            call = f"jax.jit(f)({xs}, s, z)"
+        return python_c(
+            "import numpy as np, ml_dtypes, jax, jax.numpy as jnp",
+            f"jax.config.update('jax_enable_x64', {flat.dtype == np.float64 or sv.dtype == np.float64})",
+            f"x = {lit}", *consts, f"f = {body}",
+            f"print(hex(int(np.asarray({call}).reshape(-1).view(np.uint{8 * width})[0]){mask}))")
+    return snippet
+
+
+def _user_targets() -> list[Target]:
+    ops = ("uniform_quantize", "uniform_dequantize")
+    return [
+        Target(BACKEND, "jax.uniform.closed_python", "uniform", "jax.jit(lambda v: jnp.clip(jnp.round(v / s) + z, "
+               "lo, hi).astype(storage))(x) with s and z Python numbers in the function (per tensor; XLA folds them: "
+               "x * fl(1 / s))", "jax", ops, _um_supports("closed_python"), _uq_run_with(_um_one("closed_python")),
+               _um_snippet("closed_python")),
+        Target(BACKEND, "jax.uniform.scalar", "uniform", "the jax.uniform.jit function called on each element as a "
+               "0-d array with its s and z as 0-d arguments (no broadcast: XLA keeps x / s)", "jax_divide", ops,
+               _um_supports("scalar"), _uq_run_with(_um_one("scalar")), _um_snippet("scalar")),
+        Target(BACKEND, "jax.uniform.one_element", "uniform", "the jax.uniform.jit function called on each element "
+               "as a one-element array with its s and z as 0-d arguments (the broadcast of one element is dropped: "
+               "XLA keeps x / s)", "jax_divide", ops, _um_supports("one_element"),
+               _uq_run_with(_um_one("one_element")), _um_snippet("one_element")),
+        Target(BACKEND, "jax.uniform.closed_scalar", "uniform", "each element as a 0-d array under jax.jit with s "
+               "and z Python numbers in the function (per tensor; XLA folds x / s into x * fl(1 / s))", "jax", ops,
+               _um_supports("closed_scalar"), _uq_run_with(_um_one("closed_scalar")), _um_snippet("closed_scalar")),
+    ]
+
+
+def _uq_run_with(one):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+    return run
+
+
 # ---- recipes: jax.lax.scaled_dot, float8 dot_general, scaled casts ----------------------------------------------
 def _ml(name: str):
     import ml_dtypes
@@ -516,8 +674,8 @@ def _qdq_snippet(jit: bool):
         p = case.params
         out = getattr(case, "_output", "y")
         given = "a_scale" in case.inputs
-        lits = [f"{n} = jnp.asarray({suite_input(case, n)})" for n in ("a", "b", "a_scale", "b_scale")
-                if n in case.inputs]
+        lits = [st for n in ("a", "b", "a_scale", "b_scale") if n in case.inputs
+                for st in (*sparse_input(n, case.inputs[n], array_literal), f"{n} = jnp.asarray({n})")]
         fa, fb = p["a_format"], p["b_format"]
         body = [f"fa, fb = jnp.{fa}, jnp.{fb}",
                 "sc = lambda x, t: jnp.where(jnp.isfinite(jnp.max(jnp.abs(x))) & (jnp.max(jnp.abs(x)) > 0), "
@@ -535,6 +693,44 @@ def _qdq_snippet(jit: bool):
         return python_c("import numpy as np, jax, jax.numpy as jnp", *lits, *body,
                         f"print(hex(int(np.asarray(r[{k}]).reshape(-1).view({w})[{i}])))")
     return snippet
+
+
+def _decisive(x: np.ndarray) -> int:
+    """The flat index of the element that sets max(abs(x)): the first NaN, else the first of largest magnitude."""
+    with np.errstate(invalid="ignore"):
+        mag = np.abs(x.astype(np.float64)).reshape(-1)
+    nan = np.isnan(mag)
+    return int(np.argmax(nan)) if nan.any() else int(np.argmax(mag))
+
+
+def script_case(target: str, case: Case, index: int, output: str) -> Case | None:
+    """A smaller input for the reproducer of element ``index`` of ``output`` of a qdq_matmul case too large to write
+    out (jax.fp8_dot.*): a and b zero except the element of largest magnitude of each (which sets the per-tensor
+    scale, recipes.md §3.3) and what the output element reads: row m of a and column n of b for y[m, n], the
+    element itself for codes. The output element and the scales are those of the case. None for other targets."""
+    import copy
+
+    if not target.startswith("jax.fp8_dot.") or case.operation != "qdq_matmul":
+        return None
+    a, b = case.inputs["a"], case.inputs["b"]
+    ra, rb = np.zeros_like(a), np.zeros_like(b)
+    for src, dst in ((a, ra), (b, rb)):
+        k = _decisive(src)
+        dst.reshape(-1)[k] = src.reshape(-1)[k]
+    if output == "y":
+        m, n = divmod(index, case.expected["y"].shape[1])
+        ra[m], rb[:, n] = a[m], b[:, n]
+        what = f"a and b zero except row {m} of a, column {n} of b and each one's element of largest magnitude"
+    elif output in ("a_codes", "b_codes"):
+        src, dst = (a, ra) if output == "a_codes" else (b, rb)
+        dst.reshape(-1)[index] = src.reshape(-1)[index]
+        what = f"a and b zero except element {index} of {output[0]} and each one's element of largest magnitude"
+    else:
+        what = "a and b zero except each one's element of largest magnitude (it sets the per-tensor scale)"
+    c = copy.copy(case)
+    object.__setattr__(c, "inputs", {**case.inputs, "a": ra, "b": rb})
+    object.__setattr__(c, "_what", what)
+    return c
 
 
 def _cast_run(jit: bool):
@@ -702,6 +898,7 @@ def targets() -> list[Target]:
                "as constants, x the only argument (as users write it: XLA may fold the constants)", "jax",
                ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run(True, True), _uq_snippet(True, True),
                copies=True),
+        *_user_targets(),
         *_recipe_targets(),
         *_matmul_targets(),
     ]

@@ -1,6 +1,7 @@
 """MLX (CPU): ``mx.to_fp8`` / ``mx.from_fp8`` (float8_e4m3fn, element profile ``mlx``) and ``astype`` to float16 /
-bfloat16 (no qref profile: the spec default is the reference). Block quantization (``mx.quantize``) joins when
-the block family's cases land.
+bfloat16 (no qref profile: the spec default is the reference); block quantization (``mx.quantize``); and uniform
+quantization as users write it, ``mx.clip(mx.round(x / s) + z, lo, hi).astype(storage)``, eagerly with s and z
+passed in and under ``mx.compile`` with s and z captured as constants (uniform profile ``mlx``, uniform.md §4).
 """
 
 from __future__ import annotations
@@ -136,6 +137,172 @@ def _runner(fn):
     return run
 
 
+# ---- uniform: quantization as MLX users write it, eagerly and under mx.compile with captured constants ---------
+UQ_STORAGE = ("int8", "uint8", "int16", "uint16", "int32", "uint32")
+UQ_INPUTS = ("float32", "float16", "bfloat16")
+
+
+def _uq_supports(case: Case) -> str | None:
+    from ...formats import IntFormat
+    from ..families.uniform import scheme_of
+
+    sch = scheme_of(case)
+    st = sch.storage
+    name = f"{'' if st.signed else 'u'}int{st.bits}" if isinstance(st, IntFormat) else st.name
+    if name not in UQ_STORAGE:
+        return f"MLX has no {name} array type (the user-written form casts to int8/16/32 or uint8/16/32)"
+    if sch.granularity == "blocked":
+        return "the target writes per-tensor and per-axis scales (broadcast), not blocks"
+    if sch.expressed.name not in UQ_INPUTS:
+        return f"the target computes in float32 / float16 / bfloat16, not {sch.expressed.name}"
+    x = case.inputs.get("x")
+    if x is not None and x.dtype.name not in UQ_INPUTS:
+        return f"the target takes float32 / float16 / bfloat16 inputs, not {x.dtype.name}"
+    return None
+
+
+#: mx.compile on CPU writes the captured constants into C++ source that the system compiler builds (g++ -O3, about
+#: a second a graph): the compiled target runs per-tensor int8 quantize cases of up to this many elements (14 distinct
+#: graphs in conformance/v1)
+COMPILED_MAX = 64
+
+
+def _compiled_supports(case: Case) -> str | None:
+    from ..families.uniform import scheme_of
+
+    reason = _uq_supports(case)
+    if reason:
+        return reason
+    sch = scheme_of(case)
+    if case.operation != "uniform_quantize" or sch.granularity != "per_tensor" or sch.storage.bits != 8 \
+            or not sch.storage.signed or case.inputs["x"].size > COMPILED_MAX:
+        return ("mx.compile on CPU builds C++ with the captured constants written in (g++ -O3, once per distinct "
+                f"scale): this target runs per-tensor int8 quantize cases of up to {COMPILED_MAX} elements; the "
+                "rest run in mlx.uniform.eager")
+    return None
+
+
+def _uq_parts(case: Case):
+    """(g, x, s, z, storage name): g(v, s, z) is mx.clip(mx.round(v / s) + z, lo, hi).astype(storage) for
+    quantize (s, z of x's dtype), (v.astype(E) - z) * s for dequantize (s, z of the expressed type E); per axis s
+    and z are shaped to broadcast along the axis."""
+    from ...formats import IntFormat
+    from ..families.uniform import scheme_of
+    from ._common import storage_values
+
+    mx = _mx()
+    sch = scheme_of(case)
+    (iname,) = case.inputs
+    shape = case.inputs[iname].shape
+    S, Z = sch.expand(shape)
+    st = sch.storage
+    sname = f"{'' if st.signed else 'u'}int{st.bits}" if isinstance(st, IntFormat) else st.name
+    e = sch.expressed.name
+    import ml_dtypes
+
+    edt = np.dtype(ml_dtypes.bfloat16) if e == "bfloat16" else np.dtype(e)
+    s_e = np.asarray(S, np.float64).astype(edt)
+    if case.operation == "uniform_quantize":
+        x = case.inputs["x"]
+        lo, hi = sch.storage_bounds
+        s = s_e.astype(np.float64).astype(x.dtype)
+        z = np.asarray(Z, np.int64).astype(np.float64).astype(x.dtype)
+
+        def g(v, s_, z_):
+            return mx.clip(mx.round(v / s_) + z_, lo, hi).astype(getattr(mx, sname))
+        return g, x, s, z, sname
+    q = np.asarray(storage_values(case)).astype(np.dtype(sname))
+    z = np.asarray(Z, np.int64).astype(np.float64).astype(edt)
+
+    def g(v, s_, z_):
+        return (v.astype(getattr(mx, e)) - z_) * s_
+    return g, q, s_e, z, sname
+
+
+def _uq_one(compiled: bool):
+    """eager: g(x, s, z) with s and z arrays passed in; compiled: mx.compile(lambda v: g(v, s, z)) with s and z
+    captured as Python numbers: constants written into the C++ kernel that mx.compile builds on CPU."""
+    def one(case: Case) -> Outputs:
+        reason = (_compiled_supports if compiled else _uq_supports)(case)
+        if reason:
+            raise Unsupported(reason)
+        mx = _mx()
+        g, x, s, z, _ = _uq_parts(case)
+        xs = _to_mx(np.ascontiguousarray(x).reshape(-1)).reshape(x.shape)
+        if s.size == 1:
+            sv, zv = float(s.reshape(-1)[0]), int(np.asarray(z, np.float64).reshape(-1)[0])
+            sa, za = (sv, zv) if compiled else (_to_mx(s.reshape(-1)).reshape(()), _to_mx(z.reshape(-1)).reshape(()))
+        else:
+            sa, za = (_to_mx(s.reshape(-1)).reshape(s.shape), _to_mx(z.reshape(-1)).reshape(z.shape))
+        y = mx.compile(lambda v: g(v, sa, za))(xs) if compiled else g(xs, sa, za)
+        y = _from_mx(y)
+        (oname,) = case.expected
+        return {oname: codes_as(case, oname, y.view(f"u{y.dtype.itemsize}"))}
+    return one
+
+
+def _uq_run(compiled: bool):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        from ._common import run_each
+
+        return run_each(cases, _uq_one(compiled))
+    return run
+
+
+def _uq_snippet(compiled: bool):
+    def snippet(case: Case, i: int) -> str:
+        from ._common import single_element_case
+
+        one = single_element_case(case, i) if np.asarray(case.inputs[next(iter(case.inputs))]).size > 1 else case
+        _, x, s, z, sname = _uq_parts(one)
+        flat = np.asarray(x).reshape(-1)
+        if one.operation == "uniform_quantize":
+            from ..families.uniform import scheme_of
+
+            lo, hi = scheme_of(one).storage_bounds
+            body = f"g = lambda v, s, z: mx.clip(mx.round(v / s) + z, {lo}, {hi}).astype(mx.{sname})"
+            lit = float_literal(flat, 0)
+            xs = "mx.array(x.view(np.uint16)).view(mx.bfloat16)" if flat.dtype.name == "bfloat16" else "mx.array(x)"
+            w = np.dtype(sname).itemsize
+        else:
+            e = str(_expressed(one))
+            body = f"g = lambda v, s, z: (v.astype(mx.{e}) - z) * s"
+            lit = f"np.array([{int(flat[0])}], np.{sname})"
+            xs = "mx.array(x)"
+            w = 2 if e in ("float16", "bfloat16") else 4
+        sv, zv = np.asarray(s).reshape(-1)[:1], np.asarray(z).reshape(-1)[:1]
+        if compiled:
+            consts = [f"s = {float(sv[0])!r}  # captured by mx.compile as a constant", f"z = {int(zv[0])}"]
+            call = "mx.compile(lambda v: g(v, s, z))(xv)"
+        else:
+            mk = ("mx.array({}.view(np.uint16)).view(mx.bfloat16)" if sv.dtype.name == "bfloat16" else "mx.array({})")
+            consts = [f"s = {mk.format(float_literal(sv, 0))}[0]", f"z = {mk.format(float_literal(zv, 0))}[0]"]
+            call = "g(xv, s, z)"
+        out = f"{call}.view(mx.uint16)" if w == 2 else call
+        return python_c("import numpy as np, ml_dtypes, mlx.core as mx", f"x = {lit}", f"xv = {xs}", *consts, body,
+                        f"print(hex(int(np.asarray({out}).reshape(-1).view(np.uint{8 * w})[0])))")
+    return snippet
+
+
+def _expressed(case: Case) -> str:
+    """The expressed type's name of a uniform case."""
+    from ..families.uniform import scheme_of
+
+    return scheme_of(case).expressed.name
+
+
+def _uq_targets() -> list[Target]:
+    ops = ("uniform_quantize", "uniform_dequantize")
+    return [
+        Target(BACKEND, "mlx.uniform.eager", "uniform", "mx.clip(mx.round(x / s) + z, lo, hi).astype(storage) with s, "
+               "z arrays of x's dtype passed in; (q.astype(E) - z) * s (eager, CPU; per axis by broadcasting)", "mlx",
+               ops, _uq_supports, _uq_run(False), _uq_snippet(False)),
+        Target(BACKEND, "mlx.uniform.compiled", "uniform", "the same function under mx.compile with s and z captured "
+               "(Python numbers): constants written into the C++ kernel mx.compile builds (CPU)", "mlx", ops,
+               _compiled_supports, _uq_run(True), _uq_snippet(True)),
+    ]
+
+
 def targets() -> list[Target]:
     require("mlx.core", backend=BACKEND, hint="pip install 'mlx[cpu]'")
     ops = ("encode", "decode", "quantize")
@@ -145,6 +312,7 @@ def targets() -> list[Target]:
         Target(BACKEND, "mlx.astype", "elements", "mx.array(x).astype(mx.float16 | mx.bfloat16)", None, ops,
                _astype_supports, _runner(_astype_fn), _astype_snippet),
         _block_target(),
+        *_uq_targets(),
         *_recipe_targets(),
         _float_matmul_target(),
     ]

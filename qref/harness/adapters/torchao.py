@@ -22,8 +22,9 @@ import numpy as np
 from ...conformance.case import Case
 from ..families.lookup import dq_kind, effective_axis
 from ..model import Outputs, Target, Unsupported
+from ..reproducer import sparse_input
 from . import require
-from ._common import codes_as, from_torch, python_c, run_each, suite_input, to_torch
+from ._common import array_literal, codes_as, from_torch, python_c, run_each, suite_input, to_torch
 
 BACKEND = "torchao"
 DISTRIBUTIONS = ("torchao", "torch")
@@ -134,21 +135,23 @@ def _snippet(case: Case, i: int) -> str:
     out = getattr(case, "_output", "codes")
     if case.operation == "lookup_quantize":
         x = case.inputs["x"]
-        load = suite_input(case, "x")
-        t = (f"torch.from_numpy({load}.reshape(-1).view(np.uint16).copy()).view(torch.bfloat16)"
-             if x.dtype.name == "bfloat16" else f"torch.from_numpy({load}.reshape(-1).copy())")
+        load = sparse_input("x", x, array_literal)  # a reduced input (script_case): mostly zeros
+        t = ("torch.from_numpy(x.reshape(-1).view(np.uint16).copy()).view(torch.bfloat16)"
+             if x.dtype.name == "bfloat16" else "torch.from_numpy(x.reshape(-1).copy())")
         call = f"nf = tq.to_nf4({t}, block_size={B}, scaler_block_size={SCALER_BLOCK})"
         if out == "codes":
             shift = "b >> 4" if i % 2 == 0 else "b & 15"
-            return python_c(_HEAD, call, f"b = int(nf.quantized_data.reshape(-1)[{i // 2}])", f"print(hex({shift}))")
+            return python_c(_HEAD, *load, call, f"b = int(nf.quantized_data.reshape(-1)[{i // 2}])",
+                            f"print(hex({shift}))")
         pick = {"dq_codes": "nf.quantized_scalers.view(torch.uint8)", "dq_scales": "nf.quantization_factor.float()",
                 "dq_offset": "nf.scaler_mean.float().reshape(1)"}[out]
-        return python_c(_HEAD, call, f"a = {pick}.numpy(); print(hex(int(a.view(f'u{{a.dtype.itemsize}}')[{i}])))")
+        return python_c(_HEAD, *load, call,
+                        f"a = {pick}.numpy(); print(hex(int(a.view(f'u{{a.dtype.itemsize}}')[{i}])))")
     dt = str(case.params["input_dtype"])
     odt = case.expected["y"].dtype.name
     return python_c(
         _HEAD, "from torchao.quantization.quantize_.workflows.nf4.nf4_tensor import NF4Tensor, SubclassTensorArgs",
-        f"c = {suite_input(case, 'codes')}.astype(np.uint8); n = c.size",
+        *sparse_input("c", case.inputs["codes"], array_literal), "c = c.astype(np.uint8); n = c.size",
         f"m = SubclassTensorArgs(torch.Size([n]), (1,), 0, torch.{dt}, torch.device('cpu'), False)",
         f"s = torch.from_numpy({suite_input(case, 'dq_codes')}.view(np.int8).copy())",
         f"f = torch.from_numpy({suite_input(case, 'dq_scales')}.astype(np.float32).copy()).to(torch.{dt})",
@@ -158,6 +161,43 @@ def _snippet(case: Case, i: int) -> str:
         f"nf = NF4Tensor(m, {B}, n // {B}, {SCALER_BLOCK}, s, f, mu, torch.from_numpy((c[0::2] << 4) | c[1::2]), t)",
         f"y = nf.to(torch.{odt}); y = y.view(torch.int16) if y.dtype == torch.bfloat16 else y",
         f"a = y.numpy(); print(hex(int(a.view(f'u{{a.dtype.itemsize}}').reshape(-1)[{i}])))")
+
+
+def script_case(target: str, case: Case, index: int, output: str) -> Case | None:
+    """A smaller input for the reproducer of element ``index`` of ``output`` of a to_nf4 case too large to write
+    out (to_nf4 takes at least block_size * 256 elements): quantize keeps the block holding the element and, of
+    every other block, only its element of largest magnitude (a NaN where it has one) at the block's start, so
+    that every block's absmax, hence the double-quantized scales (lut.md §3.2, §5), are those of the case; the
+    dequantization keeps the codes of the element's block (the others 0) and every scale. None for the other
+    targets."""
+    import copy
+
+    if target != "torchao.to_nf4":
+        return None
+    B = int(case.scheme["block_size"])
+    if case.operation == "lookup_quantize":
+        x = case.inputs["x"]
+        blocks = np.ascontiguousarray(x).reshape(-1, B)
+        with np.errstate(invalid="ignore"):
+            mag = np.abs(blocks.astype(np.float64))
+            pick = np.where(np.isnan(mag).any(1), np.argmax(np.isnan(mag), 1), np.argmax(np.nan_to_num(mag, nan=0), 1))
+        red = np.zeros_like(blocks)
+        red[:, 0] = blocks[np.arange(blocks.shape[0]), pick]
+        name = "x"
+        what = "blocks other than the element's reduced to their absmax element"
+    else:
+        blocks = np.ascontiguousarray(case.inputs["codes"]).reshape(-1, B)
+        red = np.zeros_like(blocks)
+        name = "codes"
+        what = "the codes of the element's block, the other codes 0, every double-quantized scale"
+    if output in ("codes", "y"):
+        k = index // B
+        red[k] = blocks[k]
+        what += f"; block {k} as in the case"
+    c = copy.copy(case)
+    object.__setattr__(c, "inputs", {**case.inputs, name: red.reshape(case.inputs[name].shape)})
+    object.__setattr__(c, "_what", what)
+    return c
 
 
 # ---- block: torchao.prototype.mx_formats to_mx / to_dtype ---------------------------------------------------

@@ -1,0 +1,64 @@
+"""Findings a previous release showed and the locked one fixed (qref/harness/fixed.py): the committed files
+validate, ``record`` keeps exactly the (backend, mechanism) pairs that disappeared, a malformed entry is refused
+with the field named, and the backend page lists the entries under "Fixed in a newer release"."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from qref.errors import QrefError
+from qref.harness import findings, fixed
+from qref.harness.adapters import BACKENDS
+from qref.harness.reproducer import MAX_LINE
+from tests.test_findings import _res
+
+
+def _entry(**kw):
+    e = {"mechanism": "tie_rule", "kind": "spec", "seen_in": "0.6.0", "fixed_in": "0.7.0", "statement": "s",
+         "targets": ["b.eager"], "cases": ["elements/float8_e4m3fn/a"], "evidence": "two runs"}
+    e.update(kw)
+    return e
+
+
+def test_every_committed_file_validates():
+    files = sorted(fixed.FIXED_DIR.glob("*.json"))
+    assert files, "no conformance/fixed/<backend>.json committed"
+    for p in files:
+        assert p.stem in BACKENDS, p.name
+        entries = fixed.load_fixed(p.stem)
+        assert all(fixed._key(e.seen_in) < fixed._key(e.fixed_in) for e in entries)
+
+
+def test_record_keeps_the_mechanisms_the_locked_run_no_longer_has():
+    prev = findings.findings(_res())
+    res = _res()
+    res.results = [r for r in res.results if r.task != "uniform/uint8/c"]  # the saturation gap is gone
+    now = findings.findings(res)
+    got = fixed.record(prev, now, "b", "1.0", "1.1", "runs")
+    assert [(f.mechanism, f.kind, f.fixed_in) for f in got] == [("saturation", "profile", "1.1")]
+    assert got[0].cases == ("uniform/uint8/c",) and got[0].targets == ("b.jit",)
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"seen_in": "0.7.0"}, "earlier release"), ({"fixed_in": "latest"}, "fixed_in"), ({"kind": "bug"}, "kind"),
+    ({"targets": ["c.run"]}, "targets"), ({"statement": ""}, "statement"), ({"extra": 1}, "exactly the keys"),
+])
+def test_a_malformed_entry_is_refused_with_the_field_named(tmp_path, change, field):
+    (tmp_path / "b.json").write_text(json.dumps({"backend": "b", "fixed": [_entry(**change)]}))
+    with pytest.raises(QrefError, match=field):
+        fixed.load_fixed("b", tmp_path)
+
+
+def test_write_merges_and_the_page_lists_the_fixed_findings(tmp_path):
+    prev = findings.findings(_res())
+    got = fixed.record(prev, [], "b", "1.0", "1.1", "runs")
+    p = fixed.write_fixed("b", got, tmp_path)
+    fixed.write_fixed("b", got[:1], tmp_path)  # the same entry again: replaced, not doubled
+    back = fixed.load_fixed("b", tmp_path)
+    assert p.name == "b.json" and len(back) == len(got) == 2
+    lines = fixed.render(back)
+    assert lines[0] == "## Fixed in a newer release"
+    assert sum(ln.startswith("- **fixed in 1.1** (seen in 1.0") for ln in lines) == 2
+    assert max(len(ln) for ln in lines) <= MAX_LINE
