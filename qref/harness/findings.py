@@ -528,8 +528,8 @@ def _reduced_repro(f: Finding, script: str, why: str) -> None:
 
 def _reduced_script(tg: Any, case: Any, what: str) -> str:
     """A standalone script for element ``index`` of ``output`` on the smaller input the target's adapter builds
-    (``script_case(target, case, index, output)`` in its module, or in ``SCRIPT_CASES``, whose
-    ``script_snippet(target, case, index)`` may write the script instead of the target's snippet), with the
+    (``script_case(target, case, index, output)`` in its module, whose ``script_snippet(target, case, index)``
+    may write the script instead of the target's snippet), with the
     bits qref's ``profile`` expects for that input written in; an error when the adapter has none or the element
     does not differ there. Returned with "\n#--info--\n" and what the input is, the expected and the got value."""
     import importlib
@@ -542,7 +542,7 @@ def _reduced_script(tg: Any, case: Any, what: str) -> str:
 
     _, index, output, profile = what.split(":", 3)
     i = int(index)
-    mod = importlib.import_module(SCRIPT_CASES.get(tg.backend, f"{__package__}.adapters.{tg.backend}"))
+    mod = importlib.import_module(f"{__package__}.adapters.{tg.backend}")
     make = getattr(mod, "script_case", None)
     red = make(tg.name, case, i, output) if make is not None else None
     if red is None:
@@ -566,10 +566,6 @@ def _reduced_script(tg: Any, case: Any, what: str) -> str:
     vals = [fam.describe_output(red, output, v.reshape(-1)[i : i + 1])
             for v in (np.asarray(exp.outputs[output]), np.asarray(out[output]))]
     return "\n#--info--\n".join([script, desc, *vals])
-
-
-#: backend -> the module holding its ``script_case`` where the adapter module is not this harness's to edit
-SCRIPT_CASES = {"torch": f"{__package__}.adapters.torch_scripts"}
 
 
 def capture_prints(fs: list[Finding]) -> None:

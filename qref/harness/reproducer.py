@@ -252,4 +252,5 @@ def sparse_input(name: str, a: Any, literal: Any) -> list[str]:
     return stmts
 
 
-__all__ = ["MAX_LINE", "MAX_LINES", "Documented", "block", "capture", "code_lines", "documented", "layout", "sparse_input", "wrap"]
+__all__ = ["MAX_LINE", "MAX_LINES", "Documented", "block", "capture", "code_lines", "documented", "layout",
+           "sparse_input", "wrap"]

@@ -453,3 +453,34 @@ def targets() -> list[Target]:
                       notes="held bit for bit to its fitted CPU GEMM profile (MKL's AVX-512 sgemm kernel; mma.md "
                             "§12.2); within the bound of mma.md §10.4 but other bits is drift"))
     return out + _torch_casts.targets(BACKEND, compiled=False) + _torch_quant.targets(BACKEND, compiled=False)
+
+
+# ---- reproducers on a smaller input (qref.harness.findings reads script_case / script_snippet) -----------------
+def script_case(target: str, case: Case, index: int, output: str) -> Case | None:
+    """torch.scaled_mm on a qdq_matmul case: a and b zero except what element ``index`` of ``output`` reads and
+    each operand's element of largest magnitude, which sets its per-tensor scale (recipes.md §3.3; the same
+    reduction as the JAX fp8_dot targets). None for the other targets."""
+    from .jax import script_case as qdq_script_case
+
+    if target != "torch.scaled_mm":
+        return None
+    return qdq_script_case("jax.fp8_dot.", case, index, output)
+
+
+def script_snippet(target: str, case: Case, i: int) -> str | None:
+    """The scaled_mm snippet with the operands a and b written as zeros plus their non-zero elements
+    (``reproducer.sparse_input``) instead of one literal of every byte."""
+    from ..reproducer import sparse_input
+    from ._common import array_literal
+
+    if target != "torch.scaled_mm":
+        return None
+    out = []
+    for ln in _scaled_mm_snippet(case, i).splitlines():
+        name = ln.split(" = torch.from_numpy(", 1)[0]
+        if name in ("a", "b") and ln.startswith(f"{name} = torch.from_numpy("):
+            out += [*sparse_input(name, np.asarray(case.inputs[name]), array_literal),
+                    f"{name} = torch.from_numpy({name}.copy())"]
+        else:
+            out.append(ln)
+    return "\n".join(out)
