@@ -16,7 +16,7 @@ import pytest
 os.environ["KERAS_BACKEND"] = "jax"
 
 from qref.recipes import PRESETS, Fp8DotState, absmax_dense, absmax_quantize, dense_fp8_step, sgd
-from qref.recipes.absmax import AbsmaxMultiplierRules
+from qref.profiles.recipe import AbsmaxMultiplierRules
 
 keras = pytest.importorskip("keras", reason="the Keras recipes are checked against Keras on JAX")
 jax = pytest.importorskip("jax", reason="Keras runs on the JAX backend")

@@ -23,6 +23,8 @@ ALLOWED = {
     ("analysis/sweep.py", "jax"): "sweep --against <system> runs that system (it imports it)",
     ("analysis/sweep.py", "mlx"): "sweep --against <system> runs that system (it imports it)",
     ("harness/runner.py", "jax"): "whether the jax module is already imported (sys.modules), before pinning XLA",
+    ("harness/families/recipes.py", "flax"): "the scale formula key stored in committed cases (recipes/scaling.py "
+                                              "formula='flax'), read from the case, not a system chosen here",
     ("harness/families/recipes.py", "jax"): "the model variant named by the case's emulation key (its own name)",
     ("harness/families/lookup.py", "torchao"): "the torchao profile's 4-digit NF4 literals as a second table",
     ("interop/mlir/parser.py", "mlir"): "the MLIR quant dialect's own default profile of parse_type",

@@ -25,8 +25,11 @@ from typing import Any
 
 from ..errors import QrefError
 
-#: the directory of the per-backend files (beside the suite and the expected-failure files)
-FIXED_DIR = Path(__file__).resolve().parents[2] / "conformance" / "fixed"
+#: the directory of the per-backend files: conformance/fixed of the source checkout qref is imported from (beside
+#: the suite and the expected-failure files), else the copy installed with the package (qref/data/fixed)
+FIXED_DIR = (Path(__file__).resolve().parents[2] / "conformance" / "fixed"
+             if (Path(__file__).resolve().parents[2] / "conformance" / "fixed").is_dir()
+             else Path(__file__).resolve().parents[1] / "data" / "fixed")
 _KINDS = ("crash", "spec", "profile", "unspecified")
 _VERSION = re.compile(r"^\d+(\.\d+)*([a-z]+\d*)?(\.post\d+|\.dev\d+)?$")
 _FIELDS = ("mechanism", "kind", "seen_in", "fixed_in", "statement", "targets", "cases", "evidence")
@@ -143,3 +146,6 @@ def render(entries: list[FixedFinding]) -> list[str]:
                 + ", ".join(f"`{c}`" for c in f.cases[:4]) + (f" and {len(f.cases) - 4} more" if len(f.cases) > 4
                                                             else "") + f"; seen by: {f.evidence}"]
     return [*out, ""]
+
+
+__all__ = ["FIXED_DIR", "FixedFinding", "load_fixed", "record", "render", "write_fixed"]

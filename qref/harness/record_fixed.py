@@ -33,5 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+__all__ = ["main"]
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

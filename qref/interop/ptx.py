@@ -39,3 +39,6 @@ def cvt_rs_random_bits(rbits: object, target: str) -> np.ndarray:
         raise QrefError("rbits must lie in [0, 2^32): it is the 32-bit operand of cvt.rs")
     r = r.astype(np.uint32)
     return np.stack([(r >> np.uint32(s)) & np.uint32(m) for s, m in _FIELDS[target]], axis=-1)
+
+
+__all__ = ["CVT_RS_TARGETS", "cvt_rs_random_bits"]

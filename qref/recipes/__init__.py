@@ -13,7 +13,8 @@
   ``Fp8DirectDotGeneralOp`` (forward and backward), and 8-bit blockwise optimizer-state quantization.
 """
 
-from .absmax import AbsmaxMultiplierRules, absmax_dense, absmax_quantize
+from ..profiles.recipe import AbsmaxMultiplierRules
+from .absmax import absmax_dense, absmax_quantize
 from .linear import RECIPES, LinearStep, OperandRule, TrainingRecipe, get_recipe, linear_step
 from .mlx_cpu import mlx_qqmm, mlx_quantized_matmul
 from .ops import Accumulation, MatmulResult, block_dot, block_matmul, exact_matmul, qdq_matmul

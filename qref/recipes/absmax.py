@@ -16,7 +16,7 @@ from ..errors import QrefError
 from ..profiles.recipe import AbsmaxMultiplierRules
 from .exact import acc_format
 
-__all__ = ["AbsmaxMultiplierRules", "absmax_dense", "absmax_quantize"]
+__all__ = ["absmax_dense", "absmax_quantize"]
 
 
 def absmax_quantize(x: object, axis: int | tuple[int, ...] | None, rules: AbsmaxMultiplierRules | None = None
