@@ -15,8 +15,8 @@ import pytest
 
 os.environ["KERAS_BACKEND"] = "jax"
 
-from qref.recipes import PRESETS, Fp8DotState, absmax_dense, absmax_quantize, dense_fp8_step, sgd
 from qref.profiles.recipe import AbsmaxMultiplierRules
+from qref.recipes import PRESETS, Fp8DotState, absmax_dense, absmax_quantize, dense_fp8_step, sgd
 
 keras = pytest.importorskip("keras", reason="the Keras recipes are checked against Keras on JAX")
 jax = pytest.importorskip("jax", reason="Keras runs on the JAX backend")
