@@ -222,7 +222,8 @@ class BlockScheme(Scheme):
             rule = getattr(self.rules, "global_scale_rule", "exact")
             if rule == "exact":
                 raise QrefError(f"{self.name} with global_scale_rule={rule!r} takes no global scale; NVFP4 "
-                                "two-level scaling needs a global_scale_rule other than 'exact' (e.g. profile='nvidia', 'torchao_floor', 'mlx' or 'jax')")
+                                "two-level scaling needs a global_scale_rule other than 'exact' (e.g. "
+                                "profile='nvidia', 'torchao_floor', 'mlx' or 'jax')")
             try:
                 g = np.asarray(global_scale, dtype=np.float64)
             except (TypeError, ValueError):
