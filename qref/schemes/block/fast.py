@@ -379,7 +379,8 @@ def mx_plan(rules: MXRules, f: BlockFormat, dtype: np.dtype) -> MXPlan | None:
     fl32(x / 2^e_div) itself), or the input's own 16-bit dtype. Not covered: flush_subnormals,
     flush_subnormal_blocks, the scaled-integer element step on float32 (§4.7.1), other dtype pairs,
     scaled_zero_positive with exact scaling."""
-    if (rules.flush_subnormals or rules.flush_subnormal_blocks or rules.byte0_divisor == "folded_stand_in"
+    if not isinstance(rules, MXRules) or (
+            rules.flush_subnormals or rules.flush_subnormal_blocks or rules.byte0_divisor == "folded_stand_in"
             or dtype not in (fp.F32, fp.F16, fp.BF16)):
         return None
     C = fp.resolve_compute_dtype(rules.compute_dtype, dtype)
