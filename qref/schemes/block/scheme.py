@@ -64,7 +64,7 @@ class BlockScheme(Scheme):
     rules: the kind's rules record of qref.profiles.block (block.md §2 documents each value): MXRules (kind
         "mx": E8M0 scales), FloatScaleRules ("float_scale": NVFP4 and other float scale formats) or AffineRules
         ("affine": MLX affine groups). The records check their values; ``scheme.X`` reads ``scheme.rules.X``
-        for every rule field X of the kind.
+        for every rule field X (a rule of another kind: its default, as the spec writes it).
     profile: the profile the rules came from (None when built by hand).
 
     Constraints between the format and the rules (block.md §2): MX takes scale_format float8_e8m0fnu;
@@ -108,14 +108,14 @@ class BlockScheme(Scheme):
                 raise QrefError("affine groups store float scales in the input dtype: scale_format must be None")
 
     def __getattr__(self, name: str) -> Any:
-        """Read access to the rules: ``scheme.scale_rule`` is ``scheme.rules.scale_rule``."""
+        """Read access to the rules: ``scheme.scale_rule`` is ``scheme.rules.scale_rule``; a rule of another kind
+        reads as its default, the value the spec writes for it (``nvfp4.scale_rule == "floor"``)."""
         if name.startswith("_") or name in ("format", "rules", "profile"):
             raise AttributeError(name)
         rules = self.__dict__.get("rules")
-        if rules is not None and name in _RULE_DEFAULTS and hasattr(rules, name):
-            return getattr(rules, name)
-        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}"
-                             + (f" ({type(rules).__name__} has no such rule)" if name in _RULE_DEFAULTS else ""))
+        if rules is not None and name in _RULE_DEFAULTS:
+            return getattr(rules, name, _RULE_DEFAULTS[name])
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     # ---- the format's parts -------------------------------------------------------------------------------
     @property
@@ -479,4 +479,4 @@ def _claims(fmt: Format, kw: dict[str, Any]) -> bool:
 register_family("block", builder=_build, from_spec=from_spec, names=tuple(NAMED_SCHEMES), claims=_claims,
                 order=200)
 
-__all__ = ["CHOICES", "NAMED_SCHEMES", "BlockScheme", "from_spec"]
+__all__ = ["CHOICES", "NAMED_SCHEMES", "RULE_FIELDS", "SPEC_KEYS", "BlockFormat", "BlockScheme", "from_spec"]
