@@ -1,13 +1,13 @@
 """Block profiles as typed records (spec: block.md §8, profiles.md): one record per real system.
 
-A block profile's ``rules`` is one frozen ``BlockRules``: the rules of each scheme kind the system offers
-(``mx``: ``MXRules``, ``float_scale``: ``FloatScaleRules``, ``affine``: ``AffineRules``; None: the system has no
-such schemes; a ``BlockScheme`` holds one of them as its ``rules``), what the system offers per kind
-(``Support``: element formats, block sizes, bits; a combination outside it is an error rather than a guess) and
-the fields that depend on the element format (``ElementRules``: MLX's FP4 argmin). Every field value names a mechanism (block.md §2 defines each one);
-the allowed values are the tuples below (``CHOICES``), checked with the constraints between one record's fields
-in the records' ``__post_init__``; the defaults are the ``ocp`` profile's. This module holds data only: it imports
-the profile base and the format records, never qref.schemes (the schemes read these records).
+A block profile's ``rules`` is one frozen ``BlockRules``: the rules of each scheme kind the system offers (``mx``:
+``MXRules``, ``float_scale``: ``FloatScaleRules``, ``affine``: ``AffineRules``; None: the system has no such
+schemes; a ``BlockScheme`` holds one of them as its ``rules``), what the system offers per kind (``Support``:
+element formats, block sizes, bits; a combination outside it is an error rather than a guess) and the fields that
+depend on the element format (``ElementRules``: MLX's FP4 argmin). Every field value names a mechanism (block.md §2
+defines each one); the allowed values are the tuples below (``CHOICES``), checked with the constraints between one
+record's fields in the records' ``__post_init__``; the defaults are the ``ocp`` profile's. This module holds data
+only: it imports the profile base and the format records, never qref.schemes (the schemes read these records).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Lookup (quantile) profiles as data (spec: lut.md §3.1, §6; profiles.md).
 
-``LookupRules`` is the typed, frozen record of everything a lookup profile sets: the ``LookupScheme`` geometry
-and the fields of ``LookupSchemeRules`` (lut.md §3.1, same names and defaults; the record a ``LookupScheme`` holds
-as its ``rules``, with the allowed values checked in ``__post_init__``) plus the builder's rules (which table variant, double quantization,
-per-scheme rules). Each lookup ``Profile`` carries one as ``profile.rules``. Field values name
+``LookupRules`` is the typed, frozen record of everything a lookup profile sets: the ``LookupScheme`` geometry and
+the fields of ``LookupSchemeRules`` (lut.md §3.1, same names and defaults; the record a ``LookupScheme`` holds as
+its ``rules``, with the allowed values checked in ``__post_init__``) plus the builder's rules (which table variant,
+double quantization, per-scheme rules). Each lookup ``Profile`` carries one as ``profile.rules``. Field values name
 mechanisms, never systems. This module imports only qref.errors and the profile base (one-way dependencies:
 qref.schemes imports the choice tuples from here, never the reverse).
 """
