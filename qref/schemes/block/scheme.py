@@ -50,7 +50,6 @@ SPEC_KEYS = ("name", "element", "scale_format", "block_size", "kind", "profile",
              "divisor_out_of_range", "element_exponent", "round_arith", "dequant", "dequant_nan_scale", "pad",
              "min_ndim", "unspecified_open_cases", "amax_floor", "global_scale_granularity")
 RULE_FIELDS = tuple(k for k in SPEC_KEYS if k in _RULE_DEFAULTS)
-_FORMAT_KEYS = ("name", "element", "scale_format", "block_size", "element_scale_exp")
 _SPEC_OMIT = {"stochastic_bits": None, "amax_floor": 0.0, "global_scale_granularity": "tensor"}
 
 
