@@ -29,31 +29,40 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+def _imports(tree: ast.AST, type_checking: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """The imports that run (type_checking=False), or those under ``if TYPE_CHECKING:`` only (True)."""
     found: list[ast.Import | ast.ImportFrom] = []
 
-    def walk(node: ast.AST) -> None:
+    def walk(node: ast.AST, typed: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.body:
+                    walk_one(other, True)
                 for other in child.orelse:
-                    walk(other)
+                    walk_one(other, typed)
                 continue
-            if isinstance(child, (ast.Import, ast.ImportFrom)):
-                found.append(child)
-            walk(child)
+            walk_one(child, typed)
 
-    walk(tree)
+    def walk_one(child: ast.AST, typed: bool) -> None:
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            if typed == type_checking:
+                found.append(child)
+            return
+        walk(child, typed)
+
+    walk(tree, False)
     return found
 
 
-def _graph() -> tuple[dict[str, set[str]], list[str]]:
-    """Module -> imported qref modules, and the cross-package private imports."""
+def _graph(type_checking: bool = False) -> tuple[dict[str, set[str]], list[str]]:
+    """Module -> imported qref modules, and the cross-package private imports (type_checking: the imports
+    under ``if TYPE_CHECKING:`` instead)."""
     modules = _modules()
     edges: dict[str, set[str]] = {m: set() for m in modules}
     private: list[str] = []
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in _imports(ast.parse(path.read_text(), str(path))):
+        for node in _imports(ast.parse(path.read_text(), str(path)), type_checking):
             if isinstance(node, ast.Import):
                 targets = [(a.name, None) for a in node.names]
             else:

@@ -89,9 +89,9 @@ def count_reference_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     for mod, name in ((bm, "quantize_mx_reference"), (bn, "quantize_float_scaled_reference")):
         orig = getattr(mod, name)
 
-        def wrapped(s: object, xb: np.ndarray, *a: object, _orig: object = orig) -> object:
+        def wrapped(rules: object, f: object, xb: np.ndarray, *a: object, _orig: object = orig) -> object:
             seen.append(xb.shape[0])
-            return _orig(s, xb, *a)  # type: ignore[operator]
+            return _orig(rules, f, xb, *a)  # type: ignore[operator]
 
         monkeypatch.setattr(mod, name, wrapped)
     return seen
@@ -119,13 +119,14 @@ def test_plans_cover_the_profiles() -> None:
     for prof, name in schemes():
         s = qref.scheme(name, profile=prof)
         for dt in DTYPES:
-            plan = bf.mx_plan(s, dt) if s.kind == "mx" else None
+            plan = bf.mx_plan(s.rules, s.format, dt) if s.kind == "mx" else None
             if s.kind == "mx":
                 assert (plan is None) == (prof == "jax" or (prof == "microxcaling" and dt == F32)), (prof, name, dt)
             if plan is not None and prof == "mlx" and dt != F32:
                 assert plan.mode == "t16"
-        assert bf.mx_plan(s, np.dtype(np.float64)) is None
-    assert bf.element_key_table(qref.scheme("mxfp6_e2m3", profile="microxcaling")) is None
+        assert bf.mx_plan(s.rules, s.format, np.dtype(np.float64)) is None
+    micro = qref.scheme("mxfp6_e2m3", profile="microxcaling")
+    assert bf.element_key_table(micro.rules, micro.format) is None
 
 
 @pytest.mark.parametrize("prof,name", [("mlx", "mxfp8_e4m3"), ("mlx", "mxfp4"), ("mlx", "nvfp4"),
@@ -168,7 +169,7 @@ def test_exact_scaling_with_every_rounding_mode(rounding: str) -> None:
     x = np.concatenate([np.hstack([big, tiny]), np.hstack([-big, mid])])
     for name in ("mxfp8_e4m3", "mxfp4", "mxint8"):
         s = qref.scheme(name, profile="ocp", rounding=rounding)
-        assert (bf.mx_plan(s, F32) is None) == (not rounding.startswith("nearest"))
+        assert (bf.mx_plan(s.rules, s.format, F32) is None) == (not rounding.startswith("nearest"))
         both(s, x)
 
 
@@ -249,7 +250,7 @@ def test_every_16bit_value_under_every_divisor_exponent(prof: str, name: str, dt
     every finite x of the dtype and every divisor exponent of the plan (bfloat16: 253 of them, 16.5 million
     elements)."""
     s = qref.scheme(name, profile=prof)
-    plan = bf.mx_plan(s, dtype)
+    plan = bf.mx_plan(s.rules, s.format, dtype)
     assert plan is not None
     for chunk in np.array_split(np.arange(plan.e_lo, plan.e_hi + 1), 8):
         check_rows16(s, plan, dtype, chunk)
@@ -266,7 +267,7 @@ def check_rows16(s: object, plan: bf.MXPlan, dtype: np.dtype, es: np.ndarray) ->
                      open_case=np.zeros(nb, bool), nan_blk=np.zeros(nb, bool), inf_blk=np.zeros(nb, bool),
                      nonfinite=np.zeros(nb, bool))
     with np.errstate(all="ignore"):
-        ref, unspec = bm.mx_element_codes(s, xc, ar.f64(xc), sc, C, False)  # type: ignore[arg-type]
+        ref, unspec = bm.mx_element_codes(s.rules, s.format, xc, ar.f64(xc), sc, C, False)  # type: ignore[arg-type]
     assert not unspec.any()
     rows = bf.mx_rows16(plan)
     rows.ensure(es - plan.e_lo)
@@ -309,16 +310,16 @@ def test_scale_exponent_and_block_scales_exhaustive(prof: str, over: dict[str, s
         if C is not None and dtype != C:
             amax = amax.astype(C)
         with np.errstate(all="ignore"):
-            e_ref, z_ref = bm._scale_exponent(s, amax, C, False)
-            e_fast, z_fast = bf.fast_scale_exponent(s, amax, C, False)
+            e_ref, z_ref = bm._scale_exponent(s.rules, s.format, amax, C, False)
+            e_fast, z_fast = bf.fast_scale_exponent(s.rules, s.format, amax, C, False)
         assert (z_ref == z_fast).all() and (e_ref[~z_ref] == e_fast[~z_ref]).all(), name
         if s.byte0_divisor == "folded_stand_in":
             continue
         no = np.zeros(amax.size, dtype=bool)
         with np.errstate(all="ignore"):
-            sc = bm.mx_block_scales(s, amax, no, no, C, False)
-            rows, sun = bm.mx_row_flags(s, sc)
-            byte, e_div, scale_nan, rows_f, sun_f = bf.finite_block_scales(s, amax, C)
+            sc = bm.mx_block_scales(s.rules, s.format, amax, no, no, C, False)
+            rows, sun = bm.mx_row_flags(s.rules, s.format, sc)
+            byte, e_div, scale_nan, rows_f, sun_f = bf.finite_block_scales(s.rules, s.format, amax, C)
         assert (sc.byte == byte).all() and (sc.e_div == e_div).all() and (sc.scale_nan == scale_nan).all()
         assert (rows == rows_f).all() and (sun == sun_f).all()
 
@@ -331,11 +332,11 @@ def test_sticky_key_tables(prof: str, name: str) -> None:
     with the low bits 0, 1, 2^(low-1) - 1, 2^(low-1), 2^(low-1) + 1, 2^low - 1 and three random patterns,
     within the table's domain (finite, |y| <= lut_table_limit)."""
     s = qref.scheme(name, profile=prof)
-    plan = bf.mx_plan(s, F32) if s.kind == "mx" else None
+    plan = bf.mx_plan(s.rules, s.format, F32) if s.kind == "mx" else None
     if plan is not None:
         low, table = plan.low, plan.table
     else:
-        keyed = bf.element_key_table(s)
+        keyed = bf.element_key_table(s.rules, s.format)
         assert keyed is not None
         low, table = keyed
     rng = np.random.default_rng(low)
@@ -346,15 +347,16 @@ def test_sticky_key_tables(prof: str, name: str) -> None:
     bits = np.concatenate([bits, bits | np.uint64(1 << 31)]).astype(np.uint32)
     y = bits.view(np.float32)
     with np.errstate(all="ignore"):
-        keep = np.isfinite(y) & (np.abs(y) <= np.float32(min(bf.lut_table_limit(s), 3.4e38)))
+        keep = np.isfinite(y) & (np.abs(y) <= np.float32(min(bf.lut_table_limit(s.rules, s.format), 3.4e38)))
     y = y[keep]
     with np.errstate(all="ignore"):
         if plan is not None and plan.C is None:  # the exact path: encode(y * 2^-ses), then zero_sign
-            ref = bm.apply_zero_sign(s, bm.encode_exact_shifted(
-                y, np.full(y.size, -s.element_scale_exp, dtype=np.int64), s.element, bm.element_policy(s)
+            ref = bm.apply_zero_sign(s.rules, s.format, bm.encode_exact_shifted(
+                y, np.full(y.size, -s.element_scale_exp, dtype=np.int64), s.element, bm.element_policy(s.rules,
+                                                                                                       s.format)
             ).astype(s.element.code_dtype))
         else:
-            ref, _ = bm.encode_elements(s, y)
+            ref, _ = bm.encode_elements(s.rules, s.format, y)
     key = bf.sticky_key(y.view(np.uint32), low, np.empty(y.size, dtype=np.uint32))
     assert (table[key] == ref).all()
 
@@ -437,11 +439,11 @@ def test_dequantize_every_code_and_scale(prof: str, name: str, out: np.dtype) ->
     for gs in gs_list:
         with np.errstate(all="ignore"):
             if s.kind == "mx":
-                fast = bm.dequantize_mx(s, codes, scales, out)
-                ref = bm.dequantize_mx_reference(s, codes, scales, out)
+                fast = bm.dequantize_mx(s.rules, s.format, codes, scales, out)
+                ref = bm.dequantize_mx_reference(s.rules, s.format, codes, scales, out)
             else:
-                fast = bn.dequantize_float_scaled(s, codes, scales, gs, out)
-                ref = bn.dequantize_float_scaled_reference(s, codes, scales, gs, out)
+                fast = bn.dequantize_float_scaled(s.rules, s.format, codes, scales, gs, out)
+                ref = bn.dequantize_float_scaled_reference(s.rules, s.format, codes, scales, gs, out)
         assert fast.dtype == ref.dtype and (u(fast) == u(ref)).all()
 
 
@@ -455,7 +457,8 @@ def test_dequantize_public_api_and_out_of_range_codes() -> None:
     # codes outside the element's range leave the table path (the reference decides what happens)
     bad = q.codes.reshape(-1, 32).astype(np.uint16)
     bad[0, 0] = 300
-    assert bf.dequantize_fast(s, bad, q.scales.reshape(-1), None, np.float32, bm.dequantize_mx_reference) is None
+    assert bf.dequantize_fast(s.rules, s.format, bad, q.scales.reshape(-1), None, np.float32,
+                              bm.dequantize_mx_reference) is None
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -72,6 +72,50 @@ def test_allowed_exceptions_still_exist() -> None:
     assert not stale, "remove these from ALLOWED:\n" + "\n".join(stale)
 
 
+# Known type-only imports that point up (into a module that imports the importer); the list only shrinks.
+TYPE_ONLY_ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def _reaches(edges: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = {start}, [start]
+    while todo:
+        for t in edges.get(todo.pop(), ()):
+            if t == goal:
+                return True
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return False
+
+
+def test_type_only_imports_point_down() -> None:
+    """An import under ``if TYPE_CHECKING:`` (left out of the runtime graph) must be one the runtime graph could
+    take: to a lower layer, or inside its package to a module that does not import the importer (directly or
+    not). Otherwise it is a back-import that hides a cycle: pass the records instead (docs/architecture.md)."""
+    runtime = _graph()[0]
+    up = []
+    for module, targets in _graph(type_checking=True)[0].items():
+        a = _layer_of(module)
+        for t in sorted(targets):
+            if (module, t) in TYPE_ONLY_ALLOWED:
+                continue
+            b = _layer_of(t)
+            if (a != b and RANK[b] >= RANK[a]) or _reaches(runtime, t, module):
+                up.append(f"{module} ({a}) imports {t} ({b}) under TYPE_CHECKING")
+    assert not up, "type-only imports that point up:\n" + "\n".join(up)
+
+
+def test_type_only_allowed_still_exist() -> None:
+    edges = _graph(type_checking=True)[0]
+    stale = [f"{a} -> {b}" for a, b in TYPE_ONLY_ALLOWED if b not in edges.get(a, set())]
+    assert not stale, "remove these from TYPE_ONLY_ALLOWED:\n" + "\n".join(stale)
+
+
+def test_the_checker_sees_a_type_only_back_import() -> None:
+    assert _reaches({"a": {"b"}, "b": {"c"}, "c": set()}, "a", "c")
+    assert not _reaches({"a": {"b"}, "b": set(), "c": {"a"}}, "a", "c")
+
+
 def test_the_checker_sees_an_upward_import() -> None:
     assert RANK[_layer_of("qref.core.encode")] < RANK[_layer_of("qref.schemes.block")]
     assert RANK[_layer_of("qref.formats.records")] < RANK[_layer_of("qref.core.decode")]

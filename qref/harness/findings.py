@@ -780,3 +780,23 @@ def write_findings(res: RunResults, out_dir: str, scripts: bool = True) -> list[
         p.write_text(render_backend(res, b, fs), encoding="utf-8")
         written.append(p)
     return [str(p) for p in written]
+
+
+__all__ = [
+    "CHOICES",
+    "CLASS_FIELDS",
+    "HEADER",
+    "KINDS",
+    "UPSTREAM",
+    "Finding",
+    "add_scripts",
+    "bug_report",
+    "capture_prints",
+    "cpu_note",
+    "failure_kind",
+    "findings",
+    "record_text",
+    "render_backend",
+    "render_summary",
+    "write_findings",
+]

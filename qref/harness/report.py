@@ -354,3 +354,13 @@ def write_report(res: RunResults, path: str | os.PathLike[str], link_findings: b
     return p
 
 
+__all__ = [
+    "HEADER",
+    "cpu_line",
+    "load_results",
+    "render",
+    "render_cpu",
+    "versions_line",
+    "write_report",
+    "write_results",
+]

@@ -706,3 +706,28 @@ def print_failures(r: RunResults, stream: TextIO = sys.stderr, limit: int = 50) 
         notes = sorted({t.drift for t in r.targets if t.drift})
         print(f"DRIFT {len(drifted)} task(s) differ from a record made for another version: " + "; ".join(notes),
               file=stream)
+
+
+__all__ = [
+    "MAX_SCRIPT",
+    "PIN_ENV",
+    "STATUSES",
+    "BackendArgs",
+    "CaseCache",
+    "RunResults",
+    "TargetInfo",
+    "Task",
+    "apply_pin",
+    "default_jobs",
+    "host_dependent",
+    "judge",
+    "mark_variants",
+    "print_failures",
+    "resolve_target",
+    "run",
+    "run_backend",
+    "run_target",
+    "select_tasks",
+    "standalone",
+    "summary_line",
+]

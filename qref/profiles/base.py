@@ -24,7 +24,7 @@ import numpy as np
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..errors import QrefError, unknown_name
+from ..errors import QrefError, UnknownNameError, unknown_name
 from ..formats import FloatFormat, Format, IntFormat
 from ..formats.policy import CastPolicy
 
@@ -265,6 +265,17 @@ def profiles(family: str | None = None) -> dict[str, Profile]:
     return {n: p for (f, n), p in sorted(_PROFILES.items()) if f == family}
 
 
+
+def check_rule(record: object, field: str, allowed: tuple[object, ...], section: str) -> None:
+    """A QrefError (an UnknownNameError) when ``record.field`` is not one of ``allowed``: it names the record,
+    the field, the value given and every allowed value, and the spec section that defines them."""
+    value = getattr(record, field)
+    if value in allowed and (value is None or isinstance(value, (str, bool, int))):
+        return
+    raise UnknownNameError(f"{type(record).__name__}.{field}={value!r} is not allowed; allowed values: "
+                           f"{', '.join(repr(a) for a in allowed)} ({section})")
+
+
 __all__ = ["FAMILIES", "SOURCE_CLASSES", "STATUSES", "TARGET_CLASSES", "CastRule", "Profile", "Resolution",
-           "get_profile", "installed_version", "is_extension_dtype", "profiles", "records", "register_profile",
-           "resolve_profile"]
+           "check_rule", "get_profile", "installed_version", "is_extension_dtype", "profiles", "records",
+           "register_profile", "resolve_profile"]

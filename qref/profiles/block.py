@@ -1,60 +1,211 @@
 """Block profiles as typed records (spec: block.md §8, profiles.md): one record per real system.
 
-A block profile's ``rules`` is one frozen ``BlockRules``: the BlockScheme field values of each scheme
-kind the system offers (``mx``: ``MXRules``, ``float_scale``: ``FloatScaleRules``, ``affine``: ``AffineRules``;
-None: the system has no such schemes), what the system offers per kind (``Support``: element formats, block
-sizes, bits; a combination outside it is an error rather than a guess) and the fields that depend on the element
-format (``ElementRules``: MLX's FP4 argmin). Every field value names a mechanism (block.md §2 defines each one);
-the defaults are the ``ocp`` profile's, which are BlockScheme's own defaults. This module holds data only: it
-imports the profile base, never qref.schemes (the schemes read these records).
+A block profile's ``rules`` is one frozen ``BlockRules``: the rules of each scheme kind the system offers (``mx``:
+``MXRules``, ``float_scale``: ``FloatScaleRules``, ``affine``: ``AffineRules``; None: the system has no such
+schemes; a ``BlockScheme`` holds one of them as its ``rules``), what the system offers per kind (``Support``:
+element formats, block sizes, bits; a combination outside it is an error rather than a guess) and the fields that
+depend on the element format (``ElementRules``: MLX's FP4 argmin). Every field value names a mechanism (block.md §2
+defines each one); the allowed values are the tuples below (``CHOICES``), checked with the constraints between one
+record's fields in the records' ``__post_init__``; the defaults are the ``ocp`` profile's. This module holds data
+only: it imports the profile base and the format records, never qref.schemes (the schemes read these records).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
-from ..formats.policy import CastPolicy
-from .base import Profile, register_profile
+from ..errors import QrefError
+from ..formats.policy import NAN_POLICIES, OVERFLOW_POLICIES, ROUNDING_MODES, STOCHASTIC_MODES, CastPolicy
+from .base import Profile, check_rule, register_profile
+
+# the allowed values of every rule field (block.md §2 defines each one); the records check them in __post_init__
+SCALE_RULES = ("floor", "ceil", "even", "rceil", "floor_log2_float32", "floor_log2_in_dtype", "rceil_log2_float32",
+               "floor_plus_one", "float32_exponent_field")
+ZERO_BLOCKS = ("min_scale", "unit_scale", "min_normal_amax")
+SCALE_RANGES = ("clamp", "clamp_nan", "wrap")
+NONFINITE_BLOCKS = ("nan_scale", "nan255_inf_e128", "nan255_inf254", "zero_divisor", "nan_wraps_inf_divisor",
+                    "exponent_bits_wrap")
+BYTE0_DIVISORS = ("exact", "float32_min_normal", "one", "folded_stand_in")
+GLOBAL_SCALE_RULES = ("exact", "amax_encode_reciprocal", "tensor_scale_clamped", "input_dtype_encode",
+                      "prescaled_divide")
+GLOBAL_SCALE_GRANULARITIES = ("tensor", "row", "tile_64")
+COMPUTE_DTYPES = ("exact", "input", "float32", "float16", "bfloat16")  # the dtypes of qref.core.arith
+CHOICES: dict[str, tuple[str | None, ...]] = {
+    "compute_dtype": COMPUTE_DTYPES,
+    "dequant": ("exact", "in_dtype"),
+    "pad": ("zero", "error"),
+    "rounding": ROUNDING_MODES,
+    "scale_arith": ("divide", "reciprocal"),
+    "quotient_arith": ("divide", "reciprocal"),
+    "overflow": OVERFLOW_POLICIES,
+    "nan": (None, *NAN_POLICIES),
+    "zero_sign": ("keep", "positive", "scaled_zero_positive"),
+    "out_of_range": ("encode", "lut_argmin"),
+    "element_exponent": ("exact", "floor_log2_in_dtype"),
+    "round_arith": ("exact", "in_dtype"),
+    "scale_rule": SCALE_RULES,
+    "zero_block": ZERO_BLOCKS,
+    "scale_range": SCALE_RANGES,
+    "nonfinite_block": NONFINITE_BLOCKS,
+    "byte0_divisor": BYTE0_DIVISORS,
+    "divisor_out_of_range": ("divide", "nan_block"),
+    "dequant_nan_scale": ("nan", "power"),
+    "global_scale_rule": GLOBAL_SCALE_RULES,
+    "amax_nan": ("propagate", "skip"),
+    "global_scale_granularity": GLOBAL_SCALE_GRANULARITIES,
+}
+_SECTION = "block.md §2"
+_FLOAT_LOG_RULES = ("floor_log2_float32", "floor_log2_in_dtype", "rceil_log2_float32", "float32_exponent_field")
+_FLOAT_NONFINITE = ("zero_divisor", "nan_wraps_inf_divisor", "exponent_bits_wrap")
+_STEP_ROUNDINGS = ("nearest_away", "toward_zero", "nearest_even", "stochastic_a", "stochastic_b")
 
 
 def _values(rec: object) -> dict[str, Any]:
     return {f.name: getattr(rec, f.name) for f in fields(rec)}  # type: ignore[arg-type]
 
 
+def _flag(rec: object, name: str) -> None:
+    if not isinstance(getattr(rec, name), bool):
+        raise QrefError(f"{type(rec).__name__}.{name} must be True or False, got {getattr(rec, name)!r}")
+
+
 @dataclass(frozen=True)
 class AffineRules:
-    """BlockScheme fields of affine groups (float scale and bias per group), block.md §6; the fields every
-    block kind has."""
+    """The rules of affine groups (float scale and bias per group, block.md §6); the fields every block kind has.
+
+    compute_dtype: exact | input | float32 | float16 | bfloat16 (the dtype of quotients and scaled values).
+        Default "exact".
+    dequant: exact (rounded once) | in_dtype (scale rounded to the output dtype, then the product). Default "exact".
+    pad: zero (a short last block is padded with +0) | error. Default "zero".
+    min_ndim: the fewest input dimensions accepted (MLX: 2), >= 1. Default 1.
+    unspecified_open_cases: mark the cases OCP leaves open (zero, tiny, huge and non-finite blocks) as
+        unspecified. Default True.
+    rounding: a core rounding mode (qref.formats.policy.ROUNDING_MODES); affine groups take nearest_even or a
+        stochastic mode (stochastic_a / b / c, P3109: each scaled value rounded with N random bits, block.md §13).
+        Default "nearest_even".
+    stochastic_bits: N, random bits per element of a stochastic rounding (1..32); None for the deterministic
+        modes. Default None.
+    """
+
+    kind: ClassVar[str] = "affine"
 
     compute_dtype: str = "exact"
     dequant: str = "exact"
     pad: str = "zero"
     min_ndim: int = 1
     unspecified_open_cases: bool = True
+    rounding: str = "nearest_even"
+    stochastic_bits: int | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name in CHOICES:
+                check_rule(self, f.name, CHOICES[f.name], _SECTION)
+        for f in fields(self):
+            if f.type in ("bool", bool):
+                _flag(self, f.name)
+        if isinstance(self.min_ndim, bool) or not isinstance(self.min_ndim, int) or self.min_ndim < 1:
+            raise QrefError(f"{type(self).__name__}.min_ndim must be an integer >= 1, got {self.min_ndim!r}")
+        b = self.stochastic_bits
+        if self.stochastic:
+            if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= 32:
+                raise QrefError(f"rounding={self.rounding!r} needs stochastic_bits=N, 1..32 random bits per "
+                                f"element (block.md §13), got {b!r}")
+        elif b is not None:
+            raise QrefError(f"stochastic_bits={b!r} is for the stochastic rounding modes (stochastic_a/b/c, "
+                            f"block.md §13); rounding={self.rounding!r} takes none: drop it")
+        self._check()
+
+    def _check(self) -> None:
+        """The constraints between this kind's fields (block.md §6)."""
+        if self.rounding != "nearest_even" and not self.stochastic:
+            raise QrefError(f"affine groups round the float32 quotient with rint (nearest_even, block.md §6) or "
+                            f"a stochastic mode (§13), not {self.rounding!r}")
+
+    @property
+    def stochastic(self) -> bool:
+        """True for the stochastic rounding modes (block.md §13)."""
+        return self.rounding in STOCHASTIC_MODES
+
+    @property
+    def exact(self) -> bool:
+        """True when the steps are exact (compute_dtype "exact"), not floating-point arithmetic."""
+        return self.compute_dtype == "exact"
 
     def values(self) -> dict[str, Any]:
-        """The record as BlockScheme keyword arguments."""
+        """The record as a dict of its fields."""
         return _values(self)
 
 
 @dataclass(frozen=True)
 class _ScaledElementRules(AffineRules):
-    """The fields of the kinds that divide elements by a block scale and encode them (MX, float-scaled)."""
+    """The fields of the kinds that divide elements by a block scale and encode them (MX, float-scaled).
+
+    flush_subnormals: XLA:CPU FTZ/DAZ in the compute steps. Default False.
+    scale_arith: divide (x / X) | reciprocal (x * fl(1/X)). Default "divide".
+    quotient_arith (rceil rules): divide (fl(amax / max_elem)) | reciprocal (fl(amax * fl(1/max_elem))).
+        Default "divide".
+    overflow, nan: the element CastPolicy's (overflow "saturate" = the OCP clamp; nan None = the format's
+        default; qref.formats.policy.OVERFLOW_POLICIES, NAN_POLICIES). Defaults "saturate", None.
+    zero_sign: keep | positive (every -0 result becomes +0, MLX FP4) | scaled_zero_positive (a scaled value
+        that is exactly -0 gives +0, a negative value that rounds to zero keeps -0: sign(x) * floor(|x| + 1/2)).
+        Default "keep".
+    out_of_range: encode | lut_argmin (scaled values beyond the element max or non-finite take MLX's table
+        argmin: the first code at the smallest distance, computed in the scaled values' dtype). Default "encode".
+    element_exponent: exact | floor_log2_in_dtype (the scaled-integer element step's exponent is
+        floor(fl_T(log2 |y|)), block.md §4.7.1). Default "exact".
+    round_arith: exact | in_dtype (the step's |m| + 1/2 and |m| - 1/2 are rounded in the compute dtype,
+        block.md §4.7.1). Default "exact".
+    """
 
     flush_subnormals: bool = False
     scale_arith: str = "divide"
     quotient_arith: str = "divide"
-    rounding: str = "nearest_even"
     overflow: str = "saturate"
     nan: str | None = None
     zero_sign: str = "keep"
     out_of_range: str = "encode"
+    element_exponent: str = "exact"
+    round_arith: str = "exact"
+
+    def _check(self) -> None:
+        if self.stochastic and self.out_of_range == "lut_argmin":
+            raise QrefError("out_of_range='lut_argmin' (MLX's FP4 table argmin) is a nearest rule; stochastic "
+                            "rounding takes out_of_range='encode' (block.md §13, C3)")
+        if self.exact and (self.element_exponent != "exact" or self.round_arith != "exact"):
+            raise QrefError("element_exponent and round_arith describe floating-point arithmetic: set "
+                            "compute_dtype='input', 'float32', ... (block.md §4.7.1)")
+        if (self.element_exponent != "exact" or self.round_arith != "exact") and self.rounding not in _STEP_ROUNDINGS:
+            raise QrefError(f"the scaled-integer element step (element_exponent / round_arith, block.md §4.7.1) "
+                            f"rounds {', '.join(_STEP_ROUNDINGS)}, not {self.rounding!r}")
 
 
 @dataclass(frozen=True)
 class MXRules(_ScaledElementRules):
-    """BlockScheme fields of MX schemes (E8M0 scales), block.md §3-4."""
+    """The rules of MX schemes (E8M0 scales), block.md §3-4.
+
+    scale_rule: floor | ceil | even | rceil | floor_log2_float32 | floor_log2_in_dtype | rceil_log2_float32 |
+        floor_plus_one (floor + 1: a scale twice OCP's) | float32_exponent_field (the exponent field of
+        fl32(amax / M): a float32 scale of which only the exponent is read). Default "floor".
+    zero_block: min_scale (byte 0) | unit_scale (byte 127) | min_normal_amax (the rule on 2^-126).
+        Default "min_scale".
+    scale_range: clamp | clamp_nan (above 127: NaN scale) | wrap (byte = e + 127 mod 256). Default "clamp_nan".
+    nonfinite_block: nan_scale | nan255_inf_e128 | nan255_inf254 | zero_divisor | nan_wraps_inf_divisor |
+        exponent_bits_wrap (block.md §4.5). Default "nan_scale".
+    byte0_divisor: exact (2^-127) | float32_min_normal (2^-126) | one (1) | folded_stand_in (2^-15 in float16,
+        else 2^-127). Default "exact".
+    flush_subnormal_blocks: blocks whose floor(log2 amax) is below -126 become zeros of their elements' signs
+        before scaling (block.md §4.6). Default False.
+    amax_floor (compute dtype): amax = max(amax, fl_C(amax_floor)) before the rule, a finite number >= 0 (0:
+        none). Default 0.
+    divisor_out_of_range: divide (x / 0 and x / Inf as IEEE) | nan_block (a divisor 2^e_div that is 0 or Inf in
+        the compute dtype makes the block NaN: byte 255). Default "divide".
+    dequant_nan_scale: nan | power (byte 255 dequantizes as 2^128, MLX). Default "nan".
+    """
+
+    kind: ClassVar[str] = "mx"
 
     scale_rule: str = "floor"
     zero_block: str = "min_scale"
@@ -64,18 +215,63 @@ class MXRules(_ScaledElementRules):
     flush_subnormal_blocks: bool = False
     amax_floor: float = 0.0
     divisor_out_of_range: str = "divide"
-    element_exponent: str = "exact"
-    round_arith: str = "exact"
     dequant_nan_scale: str = "nan"
+
+    def _check(self) -> None:
+        super()._check()
+        if self.exact and (self.nonfinite_block in _FLOAT_NONFINITE or self.flush_subnormals):
+            raise QrefError(f"nonfinite_block={self.nonfinite_block!r} and flush_subnormals describe "
+                            "floating-point arithmetic; they need compute_dtype 'input', 'float32', ...")
+        if self.exact and self.scale_rule in _FLOAT_LOG_RULES:
+            raise QrefError(f"scale_rule={self.scale_rule!r} takes a floating-point logarithm: set "
+                            "compute_dtype='float32' or 'input'")
+        a = self.amax_floor
+        if not (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a) and a >= 0):
+            raise QrefError(f"amax_floor must be a finite number >= 0, got {a!r}")
+        if a and self.exact:
+            raise QrefError("amax_floor (block.md §4.2: amax = max(amax, fl_C(amax_floor))) is an MX rule in a "
+                            "compute dtype: compute_dtype 'float32' or 'input'")
+        if self.flush_subnormal_blocks and self.scale_rule not in ("floor", "floor_log2_float32",
+                                                                   "floor_log2_in_dtype"):
+            raise QrefError("flush_subnormal_blocks is an MX rule that reads the block's floor(log2 amax): it takes "
+                            "scale_rule 'floor', 'floor_log2_float32' or 'floor_log2_in_dtype' (block.md §4.6)")
+        if self.exact and self.divisor_out_of_range != "divide":
+            raise QrefError("divisor_out_of_range describes floating-point arithmetic: set compute_dtype='input', "
+                            "'float32', ... (block.md §4.6)")
 
 
 @dataclass(frozen=True)
 class FloatScaleRules(_ScaledElementRules):
-    """BlockScheme fields of float-scaled schemes (NVFP4: E4M3 block scales, optional global scale), block.md §5."""
+    """The rules of float-scaled schemes (NVFP4: E4M3 block scales, optional global scale), block.md §5.
+
+    global_scale_rule: exact | amax_encode_reciprocal | tensor_scale_clamped | input_dtype_encode |
+        prescaled_divide (block.md §5.2). Default "exact".
+    amax_nan (amax_encode_reciprocal only): propagate (a NaN input makes the block and tensor amax NaN:
+        torch.amax) | skip (NaN skipped: PTX max). Default "propagate".
+    global_scale_granularity (amax_encode_reciprocal only): tensor | row | tile_64 (the outer amax per tensor,
+        per row or per 1 x 64 tile, block.md §5.2.1). Default "tensor".
+    """
+
+    kind: ClassVar[str] = "float_scale"
 
     global_scale_rule: str = "exact"
     amax_nan: str = "propagate"
     global_scale_granularity: str = "tensor"
+
+    def _check(self) -> None:
+        super()._check()
+        if self.global_scale_granularity != "tensor" and self.global_scale_rule != "amax_encode_reciprocal":
+            raise QrefError(f"global_scale_granularity={self.global_scale_granularity!r} (block.md §5.2.1) takes the "
+                            "outer amax per row or per 1 x 64 tile: global_scale_rule 'amax_encode_reciprocal'")
+        if self.amax_nan == "skip" and self.global_scale_rule != "amax_encode_reciprocal":
+            raise QrefError("amax_nan='skip' is modelled for global_scale_rule='amax_encode_reciprocal' only "
+                            "(block.md §5.2); the other rules take the NaN-propagating maximum")
+
+
+ScaledRules = MXRules | FloatScaleRules  # the kinds that divide elements by a block scale and encode them
+KindRules = MXRules | FloatScaleRules | AffineRules
+RULES_OF_KIND: dict[str, type[AffineRules]] = {"mx": MXRules, "float_scale": FloatScaleRules, "affine": AffineRules}
+KINDS = tuple(RULES_OF_KIND)
 
 
 @dataclass(frozen=True)
@@ -411,3 +607,29 @@ PROFILES_2026 = (
 
 for _p in PROFILES + PROFILES_2026:
     register_profile(_p, replace=True)
+
+
+__all__ = [
+    "BYTE0_DIVISORS",
+    "CHOICES",
+    "COMPUTE_DTYPES",
+    "GLOBAL_SCALE_GRANULARITIES",
+    "GLOBAL_SCALE_RULES",
+    "KINDS",
+    "NONFINITE_BLOCKS",
+    "PROFILES",
+    "PROFILES_2026",
+    "RULES_OF_KIND",
+    "SCALE_RANGES",
+    "SCALE_RULES",
+    "ZERO_BLOCKS",
+    "AffineRules",
+    "BlockRules",
+    "ElementRules",
+    "FloatScaleRules",
+    "KindRules",
+    "MXRules",
+    "ScaledRules",
+    "Support",
+    "rules_of",
+]

@@ -1,8 +1,9 @@
 """Lookup (quantile) profiles as data (spec: lut.md §3.1, §6; profiles.md).
 
-``LookupRules`` is the typed, frozen record of everything a lookup profile sets: the ``LookupScheme`` fields
-(lut.md §3.1, same names and defaults) plus the builder's rules (which table variant, double quantization,
-per-scheme rules). Each lookup ``Profile`` carries one as ``profile.rules``. Field values name
+``LookupRules`` is the typed, frozen record of everything a lookup profile sets: the ``LookupScheme`` geometry and
+the fields of ``LookupSchemeRules`` (lut.md §3.1, same names and defaults; the record a ``LookupScheme`` holds as
+its ``rules``, with the allowed values checked in ``__post_init__``) plus the builder's rules (which table variant,
+double quantization, per-scheme rules). Each lookup ``Profile`` carries one as ``profile.rules``. Field values name
 mechanisms, never systems. This module imports only qref.errors and the profile base (one-way dependencies:
 qref.schemes imports the choice tuples from here, never the reverse).
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import QrefError, check_choice
-from .base import Profile, register_profile
+from .base import Profile, check_rule, register_profile
 
 SCHEME_NAMES = ("nf4", "af4", "fp4_bnb", "dynamic8", "lut")
 SCALE_MODES = ("absmax", "static")
@@ -35,6 +36,13 @@ NAN_RULES = ("max_value", "min_value", "first_index", "unspecified", "error")
 ROUNDINGS = ("deterministic", "stochastic_a", "stochastic_b", "stochastic_c")  # lut.md §3.5
 INPUT_DTYPES = ("float64", "float32", "float16", "bfloat16")
 ENTRY_DIGITS = (4,)  # NF4 entries written with 4 decimal digits (the only rounded variant shipped)
+CHOICES: dict[str, tuple[str, ...]] = {  # the allowed values of every LookupSchemeRules choice (lut.md §3.1)
+    "scaling": SCALINGS, "partial_scaling": PARTIAL_SCALINGS, "compute_dtype": COMPUTE_DTYPES,
+    "table_dtype": TABLE_DTYPES, "dequant_table_dtype": TABLE_DTYPES, "scale_dtype": SCALE_DTYPES,
+    "scale_min_rule": SCALE_MIN_RULES, "store_guarded": STORE_GUARDED, "rule": RULES, "midpoints": MIDPOINTS,
+    "tie": TIES, "distance_dtype": ("float32", "input"), "nan": NAN_RULES, "zero_block": ZERO_BLOCKS,
+    "rounding": ROUNDINGS,
+}
 
 
 def check_stochastic(rounding: str, bits: object) -> None:
@@ -72,9 +80,105 @@ class DoubleQuantRule:
 
 
 @dataclass(frozen=True)
+class LookupSchemeRules:
+    """The rules one lookup scheme follows (lut.md §3.1 gives each field's meaning; the values each field
+    accepts are checked here, with the allowed values in the error).
+
+    scaling: reciprocal (s = x * fl(1 / a)) | divide (s = x / a). Default "divide".
+    partial_scaling: same | divide (the partial last block divides). Default "same".
+    compute_dtype: float32 | float16 | bfloat16 | input (the dtype every operation rounds to). Default "float32".
+    table_dtype, dequant_table_dtype: float32 | input | float16 (entries cast to the input dtype or to float16
+        for the decision / for dequantization; table_dtype other than float32 needs rule="argmin").
+        Default "float32".
+    scale_dtype: float32 | float16 (the stored block scales are rounded to it). Default "float32".
+    scale_min: None | a number > 0 | "sqrt_tiny" (sqrt of the compute dtype's smallest normal): the small-absmax
+        guard threshold. Default None.
+    scale_min_rule: clamp | one (what a guarded absmax becomes). Default "clamp".
+    store_guarded: all | partial | none (which blocks store the guarded absmax). Default "none".
+    clamp: clip s to [-1, 1]. Default False.
+    rule: nearest | argmin | grid65536 (the decision, lut.md §3.3). Default "nearest".
+    midpoints: exact | float32 | decimal_literal. Default "exact".
+    tie: lower_value | upper_value | lower_code | even_code. Default "even_code".
+    distance_dtype: float32 | input. Default "float32".
+    nan: max_value | min_value | first_index | unspecified | error (the code of NaN scaled values).
+        Default "unspecified".
+    zero_block: compute | zero_code | code0. Default "zero_code".
+    input_dtypes: the accepted input dtypes, a tuple of float64 | float32 | float16 | bfloat16. Default all four.
+    numel_multiple: the element count must be a multiple of it (an integer >= 1). Default 1.
+    dequant_flush: output dtypes (of float64 | float32 | float16 | bfloat16) into which a float32 result below
+        2^-126 converts to a zero of its sign (lut.md §4). Default ().
+    bf16_upcast: bfloat16 computes s = fl_bf16(fl32(x * fl32(1 / a))) with scaling="reciprocal". Default False.
+    ftz: float32/bfloat16 FTZ/DAZ (XLA:CPU). Default False.
+    rounding: deterministic | stochastic_a | stochastic_b | stochastic_c (lut.md §3.5). Default "deterministic".
+    stochastic_bits: N in 1..62 with a stochastic rounding, None otherwise. Default None.
+    """
+
+    scaling: str = "divide"
+    partial_scaling: str = "same"
+    compute_dtype: str = "float32"
+    table_dtype: str = "float32"
+    dequant_table_dtype: str = "float32"
+    scale_dtype: str = "float32"
+    scale_min: float | str | None = None
+    scale_min_rule: str = "clamp"
+    store_guarded: str = "none"
+    clamp: bool = False
+    rule: str = "nearest"
+    midpoints: str = "exact"
+    tie: str = "even_code"
+    distance_dtype: str = "float32"
+    nan: str = "unspecified"
+    zero_block: str = "zero_code"
+    input_dtypes: tuple[str, ...] = INPUT_DTYPES
+    numel_multiple: int = 1
+    dequant_flush: tuple[str, ...] = ()
+    bf16_upcast: bool = False
+    ftz: bool = False
+    rounding: str = "deterministic"
+    stochastic_bits: int | None = None
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.name in CHOICES:
+                check_rule(self, f.name, CHOICES[f.name], "lut.md §3.1")
+            elif f.type in ("bool", bool) and not isinstance(getattr(self, f.name), bool):
+                raise QrefError(f"{type(self).__name__}.{f.name} must be True or False, got "
+                                f"{getattr(self, f.name)!r}")
+        check_stochastic(self.rounding, self.stochastic_bits)
+        for name in ("input_dtypes", "dequant_flush"):
+            v = getattr(self, name)
+            if isinstance(v, str) or not isinstance(v, (tuple, list)):
+                raise QrefError(f"{type(self).__name__}.{name} must be a tuple of dtype names (of "
+                                f"{', '.join(INPUT_DTYPES)}), got {v!r}")
+            object.__setattr__(self, name, tuple(v))
+            for d in getattr(self, name):
+                if d not in INPUT_DTYPES:
+                    raise QrefError(f"{type(self).__name__}.{name} holds {d!r}; allowed values: "
+                                    f"{', '.join(INPUT_DTYPES)} (lut.md §3.1)")
+        sm = self.scale_min
+        if isinstance(sm, str):
+            check_rule(self, "scale_min", (None, "sqrt_tiny"), "lut.md §3.1")
+        elif sm is not None and not (isinstance(sm, (int, float)) and not isinstance(sm, bool) and sm > 0):
+            raise QrefError(f"scale_min must be None, a positive float or 'sqrt_tiny', got {sm!r}")
+        if self.table_dtype != "float32" and self.rule != "argmin":
+            raise QrefError("table_dtype='input' is only meaningful with rule='argmin' (torchao)")
+        n = self.numel_multiple
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise QrefError(f"numel_multiple must be a positive integer, got {n!r}")
+
+    def values(self) -> dict[str, Any]:
+        """The record as a dict of its fields."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+SCHEME_FIELDS = tuple(f.name for f in dataclasses.fields(LookupSchemeRules))
+
+
+@dataclass(frozen=True)
 class LookupRules:
-    """A lookup profile (lut.md §6). The first group are LookupScheme fields (lut.md §3.1: meaning and
-    defaults there); then the builder's rules:
+    """A lookup profile (lut.md §6). The first group are the scheme's geometry (block_size, axis, scale: lut.md
+    §3.1) and the fields of its ``LookupSchemeRules`` (meaning, defaults and allowed values there); then the
+    builder's rules:
 
     entry_digits: None (the table as shipped) or 4: NF4 entries are the 4-decimal-digit literals rounded to
         float32 (cast to the input dtype where ``table_dtype="input"``).
@@ -118,24 +222,10 @@ class LookupRules:
     per_scheme: tuple[tuple[str, LookupRules], ...] = ()
 
     def __post_init__(self) -> None:
-        for kind, val, choices in (
-            ("scale mode", self.scale, SCALE_MODES), ("scaling", self.scaling, SCALINGS),
-            ("partial_scaling", self.partial_scaling, PARTIAL_SCALINGS),
-            ("compute_dtype", self.compute_dtype, COMPUTE_DTYPES), ("table_dtype", self.table_dtype, TABLE_DTYPES),
-            ("dequant_table_dtype", self.dequant_table_dtype, TABLE_DTYPES),
-            ("scale_dtype", self.scale_dtype, SCALE_DTYPES),
-            ("scale_min_rule", self.scale_min_rule, SCALE_MIN_RULES),
-            ("store_guarded", self.store_guarded, STORE_GUARDED), ("lookup rule", self.rule, RULES),
-            ("midpoints", self.midpoints, MIDPOINTS), ("tie rule", self.tie, TIES),
-            ("distance_dtype", self.distance_dtype, ("float32", "input")), ("NaN rule", self.nan, NAN_RULES),
-            ("zero_block rule", self.zero_block, ZERO_BLOCKS), ("rounding", self.rounding, ROUNDINGS),
-        ):
-            check_choice(kind, val, choices)
-        check_stochastic(self.rounding, self.stochastic_bits)
+        check_rule(self, "scale", SCALE_MODES, "lut.md §3.1")
         object.__setattr__(self, "input_dtypes", tuple(self.input_dtypes))
         object.__setattr__(self, "dequant_flush", tuple(self.dequant_flush))
-        for d in (*self.input_dtypes, *self.dequant_flush):
-            check_choice("dtype", d, INPUT_DTYPES)
+        self.scheme_rules()  # checks every scheme rule
         if self.entry_digits is not None:
             check_choice("entry_digits", str(self.entry_digits), tuple(str(d) for d in ENTRY_DIGITS))
         for name, sub in self.per_scheme:
@@ -147,14 +237,9 @@ class LookupRules:
         """The rules for scheme ``name``: its per_scheme entry, else these."""
         return dict(self.per_scheme).get(name, self)
 
-    def scheme_options(self) -> dict[str, Any]:
-        """The LookupScheme field values (lut.md §3.1) of these rules."""
-        return {f: getattr(self, f) for f in SCHEME_FIELDS}
-
-
-SCHEME_FIELDS = tuple(f.name for f in dataclasses.fields(LookupRules)
-                      if f.name not in ("entry_digits", "double_quant", "double_quant_default",
-                                        "numel_multiple_blocks", "per_scheme"))
+    def scheme_rules(self) -> LookupSchemeRules:
+        """The LookupSchemeRules of these rules (lut.md §3.1)."""
+        return LookupSchemeRules(**{f: getattr(self, f) for f in SCHEME_FIELDS})
 
 
 def rules_of(profile: Profile) -> LookupRules:
@@ -289,3 +374,34 @@ PROFILES: tuple[Profile, ...] = (
 )
 for _p in PROFILES:
     register_profile(_p, replace=True)
+
+
+__all__ = [
+    "CHOICES",
+    "COMPUTE_DTYPES",
+    "DQ_COMPUTE",
+    "DQ_KINDS",
+    "ENTRY_DIGITS",
+    "INPUT_DTYPES",
+    "MIDPOINTS",
+    "NAN_RULES",
+    "PARTIAL_SCALINGS",
+    "PROFILES",
+    "ROUNDINGS",
+    "RULES",
+    "SCALE_DTYPES",
+    "SCALE_MIN_RULES",
+    "SCALE_MODES",
+    "SCALINGS",
+    "SCHEME_FIELDS",
+    "SCHEME_NAMES",
+    "STORE_GUARDED",
+    "TABLE_DTYPES",
+    "TIES",
+    "ZERO_BLOCKS",
+    "DoubleQuantRule",
+    "LookupRules",
+    "LookupSchemeRules",
+    "check_stochastic",
+    "rules_of",
+]

@@ -237,7 +237,7 @@ def tiled(name: Any, *, block_shape: object, **kwargs: Any) -> TiledScheme:
     if not isinstance(inner, BlockScheme):
         raise QrefError(f"block_shape applies to block schemes; {name!r} with {sorted(kwargs)} builds a "
                         f"{type(inner).__name__}")
-    return TiledScheme(replace(inner, block_size=math.prod(shape)), shape)
+    return TiledScheme(replace(inner, format=replace(inner.format, block_size=math.prod(shape))), shape)
 
 
 register_family("tiled", builder=tiled, from_spec=tiled_from_spec, keywords=("block_shape",), order=0)

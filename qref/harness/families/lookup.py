@@ -15,7 +15,6 @@ double quantization is part of the call, not of the profile's arithmetic). Misma
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -114,7 +113,7 @@ def scheme_under(case: Case, profile: str, **overrides: Any) -> LookupScheme:
         if profile != sch.get("profile"):
             raise QrefError(f"the static-scale case {case.id} has no {profile!r} variant")
         base = _from_spec(sch)
-        return dataclasses.replace(base, **overrides) if overrides else base
+        return base.replace(**overrides) if overrides else base
     kind = dq_kind(case)
     own = _from_spec(sch).double_quant
     opts = dict(overrides)
@@ -127,9 +126,9 @@ def scheme_under(case: Case, profile: str, **overrides: Any) -> LookupScheme:
             raise
         s = lookup_scheme(sch["name"], profile=profile, block_size=sch["block_size"], double_quant=False, **opts)
     if kind is None:
-        return dataclasses.replace(s, double_quant=None, numel_multiple=1) if s.double_quant is not None else s
+        return s.replace(double_quant=None, numel_multiple=1) if s.double_quant is not None else s
     if s.double_quant is None or s.double_quant.kind != kind:  # the profile has no such double quantization
-        s = dataclasses.replace(s, double_quant=own)
+        s = s.replace(double_quant=own)
     return s
 
 
@@ -204,14 +203,14 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
             continue
         seen.add(key)
         try:
-            yield cls, _outputs(case, dataclasses.replace(base, **ov)).outputs
+            yield cls, _outputs(case, base.replace(**ov)).outputs
         except Exception:
             continue
     other = {"nf4": "nf4_torchao", "nf4_torchao": "nf4"}.get(base.table.name)
     torchao = "nf4_torchao" in (base.table.name, case.scheme["table"]["name"]) or "torchao" in case.profiles
     if other is not None and torchao:  # the QLoRA NF4 values vs torchao's 4-digit literals (lut.md §1.2)
         try:
-            alt = _outputs(case, dataclasses.replace(base, table=get_table(other))).outputs
+            alt = _outputs(case, base.replace(table=get_table(other))).outputs
         except Exception:
             return
         yield "decode_value", alt

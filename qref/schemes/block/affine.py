@@ -19,15 +19,12 @@ dtype T): v = fl_T(fl_T(q * s) + bias).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ...core import arith as fp
 from ...core.rounding import round_to_integer
-
-if TYPE_CHECKING:
-    from .scheme import BlockScheme
+from ...formats.block import BlockFormat
+from ...profiles.block import AffineRules
 
 _F = np.float32
 
@@ -53,13 +50,14 @@ def _first_zero_sign(v: np.ndarray, w: np.ndarray, nan: np.ndarray) -> np.ndarra
     return np.where(v == 0, np.where(neg, _F(-0.0), _F(0.0)), v).astype(_F)
 
 
-def quantize_affine_blocks(s: BlockScheme, xb: np.ndarray, rbits: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def quantize_affine_blocks(rules: AffineRules, f: BlockFormat, xb: np.ndarray,
+                           rbits: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Codes (uint8, (n_groups, g)), scales and biases (input dtype, (n_groups,)), unspecified mask; rbits:
     (n_groups, g) random integers of a stochastic rounding (block.md §13)."""
     nb, k = xb.shape
     T = fp.resolve_compute_dtype("input", xb.dtype)
     w = fp.round_to(xb, T).astype(_F)
-    bits = s.element.bits
+    bits = f.element.bits
     n_bins = _F((1 << bits) - 1)
     eps = _F(1e-7)
     nan = np.isnan(w)
@@ -83,7 +81,7 @@ def quantize_affine_blocks(s: BlockScheme, xb: np.ndarray, rbits: np.ndarray | N
         if rbits is None:
             q = np.rint(quot).astype(_F)
         else:  # the exact stochastic rounding of the float32 quotient; |n| <= 2^62 is exact in float64
-            n, nan_q = round_to_integer(quot, s.rounding, rbits, s.stochastic_bits)
+            n, nan_q = round_to_integer(quot, rules.rounding, rbits, rules.stochastic_bits)
             q = np.where(nan_q, np.nan, n.astype(np.float64))
         q = _cmin(_cmax(q, _F(0)), n_bins)
     unspec = np.isnan(q)
@@ -92,10 +90,13 @@ def quantize_affine_blocks(s: BlockScheme, xb: np.ndarray, rbits: np.ndarray | N
             "unspecified": unspec, "scales_unspecified": np.zeros(nb, dtype=bool)}
 
 
-def dequantize_affine(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, biases: np.ndarray,
+def dequantize_affine(rules: AffineRules, f: BlockFormat, codes: np.ndarray, scales: np.ndarray, biases: np.ndarray,
                       dtype: np.dtype) -> np.ndarray:
     """fl_T(fl_T(q * s) + bias) in the scales' dtype T (MLX's dequantize), then rounded to dtype."""
     q = fp.f64(codes)
     T = scales.dtype
     v = fp.add(fp.mul(q, scales[:, None], T), biases[:, None], T)
     return fp.round_to(v, np.dtype(dtype))
+
+
+__all__ = ["dequantize_affine", "quantize_affine_blocks"]

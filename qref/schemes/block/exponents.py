@@ -95,3 +95,14 @@ def log2_float32(v: np.ndarray) -> np.ndarray:
     """The correctly rounded float32 log2 of float32 values (what torch.log2 gives on CPU); log2(0) = -Inf."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log2(np.asarray(v, dtype=F32).astype(F64)).astype(F32)
+
+
+__all__ = [
+    "ceil_log2",
+    "ceil_log2_ratio",
+    "dyadic",
+    "floor_log2",
+    "log2_float32",
+    "log2_in",
+    "round_half_up_exponent",
+]

@@ -32,7 +32,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,6 +39,8 @@ from ...core import arith as fp
 from ...core.decode import decode, target_format
 from ...core.encode import CHUNK
 from ...formats import FloatFormat, IntFormat
+from ...formats.block import BlockFormat
+from ...profiles.block import FloatScaleRules, KindRules, MXRules, ScaledRules
 from .mx_reference import (
     _scale_exponent,
     apply_zero_sign,
@@ -50,9 +51,6 @@ from .mx_reference import (
     mx_row_flags,
 )
 from .nvfp4_reference import encode_scale, nvidia_block_scales, torchao_block_scales
-
-if TYPE_CHECKING:
-    from .scheme import BlockScheme
 
 FAST_PATH = True
 
@@ -189,7 +187,7 @@ def key_representatives(low: int) -> np.ndarray:
     return bits.astype(U32).view(np.float32)
 
 
-def sticky_low(s: BlockScheme) -> int | None:
+def sticky_low(rules: ScaledRules, f: BlockFormat) -> int | None:
     """The number of low float32 bits of y that act only as a sticky bit for the element step, or None.
 
     A float element with M mantissa bits rounds y (exponent E) at the quantum 2^q, q = max(E, qmin + M) - M
@@ -198,13 +196,13 @@ def sticky_low(s: BlockScheme) -> int | None:
     element (saturating) rounds at 2^-1: for |y'| < 2^(Emax + 1), Emax = floor(log2 max|code|), that is bit
     22 - E >= 22 - Emax; larger values saturate whatever the low bits. Bits below the rounding bit only
     decide ties and directed rounding through 'any bit set', which the sticky flag keeps."""
-    fmt, ses = s.element, s.element_scale_exp
+    fmt, ses = f.element, f.element_scale_exp
     if isinstance(fmt, FloatFormat):
         if not fmt.zero:
             return None
         low = min(22 - fmt.mantissa_bits, fmt.qmin + ses + 148)
     elif isinstance(fmt, IntFormat):
-        if s.overflow != "saturate":
+        if rules.overflow != "saturate":
             return None
         emax = max(fmt.hi, -fmt.lo).bit_length() - 1
         low = min(22 - emax, ses + 148)
@@ -214,16 +212,16 @@ def sticky_low(s: BlockScheme) -> int | None:
     return low if low >= 14 else None  # tables of at most 2^19 entries
 
 
-def _underflow_safe(s: BlockScheme) -> bool:
+def _underflow_safe(rules: ScaledRules, f: BlockFormat) -> bool:
     """Exact scaling (compute_dtype 'exact') may be replaced by a float32 product that rounds tiny results
     (|y| < 2^-126) when every such y encodes to a signed zero either way: nearest rounding and a half element
     quantum above 2^-126. Then fl32(y) (a zero of y's sign, or a value of magnitude <= 2^-126) and y give the
     same code."""
-    fmt = s.element
-    if s.rounding not in _NEAREST:
+    fmt = f.element
+    if rules.rounding not in _NEAREST:
         return False
     qmin = fmt.qmin if isinstance(fmt, FloatFormat) else 0
-    return qmin + s.element_scale_exp - 1 > -126
+    return qmin + f.element_scale_exp - 1 > -126
 
 
 def floor_ceil_log2(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -244,12 +242,12 @@ def floor_ceil_log2(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=256)
-def element_constants(s: BlockScheme) -> tuple[float, int]:
-    """(element maximum as a float, its emax): BlockScheme computes them as Fractions on every access."""
-    return float(s.element_max), s.element_emax
+def element_constants(f: BlockFormat) -> tuple[float, int]:
+    """(element maximum as a float, its emax): BlockFormat computes them as Fractions on every access."""
+    return float(f.element_max), f.element_emax
 
 
-def fast_scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: bool
+def fast_scale_exponent(rules: MXRules, f: BlockFormat, amax: np.ndarray, C: np.dtype | None, ftz: bool
                         ) -> tuple[np.ndarray, np.ndarray]:
     """mx_reference._scale_exponent for finite amax >= 0, with native float arithmetic where it is exact.
 
@@ -258,34 +256,34 @@ def fast_scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ft
     which is innocuous as 24 >= 2p + 2 for p = 11 and 8 bits), or r = fl_C(amax * fl(1/M)) for float32 and
     float16 (the product of two float16 values is exact in float32); then ceil(log2 r). Every other rule (and
     the float reciprocal in bfloat16, whose float32 constant would round twice) runs the reference."""
-    rule = s.scale_rule
-    M, emax = element_constants(s)
+    rule = rules.scale_rule
+    M, emax = element_constants(f)
     if ftz or amax.dtype not in (fp.F32, fp.F16, fp.BF16):
-        return _scale_exponent(s, amax, C, ftz)
+        return _scale_exponent(rules, f, amax, C, ftz)
     if rule in ("floor", "ceil"):
         zero = amax == 0
         fl, ce = floor_ceil_log2(np.where(zero, np.ones((), amax.dtype), amax))
         return np.where(zero, 0, (fl if rule == "floor" else ce) - emax), zero
     if rule == "rceil" and C is not None and amax.dtype == C and float(np.asarray(M, dtype=C)) == M:
-        if s.quotient_arith == "divide":
+        if rules.quotient_arith == "divide":
             r = np.divide(amax, np.asarray(M, dtype=C))
         elif C in (fp.F32, fp.F16):  # the constant is rounded to C itself here (block.md §4.2)
             r = np.multiply(amax, fp.round_to(np.float64(1 / M), C))
         else:
-            return _scale_exponent(s, amax, C, ftz)
+            return _scale_exponent(rules, f, amax, C, ftz)
         zero = r == 0
         return np.where(zero, 0, floor_ceil_log2(np.where(zero, np.ones((), C), r))[1]), zero
-    return _scale_exponent(s, amax, C, ftz)
+    return _scale_exponent(rules, f, amax, C, ftz)
 
 
-def finite_block_scales(s: BlockScheme, amax: np.ndarray, C: np.dtype | None
+def finite_block_scales(rules: MXRules, f: BlockFormat, amax: np.ndarray, C: np.dtype | None
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(byte, e_div, scale_nan, rows_unspec, scales_unspec) of blocks without NaN or Inf: the reference's own
     mx_block_scales and mx_row_flags (every rule of block.md §4.2-4.6 written once there) on the fast scale
     exponent."""
     none = np.zeros(amax.shape[0], dtype=bool)
-    sc = mx_block_scales(s, amax, none, none, C, False, fast_scale_exponent)
-    rows, scales_unspec = mx_row_flags(s, sc)
+    sc = mx_block_scales(rules, f, amax, none, none, C, False, fast_scale_exponent)
+    rows, scales_unspec = mx_row_flags(rules, f, sc)
     return sc.byte, sc.e_div, sc.scale_nan, rows, scales_unspec
 
 
@@ -358,12 +356,12 @@ def mx_rows16(plan: MXPlan) -> RowTable:
     return RowTable(plan.e_hi - plan.e_lo + 1, plan.src, plan.table.dtype, fn)
 
 
-def _pow2_exact_range(s: BlockScheme, C: np.dtype) -> tuple[int, int]:
+def _pow2_exact_range(rules: MXRules, f: BlockFormat, C: np.dtype) -> tuple[int, int]:
     """The exponents e with fl_C(2^e) = 2^e (and fl_C(1 / 2^e) = 2^-e for scale_arith 'reciprocal') and 2^-e a
     normal float32: there x / fl_C(2^e) and x * fl_C(1/2^e) are both fl_C(x * 2^-e)."""
     e = np.arange(-200, 201)
     ok = fp.pow2(e, C).astype(np.float64) == fp.pow2(e, None)
-    if s.scale_arith == "reciprocal":
+    if rules.scale_arith == "reciprocal":
         ok &= fp.pow2(-e, C).astype(np.float64) == fp.pow2(-e, None)
     ok &= (e >= -126) & (e <= 126)
     good = e[ok]
@@ -372,7 +370,7 @@ def _pow2_exact_range(s: BlockScheme, C: np.dtype) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=64)
-def mx_plan(s: BlockScheme, dtype: np.dtype) -> MXPlan | None:
+def mx_plan(rules: MXRules, f: BlockFormat, dtype: np.dtype) -> MXPlan | None:
     """The fast plan for MX scheme ``s`` on inputs of ``dtype``, or None where only the reference applies.
 
     Covered: float32 / float16 / bfloat16 inputs; compute dtype 'exact' (then y = fl32(x * 2^-e_div) stands for
@@ -381,48 +379,49 @@ def mx_plan(s: BlockScheme, dtype: np.dtype) -> MXPlan | None:
     fl32(x / 2^e_div) itself), or the input's own 16-bit dtype. Not covered: flush_subnormals,
     flush_subnormal_blocks, the scaled-integer element step on float32 (§4.7.1), other dtype pairs,
     scaled_zero_positive with exact scaling."""
-    if (s.kind != "mx" or s.flush_subnormals or s.flush_subnormal_blocks or s.byte0_divisor == "folded_stand_in"
+    if not isinstance(rules, MXRules) or (
+            rules.flush_subnormals or rules.flush_subnormal_blocks or rules.byte0_divisor == "folded_stand_in"
             or dtype not in (fp.F32, fp.F16, fp.BF16)):
         return None
-    C = fp.resolve_compute_dtype(s.compute_dtype, dtype)
+    C = fp.resolve_compute_dtype(rules.compute_dtype, dtype)
     if C is None or C == fp.F32:
-        if s.element_exponent != "exact" or s.round_arith != "exact":
+        if rules.element_exponent != "exact" or rules.round_arith != "exact":
             return None  # the scaled-integer step (block.md §4.7.1) reads more of y than its rounding bits
-        low = sticky_low(s)
+        low = sticky_low(rules, f)
         if low is None:
             return None
         reps = key_representatives(low)
         if C is None:
-            if not _underflow_safe(s) or s.zero_sign == "scaled_zero_positive":
+            if not _underflow_safe(rules, f) or rules.zero_sign == "scaled_zero_positive":
                 return None
             with np.errstate(invalid="ignore", over="ignore"):
-                table = encode_exact_shifted(reps, np.full(reps.size, -s.element_scale_exp, dtype=np.int64),
-                                             s.element, element_policy(s))
-            table = apply_zero_sign(s, table.astype(s.element.code_dtype))
+                table = encode_exact_shifted(reps, np.full(reps.size, -f.element_scale_exp, dtype=np.int64),
+                                             f.element, element_policy(rules, f))
+            table = apply_zero_sign(rules, f, table.astype(f.element.code_dtype))
             limit = float(fp.FLT_MAX)  # fl32(amax * p) must stay finite: exact y is never Inf
             e_lo, e_hi = -126, 126
         else:
             with np.errstate(invalid="ignore", over="ignore"):
-                table, _ = encode_elements(s, reps)
-            limit = lut_table_limit(s)
-            e_lo, e_hi = _pow2_exact_range(s, C)
+                table, _ = encode_elements(rules, f, reps)
+            limit = lut_table_limit(rules, f)
+            e_lo, e_hi = _pow2_exact_range(rules, f, C)
         mode = "f32"
     elif dtype == C:
         low = 0
         vals = np.arange(1 << 16, dtype=np.uint16).view(C)
         with np.errstate(invalid="ignore", over="ignore"):
-            table, _ = encode_elements(s, vals)
+            table, _ = encode_elements(rules, f, vals)
         limit = np.inf
-        e_lo, e_hi = _pow2_exact_range(s, C)
+        e_lo, e_hi = _pow2_exact_range(rules, f, C)
         mode = "t16"
     else:
         return None
-    table = np.ascontiguousarray(table, dtype=s.element.code_dtype)
+    table = np.ascontiguousarray(table, dtype=f.element.code_dtype)
     table.setflags(write=False)
     return MXPlan(C, mode, low, table, e_lo, e_hi, limit, np.dtype(dtype))
 
 
-def quantize_mx_fast(s: BlockScheme, xb: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+def quantize_mx_fast(rules: MXRules, f: BlockFormat, xb: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
     """(out, slow): quantize_mx_reference through the fast plan, or None when no plan applies (block.md §4.10);
     the rows ``slow`` are left for the reference (mx.quantize_mx_blocks recomputes them).
 
@@ -431,14 +430,14 @@ def quantize_mx_fast(s: BlockScheme, xb: np.ndarray) -> tuple[dict[str, np.ndarr
     beyond the plan's limit. Work runs in chunks of blocks so that every temporary stays small."""
     if not FAST_PATH or xb.ndim != 2 or xb.shape[0] == 0 or xb.shape[1] == 0:
         return None
-    plan = mx_plan(s, xb.dtype)
+    plan = mx_plan(rules, f, xb.dtype)
     if plan is None:
         return None
     nb, k = xb.shape
     C = plan.C
     xb = np.ascontiguousarray(xb)
     inf2 = _INF2[xb.dtype]
-    codes = np.empty((nb, k), dtype=s.element.code_dtype)
+    codes = np.empty((nb, k), dtype=f.element.code_dtype)
     scales = np.empty(nb, dtype=np.uint8)
     unspec = np.zeros((nb, k), dtype=bool)
     scales_unspec = np.empty(nb, dtype=bool)
@@ -457,10 +456,10 @@ def quantize_mx_fast(s: BlockScheme, xb: np.ndarray) -> tuple[dict[str, np.ndarr
             if C is not None and xb.dtype != C:  # float32 compute on 16-bit input: exact widening
                 amax = amax.astype(C)
             # the reference's per-block steps (block.md §4.2-4.6), non-finite branches included
-            sc = mx_block_scales(s, amax, nan_blk, inf_blk, C, False, fast_scale_exponent)
+            sc = mx_block_scales(rules, f, amax, nan_blk, inf_blk, C, False, fast_scale_exponent)
             byte, e_div = sc.byte, sc.e_div
             fast = ~(nonfinite | sc.scale_nan | sc.folded) & np.isnan(sc.special)
-            rows, sunspec = mx_row_flags(s, sc)
+            rows, sunspec = mx_row_flags(rules, f, sc)
             # ---- which blocks the fast path computes -----------------------------------------------------
             fast &= (e_div >= plan.e_lo) & (e_div <= plan.e_hi)
             p = pow2_float32(np.where(fast, -e_div, 0))
@@ -489,55 +488,55 @@ def quantize_mx_fast(s: BlockScheme, xb: np.ndarray) -> tuple[dict[str, np.ndarr
 # float-scaled blocks (NVFP4, block.md §5.5)
 # ---------------------------------------------------------------------------------------------------------
 @lru_cache(maxsize=64)
-def element_key_table(s: BlockScheme) -> tuple[int, np.ndarray] | None:
+def element_key_table(rules: ScaledRules, f: BlockFormat) -> tuple[int, np.ndarray] | None:
     """(low, table) with table[key(y)] = mx_reference.encode_elements(s, y) for float32 y wherever the element rule
     is the core's (|y| <= element max, or any y without lut_argmin); None if no sticky split exists."""
-    low = sticky_low(s)
-    if low is None or s.element_exponent != "exact" or s.round_arith != "exact":
+    low = sticky_low(rules, f)
+    if low is None or rules.element_exponent != "exact" or rules.round_arith != "exact":
         return None
     with np.errstate(invalid="ignore", over="ignore"):
-        table, _ = encode_elements(s, key_representatives(low))
-    table = np.ascontiguousarray(table, dtype=s.element.code_dtype)
+        table, _ = encode_elements(rules, f, key_representatives(low))
+    table = np.ascontiguousarray(table, dtype=f.element.code_dtype)
     table.setflags(write=False)
     return low, table
 
 
 @lru_cache(maxsize=64)
-def element_table16(s: BlockScheme, dtype: np.dtype, widen: bool) -> np.ndarray:
+def element_table16(rules: ScaledRules, f: BlockFormat, dtype: np.dtype, widen: bool) -> np.ndarray:
     """encode_elements(s, y) of every 16-bit pattern y of ``dtype`` (widened to float32 first with ``widen``,
     as the reference does before its float32 steps): exact for every y, lut_argmin included."""
     vals = np.arange(1 << 16, dtype=np.uint16).view(dtype)
     with np.errstate(invalid="ignore", over="ignore"):
-        table, _ = encode_elements(s, vals.astype(np.float32) if widen else vals)
-    table = np.ascontiguousarray(table, dtype=s.element.code_dtype)
+        table, _ = encode_elements(rules, f, vals.astype(np.float32) if widen else vals)
+    table = np.ascontiguousarray(table, dtype=f.element.code_dtype)
     table.setflags(write=False)
     return table
 
 
-def lut_table_limit(s: BlockScheme) -> float:
+def lut_table_limit(rules: ScaledRules, f: BlockFormat) -> float:
     """The largest |y| for which element_key_table's entry is the element code: the element maximum M, or 2M
     for E2M1 with lut_argmin: for float32 y in (6, 12] MLX's argmin picks 6 (code 7; -6, code 15, for
     negative y) as the core's saturating rounding does, because y - 6 and y - 4 are exact (Sterbenz, and y - 4
     in (4, 8] keeps y's quantum) so |y - 6| < |y - 4| < every other distance (checked on every such float32
     in tests/test_block_fastpath.py)."""
-    M = float(s.element_max)
-    if s.out_of_range != "lut_argmin":
+    M = float(f.element_max)
+    if rules.out_of_range != "lut_argmin":
         return np.inf
-    return 2 * M if s.element.name == "float4_e2m1fn" and s.element_scale_exp == 0 else M
+    return 2 * M if f.element.name == "float4_e2m1fn" and f.element_scale_exp == 0 else M
 
 
 @lru_cache(maxsize=8)
-def scale_rows16(s: BlockScheme, T: np.dtype) -> RowTable:
+def scale_rows16(rules: ScaledRules, f: BlockFormat, T: np.dtype) -> RowTable:
     """Row b (a scale code with a positive decoded value d): element_table16(s, T)[fl_T(x / d)] for every
     16-bit x of T (the mlx rule without a global scale; divide_in gives fl_T)."""
-    d_all = to_float32(decode(np.arange(1 << s.scale_format.bits), s.scale_format, dtype=T))
-    table = element_table16(s, T, True)
+    d_all = to_float32(decode(np.arange(1 << f.scale.bits), f.scale, dtype=T))
+    table = element_table16(rules, f, T, True)
 
     def fn(b: int, x32: np.ndarray, out: np.ndarray) -> None:
         y = divide_in(x32, d_all[b], T, np.empty(x32.size, dtype=np.float32))
         np.take(table, round_float32_to(y, T), out=out)
 
-    return RowTable(1 << s.scale_format.bits, T, s.element.code_dtype, fn)
+    return RowTable(1 << f.scale.bits, T, f.element.code_dtype, fn)
 
 
 def divide_in(x32: np.ndarray, d32: np.ndarray, T: np.dtype, out: np.ndarray) -> np.ndarray:
@@ -551,7 +550,7 @@ def divide_in(x32: np.ndarray, d32: np.ndarray, T: np.dtype, out: np.ndarray) ->
     return out
 
 
-def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | None
+def quantize_float_scaled_fast(rules: FloatScaleRules, f: BlockFormat, xb: np.ndarray, global_scale: np.float32 | None
                                ) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
     """(out, slow): quantize_float_scaled_reference for the rules mlx, nvidia and torchao on float32, float16 and
     bfloat16 inputs, the rows ``slow`` left to the reference (nvfp4.quantize_float_scaled_blocks recomputes
@@ -565,21 +564,21 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
     mlx without a global scale, else element_key_table on float32 y, whose elements beyond lut_table_limit
     take the reference's encode_elements. Blocks holding NaN or Inf, mlx blocks whose scale decodes to 0 and
     nvidia / torchao blocks whose factor is infinite run the reference."""
-    rule = s.global_scale_rule
+    rule = rules.global_scale_rule
     if (not FAST_PATH or rule not in ("input_dtype_encode", "amax_encode_reciprocal", "tensor_scale_clamped")
             or xb.ndim != 2 or xb.shape[0] == 0 or xb.shape[1] == 0 or xb.dtype not in (fp.F32, fp.F16, fp.BF16)
-            or s.flush_subnormals
-            or s.unspecified_open_cases or (rule == "amax_encode_reciprocal" and global_scale is None)
+            or rules.flush_subnormals
+            or rules.unspecified_open_cases or (rule == "amax_encode_reciprocal" and global_scale is None)
             or (global_scale is not None and np.isnan(global_scale))):
         return None
-    keyed = element_key_table(s)
+    keyed = element_key_table(rules, f)
     if keyed is None:
         return None
     low, ktable = keyed
     T = fp.resolve_compute_dtype("input", xb.dtype) if rule == "input_dtype_encode" else fp.F32
-    M, _ = element_constants(s)
-    S = float(s.scale_format.max_value)
-    limit = np.float32(lut_table_limit(s))
+    M, _ = element_constants(f)
+    S = float(f.scale.max_value)
+    limit = np.float32(lut_table_limit(rules, f))
     nb, k = xb.shape
     xb = np.ascontiguousarray(xb)
     gs_out = enc = None
@@ -587,9 +586,9 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
         gs_out = np.float32(global_scale)
         if rule == "input_dtype_encode":
             enc = fp.div(np.float32(M * S), gs_out, fp.F32)
-    rows16 = scale_rows16(s, T) if rule == "input_dtype_encode" and T != fp.F32 and enc is None else None
-    codes = np.empty((nb, k), dtype=s.element.code_dtype)
-    scales = np.empty(nb, dtype=s.scale_format.code_dtype)
+    rows16 = scale_rows16(rules, f, T) if rule == "input_dtype_encode" and T != fp.F32 and enc is None else None
+    codes = np.empty((nb, k), dtype=f.element.code_dtype)
+    scales = np.empty(nb, dtype=f.scale.code_dtype)
     slow = np.empty(nb, dtype=bool)
     work = Workspace(xb, k)
     far_y = []
@@ -605,8 +604,8 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
                 # r = fl_T(amax / M) and sv = fl32(r * enc): one IEEE float32 operation each (divide_in for T)
                 r = divide_in(amax32, np.float32(M), T, np.empty(b1 - b0, dtype=np.float32))
                 sv = r if enc is None else r * enc
-                byte = encode_scale(s, sv, nan="max")
-                d32 = to_float32(decode(byte, s.scale_format, dtype=T))
+                byte = encode_scale(rules, f, sv, nan="max")
+                d32 = to_float32(decode(byte, f.scale, dtype=T))
                 fast &= d32 > 0
                 factor = np.where(fast, d32, np.float32(1))
                 # the y of the block's largest element: every step is monotone, no |y| of the block exceeds it
@@ -614,8 +613,8 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
                 if enc is not None:
                     ymax *= enc
             else:
-                byte, factor = (nvidia_block_scales(s, amax32, gs_out) if rule == "amax_encode_reciprocal"
-                                else torchao_block_scales(s, amax32, gs_out))
+                byte, factor = (nvidia_block_scales(rules, f, amax32, gs_out) if rule == "amax_encode_reciprocal"
+                                else torchao_block_scales(rules, f, amax32, gs_out))
                 fast &= np.isfinite(factor)  # an infinite factor (tiny global scale): 0 * inf is NaN, the reference
                 factor = np.where(fast, factor, np.float32(1)).astype(np.float32)
                 ymax = amax32 * factor
@@ -647,7 +646,7 @@ def quantize_float_scaled_fast(s: BlockScheme, xb: np.ndarray, global_scale: np.
     for rows, yf in far_y:  # beyond the table: the reference's encode_elements (MLX's table argmin)
         far = ~(np.abs(yf) <= limit)
         sub = codes[rows]
-        sub[far] = encode_elements(s, yf[far])[0]
+        sub[far] = encode_elements(rules, f, yf[far])[0]
         codes[rows] = sub
     return {"codes": codes, "scales": scales, "unspecified": np.zeros((nb, k), dtype=bool),
             "scales_unspecified": np.zeros(nb, dtype=bool), "global_scale": gs_out}, slow
@@ -660,7 +659,8 @@ _DEQ_TABLES: dict[tuple[object, ...], np.ndarray] = {}
 _DEQ_TABLES_MAX = 64
 
 
-def dequantize_fast(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, global_scale: object, dtype: object,
+def dequantize_fast(rules: KindRules, f: BlockFormat, codes: np.ndarray, scales: np.ndarray, global_scale: object,
+                    dtype: object,
                     reference: Callable[..., np.ndarray]) -> np.ndarray | None:
     """Block dequantization as a table of the reference: every rule of block.md §4.8 / §5.4 maps (scale code,
     element code) [and the per-call global scale] to one output value, so the reference evaluated once on
@@ -668,10 +668,11 @@ def dequantize_fast(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, globa
     Runs for element and scale codes of at most 8 bits that are in range; None otherwise."""
     if not FAST_PATH or codes.ndim != 2 or codes.size == 0:
         return None
-    fmt = s.element
+    fmt = f.element
     bits = fmt.bits
-    sbits = s.scale_format.bits if s.scale_format is not None else 0
-    if s.kind == "affine" or bits > 8 or sbits != 8 or codes.dtype.kind not in "iu" or scales.dtype.kind not in "iu":
+    sbits = f.scale.bits if f.scale is not None else 0
+    if (rules.kind == "affine" or bits > 8 or sbits != 8 or codes.dtype.kind not in "iu"
+            or scales.dtype.kind not in "iu"):
         return None
     if (codes.dtype.itemsize > 1 or bits < 8 or codes.dtype.kind == "i") and (
             int(codes.min()) < 0 or int(codes.max()) >= (1 << bits)):
@@ -680,16 +681,16 @@ def dequantize_fast(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, globa
         return None
     dt, _ = target_format(dtype)
     g = None if global_scale is None else np.float32(np.asarray(global_scale, dtype=np.float32).reshape(-1)[0])
-    key = (s, dt, None if g is None else g.tobytes())
+    key = (rules, f, dt, None if g is None else g.tobytes())
     table = _DEQ_TABLES.get(key)
     if table is None:
         grid_codes = np.tile(np.arange(1 << bits, dtype=fmt.code_dtype), (256, 1))
         grid_scales = np.arange(256, dtype=np.uint8)
         with np.errstate(all="ignore"):
             if global_scale is None:
-                table = reference(s, grid_codes, grid_scales, dt)
+                table = reference(rules, f, grid_codes, grid_scales, dt)
             else:
-                table = reference(s, grid_codes, grid_scales, dt, global_scale)
+                table = reference(rules, f, grid_codes, grid_scales, dt, global_scale)
         table = np.ascontiguousarray(table).reshape(-1)
         table.setflags(write=False)
         while len(_DEQ_TABLES) >= _DEQ_TABLES_MAX:  # drop the oldest (tables are at most 512 KiB)
@@ -706,3 +707,35 @@ def dequantize_fast(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, globa
         np.add(codes[r0:r1], sc[r0:r1, None], out=i.reshape(r1 - r0, k), casting="unsafe")
         np.take(table, i, out=out[r0:r1].reshape(-1), mode="wrap")  # every index is below the table size
     return out
+
+
+__all__ = [
+    "BLOCK_CHUNK",
+    "ELEMENT_CHUNK",
+    "FAST_PATH",
+    "MXPlan",
+    "RowTable",
+    "Workspace",
+    "block_chunks",
+    "dequantize_fast",
+    "divide_in",
+    "element_constants",
+    "element_key_table",
+    "element_table16",
+    "fast_scale_exponent",
+    "finite_block_scales",
+    "floor_ceil_log2",
+    "key_representatives",
+    "lut_table_limit",
+    "mx_plan",
+    "mx_rows16",
+    "pow2_float32",
+    "quantize_float_scaled_fast",
+    "quantize_mx_fast",
+    "round_float32_to",
+    "rows_per_chunk",
+    "scale_rows16",
+    "sticky_key",
+    "sticky_low",
+    "to_float32",
+]

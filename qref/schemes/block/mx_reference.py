@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,17 +25,17 @@ from ...core.encode import CHUNK, encode_exact, encode_flat
 from ...core.exact import NAN, U64, Exact, decompose
 from ...errors import QrefError
 from ...formats import FloatFormat, IntFormat
+from ...formats.block import BlockFormat
 from ...formats.policy import CastPolicy
+from ...profiles.block import MXRules, ScaledRules
 from . import exponents as ar
-
-if TYPE_CHECKING:
-    from .scheme import BlockScheme
 
 E8M0_BIAS = 127
 
 
-def element_policy(s: BlockScheme) -> CastPolicy:
-    return CastPolicy(rounding=s.rounding, overflow=s.overflow, nan=s.nan, stochastic_bits=s.stochastic_bits)
+def element_policy(rules: ScaledRules, f: BlockFormat) -> CastPolicy:
+    return CastPolicy(rounding=rules.rounding, overflow=rules.overflow, nan=rules.nan,
+                      stochastic_bits=rules.stochastic_bits)
 
 
 def encode_exact_shifted(x: np.ndarray, shift: np.ndarray, fmt: IntFormat | FloatFormat, policy: CastPolicy,
@@ -54,10 +53,10 @@ def encode_exact_shifted(x: np.ndarray, shift: np.ndarray, fmt: IntFormat | Floa
     return out
 
 
-def apply_zero_sign(s: BlockScheme, codes: np.ndarray) -> np.ndarray:
+def apply_zero_sign(rules: ScaledRules, f: BlockFormat, codes: np.ndarray) -> np.ndarray:
     """zero_sign="positive": a -0 result becomes +0 (MLX's FP4 argmin picks +0, the first table entry)."""
-    fmt = s.element
-    if isinstance(fmt, FloatFormat) and s.zero_sign == "positive" and fmt.has_negative_zero:
+    fmt = f.element
+    if isinstance(fmt, FloatFormat) and rules.zero_sign == "positive" and fmt.has_negative_zero:
         return np.where(codes == fmt.sign_mask, 0, codes).astype(fmt.code_dtype)
     return codes
 
@@ -75,28 +74,29 @@ def lut_argmin(y: np.ndarray, fmt: FloatFormat) -> np.ndarray:
 _PRECISION = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
 
 
-def stochastic_offset(s: BlockScheme, rbits: np.ndarray, T: np.dtype | None) -> np.ndarray:
+def stochastic_offset(rules: ScaledRules, f: BlockFormat, rbits: np.ndarray, T: np.dtype | None) -> np.ndarray:
     """The offset u added before the floor of a stochastic scaled-integer step (block.md §13.2): R * 2^-N
     (stochastic_a) or (2R + 1) * 2^-(N + 1) (stochastic_b), float64; with round_arith="in_dtype" u must be a
     value of the compute dtype T (at most T's precision in bits)."""
-    N = s.stochastic_bits
+    N = rules.stochastic_bits
     assert N is not None
     r = rbits.astype(np.float64)
-    if s.rounding == "stochastic_a":
+    if rules.rounding == "stochastic_a":
         u, width = np.ldexp(r, -N), N
     else:
         u, width = np.ldexp(2.0 * r + 1.0, -(N + 1)), N + 1
-    if s.round_arith == "in_dtype" and T is not None:
+    if rules.round_arith == "in_dtype" and T is not None:
         prec = _PRECISION[np.dtype(T).name]
         if width > prec:
-            raise QrefError(f"stochastic_bits={N} with rounding={s.rounding!r} gives offsets of {width} bits, which "
-                            f"{np.dtype(T).name} (precision {prec} bits) cannot hold: the scaled-integer step adds "
-                            f"u in the compute dtype (block.md §13.2, C4); use stochastic_bits <= "
+            raise QrefError(f"stochastic_bits={N} with rounding={rules.rounding!r} gives offsets of {width} bits, "
+                            f"which {np.dtype(T).name} (precision {prec} bits) cannot hold: the scaled-integer step "
+                            f"adds u in the compute dtype (block.md §13.2, C4); use stochastic_bits <= "
                             f"{prec - (width - N)}")
     return u
 
 
-def integer_step_values(s: BlockScheme, y: np.ndarray, rbits: np.ndarray | None = None) -> np.ndarray:
+def integer_step_values(rules: ScaledRules, f: BlockFormat, y: np.ndarray,
+                        rbits: np.ndarray | None = None) -> np.ndarray:
     """The element values (float64) that the scaled-integer element step gives for scaled values y of a
     compute dtype T = y.dtype (block.md §4.7.1):
 
@@ -109,7 +109,7 @@ def integer_step_values(s: BlockScheme, y: np.ndarray, rbits: np.ndarray | None 
         v = clamp(sign(y) * r * 2^(p - mbits), -max, max)     (sign(+-0) = 0: a zero y gives +0)
 
     T's operations are the float32 result rounded once more for 16-bit T (fp.in_float32)."""
-    fmt = s.element
+    fmt = f.element
     T = y.dtype
     yf = fp.f64(y)
     a = np.abs(yf)
@@ -118,7 +118,7 @@ def integer_step_values(s: BlockScheme, y: np.ndarray, rbits: np.ndarray | None 
     if isinstance(fmt, FloatFormat):
         mb = fmt.mantissa_bits
         emin = 1 - fmt.bias
-        if s.element_exponent == "floor_log2_in_dtype":
+        if rules.element_exponent == "floor_log2_in_dtype":
             lg = fp.f64(ar.log2_in(fp.in_float32(a0 + (a0 == 0), T), T))
             p = np.floor(lg).astype(np.int64)
         else:
@@ -130,32 +130,33 @@ def integer_step_values(s: BlockScheme, y: np.ndarray, rbits: np.ndarray | None 
         # 2^p is Inf in T (float16, p = 16: log2 rounded up to 16): y / Inf * 2^mbits = 0, then 0 * Inf = NaN
         p_over = np.isinf(fp.f64(fp.pow2(p, T)))
     else:
-        shift = np.full(a0.shape, -s.element_scale_exp, dtype=np.int64)
+        shift = np.full(a0.shape, -f.element_scale_exp, dtype=np.int64)
         p_over = np.zeros(a0.shape, dtype=bool)
     m = np.ldexp(a0, shift)  # exact: a power-of-two scaling of a value of T, within T's range
-    if s.round_arith == "in_dtype":
+    if rules.round_arith == "in_dtype":
         def fl(v: np.ndarray) -> np.ndarray:
             return fp.f64(fp.in_float32(v, T))
     else:
         def fl(v: np.ndarray) -> np.ndarray:
             return v
-    if s.rounding == "toward_zero":
+    if rules.rounding == "toward_zero":
         r = np.floor(m)
-    elif s.stochastic:
+    elif rules.stochastic:
         assert rbits is not None
-        r = np.floor(fl(m + stochastic_offset(s, rbits.reshape(m.shape), T)))
+        r = np.floor(fl(m + stochastic_offset(rules, f, rbits.reshape(m.shape), T)))
     else:
         r = np.floor(fl(m + 0.5))
-        if s.rounding == "nearest_even":
+        if rules.rounding == "nearest_even":
             low = fl(m - 0.5)
             r = r - ((np.floor(low) == low) & (np.mod(low, 2.0) == 0))
-    lim = float(s.element_max)
+    lim = float(f.element_max)
     with np.errstate(invalid="ignore"):
         v = np.clip(np.sign(yf) * np.ldexp(r, -shift), -lim, lim)
     return np.where(fin, np.where(p_over, np.nan, v), yf)
 
 
-def encode_elements(s: BlockScheme, y: np.ndarray, rbits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def encode_elements(rules: ScaledRules, f: BlockFormat, y: np.ndarray,
+                    rbits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Codes of scaled values y (a float array in the compute dtype) and the unspecified mask (block.md §4.7).
 
     P = encode(y * 2^-element_scale_exp) under (rounding, overflow, nan), then zero_sign. With
@@ -164,14 +165,14 @@ def encode_elements(s: BlockScheme, y: np.ndarray, rbits: np.ndarray | None = No
     +0 (tests/test_block_mlx.py checks it on every float16 and bfloat16 value). Otherwise a NaN y whose code
     depends on the NaN's sign is unspecified: IEEE 754 §6.3 leaves the sign of an arithmetic NaN unspecified.
     rbits: y's random integers of a stochastic rounding (block.md §13), y's shape."""
-    fmt = s.element
-    policy = element_policy(s)
-    ses = s.element_scale_exp
+    fmt = f.element
+    policy = element_policy(rules, f)
+    ses = f.element_scale_exp
     y64 = fp.f64(y)
-    if s.element_exponent != "exact" or s.round_arith != "exact":
+    if rules.element_exponent != "exact" or rules.round_arith != "exact":
         # the scaled-integer element step (§4.7.1) picks the value; it is exact in the element format
-        y = integer_step_values(s, y, rbits)
-        policy = CastPolicy(rounding="nearest_even", overflow=s.overflow, nan=s.nan)
+        y = integer_step_values(rules, f, y, rbits)
+        policy = CastPolicy(rounding="nearest_even", overflow=rules.overflow, nan=rules.nan)
         rbits = None
     yflat = np.ascontiguousarray(y).reshape(-1)
     rflat = None if rbits is None else np.ascontiguousarray(rbits).reshape(-1)
@@ -179,11 +180,11 @@ def encode_elements(s: BlockScheme, y: np.ndarray, rbits: np.ndarray | None = No
         codes = encode_exact_shifted(yflat, np.full(yflat.size, -ses, dtype=np.int64), fmt, policy, rflat)
     else:
         codes = encode_flat(yflat, fmt, policy.resolve(fmt), rflat)
-    codes = apply_zero_sign(s, codes.reshape(y.shape))
-    if s.zero_sign == "scaled_zero_positive" and isinstance(fmt, FloatFormat) and fmt.has_negative_zero:
+    codes = apply_zero_sign(rules, f, codes.reshape(y.shape))
+    if rules.zero_sign == "scaled_zero_positive" and isinstance(fmt, FloatFormat) and fmt.has_negative_zero:
         codes = np.where(y64 == 0, np.where(codes == fmt.sign_mask, 0, codes), codes).astype(fmt.code_dtype)
     unspec = np.zeros(y.shape, dtype=bool)
-    if s.out_of_range == "lut_argmin":
+    if rules.out_of_range == "lut_argmin":
         assert isinstance(fmt, FloatFormat)
         far = ~(np.abs(y64) <= float(fmt.max_value))
         if far.any():
@@ -194,12 +195,12 @@ def encode_elements(s: BlockScheme, y: np.ndarray, rbits: np.ndarray | None = No
     return codes, unspec
 
 
-def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: bool
+def _scale_exponent(rules: MXRules, f: BlockFormat, amax: np.ndarray, C: np.dtype | None, ftz: bool
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(e, zero) for finite amax >= 0: e = the unbiased scale exponent of scale_rule, zero = the blocks the
     rule treats as zero blocks (amax == 0, or a quotient amax / max_elem that is 0 in the compute dtype)."""
-    emax, max_elem = s.element_emax, s.element_max
-    rule = s.scale_rule
+    emax, max_elem = f.element_emax, f.element_max
+    rule = rules.scale_rule
     e = np.zeros(amax.shape, dtype=np.int64)
     if rule in ("floor", "ceil", "even", "floor_log2_float32", "floor_log2_in_dtype", "floor_plus_one"):
         zero = amax == 0
@@ -212,7 +213,7 @@ def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: b
         elif rule == "ceil":
             e[pos] = ar.ceil_log2(a) - emax
         elif rule == "even":
-            e[pos] = ar.round_half_up_exponent(a, s.element_mantissa_bits) - emax
+            e[pos] = ar.round_half_up_exponent(a, f.element_mantissa_bits) - emax
         elif rule == "floor_log2_float32":
             e[pos] = np.floor(ar.log2_float32(fp.round_to(a, fp.F32))).astype(np.int64) - emax
         else:  # floor_log2_in_dtype (block.md §3.3): the float32 logarithm rounded once more to a 16-bit C
@@ -224,7 +225,7 @@ def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: b
         pos = ~zero
         e[pos] = ar.ceil_log2_ratio(amax[pos], max_elem)
         return e, zero
-    if s.quotient_arith == "divide":
+    if rules.quotient_arith == "divide":
         r = fp.div(amax, float(max_elem), C, ftz)
     else:  # amax * fl(1 / max_elem) (XLA, TE): the constant is rounded to float16 for float16 and to float32
         # otherwise (XLA:CPU computes bfloat16 arithmetic in float32, where it folds the reciprocal)
@@ -243,17 +244,17 @@ def _scale_exponent(s: BlockScheme, amax: np.ndarray, C: np.dtype | None, ftz: b
     return e, zero
 
 
-def min_normal_amax_exponent(s: BlockScheme, dtype: np.dtype, C: np.dtype | None, ftz: bool) -> int:
+def min_normal_amax_exponent(rules: MXRules, f: BlockFormat, dtype: np.dtype, C: np.dtype | None, ftz: bool) -> int:
     """The scale exponent of a zero block under zero_block="min_normal_amax" (block.md §4.3): the rule applied to
     the stand-in 2^-126 held in the amax's dtype; where that dtype flushes it to 0 (float16), log2 0 = -Inf and
     the exponent is below every range (it clamps to -127)."""
     stand = np.full(1, fp.F32_MIN_NORMAL, dtype=dtype) if dtype.kind in "fV" else np.full(1, fp.F32_MIN_NORMAL)
     if not stand[0] > 0:
         return -(1 << 30)
-    return int(_scale_exponent(s, stand, C, ftz)[0][0])
+    return int(_scale_exponent(rules, f, stand, C, ftz)[0][0])
 
 
-ScaleExponent = Callable[["BlockScheme", np.ndarray, "np.dtype | None", bool], tuple[np.ndarray, np.ndarray]]
+ScaleExponent = Callable[[MXRules, BlockFormat, np.ndarray, "np.dtype | None", bool], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass
@@ -279,36 +280,36 @@ class MXScales:
     nonfinite: np.ndarray
 
 
-def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_blk: np.ndarray,
+def mx_block_scales(rules: MXRules, f: BlockFormat, amax: np.ndarray, nan_blk: np.ndarray, inf_blk: np.ndarray,
                     C: np.dtype | None, ftz: bool, scale_exponent: ScaleExponent | None = None) -> MXScales:
     """Scale byte and element divisor of each block from its amax (a value of the compute or input dtype; 0 for
     non-finite blocks) and its NaN / Inf flags (block.md §4.2-4.5). scale_exponent: a function equal to
     _scale_exponent (the fast path passes fast.fast_scale_exponent); None = _scale_exponent."""
     nb = amax.shape[0]
     nonfinite = nan_blk | inf_blk
-    if s.amax_floor:  # amax = max(amax, fl_C(amax_floor)) (block.md §4.2); non-finite blocks keep their policy
-        amax = np.maximum(amax, np.asarray(s.amax_floor, dtype=np.float64).astype(amax.dtype))
+    if rules.amax_floor:  # amax = max(amax, fl_C(amax_floor)) (block.md §4.2); non-finite blocks keep their policy
+        amax = np.maximum(amax, np.asarray(rules.amax_floor, dtype=np.float64).astype(amax.dtype))
 
     # ---- scale exponent (§4.2-4.3) ----------------------------------------------------------------------
-    e, zero = (scale_exponent or _scale_exponent)(s, amax, C, ftz)
+    e, zero = (scale_exponent or _scale_exponent)(rules, f, amax, C, ftz)
     # flush_subnormal_blocks (§4.6): the rule's amax exponent e + emax below the float32 normal range
-    flushed = (e + s.element_emax < -126) & ~zero if s.flush_subnormal_blocks else np.zeros(nb, dtype=bool)
-    if s.zero_block == "min_scale":
+    flushed = (e + f.element_emax < -126) & ~zero if rules.flush_subnormal_blocks else np.zeros(nb, dtype=bool)
+    if rules.zero_block == "min_scale":
         e = np.where(zero, -E8M0_BIAS, e)
-    elif s.zero_block == "unit_scale":
+    elif rules.zero_block == "unit_scale":
         e = np.where(zero, 0, e)
-    elif s.zero_block == "min_normal_amax" and zero.any():
-        e = np.where(zero, min_normal_amax_exponent(s, amax.dtype, C, ftz), e)
+    elif rules.zero_block == "min_normal_amax" and zero.any():
+        e = np.where(zero, min_normal_amax_exponent(rules, f, amax.dtype, C, ftz), e)
     open_case = (e < -E8M0_BIAS) | (e > E8M0_BIAS) | zero  # OCP leaves these scales open
 
     # ---- range (§4.4) ---------------------------------------------------------------------------------
     scale_nan = np.zeros(nb, dtype=bool)
-    if s.scale_range == "wrap":
+    if rules.scale_range == "wrap":
         byte = (e + E8M0_BIAS) & 0xFF
         e_div = e.copy()
     else:
         e_div = np.maximum(e, -E8M0_BIAS)
-        if s.scale_range == "clamp":
+        if rules.scale_range == "clamp":
             e_div = np.minimum(e_div, E8M0_BIAS)
         else:  # clamp_nan
             scale_nan = e_div > E8M0_BIAS
@@ -318,14 +319,14 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
     special = np.full(nb, np.nan)
 
     # ---- non-finite blocks (§4.5) ------------------------------------------------------------------------
-    pol = s.nonfinite_block
+    pol = rules.nonfinite_block
     if nonfinite.any():
         if pol == "nan_scale":
             scale_nan |= nonfinite
         elif pol == "nan255_inf_e128":
             scale_nan |= nan_blk
             # the float32 exponent field of Inf is 255 (E = 128): e = 128 - emax, clamped as usual
-            e_inf = min(128 - s.element_emax, E8M0_BIAS)
+            e_inf = min(128 - f.element_emax, E8M0_BIAS)
             byte = np.where(inf_blk, e_inf + E8M0_BIAS, byte)
             e_div = np.where(inf_blk, e_inf, e_div)
         elif pol == "nan255_inf254":
@@ -348,16 +349,16 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
 
     # ---- tiny blocks: the divisor used for stored byte 0 (§4.4) -------------------------------------------
     folded = np.zeros(nb, dtype=bool)  # jax: XLA folds the constant 2^-127 (or 2^-15) instead of reading it
-    if s.scale_range != "wrap":
+    if rules.scale_range != "wrap":
         b0 = (byte == 0) & np.isnan(special) & ~scale_nan
-        if s.byte0_divisor == "float32_min_normal":
+        if rules.byte0_divisor == "float32_min_normal":
             e_div = np.where(b0, -126, e_div)
-        elif s.byte0_divisor == "one":
+        elif rules.byte0_divisor == "one":
             e_div = np.where(b0, 0, e_div)
-        elif s.byte0_divisor == "folded_stand_in":
+        elif rules.byte0_divisor == "folded_stand_in":
             e_div = np.where(b0, -15 if C == fp.F16 else -E8M0_BIAS, e_div)
             folded = b0
-    if s.divisor_out_of_range == "nan_block" and C is not None:
+    if rules.divisor_out_of_range == "nan_block" and C is not None:
         # §4.6: 2^e_div is 0 or Inf in C: x / 0 or x / Inf, then that times 0 or Inf again, is NaN
         d = fp.f64(fp.pow2(e_div, C))
         under = ((d == 0) | np.isinf(d)) & np.isnan(special) & ~scale_nan
@@ -366,58 +367,60 @@ def mx_block_scales(s: BlockScheme, amax: np.ndarray, nan_blk: np.ndarray, inf_b
     return MXScales(byte, e_div, flushed, special, scale_nan, folded, zero, open_case, nan_blk, inf_blk, nonfinite)
 
 
-def mx_row_flags(s: BlockScheme, sc: MXScales) -> tuple[np.ndarray, np.ndarray]:
+def mx_row_flags(rules: MXRules, f: BlockFormat, sc: MXScales) -> tuple[np.ndarray, np.ndarray]:
     """(blocks whose every code is unspecified, blocks whose scale is unspecified) (block.md §4.5, §4.9)."""
     rows = sc.scale_nan.copy()
     scales_unspec = np.zeros(sc.byte.shape[0], dtype=bool)
-    if s.nonfinite_block == "nan_wraps_inf_divisor":
+    if rules.nonfinite_block == "nan_wraps_inf_divisor":
         # XLA:CPU's vectorized max reduction propagates a NaN or drops it depending on the array's shape: the
         # scale of a block holding NaN, and so its codes, are unspecified (block.md §4.5)
         rows |= sc.nan_blk
         scales_unspec |= sc.nan_blk
-    if s.unspecified_open_cases:
+    if rules.unspecified_open_cases:
         rows |= (sc.open_case & ~sc.zero) | sc.nonfinite
         scales_unspec |= sc.open_case | sc.nonfinite
     return rows, scales_unspec
 
 
-def mx_element_codes(s: BlockScheme, xc: np.ndarray, xf: np.ndarray, sc: MXScales, C: np.dtype | None, ftz: bool,
+def mx_element_codes(rules: MXRules, f: BlockFormat, xc: np.ndarray, xf: np.ndarray, sc: MXScales,
+                     C: np.dtype | None, ftz: bool,
                      rbits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Element codes and their unspecified mask for blocks xc (the input rounded to the compute dtype; xf its
     float64 values, flushed with ftz) divided by their scales (block.md §4.6-4.7); rbits: xc's random integers
     of a stochastic rounding (block.md §13)."""
     nb, k = xc.shape
     e_div, special = sc.e_div, sc.special
-    fmt = s.element
-    policy = element_policy(s)
+    fmt = f.element
+    policy = element_policy(rules, f)
     flat = np.ascontiguousarray(xc).reshape(-1)
-    ses = s.element_scale_exp
+    ses = f.element_scale_exp
     if C is None:
         shift = np.repeat(-e_div - ses, k)
         rflat = None if rbits is None else np.ascontiguousarray(rbits).reshape(-1)
         codes = encode_exact_shifted(flat, shift, fmt, policy, rflat).reshape(nb, k)
-        codes = apply_zero_sign(s, codes)
-        if s.zero_sign == "scaled_zero_positive" and isinstance(fmt, FloatFormat) and fmt.has_negative_zero:
+        codes = apply_zero_sign(rules, f, codes)
+        if rules.zero_sign == "scaled_zero_positive" and isinstance(fmt, FloatFormat) and fmt.has_negative_zero:
             codes = np.where(xf == 0, np.where(codes == fmt.sign_mask, 0, codes), codes).astype(fmt.code_dtype)
         return codes, np.zeros((nb, k), dtype=bool)
     d = np.where(np.isnan(special), fp.pow2(e_div, None), special)
     d = fp.round_to(d, C)
-    if s.scale_arith == "divide":
+    if rules.scale_arith == "divide":
         y = fp.div(xc, d[:, None], C, ftz)
     else:
         m = fp.div(1.0, d, C, ftz)
         if C == fp.F32:  # 1 / 2^-127 folded at compile time: 2^127, no flush
             m = np.where(sc.folded, fp.pow2(-e_div, C), m)
         y = fp.mul(xc, m[:, None], C, ftz)
-    return encode_elements(s, y, rbits)
+    return encode_elements(rules, f, y, rbits)
 
 
-def quantize_mx_reference(s: BlockScheme, xb: np.ndarray, rbits: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def quantize_mx_reference(rules: MXRules, f: BlockFormat, xb: np.ndarray,
+                          rbits: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The readable reference of quantize_mx_blocks: block.md §4.1 step by step, in float64 and the core;
     rbits: (n_blocks, k) random integers of a stochastic rounding (block.md §13)."""
     nb, k = xb.shape
-    C = fp.resolve_compute_dtype(s.compute_dtype, xb.dtype)
-    ftz = s.flush_subnormals
+    C = fp.resolve_compute_dtype(rules.compute_dtype, xb.dtype)
+    ftz = rules.flush_subnormals
     if ftz and C is None:
         raise QrefError("flush_subnormals=True needs a compute dtype (compute_dtype='input' or 'float32', ...)")
     xc = xb if C is None else fp.round_to(xb, C)
@@ -433,22 +436,22 @@ def quantize_mx_reference(s: BlockScheme, xb: np.ndarray, rbits: np.ndarray | No
     amax64 = absx.max(axis=1) if k else np.zeros(nb)
     # amax is a value of the compute (or input) dtype: exact in float64; hand it back in that dtype
     amax = amax64.astype(xc.dtype) if xc.dtype.kind in "fV" else amax64
-    sc = mx_block_scales(s, amax, nan_blk, inf_blk, C, ftz)
+    sc = mx_block_scales(rules, f, amax, nan_blk, inf_blk, C, ftz)
     if sc.flushed.any():  # x * 0: zeros of the elements' signs (§4.6)
         with np.errstate(invalid="ignore"):
             xc = np.where(sc.flushed[:, None], fp.round_to(xf * 0.0, xc.dtype), xc)
         xf = fp.f64(xc)
-    codes, unspec = mx_element_codes(s, xc, xf, sc, C, ftz, rbits)
-    codes = np.where(sc.scale_nan[:, None], 0, codes).astype(s.element.code_dtype)
-    rows, scales_unspec = mx_row_flags(s, sc)
-    if C == fp.BF16 and s.byte0_divisor == "folded_stand_in" and s.scale_arith == "reciprocal":
+    codes, unspec = mx_element_codes(rules, f, xc, xf, sc, C, ftz, rbits)
+    codes = np.where(sc.scale_nan[:, None], 0, codes).astype(f.element.code_dtype)
+    rows, scales_unspec = mx_row_flags(rules, f, sc)
+    if C == fp.BF16 and rules.byte0_divisor == "folded_stand_in" and rules.scale_arith == "reciprocal":
         rows = rows | sc.folded  # XLA:CPU: 1/0 = +Inf or the folded float32 2^127, by fusion (block.md §4.4)
     unspec = unspec | rows[:, None]
     return {"codes": codes, "scales": sc.byte.astype(np.uint8), "unspecified": unspec,
             "scales_unspecified": scales_unspec}
 
 
-def dequantize_mx_reference(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype
+def dequantize_mx_reference(rules: MXRules, f: BlockFormat, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype
                             ) -> np.ndarray:
     """Values of (n_blocks, k) codes with E8M0 scale bytes (n_blocks,) as ``dtype`` (block.md §4.8).
 
@@ -456,22 +459,42 @@ def dequantize_mx_reference(s: BlockScheme, codes: np.ndarray, scales: np.ndarra
     dequant="in_dtype": s = fl_dtype(2^(byte - 127)) (byte 255: NaN, or 2^128 with dequant_nan_scale="power"),
     then fl_dtype(decode(P_i, dtype) * s) (MLX, torchao)."""
     nb, k = codes.shape
-    fmt = s.element
+    fmt = f.element
     dt, tgt = target_format(dtype)
     b = scales.astype(np.int64)
-    if s.dequant == "exact":
+    if rules.dequant == "exact":
         ex = exact_parts(codes.reshape(-1).astype(U64), fmt)
-        shift = np.repeat(b - E8M0_BIAS, k) + s.element_scale_exp
+        shift = np.repeat(b - E8M0_BIAS, k) + f.element_scale_exp
         cls = np.where(np.repeat(b == 255, k), NAN, ex.cls).astype(np.int8)
         ex = Exact(cls, ex.neg, ex.sig, ex.exp + shift, ex.subnormal)
         pol = CastPolicy(rounding="nearest_even", overflow="inf", nan="keep_sign").resolve(tgt)
         bits = encode_exact(ex, tgt, pol).astype(tgt.code_dtype)
         return bits.view(dt).reshape(nb, k)
     sv = fp.pow2(b - E8M0_BIAS, None)
-    if s.dequant_nan_scale == "nan":
+    if rules.dequant_nan_scale == "nan":
         sv = np.where(b == 255, np.nan, sv)
     sv = fp.round_to(sv, dt)
     vals = decode(codes, fmt, dtype=dt)
-    if s.element_scale_exp:
-        vals = fp.mul(vals, 2.0**s.element_scale_exp, dt)
+    if f.element_scale_exp:
+        vals = fp.mul(vals, 2.0**f.element_scale_exp, dt)
     return fp.mul(vals, sv[:, None], dt)
+
+
+__all__ = [
+    "E8M0_BIAS",
+    "MXScales",
+    "ScaleExponent",
+    "apply_zero_sign",
+    "dequantize_mx_reference",
+    "element_policy",
+    "encode_elements",
+    "encode_exact_shifted",
+    "integer_step_values",
+    "lut_argmin",
+    "min_normal_amax_exponent",
+    "mx_block_scales",
+    "mx_element_codes",
+    "mx_row_flags",
+    "quantize_mx_reference",
+    "stochastic_offset",
+]

@@ -8,11 +8,11 @@ nvfp4 (this module) <- scheme.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ...errors import QrefError
+from ...formats.block import BlockFormat
+from ...profiles.block import FloatScaleRules
 from . import fast
 from .nvfp4_reference import (
     GLOBAL_SCALE_RULES,
@@ -23,9 +23,6 @@ from .nvfp4_reference import (
     tensor_amax,
     torchao_block_scales,
 )
-
-if TYPE_CHECKING:
-    from .scheme import BlockScheme
 
 __all__ = [
     "GLOBAL_SCALE_RULES", "dequantize_float_scaled", "dequantize_float_scaled_reference", "encode_scale",
@@ -53,35 +50,37 @@ def group_amax(xb: np.ndarray, blocks_per_row: int, granularity: str, skip_nan: 
     return np.repeat(m, per).astype(np.float32)
 
 
-def quantize_float_scaled_blocks(s: BlockScheme, xb: np.ndarray, global_scale: np.float32 | np.ndarray | None,
+def quantize_float_scaled_blocks(rules: FloatScaleRules, f: BlockFormat, xb: np.ndarray,
+                                 global_scale: np.float32 | np.ndarray | None,
                                  rbits: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Quantize a (n_blocks, k) array with float block scales (block.md §5): the fast path where it applies,
     the reference (quantize_float_scaled_reference) for every other configuration and for the blocks the fast
     path hands back. rbits: (n_blocks, k) random integers of a stochastic rounding (block.md §13): the
     reference only."""
     if rbits is not None or np.ndim(global_scale):  # random bits, or an outer amax per block: the reference
-        return quantize_float_scaled_reference(s, xb, global_scale, rbits)
-    done = fast.quantize_float_scaled_fast(s, xb, global_scale)
+        return quantize_float_scaled_reference(rules, f, xb, global_scale, rbits)
+    done = fast.quantize_float_scaled_fast(rules, f, xb, global_scale)
     if done is None:
-        return quantize_float_scaled_reference(s, xb, global_scale)
+        return quantize_float_scaled_reference(rules, f, xb, global_scale)
     out, slow = done
     if slow.any():
-        ref = quantize_float_scaled_reference(s, xb[slow], global_scale)
+        ref = quantize_float_scaled_reference(rules, f, xb[slow], global_scale)
         for name in ("codes", "scales", "unspecified", "scales_unspecified"):
             out[name][slow] = ref[name]
     return out
 
 
-def _reference_for_table(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype,
+def _reference_for_table(rules: FloatScaleRules, f: BlockFormat, codes: np.ndarray, scales: np.ndarray, dtype: np.dtype,
                          global_scale: object = None) -> np.ndarray:
-    return dequantize_float_scaled_reference(s, codes, scales, global_scale, dtype)
+    return dequantize_float_scaled_reference(rules, f, codes, scales, global_scale, dtype)
 
 
-def dequantize_float_scaled(s: BlockScheme, codes: np.ndarray, scales: np.ndarray, global_scale: object,
+def dequantize_float_scaled(rules: FloatScaleRules, f: BlockFormat, codes: np.ndarray, scales: np.ndarray,
+                            global_scale: object,
                             dtype: np.dtype) -> np.ndarray:
     """Values of (n_blocks, k) codes with float-format block scale codes (block.md §5.4): the reference,
     tabulated over every (scale code, element code) pair where that is small (fast.dequantize_fast)."""
     if np.ndim(global_scale) and np.size(global_scale) > 1:  # an outer scale per block (§5.2.1)
-        return dequantize_float_scaled_reference(s, codes, scales, global_scale, dtype)
-    out = fast.dequantize_fast(s, codes, scales, global_scale, dtype, _reference_for_table)
-    return dequantize_float_scaled_reference(s, codes, scales, global_scale, dtype) if out is None else out
+        return dequantize_float_scaled_reference(rules, f, codes, scales, global_scale, dtype)
+    out = fast.dequantize_fast(rules, f, codes, scales, global_scale, dtype, _reference_for_table)
+    return dequantize_float_scaled_reference(rules, f, codes, scales, global_scale, dtype) if out is None else out

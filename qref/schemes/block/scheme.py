@@ -17,281 +17,166 @@ leaves undefined) and ``meta["scales_unspecified"]``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from ...core import arith as fp
 from ...core.encode import stochastic_random_bits
 from ...core.exact import as_source_array
 from ...core.parallel import pieces, run_chunks, thread_limit
-from ...errors import QrefError, check_choice, unknown_name
+from ...errors import QrefError, unknown_name
 from ...formats import FloatFormat, Format, IntFormat, get_format
-from ...formats.policy import STOCHASTIC_MODES, CastPolicy
+from ...formats.block import BLOCK_KINDS, NAMED_SCHEMES, BlockFormat
+from ...formats.policy import CastPolicy
 from ...profiles import Profile, get_profile, profiles
-from ...profiles.block import rules_of
+from ...profiles.block import CHOICES, RULES_OF_KIND, FloatScaleRules, KindRules, MXRules, rules_of
 from ...validators import check_alloc
 from ..base import QArray, Scheme, normalize_axis, register_family
 from . import affine, mx, nvfp4
 
-# name -> (element format, scale format, default block size, element_scale_exp, kind)
-NAMED_SCHEMES: dict[str, tuple[str | None, str | None, int, int, str]] = {
-    "mxfp8_e4m3": ("float8_e4m3fn", "float8_e8m0fnu", 32, 0, "mx"),
-    "mxfp8_e5m2": ("float8_e5m2", "float8_e8m0fnu", 32, 0, "mx"),
-    "mxfp6_e3m2": ("float6_e3m2fn", "float8_e8m0fnu", 32, 0, "mx"),
-    "mxfp6_e2m3": ("float6_e2m3fn", "float8_e8m0fnu", 32, 0, "mx"),
-    "mxfp4": ("float4_e2m1fn", "float8_e8m0fnu", 32, 0, "mx"),
-    "mxint8": ("int8<-127:127>", "float8_e8m0fnu", 32, -6, "mx"),
-    "nvfp4": ("float4_e2m1fn", "float8_e4m3fn", 16, 0, "float_scale"),
-    "nvfp4_ue4m3": ("float4_e2m1fn", "float7_e4m3fnu", 16, 0, "float_scale"),
-    "nvfp4_ue5m3": ("float4_e2m1fn", "float8_e5m3fnu", 16, 0, "float_scale"),
-    "mlx_affine": (None, None, 64, 0, "affine"),
-}
-KINDS = ("mx", "float_scale", "affine")
+KINDS = BLOCK_KINDS
 DEFAULT_PROFILE = {"mx": "ocp", "float_scale": "ocp", "affine": "mlx", "nvfp4": "nvidia"}
 
-# every field's allowed values (block.md §2)
-CHOICES: dict[str, tuple[str, ...]] = {
-    "scale_rule": ("floor", "ceil", "even", "rceil", "floor_log2_float32", "floor_log2_in_dtype",
-                   "rceil_log2_float32", "floor_plus_one", "float32_exponent_field"),
-    "zero_block": ("min_scale", "unit_scale", "min_normal_amax"),
-    "scale_range": ("clamp", "clamp_nan", "wrap"),
-    "nonfinite_block": ("nan_scale", "nan255_inf_e128", "nan255_inf254", "zero_divisor", "nan_wraps_inf_divisor",
-                        "exponent_bits_wrap"),
-    "byte0_divisor": ("exact", "float32_min_normal", "one", "folded_stand_in"),
-    "global_scale_rule": ("exact", "amax_encode_reciprocal", "tensor_scale_clamped", "input_dtype_encode",
-                          "prescaled_divide"),
-    "zero_sign": ("keep", "positive", "scaled_zero_positive"),
-    "out_of_range": ("encode", "lut_argmin"),
-    "element_exponent": ("exact", "floor_log2_in_dtype"),
-    "divisor_out_of_range": ("divide", "nan_block"),
-    "amax_nan": ("propagate", "skip"),
-    "round_arith": ("exact", "in_dtype"),
-    "compute_dtype": fp.COMPUTE_DTYPES,
-    "scale_arith": ("divide", "reciprocal"),
-    "quotient_arith": ("divide", "reciprocal"),
-    "dequant": ("exact", "in_dtype"),
-    "dequant_nan_scale": ("nan", "power"),
-    "pad": ("zero", "error"),
-    "global_scale_granularity": ("tensor", "row", "tile_64"),
-}
+# the keys of a block scheme's spec, in order, with the value a kind without that rule writes (the committed
+# suite's specs: every rule field of every kind; stochastic_bits, amax_floor and global_scale_granularity are
+# left out at their defaults, as before those fields existed)
+_RULE_DEFAULTS: dict[str, Any] = {**FloatScaleRules().values(), **MXRules().values()}
+SPEC_KEYS = ("name", "element", "scale_format", "block_size", "kind", "profile", "element_scale_exp",
+             "scale_rule", "zero_block", "scale_range", "nonfinite_block", "byte0_divisor", "global_scale_rule",
+             "amax_nan", "rounding", "overflow", "nan", "stochastic_bits", "zero_sign", "out_of_range",
+             "compute_dtype", "scale_arith", "quotient_arith", "flush_subnormals", "flush_subnormal_blocks",
+             "divisor_out_of_range", "element_exponent", "round_arith", "dequant", "dequant_nan_scale", "pad",
+             "min_ndim", "unspecified_open_cases", "amax_floor", "global_scale_granularity")
+RULE_FIELDS = tuple(k for k in SPEC_KEYS if k in _RULE_DEFAULTS)
+_SPEC_OMIT = {"stochastic_bits": None, "amax_floor": 0.0, "global_scale_granularity": "tensor"}
 
 
 @dataclass(frozen=True)
 class BlockScheme(Scheme):
-    """One block-scaled quantization scheme; every field is explicit (block.md §2 documents each value).
+    """One block-scaled quantization scheme (block.md §2): a block format and the rules of its kind.
 
-    name: scheme name ("mxfp4", "nvfp4", "mlx_affine", or the element format's name).
-    element: element format (FloatFormat, or IntFormat for MXINT8 and affine codes).
-    scale_format: float8_e8m0fnu (kind "mx"), a float format such as float8_e4m3fn ("float_scale"), None
-        ("affine": float scales in the input dtype).
-    block_size: elements per block (OCP k = 32; NVFP4 16; MLX affine group 32, 64 or 128).
-    kind: "mx", "float_scale" or "affine".
-    profile: the profile the fields came from (None when built by hand).
-    element_scale_exp: element value = code value * 2^element_scale_exp (MXINT8: -6). Default 0.
-    scale_rule (mx): floor | ceil | even | rceil | floor_log2_float32 | floor_log2_in_dtype | rceil_log2_float32 |
-        floor_plus_one (floor + 1: a scale twice OCP's) | float32_exponent_field (the exponent field of
-        fl32(amax / M): a float32 scale of which only the exponent is read). Default "floor".
-    amax_floor (mx, compute dtype): amax = max(amax, fl_C(amax_floor)) before the rule (0: none). Default 0.
-    zero_block (mx): min_scale (byte 0) | unit_scale (byte 127) | min_normal_amax (rule on 2^-126).
-        Default "min_scale".
-    scale_range (mx): clamp | clamp_nan (above 127: NaN scale) | wrap (byte = e + 127 mod 256). Default
-        "clamp_nan".
-    nonfinite_block (mx): nan_scale | nan255_inf_e128 | nan255_inf254 | mlx | jax. Default "nan_scale".
-    byte0_divisor (mx): exact (2^-127) | float32_min_normal (2^-126) | one (1) | jax (2^-15 in float16, else
-        2^-127). Default "exact".
-    global_scale_rule (float_scale): exact | amax_encode_reciprocal | tensor_scale_clamped | input_dtype_encode |
-        prescaled_divide (block.md §5.2). Default "exact".
-    amax_nan (float_scale, amax_encode_reciprocal): propagate (a NaN input makes the block and tensor amax NaN:
-        torch.amax) | skip (NaN skipped: PTX max). Default "propagate".
-    rounding, overflow, nan: the element CastPolicy (core rounding modes; overflow "saturate" = the OCP clamp;
-        nan None = the format's default). Defaults "nearest_even", "saturate", None. The stochastic modes
-        (stochastic_a / b / c, P3109) round each scaled value with N random bits (block.md §13).
-    stochastic_bits: N, random bits per element of a stochastic rounding (1..32); None for the deterministic
-        modes. Default None.
-    zero_sign: keep | positive (every -0 result becomes +0, MLX FP4) | scaled_zero_positive (a scaled value
-        that is exactly -0 gives +0, a negative value that rounds to zero keeps -0: microxcaling's
-        sign(x) * floor(|x| + 1/2)). Default "keep".
-    out_of_range: encode | lut_argmin (scaled values beyond the element max or non-finite take MLX's table
-        argmin: the first code at the smallest distance, computed in the scaled values' dtype). Default "encode".
-    compute_dtype: exact | input | float32 | float16 | bfloat16 (the dtype of quotients and scaled values).
-        Default "exact".
-    scale_arith: divide (x / X) | reciprocal (x * fl(1/X)). Default "divide".
-    quotient_arith (rceil rules): divide (fl(amax / max_elem)) | reciprocal (fl(amax * fl(1/max_elem))).
-        Default "divide".
-    flush_subnormals: XLA:CPU FTZ/DAZ in the compute steps. Default False.
-    flush_subnormal_blocks (mx): blocks whose floor(log2 amax) is below -126 become zeros of their elements' signs
-        before scaling (microxcaling's mx_flush_fp32_subnorms). Default False.
-    divisor_out_of_range: divide (x / 0 and x / Inf as IEEE) | nan_block (a divisor 2^e_div that is 0 or Inf in
-        the compute dtype makes the block NaN: byte 255). Default "divide".
-    element_exponent: exact | floor_log2_in_dtype (the scaled-integer element step's exponent is
-        floor(fl_T(log2 |y|)), block.md §4.7.1). Default "exact".
-    round_arith: exact | in_dtype (the step's |m| + 1/2 and |m| - 1/2 are rounded in the compute dtype,
-        block.md §4.7.1). Default "exact".
-    dequant: exact (rounded once) | in_dtype (scale rounded to the output dtype, then the product). Default
-        "exact".
-    dequant_nan_scale: nan | power (byte 255 dequantizes as 2^128, MLX). Default "nan".
-    pad: zero (a short last block is padded with +0) | error. Default "zero".
-    min_ndim: the fewest input dimensions accepted (MLX: 2). Default 1.
-    unspecified_open_cases: mark the cases OCP leaves open (zero, tiny, huge and non-finite blocks) as
-        unspecified. Default True.
+    format: the BlockFormat (qref.formats.block): name, element format, block_size, scale format,
+        element_scale_exp; read through the properties name, element, scale_format, block_size,
+        element_scale_exp.
+    rules: the kind's rules record of qref.profiles.block (block.md §2 documents each value): MXRules (kind
+        "mx": E8M0 scales), FloatScaleRules ("float_scale": NVFP4 and other float scale formats) or AffineRules
+        ("affine": MLX affine groups). The records check their values; ``scheme.X`` reads ``scheme.rules.X``
+        for every rule field X (a rule of another kind: its default, as the spec writes it).
+    profile: the profile the rules came from (None when built by hand).
+
+    Constraints between the format and the rules (block.md §2): MX takes scale_format float8_e8m0fnu;
+    float_scale a float scale format with mantissa bits and float elements; affine unsigned 1..8-bit codes and
+    no scale format; the rounding must suit the element format (CastPolicy); global_scale_granularity
+    "tile_64" needs a block_size that divides 64.
     """
 
-    name: str
-    element: Format
-    scale_format: FloatFormat | None
-    block_size: int
-    kind: str
+    format: BlockFormat
+    rules: KindRules
     profile: str | None = None
-    element_scale_exp: int = 0
-    scale_rule: str = "floor"
-    zero_block: str = "min_scale"
-    scale_range: str = "clamp_nan"
-    nonfinite_block: str = "nan_scale"
-    byte0_divisor: str = "exact"
-    global_scale_rule: str = "exact"
-    amax_nan: str = "propagate"
-    rounding: str = "nearest_even"
-    overflow: str = "saturate"
-    nan: str | None = None
-    stochastic_bits: int | None = None
-    zero_sign: str = "keep"
-    out_of_range: str = "encode"
-    compute_dtype: str = "exact"
-    scale_arith: str = "divide"
-    quotient_arith: str = "divide"
-    flush_subnormals: bool = False
-    flush_subnormal_blocks: bool = False
-    divisor_out_of_range: str = "divide"
-    element_exponent: str = "exact"
-    round_arith: str = "exact"
-    dequant: str = "exact"
-    dequant_nan_scale: str = "nan"
-    pad: str = "zero"
-    min_ndim: int = 1
-    unspecified_open_cases: bool = True
-    amax_floor: float = 0.0
-    global_scale_granularity: str = "tensor"
     family = "block"
 
     def __post_init__(self) -> None:
-        check_choice("block scheme kind", self.kind, KINDS)
-        for f, choices in CHOICES.items():
-            check_choice(f.replace("_", " "), getattr(self, f), choices)
-        if not isinstance(self.block_size, int) or isinstance(self.block_size, bool) or self.block_size < 1:
-            raise QrefError(f"block_size must be a positive integer, got {self.block_size!r}")
-        if not isinstance(self.element, (FloatFormat, IntFormat)):
-            raise QrefError(f"element must be a format record, got {self.element!r}")
-        CastPolicy(rounding=self.rounding, overflow=self.overflow, nan=self.nan,
-                   stochastic_bits=self.stochastic_bits).resolve(self.element)
-        if self.stochastic_bits is not None and not self.stochastic:
-            raise QrefError(f"stochastic_bits={self.stochastic_bits!r} is for the stochastic rounding modes "
-                            f"(stochastic_a/b/c, block.md §13); rounding={self.rounding!r} takes none: drop it")
-        if self.stochastic and self.out_of_range == "lut_argmin":
-            raise QrefError("out_of_range='lut_argmin' (MLX's FP4 table argmin) is a nearest rule; stochastic "
-                            "rounding takes out_of_range='encode' (block.md §13, C3)")
-        exact = self.compute_dtype == "exact"
-        if self.kind == "mx":
-            if self.scale_format is None or self.scale_format.name != "float8_e8m0fnu":
+        fmt, r = self.format, self.rules
+        if not isinstance(fmt, BlockFormat):
+            raise QrefError(f"BlockScheme.format must be a BlockFormat, got {type(fmt).__name__}")
+        if type(r) not in RULES_OF_KIND.values():
+            raise QrefError(f"BlockScheme.rules must be MXRules, FloatScaleRules or AffineRules, got "
+                            f"{type(r).__name__}")
+        el, sf = fmt.element, fmt.scale
+        CastPolicy(rounding=r.rounding, overflow=getattr(r, "overflow", "saturate"), nan=getattr(r, "nan", None),
+                   stochastic_bits=r.stochastic_bits).resolve(el)
+        if isinstance(r, MXRules):
+            if sf is None or sf.name != "float8_e8m0fnu":
                 raise QrefError("MX blocks take scale_format='float8_e8m0fnu' (OCP MX v1.0 §5.4); for other "
                                 "float scale formats pass a format with mantissa bits (float_scale kind)")
-            float_nonfinite = ("zero_divisor", "nan_wraps_inf_divisor", "exponent_bits_wrap")
-            if exact and (self.nonfinite_block in float_nonfinite or self.flush_subnormals):
-                raise QrefError(f"nonfinite_block={self.nonfinite_block!r} and flush_subnormals describe "
-                                "floating-point arithmetic; they need compute_dtype 'input', 'float32', ...")
-            if exact and (self.scale_rule.endswith("float32") or self.scale_rule.endswith("in_dtype")
-                          or self.scale_rule == "float32_exponent_field"):
-                raise QrefError(f"scale_rule={self.scale_rule!r} takes a floating-point logarithm: set "
-                                "compute_dtype='float32' or 'input'")
-        elif self.kind == "float_scale":
-            if not isinstance(self.scale_format, FloatFormat) or self.scale_format.mantissa_bits == 0:
+        elif isinstance(r, FloatScaleRules):
+            if not isinstance(sf, FloatFormat) or sf.mantissa_bits == 0:
                 raise QrefError("float-scaled blocks need a scale format with mantissa bits (e.g. "
                                 "float8_e4m3fn); E8M0 scales are the MX kind")
-            if not isinstance(self.element, FloatFormat):
+            if not isinstance(el, FloatFormat):
                 raise QrefError("float-scaled blocks take float elements")
+            if r.global_scale_granularity == "tile_64" and 64 % fmt.block_size:
+                raise QrefError(f"global_scale_granularity='tile_64' groups whole blocks: block_size must divide "
+                                f"64, got {fmt.block_size}")
         else:
-            if not (isinstance(self.element, IntFormat) and not self.element.signed and 1 <= self.element.bits <= 8):
+            if not (isinstance(el, IntFormat) and not el.signed and 1 <= el.bits <= 8):
                 raise QrefError("affine groups take unsigned 1..8-bit codes (bits=1..8)")
-            if self.scale_format is not None:
+            if sf is not None:
                 raise QrefError("affine groups store float scales in the input dtype: scale_format must be None")
-            if self.rounding != "nearest_even" and not self.stochastic:
-                raise QrefError(f"affine groups round the float32 quotient with rint (nearest_even, block.md §6) or "
-                                f"a stochastic mode (§13), not {self.rounding!r}")
-        if not (isinstance(self.amax_floor, (int, float)) and not isinstance(self.amax_floor, bool)
-                and math.isfinite(self.amax_floor) and self.amax_floor >= 0):
-            raise QrefError(f"amax_floor must be a finite number >= 0, got {self.amax_floor!r}")
-        if self.amax_floor and (self.kind != "mx" or exact):
-            raise QrefError("amax_floor (block.md §4.2: amax = max(amax, fl_C(amax_floor))) is an MX rule in a "
-                            "compute dtype: kind 'mx' with compute_dtype 'float32' or 'input'")
-        if self.global_scale_granularity != "tensor" and not (
-                self.kind == "float_scale" and self.global_scale_rule == "amax_encode_reciprocal"):
-            raise QrefError(f"global_scale_granularity={self.global_scale_granularity!r} (block.md §5.2.1) takes the "
-                            "outer amax per row or per 1 x 64 tile: float_scale kind with global_scale_rule "
-                            "'amax_encode_reciprocal'")
-        if self.global_scale_granularity == "tile_64" and 64 % self.block_size:
-            raise QrefError(f"global_scale_granularity='tile_64' groups whole blocks: block_size must divide 64, "
-                            f"got {self.block_size}")
-        if self.amax_nan == "skip" and not (self.kind == "float_scale"
-                                            and self.global_scale_rule == "amax_encode_reciprocal"):
-            raise QrefError("amax_nan='skip' is modelled for global_scale_rule='amax_encode_reciprocal' only "
-                            "(block.md §5.2); the other rules take the NaN-propagating maximum")
-        if self.flush_subnormal_blocks and (self.kind != "mx" or self.scale_rule not in (
-                "floor", "floor_log2_float32", "floor_log2_in_dtype")):
-            raise QrefError("flush_subnormal_blocks is an MX rule that reads the block's floor(log2 amax): it takes "
-                            "scale_rule 'floor', 'floor_log2_float32' or 'floor_log2_in_dtype' (block.md §4.6)")
-        if exact and (self.element_exponent != "exact" or self.round_arith != "exact"
-                      or self.divisor_out_of_range != "divide"):
-            raise QrefError("element_exponent, round_arith and divisor_out_of_range describe floating-point "
-                            "arithmetic: set compute_dtype='input', 'float32', ... (block.md §4.6, §4.7.1)")
-        if (self.element_exponent != "exact" or self.round_arith != "exact") and self.rounding not in (
-                "nearest_away", "toward_zero", "nearest_even", "stochastic_a", "stochastic_b"):
-            raise QrefError(f"the scaled-integer element step (element_exponent / round_arith, block.md §4.7.1) "
-                            f"rounds nearest_away, toward_zero, nearest_even, stochastic_a or stochastic_b, not "
-                            f"{self.rounding!r}")
+
+    def __getattr__(self, name: str) -> Any:
+        """Read access to the rules: ``scheme.scale_rule`` is ``scheme.rules.scale_rule``; a rule of another kind
+        reads as its default, the value the spec writes for it (``nvfp4.scale_rule == "floor"``)."""
+        if name.startswith("_") or name in ("format", "rules", "profile"):
+            raise AttributeError(name)
+        rules = self.__dict__.get("rules")
+        if rules is not None and name in _RULE_DEFAULTS:
+            return getattr(rules, name, _RULE_DEFAULTS[name])
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    # ---- the format's parts -------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.format.name
+
+    @property
+    def element(self) -> Format:
+        return self.format.element
+
+    @property
+    def scale_format(self) -> FloatFormat | None:
+        return self.format.scale
+
+    @property
+    def block_size(self) -> int:
+        return self.format.block_size
+
+    @property
+    def element_scale_exp(self) -> int:
+        return self.format.element_scale_exp
+
+    @property
+    def kind(self) -> str:
+        """"mx", "float_scale" or "affine": the kind of the rules record."""
+        return self.rules.kind
 
     @property
     def stochastic(self) -> bool:
         """True for the stochastic rounding modes (block.md §13)."""
-        return self.rounding in STOCHASTIC_MODES
+        return self.rules.stochastic
 
-    # ---- derived element constants ------------------------------------------------------------------------
     @property
     def element_max(self) -> Fraction:
         """Largest element magnitude (as a real value, element_scale_exp included)."""
-        fmt = self.element
-        top = fmt.max_value if isinstance(fmt, FloatFormat) else Fraction(fmt.hi)
-        return top * Fraction(2) ** self.element_scale_exp
+        return self.format.element_max
 
     @property
     def element_emax(self) -> int:
         """floor(log2(element_max)): OCP's 'largest power of two representable in the element data type'."""
-        m = self.element_max
-        e = m.numerator.bit_length() - m.denominator.bit_length()
-        return e if Fraction(2) ** e <= m else e - 1
+        return self.format.element_emax
 
     @property
     def element_mantissa_bits(self) -> int:
-        fmt = self.element
-        return fmt.mantissa_bits if isinstance(fmt, FloatFormat) else fmt.bits - 2
+        return self.format.element_mantissa_bits
 
     @property
     def bits(self) -> int:
-        return self.element.bits
+        return self.format.bits
 
     # ---- quantize / dequantize ----------------------------------------------------------------------------
     def _blocks(self, arr: np.ndarray, axis: int) -> tuple[np.ndarray, int, int, tuple[int, ...]]:
-        if arr.ndim < max(self.min_ndim, 1):
-            raise QrefError(f"{self.name} ({self.profile}) needs an input with at least {max(self.min_ndim, 1)} "
+        if arr.ndim < max(self.rules.min_ndim, 1):
+            raise QrefError(f"{self.name} ({self.profile}) needs an input with at least {max(self.rules.min_ndim, 1)} "
                             f"dimension(s), got shape {arr.shape}"
-                            + (" (MLX quantizes matrices: reshape to (1, n))" if self.min_ndim > 1 else ""))
+                            + (" (MLX quantizes matrices: reshape to (1, n))" if self.rules.min_ndim > 1 else ""))
         ax = normalize_axis(axis, arr.ndim)
         moved = np.moveaxis(arr, ax, -1)
         L = moved.shape[-1]
         k = self.block_size
         pad = (-L) % k
-        if pad and self.pad == "error":
+        if pad and self.rules.pad == "error":
             raise QrefError(
                 f"the length {L} along axis {axis} is not a multiple of block_size {k}, and profile "
                 f"{self.profile!r} does not pad (the real system rejects it); pad the input to a multiple of {k} "
@@ -325,18 +210,19 @@ class BlockScheme(Scheme):
         xb, ax, L, moved_shape = self._blocks(arr, axis)
         rb = None
         if self.stochastic:
-            assert self.stochastic_bits is not None
-            r = stochastic_random_bits(arr.shape, self.stochastic_bits, random_bits, seed).reshape(arr.shape)
+            assert self.rules.stochastic_bits is not None
+            r = stochastic_random_bits(arr.shape, self.rules.stochastic_bits, random_bits, seed).reshape(arr.shape)
             rb = self._blocks(r, axis)[0]  # the same moves as x; padding takes R = 0 (its values are exact zeros)
         elif random_bits is not None or seed is not None:
-            raise QrefError(f"random_bits / seed are for stochastic rounding; {self.name} rounds {self.rounding!r} "
-                            "(pass rounding='stochastic_a', stochastic_bits=N)")
+            raise QrefError(f"random_bits / seed are for stochastic rounding; {self.name} rounds "
+                            f"{self.rules.rounding!r} (pass rounding='stochastic_a', stochastic_bits=N)")
         gs = None
         if global_scale is not None:
-            if self.kind != "float_scale" or self.global_scale_rule == "exact":
-                raise QrefError(f"{self.name} with global_scale_rule={self.global_scale_rule!r} takes no "
-                                "global scale; NVFP4 two-level scaling needs a global_scale_rule other than "
-                                "'exact' (e.g. profile='nvidia', 'torchao_floor', 'mlx' or 'jax')")
+            rule = getattr(self.rules, "global_scale_rule", "exact")
+            if rule == "exact":
+                raise QrefError(f"{self.name} with global_scale_rule={rule!r} takes no global scale; NVFP4 "
+                                "two-level scaling needs a global_scale_rule other than 'exact' (e.g. "
+                                "profile='nvidia', 'torchao_floor', 'mlx' or 'jax')")
             try:
                 g = np.asarray(global_scale, dtype=np.float64)
             except (TypeError, ValueError):
@@ -349,26 +235,27 @@ class BlockScheme(Scheme):
                                 f"terms; +Inf is allowed), got {float(gs)!r}")
         g_blocks = None
         if self.kind == "float_scale":
-            if self.global_scale_granularity != "tensor":
+            if self.rules.global_scale_granularity != "tensor":
                 if gs is not None:
-                    raise QrefError(f"global_scale_granularity={self.global_scale_granularity!r} computes one outer "
-                                    "amax per row or 1 x 64 tile from x itself; pass no global_scale")
-                g_blocks = nvfp4.group_amax(xb, moved_shape[-1] // self.block_size, self.global_scale_granularity,
-                                            skip_nan=self.amax_nan == "skip")
-            elif gs is None and self.global_scale_rule == "amax_encode_reciprocal":
-                gs = nvfp4.tensor_amax(arr, skip_nan=self.amax_nan == "skip")
+                    raise QrefError(f"global_scale_granularity={self.rules.global_scale_granularity!r} computes one "
+                                    "outer amax per row or 1 x 64 tile from x itself; pass no global_scale")
+                g_blocks = nvfp4.group_amax(xb, moved_shape[-1] // self.block_size, self.rules.global_scale_granularity,
+                                            skip_nan=self.rules.amax_nan == "skip")
+            elif gs is None and self.rules.global_scale_rule == "amax_encode_reciprocal":
+                gs = nvfp4.tensor_amax(arr, skip_nan=self.rules.amax_nan == "skip")
         parts: dict[int, dict[str, np.ndarray]] = {}
 
         def work(lo: int, hi: int) -> None:  # whole blocks: each block's result is its own (elements.md §2.11)
             for a, b in pieces(lo, hi, self.block_size):  # bounded temporaries
                 xr, rr = xb[a:b], None if rb is None else rb[a:b]
                 if self.kind == "mx":
-                    parts[a] = mx.quantize_mx_blocks(self, xr, rr)
+                    parts[a] = mx.quantize_mx_blocks(self.rules, self.format, xr, rr)
                 elif self.kind == "float_scale":  # an outer amax per block (§5.2.1) is sliced with its blocks
-                    parts[a] = nvfp4.quantize_float_scaled_blocks(self, xr, gs if g_blocks is None else g_blocks[a:b],
+                    parts[a] = nvfp4.quantize_float_scaled_blocks(self.rules, self.format, xr,
+                                                                  gs if g_blocks is None else g_blocks[a:b],
                                                                   rr)
                 else:
-                    parts[a] = affine.quantize_affine_blocks(self, xr, rr)
+                    parts[a] = affine.quantize_affine_blocks(self.rules, self.format, xr, rr)
 
         with thread_limit(threads):
             run_chunks(work, xb.shape[0], self.block_size)
@@ -421,12 +308,13 @@ class BlockScheme(Scheme):
             for a, b in pieces(lo, hi, k):
                 c, sc = codes[a:b], scales[a:b]
                 if self.kind == "mx":
-                    v[a:b] = mx.dequantize_mx(self, c, sc, dt)
+                    v[a:b] = mx.dequantize_mx(self.rules, self.format, c, sc, dt)
                 elif self.kind == "float_scale":
-                    v[a:b] = nvfp4.dequantize_float_scaled(self, c, sc, g[a:b] if per_block_g else g, dt)
+                    v[a:b] = nvfp4.dequantize_float_scaled(self.rules, self.format, c, sc,
+                                                           g[a:b] if per_block_g else g, dt)
                 else:
                     assert biases is not None
-                    v[a:b] = affine.dequantize_affine(self, c, sc, biases[a:b], dt)
+                    v[a:b] = affine.dequantize_affine(self.rules, self.format, c, sc, biases[a:b], dt)
 
         with thread_limit(threads):
             run_chunks(work, codes.shape[0], k)
@@ -434,16 +322,18 @@ class BlockScheme(Scheme):
 
     # ---- spec ---------------------------------------------------------------------------------------------
     def to_spec(self) -> dict[str, Any]:
+        """The spec of the committed suite: every key of SPEC_KEYS (a rule the kind lacks: its default value);
+        stochastic_bits, amax_floor and global_scale_granularity are left out at their defaults."""
+        fmt, have = self.format, self.rules.values()
+        own = {"name": fmt.name, "element": fmt.element.name, "block_size": fmt.block_size, "kind": self.kind,
+               "scale_format": None if fmt.scale is None else fmt.scale.name, "profile": self.profile,
+               "element_scale_exp": fmt.element_scale_exp}
         spec: dict[str, Any] = {"family": "block"}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name == "stochastic_bits" and v is None:
-                continue  # deterministic schemes: the spec (and every committed case) as before §13
-            if (f.name, v) in (("amax_floor", 0.0), ("global_scale_granularity", "tensor")):
-                continue  # likewise: the committed cases' specs as before
-            if isinstance(v, (FloatFormat, IntFormat)):
-                v = v.name
-            spec[f.name] = v
+        for k in SPEC_KEYS:
+            v = own[k] if k in own else have.get(k, _RULE_DEFAULTS[k])
+            if k in _SPEC_OMIT and v == _SPEC_OMIT[k]:
+                continue
+            spec[k] = v
         return spec
 
 
@@ -459,45 +349,68 @@ def _join_parts(parts: dict[int, dict[str, np.ndarray]]) -> dict[str, np.ndarray
 
 
 FIELD_NAMES = tuple(f.name for f in fields(BlockScheme))
-_OVERRIDABLE = tuple(n for n in FIELD_NAMES if n not in ("name", "kind", "profile", "block_size"))
+
+
+def rules_with(rules: KindRules, overrides: dict[str, Any], what: str) -> KindRules:
+    """``replace(rules, **overrides)`` (the records check the values); a rule of another kind is an error unless
+    it is that rule's default value (the committed specs list every kind's rules)."""
+    own = {f.name for f in fields(rules)}
+    mine = {k: v for k, v in overrides.items() if k in own}
+    for k, v in overrides.items():
+        if k in own:
+            continue
+        if k not in _RULE_DEFAULTS:
+            raise unknown_name(f"{what} rule", k, sorted(own))
+        if v != _RULE_DEFAULTS[k]:
+            raise QrefError(f"{k}={v!r} is not a rule of {rules.kind} schemes ({type(rules).__name__}, block.md "
+                            f"§2); their rules: {', '.join(sorted(own))}")
+    return replace(rules, **mine) if mine else rules
 
 
 def from_spec(spec: dict[str, Any]) -> BlockScheme:
+    """The BlockScheme of a spec written by ``to_spec`` (the committed suite's keys)."""
     spec = dict(spec)
     spec.pop("family", None)
-    unknown = set(spec) - set(FIELD_NAMES)
+    unknown = set(spec) - set(SPEC_KEYS)
     if unknown:
-        raise unknown_name("block scheme field", sorted(unknown)[0], FIELD_NAMES)
-    spec["element"] = get_format(spec["element"])
-    if spec.get("scale_format") is not None:
-        spec["scale_format"] = get_format(spec["scale_format"])
-    return BlockScheme(**spec)
+        raise unknown_name("block scheme field", sorted(unknown)[0], SPEC_KEYS)
+    kind = spec.pop("kind")
+    if kind not in RULES_OF_KIND:
+        raise unknown_name("block scheme kind", kind, KINDS)
+    sf = spec.pop("scale_format", None)
+    fmt = BlockFormat(spec.pop("name"), get_format(spec.pop("element")), spec.pop("block_size"),
+                      None if sf is None else get_format(sf), spec.pop("element_scale_exp", 0))
+    profile = spec.pop("profile", None)
+    return BlockScheme(fmt, rules_with(RULES_OF_KIND[kind](), spec, "block scheme"), profile)
 
 
-def _profile_section(prof: Profile, kind: str, name: str) -> dict[str, Any]:
-    """The BlockScheme field values of profile ``prof`` for scheme kind ``kind`` (its typed rules, block.md §8)."""
+def _profile_section(prof: Profile, kind: str, name: str) -> KindRules:
+    """The rules record of profile ``prof`` for scheme kind ``kind`` (block.md §8)."""
     sect = rules_of(prof).kind(kind)
     if sect is None:
         have = sorted(n for n, p in profiles("block").items() if rules_of(p).kind(kind) is not None)
         raise QrefError(f"block profile {prof.name!r} ({prof.system}) defines no {kind} rules for {name!r}; "
                         f"profiles with {kind} rules: {', '.join(have)}")
-    return sect.values()
+    return sect
 
 
 def _build(name: str | Format, *, profile: str | None = None, block_size: int | None = None,
            group_size: int | None = None, bits: int | None = None, scale_format: str | Format | None = None,
            **overrides: Any) -> BlockScheme:
-    """Builder for qref.scheme: named schemes and element formats with block_size (block.md §2)."""
+    """Builder for qref.scheme: named schemes and element formats with block_size (block.md §2).
+
+    overrides: rules of the scheme's kind (``replace(profile rules, **overrides)``; None leaves a rule as the
+    profile has it, except nan), ``element`` (a format name) and ``element_scale_exp``."""
     if isinstance(name, str) and name in NAMED_SCHEMES:
-        elem_name, scale_name, k_default, ses, kind = NAMED_SCHEMES[name]
-        sname = name
-        if scale_format is not None and get_format(scale_format).name != scale_name:
-            raise QrefError(f"{name} has scale format {scale_name}; for another scale format use the element "
+        named = NAMED_SCHEMES[name]
+        kind, ses, sname = named.kind, named.element_scale_exp, name
+        if scale_format is not None and get_format(scale_format).name != named.scale:
+            raise QrefError(f"{name} has scale format {named.scale}; for another scale format use the element "
                             f"format with block_size= and scale_format=")
         if kind == "affine":
             if block_size is not None and group_size is not None and block_size != group_size:
                 raise QrefError("give group_size or block_size, not two different values")
-            k = group_size if group_size is not None else (block_size if block_size is not None else k_default)
+            k = group_size if group_size is not None else (block_size if block_size is not None else named.block_size)
             b = 4 if bits is None else bits
             if not isinstance(b, int) or not 1 <= b <= 8:
                 raise QrefError(f"mlx_affine bits must be an integer in 1..8, got {bits!r}")
@@ -506,9 +419,10 @@ def _build(name: str | Format, *, profile: str | None = None, block_size: int | 
         else:
             if bits is not None or group_size is not None:
                 raise QrefError(f"bits= and group_size= are mlx_affine parameters; {name} takes block_size=")
-            element = get_format(elem_name)  # type: ignore[arg-type]
-            scale_fmt = get_format(scale_name)  # type: ignore[arg-type]
-            k = k_default if block_size is None else block_size
+            assert named.element is not None and named.scale is not None
+            element = get_format(named.element)
+            scale_fmt = get_format(named.scale)
+            k = named.block_size if block_size is None else block_size
     else:
         element = get_format(name)
         sname = element.name
@@ -525,11 +439,11 @@ def _build(name: str | Format, *, profile: str | None = None, block_size: int | 
     assert isinstance(scale_fmt, FloatFormat) or scale_fmt is None
     pname = profile or (DEFAULT_PROFILE["nvfp4"] if sname.startswith("nvfp4") else DEFAULT_PROFILE[kind])
     prof = get_profile(pname, "block")
-    params = _profile_section(prof, kind, sname)
-    rules = rules_of(prof)
-    support = rules.support(kind)
+    rules = _profile_section(prof, kind, sname)
+    prules = rules_of(prof)
+    elem_rules = prules.for_element(element.name)
+    support = prules.support(kind)
     elems = support.elements
-    override_elem = rules.for_element(element.name)
     if elems is not None and element.name not in elems:
         raise QrefError(f"profile {pname!r} ({prof.system}) has no {sname} ({element.name} elements); it supports "
                         f"{', '.join(elems)}")
@@ -539,17 +453,22 @@ def _build(name: str | Format, *, profile: str | None = None, block_size: int | 
     bits_ok = support.bits
     if bits_ok is not None and element.bits not in bits_ok:
         raise QrefError(f"profile {pname!r} ({prof.system}) takes bits {bits_ok}, got {element.bits}")
-    params.update(override_elem)
     for key in overrides:
         if key not in _OVERRIDABLE:
             raise unknown_name("block scheme option", key, (*_OVERRIDABLE, "profile", "block_size", "group_size",
                                                              "bits", "scale_format"))
-    params.update({k_: v for k_, v in overrides.items() if v is not None or k_ == "nan"})
-    if "element" in params and not isinstance(params["element"], (FloatFormat, IntFormat)):
-        params["element"] = get_format(params["element"])
-    params.setdefault("element", element)
-    params.setdefault("element_scale_exp", ses)
-    return BlockScheme(name=sname, scale_format=scale_fmt, block_size=k, kind=kind, profile=pname, **params)
+    ov = {k_: v for k_, v in overrides.items() if v is not None or k_ == "nan"}
+    if "element" in ov:
+        element = ov.pop("element")
+        element = element if isinstance(element, (FloatFormat, IntFormat)) else get_format(element)
+    ses = ov.pop("element_scale_exp", ses)
+    own = {f.name for f in fields(rules)}
+    rules = replace(rules, **{k_: v for k_, v in elem_rules.items() if k_ in own})
+    fmt = BlockFormat(sname, element, k, scale_fmt, ses)  # type: ignore[arg-type]
+    return BlockScheme(fmt, rules_with(rules, ov, f"{kind} scheme"), pname)
+
+
+_OVERRIDABLE = (*RULE_FIELDS, "element", "element_scale_exp")
 
 
 def _claims(fmt: Format, kw: dict[str, Any]) -> bool:
@@ -559,4 +478,4 @@ def _claims(fmt: Format, kw: dict[str, Any]) -> bool:
 register_family("block", builder=_build, from_spec=from_spec, names=tuple(NAMED_SCHEMES), claims=_claims,
                 order=200)
 
-__all__ = ["CHOICES", "NAMED_SCHEMES", "BlockScheme"]
+__all__ = ["CHOICES", "NAMED_SCHEMES", "RULE_FIELDS", "SPEC_KEYS", "BlockScheme", "from_spec"]

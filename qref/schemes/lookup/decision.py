@@ -236,3 +236,6 @@ def stochastic_table_encode(s: np.ndarray, entries: np.ndarray, mode: str, nbits
         raise QrefError(f"unknown stochastic rounding mode {mode!r}")
     out[inner] = np.where(up, codes[ji + 1], codes[ji])
     return out.reshape(np.shape(s))
+
+
+__all__ = ["decision_points", "nan_code", "stochastic_table_encode", "table_encode"]

@@ -229,3 +229,6 @@ def pair_table(key: Hashable, entries: np.ndarray) -> np.ndarray | None:
         t.setflags(write=False)
         _PAIRS[key] = t
     return t
+
+
+__all__ = ["CHUNK", "DQ_CHUNK", "Decide", "decision_lut", "ftz_blocks", "lookup_chunk", "pair_table"]

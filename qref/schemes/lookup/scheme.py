@@ -13,8 +13,9 @@ profiles are typed ``LookupRules`` records in qref/profiles/lookup.py (``profile
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -28,26 +29,18 @@ from ...errors import QrefError, check_choice, unknown_name
 from ...formats import IntFormat, get_format
 from ...profiles import get_profile
 from ...profiles.lookup import (
-    COMPUTE_DTYPES,
     DQ_KINDS,
-    PARTIAL_SCALINGS,
-    ROUNDINGS,
-    SCALE_DTYPES,
-    SCALE_MIN_RULES,
     SCALE_MODES,
-    SCALINGS,
+    SCHEME_FIELDS,
     SCHEME_NAMES,
-    STORE_GUARDED,
-    TABLE_DTYPES,
-    ZERO_BLOCKS,
     LookupRules,
-    check_stochastic,
+    LookupSchemeRules,
     rules_of,
 )
 from ...tables import Table, get_table, tables
 from ..base import QArray, Scheme, normalize_axis, register_family
 from . import fast
-from .decision import MIDPOINTS, NAN_RULES, RULES, TIES, nan_code, stochastic_table_encode, table_encode
+from .decision import nan_code, stochastic_table_encode, table_encode
 
 __all__ = [
     "DoubleQuant",
@@ -195,26 +188,13 @@ class LookupScheme(Scheme):
     name: "nf4", "af4", "fp4_bnb", "dynamic8" or "lut". table: the Table (code i -> table.values[i]).
     block_size: elements per block (absmax scaling); None with scale="static". axis: None = flatten row-major
     into blocks; k = blocks of contiguous elements along axis k; a short last block is a partial block.
-    scale: "absmax" or "static" (static_scales / static_zero_points per tensor or per index along axis).
-    scaling: "reciprocal" (s = x * fl(1 / a)) or "divide" (s = x / a); partial_scaling: "same" or "divide".
-    compute_dtype: the dtype every operation rounds to ("input": the input's); table_dtype / dequant_table_dtype:
-    "float32", "input" or "float16" (entries cast to the input dtype, or to float16, for the decision / for
-    dequantization). scale_dtype: "float32" or "float16": the stored block scales are rounded to it (the decision
-    still divides by the float32 value). scale_min / scale_min_rule ("clamp" | "one") / store_guarded ("all" |
-    "partial" | "none"): the small-absmax guard. clamp: clip s to [-1, 1]. rule, midpoints, tie, distance_dtype: the
-    decision (decision.py). nan: the code of NaN scaled values. zero_block: "compute", "zero_code" or "code0".
-    double_quant: DoubleQuant or None. input_dtypes: accepted input dtypes. numel_multiple: required divisor of the
-    element count. dequant_flush: output dtypes into which a float32
-    result below 2^-126 converts to a zero of its sign, when the last dimension is even and block_size < 2048
-    (bitsandbytes' AVX512-BF16 dequantize_4bit kernel; its fallback path for other shapes does not flush).
-    scale_min="sqrt_tiny": the threshold is sqrt(smallest normal of the compute dtype) (2^-63 for float32 and
-    bfloat16, 2^-7 for float16: qwix). bf16_upcast: with scaling="reciprocal", bfloat16 computes
-    s = fl_bf16(fl32(x * fl32(1 / a))) (XLA:CPU's bfloat16 normalization). ftz: float32/bfloat16 FTZ/DAZ
-    (XLA:CPU): a reciprocal 1 / a below 2^-126 is 0, and the dequantize product t * a is a zero of its sign when
-    t, a or the float32 product is below 2^-126 in magnitude. Defaults: off (lut.md §3.1).
-    rounding: "deterministic" (default: ``rule`` decides) or "stochastic_a" / "stochastic_b" / "stochastic_c"
-    (P3109 stochastic rounding between the two neighbouring entries, lut.md §3.5) with stochastic_bits = N
-    (1..62; default None, required with a stochastic rounding); quantize then takes random_bits= or seed=.
+    profile: the profile the rules came from. scale: "absmax" or "static" (static_scales / static_zero_points
+    per tensor or per index along axis: finite scales > 0, one zero point per scale). double_quant: DoubleQuant
+    (absmax scales only) or None. rules: the LookupSchemeRules of qref.profiles.lookup (scaling, compute
+    dtypes, the small-absmax guard, the decision, NaN and zero blocks, accepted inputs, FTZ, stochastic
+    rounding: lut.md §3.1; the record checks their values); ``scheme.X`` reads ``scheme.rules.X``.
+    ``scheme.replace(**changes)`` changes scheme fields and rules alike. With a stochastic rounding quantize
+    takes random_bits= or seed= (lut.md §3.5).
     """
 
     name: str
@@ -225,69 +205,44 @@ class LookupScheme(Scheme):
     scale: str = "absmax"
     static_scales: tuple[float, ...] | None = None
     static_zero_points: tuple[float, ...] | None = None
-    scaling: str = "divide"
-    partial_scaling: str = "same"
-    compute_dtype: str = "float32"
-    table_dtype: str = "float32"
-    dequant_table_dtype: str = "float32"
-    scale_dtype: str = "float32"
-    scale_min: float | str | None = None
-    scale_min_rule: str = "clamp"
-    store_guarded: str = "none"
-    clamp: bool = False
-    rule: str = "nearest"
-    midpoints: str = "exact"
-    tie: str = "even_code"
-    distance_dtype: str = "float32"
-    nan: str = "unspecified"
-    zero_block: str = "zero_code"
     double_quant: DoubleQuant | None = None
-    input_dtypes: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
-    numel_multiple: int = 1
-    dequant_flush: tuple[str, ...] = ()
-    bf16_upcast: bool = False
-    ftz: bool = False
-    rounding: str = "deterministic"
-    stochastic_bits: int | None = None
+    rules: LookupSchemeRules = field(default_factory=LookupSchemeRules)
     family = "lookup"
 
     def __post_init__(self) -> None:
         if not isinstance(self.table, Table):
             raise QrefError(f"LookupScheme.table must be a Table, got {type(self.table).__name__}")
-        for kind, val, choices in (
-            ("scale mode", self.scale, SCALE_MODES), ("scaling", self.scaling, SCALINGS),
-            ("partial_scaling", self.partial_scaling, PARTIAL_SCALINGS),
-            ("compute_dtype", self.compute_dtype, COMPUTE_DTYPES), ("table_dtype", self.table_dtype, TABLE_DTYPES),
-            ("dequant_table_dtype", self.dequant_table_dtype, TABLE_DTYPES),
-            ("scale_dtype", self.scale_dtype, SCALE_DTYPES),
-            ("scale_min_rule", self.scale_min_rule, SCALE_MIN_RULES),
-            ("store_guarded", self.store_guarded, STORE_GUARDED), ("lookup rule", self.rule, RULES),
-            ("midpoints", self.midpoints, MIDPOINTS), ("tie rule", self.tie, TIES),
-            ("distance_dtype", self.distance_dtype, ("float32", "input")), ("NaN rule", self.nan, NAN_RULES),
-            ("zero_block rule", self.zero_block, ZERO_BLOCKS), ("rounding", self.rounding, ROUNDINGS),
-        ):
-            check_choice(kind, val, choices)
-        check_stochastic(self.rounding, self.stochastic_bits)
-        for d in self.input_dtypes:
-            check_choice("input dtype", d, ("float64", *fp.FLOAT_DTYPES))
-        if isinstance(self.scale_min, str):
-            check_choice("scale_min", self.scale_min, ("sqrt_tiny",))
-        elif self.scale_min is not None and not (isinstance(self.scale_min, (int, float)) and self.scale_min > 0):
-            raise QrefError(f"scale_min must be None, a positive float or 'sqrt_tiny', got {self.scale_min!r}")
+        if not isinstance(self.rules, LookupSchemeRules):
+            raise QrefError(f"LookupScheme.rules must be a LookupSchemeRules, got {type(self.rules).__name__}")
+        check_choice("scale mode", self.scale, SCALE_MODES)
         if self.scale == "absmax":
             b = self.block_size
             if not isinstance(b, int) or isinstance(b, bool) or b < 1:
                 raise QrefError(f"block_size must be a positive integer for absmax scaling, got {b!r}")
         else:
             self._check_static()
-        if self.rule == "grid65536" and not self.table.is_sorted:
+        if self.rules.rule == "grid65536" and not self.table.is_sorted:
             raise QrefError(f"rule 'grid65536' needs a table sorted ascending; {self.table.name!r} is not")
-        if self.table.thresholds is not None and self.rule != "nearest":
+        if self.table.thresholds is not None and self.rules.rule != "nearest":
             raise QrefError(f"table {self.table.name!r} has explicit thresholds; they need rule='nearest'")
-        if self.table_dtype != "float32" and self.rule != "argmin":
-            raise QrefError("table_dtype='input' is only meaningful with rule='argmin' (torchao)")
-        if not isinstance(self.numel_multiple, int) or self.numel_multiple < 1:
-            raise QrefError(f"numel_multiple must be a positive integer, got {self.numel_multiple!r}")
+
+    def __getattr__(self, name: str) -> Any:
+        """Read access to the rules: ``scheme.tie`` is ``scheme.rules.tie``."""
+        if name.startswith("_") or name == "rules":
+            raise AttributeError(name)
+        rules = self.__dict__.get("rules")
+        if rules is not None and name in SCHEME_FIELDS:
+            return getattr(rules, name)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def replace(self, **changes: Any) -> LookupScheme:
+        """A copy with scheme fields and rules (LookupSchemeRules fields) changed: the rules by
+        ``dataclasses.replace(self.rules, **rule_changes)``."""
+        mine = {k: v for k, v in changes.items() if k not in SCHEME_FIELDS}
+        rule = {k: v for k, v in changes.items() if k in SCHEME_FIELDS}
+        if rule:
+            mine["rules"] = dataclasses.replace(mine.get("rules", self.rules), **rule)
+        return dataclasses.replace(self, **mine)
 
     def _check_static(self) -> None:
         if self.block_size is not None:
@@ -309,7 +264,7 @@ class LookupScheme(Scheme):
         """Table entries as the decision (which="table_dtype") or the dequantization (which=
         "dequant_table_dtype") sees them: float32, rounded to the compute dtype cd ("input") or to float16."""
         v = self.table.values.astype(np.float32)
-        rule = getattr(self, which)
+        rule = getattr(self.rules, which)
         target = cd if rule == "input" else rule
         return v if target == "float32" else fp.convert(v, fp.float_dtype(target)).astype(np.float32)
 
@@ -321,29 +276,32 @@ class LookupScheme(Scheme):
     @property
     def pad_code(self) -> int:
         """The code of +0.0 under this scheme's rule (bitsandbytes pads an odd tail with it)."""
-        return int(table_encode(np.zeros(1, np.float32), self.table, rule=self.rule, midpoints=self.midpoints,
-                                tie=self.tie, entries=self._entries("float32"))[0])
+        return int(table_encode(np.zeros(1, np.float32), self.table, rule=self.rules.rule,
+                                midpoints=self.rules.midpoints,
+                                tie=self.rules.tie, entries=self._entries("float32"))[0])
 
     def _decide(self, s: np.ndarray, cd: str, rbits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(codes int64, unspecified bool) of scaled values s (float32 array holding cd values); rbits: the
         random integers of a stochastic rounding, one per element of s (lut.md §3.5)."""
         nan = np.isnan(s)
         sv = np.where(nan, np.float32(0), s).astype(np.float32)
-        if self.rounding != "deterministic":
-            assert rbits is not None and self.stochastic_bits is not None
-            codes = stochastic_table_encode(sv, self._entries(cd), self.rounding, self.stochastic_bits, rbits)
+        if self.rules.rounding != "deterministic":
+            assert rbits is not None and self.rules.stochastic_bits is not None
+            codes = stochastic_table_encode(sv, self._entries(cd), self.rules.rounding, self.rules.stochastic_bits,
+                                            rbits)
         else:
             if cd != "float32":
                 sv = sv.astype(fp.FLOAT_DTYPES[cd])  # exact: s already holds values of the compute dtype
-            dist = cd if self.distance_dtype == "input" else "float32"
-            codes = table_encode(sv, self.table, rule=self.rule, midpoints=self.midpoints, tie=self.tie,
+            dist = cd if self.rules.distance_dtype == "input" else "float32"
+            codes = table_encode(sv, self.table, rule=self.rules.rule, midpoints=self.rules.midpoints,
+                                 tie=self.rules.tie,
                                  distance_dtype=dist, entries=self._entries(cd))
         unspec = np.zeros(s.shape, bool)
         if nan.any():
-            if self.nan == "error":
+            if self.rules.nan == "error":
                 raise QrefError("NaN scaled value (a NaN in the block, inf/inf or 0/0) with nan='error'")
-            codes = np.where(nan, nan_code(self.table, self.nan), codes)
-            if self.nan == "unspecified" or self.rule == "grid65536":
+            codes = np.where(nan, nan_code(self.table, self.rules.nan), codes)
+            if self.rules.nan == "unspecified" or self.rules.rule == "grid65536":
                 unspec |= nan  # grid65536: bitsandbytes converts NaN to uint16 (undefined behaviour)
         return codes, unspec
 
@@ -390,15 +348,15 @@ class LookupScheme(Scheme):
         if arr.dtype.kind in "iub":
             raise QrefError(f"{self.name}: lookup quantization takes float input, got {arr.dtype}")
         name = "float64" if arr.dtype == np.float64 else fp.dtype_name(arr.dtype)
-        if name not in self.input_dtypes:
-            raise QrefError(f"profile {self.profile!r} takes {', '.join(self.input_dtypes)} input, got {name}"
+        if name not in self.rules.input_dtypes:
+            raise QrefError(f"profile {self.profile!r} takes {', '.join(self.rules.input_dtypes)} input, got {name}"
                             + ("; convert it to float32 first" if name == "float64" else ""))
-        if arr.size % self.numel_multiple:
+        if arr.size % self.rules.numel_multiple:
             raise QrefError(f"profile {self.profile!r} needs the element count to be a multiple of "
-                            f"{self.numel_multiple}, got {arr.size}")
-        if self.compute_dtype == "input" and name == "float64":
+                            f"{self.rules.numel_multiple}, got {arr.size}")
+        if self.rules.compute_dtype == "input" and name == "float64":
             raise QrefError(f"profile {self.profile!r} computes in the input dtype; float64 is not supported")
-        cd = name if self.compute_dtype == "input" else self.compute_dtype
+        cd = name if self.rules.compute_dtype == "input" else self.rules.compute_dtype
         if arr.dtype == np.float32 and cd == "float32":
             return arr, arr, cd  # the conversion would be a copy
         return arr, np.asarray(fp.convert(arr, fp.float_dtype(cd)), dtype=np.float32), cd
@@ -431,9 +389,9 @@ class LookupScheme(Scheme):
                             "(build it with double_quant=True)")
         arr, x32, cd = self._check_input(x)
         rbits = None
-        if self.rounding != "deterministic":
-            assert self.stochastic_bits is not None
-            rbits = stochastic_random_bits(arr.shape, self.stochastic_bits, random_bits, seed).reshape(arr.shape)
+        if self.rules.rounding != "deterministic":
+            assert self.rules.stochastic_bits is not None
+            rbits = stochastic_random_bits(arr.shape, self.rules.stochastic_bits, random_bits, seed).reshape(arr.shape)
         elif random_bits is not None or seed is not None:
             raise QrefError("random_bits= / seed= are for stochastic rounding; this scheme rounds "
                             "deterministically (build it with rounding='stochastic_a'|'stochastic_b'|"
@@ -464,33 +422,33 @@ class LookupScheme(Scheme):
         """(s, stored, zero) of blocks (nb, B) (lut.md §3.2): the scaled values before the decision."""
         absmax = np.max(np.abs(blocks), axis=1) if blocks.size else np.zeros(0, np.float32)
         div = absmax
-        if self.scale_min is not None:
-            smin = _sqrt_tiny(cd) if self.scale_min == "sqrt_tiny" else np.float32(self.scale_min)
-            repl = np.float32(smin if self.scale_min_rule == "clamp" else 1.0)
+        if self.rules.scale_min is not None:
+            smin = _sqrt_tiny(cd) if self.rules.scale_min == "sqrt_tiny" else np.float32(self.rules.scale_min)
+            repl = np.float32(smin if self.rules.scale_min_rule == "clamp" else 1.0)
             div = np.where(absmax < smin, fp.convert(np.array([repl]), fp.float_dtype(cd))[0], absmax)
             div = div.astype(np.float32)
-        stored = {"all": div, "none": absmax, "partial": np.where(partial, div, absmax)}[self.store_guarded]
+        stored = {"all": div, "none": absmax, "partial": np.where(partial, div, absmax)}[self.rules.store_guarded]
         dcol = div[:, None]
-        if self.scaling == "reciprocal":
-            r = fp.op_in_float32(1, dcol, np.divide, "float32" if self.bf16_upcast and cd == "bfloat16" else cd)
-            if self.ftz and cd != "float16":  # FTZ: 1/a of an absmax above 2^126 is a float32 subnormal -> 0
+        if self.rules.scaling == "reciprocal":
+            r = fp.op_in_float32(1, dcol, np.divide, "float32" if self.rules.bf16_upcast and cd == "bfloat16" else cd)
+            if self.rules.ftz and cd != "float16":  # FTZ: 1/a of an absmax above 2^126 is a float32 subnormal -> 0
                 r = fp.flush(r)
             s = fp.op_in_float32(blocks, r, np.multiply, cd)
-            if self.partial_scaling == "divide" and partial.any():
+            if self.rules.partial_scaling == "divide" and partial.any():
                 s = np.where(partial[:, None], fp.op_in_float32(blocks, dcol, np.divide, cd), s)
         else:
             s = fp.op_in_float32(blocks, dcol, np.divide, cd)
         zero = absmax == 0
-        if self.zero_block == "zero_code" and zero.any():
+        if self.rules.zero_block == "zero_code" and zero.any():
             s = np.where(zero[:, None], np.float32(0), s)
-        if self.clamp:
+        if self.rules.clamp:
             s = np.clip(s, np.float32(-1), np.float32(1))
         return s, stored, zero
 
     def _finish_absmax(self, arr: np.ndarray, codes: np.ndarray, unspec: np.ndarray, stored: np.ndarray,
                        sshape: tuple[int, ...], cd: str, scale_offset: float | None, reference: bool) -> QArray:
-        if self.scale_dtype != "float32":  # lut.md §3.2: the stored scale, rounded once (overflow to +-Inf)
-            stored = fp.convert(stored, fp.float_dtype(self.scale_dtype)).astype(np.float32)
+        if self.rules.scale_dtype != "float32":  # lut.md §3.2: the stored scale, rounded once (overflow to +-Inf)
+            stored = fp.convert(stored, fp.float_dtype(self.rules.scale_dtype)).astype(np.float32)
         meta: dict[str, Any] = {"input_dtype": arr.dtype.name}
         if self.double_quant is not None:
             meta["double_quant"] = _double_quantize(self.double_quant, stored, scale_offset, cd, reference)
@@ -510,7 +468,7 @@ class LookupScheme(Scheme):
             s, st, zero = self._scale_blocks(b, valid[lo:hi] < blocks.shape[1], cd)
             c, u = self._decide(s.reshape(-1), cd, None if rball is None else rball[lo:hi].reshape(-1))
             c, u = c.reshape(b.shape), u.reshape(b.shape)
-            if self.zero_block == "code0":
+            if self.rules.zero_block == "code0":
                 c = np.where(zero[:, None], 0, c)
                 u = np.where(zero[:, None], False, u)
             parts[lo] = (c, u, st)
@@ -523,11 +481,12 @@ class LookupScheme(Scheme):
                                    self._unblock(unspec, arr.shape), stored, sshape, cd, scale_offset, True)
 
     def _decision_key(self) -> tuple[Any, ...]:
-        return (self.table, self.rule, self.midpoints, self.tie, self.distance_dtype, self.table_dtype, self.nan)
+        return (self.table, self.rules.rule, self.rules.midpoints, self.rules.tie, self.rules.distance_dtype,
+                self.rules.table_dtype, self.rules.nan)
 
     def _decision_luts(self, cd: str) -> tuple[np.ndarray, np.ndarray, int]:
         return fast.decision_lut(self._decision_key(), self.table.size, cd, self._decide,
-                                 self._entries(cd) if self.rule == "argmin" else None)
+                                 self._entries(cd) if self.rules.rule == "argmin" else None)
 
     def _decide_fast(self, s: np.ndarray, cd: str) -> tuple[np.ndarray, np.ndarray]:
         """_decide (deterministic) through the decision tables (lut.md §3.6): (codes, unspecified) of flat s."""
@@ -572,7 +531,7 @@ class LookupScheme(Scheme):
                 if amb.size:
                     mine[0].append(amb + r0 * B)
                     mine[1].append(sf[amb])
-                if self.zero_block == "code0" and zero.any():
+                if self.rules.zero_block == "code0" and zero.any():
                     mine[2].append(np.flatnonzero(zero) + r0)
             found[lo] = mine
 
@@ -613,7 +572,7 @@ class LookupScheme(Scheme):
         s = fp.op_in_float32(x32, fp.convert(sc, fp.float_dtype(cd)), np.divide, cd)
         if self.static_zero_points is not None:
             s = fp.op_in_float32(s, fp.convert(zp, fp.float_dtype(cd)), np.add, cd)
-        if self.clamp:
+        if self.rules.clamp:
             s = np.clip(s, np.float32(-1), np.float32(1))
         codes, unspec = self._decide(s.reshape(-1), cd, None if rbits is None else rbits.reshape(-1))
         return codes.reshape(x32.shape), unspec.reshape(x32.shape)
@@ -629,7 +588,7 @@ class LookupScheme(Scheme):
 
     def _dequantize(self, q: QArray, dtype: object, _reference: bool) -> np.ndarray:
         out_dt = _out_dtype(dtype)
-        cd = self.compute_dtype
+        cd = self.rules.compute_dtype
         if cd == "input":
             cd = q.meta.get("input_dtype", "float32")
             cd = "float32" if cd == "float64" else cd
@@ -653,7 +612,7 @@ class LookupScheme(Scheme):
 
     def _scale_product(self, t: np.ndarray, a: np.ndarray, cd: str) -> np.ndarray:
         """fl_cd(t * a) with the profile's FTZ/DAZ (lut.md §4); t: (blocks, B) entries, a: (blocks, 1) scales."""
-        if self.ftz and cd in ("float32", "bfloat16"):  # DAZ of t and a, FTZ of the float32 product (§4)
+        if self.rules.ftz and cd in ("float32", "bfloat16"):  # DAZ of t and a, FTZ of the float32 product (§4)
             return fp.mul(t, a, fp.resolve_compute_dtype(cd, fp.F32), ftz=True).astype(np.float32)
         return fp.op_in_float32(t, a, np.multiply, cd)
 
@@ -692,7 +651,7 @@ class LookupScheme(Scheme):
         out = np.empty(n, np.float32)
         plain = cd == "float32"  # one float32 multiply per element (with ftz: of flushed operands, flushed)
         tiny = None
-        if plain and self.ftz:  # lut.md §4: DAZ of t and a, FTZ of the float32 product
+        if plain and self.rules.ftz:  # lut.md §4: DAZ of t and a, FTZ of the float32 product
             entries, per_block = fp.flush(entries), fp.flush(per_block)
             tiny = fast.ftz_blocks(entries, per_block)
         pairs = fast.pair_table((self.table, entries.tobytes()), entries) if raw.dtype == np.uint8 else None
@@ -739,45 +698,60 @@ class LookupScheme(Scheme):
         if out_dt in (np.dtype(np.float32), np.dtype(np.float64)):
             return v.astype(out_dt)
         out = fp.convert(v, fp.float_dtype(fp.dtype_name(out_dt)))
-        if (fp.dtype_name(out_dt) in self.dequant_flush and len(shape) and shape[-1] % 2 == 0
+        if (fp.dtype_name(out_dt) in self.rules.dequant_flush and len(shape) and shape[-1] % 2 == 0
                 and (self.block_size or 0) < 2048):  # lut.md §4: DAZ of the output conversion's float32 input
             out = np.where(np.abs(v) < np.float32(2.0**-126), np.where(np.signbit(v), -0.0, 0.0), out).astype(out_dt)
         return out
 
     def to_spec(self) -> dict[str, Any]:
+        """The spec of the committed suite: SPEC_KEYS in order (tuples as lists); scale_dtype, rounding and
+        stochastic_bits are left out at their defaults (specs written before those fields existed read the same)."""
+        rules = self.rules.values()
         spec: dict[str, Any] = {"family": "lookup"}
-        for f in fields(self):
-            val = getattr(self, f.name)
-            if f.name == "table":
+        for k in SPEC_KEYS:
+            val = rules[k] if k in rules else getattr(self, k)
+            if k == "table":
                 spec["table"] = val.to_spec()
-            elif f.name == "double_quant":
+            elif k == "double_quant":
                 spec["double_quant"] = None if val is None else val.to_spec()
             elif isinstance(val, tuple):
-                spec[f.name] = list(val)
-            elif (f.name, val) in (("scale_dtype", "float32"), ("rounding", "deterministic"),
-                                   ("stochastic_bits", None)):
-                continue  # left out at its default: specs written before the field existed read the same
+                spec[k] = list(val)
+            elif (k, val) in (("scale_dtype", "float32"), ("rounding", "deterministic"), ("stochastic_bits", None)):
+                continue
             else:
-                spec[f.name] = val
+                spec[k] = val
         return spec
 
 
+# the keys of a lookup scheme's spec, in order (the committed suite's)
+SPEC_KEYS = ("name", "table", "block_size", "axis", "profile", "scale", "static_scales", "static_zero_points",
+             "scaling", "partial_scaling", "compute_dtype", "table_dtype", "dequant_table_dtype", "scale_dtype",
+             "scale_min", "scale_min_rule", "store_guarded", "clamp", "rule", "midpoints", "tie", "distance_dtype",
+             "nan", "zero_block", "double_quant", "input_dtypes", "numel_multiple", "dequant_flush", "bf16_upcast",
+             "ftz", "rounding", "stochastic_bits")
+
+
 def from_spec(spec: dict[str, Any]) -> LookupScheme:
+    """The LookupScheme of a spec written by ``to_spec``."""
     spec = dict(spec)
     spec.pop("family", None)
+    unknown = sorted(set(spec) - set(SPEC_KEYS))
+    if unknown:
+        raise unknown_name("lookup scheme field", unknown[0], SPEC_KEYS)
     spec["table"] = Table.from_spec(spec["table"])
     dq = spec.get("double_quant")
     spec["double_quant"] = None if dq is None else DoubleQuant.from_spec(dq)
     for k in ("static_scales", "static_zero_points", "input_dtypes", "dequant_flush"):
         if spec.get(k) is not None:
             spec[k] = tuple(spec[k])
-    return LookupScheme(**spec)
+    rules = LookupSchemeRules(**{k: spec.pop(k) for k in SCHEME_FIELDS if k in spec})
+    return LookupScheme(**spec, rules=rules)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # profiles (data) and builders (lut.md §6)
 # ---------------------------------------------------------------------------------------------------------
-_FIELDS = {f.name for f in fields(LookupScheme)} - {"name", "table", "profile", "double_quant"}
+_FIELDS = set(SPEC_KEYS) - {"name", "table", "profile", "double_quant"}
 _DEFAULT_TABLES = {"nf4": "nf4", "af4": "af4", "fp4_bnb": "fp4_bnb", "dynamic8": "dynamic8"}
 
 _DIGIT_TABLES = {("nf4", 4): "nf4_torchao"}  # NF4 entries as 4-digit literals (LookupRules.entry_digits)
@@ -824,12 +798,13 @@ def lookup_scheme(
     if bad:
         raise unknown_name("lookup scheme option", bad[0], sorted(_FIELDS),
                            hint="options are LookupScheme fields; see lut.md §3.1")
-    params = rules.scheme_options()
-    params.update(options)
+    geometry = {"block_size": rules.block_size, "axis": rules.axis, "scale": rules.scale}
+    geometry.update({k: v for k, v in options.items() if k not in SCHEME_FIELDS})
     if block_size is not None:
-        params["block_size"] = block_size
-    if params.get("scale") == "static":
-        params["block_size"] = None
+        geometry["block_size"] = block_size
+    if geometry.get("scale") == "static":
+        geometry["block_size"] = None
+    params = {k: v for k, v in options.items() if k in SCHEME_FIELDS}
     use_dq = rules.double_quant_default if double_quant is None else bool(double_quant)
     dq = None
     if use_dq:
@@ -842,11 +817,12 @@ def lookup_scheme(
             inner = lookup_scheme(spec.inner, profile=prof.name, block_size=spec.block_size)
         dq = DoubleQuant(spec.kind, spec.block_size, inner, spec.compute)
         if rules.numel_multiple_blocks is not None and "numel_multiple" not in options:
-            params["numel_multiple"] = int(params["block_size"]) * int(rules.numel_multiple_blocks)
-    for key in ("input_dtypes", "static_scales", "static_zero_points", "dequant_flush"):
-        if params.get(key) is not None:
-            params[key] = tuple(params[key])
-    return LookupScheme(name=name, table=tbl, profile=prof.name, double_quant=dq, **params)
+            params["numel_multiple"] = int(geometry["block_size"]) * int(rules.numel_multiple_blocks)
+    for key in ("static_scales", "static_zero_points"):
+        if geometry.get(key) is not None:
+            geometry[key] = tuple(geometry[key])
+    return LookupScheme(name=name, table=tbl, profile=prof.name, double_quant=dq, **geometry,
+                        rules=dataclasses.replace(rules.scheme_rules(), **params))
 
 
 def lookup_scheme_from_table(
