@@ -300,6 +300,8 @@ def uniform_rows(x32: np.ndarray) -> list[Row]:
     )
     for label, kw in granularities:
         for prof in sorted(qref.profiles("uniform")):
+            if qref.profiles("uniform")[prof].rules.input_dtypes == ():
+                continue  # a dequantize-only profile (uniform.md §2.2)
             try:
                 sch = qref.scheme("int8", profile=prof, **kw)
             except qref.QrefError:
@@ -308,6 +310,8 @@ def uniform_rows(x32: np.ndarray) -> list[Row]:
             out.append(Row(f"quantize int8 {label} ({prof})", "float32", "torch per-channel", 1.0,
                            lambda sch=sch: sch.quantize(x32), torch_pc, same, x32.size))
     for prof in sorted(qref.profiles("uniform")):
+        if qref.profiles("uniform")[prof].rules.input_dtypes == ():
+            continue  # a dequantize-only profile (uniform.md §2.2)
         try:
             sch = qref.scheme("int8", scale=scales, zero_point=zps, axis=0, profile=prof)
         except qref.QrefError:

@@ -48,6 +48,9 @@ def quantize_codes(r: UniformRecord, arr: np.ndarray, rbits: np.ndarray | None, 
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(codes, unspecified) of ``quantize`` for a scheme without a vector loop."""
     A = r.arithmetic
+    if A.input_dtypes == ():
+        raise QrefError(f"profile {r.profile!r} models dequantize only (the system it reproduces does not quantize "
+                        "with this arithmetic: uniform.md §2.2); quantize with another profile")
     if A.input_dtypes is not None and arr.dtype.name not in A.input_dtypes:
         raise QrefError(f"profile {r.profile!r} accepts {', '.join(A.input_dtypes)} input only, got "
                         f"{arr.dtype} (convert it first, as the system would require)")
