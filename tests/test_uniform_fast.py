@@ -540,7 +540,8 @@ def test_dequantize_kernel(profile: str, storage: str, monkeypatch: pytest.Monke
 def test_dequantize_kernel_applies() -> None:
     """The kernel takes the benchmark's per-channel and per-tensor dequantize (pytorch_per_channel,
     onnxruntime uint8 with zero point 128, pytorch per tensor) and every profile's int8 per axis but
-    tflite_optimized's multiply-add (per tensor)."""
+    tflite_optimized's multiply-add (per tensor) and the fused multiply-add of dq_form="fma" (OpenVINO's CPU
+    plugin, uniform.md §2.2), which has no kernel: the reference computes it, and the kernel declines it."""
     rng = np.random.default_rng(9)
     codes = rng.integers(-128, 128, (64, 256)).astype(np.int8)
     sc = np.exp2(rng.uniform(-10, 0, 64))
@@ -548,7 +549,8 @@ def test_dequantize_kernel_applies() -> None:
         s = qref.scheme("int8", scale=sc, zero_point=np.zeros(64, np.int64), axis=0, profile=profile)
         if s.arithmetic.simd_width:
             s = s.loop_schemes[1]
-        assert dequantize_kernel(s, qref.QArray(codes=codes, scheme=s), None) is not None, profile
+        got = dequantize_kernel(s, qref.QArray(codes=codes, scheme=s), None)
+        assert (got is None) == (s.arithmetic.dq_form == "fma"), profile
     s = qref.scheme("uint8", scale=sc, zero_point=np.full(64, 128), axis=0, profile="onnxruntime")
     assert dequantize_kernel(s, qref.QArray(codes=codes.view(np.uint8), scheme=s), None) is not None
     s = qref.scheme("int8", scale=0.05, zero_point=0, profile="pytorch")
