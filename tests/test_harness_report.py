@@ -15,6 +15,7 @@ few minutes: they are marked slow.
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.slow
 
 
 def _require_all() -> None:
+    os.environ.setdefault("KERAS_BACKEND", "jax")  # as the keras adapter runs it (keras 3 defaults to TensorFlow)
     for backend, module in MODULES.items():
         try:
             importlib.import_module(module)

@@ -38,6 +38,7 @@ RUN = "import sys; sys.modules['qref'] = None; exec(open(sys.argv[1]).read())"
 
 
 def _installed(backend: str) -> bool:
+    os.environ.setdefault("KERAS_BACKEND", "jax")  # as the keras adapter runs it (keras 3 defaults to TensorFlow)
     try:
         importlib.import_module(MODULES[backend])
     except ImportError:
