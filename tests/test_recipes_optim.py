@@ -90,5 +90,13 @@ def test_adam8bit_initial_state() -> None:
     assert (dequantize_blockwise(st.m) == 0).all() and (dequantize_blockwise(st.v) == 0).all()
     p, st2 = adam8bit_step(np.ones((3, 100), F32), np.full((3, 100), 0.5, F32), st, lr=0.1)
     assert st2.step == 1 and p.dtype == F32
-    # first step of Adam: m = 0.05, v = 2.5e-4, update = lr * m_hat / (sqrt(v_hat) + eps) = lr (up to rounding)
-    assert np.allclose(p, 1 - 0.1, rtol=0, atol=1e-6)
+    # first step of Adam from zero states, each operation one float32 rounding (numpy float32 scalars: an
+    # independent evaluation of recipes.md §10.2's sequence; scalars in float64, rounded where they meet a tensor)
+    f = np.float32
+    b1, b2, lr, eps = 0.9, 0.999, 0.1, 1e-8
+    g = f(0.5)
+    m = f(f(0) * f(b1)) + f(1 - b1) * g
+    v = f(f(0) * f(b2)) + (f(1 - b2) * g) * g
+    denom = np.sqrt(v) / f(np.sqrt(1 - b2)) + f(eps)
+    want = f(1) + (f(-lr / (1 - b1)) * m) / denom
+    assert (p.view(np.uint32) == np.array(want, F32).view(np.uint32)).all(), (p.ravel()[0], want)
