@@ -8,6 +8,7 @@ bottom check the oracle itself against hand-computed cases.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from fractions import Fraction
@@ -25,25 +26,25 @@ def frac(x: float) -> Fraction:
 
 
 def rnd(v: Fraction, dtype: str = "float32") -> Fraction:
-    """v rounded to dtype by round-half-even (finite results only; raises on overflow)."""
+    """v rounded to dtype by round-half-even (finite results only; raises on overflow), on the exact rational
+    num / den with integers: e = floor(log2 |v|), quantum 2^(max(e, emin) - p + 1), the quotient's remainder
+    compared with half the quantum."""
+    v = Fraction(v)
     if v == 0:
         return Fraction(0)
     p, emin = LAYOUT[dtype]
-    a = abs(v)
-    e = math.floor(math.log2(a.numerator)) - math.floor(math.log2(a.denominator))
-    while Fraction(2) ** e > a:
+    num, den = abs(v.numerator), v.denominator
+    e = num.bit_length() - den.bit_length()  # floor(log2 |v|) is e or e - 1
+    if (num << max(-e, 0)) < (den << max(e, 0)):
         e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    q = Fraction(2) ** (max(e, emin) - (p - 1))
-    n = a / q
-    k = math.floor(n)
-    rem = n - k
-    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and k % 2 == 1):
+    sh = max(e, emin) - (p - 1)
+    big, small = (num, den << sh) if sh >= 0 else (num << -sh, den)
+    k, rem = divmod(big, small)
+    if 2 * rem > small or (2 * rem == small and k % 2 == 1):
         k += 1
-    r = k * q
-    top = (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** {"float32": 127, "bfloat16": 127, "float16": 15}[dtype]
-    if r > top:
+    r = Fraction(k << sh) if sh >= 0 else Fraction(k, 1 << -sh)
+    emax = {"float32": 127, "bfloat16": 127, "float16": 15}[dtype]
+    if r > Fraction((2 ** p - 1) << (emax + 1), 2 ** p):  # the largest finite value (2 - 2^(1-p)) 2^emax
         raise OverflowError(v)
     return r if v > 0 else -r
 
@@ -79,11 +80,24 @@ def code_exact(s: Fraction, vals: list[Fraction], tie: str) -> int:
     return pick(sorted((v, i) for i, v in enumerate(vals) if d[i] == best), tie)
 
 
+@functools.cache
+def _f32_points(vals: tuple[Fraction, ...]) -> tuple[list[tuple[Fraction, int]], list[Fraction]]:
+    """(sorted entries, float32 midpoints between neighbours) of a table (computed once per table)."""
+    srt = sorted_entries(list(vals))
+    return srt, [rnd((srt[j][0] + srt[j + 1][0]) / 2) for j in range(len(srt) - 1)]
+
+
+@functools.cache
+def _decimal_points(vals: tuple[Fraction, ...]) -> tuple[list[tuple[Fraction, int]], list[Fraction]]:
+    """(sorted entries, C-literal midpoints rounded to float32) of a table (computed once per table)."""
+    srt = sorted_entries(list(vals))
+    return srt, [rnd(Fraction(repr(float((srt[j][0] + srt[j + 1][0]) / 2)))) for j in range(len(srt) - 1)]
+
+
 def code_f32_midpoints(s: Fraction, vals: list[Fraction], tie: str) -> int:
     """Decision points b_j = float32((v_j + v_(j+1)) / 2) between sorted entries; candidates are the entries
     between the last b_j < s and the first b_j > s."""
-    srt = sorted_entries(vals)
-    b = [rnd((srt[j][0] + srt[j + 1][0]) / 2) for j in range(len(srt) - 1)]
+    srt, b = _f32_points(tuple(vals))
     low = sum(1 for m in b if m < s)
     high = sum(1 for m in b if m <= s)
     return pick(srt[low:high + 1], tie)
@@ -92,8 +106,7 @@ def code_f32_midpoints(s: Fraction, vals: list[Fraction], tie: str) -> int:
 def code_decimal_midpoints(s: Fraction, vals: list[Fraction], tie: str) -> int:
     """Decision points written as C float literals: the exact midpoint (a float64 value for float32 entries),
     its shortest round-trip decimal repr(float(m)), rounded to float32 from that decimal (lut.md §3.3)."""
-    srt = sorted_entries(vals)
-    b = [rnd(Fraction(repr(float((srt[j][0] + srt[j + 1][0]) / 2)))) for j in range(len(srt) - 1)]
+    srt, b = _decimal_points(tuple(vals))
     low = sum(1 for m in b if m < s)
     high = sum(1 for m in b if m <= s)
     return pick(srt[low:high + 1], tie)

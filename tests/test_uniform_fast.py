@@ -393,15 +393,15 @@ def _kernel_schemes(profile: str, storage: str, granularity: str, cols: int) -> 
 @pytest.mark.parametrize("profile", QUANTIZING)
 @pytest.mark.parametrize("granularity", ["per_tensor", "per_axis", "blocked"])
 def test_float32_kernel_int8(profile: str, granularity: str) -> None:
-    """int8, every input class of ``_kernel_inputs`` (16 rows of 65536: every float16 / bfloat16 pattern per
-    row, 2^20 random bit patterns, 2^20 random magnitudes...), each at two piece sizes."""
-    cols = 1 << 16
+    """int8, every input class of ``_kernel_inputs`` (16 rows of 16384: every float16 / bfloat16 pattern at 4 of
+    the 16 scales, 2^18 random bit patterns, 2^18 random magnitudes...), each at two piece sizes."""
+    cols = 1 << 14
     xs = _kernel_inputs(KERNEL_SCALES, cols, 21)
     n = 0
     for s, take in _kernel_schemes(profile, "int8", granularity, cols):
         for label, x in xs.items():
             n += _kernel_agree(s, take(x), f"{profile} {granularity} {label}")
-    assert n >= (1 << 20 if granularity == "per_tensor" else 1 << 22)
+    assert n >= (1 << 18 if granularity == "per_tensor" else 1 << 20)
 
 
 @pytest.mark.parametrize("profile", QUANTIZING)
