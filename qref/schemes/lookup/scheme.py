@@ -35,6 +35,7 @@ from ...profiles.lookup import (
     SCHEME_NAMES,
     LookupRules,
     LookupSchemeRules,
+    replace_split,
     rules_of,
 )
 from ...tables import Table, get_table, tables
@@ -238,11 +239,7 @@ class LookupScheme(Scheme):
     def replace(self, **changes: Any) -> LookupScheme:
         """A copy with scheme fields and rules (LookupSchemeRules fields) changed: the rules by
         ``dataclasses.replace(self.rules, **rule_changes)``."""
-        mine = {k: v for k, v in changes.items() if k not in SCHEME_FIELDS}
-        rule = {k: v for k, v in changes.items() if k in SCHEME_FIELDS}
-        if rule:
-            mine["rules"] = dataclasses.replace(mine.get("rules", self.rules), **rule)
-        return dataclasses.replace(self, **mine)
+        return replace_split(self, "rules", SCHEME_FIELDS, changes)
 
     def _check_static(self) -> None:
         if self.block_size is not None:
@@ -822,7 +819,7 @@ def lookup_scheme(
         if geometry.get(key) is not None:
             geometry[key] = tuple(geometry[key])
     return LookupScheme(name=name, table=tbl, profile=prof.name, double_quant=dq, **geometry,
-                        rules=dataclasses.replace(rules.scheme_rules(), **params))
+                        rules=dataclasses.replace(rules.scheme, **params))
 
 
 def lookup_scheme_from_table(
