@@ -358,3 +358,9 @@ def matmul_element_case(case: Any, i: int) -> Any:
     from ..families.matmul import reduce
 
     return reduce(case, i)
+
+
+__all__ = ["LOWERING_FAILURES", "WIDTH", "CompileFailure", "as_crash", "diagnostic", "dot_types", "element_body",
+           "func_name", "generic_memref_func", "generic_tensor_func", "is_float_storage", "matmul_element_case",
+           "mlir_type", "quant_type", "scheme_quant_type", "shape_text", "shlo_dot_body", "shlo_uniform_body",
+           "uniform_input_type", "uniform_types", "unsupported_reason"]

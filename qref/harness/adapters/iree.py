@@ -292,3 +292,6 @@ def _matmul_target() -> Target:
                   "case's scales and zero points and a requantized result type, matmul_integer with scales 1 and "
                   "an !quant.uniform<i32:f32, 1.0> result (the accumulator)", "stablehlo_lowering",
                   ("matmul_integer", "qlinear_matmul"), _mm_supports, _mm_run, _mm_snippet)
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "FLAGS", "targets"]

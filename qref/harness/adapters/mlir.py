@@ -365,3 +365,6 @@ def _uniform_target() -> Target:
     return Target(BACKEND, "mlir.quant", "uniform", "quant.qcast / quant.dcast (+ quant.scast), lower-quant-ops, "
                   "lowered to LLVM, ExecutionEngine", "mlir",
                   ("uniform_quantize", "uniform_dequantize", "uniform_requantize"), _uq_supports, _uq_run, _uq_snippet)
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "targets"]

@@ -262,3 +262,6 @@ def _mm_snippet(case: Case, i: int) -> str:
         "from onnx.reference import ReferenceEvaluator", *defs, *graph,
         f"y = np.asarray(ReferenceEvaluator(m).run(None, {{{feeds}}})[0])",
         f"print(hex(int(y.reshape(-1).view(np.uint{8 * case.expected['y'].dtype.itemsize})[0])))")
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "targets"]

@@ -824,3 +824,8 @@ def float_matmul_target() -> Target:
                   lambda case: None, _float_matmul_run, _float_matmul_snippet,
                   notes="held bit for bit to its fitted CPU GEMM profile (MLAS's AVX-512F sgemm kernel; mma.md "
                         "§12.2); within the bound of mma.md §10.4 but other bits is drift")
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "MATMUL_INPUTS", "ONNX_TYPES", "PACKED", "cast_model", "cast_snippet_parts",
+           "float_matmul_target", "matmul_element_inputs", "matmul_literal", "matmul_model", "matmul_snippet_lines",
+           "matmul_unsupported", "ms_matmul_targets", "qdq_model", "qdq_snippet_parts", "targets"]

@@ -260,3 +260,6 @@ def targets() -> list[Target]:
                ("matmul_integer", "qlinear_matmul"), _mm_supports, lambda cs: run_each(cs, _mm_one), _mm_snippet,
                notes="per-axis operands are written as per-axis types and left to the verifier"),
     ]
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "evaluate", "targets", "uniform_module"]
