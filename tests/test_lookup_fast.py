@@ -1,8 +1,8 @@
 """The lookup fast path equals the readable reference (spec: lut.md §3.6).
 
-The decision tables against the reference decision (``LookupScheme._decide``): every 16-bit pattern for the
-float16 / bfloat16 compute dtypes; for float32 every table-bucket boundary and every decision point +-3 ulp, and
-2^20 random float32 bit patterns plus 2^20 random values in [-1.1, 1.1], per profile and table. quantize
+The decision tables against the reference decision (``qref.schemes.lookup.reference.decide``): every 16-bit
+pattern for the float16 / bfloat16 compute dtypes; for float32 every table-bucket boundary and every decision point
++-3 ulp, and 2^20 random float32 bit patterns plus 2^20 random values in [-1.1, 1.1], per profile and table. quantize
 end to end (``_reference=True`` is the definition): random, every float16 / bfloat16 value as a normalized input,
 NaN / Inf / -0 / zero / subnormal / huge blocks, axis layouts, double quantization, and 2^18 random float32 bit
 patterns; dequantize for random codes and scales into every output dtype. Codes compare as unsigned integers,
@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import qref
+from qref.schemes.lookup import fast, reference
 from qref.schemes.lookup.decision import decision_points
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -28,8 +29,8 @@ def _bits(a: np.ndarray) -> np.ndarray:
 
 
 def _same_decisions(s, v: np.ndarray, cd: str) -> None:
-    got_c, got_u = s._decide_fast(v, cd)
-    ref_c, ref_u = s._decide(v, cd)
+    got_c, got_u = fast.decide_fast(s.rules, s.table, v, cd)
+    ref_c, ref_u = reference.decide(s.rules, s.table, v, cd)
     bad = np.flatnonzero((got_c.astype(np.uint64) != ref_c.astype(np.uint64)) | (got_u != ref_u))
     assert bad.size == 0, [(hex(int(_bits(v[i:i + 1])[0])), int(got_c[i]), int(ref_c[i])) for i in bad[:5]]
 
@@ -44,7 +45,7 @@ def _float32_cases(s, rng: np.random.Generator) -> np.ndarray:
              rng.uniform(-1.1, 1.1, 1 << 20).astype(np.float32).view(np.uint32)]
     v = np.concatenate(parts).view(np.float32)
     # the level-1 runs (65536 or 4096 floats) and the level-2 runs within split ones: their boundaries too
-    lut, _, sh = s._decision_luts("float32")
+    lut, _, sh = fast.decision_luts(s.rules, s.table, "float32")
     first = np.arange(lut.size, dtype=np.uint32) << np.uint32(sh)
     split = np.flatnonzero((lut >= s.table.size) & (lut < np.iinfo(lut.dtype).max)).astype(np.uint32)
     sub = ((split[:, None] << np.uint32(sh)) | (np.arange(256, dtype=np.uint32) << np.uint32(sh - 8))).ravel()
@@ -216,7 +217,6 @@ def test_dequantize_several_chunks(profile: str, name: str) -> None:
     """Three-plus dequantize chunks (fast.DQ_CHUNK elements each): scales over the whole exponent range with
     zeros, Inf, NaN and FTZ-tiny blocks in every chunk (qwix flushes only blocks that can underflow), codes in
     every chunk; an out-of-range code in the last chunk still raises."""
-    from qref.schemes.lookup import fast
     s = qref.scheme(name, profile=profile, double_quant=False)
     B = s.block_size
     rows = max(1, fast.DQ_CHUNK // B)
@@ -247,7 +247,6 @@ def test_dequantize_several_chunks(profile: str, name: str) -> None:
 def test_dequantize_wide_codes_and_odd_blocks(B: int) -> None:
     """uint16 codes (a 512-entry table: one code at a time) and an odd block size over several chunks, under
     the FTZ profile (qwix) and the spec profile."""
-    from qref.schemes.lookup import fast
     rng = np.random.default_rng(B)
     vals = np.sort(rng.standard_normal(512).astype(np.float32))
     vals[:3] = [0.0, 1e-39, -2.0**-126]
@@ -273,7 +272,6 @@ def test_dequantize_wide_codes_and_odd_blocks(B: int) -> None:
 def test_quantize_several_chunks(profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """quantize over many chunks (fast.CHUNK made small): the elements left to the reference decision and the
     zero blocks are gathered across chunks; normal data, scaled data near every decision point, special blocks."""
-    from qref.schemes.lookup import fast
     monkeypatch.setattr(fast, "CHUNK", 1 << 10)
     rng = np.random.default_rng(3)
     for name in NAMES:
@@ -309,16 +307,15 @@ def test_argmin_certificate_neighbours(name: str) -> None:
     """The argmin certificate checks only the winner's two neighbouring values (lut.md §3.6 L2): it certifies
     every run the all-entries certificate does, and on every run it certifies, the reference decides the winner
     at 65 points spread over the run (runs of 2^16 and 2^12 floats, |s| up to 2^40, where distances merge)."""
-    from qref.schemes.lookup import fast
     s = qref.scheme(name, profile="torchao", double_quant=False)
-    e = s._entries("float32")
+    e = reference.entries(s.rules, s.table, "float32")
     rng = np.random.default_rng(17)
     for sh in (16, 12):
         mag = rng.integers(0x3F000000, 0x54000000, 4000, dtype=np.int64)  # |s| in [0.5, 2^41)
         pat = ((mag | (rng.integers(0, 2, mag.size) << 31)).astype(np.uint32) >> np.uint32(sh)) << np.uint32(sh)
         last = pat | np.uint32((1 << sh) - 1)
-        c0, _ = s._decide(pat.view(np.float32), "float32")
-        c1, _ = s._decide(last.view(np.float32), "float32")
+        c0, _ = reference.decide(s.rules, s.table, pat.view(np.float32), "float32")
+        c1, _ = reference.decide(s.rules, s.table, last.view(np.float32), "float32")
         keep = c0 == c1
         a, b, w = (pat[keep] + 1).view(np.float32), (last[keep] - 1).view(np.float32), c0[keep]
         got = fast._argmin_certified(a, b, w, e)
@@ -326,6 +323,6 @@ def test_argmin_certificate_neighbours(name: str) -> None:
         assert (got | ~full).all()
         steps = (np.arange(65, dtype=np.uint64) * ((1 << sh) - 1) // 64).astype(np.uint32)
         pts = (pat[keep][got][:, None] + steps[None, :]).ravel()
-        codes, _ = s._decide(pts.view(np.float32), "float32")
+        codes, _ = reference.decide(s.rules, s.table, pts.view(np.float32), "float32")
         assert (codes.reshape(-1, 65) == w[got][:, None]).all()
         assert got.sum() > 100 and (~got).sum() > 100  # both kinds of run occur

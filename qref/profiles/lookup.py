@@ -1,8 +1,8 @@
 """Lookup (quantile) profiles as data (spec: lut.md §3.1, §6; profiles.md).
 
-``LookupRules`` is the typed, frozen record of everything a lookup profile sets: the ``LookupScheme`` geometry and
-the fields of ``LookupSchemeRules`` (lut.md §3.1, same names and defaults; the record a ``LookupScheme`` holds as
-its ``rules``, with the allowed values checked in ``__post_init__``) plus the builder's rules (which table variant,
+``LookupRules`` is the typed, frozen record of everything a lookup profile sets: the ``LookupScheme`` geometry,
+its ``LookupSchemeRules`` as one field ``scheme`` (lut.md §3.1; the record a ``LookupScheme`` holds as its
+``rules``, with the allowed values checked in ``__post_init__``) plus the builder's rules (which table variant,
 double quantization, per-scheme rules). Each lookup ``Profile`` carries one as ``profile.rules``. Field values name
 mechanisms, never systems. This module imports only qref.errors and the profile base (one-way dependencies:
 qref.schemes imports the choice tuples from here, never the reverse).
@@ -176,12 +176,12 @@ SCHEME_FIELDS = tuple(f.name for f in dataclasses.fields(LookupSchemeRules))
 
 @dataclass(frozen=True)
 class LookupRules:
-    """A lookup profile (lut.md §6). The first group are the scheme's geometry (block_size, axis, scale: lut.md
-    §3.1) and the fields of its ``LookupSchemeRules`` (meaning, defaults and allowed values there); then the
+    """A lookup profile (lut.md §6): the scheme's geometry (block_size, axis, scale: lut.md §3.1), its
+    ``LookupSchemeRules`` as one record (``scheme``: meaning, defaults and allowed values there), and the
     builder's rules:
 
     entry_digits: None (the table as shipped) or 4: NF4 entries are the 4-decimal-digit literals rounded to
-        float32 (cast to the input dtype where ``table_dtype="input"``).
+        float32 (cast to the input dtype where ``scheme.table_dtype="input"``).
     double_quant: the double quantization of the block scales (None: the profile has none).
     double_quant_default: whether schemes of this profile double-quantize unless told otherwise.
     numel_multiple_blocks: with double quantization, the element count must be a multiple of
@@ -192,29 +192,7 @@ class LookupRules:
     block_size: int | None = 64
     axis: int | None = None
     scale: str = "absmax"
-    scaling: str = "divide"
-    partial_scaling: str = "same"
-    compute_dtype: str = "float32"
-    table_dtype: str = "float32"
-    dequant_table_dtype: str = "float32"
-    scale_dtype: str = "float32"
-    scale_min: float | str | None = None
-    scale_min_rule: str = "clamp"
-    store_guarded: str = "none"
-    clamp: bool = False
-    rule: str = "nearest"
-    midpoints: str = "exact"
-    tie: str = "even_code"
-    distance_dtype: str = "float32"
-    nan: str = "unspecified"
-    zero_block: str = "zero_code"
-    input_dtypes: tuple[str, ...] = INPUT_DTYPES
-    numel_multiple: int = 1
-    dequant_flush: tuple[str, ...] = ()
-    bf16_upcast: bool = False
-    ftz: bool = False
-    rounding: str = "deterministic"
-    stochastic_bits: int | None = None
+    scheme: LookupSchemeRules = LookupSchemeRules()
     entry_digits: int | None = None
     double_quant: DoubleQuantRule | None = None
     double_quant_default: bool = False
@@ -223,9 +201,8 @@ class LookupRules:
 
     def __post_init__(self) -> None:
         check_rule(self, "scale", SCALE_MODES, "lut.md §3.1")
-        object.__setattr__(self, "input_dtypes", tuple(self.input_dtypes))
-        object.__setattr__(self, "dequant_flush", tuple(self.dequant_flush))
-        self.scheme_rules()  # checks every scheme rule
+        if not isinstance(self.scheme, LookupSchemeRules):
+            raise QrefError(f"LookupRules.scheme must be a LookupSchemeRules, got {type(self.scheme).__name__}")
         if self.entry_digits is not None:
             check_choice("entry_digits", str(self.entry_digits), tuple(str(d) for d in ENTRY_DIGITS))
         for name, sub in self.per_scheme:
@@ -238,8 +215,22 @@ class LookupRules:
         return dict(self.per_scheme).get(name, self)
 
     def scheme_rules(self) -> LookupSchemeRules:
-        """The LookupSchemeRules of these rules (lut.md §3.1)."""
-        return LookupSchemeRules(**{f: getattr(self, f) for f in SCHEME_FIELDS})
+        """The LookupSchemeRules of these rules (lut.md §3.1): ``scheme``."""
+        return self.scheme
+
+    def replace(self, **changes: Any) -> LookupRules:
+        """A copy with fields of this record and of its ``scheme`` (LookupSchemeRules fields) changed."""
+        return replace_split(self, "scheme", SCHEME_FIELDS, changes)
+
+
+def replace_split(record: Any, inner: str, inner_fields: tuple[str, ...], changes: dict[str, Any]) -> Any:
+    """``dataclasses.replace`` of a record holding a rules record as field ``inner``: the changes named in
+    inner_fields go to that record (``replace(record.inner, ...)``), the others to the record itself."""
+    mine = {k: v for k, v in changes.items() if k not in inner_fields}
+    sub = {k: v for k, v in changes.items() if k in inner_fields}
+    if sub:
+        mine[inner] = dataclasses.replace(mine.get(inner, getattr(record, inner)), **sub)
+    return dataclasses.replace(record, **mine)
 
 
 def rules_of(profile: Profile) -> LookupRules:
@@ -253,14 +244,19 @@ def rules_of(profile: Profile) -> LookupRules:
 # ---------------------------------------------------------------------------------------------------------
 # profiles (lut.md §6)
 # ---------------------------------------------------------------------------------------------------------
+_FLOATS = ("float32", "float16", "bfloat16")
 _BNB = LookupRules(
-    block_size=64, scaling="reciprocal", partial_scaling="divide", scale_min=1e-38, scale_min_rule="clamp",
-    store_guarded="partial", clamp=True, rule="nearest", midpoints="float32", tie="lower_value", nan="max_value",
-    zero_block="compute", input_dtypes=("float32", "float16", "bfloat16"), dequant_flush=("bfloat16",),
-    double_quant=DoubleQuantRule("lookup", 256, inner="dynamic8"))
-_BNB_8BIT = dataclasses.replace(  # quantize_blockwise: the CPU 65536-point grid quantizer
-    _BNB, rule="grid65536", scaling="reciprocal", partial_scaling="same", scale_min=None, store_guarded="none",
+    block_size=64, double_quant=DoubleQuantRule("lookup", 256, inner="dynamic8"), scheme=LookupSchemeRules(
+        scaling="reciprocal", partial_scaling="divide", scale_min=1e-38, scale_min_rule="clamp",
+        store_guarded="partial", clamp=True, rule="nearest", midpoints="float32", tie="lower_value",
+        nan="max_value", zero_block="compute", input_dtypes=_FLOATS, dequant_flush=("bfloat16",)))
+_BNB_8BIT = _BNB.replace(  # quantize_blockwise: the CPU 65536-point grid quantizer
+    rule="grid65536", scaling="reciprocal", partial_scaling="same", scale_min=None, store_guarded="none",
     clamp=True, zero_block="code0", nan="unspecified", block_size=4096, dequant_flush=())
+_OPENVINO = LookupSchemeRules(  # ConvertNF4 (the CPU plugin's dequantization table differs: dequant_table_dtype)
+    scaling="divide", scale_min=2.0**-23, scale_min_rule="clamp", store_guarded="all", scale_dtype="float16",
+    dequant_table_dtype="float16", rule="nearest", midpoints="decimal_literal", tie="lower_value", nan="min_value",
+    zero_block="compute", clamp=False, input_dtypes=_FLOATS)
 _BNB_EVIDENCE = ("tests/test_lookup_bnb.py: bitsandbytes 0.50.2 + torch 2.13.0 CPU quantize_4bit / "
                  "dequantize_4bit (nf4, fp4; float32/float16/bfloat16; partial blocks; compress_statistics) and "
                  "quantize_blockwise (dynamic8), tie-heavy sampled inputs, 0 mismatches",)
@@ -296,11 +292,11 @@ PROFILES: tuple[Profile, ...] = (
         "quantized: int8 per 256 scales, factor 256 / (2 max|absmax - mean|); numel a multiple of "
         "block_size * 256.",
         rules=LookupRules(
-            block_size=64, scaling="divide", compute_dtype="input", table_dtype="input",
-            dequant_table_dtype="input", rule="argmin", distance_dtype="input", nan="first_index",
-            zero_block="compute", clamp=False, input_dtypes=("float32", "float16", "bfloat16"), entry_digits=4,
-            double_quant=DoubleQuantRule("int8_absmax", 256, compute="input"), double_quant_default=True,
-            numel_multiple_blocks=256),
+            block_size=64, entry_digits=4, double_quant=DoubleQuantRule("int8_absmax", 256, compute="input"),
+            double_quant_default=True, numel_multiple_blocks=256, scheme=LookupSchemeRules(
+                scaling="divide", compute_dtype="input", table_dtype="input", dequant_table_dtype="input",
+                rule="argmin", distance_dtype="input", nan="first_index", zero_block="compute", clamp=False,
+                input_dtypes=_FLOATS)),
         sources=("torchao/quantization/quantize_/workflows/nf4/nf4_tensor.py (from_tensor, "
                  "double_quantize_scalers, quantize_tensor_nearest, get_original_weight)",
                  "checked against torchao 0.18.0 + torch 2.13.0 CPU"),
@@ -317,11 +313,7 @@ PROFILES: tuple[Profile, ...] = (
         "to the lower value; NaN -> code 0, +-Inf -> the end codes; the scale is stored as float16(a) (above "
         "65504: Inf); dequantize = fl32(fl16(entry) * fl16(a)) (the CPU plugin runs the float16 multiply in "
         "float32: exact).",
-        rules=LookupRules(
-            block_size=64, axis=-1, scaling="divide", scale_min=2.0**-23, scale_min_rule="clamp",
-            store_guarded="all", scale_dtype="float16", dequant_table_dtype="float16", rule="nearest",
-            midpoints="decimal_literal", tie="lower_value", nan="min_value", zero_block="compute", clamp=False,
-            input_dtypes=("float32", "float16", "bfloat16")),
+        rules=LookupRules(block_size=64, axis=-1, scheme=_OPENVINO),
         sources=("openvino src/core/src/type/nf4.cpp ConvertNF4::quantize / dequantize",
                  "nncf/quantization/algorithms/weight_compression (NF4 scale and normalisation)",
                  "checked against openvino 2026.4.1 CPU and nncf 3.4.0 (tests/test_lookup_openvino.py)"),
@@ -342,11 +334,8 @@ PROFILES: tuple[Profile, ...] = (
         "As 'openvino' (the same decision rule and float16 scales), but the plugin decompresses an nf4 tensor "
         "that is a graph input with the float32 table: dequantize = fl32(entry_f32 * fl16(a)) (the entry is not "
         "rounded to float16 first, as the folded / NNCF-compressed constant path does).",
-        rules=LookupRules(
-            block_size=64, axis=-1, scaling="divide", scale_min=2.0**-23, scale_min_rule="clamp",
-            store_guarded="all", scale_dtype="float16", dequant_table_dtype="float32", rule="nearest",
-            midpoints="decimal_literal", tie="lower_value", nan="min_value", zero_block="compute", clamp=False,
-            input_dtypes=("float32", "float16", "bfloat16")),
+        rules=LookupRules(block_size=64, axis=-1,
+                          scheme=dataclasses.replace(_OPENVINO, dequant_table_dtype="float32")),
         sources=("openvino src/plugins/intel_cpu (Convert from nf4)",
                  "checked against openvino 2026.4.1 CPU (tests/test_openvino_targets.py)"),
         package="openvino", versions="==2026.4.*", status="verified",
@@ -360,10 +349,11 @@ PROFILES: tuple[Profile, ...] = (
         "computes x * fl32(1/scale) in float32); code = first argmin of |buckets - s| in float32 (NaN -> code "
         "0); dequantize buckets[code] * scale in the input dtype with float32 FTZ/DAZ (XLA:CPU).",
         rules=LookupRules(
-            block_size=64, axis=-1, scaling="reciprocal", bf16_upcast=True, compute_dtype="input",
-            scale_min="sqrt_tiny", scale_min_rule="one", store_guarded="all", rule="argmin",
-            distance_dtype="float32", nan="first_index", dequant_table_dtype="input", ftz=True,
-            zero_block="compute", clamp=False, input_dtypes=("float32", "float16", "bfloat16")),
+            block_size=64, axis=-1, scheme=LookupSchemeRules(
+                scaling="reciprocal", bf16_upcast=True, compute_dtype="input", scale_min="sqrt_tiny",
+                scale_min_rule="one", store_guarded="all", rule="argmin", distance_dtype="float32",
+                nan="first_index", dequant_table_dtype="input", ftz=True, zero_block="compute", clamp=False,
+                input_dtypes=_FLOATS)),
         sources=("qwix/_src/core/qarray.py (calibrate, compute_scale_zero_point, quantize_with_scale_zero_point)",
                  "qwix/_src/core/numerics.py (fp_to_nf4, nf4_to_fp)", "XLA AlgebraicSimplifier (divide by broadcast)",
                  "checked against qwix 0.1.8 + jax 0.10.2 CPU"),
@@ -403,5 +393,6 @@ __all__ = [
     "LookupRules",
     "LookupSchemeRules",
     "check_stochastic",
+    "replace_split",
     "rules_of",
 ]

@@ -308,7 +308,8 @@ def _overflows(fmt: Format) -> tuple[str, ...]:
     return tuple(o for o in FLOAT_OVERFLOWS if o != "nan" or fmt.has_nan)
 
 
-def _valid(policy: CastPolicy, fmt: Format) -> bool:
+def policy_applies(policy: CastPolicy, fmt: Format) -> bool:
+    """The policy resolves for fmt (elements.md §2: e.g. no overflow="nan" for a format without NaN)."""
     try:
         policy.resolve(fmt)
     except QrefError:
@@ -321,7 +322,7 @@ def _grid(fmt: Format, roundings: tuple[str, ...], **knobs: object) -> list[Cand
     for r in roundings:
         for o in _overflows(fmt):
             pol = CastPolicy(rounding=r, overflow=o, **knobs)  # type: ignore[arg-type]
-            if _valid(pol, fmt):
+            if policy_applies(pol, fmt):
                 out.append(Candidate(pol, None, f"{r}/{o}"))
     return out
 
@@ -338,7 +339,7 @@ def _profile_candidates(fmt: Format, src: str, every: bool = False) -> list[Cand
             if every or key in V1_PROFILES]
     # stochastic profiles (cvt.rs, elements.md §6.2) need random bits: their cases are _cvt_rs_cases'
     return [Candidate(pol, key, f"profile/{key}") for pol, key in pols
-            if _valid(pol, fmt) and pol.stochastic_bits is None]
+            if policy_applies(pol, fmt) and pol.stochastic_bits is None]
 
 
 def _stochastic_grid(fmt: Format) -> list[Candidate]:
@@ -346,7 +347,7 @@ def _stochastic_grid(fmt: Format) -> list[Candidate]:
     for mode, n in STOCHASTIC:
         for o in _overflows(fmt):
             pol = CastPolicy(rounding=mode, overflow=o, stochastic_bits=n)
-            if _valid(pol, fmt):
+            if policy_applies(pol, fmt):
                 out.append(Candidate(pol, None, f"{mode}_n{n}/{o}"))
     return out
 
@@ -656,4 +657,4 @@ def _cvt_rs_cases() -> Iterator[Case]:
 __all__ = ["ALL_FORMATS", "CVT_RS_FORMATS", "CVT_RS_PROFILES", "DETERMINISTIC", "F64_CATEGORIES", "FAMILY",
            "FLOAT_OVERFLOWS", "FORMATS_2026", "INTS", "INT_OVERFLOWS", "KNOB_ROUNDINGS", "MAIN", "NEAREST_ONLY",
            "N_RANDOM", "N_RANDOM_BITS", "N_RANDOM_FULL", "P3109", "SOURCES", "SPEC", "STOCHASTIC", "STOCHASTIC_K",
-           "V1_PROFILES", "Candidate", "Category", "build_cases"]
+           "V1_PROFILES", "Candidate", "Category", "build_cases", "policy_applies"]

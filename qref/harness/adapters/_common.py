@@ -228,3 +228,8 @@ def jax_dot_modes(jax: Any, dot: Any, a: Any, b: Any, sa: Any, sb: Any, mode: st
     else:
         y = jax.jit(lambda qa, qb: dot(qa, qb, sa, sb))(a, b)
     return np.asarray(y)
+
+
+__all__ = ["array_literal", "codes_as", "element_signature", "float_literal", "from_torch", "group_by", "hex_print",
+           "jax_dot_modes", "python_c", "run_each", "run_elements", "single_element_case", "storage_values",
+           "suite_input", "to_torch"]

@@ -167,34 +167,37 @@ def shlo_uniform_body(case: object, x: str) -> tuple[list[str], str, str]:
         return _shlo_float_storage_body(c, x, qt, it, b, sh)
     if c.operation == "uniform_requantize":  # type: ignore[attr-defined]
         qt2, it2, b2, signed2 = scheme_quant_type(to_scheme_of(c))  # type: ignore[arg-type]
-        v = x
-        if b < 8:
-            lines.append(f"%n = stablehlo.convert {x} : (tensor<{sh}{'i8' if signed else 'ui8'}>) -> "
-                         f"tensor<{sh}{it}>")
-            v = "%n"
-        lines.append(f"%q = stablehlo.bitcast_convert {v} : (tensor<{sh}{it}>) -> tensor<{sh}{qt}>")
+        _storage_in(lines, x, sh, qt, it, b, signed)
         lines.append(f"%u = stablehlo.uniform_quantize %q : (tensor<{sh}{qt}>) -> tensor<{sh}{qt2}>")
-        lines.append(f"%b = stablehlo.bitcast_convert %u : (tensor<{sh}{qt2}>) -> tensor<{sh}{it2}>")
-        if b2 < 8:
-            wide = "i8" if signed2 else "ui8"
-            lines.append(f"%r = stablehlo.convert %b : (tensor<{sh}{it2}>) -> tensor<{sh}{wide}>")
-            return lines, "%r", wide
-        return lines, "%b", it2
+        return _storage_out(lines, "%u", sh, qt2, it2, b2, signed2)
     if c.operation == "uniform_quantize":  # type: ignore[attr-defined]
         ft = mlir_type(arr.dtype.name, "dtype")
         lines.append(f"%q = stablehlo.uniform_quantize {x} : (tensor<{sh}{ft}>) -> tensor<{sh}{qt}>")
-        lines.append(f"%b = stablehlo.bitcast_convert %q : (tensor<{sh}{qt}>) -> tensor<{sh}{it}>")
-        if b < 8:
-            wide = "i8" if signed else "ui8"
-            lines.append(f"%r = stablehlo.convert %b : (tensor<{sh}{it}>) -> tensor<{sh}{wide}>")
-            return lines, "%r", wide
-        return lines, "%b", it
+        return _storage_out(lines, "%q", sh, qt, it, b, signed)
+    _storage_in(lines, x, sh, qt, it, b, signed)
+    return _shlo_dequantize_tail(c, lines, qt, sh)
+
+
+def _storage_in(lines: list[str], x: str, sh: str, qt: str, it: str, b: int, signed: bool) -> None:
+    """Lines making %q (quantized type qt) of the storage integers x (type it; below 8 bits they arrive widened
+    to i8 / ui8)."""
     v = x
     if b < 8:
         lines.append(f"%n = stablehlo.convert {x} : (tensor<{sh}{'i8' if signed else 'ui8'}>) -> tensor<{sh}{it}>")
         v = "%n"
     lines.append(f"%q = stablehlo.bitcast_convert {v} : (tensor<{sh}{it}>) -> tensor<{sh}{qt}>")
-    return _shlo_dequantize_tail(c, lines, qt, sh)
+
+
+def _storage_out(lines: list[str], u: str, sh: str, qt: str, it: str, b: int, signed: bool
+                 ) -> tuple[list[str], str, str]:
+    """(lines, result, its element type): the storage integers (type it) of u (quantized type qt), widened to
+    i8 / ui8 below 8 bits."""
+    lines.append(f"%b = stablehlo.bitcast_convert {u} : (tensor<{sh}{qt}>) -> tensor<{sh}{it}>")
+    if b < 8:
+        wide = "i8" if signed else "ui8"
+        lines.append(f"%r = stablehlo.convert %b : (tensor<{sh}{it}>) -> tensor<{sh}{wide}>")
+        return lines, "%r", wide
+    return lines, "%b", it
 
 
 def _shlo_dequantize_tail(c: Any, lines: list[str], qt: str, sh: str) -> tuple[list[str], str, str]:
@@ -358,3 +361,9 @@ def matmul_element_case(case: Any, i: int) -> Any:
     from ..families.matmul import reduce
 
     return reduce(case, i)
+
+
+__all__ = ["LOWERING_FAILURES", "WIDTH", "CompileFailure", "as_crash", "diagnostic", "dot_types", "element_body",
+           "func_name", "generic_memref_func", "generic_tensor_func", "is_float_storage", "matmul_element_case",
+           "mlir_type", "quant_type", "scheme_quant_type", "shape_text", "shlo_dot_body", "shlo_uniform_body",
+           "uniform_input_type", "uniform_types", "unsupported_reason"]

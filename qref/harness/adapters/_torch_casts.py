@@ -173,3 +173,6 @@ def targets(backend: str, compiled: bool) -> list[Target]:
                        ("encode", "decode", "quantize"), _supports, _run(True), _snippet(True))]
     return [Target(backend, f"{backend}.to", "elements", api, "torch", ("encode", "decode", "quantize"),
                    _supports, _run(False), _snippet(False))]
+
+
+__all__ = ["targets"]

@@ -104,3 +104,6 @@ def targets() -> list[Target]:
                    "QTensor(B, [b_s])) with fully_quantized(fwd_bits=8).fwd (int32 accumulator, DequantMode.OUTPUT), "
                    f"then QTensor.dequant() (float32), XLA:CPU, {_HOW[m]}", PROFILES[m], ("matmul_integer_to_float",),
                    _supports, _run(m), _snippet(m)) for m in MODES]
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "PROFILES", "aqt_int8_dot", "targets"]

@@ -349,3 +349,6 @@ def matmul_targets() -> list[Target]:
                "F.gemv_4bit (the AVX512-BF16 fused kernel Linear4bit uses at inference), CPU", "weight_only_any",
                ("weight_only_matmul",), _wo_supports, lambda cs: run_each(cs, _wo_gemv_cpu), _wo_snippet("gemv")),
     ]
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "targets"]

@@ -212,21 +212,31 @@ def _uq_input(case: Case) -> np.ndarray:
     return storage_values(case)
 
 
-def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-    funcs = {f"u{i}": _uq_func(f"u{i}", c) for i, c in enumerate(cases)}
-    fns = compile_functions(funcs)
+def _run_per_case(cases: Sequence[Case], prefix: str, func: Callable[[str, Case], str],
+                  outputs: Callable[[Case, Callable[..., Any]], Outputs]) -> list[Outputs | BaseException]:
+    """One compiled function per case (``func(name, case)``), its outputs ``outputs(case, fn)``; a lowering
+    failure of a claimed op/type is a crash."""
+    fns = compile_functions({f"{prefix}{i}": func(f"{prefix}{i}", c) for i, c in enumerate(cases)})
     out: list[Any] = []
     for i, c in enumerate(cases):
         try:
-            fn = fns[f"u{i}"]
-            if isinstance(fn, BaseException):  # a lowering failure of a claimed op/type is a crash
+            fn = fns[f"{prefix}{i}"]
+            if isinstance(fn, BaseException):
                 raise as_crash(fn)
-            y = fn(_uq_input(c))
-            (oname,) = c.expected
-            out.append({oname: codes_as(c, oname, y)})
+            out.append(outputs(c, fn))
         except Exception as exc:
             out.append(exc)
     return out
+
+
+def _uq_outputs(c: Case, fn: Callable[..., Any]) -> Outputs:
+    y = fn(_uq_input(c))
+    (oname,) = c.expected
+    return {oname: codes_as(c, oname, y)}
+
+
+def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    return _run_per_case(cases, "u", _uq_func, _uq_outputs)
 
 
 def _uq_snippet(case: Case, i: int) -> str:
@@ -260,17 +270,8 @@ _mm_supports = unsupported_reason(dot_types)
 
 
 def _mm_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-    fns = compile_functions({f"m{i}": _mm_func(f"m{i}", c) for i, c in enumerate(cases)})
-    out: list[Any] = []
-    for i, c in enumerate(cases):
-        try:
-            fn = fns[f"m{i}"]
-            if isinstance(fn, BaseException):  # a lowering failure of a claimed op/type is a crash
-                raise as_crash(fn)
-            out.append({"y": codes_as(c, "y", fn(c.inputs["a"], c.inputs["b"]))})
-        except Exception as exc:
-            out.append(exc)
-    return out
+    return _run_per_case(cases, "m", _mm_func,
+                         lambda c, fn: {"y": codes_as(c, "y", fn(c.inputs["a"], c.inputs["b"]))})
 
 
 def _mm_snippet(case: Case, i: int) -> str:
@@ -292,3 +293,6 @@ def _matmul_target() -> Target:
                   "case's scales and zero points and a requantized result type, matmul_integer with scales 1 and "
                   "an !quant.uniform<i32:f32, 1.0> result (the accumulator)", "stablehlo_lowering",
                   ("matmul_integer", "qlinear_matmul"), _mm_supports, _mm_run, _mm_snippet)
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "FLAGS", "targets"]

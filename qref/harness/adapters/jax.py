@@ -902,3 +902,6 @@ def targets() -> list[Target]:
         *_recipe_targets(),
         *_matmul_targets(),
     ]
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "script_case", "targets"]

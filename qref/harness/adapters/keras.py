@@ -152,3 +152,6 @@ def targets() -> list[Target]:
                "eager XLA:CPU; the variable updates of Dense.quantize('float8'))", "keras", ("delayed_scaling",),
                _ds_supports, _ds_run, _ds_snippet),
     ]
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "targets"]

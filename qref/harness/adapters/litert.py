@@ -584,3 +584,7 @@ def targets() -> list[Target]:
                           else "the 8-wide vector loop of the quantization is compiled in (AVX), not picked by "
                           "cpuid"))
     return out + _qdq_targets() + _half_targets()
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "HYBRID_PROFILES", "KINDS", "OPS", "PROFILES", "hybrid_tensors", "invoke",
+           "model_bytes", "targets", "tensor_specs"]

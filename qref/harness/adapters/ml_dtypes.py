@@ -87,3 +87,6 @@ def targets() -> list[Target]:
     require("ml_dtypes", backend=BACKEND, hint="pip install ml_dtypes")
     return [Target(BACKEND, "ml_dtypes.astype", "elements", "x.astype(ml_dtypes.<format>) and back", "ml_dtypes",
                    ("encode", "decode", "quantize"), _supports, _run, _snippet)]
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "targets"]

@@ -232,6 +232,22 @@ def targets() -> list[Target]:
 
 
 # ---- uniform: quant.qcast / quant.dcast with lower-quant-ops ---------------------------------------------------
+def _narrow_in(lines: list[str], sh: str, b: int) -> str:
+    """The argument %x as storage integers i{b}: below 8 bits it arrives as i8 and is truncated (%n)."""
+    if b < 8:
+        lines.append(f"%n = arith.trunci %x : tensor<{sh}i8> to tensor<{sh}i{b}>")
+        return "%n"
+    return "%x"
+
+
+def _widen_out(lines: list[str], sh: str, b: int, signed: bool) -> tuple[str, str]:
+    """(result, its element type) of the storage integers %s (i{b}): below 8 bits extended to i8 (%w)."""
+    if b < 8:
+        lines.append(f"%w = arith.{'extsi' if signed else 'extui'} %s : tensor<{sh}i{b}> to tensor<{sh}i8>")
+        return "%w", "i8"
+    return "%s", f"i{b}"
+
+
 def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
     """A function on static tensors (@name(x) -> result) and the numpy dtype of its result."""
     qt, _it, b, signed = quant_type(case)
@@ -244,17 +260,11 @@ def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
         qt2, _it2, b2, signed2 = scheme_quant_type(to_scheme_of(case))
         st2 = f"i{b2}"
         arg = f"tensor<{sh}{st if b >= 8 else 'i8'}>"
-        v = "%x"
-        if b < 8:
-            lines.append(f"%n = arith.trunci %x : tensor<{sh}i8> to tensor<{sh}{st}>")
-            v = "%n"
+        v = _narrow_in(lines, sh, b)
         lines += [f"%q = quant.scast {v} : tensor<{sh}{st}> to tensor<{sh}{qt}>",
                   f"%u = quant.qcast %q : tensor<{sh}{qt}> to tensor<{sh}{qt2}>",
                   f"%s = quant.scast %u : tensor<{sh}{qt2}> to tensor<{sh}{st2}>"]
-        res, rt = "%s", st2
-        if b2 < 8:
-            lines.append(f"%w = arith.{'extsi' if signed2 else 'extui'} %s : tensor<{sh}{st2}> to tensor<{sh}i8>")
-            res, rt = "%w", "i8"
+        res, rt = _widen_out(lines, sh, b2, signed2)
         out_dt = np.dtype(f"int{max(8, b2)}")
     elif is_float_storage(_it):  # f8E4M3FN / f8E5M2 / f4E2M1FN storage: quant.scast takes integers only, so the
         # function takes or returns the quantized tensor itself (strip-func-quant-types makes it the float type)
@@ -278,19 +288,13 @@ def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
         arg = f"tensor<{sh}{ft}>"
         lines += [f"%q = quant.qcast %x : {arg} to tensor<{sh}{qt}>",
                   f"%s = quant.scast %q : tensor<{sh}{qt}> to tensor<{sh}{st}>"]
-        res, rt = "%s", st
-        if b < 8:
-            lines.append(f"%w = arith.{'extsi' if signed else 'extui'} %s : tensor<{sh}{st}> to tensor<{sh}i8>")
-            res, rt = "%w", "i8"
+        res, rt = _widen_out(lines, sh, b, signed)
         out_dt = np.dtype(f"int{max(8, b)}")
     else:
         et = mlir_type(scheme_of(case).expressed.name, "expressed type")
         it = st if b >= 8 else "i8"
         arg = f"tensor<{sh}{it}>"
-        v = "%x"
-        if b < 8:
-            lines.append(f"%n = arith.trunci %x : tensor<{sh}i8> to tensor<{sh}{st}>")
-            v = "%n"
+        v = _narrow_in(lines, sh, b)
         lines += [f"%q = quant.scast {v} : tensor<{sh}{st}> to tensor<{sh}{qt}>",
                   f"%y = quant.dcast %q : tensor<{sh}{qt}> to tensor<{sh}{et}>"]
         res, rt = "%y", et
@@ -365,3 +369,6 @@ def _uniform_target() -> Target:
     return Target(BACKEND, "mlir.quant", "uniform", "quant.qcast / quant.dcast (+ quant.scast), lower-quant-ops, "
                   "lowered to LLVM, ExecutionEngine", "mlir",
                   ("uniform_quantize", "uniform_dequantize", "uniform_requantize"), _uq_supports, _uq_run, _uq_snippet)
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "targets"]

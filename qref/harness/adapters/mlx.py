@@ -610,3 +610,6 @@ def _float_matmul_target() -> Target:
                   _float_matmul_snippet,
                   notes="held bit for bit to its fitted CPU GEMM profile (mma.md §12.2); within the bound of "
                         "mma.md §10.4 but other bits is drift")
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "targets"]

@@ -35,7 +35,6 @@ from ._common import (
     storage_values,
 )
 from .onnxruntime import (
-    MATMUL_INPUTS,
     ONNX_TYPES,
     PACKED,
     _cast_sat,
@@ -43,8 +42,8 @@ from .onnxruntime import (
     cast_model,
     cast_snippet_parts,
     matmul_model,
-    matmul_snippet_lines,
-    matmul_unsupported,
+    matmul_snippet,
+    matmul_supports,
     qdq_model,
     qdq_snippet_parts,
 )
@@ -227,19 +226,13 @@ def targets() -> list[Target]:
                "(opset 21; int2 25), per tensor, per axis, blocked; saturate for float8 outputs", "onnx",
                ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run, _uq_snippet),
         Target(BACKEND, "onnx_reference.matmul_integer", "matmul", "ReferenceEvaluator(MatMulInteger) (opset 21)",
-               "onnx_reference", ("matmul_integer",), _mm_supports("matmul_integer"), _mm_run, _mm_snippet),
+               "onnx_reference", ("matmul_integer",), matmul_supports("matmul_integer"), _mm_run, _mm_snippet),
         Target(BACKEND, "onnx_reference.qlinear_matmul", "matmul", "ReferenceEvaluator(QLinearMatMul) (opset 21)",
-               "onnx_reference", ("qlinear_matmul",), _mm_supports("qlinear_matmul"), _mm_run, _mm_snippet),
+               "onnx_reference", ("qlinear_matmul",), matmul_supports("qlinear_matmul"), _mm_run, _mm_snippet),
     ]
 
 
 # ---- matmul: MatMulInteger / QLinearMatMul (matmul.md §6.2) ------------------------------------------------
-def _mm_supports(op: str):
-    def supports(case: Case) -> str | None:
-        return None if case.operation != op else matmul_unsupported(case)
-    return supports
-
-
 def _mm_one(case: Case) -> Outputs:
     from onnx.reference import ReferenceEvaluator
 
@@ -255,10 +248,9 @@ def _mm_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
 
 
 def _mm_snippet(case: Case, i: int) -> str:
-    defs, graph = matmul_snippet_lines(case, i)
-    feeds = ", ".join(f"'{n}': {n}" for n in MATMUL_INPUTS[case.operation])
-    return python_c(
-        "import numpy as np", "from onnx import helper, TensorProto as T",
-        "from onnx.reference import ReferenceEvaluator", *defs, *graph,
-        f"y = np.asarray(ReferenceEvaluator(m).run(None, {{{feeds}}})[0])",
-        f"print(hex(int(y.reshape(-1).view(np.uint{8 * case.expected['y'].dtype.itemsize})[0])))")
+    return matmul_snippet(case, i, ("import numpy as np", "from onnx import helper, TensorProto as T",
+                                    "from onnx.reference import ReferenceEvaluator"),
+                          lambda feeds: (f"y = np.asarray(ReferenceEvaluator(m).run(None, {{{feeds}}})[0])",))
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "targets"]

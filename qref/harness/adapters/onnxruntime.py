@@ -10,7 +10,7 @@ and come out as raw bytes (``io_binding`` and ``OrtValue.data_ptr``), so codes a
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -445,7 +445,8 @@ def matmul_snippet_lines(case: Case, i: int) -> tuple[list[str], list[str]]:
     return defs, graph
 
 
-def _mm_supports(op: str):
+def matmul_supports(op: str) -> Callable[[Case], str | None]:
+    """A target's ``supports`` for the cases of operation ``op``: matmul_unsupported's reason, else None."""
     def supports(case: Case) -> str | None:
         return None if case.operation != op else matmul_unsupported(case)
     return supports
@@ -467,24 +468,30 @@ def _mm_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
     return run_each(cases, _mm_one)
 
 
-def _mm_snippet(case: Case, i: int) -> str:
+def matmul_snippet(case: Case, i: int, imports: tuple[str, ...], run: Callable[[str], tuple[str, ...]]) -> str:
+    """The standalone script of one matmul case: imports, the model m (matmul_snippet_lines), ``run(feeds)``
+    (lines that set y from the feeds dict literal), and y's first element printed as hex bits."""
     defs, graph = matmul_snippet_lines(case, i)
     feeds = ", ".join(f"'{n}': {n}" for n in MATMUL_INPUTS[case.operation])
-    return python_c(
-        "import numpy as np, onnxruntime as ort", "from onnx import helper, TensorProto as T", *defs, *graph,
-        "s = ort.InferenceSession(m.SerializeToString(), providers=['CPUExecutionProvider'])",
-        f"y = s.run(None, {{{feeds}}})[0]",
-        f"print(hex(int(y.reshape(-1).view(np.uint{8 * case.expected['y'].dtype.itemsize})[0])))")
+    return python_c(*imports, *defs, *graph, *run(feeds),
+                    f"print(hex(int(y.reshape(-1).view(np.uint{8 * case.expected['y'].dtype.itemsize})[0])))")
+
+
+def _mm_snippet(case: Case, i: int) -> str:
+    return matmul_snippet(
+        case, i, ("import numpy as np, onnxruntime as ort", "from onnx import helper, TensorProto as T"),
+        lambda feeds: ("s = ort.InferenceSession(m.SerializeToString(), providers=['CPUExecutionProvider'])",
+                       f"y = s.run(None, {{{feeds}}})[0]"))
 
 
 def matmul_targets() -> list[Target]:
     return [
         Target(BACKEND, "onnxruntime.matmul_integer", "matmul", "MatMulInteger (opset 21; u8/s8 operands, int32 "
-               "out; every input a graph input)", "onnxruntime", ("matmul_integer",), _mm_supports("matmul_integer"),
+               "out; every input a graph input)", "onnxruntime", ("matmul_integer",), matmul_supports("matmul_integer"),
                _mm_run, _mm_snippet, notes="MLAS picks its u8 x s8 kernel by cpuid (AVX-512 VNNI here)"),
         Target(BACKEND, "onnxruntime.qlinear_matmul", "matmul", "QLinearMatMul (opset 21; u8 x u8/s8 -> u8, "
                "s8 x s8 -> s8; every input a graph input)", "onnxruntime", ("qlinear_matmul",),
-               _mm_supports("qlinear_matmul"), _mm_run, _mm_snippet),
+               matmul_supports("qlinear_matmul"), _mm_run, _mm_snippet),
     ]
 
 
@@ -824,3 +831,8 @@ def float_matmul_target() -> Target:
                   lambda case: None, _float_matmul_run, _float_matmul_snippet,
                   notes="held bit for bit to its fitted CPU GEMM profile (MLAS's AVX-512F sgemm kernel; mma.md "
                         "§12.2); within the bound of mma.md §10.4 but other bits is drift")
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "ONNX_TYPES", "PACKED", "cast_model", "cast_snippet_parts",
+           "float_matmul_target", "matmul_element_inputs", "matmul_literal", "matmul_model", "matmul_snippet",
+           "matmul_supports", "ms_matmul_targets", "qdq_model", "qdq_snippet_parts", "targets"]

@@ -366,3 +366,6 @@ def targets() -> list[Target]:
                    _nf4_snippet(mode)),
         ]
     return out
+
+
+__all__ = ["BACKEND", "CONFIG", "DISTRIBUTIONS", "MODES", "ov_tensor", "run_graph", "targets", "unpack"]

@@ -440,3 +440,6 @@ def targets() -> list[Target]:
 
 _DOT_HOW = {"eager": "eager (op by op)", "jit": "under jax.jit with the scales as arguments",
             "jit_constant_scales": "under jax.jit with the scales closed over (compile-time constants)"}
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "DOT_PROFILES", "qwix_int8_dot", "targets"]

@@ -198,14 +198,20 @@ def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
     return run_each(cases, _uq_one)
 
 
-def _uq_snippet(case: Case, i: int) -> str:
-    one = single_element_case(case, i)
-    text = " ".join(ln.strip() for ln in uniform_module(one).splitlines())
+def _module_snippet(module: str, mask: str) -> str:
+    """The standalone script that evaluates a module in the StableHLO interpreter and prints its first result's
+    first element as hex bits (``mask``: the `` & 0x..`` of a sub-byte storage, or "")."""
+    text = " ".join(ln.strip() for ln in module.splitlines())
     return python_c(
         "import numpy as np", "from torch_mlir import ir", "from torch_mlir._mlir_libs import _stablehlo as s",
         "c = ir.Context(); s.register_dialect(c); c.__enter__()",
         f"r = s.eval_module(ir.Module.parse({text!r}), [])",
-        f"y = np.array(r[0]).reshape(-1); print(hex(int(y.view(f'u{{y.dtype.itemsize}}')[0]){_mask(one)}))")
+        f"y = np.array(r[0]).reshape(-1); print(hex(int(y.view(f'u{{y.dtype.itemsize}}')[0]){mask}))")
+
+
+def _uq_snippet(case: Case, i: int) -> str:
+    one = single_element_case(case, i)
+    return _module_snippet(uniform_module(one), _mask(one))
 
 
 # ---- matmul: stablehlo.dot_general on !quant.uniform operands (matmul.md §5.5, §6.3) ------------------------
@@ -218,12 +224,7 @@ def matmul_module(case: Case) -> str:
     return f"module {{\n  func.func @main() -> {rt} {{\n    {body}\n    return {res} : {rt}\n  }}\n}}\n"
 
 
-def _mm_supports(case: Case) -> str | None:
-    try:
-        dot_types(case)
-    except Unsupported as exc:
-        return str(exc)
-    return None
+_mm_supports = unsupported_reason(dot_types)
 
 
 def _mm_one(case: Case) -> Outputs:
@@ -235,13 +236,7 @@ def _mm_one(case: Case) -> Outputs:
 
 
 def _mm_snippet(case: Case, i: int) -> str:
-    one = matmul_element_case(case, i)
-    text = " ".join(ln.strip() for ln in matmul_module(one).splitlines())
-    return python_c(
-        "import numpy as np", "from torch_mlir import ir", "from torch_mlir._mlir_libs import _stablehlo as s",
-        "c = ir.Context(); s.register_dialect(c); c.__enter__()",
-        f"r = s.eval_module(ir.Module.parse({text!r}), [])",
-        "y = np.array(r[0]).reshape(-1); print(hex(int(y.view(f'u{y.dtype.itemsize}')[0])))")
+    return _module_snippet(matmul_module(matmul_element_case(case, i)), "")
 
 
 def targets() -> list[Target]:
@@ -260,3 +255,6 @@ def targets() -> list[Target]:
                ("matmul_integer", "qlinear_matmul"), _mm_supports, lambda cs: run_each(cs, _mm_one), _mm_snippet,
                notes="per-axis operands are written as per-axis types and left to the verifier"),
     ]
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "evaluate", "targets", "uniform_module"]

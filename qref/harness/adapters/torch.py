@@ -484,3 +484,7 @@ def script_snippet(target: str, case: Case, i: int) -> str | None:
         else:
             out.append(ln)
     return "\n".join(out)
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "DYNAMIC_PROFILES", "ENGINES", "int_mm", "linear_dynamic", "qdq_scaled_mm",
+           "qlinear", "script_case", "script_snippet", "targets"]

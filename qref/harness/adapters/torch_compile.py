@@ -13,3 +13,6 @@ DISTRIBUTIONS = ("torch",)
 def targets() -> list[Target]:
     require("torch", backend=BACKEND, hint="pip install torch")
     return _torch_casts.targets(BACKEND, compiled=True) + _torch_quant.targets(BACKEND, compiled=True)
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "targets"]

@@ -456,3 +456,6 @@ def matmul_targets() -> list[Target]:
                "weight_only_any", ("weight_only_matmul",), _int4_supports,
                lambda cs: [Unsupported(_int4_supports(c) or "") for c in cs], _mm_snippet("weight_only")),
     ]
+
+
+__all__ = ["BACKEND", "DISTRIBUTIONS", "script_case", "targets"]

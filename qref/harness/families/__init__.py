@@ -22,14 +22,15 @@ import hashlib
 import importlib
 import json
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
 import numpy as np
 
 from ...conformance.case import Case
-from ...errors import unknown_name
-from ..model import bits
+from ...errors import QrefError, unknown_name
+from ..model import Unsupported, bits
 
 
 @dataclass
@@ -69,6 +70,27 @@ def listed_for(case: Case, profile: str) -> bool:
     return profile in case.profiles or (not case.profiles and case.profile == profile)
 
 
+def holds_for_spec_or(case: Case, profile: str | None, family: str, operations: tuple[str, ...],
+                      spec_profile: str, holds: Callable[[Case, str], bool]) -> bool:
+    """A family's ``relevant``: a case of its operations whose outputs hold for the spec profile or for the
+    target's ``profile`` (``holds``: the family's own test)."""
+    if case.family != family or case.operation not in operations:
+        return False
+    return holds(case, spec_profile) or (profile is not None and holds(case, profile))
+
+
+def held_or_computed(case: Case, profile: str, holds: Callable[[Case, str], bool],
+                     compute: Callable[[], Expectation], shown: Callable[[], str]) -> Expectation:
+    """A family's ``expectation``: the case's own outputs where they hold for ``profile``, else ``compute()``; a
+    profile that rejects the case (QrefError) makes it Unsupported, named as ``shown()`` gives it."""
+    if holds(case, profile):
+        return Expectation(dict(case.expected), dict(case.unspecified))
+    try:
+        return compute()
+    except QrefError as exc:
+        raise Unsupported(f"profile {shown()!r} does not accept this case ({exc})") from None
+
+
 def family_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
@@ -101,4 +123,5 @@ def flushed(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.nda
     return zero & small
 
 
-__all__ = ["Expectation", "describe_value", "family_names", "flushed", "get_family", "listed_for", "task_hash"]
+__all__ = ["Expectation", "describe_value", "family_names", "flushed", "get_family", "held_or_computed",
+           "holds_for_spec_or", "listed_for", "task_hash"]

@@ -17,11 +17,9 @@ from typing import Any
 import numpy as np
 
 from ...conformance.case import Case
-from ...errors import QrefError
 from ...schemes.base import QArray, scheme
 from ...schemes.block import DEFAULT_PROFILE, BlockScheme
-from ..model import Unsupported
-from . import Expectation, describe_value, flushed, task_hash
+from . import Expectation, describe_value, flushed, held_or_computed, holds_for_spec_or, task_hash
 
 FAMILY = "block"
 SPEC_PROFILE = "spec"
@@ -67,9 +65,7 @@ def _resolve(case: Case, profile: str) -> str:
 
 
 def relevant(case: Case, profile: str | None) -> bool:
-    if case.family != FAMILY or case.operation not in OPERATIONS:
-        return False
-    return holds(case, SPEC_PROFILE) or (profile is not None and holds(case, profile))
+    return holds_for_spec_or(case, profile, FAMILY, OPERATIONS, SPEC_PROFILE, holds)
 
 
 def holds(case: Case, profile: str) -> bool:
@@ -125,12 +121,8 @@ def _outputs(case: Case, sch: BlockScheme) -> Expectation:
 
 
 def expectation(case: Case, profile: str) -> Expectation:
-    if holds(case, profile):
-        return Expectation(dict(case.expected), dict(case.unspecified))
-    try:
-        return _outputs(case, scheme_under(case, profile))
-    except QrefError as exc:
-        raise Unsupported(f"profile {_resolve(case, profile)!r} does not accept this case ({exc})") from None
+    return held_or_computed(case, profile, holds, lambda: _outputs(case, scheme_under(case, profile)),
+                            lambda: _resolve(case, profile))
 
 
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...conformance.case import Case
+from ...conformance.cases.elements import policy_applies
 from ...core.decode import decode
 from ...core.encode import encode
 from ...errors import QrefError
@@ -110,14 +111,6 @@ def expectation(case: Case, profile: str) -> Expectation:
     return Expectation(_outputs(case, pol))
 
 
-def _valid(policy: CastPolicy, fmt: Format) -> bool:
-    try:
-        policy.resolve(fmt)
-    except QrefError:
-        return False
-    return True
-
-
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
     """(class, outputs) for qref variants of ``profile``: single policy changes first, then pairs."""
     if case.operation == "decode":
@@ -129,7 +122,7 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
     for cls, ov in singles:
         pol = _policy(case, profile, **ov)
         key = repr(pol)
-        if pol is None or key in seen or not _valid(pol, fmt):
+        if pol is None or key in seen or not policy_applies(pol, fmt):
             continue
         seen.add(key)
         yield cls, _outputs(case, pol)
@@ -137,7 +130,7 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
         for cls_o, ov_o in _OTHER_ALTS:
             pol = _policy(case, profile, **ov_r, **ov_o)
             key = repr(pol)
-            if pol is None or key in seen or not _valid(pol, fmt):
+            if pol is None or key in seen or not policy_applies(pol, fmt):
                 continue
             seen.add(key)
             yield f"{cls_r}+{cls_o}", _outputs(case, pol)
@@ -147,7 +140,7 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
         yield "negative_input", _outputs(case, base, absolute=True)
         for cls_r, ov_r in _ROUNDING_ALTS:
             pol = _policy(case, profile, **ov_r)
-            if pol is not None and _valid(pol, fmt):
+            if pol is not None and policy_applies(pol, fmt):
                 yield f"{cls_r}+negative_input", _outputs(case, pol, absolute=True)
 
 

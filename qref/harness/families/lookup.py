@@ -28,7 +28,7 @@ from ...schemes.lookup import DoubleQuant, DoubleQuantized, LookupScheme, lookup
 from ...schemes.lookup import from_spec as _from_spec
 from ...tables import get_table
 from ..model import Unsupported
-from . import Expectation, describe_value, flushed, task_hash
+from . import Expectation, describe_value, flushed, held_or_computed, holds_for_spec_or, task_hash
 
 FAMILY = "lookup"
 SPEC_PROFILE = "spec"
@@ -73,9 +73,7 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
 
 
 def relevant(case: Case, profile: str | None) -> bool:
-    if case.family != FAMILY or case.operation not in OPERATIONS:
-        return False
-    return holds(case, SPEC_PROFILE) or (profile is not None and holds(case, profile))
+    return holds_for_spec_or(case, profile, FAMILY, OPERATIONS, SPEC_PROFILE, holds)
 
 
 def holds(case: Case, profile: str) -> bool:
@@ -181,12 +179,8 @@ def _outputs(case: Case, sch: LookupScheme) -> Expectation:
 
 
 def expectation(case: Case, profile: str) -> Expectation:
-    if holds(case, profile):
-        return Expectation(dict(case.expected), dict(case.unspecified))
-    try:
-        return _outputs(case, scheme_under(case, profile))
-    except QrefError as exc:
-        raise Unsupported(f"profile {profile!r} does not accept this case ({exc})") from None
+    return held_or_computed(case, profile, holds, lambda: _outputs(case, scheme_under(case, profile)),
+                            lambda: profile)
 
 
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:

@@ -31,7 +31,7 @@ import numpy as np
 from ...conformance.case import Case
 from ...errors import QrefError
 from ...recipes.qmatmul import IntOperand, QuantizedMatmul, matmul_rules, quantized_matmul
-from . import Expectation, describe_value, listed_for, task_hash
+from . import Expectation, describe_value, holds_for_spec_or, listed_for, task_hash
 
 FAMILY = "matmul"
 SPEC_PROFILE = "exact"
@@ -106,9 +106,7 @@ _FLOAT_ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
 
 
 def relevant(case: Case, profile: str | None) -> bool:
-    if case.family != FAMILY or case.operation not in OPERATIONS:
-        return False
-    return holds(case, SPEC_PROFILE) or (profile is not None and holds(case, profile))
+    return holds_for_spec_or(case, profile, FAMILY, OPERATIONS, SPEC_PROFILE, holds)
 
 
 def holds(case: Case, profile: str) -> bool:

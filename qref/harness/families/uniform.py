@@ -23,7 +23,7 @@ from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
 from ...schemes.uniform import from_spec as _from_spec
 from ...schemes.uniform.requantize import FORMS, requantize, requantize_arithmetic
 from ..model import bits
-from . import Expectation, listed_for, task_hash
+from . import Expectation, holds_for_spec_or, listed_for, task_hash
 
 FAMILY = "uniform"
 SPEC_PROFILE = DEFAULT_PROFILE
@@ -67,9 +67,7 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
 
 
 def relevant(case: Case, profile: str | None) -> bool:
-    if case.family != FAMILY or case.operation not in OPERATIONS:
-        return False
-    return holds(case, SPEC_PROFILE) or (profile is not None and holds(case, profile))
+    return holds_for_spec_or(case, profile, FAMILY, OPERATIONS, SPEC_PROFILE, holds)
 
 
 def holds(case: Case, profile: str) -> bool:

@@ -1,5 +1,6 @@
 """Fast path of the lookup quantizer (spec: lut.md §3.6, informative): the same results as the readable
-reference (``scheme._decide``, ``table_encode``), proven equal by tests/test_lookup_fast.py.
+reference (reference.py: ``decide``, ``quantize_absmax``, ``dequantize_blocks``), proven equal by
+tests/test_lookup_fast.py. Functions of the rules, the table and the block size, like the reference's.
 
 - 16-bit compute dtypes (float16, bfloat16): the decision is a table over every 16-bit pattern, filled by the
   reference decision itself (NaN patterns excepted: they go to the reference).
@@ -13,7 +14,7 @@ reference (``scheme._decide``, ``table_encode``), proven equal by tests/test_loo
 - The data is processed in chunks of ``CHUNK`` (quantize) or ``DQ_CHUNK`` (dequantize) elements, whole blocks:
   bounded intermediates, and few enough numpy calls that their per-call overhead stays small.
 
-Imports only the reference decision's helpers; the scheme calls in here, never the reverse.
+Imports the reference (it decides what the tables leave open); the scheme calls in here, the reference never does.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ import sys
 from collections.abc import Callable, Hashable
 
 import numpy as np
+
+from ...core import arith as fp
+from ...core.parallel import run_chunks
+from ...errors import QrefError
+from ...profiles.lookup import LookupSchemeRules
+from ...tables import Table
+from . import reference
 
 CHUNK = 1 << 18  # elements per quantize chunk: bounded temporaries (a few MiB), few Python-level steps
 DQ_CHUNK = 1 << 16  # elements per dequantize chunk: codes, pair indices and values of one chunk stay in L2
@@ -231,4 +239,141 @@ def pair_table(key: Hashable, entries: np.ndarray) -> np.ndarray | None:
     return t
 
 
-__all__ = ["CHUNK", "DQ_CHUNK", "Decide", "decision_lut", "ftz_blocks", "lookup_chunk", "pair_table"]
+__all__ = ["CHUNK", "DQ_CHUNK", "Decide", "decide_fast", "decision_lut", "decision_luts", "dequantize_fast",
+           "ftz_blocks", "lookup_chunk", "pair_table", "quantize_absmax_fast"]
+
+
+def decision_luts(rules: LookupSchemeRules, table: Table, cd: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """decision_lut of the rules' deterministic decision on ``table`` in compute dtype cd (lut.md §3.6)."""
+    key = (table, rules.rule, rules.midpoints, rules.tie, rules.distance_dtype, rules.table_dtype, rules.nan)
+
+    def decide(s: np.ndarray, c: str) -> tuple[np.ndarray, np.ndarray]:
+        return reference.decide(rules, table, s, c)
+
+    return decision_lut(key, table.size, cd, decide,
+                        reference.entries(rules, table, cd) if rules.rule == "argmin" else None)
+
+
+def decide_fast(rules: LookupSchemeRules, table: Table, s: np.ndarray, cd: str) -> tuple[np.ndarray, np.ndarray]:
+    """reference.decide (deterministic) through the decision tables (lut.md §3.6): (codes, unspecified) of flat s."""
+    luts = decision_luts(rules, table, cd)
+    codes = np.empty(s.size, table.storage_format.code_dtype)
+    unspec = np.zeros(s.size, bool)
+    idx = np.empty(min(CHUNK, s.size), np.intp)
+    for i in range(0, s.size, CHUNK):  # chunks, not elements
+        c = s[i:i + CHUNK]
+        amb = lookup_chunk(c, cd, luts, table.size, codes[i:i + c.size], idx[: c.size])
+        if amb.size:
+            rc, ru = reference.decide(rules, table, c[amb], cd)
+            codes[i + amb], unspec[i + amb] = rc, ru
+    return codes, unspec
+
+
+def quantize_absmax_fast(rules: LookupSchemeRules, table: Table, block_size: int, axis: int | None,
+                         x32: np.ndarray, cd: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, ...]]:
+    """reference.quantize_absmax (deterministic) for a reshape layout (reference.layout_is_reshape), chunked, with
+    the table decision (lut.md §3.6)."""
+    B = block_size
+    x2 = x32.reshape(-1, B)
+    nb = x2.shape[0]
+    code_dt = table.storage_format.code_dtype
+    codes = np.empty(x2.shape, dtype=code_dt)
+    unspec = np.zeros(x2.shape, dtype=bool)
+    stored = np.empty(nb, np.float32)
+    lut = decision_luts(rules, table, cd)
+    rows = max(1, CHUNK // B)
+    no_partial = np.zeros(rows, dtype=bool)
+    flat_codes = codes.reshape(-1)
+    found: dict[int, tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = {}
+
+    def work(lo: int, hi: int) -> None:  # whole blocks on the thread pool (elements.md §2.11)
+        idx = np.empty(min(rows, hi - lo) * B, dtype=np.intp)
+        mine: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
+        for r0 in range(lo, hi, rows):  # chunks of blocks, not elements
+            r1 = min(hi, r0 + rows)
+            s, st, zero = reference.scale_blocks(rules, x2[r0:r1], no_partial[: r1 - r0], cd)
+            stored[r0:r1] = st
+            sf = s.reshape(-1)
+            amb = lookup_chunk(sf, cd, lut, table.size, flat_codes[r0 * B:r1 * B], idx[: sf.size])
+            if amb.size:
+                mine[0].append(amb + r0 * B)
+                mine[1].append(sf[amb])
+            if rules.zero_block == "code0" and zero.any():
+                mine[2].append(np.flatnonzero(zero) + r0)
+        found[lo] = mine
+
+    run_chunks(work, nb, B)
+    amb_pos = [a for lo in sorted(found) for a in found[lo][0]]
+    amb_val = [a for lo in sorted(found) for a in found[lo][1]]
+    zero_rows = [a for lo in sorted(found) for a in found[lo][2]]
+    if amb_pos:  # the elements the table leaves to the reference decision
+        pos = np.concatenate(amb_pos)
+        c, u = reference.decide(rules, table, np.concatenate(amb_val), cd)
+        flat_codes[pos] = c
+        unspec.reshape(-1)[pos] = u
+    if zero_rows:
+        zr = np.concatenate(zero_rows)
+        codes[zr] = 0
+        unspec[zr] = False
+    sshape = (nb,) if axis is None else (*x32.shape[:-1], x32.shape[-1] // B)
+    return codes.reshape(x32.shape), unspec.reshape(x32.shape), stored, sshape
+
+
+def dequantize_fast(rules: LookupSchemeRules, table: Table, block_size: int, raw: np.ndarray,
+                    per_block: np.ndarray, cd: str) -> np.ndarray:
+    """reference.dequantize_blocks for uint8/uint16 codes in a reshape layout (lut.md §3.6): chunks of whole
+    blocks; 8-bit codes gathered two at a time through a table of value pairs (an intp index, mode="clip" after
+    the range check), then one float32 multiply by the block scale in place. FTZ (lut.md §4): the flushed
+    entries and scales are the operands; the flush of the product runs only on the blocks where it can act."""
+    B = block_size
+    n = raw.size
+    nb = n // B
+    size = table.size
+    if per_block.size != nb:
+        raise QrefError(f"{per_block.size} block scales for {nb} blocks")
+    entries = reference.entries(rules, table, cd, "dequant_table_dtype")
+    flat = raw.reshape(-1)
+    out = np.empty(n, np.float32)
+    plain = cd == "float32"  # one float32 multiply per element (with ftz: of flushed operands, flushed)
+    tiny = None
+    if plain and rules.ftz:  # lut.md §4: DAZ of t and a, FTZ of the float32 product
+        entries, per_block = fp.flush(entries), fp.flush(per_block)
+        tiny = ftz_blocks(entries, per_block)
+    pairs = pair_table((table, entries.tobytes()), entries) if raw.dtype == np.uint8 else None
+    if B % 2:
+        pairs = None  # chunks of odd length: one code at a time
+    check = raw.dtype != np.uint8 or size < 256  # a uint8 code always indexes a 256-entry table
+    rows = max(1, DQ_CHUNK // B)
+
+    def work(lo: int, hi: int) -> None:  # whole blocks on the thread pool (elements.md §2.11)
+        idx = np.empty(min(rows, hi - lo) * B // (1 if pairs is None else 2), np.intp)
+        for r0 in range(lo, hi, rows):  # chunks of blocks, not elements
+            r1 = min(hi, r0 + rows)
+            c = flat[r0 * B:r1 * B]
+            if check and int(c.max()) >= size:
+                raise QrefError(f"codes out of range for table {table.name!r} ({size} entries)")
+            o = out[r0 * B:r1 * B]
+            if pairs is not None:
+                ix = idx[: c.size // 2]
+                np.copyto(ix, c.view(np.uint16), casting="unsafe")
+                np.take(pairs, ix, out=o.view(np.uint64), mode="clip")
+            else:
+                ix = idx[: c.size]
+                np.copyto(ix, c, casting="unsafe")
+                np.take(entries, ix, out=o, mode="clip")
+            o2 = o.reshape(r1 - r0, B)
+            a = per_block[r0:r1, None]
+            if not plain:
+                o2[...] = reference.scale_product(rules, o2, a, cd)
+                continue
+            np.multiply(o2, a, out=o2)  # one float32 multiply: fl32(t * a)
+            if tiny is not None:
+                t = np.flatnonzero(tiny[r0:r1])
+                if t.size:  # FTZ of the product on the blocks where it can be below 2^-126
+                    sub = o2[t]
+                    np.copysign(np.float32(0), sub, out=sub, where=np.abs(sub) < np.float32(2.0**-126))
+                    o2[t] = sub
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        run_chunks(work, nb, B)
+    return out.reshape(raw.shape)

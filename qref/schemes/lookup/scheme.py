@@ -4,17 +4,17 @@ quantize(x): split x into blocks (row-major flattening, or along ``axis``), scal
 (or by static scales), decide the nearest table entry per element under the scheme's rule, and keep one code
 per element (unpacked) with the per-block absmax in ``QArray.scales`` (float32). Optional double
 quantization stores the block scales themselves quantized in ``QArray.meta["double_quant"]`` (a
-``DoubleQuantized``). dequantize: entry[code] * scale (lut.md §4).
+``DoubleQuantized``). dequantize: entry[code] * scale (lut.md §4). The steps are reference.py's (and fast.py's,
+the same results): functions of the rules, the table and the geometry; the methods here are entry points.
 
-Everything a real system does differently is a field of ``LookupScheme`` set from a ``Profile`` of family
-"lookup": ``spec`` (the default), ``bitsandbytes``, ``torchao``, ``openvino``, ``qwix`` (lut.md §6). The
-profiles are typed ``LookupRules`` records in qref/profiles/lookup.py (``profile.rules``).
+Everything a real system does differently is a field of the scheme's ``LookupSchemeRules`` (``rules``), set from
+a ``Profile`` of family "lookup": ``spec`` (the default), ``bitsandbytes``, ``torchao``, ``openvino``, ``qwix``
+(lut.md §6). The profiles are typed ``LookupRules`` records in qref/profiles/lookup.py (``profile.rules``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -23,8 +23,7 @@ import numpy as np
 
 from ...core import arith as fp
 from ...core.encode import encode, stochastic_random_bits
-from ...core.exact import as_source_array
-from ...core.parallel import run_chunks, thread_limit
+from ...core.parallel import thread_limit
 from ...errors import QrefError, check_choice, unknown_name
 from ...formats import IntFormat, get_format
 from ...profiles import get_profile
@@ -35,12 +34,13 @@ from ...profiles.lookup import (
     SCHEME_NAMES,
     LookupRules,
     LookupSchemeRules,
+    replace_split,
     rules_of,
 )
 from ...tables import Table, get_table, tables
 from ..base import QArray, Scheme, normalize_axis, register_family
-from . import fast
-from .decision import nan_code, stochastic_table_encode, table_encode
+from . import fast, reference
+from .decision import table_encode
 
 __all__ = [
     "DoubleQuant",
@@ -51,11 +51,6 @@ __all__ = [
     "lookup_scheme_from_table",
 ]
 
-
-
-def _sqrt_tiny(dtype: str) -> np.float32:
-    """sqrt(smallest normal of dtype) as qwix computes it in that dtype: 2^-63 (float32, bfloat16), 2^-7 (float16)."""
-    return np.float32(2.0 ** -7 if dtype == "float16" else 2.0 ** -63)
 
 
 def _out_dtype(dtype: object) -> np.dtype:
@@ -238,11 +233,7 @@ class LookupScheme(Scheme):
     def replace(self, **changes: Any) -> LookupScheme:
         """A copy with scheme fields and rules (LookupSchemeRules fields) changed: the rules by
         ``dataclasses.replace(self.rules, **rule_changes)``."""
-        mine = {k: v for k, v in changes.items() if k not in SCHEME_FIELDS}
-        rule = {k: v for k, v in changes.items() if k in SCHEME_FIELDS}
-        if rule:
-            mine["rules"] = dataclasses.replace(mine.get("rules", self.rules), **rule)
-        return dataclasses.replace(self, **mine)
+        return replace_split(self, "rules", SCHEME_FIELDS, changes)
 
     def _check_static(self) -> None:
         if self.block_size is not None:
@@ -259,15 +250,8 @@ class LookupScheme(Scheme):
         if self.double_quant is not None:
             raise QrefError("double quantization applies to absmax block scales, not static scales")
 
-    # ---- helpers -------------------------------------------------------------------------------------------
-    def _entries(self, cd: str, which: str = "table_dtype") -> np.ndarray:
-        """Table entries as the decision (which="table_dtype") or the dequantization (which=
-        "dequant_table_dtype") sees them: float32, rounded to the compute dtype cd ("input") or to float16."""
-        v = self.table.values.astype(np.float32)
-        rule = getattr(self.rules, which)
-        target = cd if rule == "input" else rule
-        return v if target == "float32" else fp.convert(v, fp.float_dtype(target)).astype(np.float32)
-
+    # ---- entry points: the reference (reference.py) and its fast path (fast.py) take the rules, the table and
+    # the block geometry --------------------------------------------------------------------------------------
     @property
     def storage_format(self) -> Any:
         """The format of the stored codes (the table's storage: uint4 for NF4, uint8 for dynamic8)."""
@@ -276,92 +260,10 @@ class LookupScheme(Scheme):
     @property
     def pad_code(self) -> int:
         """The code of +0.0 under this scheme's rule (bitsandbytes pads an odd tail with it)."""
-        return int(table_encode(np.zeros(1, np.float32), self.table, rule=self.rules.rule,
-                                midpoints=self.rules.midpoints,
-                                tie=self.rules.tie, entries=self._entries("float32"))[0])
+        r = self.rules
+        return int(table_encode(np.zeros(1, np.float32), self.table, rule=r.rule, midpoints=r.midpoints, tie=r.tie,
+                                entries=reference.entries(r, self.table, "float32"))[0])
 
-    def _decide(self, s: np.ndarray, cd: str, rbits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(codes int64, unspecified bool) of scaled values s (float32 array holding cd values); rbits: the
-        random integers of a stochastic rounding, one per element of s (lut.md §3.5)."""
-        nan = np.isnan(s)
-        sv = np.where(nan, np.float32(0), s).astype(np.float32)
-        if self.rules.rounding != "deterministic":
-            assert rbits is not None and self.rules.stochastic_bits is not None
-            codes = stochastic_table_encode(sv, self._entries(cd), self.rules.rounding, self.rules.stochastic_bits,
-                                            rbits)
-        else:
-            if cd != "float32":
-                sv = sv.astype(fp.FLOAT_DTYPES[cd])  # exact: s already holds values of the compute dtype
-            dist = cd if self.rules.distance_dtype == "input" else "float32"
-            codes = table_encode(sv, self.table, rule=self.rules.rule, midpoints=self.rules.midpoints,
-                                 tie=self.rules.tie,
-                                 distance_dtype=dist, entries=self._entries(cd))
-        unspec = np.zeros(s.shape, bool)
-        if nan.any():
-            if self.rules.nan == "error":
-                raise QrefError("NaN scaled value (a NaN in the block, inf/inf or 0/0) with nan='error'")
-            codes = np.where(nan, nan_code(self.table, self.rules.nan), codes)
-            if self.rules.nan == "unspecified" or self.rules.rule == "grid65536":
-                unspec |= nan  # grid65536: bitsandbytes converts NaN to uint16 (undefined behaviour)
-        return codes, unspec
-
-    def _blocks(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-        """(blocks (nb, B) padded with 0, valid count per block, block-scale shape with axis last)."""
-        B = self.block_size
-        assert B is not None
-        if self.axis is None:
-            flat = x.reshape(-1)
-            n = flat.size
-            B = min(B, max(n, 1))  # one partial block holds every element: padding beyond it changes nothing
-            nb = -(-n // B)
-            pad = np.zeros(nb * B, dtype=flat.dtype)
-            pad[:n] = flat
-            valid = np.full(nb, B, dtype=np.int64)
-            if nb and n % B:
-                valid[-1] = n % B
-            return pad.reshape(nb, B), valid, (nb,)
-        ax = normalize_axis(self.axis, x.ndim)
-        moved = np.moveaxis(x, ax, -1)
-        L = moved.shape[-1]
-        B = min(B, max(L, 1))  # memory bounded by the input, not by block_size (lut.md §3.2)
-        rows = moved.reshape(math.prod(moved.shape[:-1]), L)
-        per = -(-L // B)
-        pad = np.zeros((rows.shape[0], per * B), dtype=x.dtype)
-        pad[:, :L] = rows
-        valid = np.full(per, B, dtype=np.int64)
-        if per and L % B:
-            valid[-1] = L % B
-        return pad.reshape(-1, B), np.tile(valid, rows.shape[0]), (*moved.shape[:-1], per)
-
-    def _unblock(self, arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        """Per-element block array back to the input's shape (drops the padding)."""
-        if self.axis is None:
-            return arr.reshape(-1)[: math.prod(shape)].reshape(shape)
-        ax = normalize_axis(self.axis, len(shape))
-        mshape = tuple(np.moveaxis(np.empty(shape, dtype=np.uint8), ax, -1).shape)
-        rows = arr.reshape(math.prod(mshape[:-1]), arr.size // max(1, math.prod(mshape[:-1])))[:, : mshape[-1]]
-        return np.moveaxis(rows.reshape(mshape), -1, ax)
-
-    def _check_input(self, x: object) -> tuple[np.ndarray, np.ndarray, str]:
-        """(input array, its values rounded to the compute dtype held in float32, compute dtype name)."""
-        arr = as_source_array(x)
-        if arr.dtype.kind in "iub":
-            raise QrefError(f"{self.name}: lookup quantization takes float input, got {arr.dtype}")
-        name = "float64" if arr.dtype == np.float64 else fp.dtype_name(arr.dtype)
-        if name not in self.rules.input_dtypes:
-            raise QrefError(f"profile {self.profile!r} takes {', '.join(self.rules.input_dtypes)} input, got {name}"
-                            + ("; convert it to float32 first" if name == "float64" else ""))
-        if arr.size % self.rules.numel_multiple:
-            raise QrefError(f"profile {self.profile!r} needs the element count to be a multiple of "
-                            f"{self.rules.numel_multiple}, got {arr.size}")
-        if self.rules.compute_dtype == "input" and name == "float64":
-            raise QrefError(f"profile {self.profile!r} computes in the input dtype; float64 is not supported")
-        cd = name if self.rules.compute_dtype == "input" else self.rules.compute_dtype
-        if arr.dtype == np.float32 and cd == "float32":
-            return arr, arr, cd  # the conversion would be a copy
-        return arr, np.asarray(fp.convert(arr, fp.float_dtype(cd)), dtype=np.float32), cd
-
-    # ---- quantize / dequantize -----------------------------------------------------------------------------
     def quantize(self, x: object, *, scale_offset: float | None = None, random_bits: object = None,
                  seed: object = None, _reference: bool = False, threads: int | None = None, **kwargs: Any) -> QArray:
         """One code per element and the per-block absmax (float32) of x (lut.md §3.2).
@@ -387,195 +289,41 @@ class LookupScheme(Scheme):
         if scale_offset is not None and self.double_quant is None:
             raise QrefError("scale_offset= is the offset of double quantization; this scheme has none "
                             "(build it with double_quant=True)")
-        arr, x32, cd = self._check_input(x)
+        r = self.rules
+        arr, x32, cd = reference.check_input(r, x, self.name, self.profile)
         rbits = None
-        if self.rules.rounding != "deterministic":
-            assert self.rules.stochastic_bits is not None
-            rbits = stochastic_random_bits(arr.shape, self.rules.stochastic_bits, random_bits, seed).reshape(arr.shape)
+        if r.rounding != "deterministic":
+            assert r.stochastic_bits is not None
+            rbits = stochastic_random_bits(arr.shape, r.stochastic_bits, random_bits, seed).reshape(arr.shape)
         elif random_bits is not None or seed is not None:
             raise QrefError("random_bits= / seed= are for stochastic rounding; this scheme rounds "
                             "deterministically (build it with rounding='stochastic_a'|'stochastic_b'|"
                             "'stochastic_c' and stochastic_bits=N)")
         with np.errstate(all="ignore"):
             if self.scale == "static":
-                codes, unspec = self._quantize_static(x32, cd, rbits)
+                assert self.static_scales is not None
+                codes, unspec = reference.quantize_static(r, self.table, self.static_scales, self.static_zero_points,
+                                                          self.axis, x32, cd, rbits)
                 zp = None if self.static_zero_points is None else np.asarray(self.static_zero_points, np.float32)
                 return QArray(codes=codes.astype(self.table.storage_format.code_dtype), scheme=self,
                               scales=np.asarray(self.static_scales, np.float32), zero_points=zp,
                               unspecified=unspec, axis=self.axis, meta={"input_dtype": arr.dtype.name})
-            if (not _reference and rbits is None and self._layout_is_reshape(arr.shape)
-                    and self.table.size <= 0xFFFF):
-                return self._quantize_absmax_fast(arr, x32, cd, scale_offset)
-            return self._quantize_absmax(arr, x32, cd, scale_offset, rbits)
-
-    def _layout_is_reshape(self, shape: tuple[int, ...]) -> bool:
-        """True when the blocks are a plain (n / B, B) reshape of the C-order data: no padding, no transpose."""
-        B = self.block_size
-        if B is None or not shape or math.prod(shape) == 0:
-            return False
-        if self.axis is None:
-            return math.prod(shape) % B == 0
-        return normalize_axis(self.axis, len(shape)) == len(shape) - 1 and shape[-1] % B == 0
-
-    def _scale_blocks(self, blocks: np.ndarray, partial: np.ndarray, cd: str
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(s, stored, zero) of blocks (nb, B) (lut.md §3.2): the scaled values before the decision."""
-        absmax = np.max(np.abs(blocks), axis=1) if blocks.size else np.zeros(0, np.float32)
-        div = absmax
-        if self.rules.scale_min is not None:
-            smin = _sqrt_tiny(cd) if self.rules.scale_min == "sqrt_tiny" else np.float32(self.rules.scale_min)
-            repl = np.float32(smin if self.rules.scale_min_rule == "clamp" else 1.0)
-            div = np.where(absmax < smin, fp.convert(np.array([repl]), fp.float_dtype(cd))[0], absmax)
-            div = div.astype(np.float32)
-        stored = {"all": div, "none": absmax, "partial": np.where(partial, div, absmax)}[self.rules.store_guarded]
-        dcol = div[:, None]
-        if self.rules.scaling == "reciprocal":
-            r = fp.op_in_float32(1, dcol, np.divide, "float32" if self.rules.bf16_upcast and cd == "bfloat16" else cd)
-            if self.rules.ftz and cd != "float16":  # FTZ: 1/a of an absmax above 2^126 is a float32 subnormal -> 0
-                r = fp.flush(r)
-            s = fp.op_in_float32(blocks, r, np.multiply, cd)
-            if self.rules.partial_scaling == "divide" and partial.any():
-                s = np.where(partial[:, None], fp.op_in_float32(blocks, dcol, np.divide, cd), s)
-        else:
-            s = fp.op_in_float32(blocks, dcol, np.divide, cd)
-        zero = absmax == 0
-        if self.rules.zero_block == "zero_code" and zero.any():
-            s = np.where(zero[:, None], np.float32(0), s)
-        if self.rules.clamp:
-            s = np.clip(s, np.float32(-1), np.float32(1))
-        return s, stored, zero
-
-    def _finish_absmax(self, arr: np.ndarray, codes: np.ndarray, unspec: np.ndarray, stored: np.ndarray,
-                       sshape: tuple[int, ...], cd: str, scale_offset: float | None, reference: bool) -> QArray:
-        if self.rules.scale_dtype != "float32":  # lut.md §3.2: the stored scale, rounded once (overflow to +-Inf)
-            stored = fp.convert(stored, fp.float_dtype(self.rules.scale_dtype)).astype(np.float32)
-        meta: dict[str, Any] = {"input_dtype": arr.dtype.name}
-        if self.double_quant is not None:
-            meta["double_quant"] = _double_quantize(self.double_quant, stored, scale_offset, cd, reference)
-        scales = stored.astype(np.float32).reshape(sshape)
-        if self.axis is not None:
-            scales = np.moveaxis(scales, -1, normalize_axis(self.axis, arr.ndim))
-        return QArray(codes=codes, scheme=self, scales=scales, unspecified=unspec, axis=self.axis, meta=meta)
-
-    def _quantize_absmax(self, arr: np.ndarray, x32: np.ndarray, cd: str, scale_offset: float | None,
-                         rbits: np.ndarray | None = None) -> QArray:
-        blocks, valid, sshape = self._blocks(x32)
-        rball = None if rbits is None else self._blocks(rbits)[0]  # each element keeps its own R
-        parts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-
-        def work(lo: int, hi: int) -> None:  # whole blocks on the thread pool (elements.md §2.11)
-            b = blocks[lo:hi]
-            s, st, zero = self._scale_blocks(b, valid[lo:hi] < blocks.shape[1], cd)
-            c, u = self._decide(s.reshape(-1), cd, None if rball is None else rball[lo:hi].reshape(-1))
-            c, u = c.reshape(b.shape), u.reshape(b.shape)
-            if self.rules.zero_block == "code0":
-                c = np.where(zero[:, None], 0, c)
-                u = np.where(zero[:, None], False, u)
-            parts[lo] = (c, u, st)
-
-        run_chunks(work, blocks.shape[0], blocks.shape[1])
-        order = [parts[lo] for lo in sorted(parts)]
-        codes, unspec, stored = (order[0][i] if len(order) == 1 else np.concatenate([p[i] for p in order])
-                                 for i in range(3))
-        return self._finish_absmax(arr, self._unblock(codes, arr.shape).astype(self.table.storage_format.code_dtype),
-                                   self._unblock(unspec, arr.shape), stored, sshape, cd, scale_offset, True)
-
-    def _decision_key(self) -> tuple[Any, ...]:
-        return (self.table, self.rules.rule, self.rules.midpoints, self.rules.tie, self.rules.distance_dtype,
-                self.rules.table_dtype, self.rules.nan)
-
-    def _decision_luts(self, cd: str) -> tuple[np.ndarray, np.ndarray, int]:
-        return fast.decision_lut(self._decision_key(), self.table.size, cd, self._decide,
-                                 self._entries(cd) if self.rules.rule == "argmin" else None)
-
-    def _decide_fast(self, s: np.ndarray, cd: str) -> tuple[np.ndarray, np.ndarray]:
-        """_decide (deterministic) through the decision tables (lut.md §3.6): (codes, unspecified) of flat s."""
-        luts = self._decision_luts(cd)
-        codes = np.empty(s.size, self.table.storage_format.code_dtype)
-        unspec = np.zeros(s.size, bool)
-        idx = np.empty(min(fast.CHUNK, s.size), np.intp)
-        for i in range(0, s.size, fast.CHUNK):  # chunks, not elements
-            c = s[i:i + fast.CHUNK]
-            amb = fast.lookup_chunk(c, cd, luts, self.table.size, codes[i:i + c.size], idx[: c.size])
-            if amb.size:
-                rc, ru = self._decide(c[amb], cd)
-                codes[i + amb], unspec[i + amb] = rc, ru
-        return codes, unspec
-
-    def _quantize_absmax_fast(self, arr: np.ndarray, x32: np.ndarray, cd: str, scale_offset: float | None
-                              ) -> QArray:
-        """_quantize_absmax for a reshape layout, chunked, with the table decision (lut.md §3.6)."""
-        B = self.block_size
-        assert B is not None
-        x2 = x32.reshape(-1, B)
-        nb = x2.shape[0]
-        code_dt = self.table.storage_format.code_dtype
-        codes = np.empty(x2.shape, dtype=code_dt)
-        unspec = np.zeros(x2.shape, dtype=bool)
-        stored = np.empty(nb, np.float32)
-        lut = self._decision_luts(cd)
-        rows = max(1, fast.CHUNK // B)
-        no_partial = np.zeros(rows, dtype=bool)
-        flat_codes = codes.reshape(-1)
-        found: dict[int, tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]] = {}
-
-        def work(lo: int, hi: int) -> None:  # whole blocks on the thread pool (elements.md §2.11)
-            idx = np.empty(min(rows, hi - lo) * B, dtype=np.intp)
-            mine: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
-            for r0 in range(lo, hi, rows):  # chunks of blocks, not elements
-                r1 = min(hi, r0 + rows)
-                s, st, zero = self._scale_blocks(x2[r0:r1], no_partial[: r1 - r0], cd)
-                stored[r0:r1] = st
-                sf = s.reshape(-1)
-                amb = fast.lookup_chunk(sf, cd, lut, self.table.size, flat_codes[r0 * B:r1 * B], idx[: sf.size])
-                if amb.size:
-                    mine[0].append(amb + r0 * B)
-                    mine[1].append(sf[amb])
-                if self.rules.zero_block == "code0" and zero.any():
-                    mine[2].append(np.flatnonzero(zero) + r0)
-            found[lo] = mine
-
-        run_chunks(work, nb, B)
-        amb_pos = [a for lo in sorted(found) for a in found[lo][0]]
-        amb_val = [a for lo in sorted(found) for a in found[lo][1]]
-        zero_rows = [a for lo in sorted(found) for a in found[lo][2]]
-        if amb_pos:  # the elements the table leaves to the reference decision
-            pos = np.concatenate(amb_pos)
-            c, u = self._decide(np.concatenate(amb_val), cd)
-            flat_codes[pos] = c
-            unspec.reshape(-1)[pos] = u
-        if zero_rows:
-            zr = np.concatenate(zero_rows)
-            codes[zr] = 0
-            unspec[zr] = False
-        sshape = (nb,) if self.axis is None else (*arr.shape[:-1], arr.shape[-1] // B)
-        return self._finish_absmax(arr, codes.reshape(arr.shape), unspec.reshape(arr.shape), stored, sshape, cd,
-                                   scale_offset, False)
-
-    def _static_params(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-        assert self.static_scales is not None
-        sc = np.asarray(self.static_scales, np.float32)
-        zp = np.zeros_like(sc) if self.static_zero_points is None else np.asarray(self.static_zero_points,
-                                                                                  np.float32)
-        if self.axis is None:
-            return sc.reshape(()), zp.reshape(())
-        ax = normalize_axis(self.axis, len(shape))
-        if shape[ax] != sc.size:
-            raise QrefError(f"{sc.size} static scales for axis {ax} of length {shape[ax]}")
-        bshape = [1] * len(shape)
-        bshape[ax] = sc.size
-        return sc.reshape(bshape), zp.reshape(bshape)
-
-    def _quantize_static(self, x32: np.ndarray, cd: str, rbits: np.ndarray | None = None
-                         ) -> tuple[np.ndarray, np.ndarray]:
-        sc, zp = self._static_params(x32.shape)
-        s = fp.op_in_float32(x32, fp.convert(sc, fp.float_dtype(cd)), np.divide, cd)
-        if self.static_zero_points is not None:
-            s = fp.op_in_float32(s, fp.convert(zp, fp.float_dtype(cd)), np.add, cd)
-        if self.rules.clamp:
-            s = np.clip(s, np.float32(-1), np.float32(1))
-        codes, unspec = self._decide(s.reshape(-1), cd, None if rbits is None else rbits.reshape(-1))
-        return codes.reshape(x32.shape), unspec.reshape(x32.shape)
+            B = self.block_size
+            assert B is not None
+            fast_path = (not _reference and rbits is None and reference.layout_is_reshape(B, self.axis, arr.shape)
+                         and self.table.size <= 0xFFFF)
+            if fast_path:
+                codes, unspec, stored, sshape = fast.quantize_absmax_fast(r, self.table, B, self.axis, x32, cd)
+            else:
+                codes, unspec, stored, sshape = reference.quantize_absmax(r, self.table, B, self.axis, x32, cd, rbits)
+            stored = reference.store_scales(r, stored)
+            meta: dict[str, Any] = {"input_dtype": arr.dtype.name}
+            if self.double_quant is not None:
+                meta["double_quant"] = _double_quantize(self.double_quant, stored, scale_offset, cd, not fast_path)
+            scales = stored.reshape(sshape)
+            if self.axis is not None:
+                scales = np.moveaxis(scales, -1, normalize_axis(self.axis, arr.ndim))
+            return QArray(codes=codes, scheme=self, scales=scales, unspecified=unspec, axis=self.axis, meta=meta)
 
     def dequantize(self, q: QArray, dtype: object = np.float32, *, _reference: bool = False,
                    threads: int | None = None) -> np.ndarray:
@@ -588,120 +336,37 @@ class LookupScheme(Scheme):
 
     def _dequantize(self, q: QArray, dtype: object, _reference: bool) -> np.ndarray:
         out_dt = _out_dtype(dtype)
-        cd = self.rules.compute_dtype
+        r = self.rules
+        cd = r.compute_dtype
         if cd == "input":
             cd = q.meta.get("input_dtype", "float32")
             cd = "float32" if cd == "float64" else cd
         raw = np.asarray(q.codes)
-        if (not _reference and self.scale == "absmax" and raw.dtype in (np.dtype(np.uint8), np.dtype(np.uint16))
-                and self._layout_is_reshape(raw.shape)):
-            v = self._dequantize_fast(q, np.ascontiguousarray(raw), cd)
+        if self.scale == "static":
+            assert self.static_scales is not None
+            v = reference.dequantize_static(r, self.table, self.static_scales, self.static_zero_points, self.axis,
+                                            raw, cd)
+            return reference.dequantize_output(r, v, raw.shape, out_dt, self.block_size)
+        B = self.block_size
+        assert B is not None
+        if (not _reference and raw.dtype in (np.dtype(np.uint8), np.dtype(np.uint16))
+                and reference.layout_is_reshape(B, self.axis, raw.shape)):
+            v = fast.dequantize_fast(r, self.table, B, np.ascontiguousarray(raw), self._per_block_scales(q, raw.ndim),
+                                     cd)
             if out_dt == np.dtype(np.float32):
                 return v
         else:
-            v = self._dequantize_values(q, raw, cd)
-        return self._dequantize_output(v, raw.shape, out_dt)
+            v = reference.dequantize_blocks(r, self.table, B, self.axis, raw, self._per_block_scales(q, raw.ndim), cd)
+        return reference.dequantize_output(r, v, raw.shape, out_dt, self.block_size)
 
     def _per_block_scales(self, q: QArray, ndim: int) -> np.ndarray:
+        """The float32 block scales in block order: the double-quantized ones reconstructed (lut.md §5)."""
         dq = q.meta.get("double_quant")
         if dq is not None:
             return dq.dequantize()
         if self.axis is None:
             return np.asarray(q.scales, np.float32).reshape(-1)
         return np.moveaxis(np.asarray(q.scales, np.float32), normalize_axis(self.axis, ndim), -1).reshape(-1)
-
-    def _scale_product(self, t: np.ndarray, a: np.ndarray, cd: str) -> np.ndarray:
-        """fl_cd(t * a) with the profile's FTZ/DAZ (lut.md §4); t: (blocks, B) entries, a: (blocks, 1) scales."""
-        if self.rules.ftz and cd in ("float32", "bfloat16"):  # DAZ of t and a, FTZ of the float32 product (§4)
-            return fp.mul(t, a, fp.resolve_compute_dtype(cd, fp.F32), ftz=True).astype(np.float32)
-        return fp.op_in_float32(t, a, np.multiply, cd)
-
-    def _dequantize_values(self, q: QArray, raw: np.ndarray, cd: str) -> np.ndarray:
-        """The reference dequantization before the output rounding: float32 values of cd (lut.md §4)."""
-        codes = raw.astype(np.int64)
-        if codes.size and (codes.min() < 0 or codes.max() >= self.table.size):
-            raise QrefError(f"codes out of range for table {self.table.name!r} ({self.table.size} entries)")
-        t = self._entries(cd, "dequant_table_dtype")[codes]
-        if self.scale == "static":
-            sc, zp = self._static_params(codes.shape)
-            if self.static_zero_points is not None:
-                t = fp.op_in_float32(t, fp.convert(zp, fp.float_dtype(cd)), np.subtract, cd)
-            return fp.op_in_float32(t, fp.convert(sc, fp.float_dtype(cd)), np.multiply, cd)
-        per_block = self._per_block_scales(q, codes.ndim)
-        tb = self._blocks(t)[0]
-        if per_block.size != tb.shape[0]:
-            raise QrefError(f"{per_block.size} block scales for {tb.shape[0]} blocks")
-        return self._unblock(self._scale_product(tb, per_block[:, None], cd), codes.shape)
-
-    def _dequantize_fast(self, q: QArray, raw: np.ndarray, cd: str) -> np.ndarray:
-        """_dequantize_values for uint8/uint16 codes in a reshape layout (lut.md §3.6): chunks of whole blocks;
-        8-bit codes gathered two at a time through a table of value pairs (an intp index, mode="clip" after the
-        range check), then one float32 multiply by the block scale in place. FTZ (lut.md §4): the flushed
-        entries and scales are the operands; the flush of the product runs only on the blocks where it can act."""
-        B = self.block_size
-        assert B is not None
-        n = raw.size
-        nb = n // B
-        size = self.table.size
-        per_block = self._per_block_scales(q, raw.ndim)
-        if per_block.size != nb:
-            raise QrefError(f"{per_block.size} block scales for {nb} blocks")
-        entries = self._entries(cd, "dequant_table_dtype")
-        flat = raw.reshape(-1)
-        out = np.empty(n, np.float32)
-        plain = cd == "float32"  # one float32 multiply per element (with ftz: of flushed operands, flushed)
-        tiny = None
-        if plain and self.rules.ftz:  # lut.md §4: DAZ of t and a, FTZ of the float32 product
-            entries, per_block = fp.flush(entries), fp.flush(per_block)
-            tiny = fast.ftz_blocks(entries, per_block)
-        pairs = fast.pair_table((self.table, entries.tobytes()), entries) if raw.dtype == np.uint8 else None
-        if B % 2:
-            pairs = None  # chunks of odd length: one code at a time
-        check = raw.dtype != np.uint8 or size < 256  # a uint8 code always indexes a 256-entry table
-        rows = max(1, fast.DQ_CHUNK // B)
-
-        def work(lo: int, hi: int) -> None:  # whole blocks on the thread pool (elements.md §2.11)
-            idx = np.empty(min(rows, hi - lo) * B // (1 if pairs is None else 2), np.intp)
-            for r0 in range(lo, hi, rows):  # chunks of blocks, not elements
-                r1 = min(hi, r0 + rows)
-                c = flat[r0 * B:r1 * B]
-                if check and int(c.max()) >= size:
-                    raise QrefError(f"codes out of range for table {self.table.name!r} ({size} entries)")
-                o = out[r0 * B:r1 * B]
-                if pairs is not None:
-                    ix = idx[: c.size // 2]
-                    np.copyto(ix, c.view(np.uint16), casting="unsafe")
-                    np.take(pairs, ix, out=o.view(np.uint64), mode="clip")
-                else:
-                    ix = idx[: c.size]
-                    np.copyto(ix, c, casting="unsafe")
-                    np.take(entries, ix, out=o, mode="clip")
-                o2 = o.reshape(r1 - r0, B)
-                a = per_block[r0:r1, None]
-                if not plain:
-                    o2[...] = self._scale_product(o2, a, cd)
-                    continue
-                np.multiply(o2, a, out=o2)  # one float32 multiply: fl32(t * a)
-                if tiny is not None:
-                    t = np.flatnonzero(tiny[r0:r1])
-                    if t.size:  # FTZ of the product on the blocks where it can be below 2^-126
-                        sub = o2[t]
-                        np.copysign(np.float32(0), sub, out=sub, where=np.abs(sub) < np.float32(2.0**-126))
-                        o2[t] = sub
-
-        with np.errstate(over="ignore", invalid="ignore"):
-            run_chunks(work, nb, B)
-        return out.reshape(raw.shape)
-
-    def _dequantize_output(self, v: np.ndarray, shape: tuple[int, ...], out_dt: np.dtype) -> np.ndarray:
-        """The values of cd rounded to the output dtype (lut.md §4)."""
-        if out_dt in (np.dtype(np.float32), np.dtype(np.float64)):
-            return v.astype(out_dt)
-        out = fp.convert(v, fp.float_dtype(fp.dtype_name(out_dt)))
-        if (fp.dtype_name(out_dt) in self.rules.dequant_flush and len(shape) and shape[-1] % 2 == 0
-                and (self.block_size or 0) < 2048):  # lut.md §4: DAZ of the output conversion's float32 input
-            out = np.where(np.abs(v) < np.float32(2.0**-126), np.where(np.signbit(v), -0.0, 0.0), out).astype(out_dt)
-        return out
 
     def to_spec(self) -> dict[str, Any]:
         """The spec of the committed suite: SPEC_KEYS in order (tuples as lists); scale_dtype, rounding and
@@ -822,7 +487,7 @@ def lookup_scheme(
         if geometry.get(key) is not None:
             geometry[key] = tuple(geometry[key])
     return LookupScheme(name=name, table=tbl, profile=prof.name, double_quant=dq, **geometry,
-                        rules=dataclasses.replace(rules.scheme_rules(), **params))
+                        rules=dataclasses.replace(rules.scheme, **params))
 
 
 def lookup_scheme_from_table(
