@@ -1,0 +1,133 @@
+"""PyTorch range observers of ``torch.ao.quantization.observer`` on ``uniform_calibrate`` cases (uniform.md §5.4).
+
+Each run ``x[r]`` of a case feeds a new observer its batches in order (``observer(batch)``, a float32 /
+float64 tensor of the batch's dtype), then ``calculate_qparams()`` gives the scale (float32) and the zero point
+(int32 for affine schemes, int64 for symmetric ones: compared as integers). The case's params pick the observer
+and its arguments: running ``extremes`` -> ``MinMaxObserver`` (per tensor) / ``PerChannelMinMaxObserver``
+(``ch_axis`` = the case's axis), ``exponential_average`` -> ``MovingAverageMinMaxObserver(averaging_constant=c)``
+/ ``MovingAveragePerChannelMinMaxObserver``; symmetric -> ``per_tensor_symmetric`` / ``per_channel_symmetric``,
+else the affine qschemes; storage int8 / uint8 -> ``torch.qint8`` / ``torch.quint8``; the storage range: the
+dtype's full range as it is, its reduced range ([-64, 63], [0, 127]) as ``reduce_range=True``, any other range
+(and a ``floor_midpoint`` symmetric uint8 case) as ``quant_min`` / ``quant_max``; ``eps`` as given.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...conformance.case import Case
+from ..model import Outputs, Target
+from ._common import array_literal, python_c, run_each
+
+#: dtype name -> (full range, reduced range)
+_RANGES = {"int8": ((-128, 127), (-64, 63)), "uint8": ((0, 255), (0, 127))}
+#: (running, per channel) -> the observer class
+CLASSES = {("extremes", False): "MinMaxObserver", ("extremes", True): "PerChannelMinMaxObserver",
+           ("exponential_average", False): "MovingAverageMinMaxObserver",
+           ("exponential_average", True): "MovingAveragePerChannelMinMaxObserver"}
+
+
+def observer_kwargs(params: Any) -> dict[str, Any]:
+    """The observer's keyword arguments (as Python source values: names of torch attributes are strings
+    prefixed ``torch.``) for a uniform_calibrate case's params (module docstring)."""
+    per_channel = params["axis"] is not None
+    sym = bool(params["symmetric"])
+    qscheme = f"torch.per_{'channel' if per_channel else 'tensor'}_{'symmetric' if sym else 'affine'}"
+    st = str(params["storage"])
+    kw: dict[str, Any] = {"dtype": f"torch.{'q' if st == 'int8' else 'qu'}int8", "qscheme": qscheme}
+    rng = tuple(int(v) for v in params["storage_range"])
+    full, reduced = _RANGES[st]
+    floor_mid = sym and st == "uint8" and params["midpoint"] == "floor_midpoint"
+    if rng == reduced and not floor_mid:
+        kw["reduce_range"] = True
+    elif rng != full or floor_mid:
+        kw["quant_min"], kw["quant_max"] = rng
+    if params["running"] == "exponential_average":
+        kw["averaging_constant"] = float(params["averaging_constant"])
+    if per_channel:
+        kw["ch_axis"] = int(params["axis"])
+    kw["eps"] = float(params["eps"])
+    return kw
+
+
+def _resolve(torch: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    return {k: (getattr(torch, v[6:]) if isinstance(v, str) and v.startswith("torch.") else v) for k, v in kw.items()}
+
+
+def _supports(running: str, per_channel: bool):
+    def supports(case: Case) -> str | None:
+        p = case.params
+        if case.operation != "uniform_calibrate":
+            return "an observer computes a scale and a zero point"
+        if (p["running"], p["axis"] is not None) != (running, per_channel):
+            return (f"this observer's running range is {running} {'per channel' if per_channel else 'per tensor'}, "
+                    f"the case's {p['running']} {'per tensor' if p['axis'] is None else 'per channel'}")
+        if p["storage"] not in _RANGES or p["formula"] != "float32_divide_eps":
+            return f"torch's observers take qint8 / quint8 here (float32_divide_eps), not {p['storage']}"
+        return None
+    return supports
+
+
+def _run(cls_name: str):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        import torch
+        import torch.ao.quantization.observer as obs
+
+        torch.set_num_threads(1)
+        cls = getattr(obs, cls_name)
+
+        def one(case: Case) -> Outputs:
+            kw = _resolve(torch, observer_kwargs(case.params))
+            scales, zps = [], []
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for run in case.inputs["x"]:
+                    o = cls(**kw)
+                    for b in run:
+                        o(torch.from_numpy(np.ascontiguousarray(b)))
+                    s, z = o.calculate_qparams()
+                    scales.append(s.numpy().astype(np.float32).reshape(-1))
+                    zps.append(z.numpy().astype(np.int64).reshape(-1))
+            shape = case.expected["scale"].shape
+            return {"scale": np.stack(scales).reshape(shape), "zero_point": np.stack(zps).reshape(shape)}
+        return run_each(cases, one)
+    return run
+
+
+def _snippet(cls_name: str):
+    def snippet(case: Case, i: int) -> str:
+        out = getattr(case, "_output", "scale")
+        shape = case.expected["scale"].shape
+        pos = np.unravel_index(int(i), shape)
+        kw = observer_kwargs(case.params)
+        args = ", ".join(f"{k}={v if isinstance(v, str) else repr(v)}" for k, v in kw.items())
+        k = 0 if len(pos) == 1 else int(pos[1])
+        show = ("s.numpy().view(np.uint32)" if out == "scale" else "z.numpy().astype(np.int64).view(np.uint64)")
+        return python_c(
+            "import numpy as np, torch, warnings", "from torch.ao.quantization.observer import " + cls_name,
+            "warnings.simplefilter('ignore')",
+            f"x = {array_literal(case.inputs['x'][pos[0]])}",
+            f"o = {cls_name}({args})",
+            "for b in x:", "    o(torch.from_numpy(b.copy()))",
+            "s, z = o.calculate_qparams()",
+            f"print(hex(int({show}.reshape(-1)[{k}])))")
+    return snippet
+
+
+def targets(backend: str) -> list[Target]:
+    """One target per observer class of torch.ao.quantization.observer (module docstring)."""
+    out = []
+    for (running, per_channel), cls_name in CLASSES.items():
+        out.append(Target(backend, f"{backend}.observer.{cls_name}", "uniform",
+                          f"torch.ao.quantization.observer.{cls_name}(...) fed each run's batches, then "
+                          "calculate_qparams() (scale float32 bits, zero point as an integer)", None,
+                          ("uniform_calibrate",), _supports(running, per_channel), _run(cls_name),
+                          _snippet(cls_name)))
+    return out
+
+
+__all__ = ["CLASSES", "observer_kwargs", "targets"]
