@@ -272,3 +272,35 @@ def test_fake_quantize_input_dtypes():
     assert y[1] != (q[1] - z) * np.float64(F32(s))  # the float64 product differs: the output was rounded
     with pytest.raises(QrefError):
         qref.scheme("uint8", scale=s, zero_point=z, profile="pytorch_fake_quantize").quantize(x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_choose_qparams_per_token_asymmetric(dtype):
+    """quantized_decomposed.choose_qparams_per_token_asymmetric(x, torch.int8) = qref.calibrate(x, "int8",
+    "minmax", axis=0, formula="divide_eps_balanced_zero_point") bit for bit (float64 scales, int64 zero points):
+    an exhaustive grid of (a, b, (a + b) / 3) rows, random rows over 2^-30 .. 2^30, and edge rows. The zero point
+    of an all-zero row is 127 (the max-side candidate: (-128 + 0) + (127 + 0) <= 0), where MinMaxObserver gives
+    -128; NaN / Inf rows give INT64_MIN (x86-64's conversion of NaN), qref leaves them out (unspecified)."""
+    import torch.ao.quantization.fx._decomposed  # registers quantized_decomposed
+
+    op = torch.ops.quantized_decomposed.choose_qparams_per_token_asymmetric
+    rng = np.random.default_rng(19)
+    g = np.arange(-32, 33, dtype=np.float64) / 16
+    a, b = (v.reshape(-1) for v in np.meshgrid(g, g, indexing="ij"))
+    grid = np.stack([a, b, (a + b) / 3], -1)
+    rand = rng.standard_normal((3000, 3)) * 2.0 ** rng.integers(-30, 31, (3000, 1)) + rng.uniform(-2, 2, (3000, 1))
+    edge = np.array([[0, 0, 0], [3, 3, 3], [-3, -1, -2], [1e-10, -1e-12, 0], [2.5, 2.5, 2.5], [1e-45, 0, -1e-45],
+                     [3e38, -3e38, 0], [-(2 + 0.5) / 16, 255 / 16 - 2.5 / 16, 0]])
+    x = np.concatenate([grid, rand, edge]).astype(dtype)
+    s, z = op(torch.from_numpy(x), torch.int8)
+    c = qref.calibrate(x, "int8", "minmax", axis=0, formula="pytorch_decomposed_per_token")
+    assert c.formula == "divide_eps_balanced_zero_point"
+    assert (s.numpy().reshape(-1).view(np.uint64) == c.scales.view(np.uint64)).all()
+    assert (z.numpy().reshape(-1) == c.zero_points).all()
+    zero = np.flatnonzero((x == 0).all(axis=1))[0]
+    assert int(z[zero, 0]) == 127 and s.numpy()[zero, 0] == float(np.finfo(np.float32).eps)
+    s2, z2 = op(torch.tensor([[1.0, float("nan")], [1.0, float("inf")]], dtype=getattr(torch, dtype)), torch.int8)
+    assert np.isnan(s2[0, 0].item()) and s2[1, 0].item() == float("inf")
+    assert z2.reshape(-1).tolist() == [-(2**63), -(2**63)]
+    with pytest.raises(QrefError):
+        qref.calibrate(x, "int8", "absmax", formula="divide_eps_balanced_zero_point")

@@ -176,6 +176,14 @@ def calibrate(
     elif formula == "reciprocal_zero_to_one" and asym:
         raise QrefError("the reciprocal_zero_to_one calibration (AQT's IntSymmetric) is symmetric (absmax); use "
                         "method='absmax'")
+    elif formula == "divide_eps_balanced_zero_point":
+        if not asym:
+            raise QrefError("the divide_eps_balanced_zero_point calibration is asymmetric; use method='minmax'")
+        if src_dt.name not in ("float32", "float64"):
+            raise QrefError(f"the divide_eps_balanced_zero_point calibration is defined for float32 / float64 "
+                            f"input (its arithmetic runs in the input dtype), not {src_dt.name}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            S, Z = _divide_eps_balanced(mn, mx, fmt, src_dt)
     else:  # the frameworks' float arithmetic: overflow gives +-Inf (and Inf - Inf NaN), as their kernels do
         with np.errstate(over="ignore", invalid="ignore"):
             if formula == "reciprocal_tiny_to_one":
@@ -694,6 +702,22 @@ def observe_range(batches: object, lo: int, hi: int, *, symmetric: bool, rule: s
             z = np.clip(lo - np.where(bad, 0, q).astype(np.int64), lo, hi)
     shape = () if axis is None else (g.shape[1],)
     return ObservedRange(s.reshape(shape), z.reshape(shape), m.reshape(shape), M.reshape(shape), bad.reshape(shape))
+
+
+def _divide_eps_balanced(mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat, dt: np.dtype
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """In the input dtype dt: s = max(fl((max - min) / (hi - lo)), eps32); d_lo = fl(min / s), d_hi = fl(max / s);
+    z = round_half_even(clamp(fl(lo - d_lo) if fl(fl(lo + d_lo) + fl(hi + d_hi)) > 0 else fl(hi - d_hi), lo, hi))
+    (uniform.md §5.2; torch 2.13 quantized_decomposed.choose_qparams_per_token_asymmetric)."""
+    assert mn is not None and mx is not None
+    lo, hi = dt.type(fmt.lo), dt.type(fmt.hi)
+    m0, M0 = cast(mn, dt), cast(mx, dt)
+    s = np.maximum(np.asarray((M0 - m0) / dt.type(fmt.hi - fmt.lo)).astype(dt), dt.type(np.finfo(np.float32).eps))
+    dlo, dhi = np.asarray(m0 / s).astype(dt), np.asarray(M0 / s).astype(dt)
+    err = np.asarray(np.asarray(lo + dlo).astype(dt) + np.asarray(hi + dhi).astype(dt)).astype(dt)
+    z = np.where(err > 0, np.asarray(lo - dlo).astype(dt), np.asarray(hi - dhi).astype(dt))
+    z = np.rint(np.clip(z, lo, hi))
+    return s.astype(np.float64), z.astype(np.int64)
 
 
 def _finfo_tiny(dt: np.dtype) -> float:

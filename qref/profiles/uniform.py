@@ -563,10 +563,15 @@ DEFAULT_PROFILE = "stablehlo"
 #: reciprocal_zero_to_one  in the input dtype: a == 0 becomes 1, s = a * fl(1 / (2^(b-1) - 0.5)); symmetric only
 #: float32_divide_eps      float32: s = max(a / ((hi - lo) / 2), eps), z = 0 (signed), 128 (uint8) or the
 #:                         midpoint; minmax: s = max((max - min) / (hi - lo), eps), z = clamp(lo - round(min / s))
-CALIBRATION_FORMULAS = ("exact", "reciprocal_tiny_to_one", "reciprocal_zero_to_one", "float32_divide_eps")
+#: divide_eps_balanced_zero_point  minmax only, in the input dtype (float32 / float64): s = max(fl((max - min) /
+#:                         (hi - lo)), eps32); z = round_half_even(clamp(lo - min / s if (lo + min / s) + (hi + max
+#:                         / s) > 0 else hi - max / s, lo, hi)): the zero point from the bound with the smaller error
+CALIBRATION_FORMULAS = ("exact", "reciprocal_tiny_to_one", "reciprocal_zero_to_one", "float32_divide_eps",
+                        "divide_eps_balanced_zero_point")
 #: the calibration formula each system's observer takes, by uniform profile (their scale computations)
 CALIBRATIONS = {"qref": "exact", "qwix": "reciprocal_tiny_to_one", "aqt": "reciprocal_zero_to_one",
-                "pytorch": "float32_divide_eps", "pytorch_per_channel": "float32_divide_eps"}
+                "pytorch": "float32_divide_eps", "pytorch_per_channel": "float32_divide_eps",
+                "pytorch_decomposed_per_token": "divide_eps_balanced_zero_point"}
 
 
 #: running statistics of a range observer (uniform.md §5.4)

@@ -464,6 +464,7 @@ def build_cases(full: bool) -> Iterator[Case]:
     for st in MLIR_FLOAT_SETUPS:
         yield from _float_storage(st, full)
     yield from _calibrate_cases(full)
+    yield from _per_token_calibrate_cases(full)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -704,6 +705,48 @@ def _calibrate_cases(full: bool) -> Iterator[Case]:
                 description=f"range observer ({cs.running}, {'symmetric' if cs.symmetric else 'affine'} "
                             f"{cs.storage} [{cs.lo}, {cs.hi}]{'' if cs.axis is None else ', per channel'}): "
                             f"scale and zero point of each run of x[r] ({desc})",
+            )
+
+
+def _per_token_calibrate_cases(full: bool) -> Iterator[Case]:
+    """uniform_calibrate cases of the divide_eps_balanced_zero_point formula (uniform.md §5.2, §5.4): one batch
+    per run, each row (token) of it a group, int8 [-128, 127], arithmetic in the input dtype (float32 / float64),
+    scales as float64 (every float32 value is one); finite inputs only (NaN / Inf: unspecified)."""
+    from ...analysis.calibrate import calibrate
+
+    eps = float(np.finfo(np.float32).eps)
+    edge = _calibrate_edge().reshape(-1, 4)
+    edge = edge[np.isfinite(edge).all(axis=1)]
+    for dt in ("float32", "float64"):
+        for cat in ("sweep", "random", "edge"):
+            if cat == "sweep":
+                g = np.arange(-24, 25, dtype=np.float64) / 16
+                a, b = (v.reshape(-1) for v in np.meshgrid(g, g, indexing="ij"))
+                rows = np.stack([a, b, (a + b) / 3], -1)
+            elif cat == "random":
+                n = 4096 if full else 512
+                v = qrandom.floats_in_binades(f"uniform/calibrate/per_token/{dt}/{cat}", n * 8, dt, -24, 24)
+                off = qrandom.floats_in_binades(f"uniform/calibrate/per_token/{dt}/{cat}/offset", n, dt, -24, 24)
+                rows = v.view(np.dtype(dt)).reshape(n, 8) + off.view(np.dtype(dt)).reshape(n, 1)
+            else:
+                rows = edge.astype(np.float64)
+            rows = rows.astype(dt)
+            r = rows.shape[0] - rows.shape[0] % 8
+            x = np.ascontiguousarray(rows[:r].reshape(r // 8, 1, 8, rows.shape[1]))  # (runs, 1 batch, 8 tokens, n)
+            c = calibrate(x.reshape(r, -1), "int8", "minmax", axis=0, formula="divide_eps_balanced_zero_point")
+            yield Case(
+                id=f"{FAMILY}/calibrate/divide_eps_balanced_zero_point/per_token_int8/{dt}/{cat}", family=FAMILY,
+                operation="uniform_calibrate",
+                params={"running": "extremes", "averaging_constant": 0.01, "statistic_dtype": dt,
+                        "formula": "divide_eps_balanced_zero_point", "eps": eps, "symmetric": False,
+                        "storage": "int8", "storage_range": [-128, 127], "midpoint": "ceil_midpoint", "axis": 0,
+                        "batches": 1},
+                inputs={"x": x}, expected={"scale": c.scales.reshape(r // 8, 8).astype(np.float64),
+                                           "zero_point": c.zero_points.reshape(r // 8, 8).astype(np.int64)},
+                tags=("exhaustive", "values") if cat == "sweep" else CALIBRATE_CATEGORIES[cat][0],
+                spec=("uniform.md §5.2", "uniform.md §5.4"),
+                description=f"per-token asymmetric int8 parameters of {dt} rows (divide_eps_balanced_zero_point: "
+                            f"the zero point from the bound with the smaller error): {cat}",
             )
 
 

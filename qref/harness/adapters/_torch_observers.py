@@ -63,11 +63,13 @@ def _supports(running: str, per_channel: bool):
         p = case.params
         if case.operation != "uniform_calibrate":
             return "an observer computes a scale and a zero point"
+        if p["formula"] != "float32_divide_eps":
+            return f"the observers compute float32_divide_eps parameters, not {p['formula']}"
         if (p["running"], p["axis"] is not None) != (running, per_channel):
             return (f"this observer's running range is {running} {'per channel' if per_channel else 'per tensor'}, "
                     f"the case's {p['running']} {'per tensor' if p['axis'] is None else 'per channel'}")
-        if p["storage"] not in _RANGES or p["formula"] != "float32_divide_eps":
-            return f"torch's observers take qint8 / quint8 here (float32_divide_eps), not {p['storage']}"
+        if p["storage"] not in _RANGES:
+            return f"the observer targets take qint8 / quint8, not {p['storage']}"
         return None
     return supports
 
@@ -118,9 +120,57 @@ def _snippet(cls_name: str):
     return snippet
 
 
+# ---- quantized_decomposed.choose_qparams_per_token_asymmetric (uniform.md §5.2) --------------------------------
+def _per_token_supports(case: Case) -> str | None:
+    p = case.params
+    if case.operation != "uniform_calibrate":
+        return "choose_qparams_per_token_asymmetric computes a scale and a zero point"
+    if p["formula"] != "divide_eps_balanced_zero_point":
+        return f"choose_qparams_per_token_asymmetric computes divide_eps_balanced_zero_point, not {p['formula']}"
+    if int(p["batches"]) != 1 or p["axis"] is None or tuple(p["storage_range"]) != (-128, 127):
+        return "one batch of tokens (rows), int8 [-128, 127]"
+    return None
+
+
+def _per_token_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    import torch
+    import torch.ao.quantization.fx._decomposed  # registers quantized_decomposed
+
+    torch.set_num_threads(1)
+    op = torch.ops.quantized_decomposed.choose_qparams_per_token_asymmetric
+
+    def one(case: Case) -> Outputs:
+        scales, zps = [], []
+        for run in case.inputs["x"]:
+            rows = np.moveaxis(run[0], int(case.params["axis"]), 0)
+            s, z = op(torch.from_numpy(np.ascontiguousarray(rows)), torch.int8)
+            scales.append(s.numpy().reshape(-1))
+            zps.append(z.numpy().astype(np.int64).reshape(-1))
+        shape = case.expected["scale"].shape
+        return {"scale": np.stack(scales).astype(case.expected["scale"].dtype).reshape(shape),
+                "zero_point": np.stack(zps).reshape(shape)}
+    return run_each(cases, one)
+
+
+def _per_token_snippet(case: Case, i: int) -> str:
+    out = getattr(case, "_output", "scale")
+    r, k = np.unravel_index(int(i), case.expected["scale"].shape)
+    row = np.moveaxis(case.inputs["x"][r, 0], int(case.params["axis"]), 0)[k : k + 1]
+    show = "s.numpy().view(np.uint64)" if out == "scale" else "z.numpy().view(np.uint64)"
+    return python_c(
+        "import numpy as np, torch", "import torch.ao.quantization.fx._decomposed",
+        f"x = torch.from_numpy({array_literal(np.ascontiguousarray(row))}.copy())",
+        "s, z = torch.ops.quantized_decomposed.choose_qparams_per_token_asymmetric(x, torch.int8)",
+        f"print(hex(int({show}.reshape(-1)[0])))")
+
+
 def targets(backend: str) -> list[Target]:
-    """One target per observer class of torch.ao.quantization.observer (module docstring)."""
-    out = []
+    """One target per observer class of torch.ao.quantization.observer (module docstring), and
+    quantized_decomposed.choose_qparams_per_token_asymmetric."""
+    out = [Target(backend, f"{backend}.decomposed.choose_qparams_per_token_asymmetric", "uniform",
+                  "torch.ops.quantized_decomposed.choose_qparams_per_token_asymmetric(rows, torch.int8) of each "
+                  "run's one batch (float32 or float64 rows; float64 scales, int64 zero points)", None,
+                  ("uniform_calibrate",), _per_token_supports, _per_token_run, _per_token_snippet)]
     for (running, per_channel), cls_name in CLASSES.items():
         out.append(Target(backend, f"{backend}.observer.{cls_name}", "uniform",
                           f"torch.ao.quantization.observer.{cls_name}(...) fed each run's batches, then "
