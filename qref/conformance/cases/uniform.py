@@ -465,6 +465,7 @@ def build_cases(full: bool) -> Iterator[Case]:
         yield from _float_storage(st, full)
     yield from _calibrate_cases(full)
     yield from _per_token_calibrate_cases(full)
+    yield from _fake_quantize_calibrate_cases(full)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -750,7 +751,76 @@ def _per_token_calibrate_cases(full: bool) -> Iterator[Case]:
             )
 
 
-__all__ = ["CALIBRATE_CATEGORIES", "CALIBRATE_SETUPS", "CATEGORY_TAGS", "CATEGORY_TEXT", "FAMILY", "FLOAT_SETUPS",
+FAKE_QUANTIZE_SETUPS = ("extremes/affine_uint8", "extremes/affine_int8_-64_63", "extremes/symmetric_int8",
+                        "exponential_average/affine_uint8_c0.01", "exponential_average/symmetric_uint8_c0.9",
+                        "extremes/axis0/affine_uint8", "extremes/axis0/symmetric_int8",
+                        "exponential_average/axis0/affine_uint8_c0.01")
+
+
+def _fake_quantize_calibrate_cases(full: bool) -> Iterator[Case]:
+    """uniform_calibrate cases with a third output ``y`` (uniform.md §5.4): y[r, t] is batch t of run r
+    quantized and dequantized (profile ``pytorch_fake_quantize``, float32) with the observer's scale and zero point
+    after batches 0..t (a fake-quantize module with its observer and fake quantization on); scale / zero_point are
+    those after the last batch. y is unspecified in a run whose parameters are not finite or unspecified."""
+    from ...analysis.calibrate import observe_range
+    from ...profiles.uniform import OBSERVER_RULES
+
+    eps = float(np.finfo(np.float32).eps)
+    setups = {cs.label: cs for cs in CALIBRATE_SETUPS}
+    for label in FAKE_QUANTIZE_SETUPS:
+        cs = setups[label]
+        rule = next(k for k, r in OBSERVER_RULES.items() if r.running == cs.running)
+        for cat in ("random", "edge"):
+            x = _calibrate_inputs(cs, cat, full)
+            if cat == "random":
+                x = x[: max(16, x.shape[0] // 4)]
+            B = x.shape[1]
+            y = np.zeros(x.shape, np.float32)
+            uy = np.zeros(x.shape, bool)
+            for t in range(B):
+                obs = [observe_range(run[: t + 1], cs.lo, cs.hi, symmetric=cs.symmetric, rule=rule, axis=cs.axis,
+                                     averaging_constant=cs.averaging_constant, eps=eps, midpoint=cs.midpoint)
+                       for run in x]
+                S = np.stack([o.scales for o in obs]).reshape(-1).astype(np.float64)  # (runs [* channels])
+                Z = np.stack([o.zero_points for o in obs]).reshape(-1)
+                bad = np.stack([o.unspecified for o in obs]).reshape(-1) | ~np.isfinite(S)
+                S, Z = np.where(bad, 1.0, S), np.where(bad, cs.lo, Z)  # placeholders: y is unspecified there
+                rows = x[:, t].reshape(S.size, -1)  # one row per run (per channel: per run and channel)
+                name = cs.storage if (cs.lo, cs.hi) == tuple(get_format(cs.storage).full_range) \
+                    else f"{cs.storage}<{cs.lo}:{cs.hi}>"
+                sch = build_uniform(name, scale=S.tolist(), zero_point=Z.tolist(), axis=0,
+                                    profile="pytorch_fake_quantize")
+                with np.errstate(all="ignore"):
+                    q = sch.quantize(rows)
+                    v = np.asarray(sch.dequantize(q), np.float32)
+                y[:, t] = v.reshape(y[:, t].shape)
+                uy[:, t] = (np.asarray(q.unspecified, bool) | bad[:, None]).reshape(uy[:, t].shape)
+            last = [observe_range(run, cs.lo, cs.hi, symmetric=cs.symmetric, rule=rule, axis=cs.axis,
+                                  averaging_constant=cs.averaging_constant, eps=eps, midpoint=cs.midpoint)
+                    for run in x]
+            scale = np.stack([o.scales for o in last]).astype(np.float32)
+            zp = np.stack([o.zero_points for o in last]).astype(np.int64)
+            unspecified = {k: v for k, v in (("scale", np.isnan(scale)),
+                                             ("zero_point", np.stack([o.unspecified for o in last])),
+                                             ("y", uy)) if v.any()}
+            yield Case(
+                id=f"{FAMILY}/calibrate/fake_quantize/{cs.label}/{cat}", family=FAMILY, operation="uniform_calibrate",
+                params={"running": cs.running, "averaging_constant": cs.averaging_constant,
+                        "statistic_dtype": "float32", "formula": "float32_divide_eps", "eps": eps,
+                        "symmetric": cs.symmetric, "storage": cs.storage, "storage_range": [cs.lo, cs.hi],
+                        "midpoint": cs.midpoint, "axis": cs.axis, "batches": int(B),
+                        "fake_quantize": "pytorch_fake_quantize"},
+                inputs={"x": x}, expected={"scale": scale, "zero_point": zp, "y": y}, unspecified=unspecified,
+                tags=CALIBRATE_CATEGORIES[cat][0], spec=("uniform.md §5.4", "uniform.md §4.4"),
+                description=f"fake quantization with a range observer ({cs.running}, "
+                            f"{'symmetric' if cs.symmetric else 'affine'} {cs.storage} [{cs.lo}, {cs.hi}]"
+                            f"{'' if cs.axis is None else ', per channel'}): each batch fake-quantized with the "
+                            f"parameters observed up to it ({CALIBRATE_CATEGORIES[cat][1]})",
+            )
+
+
+__all__ = ["CALIBRATE_CATEGORIES", "CALIBRATE_SETUPS", "CATEGORY_TAGS", "CATEGORY_TEXT", "FAKE_QUANTIZE_SETUPS",
+           "FAMILY", "FLOAT_SETUPS",
            "MLIR_FLOAT_SETUPS", "N_RANDOM", "N_RANDOM_FULL", "PROFILE_ORDER", "REQUANTIZE_PROFILES",
            "REQUANTIZE_SETUPS", "SETUPS", "SOURCES", "SPEC", "CalibrateSetup", "RequantizeSetup", "Setup",
            "build_cases", "code_patterns", "storage_values"]

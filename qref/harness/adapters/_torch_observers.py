@@ -9,6 +9,12 @@ and its arguments: running ``extremes`` -> ``MinMaxObserver`` (per tensor) / ``P
 else the affine qschemes; storage int8 / uint8 -> ``torch.qint8`` / ``torch.quint8``; the storage range: the
 dtype's full range as it is, its reduced range ([-64, 63], [0, 127]) as ``reduce_range=True``, any other range
 (and a ``floor_midpoint`` symmetric uint8 case) as ``quant_min`` / ``quant_max``; ``eps`` as given.
+
+``torch.FakeQuantize.<observer>``: ``torch.ao.quantization.FakeQuantize(observer=<observer class>, **the same
+arguments)`` (observer and fake quantization enabled) called on each batch of a run: its outputs are ``y`` of the
+cases that hold one (``uniform/calibrate/fake_quantize/*``), then ``calculate_qparams()``.
+``torch.decomposed.choose_qparams_per_token_asymmetric``: ``quantized_decomposed.choose_qparams_per_token_asymmetric
+(rows, torch.int8)`` on the cases of the divide_eps_balanced_zero_point formula.
 """
 
 from __future__ import annotations
@@ -58,13 +64,16 @@ def _resolve(torch: Any, kw: dict[str, Any]) -> dict[str, Any]:
     return {k: (getattr(torch, v[6:]) if isinstance(v, str) and v.startswith("torch.") else v) for k, v in kw.items()}
 
 
-def _supports(running: str, per_channel: bool):
+def _supports(running: str, per_channel: bool, fake: bool = False):
     def supports(case: Case) -> str | None:
         p = case.params
         if case.operation != "uniform_calibrate":
             return "an observer computes a scale and a zero point"
         if p["formula"] != "float32_divide_eps":
             return f"the observers compute float32_divide_eps parameters, not {p['formula']}"
+        if ("y" in case.expected) != fake:
+            return ("a FakeQuantize module's cases hold its outputs y" if fake else
+                    "an observer gives no fake-quantized values (the FakeQuantize targets run these cases)")
         if (p["running"], p["axis"] is not None) != (running, per_channel):
             return (f"this observer's running range is {running} {'per channel' if per_channel else 'per tensor'}, "
                     f"the case's {p['running']} {'per tensor' if p['axis'] is None else 'per channel'}")
@@ -98,6 +107,52 @@ def _run(cls_name: str):
             return {"scale": np.stack(scales).reshape(shape), "zero_point": np.stack(zps).reshape(shape)}
         return run_each(cases, one)
     return run
+
+
+def _fake_run(cls_name: str):
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        import torch
+        import torch.ao.quantization.observer as obs
+        from torch.ao.quantization.fake_quantize import FakeQuantize
+
+        torch.set_num_threads(1)
+        cls = getattr(obs, cls_name)
+
+        def one(case: Case) -> Outputs:
+            kw = _resolve(torch, observer_kwargs(case.params))
+            scales, zps, ys = [], [], []
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for run in case.inputs["x"]:
+                    m = FakeQuantize(observer=cls, **kw)
+                    ys.append(np.stack([m(torch.from_numpy(np.ascontiguousarray(b))).detach().numpy() for b in run]))
+                    s, z = m.calculate_qparams()
+                    scales.append(s.numpy().astype(np.float32).reshape(-1))
+                    zps.append(z.numpy().astype(np.int64).reshape(-1))
+            shape = case.expected["scale"].shape
+            return {"scale": np.stack(scales).reshape(shape), "zero_point": np.stack(zps).reshape(shape),
+                    "y": np.stack(ys).astype(np.float32).reshape(case.expected["y"].shape)}
+        return run_each(cases, one)
+    return run
+
+
+def _fake_snippet(cls_name: str):
+    def snippet(case: Case, i: int) -> str:
+        out = getattr(case, "_output", "y")
+        if out != "y":
+            return _snippet(cls_name)(case, i)
+        pos = np.unravel_index(int(i), case.expected["y"].shape)
+        kw = observer_kwargs(case.params)
+        args = ", ".join(f"{k}={v if isinstance(v, str) else repr(v)}" for k, v in kw.items())
+        rest = np.ravel_multi_index(pos[2:], case.expected["y"].shape[2:])
+        return python_c(
+            "import numpy as np, torch, warnings", "from torch.ao.quantization.fake_quantize import FakeQuantize",
+            "from torch.ao.quantization.observer import " + cls_name, "warnings.simplefilter('ignore')",
+            f"x = {array_literal(case.inputs['x'][pos[0]])}",
+            f"m = FakeQuantize(observer={cls_name}, {args})",
+            "ys = [m(torch.from_numpy(b.copy())).detach() for b in x]",
+            f"print(hex(int(ys[{int(pos[1])}].reshape(-1).view(torch.int32).numpy().view(np.uint32)[{int(rest)}])))")
+    return snippet
 
 
 def _snippet(cls_name: str):
@@ -177,6 +232,12 @@ def targets(backend: str) -> list[Target]:
                           "calculate_qparams() (scale float32 bits, zero point as an integer)", None,
                           ("uniform_calibrate",), _supports(running, per_channel), _run(cls_name),
                           _snippet(cls_name)))
+    for (running, per_channel), cls_name in CLASSES.items():
+        out.append(Target(backend, f"{backend}.FakeQuantize.{cls_name}", "uniform",
+                          f"torch.ao.quantization.FakeQuantize(observer={cls_name}, ...) (observer and fake quant "
+                          "enabled) called on each batch of a run (y), then calculate_qparams()", None,
+                          ("uniform_calibrate",), _supports(running, per_channel, fake=True), _fake_run(cls_name),
+                          _fake_snippet(cls_name)))
     return out
 
 
