@@ -304,3 +304,20 @@ def test_choose_qparams_per_token_asymmetric(dtype):
     assert z2.reshape(-1).tolist() == [-(2**63), -(2**63)]
     with pytest.raises(QrefError):
         qref.calibrate(x, "int8", "absmax", formula="divide_eps_balanced_zero_point")
+
+
+def test_observe_range_rejects_bad_input():
+    """QrefError naming the problem: a range without 0 or with lo >= hi, integer batches, an empty batch, an
+    unknown rule or midpoint."""
+    x = np.ones((2, 3), F32)
+    for kw, words in (({"lo": 1, "hi": 255}, "must hold 0"), ({"lo": 0, "hi": 0}, "lo < hi")):
+        with pytest.raises(QrefError, match=words):
+            observe_range(x, kw["lo"], kw["hi"], symmetric=False)
+    with pytest.raises(QrefError, match="float batches"):
+        observe_range(np.ones((2, 3), np.int32), 0, 255, symmetric=False)
+    with pytest.raises(QrefError, match="non-empty batches"):
+        observe_range(np.ones((2, 0), F32), 0, 255, symmetric=False)
+    with pytest.raises(QrefError, match="range observer rule"):
+        observe_range(x, 0, 255, symmetric=False, rule="minmax")
+    with pytest.raises(QrefError, match="symmetric zero point"):
+        observe_range(x, 0, 255, symmetric=True, midpoint="middle")

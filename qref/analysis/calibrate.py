@@ -13,7 +13,12 @@ formula, by mechanism (qref/profiles/uniform.py: CALIBRATION_FORMULAS; a uniform
     uniform.md §5.2), "reciprocal_tiny_to_one" (a / (qmax + 0.5) in the input dtype evaluated as
     a * fl(1 / (qmax + 0.5)); scales < sqrt(tiny) become 1), "reciprocal_zero_to_one" (a == 0 -> 1, scale =
     a * fl(1 / (2^(b-1) - 0.5)) in the input dtype), "float32_divide_eps" (float32: scale = max(a / ((qmax -
-    qmin) / 2), eps), zero point = qmin - round(min / scale)).
+    qmin) / 2), eps), zero point = qmin - round(min / scale)), "divide_eps_balanced_zero_point" (minmax, in the
+    input dtype: the float32_divide_eps scale, the zero point from the bound with the smaller error).
+
+``observe_range(batches, lo, hi, symmetric=..., rule=...)`` is a range observer (uniform.md §5.4): the running
+min / max of a sequence of batches (extremes or an exponential average, in float32) and float32_divide_eps
+parameters of it, as ``RangeObserverRule`` records (qref/profiles/uniform.py: OBSERVER_RULES) define.
 """
 
 from __future__ import annotations
