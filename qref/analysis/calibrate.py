@@ -13,7 +13,12 @@ formula, by mechanism (qref/profiles/uniform.py: CALIBRATION_FORMULAS; a uniform
     uniform.md §5.2), "reciprocal_tiny_to_one" (a / (qmax + 0.5) in the input dtype evaluated as
     a * fl(1 / (qmax + 0.5)); scales < sqrt(tiny) become 1), "reciprocal_zero_to_one" (a == 0 -> 1, scale =
     a * fl(1 / (2^(b-1) - 0.5)) in the input dtype), "float32_divide_eps" (float32: scale = max(a / ((qmax -
-    qmin) / 2), eps), zero point = qmin - round(min / scale)).
+    qmin) / 2), eps), zero point = qmin - round(min / scale)), "divide_eps_balanced_zero_point" (minmax, in the
+    input dtype: the float32_divide_eps scale, the zero point from the bound with the smaller error).
+
+``observe_range(batches, lo, hi, symmetric=..., rule=...)`` is a range observer (uniform.md §5.4): the running
+min / max of a sequence of batches (extremes or an exponential average, in float32) and float32_divide_eps
+parameters of it, as ``RangeObserverRule`` records (qref/profiles/uniform.py: OBSERVER_RULES) define.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from ..core.decode import decode
 from ..core.encode import encode
 from ..core.exact import as_source_array
 from ..core.parallel import run_chunks, thread_limit
-from ..errors import QrefError, check_choice
+from ..errors import QrefError, check_choice, unknown_name
 from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..profiles.uniform import CALIBRATION_FORMULAS, calibration_formula
 from ..schemes.base import normalize_axis
@@ -176,6 +181,14 @@ def calibrate(
     elif formula == "reciprocal_zero_to_one" and asym:
         raise QrefError("the reciprocal_zero_to_one calibration (AQT's IntSymmetric) is symmetric (absmax); use "
                         "method='absmax'")
+    elif formula == "divide_eps_balanced_zero_point":
+        if not asym:
+            raise QrefError("the divide_eps_balanced_zero_point calibration is asymmetric; use method='minmax'")
+        if src_dt.name not in ("float32", "float64"):
+            raise QrefError(f"the divide_eps_balanced_zero_point calibration is defined for float32 / float64 "
+                            f"input (its arithmetic runs in the input dtype), not {src_dt.name}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            S, Z = _divide_eps_balanced(mn, mx, fmt, src_dt)
     else:  # the frameworks' float arithmetic: overflow gives +-Inf (and Inf - Inf NaN), as their kernels do
         with np.errstate(over="ignore", invalid="ignore"):
             if formula == "reciprocal_tiny_to_one":
@@ -616,10 +629,106 @@ def _float32_divide_eps(a: np.ndarray | None, mn: np.ndarray | None, mx: np.ndar
     return s.astype(np.float64), np.clip(lo - n, lo, hi)
 
 
+@dataclass(frozen=True)
+class ObservedRange:
+    """Result of observe_range: float32 scales and int64 zero points, one per group (shape () per tensor,
+    (channels,) per axis), the running (min, max) statistic, and where the zero point is unspecified."""
+
+    scales: np.ndarray
+    zero_points: np.ndarray
+    min_val: np.ndarray
+    max_val: np.ndarray
+    unspecified: np.ndarray
+
+
+def observe_range(batches: object, lo: int, hi: int, *, symmetric: bool, rule: str = "pytorch_minmax_observer",
+                  axis: int | None = None, averaging_constant: float = 0.01, eps: float | None = None,
+                  midpoint: str = "ceil_midpoint") -> ObservedRange:
+    """A range observer's (scale, zero point) after the batches ``batches[0], batches[1], ...`` (uniform.md §5.4).
+
+    Per group (the batch, or each index of ``axis`` of a batch): b = fl32(batch); running (m, M) = the first
+    batch's (min b, max b), then ``rule.running``: extremes (min(m, min b), max(M, max b)) or
+    exponential_average (m = fl32(m + fl32(c32 * fl32(min b - m))), c32 = fl32(averaging_constant)); NaN
+    propagates. Then m0 = min(m, 0), M0 = max(M, 0) and (float32, eps = fl32(eps), default float32's eps):
+    symmetric: s = max(fl32(max(-m0, M0) / ((hi - lo) / 2)), eps), z = 0 for signed storage (lo < 0), else the
+    ceil or floor midpoint of [lo, hi] (``midpoint``); affine: s = max(fl32((M0 - m0) / (hi - lo)), eps),
+    z = clamp(lo - round_half_even(fl32(m0 / s)), lo, hi); z is unspecified where m0 / s is not finite.
+    No batch: s = 1, z = 0.
+    """
+    from ..profiles.uniform import OBSERVER_RULES, UNSIGNED_SYMMETRIC_ZERO_POINTS
+
+    if rule not in OBSERVER_RULES:
+        raise unknown_name("range observer rule", rule, tuple(OBSERVER_RULES))
+    r = OBSERVER_RULES[rule]
+    check_choice("symmetric zero point", midpoint, UNSIGNED_SYMMETRIC_ZERO_POINTS)
+    lo, hi = int(lo), int(hi)
+    if not lo <= 0 <= hi or lo >= hi:
+        raise QrefError(f"the observer's range [{lo}, {hi}] must hold 0 and have lo < hi")
+    xs = as_source_array(batches)
+    if xs.dtype.kind != "f" and xs.dtype.name != "bfloat16":
+        raise QrefError(f"observe_range takes float batches, got {xs.dtype}")
+    f32 = np.dtype(np.float32)
+    if xs.ndim < 1 or xs.shape[0] == 0:
+        s0, z0 = r.unobserved
+        return ObservedRange(np.full((), s0, f32), np.full((), z0, np.int64), np.full((), np.inf, f32),
+                             np.full((), -np.inf, f32), np.zeros((), bool))
+    if axis is not None:
+        axis = normalize_axis(axis, xs.ndim - 1)
+    if xs[0].size == 0:
+        raise QrefError("observe_range needs non-empty batches (an empty batch is skipped by the observer)")
+    x = convert(xs, f32) if xs.dtype != f32 else xs
+    # (batches, groups, elements): a per-tensor group is the whole batch
+    g = x.reshape(x.shape[0], 1, -1) if axis is None else np.moveaxis(x, axis + 1, 1).reshape(x.shape[0],
+                                                                                          x.shape[axis + 1], -1)
+    c32 = np.float32(averaging_constant)
+    with np.errstate(all="ignore"):
+        bmin, bmax = np.min(g, axis=-1), np.max(g, axis=-1)  # NaN propagates, as the observers' aminmax
+        m, M = bmin[0], bmax[0]
+        for t in range(1, g.shape[0]):  # the running statistic, one batch at a time
+            if r.running == "extremes":
+                m, M = np.minimum(m, bmin[t]), np.maximum(M, bmax[t])
+            else:
+                m = (m + (c32 * (bmin[t] - m)).astype(f32)).astype(f32)
+                M = (M + (c32 * (bmax[t] - M)).astype(f32)).astype(f32)
+        if np.any(m > M):
+            raise QrefError("the observed minimum exceeds the maximum (the observer rejects it)")
+        m0, M0 = np.minimum(m, f32.type(0)), np.maximum(M, f32.type(0))
+        e = np.float32(np.finfo(np.float32).eps if eps is None else eps)
+        if symmetric:
+            a = np.maximum(-m0, M0)
+            s = np.maximum((a / np.float32((hi - lo) / 2)).astype(f32), e)
+            zv = 0 if lo < 0 else ((lo + hi + 1) // 2 if midpoint == "ceil_midpoint" else (lo + hi) // 2)
+            z = np.full(s.shape, zv, np.int64)
+            bad = np.zeros(s.shape, bool)
+        else:
+            s = np.maximum(((M0 - m0) / np.float32(hi - lo)).astype(f32), e)
+            q = np.rint((m0 / s).astype(f32))
+            bad = ~np.isfinite(q) | (np.abs(q) >= 2.0**31)
+            z = np.clip(lo - np.where(bad, 0, q).astype(np.int64), lo, hi)
+    shape = () if axis is None else (g.shape[1],)
+    return ObservedRange(s.reshape(shape), z.reshape(shape), m.reshape(shape), M.reshape(shape), bad.reshape(shape))
+
+
+def _divide_eps_balanced(mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat, dt: np.dtype
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """In the input dtype dt: s = max(fl((max - min) / (hi - lo)), eps32); d_lo = fl(min / s), d_hi = fl(max / s);
+    z = round_half_even(clamp(fl(lo - d_lo) if fl(fl(lo + d_lo) + fl(hi + d_hi)) > 0 else fl(hi - d_hi), lo, hi))
+    (uniform.md §5.2; torch 2.13 quantized_decomposed.choose_qparams_per_token_asymmetric)."""
+    assert mn is not None and mx is not None
+    lo, hi = dt.type(fmt.lo), dt.type(fmt.hi)
+    m0, M0 = cast(mn, dt), cast(mx, dt)
+    s = np.maximum(np.asarray((M0 - m0) / dt.type(fmt.hi - fmt.lo)).astype(dt), dt.type(np.finfo(np.float32).eps))
+    dlo, dhi = np.asarray(m0 / s).astype(dt), np.asarray(M0 / s).astype(dt)
+    err = np.asarray(np.asarray(lo + dlo).astype(dt) + np.asarray(hi + dhi).astype(dt)).astype(dt)
+    z = np.where(err > 0, np.asarray(lo - dlo).astype(dt), np.asarray(hi - dhi).astype(dt))
+    z = np.rint(np.clip(z, lo, hi))
+    return s.astype(np.float64), z.astype(np.int64)
+
+
 def _finfo_tiny(dt: np.dtype) -> float:
     import ml_dtypes
 
     return float(ml_dtypes.finfo(dt).tiny)
 
 
-__all__ = ["FORMULAS", "METHODS", "Calibration", "calibrate"]
+__all__ = ["FORMULAS", "METHODS", "Calibration", "ObservedRange", "calibrate", "observe_range"]

@@ -42,7 +42,7 @@ OPERATIONS = ("encode", "decode", "quantize", "dequantize", "uniform_quantize", 
               "uniform_requantize",
               "block_quantize", "block_dequantize", "lookup_quantize", "lookup_dequantize", "pack", "unpack",
               "delayed_scaling", "scaled_qdq", "block_matmul", "qdq_matmul", "mma", "gemm", "tile_quantize",
-              "stochastic_quantize", "hadamard")
+              "stochastic_quantize", "hadamard", "uniform_calibrate")
 
 ID_RE = re.compile(r"^[a-z][a-z0-9_]*(/[A-Za-z0-9_.:<>=+,@-]+)+$")
 NAME_RE = re.compile(r"^[a-z_][a-z0-9_]*$")

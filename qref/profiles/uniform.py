@@ -396,8 +396,11 @@ PROFILES: tuple[Profile, ...] = (
         "fake_quantize_per_channel_affine (eager; torch.compile(fullgraph=True) cannot trace them)",
         "q = clamp(z + nearbyint(x * (1.0f / float(scale))), quant_min, quant_max): the product rounded to float32, "
         "rounded half to even, the zero point added as an integer, saturated (+-Inf to the bounds); the output is "
-        "(q - z) * scale in float32. NaN: unspecified.",
-        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
+        "(q - z) * scale in float32 (float16 / bfloat16 inputs: widened to float32, the output rounded from that "
+        "float32 product to their type). float64 inputs are outside the profile (uniform.md §4.4 F4). NaN: "
+        "unspecified.",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32", "float16", "bfloat16"),
+                                 scale_op="reciprocal",
                                  zero_point="after_rounding", clamp="integer", rounding="nearest_even",
                                  conversion="saturate", nan="unspecified", constants="round",
                                  dq_subtract="float32", dq_multiply="float32")),
@@ -409,7 +412,9 @@ PROFILES: tuple[Profile, ...] = (
                   "test_fake_quantize_gradient_mask: ties at x / s = k + 1/2 and their neighbours, clamp "
                   "boundaries, NaN/Inf, subnormal scales, 8/4/16-bit ranges (1,160,642 outputs, 56,856 gradients); "
                   "0 mismatches on the specified elements (per channel: beyond int64 left out, uniform.md §4.4 F3)",
-                  "tests/test_torch_quant_peer.py: PyTorch's own fake-quantize test cases, all equal"),
+                  "tests/test_torch_quant_peer.py: PyTorch's own fake-quantize test cases, all equal",
+                  "tests/test_torch_observers.py::test_fake_quantize_input_dtypes (float16 / bfloat16 inputs), "
+                  "test_fake_quantize_module (FakeQuantize with its observers)"),
     ),
     Profile(
         "pytorch_decomposed", "uniform", "PyTorch 2.13 PT2E decomposed ops quantized_decomposed."
@@ -558,10 +563,63 @@ DEFAULT_PROFILE = "stablehlo"
 #: reciprocal_zero_to_one  in the input dtype: a == 0 becomes 1, s = a * fl(1 / (2^(b-1) - 0.5)); symmetric only
 #: float32_divide_eps      float32: s = max(a / ((hi - lo) / 2), eps), z = 0 (signed), 128 (uint8) or the
 #:                         midpoint; minmax: s = max((max - min) / (hi - lo), eps), z = clamp(lo - round(min / s))
-CALIBRATION_FORMULAS = ("exact", "reciprocal_tiny_to_one", "reciprocal_zero_to_one", "float32_divide_eps")
+#: divide_eps_balanced_zero_point  minmax only, in the input dtype (float32 / float64): s = max(fl((max - min) /
+#:                         (hi - lo)), eps32); z = round_half_even(clamp(lo - min / s if (lo + min / s) + (hi + max
+#:                         / s) > 0 else hi - max / s, lo, hi)): the zero point from the bound with the smaller error
+CALIBRATION_FORMULAS = ("exact", "reciprocal_tiny_to_one", "reciprocal_zero_to_one", "float32_divide_eps",
+                        "divide_eps_balanced_zero_point")
 #: the calibration formula each system's observer takes, by uniform profile (their scale computations)
 CALIBRATIONS = {"qref": "exact", "qwix": "reciprocal_tiny_to_one", "aqt": "reciprocal_zero_to_one",
-                "pytorch": "float32_divide_eps", "pytorch_per_channel": "float32_divide_eps"}
+                "pytorch": "float32_divide_eps", "pytorch_per_channel": "float32_divide_eps",
+                "pytorch_decomposed_per_token": "divide_eps_balanced_zero_point"}
+
+
+#: running statistics of a range observer (uniform.md §5.4)
+RUNNING_UPDATES = ("extremes", "exponential_average")
+#: the zero point of a symmetric range on unsigned storage (uniform.md §5.4)
+UNSIGNED_SYMMETRIC_ZERO_POINTS = ("ceil_midpoint", "floor_midpoint")
+
+
+@dataclass(frozen=True)
+class RangeObserverRule:
+    """How a range observer turns a sequence of batches into a scale and a zero point (uniform.md §5.4).
+
+    statistic_dtype: every batch is converted to it (round to nearest even) before min / max, and the running
+        statistic is kept in it ("float32").
+    running: "extremes" (m = min(m, min b), M = max(M, max b)) or "exponential_average" (m = fl(m + fl(c *
+        fl(min b - m))) with c rounded to statistic_dtype; the first batch sets (m, M) as it is).
+    formula: the scale formula of the observed range (CALIBRATION_FORMULAS; "float32_divide_eps" with the floor
+        ``eps``, the range extended to include 0).
+    nan: "propagate": a NaN element makes the group's statistic, and its scale, NaN.
+    unobserved: (scale, zero point) before any batch.
+    zero_point_conversion: "int32": round(min / s) is converted to int32 before the zero point is formed; a
+        non-finite quotient (an infinite or NaN scale) makes the zero point unspecified.
+    package, versions: the system and versions the rule was checked against.
+    """
+
+    statistic_dtype: str = "float32"
+    running: str = "extremes"
+    formula: str = "float32_divide_eps"
+    nan: str = "propagate"
+    unobserved: tuple[float, int] = (1.0, 0)
+    zero_point_conversion: str = "int32"
+    package: str = ""
+    versions: str = ""
+
+    def __post_init__(self) -> None:
+        check_choice("observer running update", self.running, RUNNING_UPDATES)
+        check_choice("observer scale formula", self.formula, ("float32_divide_eps",))
+        check_choice("observer statistic dtype", self.statistic_dtype, ("float32",))
+        check_choice("observer NaN rule", self.nan, ("propagate",))
+        check_choice("observer zero-point conversion", self.zero_point_conversion, ("int32",))
+
+
+#: range observers by name (uniform.md §5.4): ``qref.analysis.calibrate.observe_range(rule=...)``
+OBSERVER_RULES = {
+    "pytorch_minmax_observer": RangeObserverRule(running="extremes", package="torch", versions="==2.13.0"),
+    "pytorch_moving_average_observer": RangeObserverRule(running="exponential_average", package="torch",
+                                                         versions="==2.13.0"),
+}
 
 
 def calibration_formula(name: str) -> str:
@@ -582,7 +640,31 @@ def rules_of(profile: Profile) -> UniformArithmetic:
     return r
 
 
-__all__ = ["ARITHMETIC_FIELDS", "CALIBRATIONS", "CALIBRATION_FORMULAS", "CLAMPS", "COMPUTE_DTYPES", "CONSTANT_RULES",
-           "CONVERSIONS", "DEFAULT_PROFILE", "DQ_FORMS", "DQ_MULTIPLY", "DQ_SUBTRACT", "FINAL_ROUNDINGS", "NAN_RULES",
-           "PROFILES", "ROUNDINGS", "SCALE_OPS", "SCALE_SOURCES", "ZERO_POINT_RANGES", "ZERO_POINT_STAGES",
-           "UniformArithmetic", "calibration_formula", "rules_of"]
+__all__ = [
+    "ARITHMETIC_FIELDS",
+    "CALIBRATIONS",
+    "CALIBRATION_FORMULAS",
+    "CLAMPS",
+    "COMPUTE_DTYPES",
+    "CONSTANT_RULES",
+    "CONVERSIONS",
+    "DEFAULT_PROFILE",
+    "DQ_FORMS",
+    "DQ_MULTIPLY",
+    "DQ_SUBTRACT",
+    "FINAL_ROUNDINGS",
+    "NAN_RULES",
+    "OBSERVER_RULES",
+    "PROFILES",
+    "ROUNDINGS",
+    "RUNNING_UPDATES",
+    "SCALE_OPS",
+    "SCALE_SOURCES",
+    "UNSIGNED_SYMMETRIC_ZERO_POINTS",
+    "ZERO_POINT_RANGES",
+    "ZERO_POINT_STAGES",
+    "RangeObserverRule",
+    "UniformArithmetic",
+    "calibration_formula",
+    "rules_of",
+]

@@ -463,6 +463,9 @@ def build_cases(full: bool) -> Iterator[Case]:
         yield from _requantize_cases(rs)
     for st in MLIR_FLOAT_SETUPS:
         yield from _float_storage(st, full)
+    yield from _calibrate_cases(full)
+    yield from _per_token_calibrate_cases(full)
+    yield from _fake_quantize_calibrate_cases(full)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -580,6 +583,244 @@ def _requantize_cases(rs: RequantizeSetup) -> Iterator[Case]:
         )
 
 
-__all__ = ["CATEGORY_TAGS", "CATEGORY_TEXT", "FAMILY", "FLOAT_SETUPS", "MLIR_FLOAT_SETUPS", "N_RANDOM",
-           "N_RANDOM_FULL", "PROFILE_ORDER", "REQUANTIZE_PROFILES", "REQUANTIZE_SETUPS", "SETUPS", "SOURCES", "SPEC",
-           "RequantizeSetup", "Setup", "build_cases", "code_patterns", "storage_values"]
+# ---------------------------------------------------------------------------------------------------------
+# range observers (uniform.md §5.4): the scale and zero point of a running min / max over batches
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CalibrateSetup:
+    """One observer configuration: running update, symmetric or affine, storage and its range, the midpoint
+    rule of symmetric unsigned storage, the channel axis of a batch (None: per tensor), the averaging constant."""
+
+    label: str
+    running: str
+    symmetric: bool
+    storage: str
+    lo: int
+    hi: int
+    midpoint: str = "ceil_midpoint"
+    axis: int | None = None
+    averaging_constant: float = 0.01
+
+
+CALIBRATE_SETUPS = (
+    CalibrateSetup("extremes/affine_uint8", "extremes", False, "uint8", 0, 255),
+    CalibrateSetup("extremes/affine_int8", "extremes", False, "int8", -128, 127),
+    CalibrateSetup("extremes/affine_uint8_0_127", "extremes", False, "uint8", 0, 127),
+    CalibrateSetup("extremes/affine_int8_-64_63", "extremes", False, "int8", -64, 63),
+    CalibrateSetup("extremes/symmetric_uint8", "extremes", True, "uint8", 0, 255),
+    CalibrateSetup("extremes/symmetric_int8", "extremes", True, "int8", -128, 127),
+    CalibrateSetup("extremes/symmetric_uint8_0_100_floor", "extremes", True, "uint8", 0, 100, "floor_midpoint"),
+    CalibrateSetup("exponential_average/affine_uint8_c0.01", "exponential_average", False, "uint8", 0, 255),
+    CalibrateSetup("exponential_average/affine_int8_c1_3", "exponential_average", False, "int8", -128, 127,
+                   averaging_constant=1 / 3),
+    CalibrateSetup("exponential_average/symmetric_int8_c0.01", "exponential_average", True, "int8", -128, 127),
+    CalibrateSetup("exponential_average/symmetric_uint8_c0.9", "exponential_average", True, "uint8", 0, 255,
+                   averaging_constant=0.9),
+    CalibrateSetup("extremes/axis0/affine_uint8", "extremes", False, "uint8", 0, 255, axis=0),
+    CalibrateSetup("extremes/axis0/affine_int8_-64_63", "extremes", False, "int8", -64, 63, axis=0),
+    CalibrateSetup("extremes/axis0/symmetric_int8", "extremes", True, "int8", -128, 127, axis=0),
+    CalibrateSetup("exponential_average/axis0/affine_uint8_c0.01", "exponential_average", False, "uint8", 0, 255,
+                   axis=0),
+)
+CALIBRATE_CATEGORIES = {
+    "sweep": (("exhaustive", "values"), "every pair (a, b) of k / 16, |k| <= 16, as the first batch; the second "
+              "batch (b / 2, 3a / 2)"),
+    "random": (("random",), "three batches of 16 seeded values of random sign over 2^-20 .. 2^20, each run "
+               "shifted by a seeded offset"),
+    "edge": (("edge", "special", "tie", "underflow", "overflow"), "all zeros, one value, min == max, negative "
+             "only, eps floors, subnormals, ranges whose max - min overflows, zero-point ties, +-Inf and NaN"),
+    "random_f64": (("random",), "float64 batches (the observer converts each batch to float32 first)"),
+}
+
+
+def _calibrate_edge() -> np.ndarray:
+    """(runs, 2 batches, 2 elements) float32 edge runs (CALIBRATE_CATEGORIES)."""
+    nan, inf = float("nan"), float("inf")
+    runs = [[[0, 0], [0, 0]], [[3, 3], [3, 3]], [[-0.0, -0.0], [0, 0]], [[2.5, 2.5], [2.5, 2.5]],
+            [[-3, -1], [-2, -0.5]], [[1, 7], [2, 3]], [[1e-10, -1e-12], [0, 1e-11]], [[1e-45, 0], [-1e-45, 1e-45]],
+            [[1e-38, -1e-38], [2e-38, 0]], [[1e-5, 0], [0, 2e-5]], [[3e38, -3e38], [1, 2]],
+            [[3.4e38, 3.4e38], [-3.4e38, 0]], [[1, inf], [0, 1]], [[-inf, 1], [0, 1]], [[-inf, inf], [0, 0]],
+            [[1, nan], [0, 1]], [[nan, 1], [0, 1]], [[0, 1], [nan, 2]], [[0, 1], [2, inf]], [[1e30, -1e30], [0, 0]]]
+    # zero-point ties: (M - m) / 255 = 2^-4 exactly and m / s = -(k + 1/2) (uint8) or lo - m / s ties (int8)
+    for k in (0, 1, 2, 3, 4, 5, 126, 127):
+        m = -(k + 0.5) / 16
+        runs.append([[m, m + 255 / 16], [m, m]])
+        runs.append([[m, m + 255 / 16 + 2**-12], [m, m]])  # s just above 2^-4: m / s just inside the tie
+    return np.asarray(runs, dtype=np.float32)
+
+
+def _calibrate_inputs(cs: CalibrateSetup, cat: str, full: bool) -> np.ndarray:
+    """The case's batches: (runs, batches, *batch shape); per axis the batch is (channels, elements)."""
+    if cat == "sweep":
+        g = np.arange(-16, 17, dtype=np.float64) / 16
+        a, b = np.meshgrid(g, g, indexing="ij")
+        a, b = a.reshape(-1), b.reshape(-1)
+        x = np.stack([np.stack([a, b], -1), np.stack([b / 2, 1.5 * a], -1)], 1).astype(np.float32)  # (R, 2, 2)
+    elif cat == "edge":
+        x = _calibrate_edge()
+    else:
+        runs = 4096 if full else 256
+        dt = "float64" if cat == "random_f64" else "float32"
+        v = qrandom.floats_in_binades(f"uniform/calibrate/{cs.label}/{cat}", runs * 48, dt, -20, 20)
+        off = qrandom.floats_in_binades(f"uniform/calibrate/{cs.label}/{cat}/offset", runs, dt, -20, 20)
+        vals = v.view(np.dtype(dt)).reshape(runs, 3, 16) + off.view(np.dtype(dt)).reshape(runs, 1, 1)
+        x = vals.astype(np.dtype(dt))
+    if cs.axis is None:
+        return x
+    # per axis: groups of 4 runs become the 4 channels of one run (batch shape (4, elements))
+    r = x.shape[0] - x.shape[0] % 4
+    x = x[:r].reshape(r // 4, 4, x.shape[1], x.shape[2])
+    return np.ascontiguousarray(np.moveaxis(x, 1, 2))  # (runs, batches, channels, elements)
+
+
+def _calibrate_cases(full: bool) -> Iterator[Case]:
+    """uniform_calibrate cases (uniform.md §5.4): each run of x[r] (batches in order) gives scale[r] and
+    zero_point[r] (per axis: one per channel); the expected values are qref's observe_range under the case's
+    params."""
+    from ...analysis.calibrate import observe_range
+    from ...profiles.uniform import OBSERVER_RULES
+
+    eps = float(np.finfo(np.float32).eps)
+    for cs in CALIBRATE_SETUPS:
+        rule = next(k for k, r in OBSERVER_RULES.items() if r.running == cs.running)
+        for cat, (tags, desc) in CALIBRATE_CATEGORIES.items():
+            if cat == "random_f64" and cs.label not in ("extremes/affine_uint8", "extremes/axis0/affine_uint8"):
+                continue
+            x = _calibrate_inputs(cs, cat, full)
+            outs = [observe_range(run, cs.lo, cs.hi, symmetric=cs.symmetric, rule=rule, axis=cs.axis,
+                                  averaging_constant=cs.averaging_constant, eps=eps, midpoint=cs.midpoint)
+                    for run in x]
+            scale = np.stack([o.scales for o in outs]).astype(np.float32)
+            zp = np.stack([o.zero_points for o in outs]).astype(np.int64)
+            unspec_z = np.stack([o.unspecified for o in outs])
+            unspec_s = np.isnan(scale)  # a NaN scale: sign and payload unspecified
+            unspecified = {k: v for k, v in (("scale", unspec_s), ("zero_point", unspec_z)) if v.any()}
+            yield Case(
+                id=f"{FAMILY}/calibrate/{cs.label}/{cat}", family=FAMILY, operation="uniform_calibrate",
+                params={"running": cs.running, "averaging_constant": cs.averaging_constant,
+                        "statistic_dtype": "float32", "formula": "float32_divide_eps", "eps": eps,
+                        "symmetric": cs.symmetric, "storage": cs.storage, "storage_range": [cs.lo, cs.hi],
+                        "midpoint": cs.midpoint, "axis": cs.axis, "batches": int(x.shape[1])},
+                inputs={"x": x}, expected={"scale": scale, "zero_point": zp}, unspecified=unspecified,
+                tags=tags, spec=("uniform.md §5.4",),
+                description=f"range observer ({cs.running}, {'symmetric' if cs.symmetric else 'affine'} "
+                            f"{cs.storage} [{cs.lo}, {cs.hi}]{'' if cs.axis is None else ', per channel'}): "
+                            f"scale and zero point of each run of x[r] ({desc})",
+            )
+
+
+def _per_token_calibrate_cases(full: bool) -> Iterator[Case]:
+    """uniform_calibrate cases of the divide_eps_balanced_zero_point formula (uniform.md §5.2, §5.4): one batch
+    per run, each row (token) of it a group, int8 [-128, 127], arithmetic in the input dtype (float32 / float64),
+    scales as float64 (every float32 value is one); finite inputs only (NaN / Inf: unspecified)."""
+    from ...analysis.calibrate import calibrate
+
+    eps = float(np.finfo(np.float32).eps)
+    edge = _calibrate_edge().reshape(-1, 4)
+    edge = edge[np.isfinite(edge).all(axis=1)]
+    for dt in ("float32", "float64"):
+        for cat in ("sweep", "random", "edge"):
+            if cat == "sweep":
+                g = np.arange(-24, 25, dtype=np.float64) / 16
+                a, b = (v.reshape(-1) for v in np.meshgrid(g, g, indexing="ij"))
+                rows = np.stack([a, b, (a + b) / 3], -1)
+            elif cat == "random":
+                n = 4096 if full else 512
+                v = qrandom.floats_in_binades(f"uniform/calibrate/per_token/{dt}/{cat}", n * 8, dt, -24, 24)
+                off = qrandom.floats_in_binades(f"uniform/calibrate/per_token/{dt}/{cat}/offset", n, dt, -24, 24)
+                rows = v.view(np.dtype(dt)).reshape(n, 8) + off.view(np.dtype(dt)).reshape(n, 1)
+            else:
+                rows = edge.astype(np.float64)
+            rows = rows.astype(dt)
+            r = rows.shape[0] - rows.shape[0] % 8
+            x = np.ascontiguousarray(rows[:r].reshape(r // 8, 1, 8, rows.shape[1]))  # (runs, 1 batch, 8 tokens, n)
+            c = calibrate(x.reshape(r, -1), "int8", "minmax", axis=0, formula="divide_eps_balanced_zero_point")
+            yield Case(
+                id=f"{FAMILY}/calibrate/divide_eps_balanced_zero_point/per_token_int8/{dt}/{cat}", family=FAMILY,
+                operation="uniform_calibrate",
+                params={"running": "extremes", "averaging_constant": 0.01, "statistic_dtype": dt,
+                        "formula": "divide_eps_balanced_zero_point", "eps": eps, "symmetric": False,
+                        "storage": "int8", "storage_range": [-128, 127], "midpoint": "ceil_midpoint", "axis": 0,
+                        "batches": 1},
+                inputs={"x": x}, expected={"scale": c.scales.reshape(r // 8, 8).astype(np.float64),
+                                           "zero_point": c.zero_points.reshape(r // 8, 8).astype(np.int64)},
+                tags=("exhaustive", "values") if cat == "sweep" else CALIBRATE_CATEGORIES[cat][0],
+                spec=("uniform.md §5.2", "uniform.md §5.4"),
+                description=f"per-token asymmetric int8 parameters of {dt} rows (divide_eps_balanced_zero_point: "
+                            f"the zero point from the bound with the smaller error): {cat}",
+            )
+
+
+FAKE_QUANTIZE_SETUPS = ("extremes/affine_uint8", "extremes/affine_int8_-64_63", "extremes/symmetric_int8",
+                        "exponential_average/affine_uint8_c0.01", "exponential_average/symmetric_uint8_c0.9",
+                        "extremes/axis0/affine_uint8", "extremes/axis0/symmetric_int8",
+                        "exponential_average/axis0/affine_uint8_c0.01")
+
+
+def _fake_quantize_calibrate_cases(full: bool) -> Iterator[Case]:
+    """uniform_calibrate cases with a third output ``y`` (uniform.md §5.4): y[r, t] is batch t of run r
+    quantized and dequantized (profile ``pytorch_fake_quantize``, float32) with the observer's scale and zero point
+    after batches 0..t (a fake-quantize module with its observer and fake quantization on); scale / zero_point are
+    those after the last batch. y is unspecified in a run whose parameters are not finite or unspecified."""
+    from ...analysis.calibrate import observe_range
+    from ...profiles.uniform import OBSERVER_RULES
+
+    eps = float(np.finfo(np.float32).eps)
+    setups = {cs.label: cs for cs in CALIBRATE_SETUPS}
+    for label in FAKE_QUANTIZE_SETUPS:
+        cs = setups[label]
+        rule = next(k for k, r in OBSERVER_RULES.items() if r.running == cs.running)
+        for cat in ("random", "edge"):
+            x = _calibrate_inputs(cs, cat, full)
+            if cat == "random":
+                x = x[: max(16, x.shape[0] // 4)]
+            B = x.shape[1]
+            y = np.zeros(x.shape, np.float32)
+            uy = np.zeros(x.shape, bool)
+            for t in range(B):
+                obs = [observe_range(run[: t + 1], cs.lo, cs.hi, symmetric=cs.symmetric, rule=rule, axis=cs.axis,
+                                     averaging_constant=cs.averaging_constant, eps=eps, midpoint=cs.midpoint)
+                       for run in x]
+                S = np.stack([o.scales for o in obs]).reshape(-1).astype(np.float64)  # (runs [* channels])
+                Z = np.stack([o.zero_points for o in obs]).reshape(-1)
+                bad = np.stack([o.unspecified for o in obs]).reshape(-1) | ~np.isfinite(S)
+                S, Z = np.where(bad, 1.0, S), np.where(bad, cs.lo, Z)  # placeholders: y is unspecified there
+                rows = x[:, t].reshape(S.size, -1)  # one row per run (per channel: per run and channel)
+                name = cs.storage if (cs.lo, cs.hi) == tuple(get_format(cs.storage).full_range) \
+                    else f"{cs.storage}<{cs.lo}:{cs.hi}>"
+                sch = build_uniform(name, scale=S.tolist(), zero_point=Z.tolist(), axis=0,
+                                    profile="pytorch_fake_quantize")
+                with np.errstate(all="ignore"):
+                    q = sch.quantize(rows)
+                    v = np.asarray(sch.dequantize(q), np.float32)
+                y[:, t] = v.reshape(y[:, t].shape)
+                uy[:, t] = (np.asarray(q.unspecified, bool) | bad[:, None]).reshape(uy[:, t].shape)
+            last = [observe_range(run, cs.lo, cs.hi, symmetric=cs.symmetric, rule=rule, axis=cs.axis,
+                                  averaging_constant=cs.averaging_constant, eps=eps, midpoint=cs.midpoint)
+                    for run in x]
+            scale = np.stack([o.scales for o in last]).astype(np.float32)
+            zp = np.stack([o.zero_points for o in last]).astype(np.int64)
+            unspecified = {k: v for k, v in (("scale", np.isnan(scale)),
+                                             ("zero_point", np.stack([o.unspecified for o in last])),
+                                             ("y", uy)) if v.any()}
+            yield Case(
+                id=f"{FAMILY}/calibrate/fake_quantize/{cs.label}/{cat}", family=FAMILY, operation="uniform_calibrate",
+                params={"running": cs.running, "averaging_constant": cs.averaging_constant,
+                        "statistic_dtype": "float32", "formula": "float32_divide_eps", "eps": eps,
+                        "symmetric": cs.symmetric, "storage": cs.storage, "storage_range": [cs.lo, cs.hi],
+                        "midpoint": cs.midpoint, "axis": cs.axis, "batches": int(B),
+                        "fake_quantize": "pytorch_fake_quantize"},
+                inputs={"x": x}, expected={"scale": scale, "zero_point": zp, "y": y}, unspecified=unspecified,
+                tags=CALIBRATE_CATEGORIES[cat][0], spec=("uniform.md §5.4", "uniform.md §4.4"),
+                description=f"fake quantization with a range observer ({cs.running}, "
+                            f"{'symmetric' if cs.symmetric else 'affine'} {cs.storage} [{cs.lo}, {cs.hi}]"
+                            f"{'' if cs.axis is None else ', per channel'}): each batch fake-quantized with the "
+                            f"parameters observed up to it ({CALIBRATE_CATEGORIES[cat][1]})",
+            )
+
+
+__all__ = ["CALIBRATE_CATEGORIES", "CALIBRATE_SETUPS", "CATEGORY_TAGS", "CATEGORY_TEXT", "FAKE_QUANTIZE_SETUPS",
+           "FAMILY", "FLOAT_SETUPS",
+           "MLIR_FLOAT_SETUPS", "N_RANDOM", "N_RANDOM_FULL", "PROFILE_ORDER", "REQUANTIZE_PROFILES",
+           "REQUANTIZE_SETUPS", "SETUPS", "SOURCES", "SPEC", "CalibrateSetup", "RequantizeSetup", "Setup",
+           "build_cases", "code_patterns", "storage_values"]

@@ -48,6 +48,7 @@ _HEX_SKIPPED = {
     "qdq_matmul": "a matrix product: each output depends on a row and a column of inputs, not on one element",
     "delayed_scaling": "a recurrence: each step's outputs depend on the whole amax history",
     "hadamard": "a transform: each output depends on a whole group of n inputs, not on one element",
+    "uniform_calibrate": "a reduction: each scale and zero point depends on every element of its run's batches",
 }
 _MAX_HEX_FILE = 1 << 30  # bytes; far above any committed case (a few MB)
 _SEG_RE = re.compile(r"^[A-Za-z0-9_.:<>=+,@-]+$")

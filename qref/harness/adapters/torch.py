@@ -22,7 +22,7 @@ import numpy as np
 
 from ...conformance.case import Case
 from ..model import Outputs, Target, Unsupported
-from . import _torch_casts, _torch_quant, require
+from . import _torch_casts, _torch_observers, _torch_quant, require
 from ._common import codes_as, python_c, run_each, suite_input
 from .onnxruntime import matmul_element_inputs, matmul_literal
 
@@ -452,7 +452,8 @@ def targets() -> list[Target]:
                       lambda case: None, _float_matmul_run, _float_matmul_snippet,
                       notes="held bit for bit to its fitted CPU GEMM profile (MKL's AVX-512 sgemm kernel; mma.md "
                             "§12.2); within the bound of mma.md §10.4 but other bits is drift"))
-    return out + _torch_casts.targets(BACKEND, compiled=False) + _torch_quant.targets(BACKEND, compiled=False)
+    return (out + _torch_casts.targets(BACKEND, compiled=False) + _torch_quant.targets(BACKEND, compiled=False)
+            + _torch_observers.targets(BACKEND))
 
 
 # ---- reproducers on a smaller input (qref.harness.findings reads script_case / script_snippet) -----------------

@@ -1,7 +1,10 @@
 """Uniform (affine) quantization for the harness (spec: docs/spec/uniform.md).
 
 Cases: ``uniform_quantize`` (input ``x`` -> integer codes; float storage: element codes) and
-``uniform_dequantize`` (input codes -> values), with ``scheme`` = ``UniformScheme.to_spec()``. The spec default
+``uniform_dequantize`` (input codes -> values), with ``scheme`` = ``UniformScheme.to_spec()``;
+``uniform_calibrate`` (batches ``x`` -> ``scale``, ``zero_point`` of a range observer, uniform.md §5.4: no
+scheme; the case's params are the observer's rule, so it holds under every profile, like a recurrence of the
+recipes). The spec default
 is the ``stablehlo`` profile (uniform.md §4). qref's prediction of profile P on a case is the same scheme (storage,
 scales, zero points, axis, blocks, expressed type) rebuilt with P's arithmetic. Mismatch classes are named by the
 arithmetic change (uniform.md §3) that reproduces the backend's codes.
@@ -23,11 +26,11 @@ from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
 from ...schemes.uniform import from_spec as _from_spec
 from ...schemes.uniform.requantize import FORMS, requantize, requantize_arithmetic
 from ..model import bits
-from . import Expectation, holds_for_spec_or, listed_for, task_hash
+from . import Expectation, describe_value, holds_for_spec_or, listed_for, task_hash
 
 FAMILY = "uniform"
 SPEC_PROFILE = DEFAULT_PROFILE
-OPERATIONS = ("uniform_quantize", "uniform_dequantize", "uniform_requantize")
+OPERATIONS = ("uniform_quantize", "uniform_dequantize", "uniform_requantize", "uniform_calibrate")
 
 CLASS_SECTIONS = {
     "zero_point_order": "uniform.md §2.1", "fma": "uniform.md §3", "tie_rule": "uniform.md §2.1",
@@ -71,10 +74,14 @@ def relevant(case: Case, profile: str | None) -> bool:
 
 
 def holds(case: Case, profile: str) -> bool:
+    if case.operation == "uniform_calibrate":  # the params are the rule (uniform.md §5.4)
+        return True
     return listed_for(case, profile)
 
 
 def task_key(case: Case) -> str:
+    if case.operation == "uniform_calibrate":
+        return task_hash(case, None)
     sch = dict(case.scheme or {})
     geometry = {k: sch.get(k) for k in ("storage", "expressed", "scales", "zero_points", "scale_shape", "axis",
                                         "block_size", "storage_range")}
@@ -183,6 +190,8 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
     """(class, outputs): for requantize the other form (uniform.md §2.7) and signless storage; for integer quantize
     first the conversion through int32 (``_int32_alternatives``), then arithmetic variants of ``profile``
     (uniform.md §3), then integer wrap-around and saturation at the signed bounds of the storage width."""
+    if case.operation == "uniform_calibrate":  # no variant names a class yet
+        return
     if case.operation == "uniform_requantize":  # the other requantize form (uniform.md §2.7)
         mine = requantize_arithmetic(profile).form
         for form in FORMS:
@@ -347,7 +356,7 @@ def _as(v: np.ndarray, dt: np.dtype, bits_: int) -> np.ndarray:
 
 def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
     out = np.full(exp.shape, "", dtype=object)
-    if case.operation == "uniform_requantize":
+    if case.operation in ("uniform_requantize", "uniform_calibrate"):
         return out
     if case.operation == "uniform_quantize" and "x" in case.inputs:
         with np.errstate(invalid="ignore"):
@@ -375,6 +384,8 @@ def spec_sections(case: Case) -> tuple[str, ...]:
 def describe_input(case: Case, index: int) -> str:
     from ...conformance.text import float_text, hex_words
 
+    if case.operation == "uniform_calibrate":
+        return _describe_run(case, index)
     sch = scheme_of(case)
     (cname,) = case.inputs
     a = case.inputs[cname]
@@ -395,6 +406,24 @@ def describe_input(case: Case, index: int) -> str:
     return text
 
 
+def _describe_run(case: Case, index: int) -> str:
+    """The run behind element ``index`` of a uniform_calibrate output: its batches' min and max."""
+    from ...conformance.text import float_text
+
+    p = case.params
+    x = case.inputs["x"]
+    shape = case.expected["scale"].shape
+    pos = np.unravel_index(index, shape)
+    run = x[pos[0]].astype(np.float64)
+    if p["axis"] is not None:
+        run = np.take(run, int(pos[1]), axis=int(p["axis"]) + 1)
+    with np.errstate(invalid="ignore"):
+        mm = [f"[{float_text(float(np.min(b)))}, {float_text(float(np.max(b)))}]" for b in run]
+    ch = "" if p["axis"] is None else f", channel {int(pos[1])}"
+    return (f"run {int(pos[0])}{ch}: batch ranges {' '.join(mm)} ({p['running']}, "
+            f"{'symmetric' if p['symmetric'] else 'affine'} {p['storage']} {list(p['storage_range'])})")
+
+
 def element_params(case: Case, index: int) -> tuple[float, int]:
     """(scale, zero point) of element ``index`` of the case's input."""
     sch = scheme_of(case)
@@ -409,6 +438,8 @@ def element_params(case: Case, index: int) -> tuple[float, int]:
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     from ...conformance.text import float_text, hex_words
 
+    if case.operation == "uniform_calibrate":
+        return describe_value(name, value)
     v = np.asarray(value).reshape(-1)[:1]
     if case.operation in ("uniform_quantize", "uniform_requantize"):
         st = get_format((case.params["to"] if case.operation == "uniform_requantize" else case.scheme)["storage"])
@@ -425,10 +456,10 @@ def describe_output(case: Case, name: str, value: np.ndarray) -> str:
 def divergence(case: Case, got: dict[str, np.ndarray], unspecified: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
     """What the backend returned at the elements the spec leaves unspecified: "kind|storage" -> behaviour ->
     count (docs/conformance/divergence.md; kinds and behaviours are described there). Integer storage only."""
+    if case.operation in ("uniform_requantize", "uniform_calibrate"):
+        return {}
     (name,) = case.expected
     mask = unspecified.get(name)
-    if case.operation == "uniform_requantize":
-        return {}
     if mask is None or name not in got or not np.asarray(mask).any():
         return {}
     sch = scheme_of(case)
