@@ -1,7 +1,7 @@
 """Every rounding mode and overflow policy against the exact Fraction oracle (tests/oracle.py), on >= 10^5
 inputs per format: every value and midpoint and the float64 and float32 neighbours (+-1..3 ulp) of each under
-every mode, random float64 values over the whole range each under one mode (in turn), and specials. float32 inputs take qref's table path and float64 inputs the
-reference path, so both are checked."""
+every mode, random float64 values over the whole range each under one mode (in turn), and specials. float32
+inputs take qref's table path and float64 inputs the reference path, so both are checked."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "aqt": "aqt.j
 FINDINGS = ROOT / "docs" / "conformance"
 REGENERATE = "qref run --backend all --cpu baseline --report docs/conformance.md --findings docs/conformance --force"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("harness_report")]  # one run, one worker
 
 
 def _require_all() -> None:
