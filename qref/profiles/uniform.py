@@ -376,36 +376,47 @@ PROFILES: tuple[Profile, ...] = (
         "openvino", "uniform", "OpenVINO 2026.4 weight decompression folded at compile time (Convert, Subtract "
         "zero point, Multiply scale on constant u8/i8/u4/i4/u2 weights: the core's constant folding)",
         "dequantize = fl32(fl32(float(q) - float(z)) * s) with z and s float32 constants (the subtraction is exact "
-        "for these widths); quantize is not modelled (OpenVINO quantizes with FakeQuantize, float to float: "
-        "no accepted input dtypes).",
+        "for these widths); quantize = a folded FakeQuantize(x, fl32((lo - z) s), fl32((hi - z) s), lo, hi, "
+        "levels <= 256): t = fl32(fl32(fl32(x - il) / fl32(ih - il)) * n), x <= il -> lo, x > ih -> hi, "
+        "q = lo + nearbyint(t) (range_form 'normalize', uniform.md §2.8); float32 input.",
         rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="divide",
                                  zero_point="after_rounding", clamp="integer", rounding="nearest_even",
                                  conversion="saturate", nan="unspecified", constants="round", dq_subtract="float32",
                                  dq_multiply="float32", range_form="normalize")),
         sources=("openvino src/plugins/intel_cpu (Convert, Eltwise Subtract / Multiply on f32)",
+                 "openvino src/core/reference/include/openvino/reference/fake_quantize.hpp (constant folding)",
                  "checked against openvino 2026.4.1 CPU (tests/test_openvino_targets.py)"),
         package="openvino", versions="==2026.4.*", status="verified",
         evidence=("tests/test_openvino_targets.py: u8/i8/u4/i4 codes with odd zero points at the storage ends and "
                   "scales, per tensor and per axis, the codes a folded Constant; qref run --backend openvino "
-                  "(openvino.decompress.constant): 0 mismatches",),
+                  "(openvino.decompress.constant): 0 mismatches",
+                  "tests/test_openvino_targets.py::test_fake_quantize_forms: FakeQuantize on a Constant, every tie "
+                  "(k + 1/2) s and its float32 neighbours, 4/8-bit and narrowed ranges: 0 mismatches; qref run "
+                  "(openvino.fake_quantize.constant, 97 tasks, 27,732 values): 0 mismatches"),
     ),
     Profile(
         "openvino_cpu", "uniform", "OpenVINO 2026.4 CPU plugin running the weight decompression on runtime codes "
         "(Convert, Subtract zero point, Multiply scale with a Parameter input)",
         "dequantize = fl32(float(q) * s + c) with one rounding, c = fl32(-z * s): the plugin fuses Subtract and "
         "Multiply into one multiply-add (an FMA: (q - z) = 0 gives the FMA's residue, -7.45e-9 for q = z = 3, "
-        "s = fl32(0.1)); quantize is not modelled (no accepted input dtypes).",
+        "s = fl32(0.1)); quantize = FakeQuantize(x, fl32((lo - z) s), fl32((hi - z) s), lo, hi) decomposed by "
+        "Snippets: t = fl32(fl32(clamp(x, il, ih) * isc) - fl32(il * isc)), isc = fl32(n / fl32(ih - il)), "
+        "q = lo + round_half_even(t) (range_form 'scale_shift', uniform.md §2.8); float32 input.",
         rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="divide",
                                  zero_point="after_rounding", clamp="integer", rounding="nearest_even",
                                  conversion="saturate", nan="unspecified", constants="round", dq_subtract="int64",
                                  dq_multiply="float32", dq_form="fma", range_form="scale_shift")),
-        sources=("openvino src/plugins/intel_cpu: Convert, Subtract and Multiply fused into one Snippets subgraph "
+        sources=("openvino src/common/snippets/src/pass/fq_decomposition.cpp (FakeQuantizeDecomposition)",
+                 "openvino src/plugins/intel_cpu: Convert, Subtract and Multiply fused into one Snippets subgraph "
                  "(runtime model layer type Subgraph), which emits a fused multiply-add on x86-64 with FMA",
                  "checked against openvino 2026.4.1 CPU (tests/test_openvino_targets.py)"),
         package="openvino", versions="==2026.4.*", status="verified",
         evidence=("tests/test_openvino_targets.py: every u8 code with zero points 3/127/200 and 4 scales, "
                   "Parameter input, against an independent float64 computation of the single rounding; qref run "
-                  "--backend openvino (openvino.decompress.parameter): 0 mismatches",),
+                  "--backend openvino (openvino.decompress.parameter): 0 mismatches",
+                  "tests/test_openvino_targets.py::test_fake_quantize_forms: FakeQuantize on a Parameter, every tie "
+                  "(k + 1/2) s and its float32 neighbours, 4/8/16-bit and narrowed ranges: 0 mismatches; qref run "
+                  "(openvino.fake_quantize.parameter, 115 tasks, 35,724 values): 0 mismatches"),
     ),
     Profile(
         "pytorch_fake_quantize", "uniform", "PyTorch 2.13 CPU fake_quantize_per_tensor_affine / "
