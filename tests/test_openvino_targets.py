@@ -292,6 +292,8 @@ def test_fake_quantize_forms(storage, s, z, narrow):
     if storage != "uint4":  # s = 1234.5: isc * x is exact enough that the FMA agrees
         assert not np.array_equal(got_p, want["fma_input"])
     assert np.array_equal(sch["openvino_cpu"].quantize(x).codes.astype(np.int64), got_p.astype(np.int64))
+    assert np.array_equal(sch["openvino_cpu"].quantize(x.reshape(-1, 1), _reference=True).codes.reshape(-1),
+                          sch["openvino_cpu"].quantize(x).codes)
     if hi - lo + 1 <= O.FOLD_LEVELS:
         got_c = _fq(x, float(il), float(ih), lo, hi, "constant")
         assert np.array_equal(got_c, want["normalize"])
