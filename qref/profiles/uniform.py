@@ -392,7 +392,7 @@ PROFILES: tuple[Profile, ...] = (
                   "(openvino.decompress.constant): 0 mismatches",
                   "tests/test_openvino_targets.py::test_fake_quantize_forms: FakeQuantize on a Constant, every tie "
                   "(k + 1/2) s and its float32 neighbours, 4/8-bit and narrowed ranges: 0 mismatches; qref run "
-                  "(openvino.fake_quantize.constant, 97 tasks, 27,732 values): 0 mismatches"),
+                  "(openvino.fake_quantize.constant, per tensor: 97 tasks, 27,732 values): 0 mismatches"),
     ),
     Profile(
         "openvino_cpu", "uniform", "OpenVINO 2026.4 CPU plugin running the weight decompression on runtime codes "
@@ -416,7 +416,8 @@ PROFILES: tuple[Profile, ...] = (
                   "--backend openvino (openvino.decompress.parameter): 0 mismatches",
                   "tests/test_openvino_targets.py::test_fake_quantize_forms: FakeQuantize on a Parameter, every tie "
                   "(k + 1/2) s and its float32 neighbours, 4/8/16-bit and narrowed ranges: 0 mismatches; qref run "
-                  "(openvino.fake_quantize.parameter, 115 tasks, 35,724 values): 0 mismatches"),
+                  "(openvino.fake_quantize.parameter, per tensor / per axis / blocks: 139 tasks, 41,386 values): 0 "
+                  "mismatches"),
     ),
     Profile(
         "pytorch_fake_quantize", "uniform", "PyTorch 2.13 CPU fake_quantize_per_tensor_affine / "

@@ -283,11 +283,13 @@ def _fq_supports(case: Case, mode: str) -> str | None:
     if not isinstance(sch.storage, IntFormat) or sch.storage.bits > 16:
         return (f"FakeQuantize rounds to at most 65536 integer levels (16-bit and narrower storage), not "
                 f"{sch.storage.name}")
-    if sch.granularity != "per_tensor":
-        return "per-tensor FakeQuantize (scalar input / output ranges) only"
     if case.inputs["x"].dtype != np.float32 or sch.expressed.name != "float32":
         return "float32 input and scales only (the openvino profiles compute in float32)"
     lo, hi = sch.storage_bounds
+    if mode == "constant" and sch.granularity != "per_tensor":
+        return ("a Constant FakeQuantize with per-axis / blocked ranges is not modelled yet: the blocked cases "
+                "differ from the folded formula and per-axis ranges on axis 2 do not compile ('doesn't support non "
+                "per-tensor quantization for axis: 2'); per-tensor here, every granularity on the Parameter target")
     if mode == "constant" and hi - lo + 1 > FOLD_LEVELS:
         return (f"OpenVINO 2026.4 folds a constant FakeQuantize only with levels <= {FOLD_LEVELS} (here "
                 f"{hi - lo + 1}); with more levels the CPU plugin runs it, as openvino.fake_quantize.parameter")
@@ -295,18 +297,23 @@ def _fq_supports(case: Case, mode: str) -> str | None:
 
 
 def _fq_problem(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
-    """(x, il, ih, lo, hi): input range il = fl32((lo - z) * s), ih = fl32((hi - z) * s) (uniform.md §2.8), the
-    output range [lo, hi], levels = hi - lo + 1."""
+    """(x, il, ih, lo, hi): input range il = fl32((lo - z) * s), ih = fl32((hi - z) * s) (uniform.md §2.8) per
+    element (shape (1,) per tensor, else broadcastable against x: per axis, blocks), the output range [lo, hi],
+    levels = hi - lo + 1."""
     from ..families.uniform import scheme_of
 
     sch = scheme_of(case)
     x = np.ascontiguousarray(case.inputs["x"], np.float32)
     S, Z = sch.expand(x.shape)
-    s = float(np.float32(np.asarray(S, np.float64).reshape(-1)[0]))
-    z = int(np.asarray(Z).reshape(-1)[0])
+    s = np.asarray(S, np.float64).astype(np.float32).astype(np.float64)
+    z = np.asarray(Z, np.int64).astype(np.float64)
     lo, hi = sch.storage_bounds
-    il, ih = np.float32((lo - z) * s), np.float32((hi - z) * s)  # exact products, one rounding each
-    return x, np.array([il], np.float32), np.array([ih], np.float32), lo, hi
+    il, ih = ((lo - z) * s).astype(np.float32), ((hi - z) * s).astype(np.float32)  # exact products, one rounding
+    if il.size == 1:
+        il, ih = il.reshape(1), ih.reshape(1)
+    elif x.ndim == 0:
+        il, ih = il.reshape(-1), ih.reshape(-1)
+    return x, np.ascontiguousarray(il), np.ascontiguousarray(ih), lo, hi
 
 
 def _fq_codes(case: Case, y: np.ndarray) -> Outputs:
@@ -462,8 +469,8 @@ def targets() -> list[Target]:
                    ("uniform_dequantize",), _dq_supports, _dq_runner(mode), _dq_snippet(mode), copies=True),
             Target(BACKEND, f"openvino.fake_quantize.{mode}", "uniform",
                    "FakeQuantize(x, il, ih, lo, hi, levels = hi - lo + 1) with il / ih = (lo / hi - z) * s in "
-                   "float32 and the storage range as output range (its outputs are the codes), float32, per tensor, "
-                   f"CPU, {how}",
+                   "float32 and the storage range as output range (its outputs are the codes), float32, per tensor / "
+                   f"per axis / blocks (the ranges broadcast against x), CPU, {how}",
                    PROFILES[mode], ("uniform_quantize",), lambda c, m=mode: _fq_supports(c, m), _fq_runner(mode),
                    _fq_snippet(mode)),
             Target(BACKEND, f"openvino.nf4.{mode}", "lookup",
