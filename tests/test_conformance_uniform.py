@@ -29,17 +29,18 @@ COMMITTED = Path(__file__).resolve().parents[1] / "conformance" / "v1"
 pytestmark = pytest.mark.skipif(not COMMITTED.is_dir(), reason="conformance/v1 is not in this checkout")
 
 ALL = ("stablehlo", "stablehlo_lowering", "onnx", "mlir", "tflite", "pytorch", "pytorch_per_channel", "jax",
-       "jax_divide", "qwix", "aqt")
+       "jax_divide", "qwix", "aqt", "openvino", "openvino_cpu")
 #: uniform.md §4.1, column "compute": the dtype of the scaling arithmetic
 COMPUTE = {"stablehlo": "expressed", "stablehlo_lowering": "float32", "onnx": "expressed", "mlir": "expressed",
            "tflite": "float32", "pytorch": "float32", "pytorch_per_channel": "float32", "jax": "input",
-           "jax_divide": "input", "qwix": "input", "aqt": "input"}
+           "jax_divide": "input", "qwix": "input", "aqt": "input", "openvino": "float32", "openvino_cpu": "float32"}
 #: uniform.md §4.1, column "dequantize": (subtraction, multiplication dtype, final rounding)
 DEQUANT = {"stablehlo": ("storage", "expressed"), "stablehlo_lowering": ("int", "float32"),
            "onnx": ("float32", "float32"), "mlir": ("expressed", "expressed"), "tflite": ("int", "float64"),
            "pytorch": ("float32", "float32"), "pytorch_per_channel": ("float32", "float64"),
            "jax": ("expressed", "expressed"), "jax_divide": ("expressed", "expressed"),
-           "qwix": ("expressed", "expressed"), "aqt": ("expressed", "expressed")}
+           "qwix": ("expressed", "expressed"), "aqt": ("expressed", "expressed"),
+           "openvino": ("float32", "float32"), "openvino_cpu": ("fma", "float32")}
 SAMPLE = 160
 
 
@@ -107,10 +108,33 @@ def expressed_scale(profile: str, s: float, spec: dict) -> float:
     return float(rn(Fraction(s), spec["expressed"]))
 
 
+def fake_quantize_oracle(profile: str, x: float, s: float, z: int, lo: int, hi: int) -> int | None:
+    """uniform.md §2.8 in Fractions, each step rounded to float32: openvino_cpu the scale_shift form, openvino the
+    normalize form; the code is lo + round_half_even(t) (C3)."""
+    if math.isnan(x):
+        return None
+    if math.isinf(x):
+        return hi if x > 0 else lo
+    S = rn(Fraction(s))
+    il, ih, n, xv = rn((lo - z) * S), rn((hi - z) * S), hi - lo, Fraction(x)
+    if profile == "openvino_cpu":
+        isc = rn(Fraction(n) / rn(ih - il))
+        t = rn(rn(clamp(xv, il, ih) * isc) - rn(il * isc))
+    elif xv <= il:
+        return lo
+    elif xv > ih:
+        return hi
+    else:
+        t = rn(rn(rn(xv - il) / rn(ih - il)) * n)
+    return lo + rint(t, "even")
+
+
 def oracle_any(profile: str, x: float, s: float, z: int, rec: dict, fmt: str) -> int | None:
     """tests/test_uniform.oracle, extended to what it does not cover: MLIR's poison bound for storage other than
     8 bits (fptosi outside the full storage range) and StableHLO's inexact clamp bound (2^31 - 1 in float32)."""
     lo, hi = rec["min"], rec["max"]
+    if profile in ("openvino", "openvino_cpu"):
+        return fake_quantize_oracle(profile, x, s, z, lo, hi)
     full = (-(1 << (rec["bits"] - 1)), (1 << (rec["bits"] - 1)) - 1) if rec["signed"] else (0, (1 << rec["bits"]) - 1)
     if profile == "aqt":
         lo = max(lo, -hi)
@@ -207,6 +231,9 @@ def dequant_oracle(profile: str, code: int, s: float, z: int, rec: dict, spec: d
         dv = Fraction(d)
     elif sub == "int":
         dv = Fraction(d)
+    elif sub == "fma":  # openvino_cpu: fl32(code * s + fl32(-z * s)), one rounding (uniform.md §2.2)
+        s32 = rn(Fraction(s), "float32")
+        return rn(code * s32 + rn(-z * s32, "float32"), "float32")
     else:
         t = E if sub == "expressed" else sub
         dv = rn(rn(Fraction(code), t) - rn(Fraction(z), t), t)

@@ -205,6 +205,8 @@ def encode_exact(ex: Exact, fmt: Format, rp: ResolvedPolicy, rbits: np.ndarray |
 # ---------------------------------------------------------------------------------------------------------
 _F32 = get_format("float32")
 _TO_F32 = CastPolicy().resolve(_F32)
+_F16 = get_format("float16")
+_TO_F16 = CastPolicy().resolve(_F16)
 
 
 #: inputs of at most this many elements take the reference path while their table is not built yet
@@ -342,6 +344,9 @@ def encode(
     if flat.dtype.kind == "O" and isinstance(f, IntFormat) and rp.overflow == "wrap":
         flat = _reduce_rationals(flat, f.bits)
     via32 = pol.source == "via_float32" and flat.dtype == np.float64 and isinstance(f, FloatFormat)
+    # elements.md §2.12: a float input of another float dtype rounded to float16 first (float64 via float32)
+    via16 = (pol.source == "via_float16" and isinstance(f, FloatFormat) and flat.dtype != np.float16
+             and (flat.dtype.kind == "f" or flat.dtype.name == "bfloat16"))
     rbits, seeded, nbits = None, None, 0
     if pol.rounding in STOCHASTIC_MODES:
         assert pol.stochastic_bits is not None
@@ -358,6 +363,10 @@ def encode(
         part = flat[lo:hi]
         if via32:
             part = encode_exact(decompose(part), _F32, _TO_F32).astype(np.uint32).view(np.float32)
+        elif via16:  # float64: to float32 first (elements.md §2.12)
+            if part.dtype == np.float64:
+                part = encode_exact(decompose(part), _F32, _TO_F32).astype(np.uint32).view(np.float32)
+            part = encode_exact(decompose(part), _F16, _TO_F16).astype(np.uint16).view(np.float16)
         rb = rbits[lo:hi] if rbits is not None else (
             None if seeded is None else random_bits_from_seed(hi - lo, nbits, seeded, lo))
         out[lo:hi] = encode_flat(part, f, rp, rb)

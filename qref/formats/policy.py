@@ -35,7 +35,7 @@ OVERFLOW_POLICIES = ("saturate", "saturate_propagate", "inf", "nan", "wrap", "ze
 SUBNORMAL_POLICIES = ("keep", "flush")
 INPUT_SUBNORMAL_POLICIES = ("keep", "zero")
 NAN_POLICIES = ("keep_sign", "positive", "flipped_sign_zero", "zero", "max", "error")
-SOURCE_POLICIES = ("exact", "via_float32")
+SOURCE_POLICIES = ("exact", "via_float32", "via_float16")
 UNSIGNED_NEGATIVE = ("zero", "nan")  # what a negative nonzero value or -Inf becomes in an unsigned format
 INT_CASTS = (
     "direct",                 # the policies act on the exact value (elements.md §2.9)
@@ -62,7 +62,9 @@ class CastPolicy:
     subnormals: "keep" or "flush" (a nonzero result that is subnormal after rounding becomes zero of its sign).
     input_subnormals: "keep" or "zero" (subnormal inputs of the source dtype are read as zero of their sign).
     source: "exact" (the input's exact value is rounded once) or "via_float32" (float64 inputs are first
-        rounded to float32 by nearest_even, as ml_dtypes does for float formats; integers are converted directly).
+        rounded to float32 by nearest_even, as ml_dtypes does for float formats; integers are converted directly)
+        or "via_float16" (float inputs of any other float dtype are first rounded to float16 by nearest_even,
+        overflow to +-Inf, NaN keeping its sign; float64 to float32 first; float targets only: elements.md §2.12).
     stochastic_bits: N, the number of random bits per element for the stochastic modes.
     unsigned_negative: unsigned formats only: a negative nonzero value or -Inf becomes "zero" ([P3109] clamps at
         0; NaN in a format without zero) or "nan" (the NaN code, as ml_dtypes 0.7's float8_e5m3fnu).

@@ -28,6 +28,8 @@ DQ_SUBTRACT = ("expressed", "float32", "int64", "int32", "storage")
 DQ_MULTIPLY = ("expressed", "float32", "float64", "at_least_float32")
 DQ_FORMS = ("subtract", "multiply_add", "fma")
 CONSTANT_RULES = ("round", "unspecified")
+#: how q is formed from the input range [il, ih] of a FakeQuantize (uniform.md §2.8); "none": x / s + z
+RANGE_FORMS = ("none", "scale_shift", "normalize")
 ROUNDINGS = tuple(m for m in ROUNDING_MODES if m not in STOCHASTIC_MODES and m not in ("ml_dtypes", "exponent_carry"))
 #: the modes of the final rounding: the deterministic ones and P3109's stochastic ones (uniform.md §2.6)
 FINAL_ROUNDINGS = (*ROUNDINGS, *STOCHASTIC_MODES)
@@ -83,6 +85,12 @@ class UniformArithmetic:
         scalar remainder only (a kernel whose tail loop works in double: fl64(x) / fl64(s)); per-axis and blocked
         schemes keep ``compute`` (simd_width > 0 only; uniform.md §2.4).
     stochastic_bits: N for the stochastic rounding modes (None otherwise).
+    range_form: "none" (x / s + z as above) or a FakeQuantize with input range il = fl32((lo - z) * s), ih =
+        fl32((hi - z) * s), n = hi - lo levels minus one and output range [lo, hi] (uniform.md §2.8):
+        "scale_shift" (clamp x to [il, ih], t = fl32(fl32(x * isc) - fl32(il * isc)), isc = fl32(n / fl32(ih -
+        il)): a precomputed input scale and shift, two roundings) or "normalize" (x <= il: lo, x > ih: hi, else
+        t = fl32(fl32(fl32(x - il) / fl32(ih - il)) * n)); q = fl32(fl32(fl32(round(t) / n) * n) + lo). Needs
+        compute "float32", a deterministic rounding, no vector loop, integer storage.
     """
 
     compute: str = "expressed"
@@ -109,6 +117,7 @@ class UniformArithmetic:
     remainder_rounding: str = "nearest_away"
     remainder_compute: str | None = None
     stochastic_bits: int | None = None
+    range_form: str = "none"
 
     def __post_init__(self) -> None:
         check_choice("compute dtype", self.compute, COMPUTE_DTYPES)
@@ -136,6 +145,11 @@ class UniformArithmetic:
         check_choice("reciprocal_inf", self.reciprocal_inf, ("keep", "one"))
         check_choice("remainder_scale_op", self.remainder_scale_op, SCALE_OPS)
         check_choice("remainder_rounding", self.remainder_rounding, ROUNDINGS)
+        check_choice("range_form", self.range_form, RANGE_FORMS)
+        if self.range_form != "none" and (self.compute != "float32" or self.simd_width
+                                          or self.rounding not in ROUNDINGS):
+            raise QrefError(f"range_form={self.range_form!r} (a FakeQuantize, uniform.md §2.8) is defined for "
+                            "compute='float32', a deterministic rounding and no vector loop (simd_width=0)")
         if self.remainder_compute is not None:
             check_choice("remainder_compute", self.remainder_compute, COMPUTE_DTYPES)
         if self.input_dtypes is not None:
@@ -183,7 +197,7 @@ class UniformArithmetic:
 
 ARITHMETIC_FIELDS = tuple(f.name for f in dataclasses.fields(UniformArithmetic))
 _OPTIONAL_FIELDS = ("dq_form", "simd_width", "remainder_scale_op", "remainder_rounding", "remainder_compute",
-                    "stochastic_bits")
+                    "stochastic_bits", "range_form")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(UniformArithmetic)}
 
 # ---------------------------------------------------------------------------------------------------------
@@ -362,34 +376,48 @@ PROFILES: tuple[Profile, ...] = (
         "openvino", "uniform", "OpenVINO 2026.4 weight decompression folded at compile time (Convert, Subtract "
         "zero point, Multiply scale on constant u8/i8/u4/i4/u2 weights: the core's constant folding)",
         "dequantize = fl32(fl32(float(q) - float(z)) * s) with z and s float32 constants (the subtraction is exact "
-        "for these widths); quantize is not modelled (OpenVINO quantizes with FakeQuantize, float to float: "
-        "no accepted input dtypes).",
-        rules=(UniformArithmetic(compute="float32", input_dtypes=(), scale_op="divide", zero_point="after_rounding",
-                                 clamp="integer", rounding="nearest_even", conversion="saturate", nan="unspecified",
-                                 constants="round", dq_subtract="float32", dq_multiply="float32")),
+        "for these widths); quantize = a folded FakeQuantize(x, fl32((lo - z) s), fl32((hi - z) s), lo, hi, "
+        "levels <= 256): t = fl32(fl32(fl32(x - il) / fl32(ih - il)) * n), x <= il -> lo, x > ih -> hi, "
+        "q = lo + nearbyint(t) (range_form 'normalize', uniform.md §2.8); float32 input.",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="divide",
+                                 zero_point="after_rounding", clamp="integer", rounding="nearest_even",
+                                 conversion="saturate", nan="unspecified", constants="round", dq_subtract="float32",
+                                 dq_multiply="float32", range_form="normalize")),
         sources=("openvino src/plugins/intel_cpu (Convert, Eltwise Subtract / Multiply on f32)",
+                 "openvino src/core/reference/include/openvino/reference/fake_quantize.hpp (constant folding)",
                  "checked against openvino 2026.4.1 CPU (tests/test_openvino_targets.py)"),
         package="openvino", versions="==2026.4.*", status="verified",
         evidence=("tests/test_openvino_targets.py: u8/i8/u4/i4 codes with odd zero points at the storage ends and "
                   "scales, per tensor and per axis, the codes a folded Constant; qref run --backend openvino "
-                  "(openvino.decompress.constant): 0 mismatches",),
+                  "(openvino.decompress.constant): 0 mismatches",
+                  "tests/test_openvino_targets.py::test_fake_quantize_forms: FakeQuantize on a Constant, every tie "
+                  "(k + 1/2) s and its float32 neighbours, 4/8-bit and narrowed ranges: 0 mismatches; qref run "
+                  "(openvino.fake_quantize.constant, per tensor: 97 tasks, 27,732 values): 0 mismatches"),
     ),
     Profile(
         "openvino_cpu", "uniform", "OpenVINO 2026.4 CPU plugin running the weight decompression on runtime codes "
         "(Convert, Subtract zero point, Multiply scale with a Parameter input)",
         "dequantize = fl32(float(q) * s + c) with one rounding, c = fl32(-z * s): the plugin fuses Subtract and "
         "Multiply into one multiply-add (an FMA: (q - z) = 0 gives the FMA's residue, -7.45e-9 for q = z = 3, "
-        "s = fl32(0.1)); quantize is not modelled (no accepted input dtypes).",
-        rules=(UniformArithmetic(compute="float32", input_dtypes=(), scale_op="divide", zero_point="after_rounding",
-                                 clamp="integer", rounding="nearest_even", conversion="saturate", nan="unspecified",
-                                 constants="round", dq_subtract="int64", dq_multiply="float32", dq_form="fma")),
-        sources=("openvino src/plugins/intel_cpu: Convert, Subtract and Multiply fused into one Snippets subgraph "
+        "s = fl32(0.1)); quantize = FakeQuantize(x, fl32((lo - z) s), fl32((hi - z) s), lo, hi) decomposed by "
+        "Snippets: t = fl32(fl32(clamp(x, il, ih) * isc) - fl32(il * isc)), isc = fl32(n / fl32(ih - il)), "
+        "q = lo + round_half_even(t) (range_form 'scale_shift', uniform.md §2.8); float32 input.",
+        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="divide",
+                                 zero_point="after_rounding", clamp="integer", rounding="nearest_even",
+                                 conversion="saturate", nan="unspecified", constants="round", dq_subtract="int64",
+                                 dq_multiply="float32", dq_form="fma", range_form="scale_shift")),
+        sources=("openvino src/common/snippets/src/pass/fq_decomposition.cpp (FakeQuantizeDecomposition)",
+                 "openvino src/plugins/intel_cpu: Convert, Subtract and Multiply fused into one Snippets subgraph "
                  "(runtime model layer type Subgraph), which emits a fused multiply-add on x86-64 with FMA",
                  "checked against openvino 2026.4.1 CPU (tests/test_openvino_targets.py)"),
         package="openvino", versions="==2026.4.*", status="verified",
         evidence=("tests/test_openvino_targets.py: every u8 code with zero points 3/127/200 and 4 scales, "
                   "Parameter input, against an independent float64 computation of the single rounding; qref run "
-                  "--backend openvino (openvino.decompress.parameter): 0 mismatches",),
+                  "--backend openvino (openvino.decompress.parameter): 0 mismatches",
+                  "tests/test_openvino_targets.py::test_fake_quantize_forms: FakeQuantize on a Parameter, every tie "
+                  "(k + 1/2) s and its float32 neighbours, 4/8/16-bit and narrowed ranges: 0 mismatches; qref run "
+                  "(openvino.fake_quantize.parameter, per tensor / per axis / blocks: 139 tasks, 41,386 values): 0 "
+                  "mismatches"),
     ),
     Profile(
         "pytorch_fake_quantize", "uniform", "PyTorch 2.13 CPU fake_quantize_per_tensor_affine / "

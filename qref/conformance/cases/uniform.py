@@ -466,6 +466,7 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from _calibrate_cases(full)
     yield from _per_token_calibrate_cases(full)
     yield from _fake_quantize_calibrate_cases(full)
+    yield from _openvino_fake_quantize_cases(full)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -819,8 +820,34 @@ def _fake_quantize_calibrate_cases(full: bool) -> Iterator[Case]:
             )
 
 
+# ---------------------------------------------------------------------------------------------------------
+# OpenVINO FakeQuantize (uniform.md §2.8): the input range formed from (s, z), two forms of the arithmetic
+# ---------------------------------------------------------------------------------------------------------
+FQ_PROFILES = ("openvino_cpu", "openvino")
+FQ_SETUPS: tuple[Setup, ...] = (
+    Setup("fq_s0.1_z3", "uint8", 0.1, 3, profiles=FQ_PROFILES,
+          description="FakeQuantize, s = 0.1: the range's scale fl32(255 / fl32(ih - il)) is not 1 / s"),
+    Setup("fq_s0.007_z-5", "int8", 0.007, -5, profiles=FQ_PROFILES,
+          description="FakeQuantize, signed storage, negative zero point"),
+    Setup("fq_s7.1e-05_z100", "uint8", 7.1e-5, 100, profiles=FQ_PROFILES,
+          description="FakeQuantize, small scale"),
+    Setup("fq_s1_3_z0", "int8<-127:127>", 1 / 3, 0, profiles=FQ_PROFILES,
+          description="FakeQuantize, narrowed range: 255 levels"),
+    Setup("fq_s0.37_z-2", "int4", 0.37, -2, profiles=FQ_PROFILES, description="FakeQuantize, 16 levels"),
+    Setup("fq_s0.0013_z17", "int16", 0.0013, 17, profiles=FQ_PROFILES,
+          description="FakeQuantize, 65536 levels"),
+)
+
+
+def _openvino_fake_quantize_cases(full: bool) -> Iterator[Case]:
+    """uniform_quantize under the FakeQuantize profiles (``openvino_cpu``: precomputed input scale and shift;
+    ``openvino``: the normalized form), float32 inputs: ties, near ties, grid, range edges, specials, random."""
+    for st in FQ_SETUPS:
+        yield from _per_tensor(st, full)
+
+
 __all__ = ["CALIBRATE_CATEGORIES", "CALIBRATE_SETUPS", "CATEGORY_TAGS", "CATEGORY_TEXT", "FAKE_QUANTIZE_SETUPS",
-           "FAMILY", "FLOAT_SETUPS",
+           "FAMILY", "FLOAT_SETUPS", "FQ_PROFILES", "FQ_SETUPS",
            "MLIR_FLOAT_SETUPS", "N_RANDOM", "N_RANDOM_FULL", "PROFILE_ORDER", "REQUANTIZE_PROFILES",
            "REQUANTIZE_SETUPS", "SETUPS", "SOURCES", "SPEC", "CalibrateSetup", "RequantizeSetup", "Setup",
            "build_cases", "code_patterns", "storage_values"]

@@ -3,7 +3,12 @@
 float32 arithmetic in bfloat16).
 
 - elements: ``Convert`` between float32 / float16 / bfloat16 / float64 and f8e4m3, f8e5m2, f4e2m1, f8e8m0
-  (encode, decode, quantize = there and back);
+  (encode, decode, quantize = there and back), element profile ``openvino`` (f8e4m3 / f8e5m2 through float16,
+  elements.md §2.12);
+- uniform: ``FakeQuantize(x, il, ih, lo, hi, hi - lo + 1)`` with il = fl32((lo - z) * s), ih = fl32((hi - z) * s)
+  on uniform_quantize cases (its outputs are the codes; uniform.md §2.8): the plugin's Snippets decomposition
+  (profile ``openvino_cpu``, range_form "scale_shift"), the core's folding for levels <= 256 (``openvino``,
+  "normalize");
 - uniform: the weight decompression OpenVINO runs for compressed weights, (Convert(w, f32) - Convert(z, f32)) *
   scale (uniform_dequantize of u8 / i8 / u4 / i4 / u2 codes, per tensor or per axis), profile ``openvino``;
 - lookup: NF4 decompression, Convert(nf4 -> f16) * f16 scale per group, then Convert to the output type
@@ -263,6 +268,108 @@ def _dq_snippet(mode: str):
     return snippet
 
 
+# ---- uniform: FakeQuantize -----------------------------------------------------------------------------------
+#: the most levels a constant FakeQuantize is folded with (the core's reference); above, the CPU plugin runs it
+FOLD_LEVELS = 256
+
+
+def _fq_supports(case: Case, mode: str) -> str | None:
+    from ...formats import IntFormat
+    from ..families.uniform import scheme_of
+
+    if case.operation != "uniform_quantize":
+        return "FakeQuantize is OpenVINO's quantize (float to float): uniform_quantize only"
+    sch = scheme_of(case)
+    if not isinstance(sch.storage, IntFormat) or sch.storage.bits > 16:
+        return (f"FakeQuantize rounds to at most 65536 integer levels (16-bit and narrower storage), not "
+                f"{sch.storage.name}")
+    if case.inputs["x"].dtype != np.float32 or sch.expressed.name != "float32":
+        return "float32 input and scales only (the openvino profiles compute in float32)"
+    lo, hi = sch.storage_bounds
+    if mode == "constant" and sch.granularity != "per_tensor":
+        return ("a Constant FakeQuantize with per-axis / blocked ranges is not modelled yet: the blocked cases "
+                "differ from the folded formula and per-axis ranges on axis 2 do not compile ('doesn't support non "
+                "per-tensor quantization for axis: 2'); per-tensor here, every granularity on the Parameter target")
+    if mode == "constant" and hi - lo + 1 > FOLD_LEVELS:
+        return (f"OpenVINO 2026.4 folds a constant FakeQuantize only with levels <= {FOLD_LEVELS} (here "
+                f"{hi - lo + 1}); with more levels the CPU plugin runs it, as openvino.fake_quantize.parameter")
+    return None
+
+
+def _fq_problem(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """(x, il, ih, lo, hi): input range il = fl32((lo - z) * s), ih = fl32((hi - z) * s) (uniform.md §2.8) per
+    element (shape (1,) per tensor, else broadcastable against x: per axis, blocks), the output range [lo, hi],
+    levels = hi - lo + 1."""
+    from ..families.uniform import scheme_of
+
+    sch = scheme_of(case)
+    x = np.ascontiguousarray(case.inputs["x"], np.float32)
+    S, Z = sch.expand(x.shape)
+    s = np.asarray(S, np.float64).astype(np.float32).astype(np.float64)
+    z = np.asarray(Z, np.int64).astype(np.float64)
+    lo, hi = sch.storage_bounds
+    il, ih = ((lo - z) * s).astype(np.float32), ((hi - z) * s).astype(np.float32)  # exact products, one rounding
+    if il.size == 1:
+        il, ih = il.reshape(1), ih.reshape(1)
+    elif x.ndim == 0:
+        il, ih = il.reshape(-1), ih.reshape(-1)
+    return x, np.ascontiguousarray(il), np.ascontiguousarray(ih), lo, hi
+
+
+def _fq_codes(case: Case, y: np.ndarray) -> Outputs:
+    from ..families.uniform import scheme_of
+
+    y = np.asarray(y, np.float32).reshape(case.inputs["x"].shape)
+    ok = np.isnan(y) | (y == np.rint(y))
+    if not ok.all():
+        i = int(np.flatnonzero(~ok.reshape(-1))[0])
+        raise ValueError(f"FakeQuantize output {float(y.reshape(-1)[i])!r} at element {i} is not an integer level")
+    (name,) = case.expected
+    exp = case.expected[name]
+    bits_ = scheme_of(case).storage.bits
+    q = np.where(np.isnan(y), 0, y).astype(np.int64)
+    return {name: (q & ((1 << bits_) - 1)).astype(np.uint64).astype(exp.dtype)}
+
+
+def _fq_runner(mode: str):
+    def one(case: Case) -> Outputs:
+        import openvino as ov  # noqa: F401
+        from openvino import opset13 as ops
+
+        reason = _fq_supports(case, mode)
+        if reason:
+            raise Unsupported(reason)
+        x, il, ih, lo, hi = _fq_problem(case)
+        if x.size == 0:
+            raise Unsupported("an empty tensor")
+
+        def build(node: Any) -> Any:
+            return ops.fake_quantize(node, ops.constant(il), ops.constant(ih), ops.constant(np.float32([lo])),
+                                     ops.constant(np.float32([hi])), hi - lo + 1)
+
+        flat = x.reshape(-1) if x.ndim == 0 else x
+        raw = run_graph(build, "f32", flat.shape, flat, mode)
+        return _fq_codes(case, raw.view(np.float32))
+
+    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+        return run_each(cases, one)
+
+    return run
+
+
+def _fq_snippet(mode: str):
+    def snippet(case: Case, i: int) -> str:
+        x, il, ih, lo, hi = _fq_problem(case)
+        flat = x.reshape(-1) if x.ndim == 0 else x
+        return python_c(*_HEAD, *_feed_lines("f32", flat.shape, flat, mode),
+                        f"il, ih = {array_literal(il)}, {array_literal(ih)}",
+                        *_run_lines(f"ops.fake_quantize(node, ops.constant(il), ops.constant(ih), "
+                                    f"ops.constant(np.float32([{lo}])), ops.constant(np.float32([{hi}])), "
+                                    f"{hi - lo + 1})", i, 4))
+
+    return snippet
+
+
 # ---- lookup: NF4 decompression -------------------------------------------------------------------------------
 def _nf4_supports(case: Case) -> str | None:
     if case.operation != "lookup_dequantize":
@@ -353,13 +460,19 @@ def targets() -> list[Target]:
                "the input a Constant (the graph has no input: folded at compile time by OpenVINO's core)")
         out += [
             Target(BACKEND, f"openvino.convert.{mode}", "elements",
-                   f"Convert(f32/f16/bf16/f64 <-> f8e4m3/f8e5m2/f4e2m1/f8e8m0), CPU, {how}", None,
+                   f"Convert(f32/f16/bf16/f64 <-> f8e4m3/f8e5m2/f4e2m1/f8e8m0), CPU, {how}", "openvino",
                    ("encode", "decode", "quantize"), _convert_supports, _convert_runner(mode),
                    _convert_snippet(mode)),
             Target(BACKEND, f"openvino.decompress.{mode}", "uniform",
                    "weight decompression Multiply(Subtract(Convert(w, f32), z), s), w u8/i8/u4/i4/u2, z and s "
                    f"float32 Constants per tensor / per axis / per group, CPU, {how}", PROFILES[mode],
                    ("uniform_dequantize",), _dq_supports, _dq_runner(mode), _dq_snippet(mode), copies=True),
+            Target(BACKEND, f"openvino.fake_quantize.{mode}", "uniform",
+                   "FakeQuantize(x, il, ih, lo, hi, levels = hi - lo + 1) with il / ih = (lo / hi - z) * s in "
+                   "float32 and the storage range as output range (its outputs are the codes), float32, per tensor / "
+                   f"per axis / blocks (the ranges broadcast against x), CPU, {how}",
+                   PROFILES[mode], ("uniform_quantize",), lambda c, m=mode: _fq_supports(c, m), _fq_runner(mode),
+                   _fq_snippet(mode)),
             Target(BACKEND, f"openvino.nf4.{mode}", "lookup",
                    "NF4 decompression Convert(Multiply(Convert(w_nf4, f16), s_f16), out), groups along the last "
                    f"axis, CPU, {how}", PROFILES[mode], ("lookup_dequantize",), _nf4_supports, _nf4_runner(mode),

@@ -49,7 +49,7 @@ _OTHER_ALTS = (("saturation_nan_inf", {"overflow": "saturate"}), ("saturation_na
                ("wrap_around", {"overflow": "wrap"}),
                ("subnormal_flush", {"subnormals": "flush"}), ("subnormal_flush", {"input_subnormals": "zero"}),
                ("subnormal_flush", {"subnormals": "flush", "input_subnormals": "zero"}),
-               ("double_rounding", {"source": "via_float32"}))
+               ("double_rounding", {"source": "via_float32"}), ("double_rounding", {"source": "via_float16"}))
 _NAN_ALTS = tuple(("nan_sign_or_code", {"nan": r}) for r in ("keep_sign", "positive", "flipped_sign_zero", "zero",
                                                                 "max"))
 

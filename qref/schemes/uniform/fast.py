@@ -287,7 +287,7 @@ def quantize_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.nda
     """
     A = s.arithmetic
     if (arr.dtype != _F32 or arr.ndim == 0 or arr.size == 0 or not isinstance(s.storage, IntFormat)
-            or s.storage.bits > 16 or A.rounding not in _ROUND_MODES):
+            or s.storage.bits > 16 or A.rounding not in _ROUND_MODES or A.range_form != "none"):
         return None
     Zb = np.asarray(wrapped_zero_points(s, Z), dtype=np.int64)
     if A.zero_point == "fused" and Zb.any():

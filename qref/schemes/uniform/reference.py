@@ -37,7 +37,7 @@ from .validation import UniformRecord
 
 __all__ = ["FLOAT_DTYPES", "cast", "compute_dtype", "dequantize_arrays", "dq_multiply_dtype", "float_steps",
            "fma32", "int_to_float", "integer_tail", "np_dtype", "quantize_arrays", "quantize_float",
-           "reciprocal", "round_fraction", "round_to_int", "scale_in", "wrapped_zero_points"]
+           "range_steps", "reciprocal", "round_fraction", "round_to_int", "scale_in", "wrapped_zero_points"]
 
 FLOAT_DTYPES = {
     "float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
@@ -169,6 +169,8 @@ def float_steps(r: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarray,
     only (its zero points are 0). Outside ``_reference`` numpy's conversions stand in for the core's where they
     are exact, and additions of zero are skipped (the same q but for the sign of a zero, uniform.md §2.5)."""
     A = r.arithmetic
+    if A.range_form != "none":
+        return range_steps(r, arr, S, Z)
     C = compute_dtype(r, arr)
     Z = wrapped_zero_points(r, Z)
     xc = arr if arr.dtype == C else cast(arr, C)  # read only below
@@ -217,6 +219,42 @@ def float_steps(r: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarray,
                 unspecified |= q.astype(np.float64) >= float(hi_c)
         q = np.clip(q, lo_c, hi_c)
     return q, Zb, unspecified
+
+
+def range_steps(r: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(q, 0, unspecified) of a FakeQuantize with input range [il, ih] and output range [lo, hi] (uniform.md §2.8):
+    il = fl32((lo - z) * s), ih = fl32((hi - z) * s), n = hi - lo;
+    scale_shift: t = fl32(fl32(clamp(x, il, ih) * isc) - fl32(il * isc)), isc = fl32(n / fl32(ih - il));
+    normalize:   t = 0 (x <= il), n (x > ih), else fl32(fl32(fl32(x - il) / fl32(ih - il)) * n);
+    q = fl32(fl32(fl32(round(t) / n) * n) + lo), an integer-valued float32 (the zero point is in il, ih)."""
+    A = r.arithmetic
+    if not isinstance(r.storage, IntFormat):
+        raise QrefError(f"range_form={A.range_form!r} (a FakeQuantize, uniform.md §2.8) rounds to integer levels; "
+                        f"{r.storage.name} is a float storage: use range_form='none'")
+    lo, hi = r.storage_bounds
+    f32 = np.float32
+    s32 = scale_in(r, S, _F32).astype(np.float64)  # the float32 scale, exact in float64
+    z = np.asarray(wrapped_zero_points(r, Z), dtype=np.int64).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        il = np.asarray((lo - z) * s32).astype(f32)  # (lo - z) * s is exact in float64: one rounding
+        ih = np.asarray((hi - z) * s32).astype(f32)
+        n = f32(hi - lo)
+        x = cast(arr, _F32) if arr.dtype != _F32 else arr
+        width = np.asarray(ih - il, dtype=f32)
+        if A.range_form == "scale_shift":
+            isc = np.asarray(n / width, dtype=f32)
+            xc = np.minimum(np.maximum(x, il), ih)  # Maximum then Minimum: NaN stays NaN
+            t = np.asarray(xc * isc, dtype=f32) - np.asarray(il * isc, dtype=f32)
+        else:
+            t = np.asarray(np.asarray((x - il).astype(f32) / width, dtype=f32) * n, dtype=f32)
+            t = np.where(x <= il, f32(0), np.where(x > ih, n, t)).astype(f32)
+        k, nan = round_to_int(np.asarray(t, dtype=f32), A.rounding)
+        rk = np.where(nan, f32(0), k.astype(f32))
+        q = np.asarray(np.asarray(np.asarray(rk / n, dtype=f32) * n, dtype=f32) + f32(lo), dtype=f32)
+        q = np.where(nan, f32(np.nan), q).astype(f32)
+    q = np.broadcast_to(q, arr.shape).copy()
+    return q, np.zeros((), dtype=np.int64), np.zeros(arr.shape, dtype=bool)
 
 
 def quantize_arrays(r: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, rbits: np.ndarray | None
