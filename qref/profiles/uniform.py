@@ -442,7 +442,11 @@ PROFILES: tuple[Profile, ...] = (
                   "0 mismatches on the specified elements (per channel: beyond int64 left out, uniform.md §4.4 F3)",
                   "tests/test_torch_quant_peer.py: PyTorch's own fake-quantize test cases, all equal",
                   "tests/test_torch_observers.py::test_fake_quantize_input_dtypes (float16 / bfloat16 inputs), "
-                  "test_fake_quantize_module (FakeQuantize with its observers)"),
+                  "test_fake_quantize_module (FakeQuantize with its observers)",
+                  "tests/test_torch_fake_quantize_grad.py: the gradient mask (uniform.md §4.4 F5) of both kernels "
+                  "against an independent oracle, 8/4/16-bit ranges, ties and their one-ulp neighbours at the "
+                  "clamp bounds, NaN/Inf, subnormal scales; qref run --backend torch on uniform/fake_quantize_grad/*: "
+                  "codes and grad_mask, 0 mismatches"),
     ),
     Profile(
         "pytorch_decomposed", "uniform", "PyTorch 2.13 PT2E decomposed ops quantized_decomposed."

@@ -467,6 +467,7 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from _per_token_calibrate_cases(full)
     yield from _fake_quantize_calibrate_cases(full)
     yield from _openvino_fake_quantize_cases(full)
+    yield from _fake_quantize_grad_cases()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -846,8 +847,69 @@ def _openvino_fake_quantize_cases(full: bool) -> Iterator[Case]:
         yield from _per_tensor(st, full)
 
 
-__all__ = ["CALIBRATE_CATEGORIES", "CALIBRATE_SETUPS", "CATEGORY_TAGS", "CATEGORY_TEXT", "FAKE_QUANTIZE_SETUPS",
-           "FAMILY", "FLOAT_SETUPS", "FQ_PROFILES", "FQ_SETUPS",
+#: (label, storage, scales, zero points): the fake-quantize gradient-mask cases (uniform.md §4.4 F5); one scale:
+#: per tensor, several: per channel along axis 0
+FAKE_GRAD_SETUPS: tuple[tuple[str, str, tuple[float, ...], tuple[int, ...]], ...] = (
+    ("pt_int8_s0.1_z3", "int8", (0.1,), (3,)),
+    ("pt_uint8_s0.02_z128", "uint8", (0.02,), (128,)),
+    ("pt_int8_4bit_s0.25_z-2", "int8<-8:7>", (0.25,), (-2,)),
+    ("pt_int8_s1e-45_z0", "int8", (float(np.float32(1e-45)),), (0,)),
+    ("pc_int8_3ch", "int8", (0.1, 0.5, 1 / 3), (3, -3, 0)),
+    ("pc_uint8_2ch", "uint8", (0.02, 0.75), (128, 0)),
+)
+
+
+def _fake_grad_points(s: float, z: int, lo: int, hi: int, specials: bool) -> np.ndarray:
+    """float32 inputs at every integer k and tie k + 1/2 of x * fl32(1 / s) from lo - z - 3 to hi - z + 3 (the
+    clamp bounds and beyond), each with its neighbours one ulp away; with ``specials`` NaN, +-Inf, +-0 and
+    values far beyond the range."""
+    with np.errstate(over="ignore"):  # a subnormal scale: inv = +Inf
+        inv = np.float32(1) / np.float32(s)
+    ks = np.arange(lo - z - 3, hi - z + 4, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        base = (np.concatenate([ks, ks + 0.5]) / np.float64(inv)).astype(np.float32)
+    pts = [base, np.nextafter(base, np.float32(np.inf)), np.nextafter(base, np.float32(-np.inf))]
+    if specials:
+        pts.append(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 3e38, -3e38, 1e10, -1e10], np.float32))
+    return np.concatenate(pts)
+
+
+def _fake_quantize_grad_cases() -> Iterator[Case]:
+    """uniform_quantize cases of profile ``pytorch_fake_quantize`` with a second output ``grad_mask`` (bool): the
+    gradient mask of fake quantize (uniform.md §4.4 F5), True where lo <= z + round(fl32(x * fl32(1 / s))) <= hi.
+    Per channel (axis 0) the inputs are finite (beyond int64 the per-channel codes differ: §4.4 F3)."""
+    from ...schemes.uniform.gradient import fake_quantize_mask
+
+    for label, storage, scales, zps in FAKE_GRAD_SETUPS:
+        per_channel = len(scales) > 1
+        base = storage.split("<")[0]
+        lo, hi = get_format(base).full_range
+        if "<" in storage:
+            lo, hi = (int(v) for v in storage[storage.index("<") + 1:-1].split(":"))
+        rows = [_fake_grad_points(s, z, lo, hi, not per_channel) for s, z in zip(scales, zps, strict=True)]
+        n = max(r.size for r in rows)
+        x = np.stack([np.resize(r, n) for r in rows]) if per_channel else rows[0]
+        sch = build_uniform(storage, scale=list(scales) if per_channel else scales[0],
+                            zero_point=list(zps) if per_channel else zps[0], axis=0 if per_channel else None,
+                            profile="pytorch_fake_quantize")
+        with np.errstate(all="ignore"):
+            q = sch.quantize(x)
+        mask = fake_quantize_mask(x, sch)
+        unspec = np.asarray(q.unspecified, dtype=bool)
+        yield Case(
+            id=f"{FAMILY}/fake_quantize_grad/{label}", family=FAMILY, operation="uniform_quantize", scheme=sch,
+            profile="pytorch_fake_quantize", inputs={"x": x},
+            expected={"codes": code_patterns(q.codes, base), "grad_mask": mask},
+            unspecified={"codes": unspec} if unspec.any() else {}, array_formats={"codes": sch.storage.name},
+            tags=("tie", "boundary", "special"), spec=("uniform.md §4.4",),
+            description=f"fake quantize float32 -> {storage} ({'per channel' if per_channel else 'per tensor'}): "
+                        f"codes and the gradient mask at ties x / s = k + 1/2, integers and their one-ulp "
+                        f"neighbours across the clamp bounds{'' if per_channel else ', NaN, +-Inf'}",
+        )
+
+
+__all__ = ["CALIBRATE_CATEGORIES", "CALIBRATE_SETUPS", "CATEGORY_TAGS", "CATEGORY_TEXT", "FAKE_GRAD_SETUPS",
+           "FAKE_QUANTIZE_SETUPS", "FAMILY", "FLOAT_SETUPS", "FQ_PROFILES", "FQ_SETUPS",
            "MLIR_FLOAT_SETUPS", "N_RANDOM", "N_RANDOM_FULL", "PROFILE_ORDER", "REQUANTIZE_PROFILES",
            "REQUANTIZE_SETUPS", "SETUPS", "SOURCES", "SPEC", "CalibrateSetup", "RequantizeSetup", "Setup",
            "build_cases", "code_patterns", "storage_values"]

@@ -165,7 +165,7 @@ def single_element_case(case: Case, i: int) -> Case:
     s, z = element_params(case, i)
     spec = dict(sch.to_spec(), scales=[s], zero_points=[z], scale_shape=[], axis=None, block_size=None)
     (iname,) = case.inputs
-    (oname,) = case.expected
+    oname = "codes" if "codes" in case.expected else next(iter(case.expected))  # (a grad_mask follows the codes)
     one = {iname: case.inputs[iname].reshape(-1)[i : i + 1]}
     exp = {oname: case.expected[oname].reshape(-1)[i : i + 1]}
     params = dict(case.params)

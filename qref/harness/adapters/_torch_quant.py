@@ -11,7 +11,9 @@ is raised so that no case falls back to eager code).
   ``Tensor.dequantize`` of ``_make_per_tensor/_make_per_channel_quantized_tensor``;
 - ``fake_quantize_per_tensor_affine`` / ``fake_quantize_per_channel_affine`` on ``uniform_quantize`` cases: the
   float output is y = fl32((q - z) * s); the codes are read back as q = z + round(y / s) and checked (fl32((q - z)
-  * s) must give y back bit for bit, else the case is a crash: the output is no fake-quantized value);
+  * s) must give y back bit for bit, else the case is a crash: the output is no fake-quantized value); on cases
+  with a ``grad_mask`` output also the backward (x requires grad, y.backward(ones), grad_mask = x.grad != 0,
+  uniform.md §4.4 F5);
 - the PT2E decomposed ops ``quantized_decomposed.quantize_per_tensor / dequantize_per_tensor`` (``.default``: Python
   scale and zero point; ``.tensor``: 0-d tensors, one compiled kernel for every case), ``quantize_per_channel /
   dequantize_per_channel / quantize_per_token / dequantize_per_token`` (plain integer tensors; sub-byte and narrowed
@@ -262,27 +264,40 @@ def _read_back(case: Case, p: _Params, y: np.ndarray) -> Outputs:
         raise ValueError(f"fake-quantized output {float(y.reshape(-1)[i])!r} at element {i} is no (q - z) * s "
                          f"with s = {float(s32.reshape(-1)[i])!r}")
     q = (d.astype(np.int64) + z).astype(np.int64)
-    (name,) = case.expected
+    name = "codes" if "codes" in case.expected else next(iter(case.expected))
     exp = case.expected[name]
     bits_ = IntFormat_of(p.storage).bits  # type: ignore[union-attr]
     return {name: (q & ((1 << bits_) - 1)).astype(np.uint64).astype(exp.dtype)}
+
+
+def _fake_outputs(torch: Any, case: Case, p: _Params, call: Callable[[Any], Any]) -> Outputs:
+    """y = call(x) read back as codes; a case with a ``grad_mask`` output also runs the backward: x requires grad,
+    y.backward(ones), grad_mask = (x.grad != 0) (uniform.md §4.4 F5)."""
+    x = _x(torch, case)
+    if "grad_mask" not in case.expected:
+        return _read_back(case, p, call(x).numpy())
+    x.requires_grad_(True)
+    y = call(x)
+    y.backward(torch.ones_like(y))
+    out = _read_back(case, p, y.detach().numpy())
+    out["grad_mask"] = (x.grad != 0).numpy().reshape(case.expected["grad_mask"].shape)
+    return out
 
 
 def _fake_per_tensor(torch: Any, case: Case, p: _Params, compiled: bool) -> Outputs:
     def f(x: Any, s: float, z: int, lo: int, hi: int) -> Any:
         return torch.fake_quantize_per_tensor_affine(x, s, z, lo, hi)
     fn = _compiled(torch, "fake_quantize_per_tensor_affine", f) if compiled else f
-    y = fn(_x(torch, case), p.se, p.z, p.lo, p.hi)
-    return _read_back(case, p, y.numpy())
+    return _fake_outputs(torch, case, p, lambda x: fn(x, p.se, p.z, p.lo, p.hi))
 
 
 def _fake_per_channel(torch: Any, case: Case, p: _Params, compiled: bool) -> Outputs:
     def f(x: Any, s: Any, z: Any, axis: int, lo: int, hi: int) -> Any:
         return torch.fake_quantize_per_channel_affine(x, s, z, axis, lo, hi)
     fn = _compiled(torch, "fake_quantize_per_channel_affine", f) if compiled else f
-    y = fn(_x(torch, case), torch.from_numpy(p.expressed_scales.astype(np.float32)),
-           torch.from_numpy(p.zero_points.astype(np.int32)), p.axis, p.lo, p.hi)
-    return _read_back(case, p, y.numpy())
+    s = torch.from_numpy(p.expressed_scales.astype(np.float32))
+    z = torch.from_numpy(p.zero_points.astype(np.int32))
+    return _fake_outputs(torch, case, p, lambda x: fn(x, s, z, p.axis, p.lo, p.hi))
 
 
 # the PT2E decomposed ops ------------------------------------------------------------------------------------------
@@ -623,7 +638,12 @@ def _snippet(kind: str, compiled: bool) -> Callable[[Case, int], str]:
 
     def snippet(case: Case, i: int) -> str:
         one = single_element_case(case, i)
-        return python_c(*src(one, _params(one), compiled))
+        lines = src(one, _params(one), compiled)
+        if getattr(case, "_output", None) == "grad_mask":  # uniform.md §4.4 F5: the backward's mask instead
+            *head, xline, call, _ = lines
+            lines = [*head, xline, "x.requires_grad_(True)", call, "y.backward(torch.ones_like(y))",
+                     "print(bool(x.grad.reshape(-1)[0] != 0))"]
+        return python_c(*lines)
     return snippet
 
 

@@ -24,6 +24,7 @@ from ...formats import IntFormat, get_format
 from ...schemes.base import QArray
 from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
 from ...schemes.uniform import from_spec as _from_spec
+from ...schemes.uniform.gradient import fake_quantize_mask
 from ...schemes.uniform.requantize import FORMS, requantize, requantize_arithmetic
 from ..model import bits
 from . import Expectation, describe_value, holds_for_spec_or, listed_for, task_hash
@@ -115,7 +116,7 @@ def _requantize_outputs(case: Case, profile: str | None, form: str | None = None
     """uniform.md §2.7: the case's codes requantized under ``profile`` (its requantize arithmetic, or ``form``)."""
     frm, to = scheme_of(case, profile), to_scheme_of(case, profile)
     ar = requantize_arithmetic(to.profile, **({"form": form} if form else {}))
-    (name,) = case.expected
+    name = next(iter(case.expected))  # the codes (a grad_mask follows them)
     exp = case.expected[name]
     codes = _signed_codes(case.inputs["codes"], frm)
     with np.errstate(all="ignore"):
@@ -143,7 +144,7 @@ def _requantize_signless(case: Case, profile: str) -> dict[str, np.ndarray]:
     n = np.asarray(q.codes).astype(np.int64)
     if not ts.signed:
         n = np.clip(n, -(1 << (ts.bits - 1)), (1 << (ts.bits - 1)) - 1)
-    (name,) = case.expected
+    name = next(iter(case.expected))  # the codes (a grad_mask follows them)
     dt = case.expected[name].dtype
     return {name: (n & ((1 << ts.bits) - 1)).astype(np.uint64).astype(dt)}
 
@@ -162,7 +163,7 @@ def _signed_codes(codes: np.ndarray, sch: UniformScheme) -> np.ndarray:
 def _outputs(case: Case, sch: UniformScheme) -> Expectation:
     if case.operation == "uniform_requantize":
         return _requantize_outputs(case, sch.profile)
-    (name,) = case.expected
+    name = next(iter(case.expected))  # a fake-quantize case's grad_mask follows its codes
     exp = case.expected[name]
     if case.operation == "uniform_quantize":
         with np.errstate(all="ignore"):
@@ -172,7 +173,11 @@ def _outputs(case: Case, sch: UniformScheme) -> Expectation:
         st = sch.storage
         if exp.dtype.kind == "u" and isinstance(st, IntFormat) and st.bits < 8 * exp.dtype.itemsize:
             out = out & exp.dtype.type((1 << st.bits) - 1)  # narrow codes as the suite stores them
-        return Expectation({name: out}, {name: np.asarray(q.unspecified, dtype=bool)})
+        res = Expectation({name: out}, {name: np.asarray(q.unspecified, dtype=bool)})
+        if "grad_mask" in case.expected:  # uniform.md §4.4 F5
+            with np.errstate(all="ignore"):
+                res.outputs["grad_mask"] = fake_quantize_mask(case.inputs["x"], sch)
+        return res
     (cname,) = case.inputs
     codes = _signed_codes(case.inputs[cname], sch)
     with np.errstate(all="ignore"):
@@ -239,7 +244,7 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
             spec = dict(sch.to_spec(), storage="int32", zero_points=list(sch.zero_points))  # codes read signed
             try:
                 alt = _from_spec(spec)
-                (name,) = case.expected
+                name = next(iter(case.expected))
                 with np.errstate(all="ignore"):
                     vals, _ = alt.dequantize_with_mask(QArray(codes=signed, scheme=alt),
                                                        dtype=case.expected[name].dtype)
@@ -257,7 +262,7 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
             n = np.asarray(_from_spec(wide).quantize(case.inputs["x"]).codes).astype(np.int64)
     except Exception:
         return
-    (name,) = case.expected
+    name = next(iter(case.expected))  # the codes (a grad_mask follows them)
     dt = case.expected[name].dtype
     mod = n & ((1 << st.bits) - 1)
     yield "wrap_around", {name: _as(mod, dt, st.bits)}
@@ -274,7 +279,7 @@ def _integer_lowering(case: Case, profile: str) -> dict[str, np.ndarray]:
     code to an int32 (Inf and NaN: INT_MIN, x86-64's undefined conversion), then (n - z) * s in float32."""
     sch = scheme_of(case, profile)
     fmt = sch.storage
-    (name,) = case.expected
+    name = next(iter(case.expected))  # the codes (a grad_mask follows them)
     exp = case.expected[name]
     if case.operation == "uniform_quantize":
         x = case.inputs["x"]
@@ -299,7 +304,7 @@ def _int32_alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[st
     """("int32_conversion", outputs) for each undefined value of the conversion (see ``_through_int32``): INT_MIN
     (x86-64's float -> int32 conversion) and, for bfloat16 inputs only, 0 (ml_dtypes' bfloat16 -> int32 cast;
     elsewhere a 0 + z would pass for other mechanisms, e.g. a signless clamp giving z)."""
-    (name,) = case.expected
+    name = next(iter(case.expected))  # the codes (a grad_mask follows them)
     dt = case.expected[name].dtype
     bits_ = get_format(case.scheme["storage"]).bits
     bf16 = case.inputs["x"].dtype.name == "bfloat16"
@@ -438,7 +443,7 @@ def element_params(case: Case, index: int) -> tuple[float, int]:
 def describe_output(case: Case, name: str, value: np.ndarray) -> str:
     from ...conformance.text import float_text, hex_words
 
-    if case.operation == "uniform_calibrate":
+    if case.operation == "uniform_calibrate" or name == "grad_mask":
         return describe_value(name, value)
     v = np.asarray(value).reshape(-1)[:1]
     if case.operation in ("uniform_quantize", "uniform_requantize"):
@@ -458,7 +463,7 @@ def divergence(case: Case, got: dict[str, np.ndarray], unspecified: dict[str, np
     count (docs/conformance/divergence.md; kinds and behaviours are described there). Integer storage only."""
     if case.operation in ("uniform_requantize", "uniform_calibrate"):
         return {}
-    (name,) = case.expected
+    name = next(iter(case.expected))  # the codes (a fake-quantize case's grad_mask follows them)
     mask = unspecified.get(name)
     if mask is None or name not in got or not np.asarray(mask).any():
         return {}
