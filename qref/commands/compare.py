@@ -64,7 +64,7 @@ def load_array(path: str, key: str | None = None) -> np.ndarray:
 
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
-MMAP_THRESHOLD = 16 << 20  # bytes: every array above it is mapped, and unmapped when freed (4 MiB: 6.4x, but 2x the system time)
+MMAP_THRESHOLD = 16 << 20  # bytes: arrays above it are mapped, unmapped when freed (4 MiB: 6.4x, 2x the system time)
 
 
 def bound_heap() -> bool:
