@@ -8,8 +8,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -61,41 +59,7 @@ def test_chunk_bounds_cover_in_order() -> None:
             b = parallel.chunk_bounds(units, per, t)
             assert b[0][0] == 0 and b[-1][1] == units
             assert all(lo < hi for lo, hi in b) and all(b[i][1] == b[i + 1][0] for i in range(len(b) - 1))
-            assert len(b) == min(t * parallel.OVERSPLIT, units, units * per // parallel.MIN_CHUNK)
-
-
-def test_pool_threads_take_every_chunk_once_at_most_threads_at_once() -> None:
-    """More chunks than threads (OVERSPLIT): every chunk runs exactly once, never more than ``threads`` at a
-    time, and the first error in chunk order is raised after every chunk ran."""
-    units = 16 * parallel.MIN_CHUNK
-    seen: list[tuple[int, int]] = []
-    running, most = [0], [0]
-    lock = threading.Lock()
-
-    def work(lo: int, hi: int) -> None:
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.002)
-        with lock:
-            running[0] -= 1
-            seen.append((lo, hi))
-        if hi - lo and lo in bad:
-            raise ValueError(lo)
-
-    for t in (2, 3):
-        bounds = parallel.chunk_bounds(units, 1, t)
-        assert len(bounds) == t * parallel.OVERSPLIT
-        bad: set[int] = set()
-        seen.clear()
-        most[0] = 0
-        parallel.run_chunks(work, units, 1, t)
-        assert sorted(seen) == bounds and most[0] <= t
-        bad = {bounds[5][0], bounds[2][0]}
-        seen.clear()
-        with pytest.raises(ValueError) as exc:
-            parallel.run_chunks(work, units, 1, t)
-        assert exc.value.args == (bounds[2][0],) and sorted(seen) == bounds
+            assert len(b) == min(t, units, units * per // parallel.MIN_CHUNK)
 
 
 def test_thread_count_sources(monkeypatch: pytest.MonkeyPatch) -> None:

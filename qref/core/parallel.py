@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -24,7 +23,6 @@ from ..errors import QrefError
 ENV = "QREF_NUM_THREADS"
 THRESHOLD = 1 << 18  # elements: below this one thread is as fast on the measured machine (performance.md §6)
 MIN_CHUNK = THRESHOLD // 2  # elements per chunk at least: at the threshold, two chunks
-OVERSPLIT = 4  # chunks per thread at most: the pool's threads take them in turn (performance.md §6.1)
 
 _limit: contextvars.ContextVar[int | None] = contextvars.ContextVar("qref_threads", default=None)
 _in_worker: contextvars.ContextVar[bool] = contextvars.ContextVar("qref_in_worker", default=False)
@@ -78,13 +76,13 @@ def thread_limit(threads: int | None) -> Iterator[None]:
 
 def chunk_bounds(units: int, unit_elements: int = 1, threads: int | None = None) -> list[tuple[int, int]]:
     """[lo, hi) ranges of ``units`` independent units (elements, blocks, rows) of ``unit_elements`` elements
-    each: one range below THRESHOLD elements, on one thread or inside a pool worker; else up to OVERSPLIT per
-    thread, each of at least MIN_CHUNK elements, in order."""
+    each: one range below THRESHOLD elements, on one thread or inside a pool worker; else one per thread, each
+    of at least MIN_CHUNK elements, in order."""
     t = 1 if _in_worker.get() else resolve_threads(threads)
     total = units * max(1, unit_elements)
     if t <= 1 or total < THRESHOLD or units < 2:
         return [(0, units)]
-    k = max(1, min(t * OVERSPLIT, units, total // MIN_CHUNK))
+    k = max(1, min(t, units, total // MIN_CHUNK))
     edges = [units * i // k for i in range(k + 1)]
     return [(edges[i], edges[i + 1]) for i in range(k) if edges[i + 1] > edges[i]]
 
@@ -109,55 +107,28 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _as_worker(work: Callable[[int, int], None], bounds: list[tuple[int, int]], turn: Iterator[int],
-               errors: list[BaseException | None]) -> None:
-    """One pool thread: the next chunk not yet taken, until none is left (errors kept by chunk)."""
-    _in_worker.set(True)  # inside this thread's copied context only
-    for i in turn:
-        if i >= len(bounds):
-            return
-        try:
-            work(*bounds[i])
-        except BaseException as exc:  # re-raised by run_chunks, in chunk order
-            errors[i] = exc
-
-
-def _turns() -> Iterator[int]:
-    """0, 1, 2, ... shared by the pool threads of one call, each number given out once (under a lock)."""
-    lock, count = threading.Lock(), itertools.count()
-
-    class Turns:
-        def __iter__(self) -> Iterator[int]:
-            return self
-
-        def __next__(self) -> int:
-            with lock:
-                return next(count)
-
-    return Turns()
+def _as_worker(work: Callable[[int, int], None], lo: int, hi: int) -> None:
+    _in_worker.set(True)  # inside this chunk's copied context only
+    work(lo, hi)
 
 
 def run_chunks(work: Callable[[int, int], None], units: int, unit_elements: int = 1,
                threads: int | None = None) -> None:
     """work(lo, hi) over ``chunk_bounds(units, unit_elements, threads)``: on the calling thread for one range,
-    else on the pool, each pool thread in a copy of the caller's context (numpy's error state and buffer size,
-    the thread limit). work must write only its own [lo, hi) of the outputs. The first exception (in chunk
-    order) is raised once every chunk has run. As many pool threads as threads asked for take the chunks (up
-    to OVERSPLIT each) in turn: a thread that another process slows takes fewer (on a shared machine, equal
-    halves wait for the slower core)."""
+    else on the pool, each chunk in a copy of the caller's context (numpy's error state and buffer size, the
+    thread limit). work must write only its own [lo, hi) of the outputs. The first exception is raised."""
     bounds = chunk_bounds(units, unit_elements, threads)
     if len(bounds) == 1:
         work(0, units)
         return
-    n = min(len(bounds), resolve_threads(threads))
-    pool = _executor(n)
-    turn = _turns()  # each chunk is taken once
-    errors: list[BaseException | None] = [None] * len(bounds)
-    futures = [pool.submit(contextvars.copy_context().run, _as_worker, work, bounds, turn, errors)
-               for _ in range(n)]
-    for f in futures:  # wait for every thread (outputs are written in place)
-        f.result()
-    err = next((e for e in errors if e is not None), None)
+    pool = _executor(len(bounds))
+    futures = [pool.submit(contextvars.copy_context().run, _as_worker, work, lo, hi) for lo, hi in bounds]
+    err: BaseException | None = None
+    for f in futures:  # wait for every chunk (outputs are written in place), then raise the first error
+        try:
+            f.result()
+        except BaseException as exc:  # re-raised below, in chunk order
+            err = err or exc
     if err is not None:
         raise err
 
@@ -176,5 +147,5 @@ def pieces(lo: int, hi: int, unit_elements: int = 1, piece: int = PIECE) -> Iter
         yield a, min(hi, a + step)
 
 
-__all__ = ["ENV", "MIN_CHUNK", "OVERSPLIT", "PIECE", "THRESHOLD", "chunk_bounds", "cores", "pieces", "resolve_threads",
+__all__ = ["ENV", "MIN_CHUNK", "PIECE", "THRESHOLD", "chunk_bounds", "cores", "pieces", "resolve_threads",
            "run_chunks", "thread_limit"]
