@@ -71,7 +71,8 @@ def bound_heap() -> bool:
     """Fix glibc's mmap threshold at MMAP_THRESHOLD for this process (performance.md §6.2): by default it rises
     to the size of each mapped block freed (up to 32 MiB), after which freed arrays up to that size stay in the
     heap, fragmented, and count in the peak (``qref compare`` of 4096 x 4096 over five schemes: 7.7x the input
-    with the dynamic threshold, 6.9x with this one). True where it was set (glibc); elsewhere nothing changes."""
+    with the dynamic threshold, 6.9x with this one, measured in one round). True where it was set (glibc);
+    elsewhere nothing changes."""
     if not sys.platform.startswith("linux"):
         return False
     import ctypes
