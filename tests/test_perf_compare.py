@@ -199,3 +199,65 @@ def test_zero_groups() -> None:
     assert st["count"].shape == (0,)
     st = B._group_stats(np.zeros((3, 0)), np.zeros((3, 0)), np.ones((3, 0), bool))
     assert st["count"].tolist() == [0, 0, 0] and all(math.isnan(v) for v in st["mse"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# compare's memory (performance.md §6.2): finite pairs counted in chunks, keep=False, the CLI's heap bound
+# ---------------------------------------------------------------------------------------------------------
+def test_metrics_counts_nonfinite_pairs_in_chunks() -> None:
+    """n, nonfinite, cosine and KL equal the whole-array expressions (one finite-pair mask) when non-finite
+    values sit in the first, a middle and the short last chunk, in x, in y and in both."""
+    rng = np.random.default_rng(11)
+    n = 3 * E.CHUNK + 12345
+    x = rng.standard_normal(n)
+    y = x + rng.standard_normal(n) * 1e-3
+    for at_x, at_y in (([], []), ([3], []), ([], [E.CHUNK + 5, n - 1]), ([2 * E.CHUNK, n - 2], [7, 2 * E.CHUNK])):
+        xs, ys = x.copy(), y.copy()
+        xs[at_x] = np.nan
+        ys[at_y] = np.inf
+        mask = np.isfinite(xs) & np.isfinite(ys)
+        m = A.metrics(xs, ys)
+        assert m.n == int(mask.sum())
+        assert m.nonfinite == int(np.isfinite(xs).sum()) - int(mask.sum())
+        a, b = xs[mask], ys[mask]
+        assert m.cosine == float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+        assert m.kl == A.kl_divergence(a, b)
+        assert m.mse == A.mse(xs, ys)
+
+
+SCHEMES5 = ("float8_e4m3fn:axis=0", "mxfp4", "nvfp4", "nf4:block_size=64", "int4:block_size=128")
+
+
+def _rows_hex(t: object) -> list[tuple[object, ...]]:
+    return [tuple(v.hex() if isinstance(v, float) else v for v in r.values()) for r in t.rows]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("shape", [(48, 96), (512, 1024)])
+def test_compare_keep_false_gives_the_same_rows(shape: tuple[int, int]) -> None:
+    """keep=False (qref compare without --plot) drops each scheme's Result; the rows are those of keep=True,
+    bit for bit, on a small input and on one above the thread threshold."""
+    x = np.random.default_rng(5).standard_normal(shape, dtype=np.float32)
+    x[0, :3] = [0.0, 1e6, -1e6]  # clipped / saturated elements
+    full = A.compare(x, SCHEMES5)
+    lean = A.compare(x, SCHEMES5, keep=False)
+    assert lean.details == {} and len(full.details) == 5
+    assert _rows_hex(lean) == _rows_hex(full)
+
+
+def test_cli_compare_prints_the_api_table(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    """`qref compare` (keep=False, glibc's heap bounded) prints the table of analysis.compare with keep=True."""
+    from pathlib import Path
+
+    from qref.cli import main
+    from qref.commands.compare import bound_heap
+
+    x = np.random.default_rng(6).standard_normal((64, 256), dtype=np.float32)
+    path = Path(str(tmp_path)) / "w.npy"
+    np.save(path, x)
+    assert main(["compare", str(path), "-q", "--format", "csv", "--schemes", *SCHEMES5]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == A.compare(x, SCHEMES5).to_csv().splitlines()
+    import platform
+
+    if platform.libc_ver()[0] == "glibc":
+        assert bound_heap()

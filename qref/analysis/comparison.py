@@ -181,6 +181,7 @@ def _evaluate(x: object, item: SchemeLike, label: str | None, quantize_kwargs: M
         keep = None if unspec is None or not unspec.any() else ~unspec
         if unspec is not None and keep is None and unspec.ndim:  # all False: the same mask without its bytes
             q.unspecified = np.broadcast_to(np.False_, unspec.shape)
+        del unspec  # (keep holds the mask where it is needed)
         xa = _f64(arr)  # this scheme's float64 x, for the metrics only (performance.md §6)
         m = metrics(xa, y, where=keep, bins=bins, smoothing=smoothing, _x_counts=_x_counts)
         del xa  # the breakdowns widen x chunk by chunk
@@ -204,7 +205,8 @@ EVALUATE_STAGES = ("built", "quantized", "dequantized", "metrics", "counts", "do
 
 def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike], *, channel_axis: int | None = 0,
             block_size: int | None = 32, block_axis: int = -1, bins: int | Sequence[float] = 128,
-            smoothing: float = 0.5, progress: bool = False, threads: int | None = None) -> Comparison:
+            smoothing: float = 0.5, progress: bool = False, threads: int | None = None,
+            keep: bool = True) -> Comparison:
     """One table row per scheme: metrics (§1), worst channel / block SQNR (§2), counts (§3), bits per element.
 
     schemes: Scheme objects, compact spec strings (``"int8:axis=0"``, ``"mxfp4"``, ``"nf4:block_size=64"``,
@@ -215,8 +217,10 @@ def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike],
     Elements a scheme marks unspecified are left out of its metrics and counted in ``unspecified``.
     progress: one tqdm bar per scheme on stderr (``qref compare`` turns it on at a terminal).
     threads: threads of every kernel (default None: $QREF_NUM_THREADS, else every core; the table never depends
-    on it, elements.md §2.11). Memory: one QArray per scheme is kept, and one scheme's float64 x and y at a
-    time (performance.md §6).
+    on it, elements.md §2.11). keep: keep each scheme's Result (QArray, breakdowns) in ``details`` (default);
+    False: the rows only, each Result dropped once its row is made (``details`` empty; ``qref compare``
+    without ``--plot``). Memory: one QArray per scheme is kept (none with keep=False), and one scheme's float64
+    x and y at a time (performance.md §6.2).
     """
     arr = np.asarray(x)
     items = list(schemes.items()) if isinstance(schemes, Mapping) else [(None, s) for s in schemes]
@@ -224,17 +228,21 @@ def compare(x: object, schemes: Iterable[SchemeLike] | Mapping[str, SchemeLike],
         raise QrefError("compare needs at least one scheme")
     rows: list[dict[str, Any]] = []
     details: dict[str, Result] = {}
+    labels: set[str] = set()
     x_counts: dict[Any, np.ndarray] = {}  # x's KL histograms, counted once for every scheme
     for lab, item in items:
         r = evaluate(arr, item, label=lab, channel_axis=channel_axis, block_size=block_size,
                      block_axis=block_axis, bins=bins, smoothing=smoothing, progress=progress, threads=threads,
                      _x_counts=x_counts)
         base, k = r.label, 2
-        while r.label in details:
+        while r.label in labels:
             r.label = f"{base}#{k}"
             k += 1
-        details[r.label] = r
+        labels.add(r.label)
+        if keep:
+            details[r.label] = r
         rows.append(r.row())
+        del r  # keep=False: this scheme's QArray and breakdowns are freed before the next scheme runs
     return Comparison(rows, COLUMNS, details)
 
 

@@ -260,6 +260,19 @@ def _chunk_sums(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, floa
     return see, se, saa, maxima[0], maxima[1]
 
 
+def _finite_counts(xa: np.ndarray, ya: np.ndarray) -> tuple[int, int]:
+    """(finite elements of xa, finite pairs) of two C-contiguous float64 arrays of one shape, counted CHUNK
+    elements at a time."""
+    xf, yf = xa.reshape(-1), ya.reshape(-1)
+    fx = fp = 0
+    for lo in range(0, xf.size, CHUNK):
+        mx = np.isfinite(xf[lo:lo + CHUNK])
+        fx += int(np.count_nonzero(mx))
+        mx &= np.isfinite(yf[lo:lo + CHUNK])
+        fp += int(np.count_nonzero(mx))
+    return fx, fp
+
+
 @dataclass(frozen=True)
 class Metrics:
     """Every §1 metric of one (x, y) pair; ``n`` finite pairs used, ``nonfinite`` finite x with non-finite y,
@@ -289,14 +302,27 @@ def metrics(x: object, y: object, *, fmt: str | Format | None = None, scale: obj
     where (optional bool mask): only these elements (e.g. ``~qarray.unspecified``). bins, smoothing: for KL.
     _x_counts: a dict kept by the caller for one x across calls: x's KL histograms are counted once per set of
     edges (used only when every element of x takes part)."""
-    xa, ya, m = _pair(x, y)
+    xa, ya = _f64(x), _f64(y)
+    if xa.shape != ya.shape:
+        raise QrefError(f"x and y must have the same shape, got {xa.shape} and {ya.shape}")
     sc = np.broadcast_to(_f64(scale), xa.shape)
-    if where is not None:
-        w = np.broadcast_to(np.asarray(where, dtype=bool), xa.shape)
-        xa, ya, m, sc = xa[w], ya[w], m[w], sc[w]
-    # finite x with non-finite y: the finite x less the finite pairs (one mask-sized temporary)
-    nonfinite = int(np.count_nonzero(np.isfinite(xa))) - int(np.count_nonzero(m))
-    every = bool(m.all())
+    m: np.ndarray | None = None
+    if where is None and xa.flags.c_contiguous and ya.flags.c_contiguous:
+        # finite x with non-finite y: the finite x less the finite pairs, counted in chunks; the pair mask only
+        # when some pair is not finite (memory: no mask of the whole input, performance.md §6.2)
+        fx, fp = _finite_counts(xa, ya)
+        nonfinite, every = fx - fp, fp == xa.size
+        if not every:
+            m = np.isfinite(xa)
+            m &= np.isfinite(ya)
+    else:
+        m = np.isfinite(xa)
+        m &= np.isfinite(ya)
+        if where is not None:
+            w = np.broadcast_to(np.asarray(where, dtype=bool), xa.shape)
+            xa, ya, m, sc = xa[w], ya[w], m[w], sc[w]
+        nonfinite = int(np.count_nonzero(np.isfinite(xa))) - int(np.count_nonzero(m))
+        every = bool(m.all())
     a, b = (xa.reshape(-1), ya.reshape(-1)) if every else (xa[m], ya[m])
     n = int(a.size)
     mu, mu_mean = None, None

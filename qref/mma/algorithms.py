@@ -471,6 +471,8 @@ def _round_odd(s: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 #: elements of the products (and their Dekker errors) the float64 fast chain computes at once (bounded memory)
 _FAST_ELEMS = 1 << 20
+#: elements of the products the float64 fast chain computes at once (cache-sized)
+_FAST_STEP_ELEMS = 1 << 16
 #: the operand range of the float64 fast chain: every product, Dekker error and sum of it stays normal in float64
 _F64_SAFE = (2.0**-300, 2.0**300)
 
@@ -517,31 +519,63 @@ def _fast_loop(A: np.ndarray, B: np.ndarray, C: np.ndarray, fd: str) -> np.ndarr
             c32 = s.astype(np.float32)
         return c32
     split = 134217729.0  # Veltkamp: 2^27 + 1
-    A, B = np.moveaxis(A, -1, 0), np.moveaxis(B, -1, 0)  # K first: the products of step k are contiguous
+    # K first, C order: the products of step k are contiguous (the operand arrays are small: K x M, K x N)
+    A, B = np.ascontiguousarray(np.moveaxis(A, -1, 0)), np.ascontiguousarray(np.moveaxis(B, -1, 0))
     ca, cb = A * split, B * split
     Ah, Bh = ca - (ca - A), cb - (cb - B)
     Al, Bl = A - Ah, B - Bh
     K = A.shape[0]
-    per = max(1, _FAST_ELEMS // max(1, out.size))  # the products and their errors of this many steps at once
+    per = max(1, _FAST_STEP_ELEMS // max(1, out.size))  # the products and their errors of this many steps at once
     for k0 in range(0, K, per):
         ks = slice(k0, min(K, k0 + per))
         ah, al, bh, bl = Ah[ks], Al[ks], Bh[ks], Bl[ks]
-        P = A[ks] * B[ks]
-        E = ((ah * bh - P) + ah * bl + al * bh) + al * bl  # a b = P + E exactly (Dekker)
-        for j in range(P.shape[0]):
-            out = _bm_step(out, P[j], E[j])
+        P = np.multiply(A[ks], B[ks], order="C")
+        E = np.multiply(ah, bh, order="C")  # a b = P + E exactly (Dekker): ((ah bh - P) + ah bl + al bh) + al bl
+        E -= P
+        E += np.multiply(ah, bl, order="C")
+        E += np.multiply(al, bh, order="C")
+        E += np.multiply(al, bl, order="C")
+        out = _bm_steps(out, P, E)
     return out
 
 
-def _bm_step(out: np.ndarray, p: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """RN(p + e + out) for a Dekker pair (p, e): Boldo-Melquiond's three-term sum (mma.md §3.7 C4)."""
-    th = out + p
-    bb = th - out
-    tl = (out - (th - bb)) + (p - bb)
-    v = tl + e
-    bb = v - tl
-    ve = (tl - (v - bb)) + (e - bb)
-    return th + _round_odd(v, ve)
+def _bm_steps(out: np.ndarray, P: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """_bm_step for each step j of (P[j], E[j]) in turn, each step over all outputs at once into reused buffers
+    (the same operations; RO by the integer neighbour, see _round_odd_fast)."""
+    out = np.array(out, np.float64)
+    th, bb, tl, v, ve = (np.empty_like(out) for _ in range(5))
+    d, nz = np.empty(out.shape, np.int64), np.empty(out.shape, bool)
+    vi = v.view(np.int64)
+    for j in range(P.shape[0]):
+        p, e = P[j], E[j]
+        np.add(out, p, out=th)  # (th, tl) = TwoSum(out, p)
+        np.subtract(th, out, out=bb)
+        np.subtract(th, bb, out=tl)
+        np.subtract(out, tl, out=tl)
+        np.subtract(p, bb, out=bb)
+        np.add(tl, bb, out=tl)
+        np.add(tl, e, out=v)  # (v, ve) = TwoSum(tl, e)
+        np.subtract(v, tl, out=bb)
+        np.subtract(v, bb, out=ve)
+        np.subtract(tl, ve, out=ve)
+        np.subtract(e, bb, out=bb)
+        np.add(ve, bb, out=ve)
+        _round_odd_fast(vi, ve, d, nz)  # v = RO(v + ve)
+        np.add(th, v, out=out)
+    return out
+
+
+def _round_odd_fast(vi: np.ndarray, ve: np.ndarray, d: np.ndarray, nz: np.ndarray) -> None:
+    """_round_odd in place on the int64 view ``vi`` of a finite float64 v = fl(x + y), ve its exact error:
+    where ve != 0 the result is the odd one of v and its neighbour toward ve, i.e. the bit pattern
+    (vi + s) | 1 with s = 0 for ve of v's sign (v or the next one away from zero) and s = -1 for the opposite
+    sign (v or the next one toward zero; v != 0 there: a sum rounded to zero is exact). d, nz: scratch."""
+    np.not_equal(ve, 0.0, out=nz)
+    np.bitwise_xor(vi, ve.view(np.int64), out=d)
+    np.right_shift(d, 63, out=d)  # 0: the same sign, -1: opposite signs
+    np.add(d, vi, out=d)
+    np.bitwise_or(d, 1, out=d)
+    np.copyto(vi, d, where=nz)
 
 
 @dataclass(frozen=True)

@@ -78,33 +78,38 @@ def quantize_chunks(r: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndar
     if len(chunk_bounds(a.shape[0], per_row)) == 1:
         return quantize_rows(r, arr, S, Z, rbits, _reference)
     codes = np.empty(a.shape, dtype=r.codes_dtype)
-    unspecified = np.empty(a.shape, dtype=bool)
+    unspecified = np.zeros(a.shape, dtype=bool)  # written only where a piece is not clean (fast.py)
 
-    def work(lo: int, hi: int) -> None:
-        c, u = quantize_rows(r, a[lo:hi], _rows(S1, lo, hi, a.ndim), _rows(Z1, lo, hi, a.ndim),
-                                   None if rb is None else rb[lo:hi], False)
-        codes[lo:hi] = c
-        unspecified[lo:hi] = u
+    def work(lo: int, hi: int) -> None:  # each chunk writes its rows in place (no copy of its codes and mask)
+        quantize_rows(r, a[lo:hi], _rows(S1, lo, hi, a.ndim), _rows(Z1, lo, hi, a.ndim),
+                      None if rb is None else rb[lo:hi], False, out=(codes[lo:hi], unspecified[lo:hi]))
 
     run_chunks(work, a.shape[0], per_row)
     return codes.reshape(arr.shape), unspecified.reshape(arr.shape)
 
 
 def quantize_rows(r: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, rbits: np.ndarray | None,
-                   _reference: bool) -> tuple[np.ndarray, np.ndarray]:
+                   _reference: bool, out: tuple[np.ndarray, np.ndarray] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """quantize_arrays over slices of about CHUNK elements along the first axis (scales and zero points
     sliced alike where they vary along it): every step is elementwise, so each slice's codes are those of
-    the whole; the slices' temporaries stay in cache. The defining path (``_reference``) takes the whole."""
+    the whole; the slices' temporaries stay in cache. The defining path (``_reference``) takes the whole.
+    out: C-contiguous (codes, unspecified) of arr's shape, the mask all False, written in place and returned."""
     if not _reference and rbits is None and arr.dtype == _F32 and compute_dtype(r, arr) == _F32:
-        done = quantize_float32(r, arr, S, Z)  # float32 in one kernel (fast.py), else None
+        done = quantize_float32(r, arr, S, Z, out)  # float32 in one kernel (fast.py), else None
         if done is not None:
             return done
     rows = arr.shape[0] if arr.ndim else 1
     step = max(1, CHUNK // max(1, arr.size // max(rows, 1)))
     if _reference or arr.ndim == 0 or step >= rows:
-        return quantize_arrays(r, arr, S, Z, rbits, _reference)
-    codes = np.empty(arr.shape, dtype=r.codes_dtype)
-    unspecified = np.empty(arr.shape, dtype=bool)
+        c, u = quantize_arrays(r, arr, S, Z, rbits, _reference)
+        if out is None:
+            return c, u
+        out[0][...] = c
+        out[1][...] = u
+        return out
+    codes = np.empty(arr.shape, dtype=r.codes_dtype) if out is None else out[0]
+    unspecified = np.empty(arr.shape, dtype=bool) if out is None else out[1]
     along = np.ndim(S) == arr.ndim and np.shape(S)[0] > 1
     for r0 in range(0, rows, step):
         sl = slice(r0, r0 + step)

@@ -259,11 +259,13 @@ def _round_scalar(v: float, mode: str) -> float:
     return float(f(v)) if f is not None else float(round_integral(np.array([v], dtype=_F32), mode)[0])
 
 
-def quantize_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray] | None:
+def quantize_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarray,
+                     out: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """(codes, unspecified) equal to ``reference.quantize_arrays(s, arr, S, Z, None)`` for float32 arr and float32
     compute, integer storage of at most 16 bits and a deterministic rounding mode; None where it does not apply
-    (the caller takes the general path). Pieces of KCHUNK elements; each piece runs the float steps in one
+    (the caller takes the general path). out: C-contiguous (codes, unspecified) of arr's shape to write into,
+    the mask all False (np.zeros: pages that are never touched where every piece is clean). Pieces of KCHUNK
+    elements; each piece runs the float steps in one
     float32 buffer (scale, zero point before rounding, float clamp: the definition's operations), then takes
     max / min of the result: a piece without NaN whose rounded extremes raise no range flag (so its
     unspecified mask is all False) is clamped, rounded and narrowed in place; any other piece takes
@@ -330,8 +332,11 @@ def quantize_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.nda
     x = arr
     if np.ndim(mul) == 0 and np.ndim(Zb) == 0 and arr.flags.c_contiguous:
         x = arr.reshape(-1)  # one scale: the flat elements
-    codes = np.empty(x.shape, dtype=s.codes_dtype)
-    unspecified = np.zeros(x.shape, dtype=bool)
+    if out is not None:
+        codes, unspecified = out[0].reshape(x.shape), out[1].reshape(x.shape)  # views (C-contiguous)
+    else:
+        codes = np.empty(x.shape, dtype=s.codes_dtype)
+        unspecified = np.zeros(x.shape, dtype=bool)
     sshape = np.shape(mul) if np.ndim(mul) == x.ndim else ()
     mul = np.asarray(mul)
     zc = np.broadcast_to(zc, sshape) if sshape else zc.reshape(())
