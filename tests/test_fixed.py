@@ -39,7 +39,8 @@ def _locked() -> dict[str, str]:
 
 
 def test_fixed_files_are_committed():
-    assert {p.stem for p in _COMMITTED} >= {"ml_dtypes", "onnxruntime"}, [p.name for p in _COMMITTED]
+    recorded = {"ml_dtypes", "onnxruntime", "onnx_reference", "mlx", "bitsandbytes"}  # issue 29's runs
+    assert {p.stem for p in _COMMITTED} >= recorded, [p.name for p in _COMMITTED]
 
 
 @pytest.mark.parametrize("path", _COMMITTED, ids=lambda p: p.stem)
