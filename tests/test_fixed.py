@@ -5,12 +5,14 @@ with the field named, and the backend page lists the entries under "Fixed in a n
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 from qref.errors import QrefError
 from qref.harness import findings, fixed
-from qref.harness.adapters import BACKENDS
+from qref.harness.adapters import BACKENDS, backend_module
 from qref.harness.reproducer import MAX_LINE
 from tests.test_findings import _res
 
@@ -22,13 +24,40 @@ def _entry(**kw):
     return e
 
 
-def test_every_committed_file_validates():
-    files = sorted(fixed.FIXED_DIR.glob("*.json"))
-    assert files, "no conformance/fixed/<backend>.json committed"
-    for p in files:
-        assert p.stem in BACKENDS, p.name
-        entries = fixed.load_fixed(p.stem)
-        assert all(fixed._key(e.seen_in) < fixed._key(e.fixed_in) for e in entries)
+_LOCK = Path(__file__).resolve().parents[1] / "requirements" / "lock.txt"
+_COMMITTED = sorted(fixed.FIXED_DIR.glob("*.json"))
+
+
+def _locked() -> dict[str, str]:
+    """requirements/lock.txt's pins, by normalized distribution name."""
+    out = {}
+    for ln in _LOCK.read_text(encoding="utf-8").splitlines():
+        name, sep, version = ln.split(";")[0].split("#")[0].strip().partition("==")
+        if sep:
+            out[re.sub(r"[-_.]+", "-", name).lower()] = version.strip()
+    return out
+
+
+def test_fixed_files_are_committed():
+    recorded = {"ml_dtypes", "onnxruntime", "onnx_reference", "mlx", "bitsandbytes"}  # issue 29's runs
+    assert {p.stem for p in _COMMITTED} >= recorded, [p.name for p in _COMMITTED]
+
+
+@pytest.mark.parametrize("path", _COMMITTED, ids=lambda p: p.stem)
+def test_every_committed_file_validates_and_names_versions(path):
+    assert path.stem in BACKENDS, path.name
+    entries = fixed.load_fixed(path.stem)
+    assert entries, f"{path.name}: an empty file records nothing"
+    lock = _locked()
+    pins = [lock[d] for d in (re.sub(r"[-_.]+", "-", d).lower() for d in backend_module(path.stem).DISTRIBUTIONS)
+            if d in lock]
+    assert pins, f"{path.stem}: none of its distributions is pinned in {_LOCK.name}"
+    for e in entries:
+        assert fixed._key(e.seen_in) < fixed._key(e.fixed_in)
+        # fixed in a release no newer than the lock (the locked one when recorded), seen in an older one
+        assert any(fixed._key(e.fixed_in) <= fixed._key(v) for v in pins), (e.mechanism, e.fixed_in, pins)
+        assert e.seen_in in e.evidence and e.fixed_in in e.evidence, (e.mechanism, e.evidence)
+        assert e.cases and all(c.count("/") >= 2 for c in e.cases), e.cases
 
 
 def test_record_keeps_the_mechanisms_the_locked_run_no_longer_has():
