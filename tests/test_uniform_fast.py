@@ -611,10 +611,10 @@ def test_blocked_float32_takes_the_kernel_without_rebuilding_the_scheme(profile:
     kernel_calls: list[tuple[int, ...]] = []
     kernel = UF.quantize_float32
 
-    def spy(s: Any, arr: np.ndarray, S: np.ndarray, Z: np.ndarray) -> Any:
+    def spy(s: Any, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, out: Any = None) -> Any:
         kernel_calls.append(arr.shape)
         assert s.arithmetic.simd_width == 0 and S.shape == (rows, 1, cols // block, 1)
-        done = kernel(s, arr, S, Z)
+        done = kernel(s, arr, S, Z, out)
         assert done is not None
         return done
 
