@@ -581,12 +581,12 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-#: seconds a backend's run takes on conformance/v1 (measured, --cpu baseline, 2-core x86-64): with --jobs > 1 the
-#: longest start first (longest-processing-time order), so that a long backend started last does not run alone
-#: at the end; unknown backends count 0 (started last, in their order). Only the start order depends on it.
-EXPECTED_SECONDS = {"jax": 130.0, "iree": 120.0, "torch_compile": 100.0, "litert": 75.0, "qwix": 50.0, "torch": 51.0,
+#: CPU seconds a backend's run takes on conformance/v1 (measured, --cpu baseline, 2-core Zen 4): with --jobs > 1
+#: the longest start first (longest-processing-time order), so that a long backend started last does not run
+#: alone at the end; unknown backends count 0 (started last, in their order). Only the start order depends on it.
+EXPECTED_SECONDS = {"jax": 117.0, "iree": 75.0, "litert": 71.0, "qwix": 52.0, "torch": 51.0, "torch_compile": 37.0,
                     "stablehlo": 22.0, "onnxruntime": 16.0, "mlir": 16.0, "onnx_reference": 14.0, "openvino": 12.0,
-                    "mlx": 10.0, "bitsandbytes": 10.0, "torchao": 9.0, "aqt": 8.0, "keras": 7.0}
+                    "mlx": 10.0, "bitsandbytes": 10.0, "torchao": 9.0, "aqt": 9.0, "keras": 7.0}
 
 
 def start_order(names: Sequence[str]) -> list[int]:
