@@ -51,3 +51,12 @@ def test_jobs_is_a_positive_count() -> None:
     with pytest.raises(QrefError, match="jobs=0"):
         runner.run(["ml_dtypes"], include=["elements/float8_e4m3fn/f32/*/ties"], jobs=0)
     assert runner.default_jobs() >= 1
+
+
+def test_longest_backends_start_first_and_ties_keep_their_order() -> None:
+    """With --jobs > 1 the backends start longest-expected first (the outcomes are still taken in the given
+    order: test above); unknown backends start last, in their order."""
+    names = ["keras", "mine", "jax", "aqt", "theirs", "iree"]
+    order = runner.start_order(names)
+    assert sorted(order) == list(range(len(names)))
+    assert [names[i] for i in order] == ["jax", "iree", "aqt", "keras", "mine", "theirs"]

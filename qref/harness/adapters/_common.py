@@ -3,7 +3,7 @@ reproducer scripts (standalone: numpy, ml_dtypes and the backend; inputs as lite
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -218,6 +218,23 @@ def from_torch(t: Any) -> np.ndarray:
     return t.numpy()
 
 
+#: jitted functions of this process by key (``jit_once``)
+_JITS: dict[Hashable, Any] = {}
+
+
+def jit_once(key: Hashable, make: Callable[[], Callable[..., Any]]) -> Any:
+    """``jax.jit(make())``, made once per ``key`` in this process: cases whose function is the same program (the
+    key names everything the function closes over) share one jitted function, so JAX's own cache (by argument
+    shapes, dtypes, weak types and the x64 mode) traces and compiles it once per signature instead of once per
+    case. The program, and so the executable XLA builds, is the same as a fresh ``jax.jit`` per case."""
+    f = _JITS.get(key)
+    if f is None:
+        import jax
+
+        f = _JITS[key] = jax.jit(make())
+    return f
+
+
 def jax_dot_modes(jax: Any, dot: Any, a: Any, b: Any, sa: Any, sb: Any, mode: str) -> np.ndarray:
     """dot(a, b, sa, sb) run as a JAX user writes it: "eager", "jit" (the scales as arguments) or
     "jit_constant_scales" (the scales closed over by jax.jit: compile-time constants XLA may fold, matmul.md §16)."""
@@ -231,5 +248,5 @@ def jax_dot_modes(jax: Any, dot: Any, a: Any, b: Any, sa: Any, sb: Any, mode: st
 
 
 __all__ = ["array_literal", "codes_as", "element_signature", "float_literal", "from_torch", "group_by", "hex_print",
-           "jax_dot_modes", "python_c", "run_each", "run_elements", "single_element_case", "storage_values",
+           "jax_dot_modes", "jit_once", "python_c", "run_each", "run_elements", "single_element_case", "storage_values",
            "suite_input", "to_torch"]

@@ -88,8 +88,9 @@ class _Function:
 
 def compile_functions(funcs: dict[str, str]) -> dict[str, Callable[..., Any] | BaseException]:
     """Compile the functions into one module. IREE reports every function it cannot compile (one diagnostic per
-    dispatch, located in the source): those become Unsupported with their diagnostic and the rest is compiled
-    again as one module. If that still fails, each function is compiled alone."""
+    dispatch, located in the source; a later pass may find more once the first failures are gone): those become
+    Unsupported with their diagnostic and the rest is compiled again as one module, as long as each try finds
+    failing functions. If a try fails without naming one, each function left is compiled alone."""
     import iree.compiler as ic
     import iree.runtime as rt
 
@@ -102,7 +103,7 @@ def compile_functions(funcs: dict[str, str]) -> dict[str, Callable[..., Any] | B
 
     out: dict[str, Callable[..., Any] | BaseException] = {}
     names = list(funcs)
-    for _attempt in range(2):
+    while True:  # each failing try removes at least one function: at most len(funcs) + 1 tries
         if not names:
             return out
         try:

@@ -12,6 +12,7 @@ it JAX would silently round them to float32 first). Each batch of cases with the
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,7 +22,17 @@ from ..families.uniform import scheme_of
 from ..model import Outputs, Target, Unsupported, first_line
 from ..reproducer import sparse_input
 from . import require
-from ._common import array_literal, codes_as, float_literal, hex_print, python_c, run_each, run_elements, suite_input
+from ._common import (
+    array_literal,
+    codes_as,
+    float_literal,
+    hex_print,
+    jit_once,
+    python_c,
+    run_each,
+    run_elements,
+    suite_input,
+)
 
 BACKEND = "jax"
 DISTRIBUTIONS = ("jax", "jaxlib")
@@ -67,7 +78,7 @@ def _make(jit: bool):
         else:
             x = flat
             f = (lambda v: v.astype(dt).astype(v.dtype))  # noqa: E731
-        g = jax.jit(f) if jit else f
+        g = jit_once(("jax.astype", op, fmt, out), lambda: f) if jit else f
         with jax.enable_x64(src == "float64" or out == "float64"):
             return np.asarray(g(jax.numpy.asarray(x)))
     return fn
@@ -293,7 +304,11 @@ def _uq_function(case: Case, jit: bool, closed: bool = False):
     if closed:
         s_c, z_c = args[1], args[2]
         return jax.jit(lambda v: f(v, jnp.asarray(s_c), jnp.asarray(z_c))), args[:1]
-    return (jax.jit(f) if jit else f), args
+    if not jit:
+        return f, args
+    # f is the same program for every case of this key (g's constants, the blocks and the shape it pads)
+    key = ("jax.uniform", *_um_key(case, sch), blocks, tuple(shape) if blocks else None)
+    return jit_once(key, lambda: f), args
 
 
 def _npdt(name: str) -> np.dtype:
@@ -430,6 +445,14 @@ def _um_body(case: Case, sch):
     return lambda v, s_, z_: (v.astype(et) - z_) * s_
 
 
+def _um_key(case: Case, sch) -> tuple[object, ...]:
+    """What ``_um_body`` (and ``_uq_function``'s g) close over: the operation, the storage type, its bounds
+    (quantize) and the expressed type (dequantize)."""
+    if case.operation == "uniform_quantize":
+        return (case.operation, _uq_storage(sch), tuple(sch.storage_bounds))
+    return (case.operation, _uq_storage(sch), sch.expressed.name)
+
+
 def _um_one(mode: str):
     """One case run as a user writes it (``USER_MODES``): closed_python, x whole under jax.jit with s and z
     Python numbers in the function (XLA folds them: x / c becomes x * fl(1 / c)); scalar, each element a 0-d
@@ -452,13 +475,15 @@ def _um_one(mode: str):
             if closed:
                 sv = float(s.reshape(-1)[0]) if s.size else 1.0
                 zv = int(np.asarray(z).reshape(-1)[0]) if z.size else 0
-                f = jax.jit(lambda v: g(v, sv, zv))
+                # the constants are part of the program: keyed by sv's bits (0.0 and -0.0 are two programs)
+                f = jit_once(("jax.uniform.um_closed", *_um_key(case, sch), struct.pack("<d", sv), zv),
+                             lambda: lambda v: g(v, sv, zv))
                 if each is not None:  # numpy scalars: 0-d arguments
                     y = np.stack([np.asarray(f(np.reshape(v, each))) for v in x.reshape(-1)]).reshape(x.shape)
                 else:
                     y = np.asarray(f(jnp.asarray(x)))
             else:
-                f = jax.jit(g)
+                f = jit_once(("jax.uniform.um", *_um_key(case, sch)), lambda: g)
                 flat = [np.asarray(f(np.reshape(v, each), a, b))
                         for v, a, b in zip(x.reshape(-1), s.reshape(-1), z.reshape(-1))]
                 y = np.stack(flat).reshape(x.shape) if flat else np.asarray(g(jnp.asarray(x), s, z))
@@ -558,7 +583,7 @@ def _sd_fn(jit: bool):
 
     def f(a, b, sa, sb):
         return jax.lax.scaled_dot(a, b, lhs_scale=sa, rhs_scale=sb, preferred_element_type=jnp.float32)
-    return jax.jit(f) if jit else f
+    return jit_once(("jax.scaled_dot",), lambda: f) if jit else f
 
 
 def _sd_run(jit: bool):
@@ -648,7 +673,7 @@ def _qdq_fn(case: Case, jit: bool):
         qa, qb = q(a, sa, fa), q(b, sb, fb)
         acc = jax.lax.dot_general(qa, qb, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
         return qa, qb, sa, sb, acc * (sa * sb)
-    return jax.jit(f) if jit else f
+    return jit_once(("jax.fp8_dot", p["a_format"], p["b_format"]), lambda: f) if jit else f
 
 
 def _qdq_run(jit: bool):
@@ -745,7 +770,7 @@ def _cast_run(jit: bool):
         def f(x, s):
             c = jnp.clip(x / s, -m, m).astype(dt)
             return c, c.astype(jnp.float32) * s
-        g = jax.jit(f) if jit else f
+        g = jit_once(("jax.scaled_cast", case.format["name"]), lambda: f) if jit else f
         c, y = g(jnp.asarray(case.inputs["x"]), jnp.asarray(case.inputs["scale"]))
         return {"codes": codes_as(case, "codes", np.asarray(c).view(np.uint8)), "y": codes_as(case, "y", np.asarray(y))}
 

@@ -25,7 +25,7 @@ from ..families.lookup import dq_kind, effective_axis
 from ..families.uniform import element_params, scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import codes_as, jax_dot_modes, python_c, run_each, storage_values, suite_input
+from ._common import codes_as, jax_dot_modes, jit_once, python_c, run_each, storage_values, suite_input
 
 BACKEND = "qwix"
 DISTRIBUTIONS = ("qwix", "jax", "jaxlib")
@@ -107,8 +107,9 @@ def _uq_make(jit: bool):
         reason = _uq_supports(case)
         if reason:
             raise Unsupported(reason)
-        jax, jnp, qarray = _mods()
-        wrap = jax.jit if jit else (lambda f: f)
+        _, jnp, qarray = _mods()
+        # jitted: one function per (operation, storage) for every case (what the lambdas close over)
+        wrap = (lambda f: jit_once(("qwix.int", case.operation, st), lambda: f)) if jit else (lambda f: f)
         sch = scheme_of(case)
         st = sch.storage.name
         sshape, _ = _uq_shapes(case)
@@ -193,14 +194,14 @@ def _nf4_one(case: Case) -> Outputs:
     reason = _nf4_supports(case)
     if reason:
         raise Unsupported(reason)
-    jax, jnp, qarray = _mods()
+    _, jnp, qarray = _mods()
     B = int(case.scheme["block_size"])
     ax = effective_axis(case)
     if case.operation == "lookup_quantize":
         x = case.inputs["x"]
         xin = x.reshape(-1) if ax is None else x
         kw = {"tiled_axes": {0: B}} if ax is None else {"channelwise_axes": (0,), "tiled_axes": {1: B}}
-        f = jax.jit(lambda v: qarray.quantize_api(v, "nf4", **kw))
+        f = jit_once(("qwix.nf4.quantize", ax is None, B), lambda: lambda v: qarray.quantize_api(v, "nf4", **kw))
         q = f(jnp.asarray(np.ascontiguousarray(xin)))
         codes = np.asarray(q.qvalue).astype(np.uint8).reshape(x.shape)
         scales = np.asarray(q.scale).astype(np.float32)
@@ -213,7 +214,7 @@ def _nf4_one(case: Case) -> Outputs:
         c2, s2 = codes.reshape(-1), scales.reshape(-1)
     else:
         c2, s2 = codes, scales.reshape(codes.shape[0], -1)
-    f = jax.jit(lambda v, s: qarray.dequantize(qarray.QArray(v, s, None, "nf4")))
+    f = jit_once(("qwix.nf4.dequantize",), lambda: lambda v, s: qarray.dequantize(qarray.QArray(v, s, None, "nf4")))
     y = np.asarray(f(jnp.asarray(c2).astype(jnp.uint4), jnp.asarray(s2).astype(src)))
     if case.expected["y"].dtype.name == "float32":
         y = y.astype(np.float32)  # qwix's result is in the input dtype: widening is exact
@@ -291,7 +292,8 @@ def _mx_one(case: Case) -> Outputs:
         ax = int(case.params.get("axis", -1)) % x.ndim
         kw = {"tiled_axes": {ax: tile}, "channelwise_axes": tuple(i for i in range(x.ndim) if i != ax)}
         with jax.enable_x64(x.dtype == np.float64):
-            q = jax.jit(lambda v: qarray.quantize_api(v, qt, **kw))(jnp.asarray(np.ascontiguousarray(x)))
+            f = jit_once(("qwix.mx.quantize", qt, ax, tile, x.ndim), lambda: lambda v: qarray.quantize_api(v, qt, **kw))
+            q = f(jnp.asarray(np.ascontiguousarray(x)))
             codes = np.asarray(q.qvalue).view(np.uint8)
             scales = _scale_bytes(np.asarray(q.scale), sf)
         out = {"codes": codes, "scales": scales.reshape(case.expected["scales"].shape)}
@@ -302,7 +304,7 @@ def _mx_one(case: Case) -> Outputs:
     odt = case.expected[oname].dtype
     with np.errstate(over="ignore"):  # qwix keeps the scale in the output dtype: 2^k beyond its range is inf
         sc = case.inputs["scales"].view(getattr(ml_dtypes, sf)).astype(np.float32).astype(odt)
-    f = jax.jit(lambda v, s: qarray.dequantize(qarray.QArray(v, s, None, qt)))
+    f = jit_once(("qwix.mx.dequantize", qt), lambda: lambda v, s: qarray.dequantize(qarray.QArray(v, s, None, qt)))
     y = np.asarray(f(jnp.asarray(codes.astype(np.uint8).view(getattr(ml_dtypes, ef))), jnp.asarray(sc)))
     if y.dtype.name == "bfloat16":
         y = y.view(np.uint16)
