@@ -126,3 +126,22 @@ def test_float32_midpoint_of_the_float64_sum_takes_the_round_to_odd_step() -> No
     assert fast is not None and float(fast[0, 0]) == 2.0**30 + 2.0**7
     assert float(np.float32(float(a[0, 0, 0]) * float(b[0, 0, 0]) + float(c[0, 0]))) == 2.0**30 + 2.0**8
     assert np.array_equal(_bits(fast), _bits(FMAChain.reference(a, b, c, "float32")))
+
+
+def test_two_sum_into_buffers_is_exact_and_equals_the_plain_form() -> None:
+    """core.arith.two_sum with out= / tmp= buffers (the FMA chain's form) gives the bits of the plain form, and
+    s + t == a + b exactly (Fractions) on random float64 pairs of every magnitude relation and sign."""
+    from fractions import Fraction
+
+    from qref.core.arith import two_sum
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(4000) * np.exp2(rng.integers(-60, 60, 4000))
+    b = rng.standard_normal(4000) * np.exp2(rng.integers(-60, 60, 4000))
+    s0, t0 = two_sum(a, b)
+    s, t, bb = np.empty_like(a), np.empty_like(a), np.empty_like(a)
+    two_sum(a, b, out=(s, t), tmp=bb)
+    assert np.array_equal(s.view(np.int64), s0.view(np.int64)) and np.array_equal(t.view(np.int64), t0.view(np.int64))
+    for i in range(0, 4000, 7):
+        assert Fraction(float(s[i])) + Fraction(float(t[i])) == Fraction(float(a[i])) + Fraction(float(b[i]))
+        assert s[i] == a[i] + b[i]

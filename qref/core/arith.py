@@ -246,11 +246,23 @@ def add(a: object, b: object, dtype: np.dtype) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------------
 # error-free transformations and round-to-odd (mma.md §3.7; recipes.md §2.2)
 # ---------------------------------------------------------------------------------------------------------
-def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(s, t) with s = fl(a + b) and t = a + b - s exactly (Knuth's TwoSum; exact barring overflow)."""
-    s = a + b
-    bb = s - a
-    t = (a - (s - bb)) + (b - bb)
+def two_sum(a: np.ndarray, b: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None,
+            tmp: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(s, t) with s = fl(a + b) and t = a + b - s exactly (Knuth's TwoSum; exact barring overflow):
+    bb = s - a, t = (a - (s - bb)) + (b - bb). out: (s, t) buffers to write (neither may be a or b), tmp: a
+    buffer for bb (default: new arrays); the same operations in the same order either way."""
+    if out is None:
+        s = a + b
+        bb = s - a
+        return s, (a - (s - bb)) + (b - bb)
+    s, t = out
+    bb = np.empty_like(s) if tmp is None else tmp
+    np.add(a, b, out=s)
+    np.subtract(s, a, out=bb)
+    np.subtract(s, bb, out=t)
+    np.subtract(a, t, out=t)
+    np.subtract(b, bb, out=bb)
+    np.add(t, bb, out=t)
     return s, t
 
 

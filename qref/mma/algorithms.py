@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..core.arith import distill, fma64
+from ..core.arith import distill, fma64, two_sum
 from ..errors import QrefError, check_choice
 from .bits import (
     Parts,
@@ -548,18 +548,8 @@ def _bm_steps(out: np.ndarray, P: np.ndarray, E: np.ndarray) -> np.ndarray:
     vi = v.view(np.int64)
     for j in range(P.shape[0]):
         p, e = P[j], E[j]
-        np.add(out, p, out=th)  # (th, tl) = TwoSum(out, p)
-        np.subtract(th, out, out=bb)
-        np.subtract(th, bb, out=tl)
-        np.subtract(out, tl, out=tl)
-        np.subtract(p, bb, out=bb)
-        np.add(tl, bb, out=tl)
-        np.add(tl, e, out=v)  # (v, ve) = TwoSum(tl, e)
-        np.subtract(v, tl, out=bb)
-        np.subtract(v, bb, out=ve)
-        np.subtract(tl, ve, out=ve)
-        np.subtract(e, bb, out=bb)
-        np.add(ve, bb, out=ve)
+        two_sum(out, p, out=(th, tl), tmp=bb)
+        two_sum(tl, e, out=(v, ve), tmp=bb)
         _round_odd_fast(vi, ve, d, nz)  # v = RO(v + ve)
         np.add(th, v, out=out)
     return out
