@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash scripts/setup.sh
 workers=$(.venv/bin/python -c "import os; print(max(2, min(8, len(os.sched_getaffinity(0)))))")
-exec .venv/bin/python -m pytest -n "$workers" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -n "$workers" "$@"

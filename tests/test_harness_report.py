@@ -31,7 +31,7 @@ MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "aqt": "aqt.j
 FINDINGS = ROOT / "docs" / "conformance"
 REGENERATE = "qref run --backend all --cpu baseline --report docs/conformance.md --findings docs/conformance --force"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("harness_report")]  # one run, one worker
+pytestmark = pytest.mark.slow
 
 
 def _require_all() -> None:
@@ -43,15 +43,18 @@ def _require_all() -> None:
             pytest.skip(f"backend {backend} is not installed ({module}); CI installs every backend")
 
 
-@pytest.fixture(scope="module")
-def run_result():
+def test_committed_report_and_findings_are_current(tmp_path, monkeypatch):
+    """One run of every backend (test workers do not share a fixture: two tests would each run it), then the
+    report and the findings pages, each compared byte for byte with the committed ones."""
     _require_all()
     from qref.harness import runner
 
-    return runner.run("all", cpu="baseline")
+    res = runner.run("all", cpu="baseline")
+    _check_report(res)
+    _check_findings(res, tmp_path, monkeypatch)
 
 
-def test_committed_report_is_current(run_result):
+def _check_report(run_result):
     from qref.harness import report
 
     res = run_result
@@ -71,7 +74,7 @@ def test_committed_report_is_current(run_result):
                     f"file changed). Regenerate it with `{REGENERATE}`, review the diff and commit it.")
 
 
-def test_committed_findings_are_current(run_result, tmp_path, monkeypatch):
+def _check_findings(run_result, tmp_path, monkeypatch):
     """docs/conformance/: one finding per root cause, regenerated from the same run and compared byte for byte.
 
     Writing the pages runs every reproducer to capture its "Prints:" line. A script the committed pages already
