@@ -83,33 +83,9 @@ def _supports(running: str, per_channel: bool, fake: bool = False):
     return supports
 
 
-def _run(cls_name: str):
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        import torch
-        import torch.ao.quantization.observer as obs
-
-        torch.set_num_threads(1)
-        cls = getattr(obs, cls_name)
-
-        def one(case: Case) -> Outputs:
-            kw = _resolve(torch, observer_kwargs(case.params))
-            scales, zps = [], []
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                for run in case.inputs["x"]:
-                    o = cls(**kw)
-                    for b in run:
-                        o(torch.from_numpy(np.ascontiguousarray(b)))
-                    s, z = o.calculate_qparams()
-                    scales.append(s.numpy().astype(np.float32).reshape(-1))
-                    zps.append(z.numpy().astype(np.int64).reshape(-1))
-            shape = case.expected["scale"].shape
-            return {"scale": np.stack(scales).reshape(shape), "zero_point": np.stack(zps).reshape(shape)}
-        return run_each(cases, one)
-    return run
-
-
-def _fake_run(cls_name: str):
+def _run(cls_name: str, fake: bool = False):
+    """The observer ``cls_name`` over each run's batches, then calculate_qparams(); fake: inside a FakeQuantize
+    module (fake quantization enabled), whose outputs y per batch are returned too."""
     def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
         import torch
         import torch.ao.quantization.observer as obs
@@ -124,14 +100,18 @@ def _fake_run(cls_name: str):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 for run in case.inputs["x"]:
-                    m = FakeQuantize(observer=cls, **kw)
-                    ys.append(np.stack([m(torch.from_numpy(np.ascontiguousarray(b))).detach().numpy() for b in run]))
+                    m = FakeQuantize(observer=cls, **kw) if fake else cls(**kw)
+                    y = [m(torch.from_numpy(np.ascontiguousarray(b))) for b in run]
+                    if fake:
+                        ys.append(np.stack([t.detach().numpy() for t in y]))
                     s, z = m.calculate_qparams()
                     scales.append(s.numpy().astype(np.float32).reshape(-1))
                     zps.append(z.numpy().astype(np.int64).reshape(-1))
             shape = case.expected["scale"].shape
-            return {"scale": np.stack(scales).reshape(shape), "zero_point": np.stack(zps).reshape(shape),
-                    "y": np.stack(ys).astype(np.float32).reshape(case.expected["y"].shape)}
+            out = {"scale": np.stack(scales).reshape(shape), "zero_point": np.stack(zps).reshape(shape)}
+            if fake:
+                out["y"] = np.stack(ys).astype(np.float32).reshape(case.expected["y"].shape)
+            return out
         return run_each(cases, one)
     return run
 
@@ -236,7 +216,7 @@ def targets(backend: str) -> list[Target]:
         out.append(Target(backend, f"{backend}.FakeQuantize.{cls_name}", "uniform",
                           f"torch.ao.quantization.FakeQuantize(observer={cls_name}, ...) (observer and fake quant "
                           "enabled) called on each batch of a run (y), then calculate_qparams()", None,
-                          ("uniform_calibrate",), _supports(running, per_channel, fake=True), _fake_run(cls_name),
+                          ("uniform_calibrate",), _supports(running, per_channel, fake=True), _run(cls_name, fake=True),
                           _fake_snippet(cls_name)))
     return out
 
