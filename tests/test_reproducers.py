@@ -3,21 +3,17 @@
 The scripts are read from docs/conformance/*.md (one page per backend) and docs/conformance.md (per target); each
 runs in its own process, from an empty directory, with ``sys.modules['qref'] = None`` so that ``import qref``
 raises, and must print exactly its documented ``got 0x.. expected 0x..`` line. A backend that is not installed
-is skipped with its name. A script that sets no environment variable runs in a fork of one process that
-imported its backend first (tests/repro_forkserver.py; ``QREF_REPRO_FRESH=1``: every script in a fresh
-interpreter). Scripts have at most ``reproducer.MAX_LINES`` lines and import neither qref nor the
-committed suite.
+is skipped with its name. Each runs as reproducer.run_scripts runs it: in a fork of one process that imported
+its backend under the environment the script sets first (``QREF_REPRO_FRESH=1``: every script in a fresh
+interpreter). Scripts have at most ``reproducer.MAX_LINES`` lines and import neither qref nor the committed suite.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
 import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -31,13 +27,7 @@ from qref.harness.runner import standalone
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs" / "conformance").glob("*.md"))
 REPORT = ROOT / "docs" / "conformance.md"
-MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "aqt": "aqt.jax.v2.aqt_dot_general",
-           "mlx": "mlx.core", "iree": "iree.compiler",
-           "mlir": "torch_mlir", "stablehlo": "torch_mlir", "onnxruntime": "onnxruntime",
-           "onnx_reference": "onnx.reference",
-           "bitsandbytes": "bitsandbytes", "torchao": "torchao", "litert": "ai_edge_litert.interpreter",
-           "openvino": "openvino", "keras": "keras", "torch": "torch", "torch_compile": "torch"}
-RUN = "import sys; sys.modules['qref'] = None; exec(open(sys.argv[1]).read())"
+MODULES = reproducer.PRELOAD
 
 
 def _installed(backend: str) -> bool:
@@ -63,31 +53,6 @@ def _all() -> list[tuple[str, reproducer.Documented]]:
             seen.add((d.script, d.prints))
             out.append((backend, d))
     return out
-
-
-def _run(script: str, tmp: Path, k: int) -> subprocess.CompletedProcess:
-    path = tmp / f"repro_{k}.py"
-    path.write_text(script + "\n", encoding="utf-8")
-    env = {k_: v for k_, v in os.environ.items() if k_ != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-c", RUN, str(path)], capture_output=True, text=True, cwd=tmp, env=env,
-                          timeout=600)
-
-
-def _run_forked(module: str, scripts: list[str], tmp: Path, jobs: int) -> list[subprocess.CompletedProcess]:
-    """Each script in its own forked child of one process that imported ``module`` first (repro_forkserver.py:
-    the same program, from its own directory, without qref; the backend's import is paid once)."""
-    paths = []
-    for k, script in enumerate(scripts):
-        d = tmp / f"fork_{k}"
-        d.mkdir()
-        paths.append(d / "repro.py")
-        paths[-1].write_text(script + "\n", encoding="utf-8")
-    env = {k_: v for k_, v in os.environ.items() if k_ != "PYTHONPATH"}
-    r = subprocess.run([sys.executable, str(Path(__file__).with_name("repro_forkserver.py")), module, str(jobs),
-                        *map(str, paths)], capture_output=True, text=True, cwd=tmp, env=env, timeout=3600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return [subprocess.CompletedProcess([str(p)], rc, out, err)
-            for p, (rc, out, err) in zip(paths, json.loads(r.stdout.strip().splitlines()[-1]))]
 
 
 def test_reports_have_reproducers_in_the_standalone_form():
@@ -141,25 +106,17 @@ def test_every_finding_has_a_reproducer_and_spec_findings_print_a_difference():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", sorted(MODULES))
-def test_every_reproducer_runs_without_qref_and_prints_the_documented_bits(backend, tmp_path):
+def test_every_reproducer_runs_without_qref_and_prints_the_documented_bits(backend):
     mine = [d for b, d in _all() if b == backend]
     if not mine:
         pytest.skip(f"no reproducer of {backend} in the committed reports")
     if not _installed(backend):
         pytest.skip(f"backend {backend} is not installed ({MODULES[backend]}); CI installs every backend")
-    jobs = max(2, min(4, os.cpu_count() or 2))
-    # a script that sets environment variables before its imports (a CPU pin) runs in a fresh process; the others
-    # in forks of one process that imported the backend (QREF_REPRO_FRESH=1: every script in a fresh process)
-    fresh = [os.environ.get("QREF_REPRO_FRESH") == "1" or "os.environ" in d.script for d in mine]
-    runs: list[subprocess.CompletedProcess | None] = [None] * len(mine)
-    forked = [k for k, f in enumerate(fresh) if not f]
-    if forked:
-        for k, r in zip(forked, _run_forked(MODULES[backend], [mine[k].script for k in forked], tmp_path, jobs)):
-            runs[k] = r
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for k, r in zip([k for k, f in enumerate(fresh) if f],
-                        pool.map(lambda k: _run(mine[k].script, tmp_path, k), [k for k, f in enumerate(fresh) if f])):
-            runs[k] = r
+    # each script in its own process: a fork of one process that imported the backend under the environment the
+    # script sets (reproducer.run_scripts), or with QREF_REPRO_FRESH=1 a fresh interpreter for every script
+    fresh = os.environ.get("QREF_REPRO_FRESH") == "1"
+    got = reproducer.run_scripts([d.script for d in mine], None if fresh else [MODULES[backend]] * len(mine))
+    runs = [subprocess.CompletedProcess([d.title], rc, out, err) for d, (rc, out, err) in zip(mine, got)]
     bad = []
     for d, r in zip(mine, runs):
         lines = r.stdout.strip().splitlines()
@@ -172,9 +129,39 @@ def test_every_reproducer_runs_without_qref_and_prints_the_documented_bits(backe
     assert not bad, "\n".join(bad)
 
 
-def test_qref_is_not_importable_in_the_reproducer_process(tmp_path):
-    r = _run("import qref", tmp_path, 0)
-    assert r.returncode != 0 and "ModuleNotFoundError" in r.stderr
+@pytest.mark.parametrize("module", [None, "ml_dtypes"])
+def test_qref_is_not_importable_in_the_reproducer_process(module):
+    """Neither in a fresh interpreter nor in a fork of the preloading process (whose own directory, qref/harness,
+    is not on the path either)."""
+    [(rc, _, err), (rc2, _, err2)] = reproducer.run_scripts(["import qref", "import runner"], [module] * 2)
+    assert rc != 0 and "ModuleNotFoundError" in err
+    assert rc2 != 0 and "ModuleNotFoundError" in err2
+
+
+def test_env_prologue_takes_plain_assignments_before_the_imports_only():
+    pin = "import os; os.environ['XLA_FLAGS'] = '--xla_cpu_max_isa=AVX2'"
+    assert reproducer.env_prologue(pin + "\nimport numpy as np\nprint(1)") == (("XLA_FLAGS", "--xla_cpu_max_isa=AVX2"),)
+    assert reproducer.env_prologue("import os\nos.environ['A'] = 'x'\nimport torch") == (("A", "x"),)
+    assert reproducer.env_prologue("import numpy as np\nprint(1)") == ()
+    assert reproducer.env_prologue("import numpy\nimport os; os.environ['A'] = 'x'") is None  # after an import
+    assert reproducer.env_prologue("import os\nos.environ.update(A='x')") is None
+    assert reproducer.env_prologue("import os\nprint(os.environ['HOME'])") is None
+
+
+def test_forked_and_fresh_runs_print_the_same():
+    """A script that sets a variable before its imports sees it in the forked run as in a fresh interpreter; a
+    failing script gives its exit status and traceback; a NameError stays one (fresh namespace per script)."""
+    scripts = ["import os; os.environ['QREF_T'] = '7'\nimport os, numpy as np\nprint(os.environ['QREF_T'], "
+               "np.float32(1.5).view(np.uint32))",
+               "import numpy as np\nraise SystemExit(3)",
+               "import numpy as np\nprint(undefined_name)",
+               "import sys\nimport numpy\nprint(sorted(m for m in sys.modules if m.startswith('qref')))"]
+    forked = reproducer.run_scripts(scripts, ["numpy"] * len(scripts))
+    fresh = reproducer.run_scripts(scripts, None)
+    assert [r[0] for r in forked] == [r[0] for r in fresh] == [0, 3, 1, 0]
+    assert forked[0][1] == fresh[0][1] == "7 1069547520\n"
+    assert "NameError" in forked[2][2] and "NameError" in fresh[2][2]
+    assert forked[3][1] == fresh[3][1] == "['qref']\n"  # the blocked entry only
 
 
 @pytest.mark.parametrize("a", [np.array([1.5, -0.0, np.nan], np.float32), np.arange(-3, 3, dtype=np.int8).reshape(2, 3),
@@ -188,13 +175,13 @@ def test_array_literal_round_trips_bits(a):
     assert b.tobytes() == np.ascontiguousarray(a).tobytes()
 
 
-def test_standalone_prints_got_and_expected_with_the_format_width(tmp_path):
+def test_standalone_prints_got_and_expected_with_the_format_width():
     case = Case(id="elements/uint4/x", family="elements", operation="encode",
                 inputs={"x": np.array([1.5], np.float32)}, expected={"codes": np.array([2], np.uint8)},
                 array_formats={"codes": "uint4"})
     snippet = "import numpy as np\nx = np.array([1.5], np.float32)\nprint(hex(int(np.trunc(x[0])) & 0xF))"
     script, prints = standalone(snippet, case, "codes", 1, 0x12)  # 0x12: only the format's 4 bits are kept
     assert prints == "got 0x1 expected 0x2"
-    r = _run(script, tmp_path, 1)
-    assert r.stdout.strip() == prints, r.stderr
+    [(rc, out, err)] = reproducer.run_scripts([script])
+    assert rc == 0 and out.strip() == prints, err
     assert standalone("print(1)", case, "codes", 1, 2) == ("", "")

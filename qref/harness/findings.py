@@ -574,16 +574,19 @@ def capture_prints(fs: list[Finding]) -> None:
     of all such findings run together, round by round); where none does, the finding keeps its first script with
     what it printed and a note that it does not reproduce alone. A crash script that runs without error on one
     element is replaced by the one of the whole case when that one fails."""
-    from .reproducer import capture
+    from .reproducer import PRELOAD, capture
+
+    def run(pairs: list[tuple[Finding, str]]) -> list[str]:  # each backend's scripts share one import of it
+        return capture([c for _, c in pairs], [PRELOAD.get(f.backend) for f, _ in pairs])
 
     todo = [f for f in fs if f.repro.get("command")]
     for f in todo:
         f.repro["command"] = layout(f.repro["command"])
-    for f, p in zip(todo, capture([f.repro["command"] for f in todo])):
+    for f, p in zip(todo, run([(f, f.repro["command"]) for f in todo])):
         f.repro["prints"] = p
     crashes = [f for f in todo if f.kind == "crash" and f.repro["prints"].startswith("no error") and f.candidates]
     cands = [dict(f.candidates[0], command=layout(f.candidates[0]["command"])) for f in crashes]
-    for f, c, q in zip(crashes, cands, capture([c["command"] for c in cands])):
+    for f, c, q in zip(crashes, cands, run([(f, c["command"]) for f, c in zip(crashes, cands)])):
         if not q.startswith("no error"):
             f.repro = dict(f.repro, command=c["command"], prints=q, input=f"the whole case `{c['case']}`")
     for f in todo:
@@ -595,7 +598,7 @@ def capture_prints(fs: list[Finding]) -> None:
     for k in range(max((len(f.candidates) for f in waiting), default=0)):
         now = [(f, dict(f.candidates[k], command=layout(f.candidates[k]["command"]))) for f in waiting
                if k < len(f.candidates) and f.candidates[k].get("command")]
-        for (f, c), q in zip(now, capture([c["command"] for _, c in now])):
+        for (f, c), q in zip(now, run([(f, c["command"]) for f, c in now])):
             if _differs(q):
                 f.repro = dict(c, prints=q)
         waiting = [f for f in waiting if not _differs(f.repro["prints"])]

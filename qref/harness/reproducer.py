@@ -160,11 +160,43 @@ def _hex_lines(m: re.Match[str]) -> str:
 
 _RUN = "import sys; sys.modules['qref'] = None; exec(compile(open(sys.argv[1]).read(), sys.argv[1], 'exec'))"
 
+#: the module a backend's reproducers import, preloaded once by the process whose forks run them (``run_scripts``)
+PRELOAD = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "aqt": "aqt.jax.v2.aqt_dot_general",
+           "mlx": "mlx.core", "iree": "iree.compiler", "mlir": "torch_mlir", "stablehlo": "torch_mlir",
+           "onnxruntime": "onnxruntime", "onnx_reference": "onnx.reference", "bitsandbytes": "bitsandbytes",
+           "torchao": "torchao", "litert": "ai_edge_litert.interpreter", "openvino": "openvino", "keras": "keras",
+           "torch": "torch", "torch_compile": "torch"}
 
-def capture(scripts: list[str], timeout: float = 600.0, workers: int = 4) -> list[str]:
-    """Run each script as a user would (its own process, an empty directory, qref not importable) and return
-    the last line it printed, or ``error: <last line of stderr>`` when it failed: the "Prints:" line of the
-    pages is what the locked backend printed when they were generated, never written by hand."""
+_ENV_LINE = re.compile(r"""^(?:import os; )?os\.environ\[(['"])([A-Z_][A-Z0-9_]*)\1\] = (['"])([^'"\\]*)\3$""")
+
+
+def env_prologue(script: str) -> tuple[tuple[str, str], ...] | None:
+    """The environment variables ``script`` sets before its first import (other than ``os``), as (name, value)
+    pairs in order; None when it touches ``os.environ`` in any other way (or after an import), so that it must
+    run in a fresh interpreter."""
+    env, imported = [], False
+    for ln in script.splitlines():
+        t = ln.strip()
+        if "os.environ" in t:
+            m = _ENV_LINE.match(t)
+            if m is None or imported:
+                return None
+            env.append((m.group(2), m.group(4)))
+        elif re.match(r"(import|from)\s", t) and t != "import os":
+            imported = True
+    return tuple(env)
+
+
+def run_scripts(scripts: list[str], modules: list[str | None] | None = None, timeout: float = 600.0,
+                workers: int | None = None) -> list[tuple[int, str, str]]:
+    """(exit status, stdout, stderr) of each script run as a user would: its own process, its own empty
+    directory, the environment without PYTHONPATH, ``sys.modules['qref'] = None`` so that ``import qref`` fails.
+    A script whose module (``modules[k]``, e.g. ``PRELOAD[backend]``) is given and whose ``os.environ`` use is a
+    plain prologue (``env_prologue``) runs in a fork of one process that imported numpy and the module under
+    that environment (qref/harness/_forkrun.py): the same program without a second import of the backend; any
+    other runs in a fresh interpreter. workers: processes at the same time (default: the cores this process may
+    use, at least 2)."""
+    import json
     import os
     import subprocess
     import sys
@@ -172,27 +204,83 @@ def capture(scripts: list[str], timeout: float = 600.0, workers: int = 4) -> lis
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
 
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-
-    def one(script: str) -> str:
+    if workers is None:
+        try:
+            workers = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            workers = os.cpu_count() or 2
+    workers = max(2, workers)
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out: list[tuple[int, str, str]] = [(0, "", "")] * len(scripts)
+    groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[int]] = {}
+    fresh = []
+    for k, script in enumerate(scripts):
         if not script:
-            return ""
+            continue
+        mod = modules[k] if modules is not None else None
+        env = env_prologue(script) if mod else None
+        if mod and env is not None:
+            groups.setdefault((mod, env), []).append(k)
+        else:
+            fresh.append(k)
+    forkrun = str(Path(__file__).with_name("_forkrun.py"))
+    per_server = 2
+
+    def one(k: int) -> None:
         with tempfile.TemporaryDirectory() as d:
             p = Path(d) / "repro.py"
-            p.write_text(script + "\n", encoding="utf-8")
+            p.write_text(scripts[k] + "\n", encoding="utf-8")
             try:
                 r = subprocess.run([sys.executable, "-c", _RUN, str(p)], capture_output=True, text=True, cwd=d,
-                                   env=env, timeout=timeout)
+                                   env=base, timeout=timeout)
+                out[k] = (r.returncode, r.stdout, r.stderr)
             except subprocess.TimeoutExpired:
-                return f"error: no result after {timeout:.0f} s"
-        lines = r.stdout.strip().splitlines()
-        if r.returncode == 0 and lines:
-            return lines[-1].strip().replace("`", "'")
-        err = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
-        return "error: " + (err[-1].strip()[:200].replace("`", "'") if err else f"exit status {r.returncode}")
+                out[k] = (-9, "", f"no result after {timeout:.0f} s")
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(one, scripts))
+    def server(key: tuple[str, tuple[tuple[str, str], ...]], ks: list[int]) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for k in ks:
+                (Path(d) / str(k)).mkdir()
+                p = Path(d) / str(k) / "repro.py"
+                p.write_text(scripts[k] + "\n", encoding="utf-8")
+                paths.append(str(p))
+            res = Path(d) / "results.json"
+            r = subprocess.run([sys.executable, forkrun, key[0], str(per_server), str(timeout), str(res), *paths],
+                               capture_output=True, text=True, cwd=d, env={**base, **dict(key[1])})
+            if r.returncode != 0 or not res.exists():  # the preload itself failed: every script says why
+                err = r.stderr.strip() or f"exit status {r.returncode}"
+                for k in ks:
+                    out[k] = (r.returncode or 1, "", f"the process importing {key[0]} failed: {err}")
+                return
+            for k, (rc, so, se) in zip(ks, json.loads(res.read_text(encoding="utf-8"))):
+                out[k] = (rc, so, se)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers // per_server)) as pool:
+        # the largest groups first, then the single scripts, so that the pool's last minutes are not one group
+        jobs = [pool.submit(server, key, ks) for key, ks in sorted(groups.items(), key=lambda g: -len(g[1]))]
+        jobs += [pool.submit(one, k) for k in fresh]
+        for j in jobs:
+            j.result()
+    return out
+
+
+def capture(scripts: list[str], modules: list[str | None] | None = None, timeout: float = 600.0,
+            workers: int | None = None) -> list[str]:
+    """The "Prints:" line of each script (run by ``run_scripts``): the last line it printed, or ``error: <last
+    line of stderr>`` when it failed, "" for an empty script. The pages show what the locked backend printed when
+    they were generated, never a line written by hand."""
+    res = []
+    for script, (rc, so, se) in zip(scripts, run_scripts(scripts, modules, timeout, workers)):
+        lines = so.strip().splitlines()
+        if not script:
+            res.append("")
+        elif rc == 0 and lines:
+            res.append(lines[-1].strip().replace("`", "'"))
+        else:
+            err = [ln for ln in se.strip().splitlines() if ln.strip()]
+            res.append("error: " + (err[-1].strip()[:200].replace("`", "'") if err else f"exit status {rc}"))
+    return res
 
 
 def wrap(text: str, width: int = 118) -> str:
@@ -252,5 +340,5 @@ def sparse_input(name: str, a: Any, literal: Any) -> list[str]:
     return stmts
 
 
-__all__ = ["MAX_LINE", "MAX_LINES", "Documented", "block", "capture", "code_lines", "documented", "layout",
-           "sparse_input", "wrap"]
+__all__ = ["MAX_LINE", "MAX_LINES", "PRELOAD", "Documented", "block", "capture", "code_lines", "documented",
+           "env_prologue", "layout", "run_scripts", "sparse_input", "wrap"]
