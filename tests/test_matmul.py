@@ -295,3 +295,81 @@ def test_onnx_reference_evaluator_bit_for_bit() -> None:
         want = qm.quantized_matmul(a, b, a_scale=np.float32(0.5), a_zero_point=za, b_scale=bs, b_zero_point=zb,
                                    y_scale=np.float32(0.75), y_zero_point=zy, pipeline=pipe).values
         assert np.array_equal(got, want), it
+
+
+def _tie_heavy_requant_inputs(rng: np.random.Generator, M: int, N: int):
+    """Accumulators, float32 scales and biases where acc m often lands on or next to a rounding boundary
+    (dyadic multipliers with halves, non-dyadic thirds, huge and tiny products)."""
+    acc = np.concatenate([rng.integers(-(2**31), 2**31, M * N // 2), rng.integers(-40, 40, M * N - M * N // 2)])
+    rng.shuffle(acc)
+    acc = acc.reshape(M, N)
+    acc[0, :4] = [2**31 - 1, -(2**31), 0, 1]
+    pick = np.float32([0.5, 0.25, 1.0, 3.0, 0.75, 2.0**-31, 2.0**20, 1.0 / 3.0, 0.1, 7.0])
+    a = rng.choice(pick, M).astype(np.float32)
+    b = rng.choice(pick, N).astype(np.float32)
+    y = np.float32(rng.choice(pick))
+    bias = rng.choice(np.float32([0.5, -0.5, 1.5, 0.0, 1e-30, 3.0, 2.0**-40]), N).astype(np.float32)
+    return acc, a, b, y, bias
+
+
+def _near_boundary_requant_inputs(rng: np.random.Generator, M: int, N: int):
+    """Full-significand scales a, b in [1, 2) and y = Y 2^-40 (Y odd, 24 bits) with accumulators solved so that
+    acc a b / y lies within 1 / D of a half-integer or an integer, D = Y 2^6 (m = A B / D): relative distances
+    near 2^-79, far below float64's, where only the exact quotient decides (D odd-part inverse mod D)."""
+    A = rng.integers(2**23, 2**24, M) | 1
+    B = rng.integers(2**23, 2**24, N) | 1
+    Y = int(rng.integers(2**23, 2**24)) | 1
+    a = (A * 2.0**-23).astype(np.float32)
+    b = (B * 2.0**-23).astype(np.float32)
+    y = np.float32(Y * 2.0**-40)  # m = A B 2^-46 / (Y 2^-40) = A B / (Y 2^6)
+    D = Y * 2**6
+    acc = np.zeros((M, N), dtype=np.int64)
+    for i in range(M):
+        for j in range(N):
+            P = int(A[i]) * int(B[j])
+            want = (D // 2 + 1, D // 2 - 1, 1, D - 1)[(i + j) % 4]  # next to a half-integer, an integer
+            k = want * pow(P, -1, D) % D  # k P = want (mod D): t = k P / D = integer + want / D
+            acc[i, j] = k if (i * N + j) % 3 else -k
+    return acc, a, b, y
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "nearest_up", "toward_zero"])
+def test_exact_requantization_fast_path_equals_round_quotient(rounding: str) -> None:
+    """requantize_accumulator's exact compute takes the float64 product where it provably rounds the same and
+    the exact quotient elsewhere (_round_real); the definition is round_quotient of the exact rationals on the
+    whole array (matmul.md §5.2). Also the float_bias 'exact' stage, against Fractions."""
+    rng = np.random.default_rng(21)
+    lo, hi = -(1 << 50), 1 << 50  # _round_real's saturation (the callers clip to 2^40)
+    for trial in range(8):
+        acc, a, b, y, bias = _tie_heavy_requant_inputs(rng, 12, 96)
+        if trial >= 6:  # within 2^-79 (relative) of a boundary: the error margin decides
+            acc, a, b, y = _near_boundary_requant_inputs(rng, 8, 64)
+        for mdt in ("exact", "float32", "float64"):
+            req = qm.Requantization(compute="exact", multiplier_dtype=mdt, rounding=rounding)
+            got = qm._exact_product(acc, a, b, y, req)
+            if mdt == "exact":
+                num, den = qm.exact_multiplier(a, b, y)
+            else:
+                mn, me = qm._dyadic_parts(qm.output_multiplier(a, b, y, req))
+                num, den = qm._scaled(mn, np.ones(me.shape, dtype=np.int64), me)
+            want = qm.round_quotient(qm._obj(acc) * num, qm._obj(np.broadcast_to(den, acc.shape)), rounding)
+            assert np.array_equal(got, np.clip(want, lo, hi).astype(np.int64)), (trial, mdt)
+            full = qm.requantize_accumulator(acc, a_scale=a, b_scale=b, y_scale=y, y_zero_point=3, output="int16",
+                                             requantization=req)[0]
+            assert np.array_equal(full, np.clip(got + 3, -(2**15), 2**15 - 1)), (trial, mdt)
+        if trial < 2:  # the biased stage: Fractions per element (slow: a few hundred)
+            req = qm.Requantization(compute="exact", multiplier_dtype="exact", rounding=rounding)
+            got = qm._exact_with_bias(acc[:3], a[:3], b, y, bias, req)
+            for i in range(3):
+                for j in range(acc.shape[1]):
+                    t = (int(acc[i, j]) * Fraction(float(a[i])) * Fraction(float(b[j])) + Fraction(float(bias[j]))
+                         ) / Fraction(float(y))
+                    fl = math.floor(t)
+                    r = t - fl
+                    if rounding == "toward_zero":
+                        n = fl + (1 if (r and t < 0) else 0)
+                    elif r != Fraction(1, 2):
+                        n = fl + (1 if r > Fraction(1, 2) else 0)
+                    else:
+                        n = fl + {"nearest_even": fl % 2, "nearest_away": int(t >= 0), "nearest_up": 1}[rounding]
+                    assert int(got[i, j]) == min(max(n, lo), hi), (i, j, t)

@@ -369,7 +369,12 @@ def exact_multiplier(a_scale: np.ndarray, b_scale: np.ndarray, y_scale: np.ndarr
     a = a.reshape(-1, 1) if a.ndim else a
     b, y = np.asarray(b_scale, dtype=np.float64), np.asarray(y_scale, dtype=np.float64)
     shape = np.broadcast_shapes(a.shape, b.shape, y.shape)
-    (na, ea), (nb, eb), (ny, ey) = (_dyadic_parts(np.broadcast_to(v, shape)) for v in (a, b, y))
+    return _exact_ratio(*(np.broadcast_to(v, shape) for v in (a, b, y)))
+
+
+def _exact_ratio(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """a b / y (float arrays of one shape) as the exact rational (num, den) of object arrays of Python ints."""
+    (na, ea), (nb, eb), (ny, ey) = (_dyadic_parts(v) for v in (a, b, y))
     return _scaled(_obj(na) * _obj(nb), ny, ea + eb - ey)
 
 
@@ -511,20 +516,55 @@ def quantize_bias(bias: np.ndarray, a_s: np.ndarray, b_s: np.ndarray) -> np.ndar
 
 def _exact_with_bias(acc: np.ndarray, a_s: np.ndarray, b_s: np.ndarray, y_s: np.ndarray, bias: np.ndarray,
                      req: Requantization) -> np.ndarray:
-    """float_bias "exact": (acc a_s b_s + bias) / y_s in real arithmetic, rounded once by ``req.rounding``."""
+    """float_bias "exact": (acc a_s b_s + bias) / y_s in real arithmetic, rounded once by ``req.rounding``
+    (``_round_real``: float64 where that is provably the same, exact integers elsewhere)."""
     if req.multiplier_dtype != "exact":
         raise QrefError("float_bias 'exact' computes with the real scales: multiplier_dtype 'exact'")
     a = np.asarray(a_s, dtype=np.float64)
     a = a.reshape(-1, 1) if a.ndim else a
-    shape = acc.shape
-    (na, ea), (nb, eb), (ny, ey), (nz, ez) = (_dyadic_parts(np.broadcast_to(np.asarray(v, np.float64), shape))
-                                              for v in (a, b_s, y_s, bias))
-    # acc a b / y + z / y = (acc na nb 2^(ea + eb) + nz 2^ez) / (ny 2^ey)
-    lo = np.minimum(ea + eb, ez)
-    one = _obj(np.ones(shape, dtype=np.int64))
-    num = _obj(acc) * _obj(na) * _obj(nb) * (one << _obj(ea + eb - lo)) + _obj(nz) * (one << _obj(ez - lo))
-    num2, den = _scaled(num, ny, lo - ey)
-    return round_quotient(num2, den, req.rounding)
+    acc, a, b, y, z = np.broadcast_arrays(acc, a, *(np.asarray(v, np.float64) for v in (b_s, y_s, bias)))
+    with np.errstate(all="ignore"):
+        p = acc * (a * b)  # a b: exact (float32 scales); one rounding each for p, p + z and the quotient
+        v = (p + z) / y
+        err = ((np.abs(p) + np.abs(z)) / y + np.abs(v)) * 2.0**-50
+
+    def exact(mask: np.ndarray) -> np.ndarray:
+        # acc a b / y + z / y = (acc na nb 2^(ea + eb) + nz 2^ez) / (ny 2^ey)
+        (na, ea), (nb, eb), (ny, ey), (nz, ez) = (_dyadic_parts(w[mask]) for w in (a, b, y, z))
+        lo = np.minimum(ea + eb, ez)
+        one = _obj(np.ones(lo.shape, dtype=np.int64))
+        num = (_obj(acc[mask]) * _obj(na) * _obj(nb) * (one << _obj(ea + eb - lo))
+               + _obj(nz) * (one << _obj(ez - lo)))
+        num2, den = _scaled(num, ny, lo - ey)
+        return round_quotient(num2, den, req.rounding)
+
+    return _round_real(v, err, exact, req.rounding, np.abs(acc) <= 2**53)
+
+
+def _round_real(v: np.ndarray, err: np.ndarray, exact: Any, rounding: str, usable: np.ndarray | bool = True
+                ) -> np.ndarray:
+    """Integers round(t) by ``rounding`` (matmul.md §5.2) of reals t known as float64 approximations v with
+    |t - v| <= err: taken from v where no rounding boundary (an integer for toward_zero, an odd multiple of 1/2
+    otherwise) lies within err of v, else from ``exact(mask)``, the exact rounding at the masked elements (also
+    where v is not finite or ``usable`` is False). |v| >= 2^50 gives +-2^50: the callers clip to +-2^40, and the
+    exact result lies beyond that too. The fast path of the exact quotients: tests/test_recipes_qmatmul.py holds
+    it equal to round_quotient on the whole array."""
+    with np.errstate(invalid="ignore"):
+        f = np.floor(v)
+        d = v - f  # exact
+        if rounding == "toward_zero":
+            safe = ((d > err) & (1.0 - d > err)) | (v == 0)
+            n = f + ((v < 0) & (d > 0))
+        else:
+            safe = np.abs(d - 0.5) > err
+            n = f + (d > 0.5)
+        ok = np.isfinite(v) & np.isfinite(err) & usable
+        big = ok & (np.abs(v) >= 2.0**50)
+        out = np.where(big, np.sign(v) * 2.0**50, np.where(ok & safe, n, 0.0)).astype(np.int64)
+    redo = ~(ok & (safe | big))
+    if redo.any():
+        out[redo] = np.asarray(exact(redo), dtype=object).astype(np.int64)
+    return out
 
 
 # ---- requantization (matmul.md §5) -------------------------------------------------------------------------------
@@ -569,12 +609,7 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
             n = _exact_with_bias(acc, a_s, b_s, y_s, fb, req)
             n = np.clip(n, -(1 << 40), 1 << 40).astype(np.int64) + zy
         elif req.compute == "exact":
-            if req.multiplier_dtype == "exact":
-                num, den = exact_multiplier(a_s, b_s, y_s)
-            else:
-                mn, me = _dyadic_parts(output_multiplier(a_s, b_s, y_s, req))
-                num, den = _scaled(mn, np.ones(me.shape, dtype=np.int64), me)
-            n = round_quotient(_obj(acc) * num, _obj(np.broadcast_to(den, acc.shape)), req.rounding)
+            n = _exact_product(acc, a_s, b_s, y_s, req)
             n = np.clip(n, -(1 << 40), 1 << 40).astype(np.int64) + zy
         else:
             dt = np.dtype(req.compute)
@@ -596,6 +631,38 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
     else:
         raise QrefError(f"requantize_accumulator takes methods float_multiply and fixed_point, not {req.method!r}")
     return narrow(n, output, req.narrowing), bad
+
+
+def _exact_product(acc: np.ndarray, a_s: np.ndarray, b_s: np.ndarray, y_s: np.ndarray, req: Requantization
+                   ) -> np.ndarray:
+    """round(acc m) by ``req.rounding`` in real arithmetic, m = a_s b_s / y_s exactly (multiplier_dtype "exact")
+    or the float multiplier of ``output_multiplier``; the reference is round_quotient(acc num, den) of the
+    rational m = num / den, which ``_round_real`` computes only where float64 cannot tell."""
+    if req.multiplier_dtype == "exact":
+        a = np.asarray(a_s, dtype=np.float64)
+        parts = np.broadcast_arrays(acc, a.reshape(-1, 1) if a.ndim else a, np.asarray(b_s, np.float64),
+                                    np.asarray(y_s, np.float64))
+        acc, a, b, y = parts
+        m = (a * b) / y  # a b exact (float32 scales), the quotient rounded once
+
+        def ratio(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return _exact_ratio(a[mask], b[mask], y[mask])
+        rel = 2.0**-50  # two roundings of 2^-53 each, with room
+    else:
+        acc, m = np.broadcast_arrays(acc, output_multiplier(a_s, b_s, y_s, req).astype(np.float64))
+
+        def ratio(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            mn, me = _dyadic_parts(m[mask])
+            return _scaled(mn, np.ones(me.shape, dtype=np.int64), me)
+        rel = 2.0**-51  # one rounding (m is a float: exact)
+
+    def exact(mask: np.ndarray) -> np.ndarray:
+        num, den = ratio(mask)
+        return round_quotient(_obj(acc[mask]) * num, den, req.rounding)
+
+    with np.errstate(all="ignore"):
+        v = acc * m
+    return _round_real(v, np.abs(v) * rel, exact, req.rounding, np.abs(acc) <= 2**53)
 
 
 def _round_ratio(num: np.ndarray, den: np.ndarray, dt: np.dtype) -> np.ndarray:
