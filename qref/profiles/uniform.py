@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import QrefError, check_choice, unknown_name
 from ..formats.policy import ROUNDING_MODES, STOCHASTIC_MODES
-from .base import Profile, register_profile
+from .base import Profile, check_choices, register_profile
 
 COMPUTE_DTYPES = ("expressed", "input", "float16", "bfloat16", "float32", "float64")
 SCALE_OPS = ("divide", "reciprocal")
@@ -120,12 +120,18 @@ class UniformArithmetic:
     range_form: str = "none"
 
     def __post_init__(self) -> None:
-        check_choice("compute dtype", self.compute, COMPUTE_DTYPES)
-        check_choice("scale_op", self.scale_op, SCALE_OPS)
-        check_choice("scale_source", self.scale_source, SCALE_SOURCES)
-        check_choice("zero_point stage", self.zero_point, ZERO_POINT_STAGES)
-        check_choice("clamp", self.clamp, CLAMPS)
-        check_choice("rounding mode", self.rounding, FINAL_ROUNDINGS)
+        check_choices({"compute dtype": (self.compute, COMPUTE_DTYPES), "scale_op": (self.scale_op, SCALE_OPS),
+                       "scale_source": (self.scale_source, SCALE_SOURCES),
+                       "zero_point stage": (self.zero_point, ZERO_POINT_STAGES), "clamp": (self.clamp, CLAMPS),
+                       "rounding mode": (self.rounding, FINAL_ROUNDINGS), "conversion": (self.conversion, CONVERSIONS),
+                       "nan rule": (self.nan, NAN_RULES),
+                       "zero_point_range": (self.zero_point_range, ZERO_POINT_RANGES),
+                       "constants rule": (self.constants, CONSTANT_RULES),
+                       "dq_subtract": (self.dq_subtract, DQ_SUBTRACT), "dq_multiply": (self.dq_multiply, DQ_MULTIPLY),
+                       "dq_form": (self.dq_form, DQ_FORMS), "reciprocal_inf": (self.reciprocal_inf, ("keep", "one")),
+                       "remainder_scale_op": (self.remainder_scale_op, SCALE_OPS),
+                       "remainder_rounding": (self.remainder_rounding, ROUNDINGS),
+                       "range_form": (self.range_form, RANGE_FORMS)})
         if self.rounding in STOCHASTIC_MODES:
             n = self.stochastic_bits
             if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 62:
@@ -135,17 +141,6 @@ class UniformArithmetic:
                 raise QrefError("stochastic rounding with a vector loop (simd_width > 0) is not defined")
         elif self.stochastic_bits is not None:
             raise QrefError(f"stochastic_bits is for the stochastic rounding modes, got rounding={self.rounding!r}")
-        check_choice("conversion", self.conversion, CONVERSIONS)
-        check_choice("nan rule", self.nan, NAN_RULES)
-        check_choice("zero_point_range", self.zero_point_range, ZERO_POINT_RANGES)
-        check_choice("constants rule", self.constants, CONSTANT_RULES)
-        check_choice("dq_subtract", self.dq_subtract, DQ_SUBTRACT)
-        check_choice("dq_multiply", self.dq_multiply, DQ_MULTIPLY)
-        check_choice("dq_form", self.dq_form, DQ_FORMS)
-        check_choice("reciprocal_inf", self.reciprocal_inf, ("keep", "one"))
-        check_choice("remainder_scale_op", self.remainder_scale_op, SCALE_OPS)
-        check_choice("remainder_rounding", self.remainder_rounding, ROUNDINGS)
-        check_choice("range_form", self.range_form, RANGE_FORMS)
         if self.range_form != "none" and (self.compute != "float32" or self.simd_width
                                           or self.rounding not in ROUNDINGS):
             raise QrefError(f"range_form={self.range_form!r} (a FakeQuantize, uniform.md §2.8) is defined for "
