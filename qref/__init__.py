@@ -9,16 +9,7 @@ from .analysis import plot
 from .analysis.calibrate import calibrate
 from .core import decode, encode, quantize
 from .errors import QrefError, UnknownNameError
-from .formats import (
-    FloatFormat,
-    Format,
-    IntFormat,
-    float_format,
-    formats,
-    get_format,
-    p3109_format,
-    register_format,
-)
+from .formats import FloatFormat, Format, IntFormat, float_format, formats, get_format, p3109_format, register_format
 from .formats.policy import OVERFLOW_POLICIES, ROUNDING_MODES, CastPolicy
 from .interop.packing import LAYOUTS, pack, unpack
 from .mma.probe import probe_matmul

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..core.arith import convert, flush, fma64, round_odd_sum
 from ..errors import QrefError, check_choice, unknown_name
+from ..profiles.base import check_choices
 from .algorithms import _Algorithm, _quiet
 from .bits import OPERAND_FORMATS, storage_dtype
 from .isa import Instruction
@@ -32,6 +33,7 @@ PRODUCTS = ("fused", "rounded")
 REDUCTIONS = ("sequential", "pairwise", "halving")
 ORDERS = ("lanes", "pairwise")
 SUBNORMALS = ("keep", "flush")
+BLOCK_SPLITS = ("fixed", "halve_remainder", "halve_short")
 _MIN_NORMAL = {"float16": 2.0**-14, "bfloat16": 2.0**-126, "float32": 2.0**-126, "float64": 2.0**-1022}
 
 
@@ -83,11 +85,10 @@ class KernelAccumulation(_Algorithm):
     whole_k: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        check_choice("accumulator", self.accumulator, ACCUMULATORS)
-        check_choice("products", self.products, PRODUCTS)
-        check_choice("reduction", self.reduction, REDUCTIONS)
-        check_choice("order", self.order, ORDERS)
-        check_choice("subnormals", self.subnormals, SUBNORMALS)
+        check_choices({"accumulator": (self.accumulator, ACCUMULATORS), "products": (self.products, PRODUCTS),
+                       "reduction": (self.reduction, REDUCTIONS), "order": (self.order, ORDERS),
+                       "subnormals": (self.subnormals, SUBNORMALS), "block split": (self.block_split, BLOCK_SPLITS),
+                       "block half": (self.block_half, ("ceil", "floor"))})
         if self.block_accumulator is not None:
             check_choice("block accumulator", self.block_accumulator, ACCUMULATORS)
         if not isinstance(self.lanes, int) or not 1 <= self.lanes <= 256:
@@ -97,8 +98,6 @@ class KernelAccumulation(_Algorithm):
                             f"{self.lanes}; use 'sequential' or 'pairwise'")
         if self.block is not None and (not isinstance(self.block, int) or self.block < 1):
             raise QrefError(f"KernelAccumulation: block must be a positive integer or None, got {self.block!r}")
-        check_choice("block split", self.block_split, ("fixed", "halve_remainder", "halve_short"))
-        check_choice("block half", self.block_half, ("ceil", "floor"))
         if not isinstance(self.block_unroll, int) or self.block_unroll < 1:
             raise QrefError(f"KernelAccumulation: block_unroll must be a positive integer, got {self.block_unroll!r}")
         if self.order == "pairwise" and (self.lanes != 1 or self.products != "rounded"):

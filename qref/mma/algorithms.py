@@ -147,8 +147,33 @@ class _Algorithm:
         return d
 
 
+@dataclass(frozen=True, kw_only=True)
+class _TruncatedOutput(_Algorithm):
+    """The output stage T-FDPA and GST-FDPA share (mma.md §3.2): the exact aligned sum rounded once to the
+    output, toward zero at ``output_frac_bits`` or to nearest even; zero results +0 (or the sign of a nonzero
+    sum: ``zero_sign``); NaN results the all-ones code (``nan_output``). Keyword-only, after each family's own
+    parameters."""
+
+    output_rounding: str = "toward_zero"
+    output_frac_bits: int = 23
+    nan_output: str = "all_ones"
+    zero_sign: str = "positive"
+
+    def _check(self, **ranges: tuple[int, int, int]) -> None:
+        """C1 of the family (``ranges``: name -> (value, lo, hi)) and the output stage's choices."""
+        check_choice("output rounding", self.output_rounding, ROUNDINGS)
+        _check_int(self.family, **ranges, output_frac_bits=(self.output_frac_bits, 1, 23))
+        check_choice("zero sign", self.zero_sign, ZERO_SIGNS)
+
+    def _round(self, S: np.ndarray, unit: np.ndarray, fd: str) -> np.ndarray:
+        sz = self.zero_sign == "value_sign"
+        if self.output_rounding == "toward_zero":
+            return round_toward_zero(S, unit, fd, self.output_frac_bits, sz)
+        return round_nearest_even(S, unit, fd, sz)
+
+
 @dataclass(frozen=True)
-class TruncatedFusedDot(_Algorithm):
+class TruncatedFusedDot(_TruncatedOutput):
     """T-FDPA (mma.md §3.2): per chunk, every product a_k b_k and c is aligned to the largest exponent and
     truncated to ``frac_bits`` fractional bits, the aligned terms are summed exactly, and the sum is rounded
     once to the output (``output_rounding``; ``output_frac_bits`` kept for toward_zero). Zero terms take the
@@ -160,23 +185,10 @@ class TruncatedFusedDot(_Algorithm):
     frac_bits: int
     chunk: int
     zero_exponent: int
-    output_rounding: str = "toward_zero"
-    output_frac_bits: int = 23
-    nan_output: str = "all_ones"
-    zero_sign: str = "positive"
     family: ClassVar[str] = "T-FDPA"
 
     def __post_init__(self) -> None:
-        check_choice("output rounding", self.output_rounding, ROUNDINGS)
-        _check_int(self.family, frac_bits=(self.frac_bits, 1, 48), chunk=(self.chunk, 1, 256),
-                   output_frac_bits=(self.output_frac_bits, 1, 23))
-        check_choice("zero sign", self.zero_sign, ZERO_SIGNS)
-
-    def _round(self, S: np.ndarray, unit: np.ndarray, fd: str) -> np.ndarray:
-        sz = self.zero_sign == "value_sign"
-        if self.output_rounding == "toward_zero":
-            return round_toward_zero(S, unit, fd, self.output_frac_bits, sz)
-        return round_nearest_even(S, unit, fd, sz)
+        self._check(frac_bits=(self.frac_bits, 1, 48), chunk=(self.chunk, 1, 256))
 
     @_quiet
     def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
@@ -222,7 +234,7 @@ class ScaledTruncatedFusedDot(TruncatedFusedDot):
 
 
 @dataclass(frozen=True)
-class GroupScaledFusedDot(_Algorithm):
+class GroupScaledFusedDot(_TruncatedOutput):
     """GST-FDPA (mma.md §3.4): products are summed exactly in groups of ``group_size``; each group sum p_g is
     multiplied by its block's scale product s_g and aligned on the scale exponent alone (not on |p_g|):
     term_g = trunc(p_g s_g 2^(F - e_max)), e_max = max(e(s_g), e(c)); a group whose products are all zero, or
@@ -232,17 +244,12 @@ class GroupScaledFusedDot(_Algorithm):
     frac_bits: int
     chunk: int
     zero_exponent: int
-    output_rounding: str = "toward_zero"
-    output_frac_bits: int = 23
-    nan_output: str = "all_ones"
-    zero_sign: str = "positive"
     family: ClassVar[str] = "GST-FDPA"
     scaled: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        check_choice("output rounding", self.output_rounding, ROUNDINGS)
-        _check_int(self.family, group_size=(self.group_size, 1, 64), frac_bits=(self.frac_bits, 1, 36),
-                   chunk=(self.chunk, 1, 256), output_frac_bits=(self.output_frac_bits, 1, 23))
+        self._check(group_size=(self.group_size, 1, 64), frac_bits=(self.frac_bits, 1, 36),
+                    chunk=(self.chunk, 1, 256))
 
     @_quiet
     def dot(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, fa: str, fb: str, fc: str, fd: str,
@@ -294,10 +301,7 @@ class GroupScaledFusedDot(_Algorithm):
             emax = np.maximum(e.max(-1), ec)
             S = shift_trunc(val[..., sl], e - emax[..., None] + (F + e0 - p.frac - sfrac)).sum(-1)
             S = S + shift_trunc(cp.sig, ec - emax + (F - cp.frac))
-            if self.output_rounding == "toward_zero":
-                bits = round_toward_zero(S, emax - F, fd, self.output_frac_bits)
-            else:
-                bits = round_nearest_even(S, emax - F, fd)
+            bits = self._round(S, emax - F, fd)
             nan = gnan[..., sl].any(-1) | cp.nan
             pinf = ginf_p[..., sl].any(-1) | (cp.inf & ~cp.neg)
             ninf = ginf_n[..., sl].any(-1) | (cp.inf & cp.neg)

@@ -8,7 +8,7 @@ kernel (a detected core / ISA), never the machine it was fitted on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .accumulate import KernelAccumulation
 from .dispatch import GemmDispatch
@@ -38,6 +38,8 @@ class CpuGemmProfile:
     evidence: tuple[str, ...] = ()
 
 
+#: every profile below multiplies float32 operands into a float32 result
+_FLOAT32 = dict(a_format="float32", b_format="float32", d_format="float32")
 _NUMPY_SMALL = dict(small=KernelAccumulation(), small_max_mnk=10**6,
                     small_tail=KernelAccumulation(lanes=16, reduction="pairwise"), tail_width=16, tail_min_k=32)
 
@@ -51,9 +53,7 @@ def _numpy(threads: int, blocked: KernelAccumulation, how: str) -> CpuGemmProfil
         kernel=f"OpenBLAS sgemm, DYNAMIC_ARCH core SkylakeX (AVX-512 FMA), {how}",
         selected_by="scipy_openblas_get_corename64_() == 'SkylakeX' (OpenBLAS picks it for AVX-512 F/BW/DQ/VL "
                     "CPUs); OPENBLAS_NUM_THREADS " + ("= 1" if threads == 1 else ">= 2"),
-        a_format="float32",
-        b_format="float32",
-        d_format="float32",
+        **_FLOAT32,  # type: ignore[arg-type]
         threads=(threads,),
         dispatch=GemmDispatch(blocked=blocked, **_NUMPY_SMALL),  # type: ignore[arg-type]
         evidence=(
@@ -85,9 +85,7 @@ TORCH_MKL_AVX512 = CpuGemmProfile(
     call="torch.matmul(A, B), float32 (M, K) x (K, N), M, N >= 16",
     kernel="oneMKL 2024.2 sgemm, CPU capability AVX512",
     selected_by="torch.backends.cpu.get_cpu_capability() == 'AVX512' and torch.__config__.show() naming oneMKL 2024.2",
-    a_format="float32",
-    b_format="float32",
-    d_format="float32",
+    **_FLOAT32,  # type: ignore[arg-type]
     threads=(1, 2),
     dispatch=GemmDispatch(blocked=KernelAccumulation(block=192, block_split="halve_short"), min_rows_cols=16),
     evidence=(
@@ -108,9 +106,7 @@ ORT_MLAS_1T = CpuGemmProfile(
     call="MatMul (opset 17), float32 (M, K) x (K, N), CPUExecutionProvider, intra_op_num_threads = 1",
     kernel="MLAS sgemm (x86-64 AVX-512 FMA kernel)",
     selected_by="onnxruntime.__version__ == 1.32.x with the CPU execution provider on an x86-64 CPU with AVX-512F",
-    a_format="float32",
-    b_format="float32",
-    d_format="float32",
+    **_FLOAT32,  # type: ignore[arg-type]
     threads=(1,),
     dispatch=GemmDispatch(blocked=KernelAccumulation(block=128),
                           column_blocks=((16, 1024), (32, 512), (64, 256))),
@@ -131,9 +127,7 @@ MLX_CPU = CpuGemmProfile(
     call="mlx.core.matmul(A, B) on mx.cpu, float32 (M, K) x (K, N)",
     kernel="MLX CPU matmul (Linux x86-64 build)",
     selected_by="mlx.core.__version__ == 0.32.4 on x86-64 Linux with the CPU device",
-    a_format="float32",
-    b_format="float32",
-    d_format="float32",
+    **_FLOAT32,  # type: ignore[arg-type]
     threads=(1,),
     dispatch=GemmDispatch(blocked=KernelAccumulation(products="rounded")),
     evidence=(
@@ -145,17 +139,12 @@ MLX_CPU = CpuGemmProfile(
 #: onnxruntime 1.32 MatMulNBits (bits 4, accuracy_level 0 or 1: float32 compute), CPUExecutionProvider: after the
 #: 4-bit weights are dequantized (W = (q - z) s), D = A @ W is one sequential FMA chain per output with no K blocks
 #: (unlike MatMul's sgemm), at 1 and 2 threads; M = 1 takes another kernel (not modelled).
-ORT_MLAS_NBITS_F32 = CpuGemmProfile(
+ORT_MLAS_NBITS_F32 = replace(
+    ORT_MLAS_1T,
     name="onnxruntime-1.32-mlas-nbits-f32",
-    library="onnxruntime (MLAS)",
-    version="onnxruntime 1.32",
     call="com.microsoft MatMulNBits (bits 4, accuracy_level 0 or 1), float32 A (M, K), M >= 2: the float stage "
          "A @ W of the dequantized weight W (K, N)",
     kernel="MLAS 4-bit GEMM, float32 compute (x86-64 AVX-512 FMA kernel)",
-    selected_by="onnxruntime.__version__ == 1.32.x with the CPU execution provider on an x86-64 CPU with AVX-512F",
-    a_format="float32",
-    b_format="float32",
-    d_format="float32",
     threads=(1, 2),
     dispatch=GemmDispatch(blocked=KernelAccumulation()),
     evidence=(
@@ -169,18 +158,12 @@ ORT_MLAS_NBITS_F32 = CpuGemmProfile(
 
 #: mlx 0.32.4 CPU quantized_matmul (affine, 4-bit weights): after dequantizing W = s q + b, D = x @ W is a sequential
 #: sum of rounded products (mul, then add: no FMA), no K blocks, M = 1 included: the record of MLX's float matmul.
-MLX_CPU_QMM = CpuGemmProfile(
+MLX_CPU_QMM = replace(
+    MLX_CPU,
     name="mlx-0.32.4-cpu-quantized-matmul-f32",
-    library="mlx",
-    version="mlx 0.32.4",
     call="mlx.core.quantized_matmul(x, w, scales, biases, transpose=True, group_size, bits=4) on mx.cpu, float32 x: "
          "the float stage x @ W of the dequantized weight W (K, N)",
     kernel="MLX CPU quantized matmul (Linux x86-64 build)",
-    selected_by="mlx.core.__version__ == 0.32.4 on x86-64 Linux with the CPU device",
-    a_format="float32",
-    b_format="float32",
-    d_format="float32",
-    threads=(1,),
     dispatch=GemmDispatch(blocked=KernelAccumulation(products="rounded"), vectors=True, min_rows_cols=1),
     evidence=(
         "scripts/accumulation_mlx_qmm.py (docs/accumulation/mlx_qmm_f32.txt): shape tables, groups 32 and 64",

@@ -206,8 +206,8 @@ def _truncated(F: int, chunk: int, d: str, e_zero_f16: int, e8m13: bool = False)
     """T-FDPA parameters (mma.md §5.1): FP16 outputs round to nearest even, FP32 outputs truncate (to E8M13
     for the FP8 units of Ada Lovelace and Hopper); the zero exponent of FP32 outputs is e_zero_f16 - 112."""
     if d == "float16":
-        return TruncatedFusedDot(F, chunk, e_zero_f16, "nearest_even", 10)
-    return TruncatedFusedDot(F, chunk, e_zero_f16 - 112, "toward_zero", 13 if e8m13 else 23)
+        return TruncatedFusedDot(F, chunk, e_zero_f16, output_rounding="nearest_even", output_frac_bits=10)
+    return TruncatedFusedDot(F, chunk, e_zero_f16 - 112, output_frac_bits=13 if e8m13 else 23)
 
 
 _FP8 = ("float8_e4m3fn", "float8_e5m2")

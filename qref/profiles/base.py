@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.metadata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..errors import QrefError, UnknownNameError, unknown_name
+from ..errors import QrefError, UnknownNameError, check_choice, unknown_name
 from ..formats import FloatFormat, Format, IntFormat
 from ..formats.policy import CastPolicy
 
@@ -276,6 +277,13 @@ def check_rule(record: object, field: str, allowed: tuple[object, ...], section:
                            f"{', '.join(repr(a) for a in allowed)} ({section})")
 
 
+def check_choices(choices: Mapping[str, tuple[object, tuple[str, ...]]]) -> None:
+    """``check_choice`` on each entry of ``choices`` (what the value is -> (value, its allowed names)), in order:
+    a record's ``__post_init__`` lists its choice fields once instead of a call per field."""
+    for kind, (value, allowed) in choices.items():
+        check_choice(kind, value, allowed)
+
+
 __all__ = ["FAMILIES", "SOURCE_CLASSES", "STATUSES", "TARGET_CLASSES", "CastRule", "Profile", "Resolution",
-           "check_rule", "get_profile", "installed_version", "is_extension_dtype", "profiles", "records",
-           "register_profile", "resolve_profile"]
+           "check_choices", "check_rule", "get_profile", "installed_version", "is_extension_dtype", "profiles",
+           "records", "register_profile", "resolve_profile"]

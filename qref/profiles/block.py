@@ -13,7 +13,7 @@ only: it imports the profile base and the format records, never qref.schemes (th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from ..errors import QrefError
@@ -341,6 +341,11 @@ _TORCHAO_NVFP4 = FloatScaleRules(global_scale_rule="tensor_scale_clamped", compu
                                  unspecified_open_cases=False)
 _TE_NVFP4 = FloatScaleRules(global_scale_rule="amax_encode_reciprocal", amax_nan="skip", compute_dtype="float32",
                             pad="error", unspecified_open_cases=False)
+#: torchao 0.18 mx_formats (to_mx FLOOR, nvfp4_quantize); its RCEIL mode replaces the MX scale rule
+_TORCHAO = BlockRules(
+    mx=MXRules(**_SYSTEM, scale_range="clamp", nonfinite_block="nan255_inf_e128", byte0_divisor="float32_min_normal",
+               compute_dtype="float32", dequant="in_dtype", pad="error"),
+    float_scale=_TORCHAO_NVFP4, mx_support=Support(elements=_FP_ELEMENTS), float_scale_support=_NVFP4)
 
 _TE_EVIDENCE_NOTE = ("the CUDA kernels (core_nvfp4.cuh, the MXFP8 cast) need a Blackwell GPU and were not run; "
                      "TransformerEngine's pure-PyTorch references ran on CPU (tests/test_block_peers.py)")
@@ -401,10 +406,7 @@ PROFILES = (
         "x / max(2^(byte-127), 2^-126) in float32, clamp +-max, RNE. NVFP4: s = e4m3(clamp(fl32(amax / 6) "
         "[/ pts], 2^-6, 448)), x * fl32([1/pts] / s), RNE.",
         CastPolicy(overflow="saturate"),
-        rules=BlockRules(
-            mx=MXRules(**_SYSTEM, scale_range="clamp", nonfinite_block="nan255_inf_e128",
-                       byte0_divisor="float32_min_normal", compute_dtype="float32", dequant="in_dtype", pad="error"),
-            float_scale=_TORCHAO_NVFP4, mx_support=Support(elements=_FP_ELEMENTS), float_scale_support=_NVFP4),
+        rules=_TORCHAO,
         sources=("torchao/prototype/mx_formats/mx_tensor.py to_mx, get_fp_scale, to_dtype",
                  "torchao/prototype/mx_formats/nvfp4_tensor.py nvfp4_quantize", "torchao/prototype/custom_fp_utils.py"),
         package="torchao", versions=">=0.18,<0.19", status="verified",
@@ -418,11 +420,9 @@ PROFILES = (
         "x * 2^(127-byte) (byte 0: x * 1, byte 254 from Inf: x * 2^-127), clamp +-max, RNE. NVFP4 as "
         "torchao_floor.",
         CastPolicy(overflow="saturate"),
-        rules=BlockRules(
-            mx=MXRules(**_SYSTEM, scale_rule="rceil_log2_float32", scale_range="clamp",
-                       nonfinite_block="nan255_inf254", byte0_divisor="one", compute_dtype="float32",
-                       scale_arith="reciprocal", dequant="in_dtype", pad="error"),
-            float_scale=_TORCHAO_NVFP4, mx_support=Support(elements=_FP_ELEMENTS), float_scale_support=_NVFP4),
+        rules=replace(_TORCHAO, mx=replace(_TORCHAO.mx, scale_rule="rceil_log2_float32",
+                                           nonfinite_block="nan255_inf254", byte0_divisor="one",
+                                           scale_arith="reciprocal")),
         sources=("torchao/prototype/mx_formats/mx_tensor.py _to_mx_rceil",
                  "checked against torch 2.13 CPU: torch.log2 float32 is correctly rounded"),
         package="torchao", versions=">=0.18,<0.19", status="verified",

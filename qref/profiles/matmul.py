@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import QrefError, check_choice
-from .base import Profile, register_profile
+from .base import Profile, check_choices, register_profile
 
 OVERFLOWS = ("wrap", "saturate", "exact", "int64")
 PAIR_SUMS = (None, "saturating_int16", "saturating_int16_shifted_a")
@@ -141,18 +141,13 @@ class Requantization:
     dot: str = "rounded_once"
 
     def __post_init__(self) -> None:
-        check_choice("method", self.method, METHODS)
-        check_choice("multiplier_dtype", self.multiplier_dtype, MULTIPLIER_DTYPES)
-        check_choice("association", self.association, ASSOCIATIONS)
-        check_choice("compute", self.compute, COMPUTE_DTYPES)
-        check_choice("zero_point", self.zero_point, ZERO_POINT_STAGES)
-        check_choice("rounding", self.rounding, ROUNDINGS)
-        check_choice("fixed_point", self.fixed_point, FIXED_POINT_FORMS)
-        check_choice("narrowing", self.narrowing, NARROWINGS)
-        check_choice("dot", self.dot, DOTS)
+        check_choices({"method": (self.method, METHODS), "multiplier_dtype": (self.multiplier_dtype, MULTIPLIER_DTYPES),
+                       "association": (self.association, ASSOCIATIONS), "compute": (self.compute, COMPUTE_DTYPES),
+                       "zero_point": (self.zero_point, ZERO_POINT_STAGES), "rounding": (self.rounding, ROUNDINGS),
+                       "fixed_point": (self.fixed_point, FIXED_POINT_FORMS), "narrowing": (self.narrowing, NARROWINGS),
+                       "dot": (self.dot, DOTS), "scale_form": (self.scale_form, SCALE_FORMS)})
         if not 0 <= self.unit_tolerance < 1:
             raise QrefError(f"unit_tolerance must lie in [0, 1), got {self.unit_tolerance!r}")
-        check_choice("scale_form", self.scale_form, SCALE_FORMS)
         if (self.association in SEQUENTIAL or self.scale_form != "as_given") and (
                 self.method not in ("float_multiply", "float_output") or "exact" in (self.compute,
                                                                                      self.multiplier_dtype)):
@@ -231,15 +226,14 @@ class DynamicQuantization:
     vector_width: int = 0
 
     def __post_init__(self) -> None:
-        check_choice("scaling", self.scaling, DYNAMIC_SCALINGS)
-        check_choice("division", self.division, DYNAMIC_DIVISIONS)
-        check_choice("storage", self.storage, DYNAMIC_STORAGES)
-        check_choice("granularity", self.granularity, DYNAMIC_GRANULARITIES)
-        check_choice("scale_arithmetic", self.scale_arithmetic, DYNAMIC_SCALE_ARITHMETICS)
-        check_choice("zero_point_rule", self.zero_point_rule, DYNAMIC_ZERO_POINT_RULES)
-        check_choice("zero_point_add", self.zero_point_add, DYNAMIC_ZERO_POINT_ADDS)
-        check_choice("kernel_scale", self.kernel_scale, DYNAMIC_KERNEL_SCALES)
-        check_choice("rounding", self.rounding, ("nearest_even", "nearest_away"))
+        check_choices({"scaling": (self.scaling, DYNAMIC_SCALINGS), "division": (self.division, DYNAMIC_DIVISIONS),
+                       "storage": (self.storage, DYNAMIC_STORAGES),
+                       "granularity": (self.granularity, DYNAMIC_GRANULARITIES),
+                       "scale_arithmetic": (self.scale_arithmetic, DYNAMIC_SCALE_ARITHMETICS),
+                       "zero_point_rule": (self.zero_point_rule, DYNAMIC_ZERO_POINT_RULES),
+                       "zero_point_add": (self.zero_point_add, DYNAMIC_ZERO_POINT_ADDS),
+                       "kernel_scale": (self.kernel_scale, DYNAMIC_KERNEL_SCALES),
+                       "rounding": (self.rounding, ("nearest_even", "nearest_away"))})
         if self.code_max not in (255, 127):
             raise QrefError(f"code_max must be 255 (8-bit codes) or 127 (reduce_range), got {self.code_max!r}")
         if not (self.degenerate_scale > 0 and 0 <= self.min_scale < 1):
@@ -384,6 +378,11 @@ class NBitsCompute:
         check_choice("compute", self.compute, NBITS_COMPUTES)
 
 
+#: the int32 accumulator wrapping modulo 2^32 (two's complement adds, matmul.md §3.1): most integer kernels
+_WRAP = IntAccumulation(overflow="wrap")
+#: the releases the records below were verified on (one place per system to bump)
+_TORCH_2_13 = {"package": "torch", "versions": ">=2.13,<2.14", "status": "verified"}
+_LITERT_2_3 = {"package": "ai-edge-litert", "versions": ">=2.3,<2.4", "status": "verified"}
 _ORT_EVIDENCE = (
     "tests/test_matmul.py against onnxruntime 1.32.0 CPUExecutionProvider (AMD EPYC, AVX-512 VNNI): MatMulInteger "
     "and QLinearMatMul, u8/s8 operands, per-tensor and per-column B scales and zero points, >= 10^6 outputs bit "
@@ -432,13 +431,14 @@ _LITERT_EVIDENCE = (
 )
 
 _TORCH_EVIDENCE = "tests/test_matmul_torch.py against torch 2.13.0+cpu (AMD EPYC, AVX-512 VNNI)"
-_TORCH_FLOAT = IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(), float_bias="float_accumulator")
+_TORCH_RUN = (_TORCH_EVIDENCE, "qref run --backend torch --family matmul")
+_TORCH_FLOAT = IntMatmulRules(_WRAP, Requantization(), float_bias="float_accumulator")
 TORCH_PROFILES = (
     Profile("torch_int_mm", "matmul", "torch 2.13 CPU torch._int_mm (int8 x int8 -> int32)",
             "The int32 accumulator of int8 x int8 products, wrapping modulo 2^32; no requantization.",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="none")),
+            rules=IntMatmulRules(_WRAP, Requantization(method="none")),
             sources=("aten/src/ATen/native/LinearAlgebra.cpp _int_mm_out_cpu", "docs/spec/matmul.md §6.7"),
-            package="torch", versions=">=2.13,<2.14", status="verified",
+            **_TORCH_2_13,
             evidence=(_TORCH_EVIDENCE + ": _int_mm bit for bit, int32 wrap-around at K = 131,073",
                       "qref run --backend torch --family matmul")),
     Profile("torch_fbgemm", "matmul", "torch 2.13 CPU quantized.linear, engine fbgemm (fbgemm u8 x s8 GEMM, "
@@ -452,14 +452,14 @@ TORCH_PROFILES = (
             sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeight::apply_impl",
                      "fbgemm src/QuantUtilsAvx512.cc requantizeOutputProcessingGConvAvx512 / QuantUtilsAvx2.cc "
                      "requantizeOutputProcessingAvx2", "docs/spec/matmul.md §6.7"),
-            package="torch", versions=">=2.13,<2.14", status="verified",
-            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+            **_TORCH_2_13,
+            evidence=_TORCH_RUN),
     Profile("torch_x86", "matmul", "torch 2.13 CPU quantized.linear, engine x86 (linear runs fbgemm's kernels)",
             "As torch_fbgemm.", rules=_TORCH_FLOAT,
             sources=("aten/src/ATen/native/quantized/cpu/qlinear_prepack.cpp (x86 engine: fbgemm for linear)",
                      "docs/spec/matmul.md §6.7"),
-            package="torch", versions=">=2.13,<2.14", status="verified",
-            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+            **_TORCH_2_13,
+            evidence=_TORCH_RUN),
     Profile("torch_onednn", "matmul", "torch 2.13 CPU quantized.linear, engine onednn (oneDNN int8 matmul "
             "through ideep, symmetric weights)",
             "int32 accumulator (wrap); PyTorch hands ideep the reciprocals of the scales (fl32(1.0 / s) from "
@@ -467,15 +467,15 @@ TORCH_PROFILES = (
             "scale, then fl32(1 / y_s), each product rounded to float32; the output zero point is added in "
             "float32 before the rounding (nearest even), clamp. A float32 bias is added after the source and "
             "weight scale products.",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+            rules=IntMatmulRules(_WRAP,
                                  Requantization(association="sequential_reciprocal_y",
                                                 scale_form="reciprocal_round_trip", zero_point="before_rounding"),
                                  float_bias="after_operand_scales"),
             sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeightsOnednn::apply_impl",
                      "aten/src/ATen/native/quantized/cpu/qlinear_prepack.cpp (weight scales stored as 1 / s)",
                      "docs/spec/matmul.md §6.7"),
-            package="torch", versions=">=2.13,<2.14", status="verified",
-            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+            **_TORCH_2_13,
+            evidence=_TORCH_RUN),
     Profile("torch_int_mm_avx2", "matmul", "torch 2.13 CPU torch._int_mm on x86-64 without AVX-512 VNNI (oneDNN's "
             "AVX2 / AVX-512 core s8s8 kernels)",
             "The s8 A operand is shifted by +128 into u8, u8 x s8 pairs summed with int16 saturation (vpmaddubsw), "
@@ -484,7 +484,7 @@ TORCH_PROFILES = (
                                  Requantization(method="none")),
             sources=("oneDNN src/cpu/x64 gemm s8s8s32 (u8 shift with compensation)", "docs/spec/matmul.md §3.2, "
                      "§6.7"),
-            package="torch", versions=">=2.13,<2.14", status="verified",
+            **_TORCH_2_13,
             evidence=(_TORCH_EVIDENCE + " with ONEDNN_MAX_CPU_ISA=AVX2 (and AVX512_CORE): _int_mm bit for bit "
                       "(>= 10^6 edge-heavy outputs, zero points corrected in int32)",)),
     Profile("torch_fbgemm_avx2", "matmul", "torch 2.13 CPU quantized.linear, engines fbgemm / x86, on x86-64 "
@@ -495,7 +495,7 @@ TORCH_PROFILES = (
                                  float_bias="float_accumulator"),
             sources=("fbgemm src/GenerateKernelU8S8S32ACC32.cc (vpmaddubsw, vpmaddwd)", "docs/spec/matmul.md §3.2, "
                      "§6.7"),
-            package="torch", versions=">=2.13,<2.14", status="verified",
+            **_TORCH_2_13,
             evidence=(_TORCH_EVIDENCE + " with FBGEMM_ENABLE_INSTRUCTIONS=AVX2 (and AVX512): quantized.linear bit "
                       "for bit, per tensor and per channel",)),
     Profile("torch_onednn_avx2", "matmul", "torch 2.13 CPU quantized.linear, engine onednn, on x86-64 without "
@@ -508,7 +508,7 @@ TORCH_PROFILES = (
                                                 scale_form="reciprocal_round_trip", zero_point="before_rounding"),
                                  float_bias="after_operand_scales"),
             sources=("oneDNN src/cpu/x64 int8 brgemm / gemm kernels", "docs/spec/matmul.md §3.2, §6.7"),
-            package="torch", versions=">=2.13,<2.14", status="verified",
+            **_TORCH_2_13,
             evidence=(_TORCH_EVIDENCE + " with ONEDNN_MAX_CPU_ISA=AVX2 (and AVX512_CORE): quantized.linear bit "
                       "for bit, per tensor and per channel",)),
     Profile("torch_qnnpack", "matmul", "torch 2.13 CPU quantized.linear, engine qnnpack (PyTorch QNNPACK q8gemm, "
@@ -516,13 +516,13 @@ TORCH_PROFILES = (
             "int32 accumulator of (a - za)(w - zw) (wrap); requantization scale fl32(fl32(w_s * a_s) * fl32(1 / "
             "y_s)) (generate_requantization_scales); fl32(float(acc) * scale), nearest even, + zy, clamp. A float32 "
             "bias is quantized to int32 (rint(fl32(bias * fl32(1 / fl32(a_s w_s))))) into the accumulator.",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+            rules=IntMatmulRules(_WRAP,
                                  Requantization(association="ab_times_reciprocal_y"),
                                  float_bias="int32_accumulator"),
             sources=("aten/src/ATen/native/quantized/cpu/qlinear.cpp PackedLinearWeightsQnnp::apply_impl",
                      "aten/src/ATen/native/quantized/cpu/qnnpack/src/q8gemm/", "docs/spec/matmul.md §6.7"),
-            package="torch", versions=">=2.13,<2.14", status="verified",
-            evidence=(_TORCH_EVIDENCE, "qref run --backend torch --family matmul")),
+            **_TORCH_2_13,
+            evidence=_TORCH_RUN),
 )
 
 # PyTorch's dynamic quantized Linear (quantized.linear_dynamic, matmul.md §15): quant_utils::ChooseQuantizationParams
@@ -532,9 +532,9 @@ _TORCH_DYN = DynamicQuantization(division="reciprocal", scale_arithmetic="float6
                                  zero_point_add="fused", code_max=127)
 _TORCH_DYN_ONEDNN = dataclasses.replace(_TORCH_DYN, zero_point_add="before_rounding",
                                         kernel_scale="float64_reciprocal_inverted")
-_FBGEMM_DYN = IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="float_output"), bias="output",
+_FBGEMM_DYN = IntMatmulRules(_WRAP, Requantization(method="float_output"), bias="output",
                              float_bias="fused_multiply_add", dynamic=_TORCH_DYN)
-_ONEDNN_DYN = IntMatmulRules(IntAccumulation(overflow="wrap"),
+_ONEDNN_DYN = IntMatmulRules(_WRAP,
                              Requantization(method="float_output", association="sequential_reciprocal_y",
                                             scale_form="reciprocal_round_trip"), bias="output",
                              dynamic=_TORCH_DYN_ONEDNN)
@@ -553,20 +553,20 @@ TORCH_DYNAMIC_PROFILES = (
             "fl32(s w_s) + bias) with one rounding (FMA), per tensor and per channel.",
             rules=_FBGEMM_DYN, sources=(*_DYN_SRC, "fbgemm src/QuantUtilsAvx2.cc (QuantizeAvx2, LEGACY FMA)",
                                         "fbgemm include/fbgemm/OutputProcessing-inl.h (ReQuantizeForFloat)"),
-            package="torch", versions=">=2.13,<2.14", status="verified", evidence=_TORCH_DYN_EVIDENCE),
+            **_TORCH_2_13, evidence=_TORCH_DYN_EVIDENCE),
     Profile("torch_fbgemm_dynamic_8bit", "matmul", "torch 2.13 CPU quantized.linear_dynamic, engines fbgemm and x86, "
             "reduce_range=False", "As torch_fbgemm_dynamic with 8-bit codes (s_d = (hi - lo) / 255, [0, 255]).",
             rules=dataclasses.replace(_FBGEMM_DYN, dynamic=dataclasses.replace(_TORCH_DYN, code_max=255)),
-            sources=_DYN_SRC, package="torch", versions=">=2.13,<2.14", status="verified",
+            sources=_DYN_SRC, **_TORCH_2_13,
             evidence=_TORCH_DYN_EVIDENCE),
     Profile("torch_qnnpack_dynamic", "matmul", "torch 2.13 CPU quantized.linear_dynamic, engine qnnpack "
             "(reduce_range ignored: 8-bit codes)",
             "A quantized as torch_fbgemm_dynamic_8bit (at::quantize_per_tensor: fl32(x fl32(1 / s) + z), one "
             "rounding); y = fl32(fl32(fl32(acc) fl32(s w_s)) + bias): two roundings (q8gemm_dq).",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="float_output"),
+            rules=IntMatmulRules(_WRAP, Requantization(method="float_output"),
                                  bias="output", dynamic=dataclasses.replace(_TORCH_DYN, code_max=255)),
             sources=(*_DYN_SRC, "aten/src/ATen/native/quantized/cpu/qnnpack/src/q8gemm/ (dq kernels)"),
-            package="torch", versions=">=2.13,<2.14", status="verified", evidence=_TORCH_DYN_EVIDENCE),
+            **_TORCH_2_13, evidence=_TORCH_DYN_EVIDENCE),
     Profile("torch_onednn_dynamic", "matmul", "torch 2.13 CPU quantized.linear_dynamic, engine onednn (ideep "
             "matmul with source quantization), reduce_range=True",
             "qparams as torch_fbgemm_dynamic; ideep is handed the reciprocal of the float64 scale and oneDNN "
@@ -575,16 +575,16 @@ TORCH_DYNAMIC_PROFILES = (
             "[0, 127]; y = fl32(fl32(fl32(fl32(acc) a') w') + bias), w' = fl32(1 / fl32(1 / w_s)).",
             rules=_ONEDNN_DYN, sources=(*_DYN_SRC, "aten/src/ATen/native/quantized/cpu/qlinear_prepack.cpp "
                                         "(weight scales stored as 1 / s)"),
-            package="torch", versions=">=2.13,<2.14", status="verified", evidence=_TORCH_DYN_EVIDENCE),
+            **_TORCH_2_13, evidence=_TORCH_DYN_EVIDENCE),
     Profile("torch_onednn_dynamic_8bit", "matmul", "torch 2.13 CPU quantized.linear_dynamic, engine onednn, "
             "reduce_range=False", "As torch_onednn_dynamic with 8-bit codes.",
             rules=dataclasses.replace(_ONEDNN_DYN, dynamic=dataclasses.replace(_TORCH_DYN_ONEDNN, code_max=255)),
-            sources=_DYN_SRC, package="torch", versions=">=2.13,<2.14", status="verified",
+            sources=_DYN_SRC, **_TORCH_2_13,
             evidence=_TORCH_DYN_EVIDENCE),
 )
 
 # qwix / AQT int8 dot with a dequantized float32 output (matmul.md §16)
-_SEQ_FLOAT = IntMatmulRules(IntAccumulation(overflow="wrap"),
+_SEQ_FLOAT = IntMatmulRules(_WRAP,
                             Requantization(method="float_output", association="sequential_reciprocal_y"),
                             bias="output")
 _JAX_DOT_EVIDENCE = ("tests/test_matmul_qwix_aqt.py against qwix 0.1.8 / aqtp 0.9.0 on jax / jaxlib 0.10.2 XLA:CPU: "
@@ -609,7 +609,7 @@ JAX_DOT_PROFILES = (
             "as compile-time constants (qwix / AQT int8 dots whose scales are closed over)",
             "XLA's algebraic simplifier folds (x * c1) * c2 into x * (c1 * c2) for constants c1, c2: y = "
             "fl32(fl32(acc) fl32(a_s b_s)), one multiplier (the scales' product rounded once).",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="float_output"),
+            rules=IntMatmulRules(_WRAP, Requantization(method="float_output"),
                                  bias="output"),
             sources=("xla/hlo/transforms/simplifiers/algebraic_simplifier.cc (multiply of constants)",
                      "docs/spec/matmul.md §16"),
@@ -632,7 +632,7 @@ PROFILES = (
             "even), + zy in int32. Float outputs (com.microsoft MatMulIntegerToFloat, DynamicQuantizeMatMul): "
             "fl32(fl32(fl32(acc) * fl32(a_s * b_s)) + bias) (MLAS_QGEMM_SCALE_BIAS_OUTPUT_PROCESSOR); QGemm: "
             "a_s replaced by fl32(alpha * a_s), C in the int32 accumulator.",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization()),
+            rules=IntMatmulRules(_WRAP, Requantization()),
             sources=("onnxruntime/core/providers/cpu/quantization/quantize_linear_matmul.cc",
                      "onnxruntime/core/mlas/lib/requantize.cpp (MlasRequantizeOutput)", "docs/spec/matmul.md §6.1",
                      "onnxruntime/contrib_ops/cpu/quantization/dynamic_quantize_matmul.cc",
@@ -652,7 +652,7 @@ PROFILES = (
             "op_matmul_integer.py) on numpy 2",
             "int32 numpy matmul (wraps); m = fl32(fl32(a_s * b_s) / y_s); D = fl64(acc * m) (numpy 2 promotes "
             "int32 * float32 to float64); D += zy in float64; np.rint (nearest even); clip.",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+            rules=IntMatmulRules(_WRAP,
                                  Requantization(compute="float64", zero_point="before_rounding")),
             sources=("onnx/reference/ops/op_qlinear_matmul.py", "onnx/reference/ops/op_matmul_integer.py",
                      "docs/spec/matmul.md §6.2"),
@@ -660,13 +660,13 @@ PROFILES = (
     Profile("gemmlowp", "matmul", "gemmlowp fixedpoint.h output pipeline (OutputStageQuantizeDownInt32ByFixedPoint)",
             "int32 wrap; m = fl64(a_s * b_s) / y_s quantized to Q31 (frexp, round half away); "
             "RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(acc << left_shift, q), right_shift) + zy, clamp.",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+            rules=IntMatmulRules(_WRAP,
                                  Requantization(method="fixed_point", multiplier_dtype="float64")),
             sources=("gemmlowp/fixedpoint/fixedpoint.h", "tensorflow/lite/kernels/internal/common.h "
                      "MultiplyByQuantizedMultiplier", "docs/spec/matmul.md §5.3"), status="modelled"),
     Profile("tflite_single_rounding", "matmul", "TFLite reference kernels built with TFLITE_SINGLE_ROUNDING",
             "As gemmlowp, but acc * q is rounded once: (acc * q + 2^(30 - shift)) >> (31 - shift), shift <= 30.",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+            rules=IntMatmulRules(_WRAP,
                                  Requantization(method="fixed_point", multiplier_dtype="float64",
                                                 fixed_point="single_rounding")),
             sources=("tensorflow/lite/kernels/internal/common.cc MultiplyByQuantizedMultiplier",
@@ -676,43 +676,43 @@ PROFILES = (
             "int32 accumulator; the output multiplier a_s * b_s / y_s in double (float32 scales widened), "
             "double(acc) * m rounded once in double, then half away from zero (TfLiteRound), + zy in integers, "
             "clamp: no Q31 multiplier (matmul.md §6.6).",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+            rules=IntMatmulRules(_WRAP,
                                  Requantization(multiplier_dtype="float64", compute="float64",
                                                 rounding="nearest_away")),
             sources=("docs/spec/matmul.md §6.6", "tests/test_matmul_litert.py"),
-            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_LITERT_EVIDENCE),
+            **_LITERT_2_3, evidence=_LITERT_EVIDENCE),
     Profile("litert_optimized", "matmul", "LiteRT (ai-edge-litert 2.3) optimized kernels "
             "(BUILTIN_WITHOUT_DEFAULT_DELEGATES: ruy's x86-64 AVX-512 8-bit kernel) FULLY_CONNECTED and BATCH_MATMUL",
             "int32 accumulator; per-tensor multiplier double(fl32(a_s * b_s)) / y_s, per-channel a_s * b_s / y_s "
             "in double; QuantizeMultiplier (frexp, Q31 half away, 2^31 carry); (acc 2^left * q + 2^30) >> 31 in "
             "64 bits, then (t + 2^(right - 1)) >> right: both roundings half up (matmul.md §6.6).",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+            rules=IntMatmulRules(_WRAP,
                                  Requantization(method="fixed_point", multiplier_dtype="float64",
                                                 association="ab_float32_if_per_tensor",
                                                 fixed_point="double_rounding_half_up")),
             sources=("ruy/kernel_avx512.cc (apply_multiplier, rounding_right_shift)",
                      "tensorflow/lite/kernels/kernel_util.cc GetQuantizedConvolutionMultipler",
                      "docs/spec/matmul.md §6.6"),
-            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_LITERT_EVIDENCE),
+            **_LITERT_2_3, evidence=_LITERT_EVIDENCE),
     Profile("litert_xnnpack", "matmul", "LiteRT (ai-edge-litert 2.3) default interpreter (AUTO): int8 "
             "FULLY_CONNECTED / BATCH_MATMUL delegated to XNNPACK (qs8 / qc8 GEMM, fp32 requantization)",
             "int32 accumulator; scale fl32(fl32(a_s * b_s) / y_s); fl32(float(acc) * scale) (acc to float32 "
             "first), clamp, round half even (magic bias), + zy in integers (matmul.md §6.6).",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization()),
+            rules=IntMatmulRules(_WRAP, Requantization()),
             sources=("XNNPACK src/qs8-gemm (fp32 requantization)", "docs/spec/matmul.md §6.6"),
-            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_LITERT_EVIDENCE),
+            **_LITERT_2_3, evidence=_LITERT_EVIDENCE),
     Profile("litert_batch_matmul", "matmul", "LiteRT (ai-edge-litert 2.3) BATCH_MATMUL on int8 operands, "
             "reference and optimized kernels (BUILTIN_REF, BUILTIN_WITHOUT_DEFAULT_DELEGATES)",
             "int32 accumulator (zero points of both operands subtracted); m = double(fl32(a_s * b_s)) / y_s; "
             "QuantizeMultiplier (frexp, Q31 half away, 2^31 carry); gemmlowp's RoundingDivideByPOT("
             "SaturatingRoundingDoublingHighMul(acc 2^left, q), right): TFLite built without TFLITE_SINGLE_ROUNDING "
             "(matmul.md §6.6).",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"),
+            rules=IntMatmulRules(_WRAP,
                                  Requantization(method="fixed_point", multiplier_dtype="float64",
                                                 association="ab_float32_if_per_tensor")),
             sources=("tensorflow/lite/kernels/internal/common.cc MultiplyByQuantizedMultiplier (double rounding)",
                      "tensorflow/lite/kernels/batch_matmul.cc", "docs/spec/matmul.md §6.6"),
-            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_LITERT_EVIDENCE),
+            **_LITERT_2_3, evidence=_LITERT_EVIDENCE),
     Profile("dequantize_dot", "matmul", "StableHLO dot_general on quantized tensors (spec: dequantize, dot, quantize)",
             "Operands dequantized to float32 ((q - z) * s rounded), the float dot correctly rounded to float32, "
             "uniform_quantize of the result (x / y_s rounded to float32, nearest even, + zy, clamp).",
@@ -723,7 +723,7 @@ PROFILES = (
             "an s32 dot, int32 jnp ops",
             "The int32 accumulator wraps modulo 2^32 (K = 33,100 products of 65,025 wrap); no requantization "
             "(int32 out); the same bits with XLA_FLAGS=--xla_cpu_max_isa=AVX2.",
-            rules=IntMatmulRules(IntAccumulation(overflow="wrap"), Requantization(method="none")),
+            rules=IntMatmulRules(_WRAP, Requantization(method="none")),
             sources=("jax.lax.dot_general (preferred_element_type=jnp.int32): HLO convert to s32, dot",
                      "docs/spec/matmul.md §6.4"),
             package="jaxlib", versions=">=0.10,<0.11", status="verified", evidence=_XLA_EVIDENCE),
@@ -788,17 +788,16 @@ class VectorwiseInt8Rules:
     quant_multiplier: str = "reciprocal_times_127"
     stats: str = "absmax"
     rounding: str = "nearest_even"
-    accumulation: IntAccumulation = field(default_factory=lambda: IntAccumulation(overflow="wrap"))
+    accumulation: IntAccumulation = field(default_factory=lambda: _WRAP)
     dequant_association: str = "stats_product_first"
     dequant_constant: float = 6.200124e-05
     output: str = "float16"
 
     def __post_init__(self) -> None:
-        check_choice("quant_multiplier", self.quant_multiplier, QUANT_MULTIPLIERS)
-        check_choice("stats", self.stats, VW_STATS)
-        check_choice("rounding", self.rounding, ("nearest_even", "nearest_away"))
-        check_choice("dequant_association", self.dequant_association, DEQUANT_ASSOCIATIONS)
-        check_choice("output", self.output, ("float16", "float32", "bfloat16"))
+        check_choices({"quant_multiplier": (self.quant_multiplier, QUANT_MULTIPLIERS), "stats": (self.stats, VW_STATS),
+                       "rounding": (self.rounding, ("nearest_even", "nearest_away")),
+                       "dequant_association": (self.dequant_association, DEQUANT_ASSOCIATIONS),
+                       "output": (self.output, ("float16", "float32", "bfloat16"))})
         if not (0 < self.dequant_constant <= 1):
             raise QrefError(f"dequant_constant must lie in (0, 1], got {self.dequant_constant!r}")
 
@@ -834,10 +833,9 @@ class WeightOnlyRules:
     output: str = "float32"
 
     def __post_init__(self) -> None:
-        check_choice("weight_dequant", self.weight_dequant, WEIGHT_DEQUANTS)
-        check_choice("order", self.order, FLOAT_ORDERS)
-        check_choice("accumulation_dtype", self.accumulation_dtype, ("float32",))
-        check_choice("output", self.output, ("float32",))
+        check_choices({"weight_dequant": (self.weight_dequant, WEIGHT_DEQUANTS), "order": (self.order, FLOAT_ORDERS),
+                       "accumulation_dtype": (self.accumulation_dtype, ("float32",)),
+                       "output": (self.output, ("float32",))})
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -930,7 +928,7 @@ HYBRID_PROFILES = (
             "(SSE pabsb / psignb: w = -128 with q < 0 gives 128 q), the tail exact; y = fl32(fl32(fl32(acc) * "
             "fl32(s * w_s[n])) + bias[n]) (no FMA).",
             rules=_tfl_hybrid("absmax_symmetric", "inverse_scale"), sources=_LITERT_TFL_SOURCES,
-            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
+            **_LITERT_2_3, evidence=_HYBRID_EVIDENCE),
     Profile("litert_hybrid_asymmetric", "matmul", "LiteRT (ai-edge-litert 2.3) dynamic-range FULLY_CONNECTED with "
             "asymmetric_quantize_inputs true, BUILTIN_REF and BUILTIN_WITHOUT_DEFAULT_DELEGATES",
             "Per row: lo = min(0, min x), hi = max(0, max x); r = fl32(hi - lo); s64 = r / 255 (float64); zero "
@@ -938,7 +936,7 @@ HYBRID_PROFILES = (
             "fl32(1 / s)); q = clamp(round(v) + z, -128, 127) with the 8-wide loop's add-half rounding; acc = "
             "sum q w - z sum w (int32, the products as litert_hybrid_symmetric's); y as litert_hybrid_symmetric.",
             rules=_tfl_hybrid("min_max_float64_zero_point", "reciprocal"), sources=_LITERT_TFL_SOURCES,
-            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
+            **_LITERT_2_3, evidence=_HYBRID_EVIDENCE),
     Profile("litert_hybrid_xnnpack", "matmul", "LiteRT (ai-edge-litert 2.3) default interpreter (AUTO): "
             "dynamic-range FULLY_CONNECTED delegated to XNNPACK (qd8-f32-qc8w GEMM), whatever "
             "asymmetric_quantize_inputs says",
@@ -948,12 +946,12 @@ HYBRID_PROFILES = (
             rules=HybridMatmulRules(
                 DynamicQuantization(scaling="min_max_inverse_scale", division="inverse_scale", storage="int8",
                                     granularity="per_row", rounding="nearest_even"),
-                IntMatmulRules(IntAccumulation(overflow="wrap"),
+                IntMatmulRules(_WRAP,
                                Requantization(method="float_output", association="sequential_reciprocal_y"),
                                bias="output", float_bias="fused_multiply_add")),
             sources=("XNNPACK src/xnnpack/quantization.h (xnn_f32_qd8_asymmetric_quantization_params)",
                      "XNNPACK src/qd8-f32-qc8w-gemm", "docs/spec/matmul.md §17"),
-            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified", evidence=_HYBRID_EVIDENCE),
+            **_LITERT_2_3, evidence=_HYBRID_EVIDENCE),
     Profile("litert_batch_matmul_int16", "matmul", "LiteRT (ai-edge-litert 2.3) BATCH_MATMUL on int16 operands "
             "(zero points 0), every kernel choice (XNNPACK does not take it)",
             "int64 accumulator (no wrap); m = double(fl32(a_s * b_s)) / y_s; QuantizeMultiplier (Q31); the Q31 "
@@ -965,7 +963,7 @@ HYBRID_PROFILES = (
                                                 fixed_point="single_rounding_q15")),
             sources=("tensorflow/lite/kernels/internal/common.h MultiplyByQuantizedMultiplier(int64_t, ...)",
                      "tensorflow/lite/kernels/batch_matmul.cc", "docs/spec/matmul.md §6.6"),
-            package="ai-edge-litert", versions=">=2.3,<2.4", status="verified",
+            **_LITERT_2_3,
             evidence=("tests/test_matmul_hybrid.py against ai-edge-litert 2.3.0: int16 BATCH_MATMUL under "
                       "BUILTIN_REF, BUILTIN_WITHOUT_DEFAULT_DELEGATES and AUTO, >= 10^6 outputs bit for bit, sums "
                       "beyond int32",)),

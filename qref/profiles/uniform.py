@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import QrefError, check_choice, unknown_name
 from ..formats.policy import ROUNDING_MODES, STOCHASTIC_MODES
-from .base import Profile, register_profile
+from .base import Profile, check_choices, register_profile
 
 COMPUTE_DTYPES = ("expressed", "input", "float16", "bfloat16", "float32", "float64")
 SCALE_OPS = ("divide", "reciprocal")
@@ -120,12 +120,18 @@ class UniformArithmetic:
     range_form: str = "none"
 
     def __post_init__(self) -> None:
-        check_choice("compute dtype", self.compute, COMPUTE_DTYPES)
-        check_choice("scale_op", self.scale_op, SCALE_OPS)
-        check_choice("scale_source", self.scale_source, SCALE_SOURCES)
-        check_choice("zero_point stage", self.zero_point, ZERO_POINT_STAGES)
-        check_choice("clamp", self.clamp, CLAMPS)
-        check_choice("rounding mode", self.rounding, FINAL_ROUNDINGS)
+        check_choices({"compute dtype": (self.compute, COMPUTE_DTYPES), "scale_op": (self.scale_op, SCALE_OPS),
+                       "scale_source": (self.scale_source, SCALE_SOURCES),
+                       "zero_point stage": (self.zero_point, ZERO_POINT_STAGES), "clamp": (self.clamp, CLAMPS),
+                       "rounding mode": (self.rounding, FINAL_ROUNDINGS), "conversion": (self.conversion, CONVERSIONS),
+                       "nan rule": (self.nan, NAN_RULES),
+                       "zero_point_range": (self.zero_point_range, ZERO_POINT_RANGES),
+                       "constants rule": (self.constants, CONSTANT_RULES),
+                       "dq_subtract": (self.dq_subtract, DQ_SUBTRACT), "dq_multiply": (self.dq_multiply, DQ_MULTIPLY),
+                       "dq_form": (self.dq_form, DQ_FORMS), "reciprocal_inf": (self.reciprocal_inf, ("keep", "one")),
+                       "remainder_scale_op": (self.remainder_scale_op, SCALE_OPS),
+                       "remainder_rounding": (self.remainder_rounding, ROUNDINGS),
+                       "range_form": (self.range_form, RANGE_FORMS)})
         if self.rounding in STOCHASTIC_MODES:
             n = self.stochastic_bits
             if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 62:
@@ -135,17 +141,6 @@ class UniformArithmetic:
                 raise QrefError("stochastic rounding with a vector loop (simd_width > 0) is not defined")
         elif self.stochastic_bits is not None:
             raise QrefError(f"stochastic_bits is for the stochastic rounding modes, got rounding={self.rounding!r}")
-        check_choice("conversion", self.conversion, CONVERSIONS)
-        check_choice("nan rule", self.nan, NAN_RULES)
-        check_choice("zero_point_range", self.zero_point_range, ZERO_POINT_RANGES)
-        check_choice("constants rule", self.constants, CONSTANT_RULES)
-        check_choice("dq_subtract", self.dq_subtract, DQ_SUBTRACT)
-        check_choice("dq_multiply", self.dq_multiply, DQ_MULTIPLY)
-        check_choice("dq_form", self.dq_form, DQ_FORMS)
-        check_choice("reciprocal_inf", self.reciprocal_inf, ("keep", "one"))
-        check_choice("remainder_scale_op", self.remainder_scale_op, SCALE_OPS)
-        check_choice("remainder_rounding", self.remainder_rounding, ROUNDINGS)
-        check_choice("range_form", self.range_form, RANGE_FORMS)
         if self.range_form != "none" and (self.compute != "float32" or self.simd_width
                                           or self.rounding not in ROUNDINGS):
             raise QrefError(f"range_form={self.range_form!r} (a FakeQuantize, uniform.md §2.8) is defined for "
@@ -210,6 +205,18 @@ _TFLITE_REF = UniformArithmetic(compute="float32", input_dtypes=("float32",), sc
                                 zero_point="after_rounding", clamp="integer", rounding="nearest_away",
                                 conversion="int32", nan="unspecified", constants="round", dq_subtract="int64",
                                 dq_multiply="float64")
+#: float32 kernels (PyTorch, XNNPACK, the StableHLO lowering): x * fl32(1 / s) with the zero point in one FMA,
+#: saturated; float32 constants and a float32 dequantize. Their records below replace what differs.
+_FLOAT32_FMA = UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
+                                 zero_point="fused", clamp="integer", rounding="nearest_even", conversion="saturate",
+                                 nan="unspecified", constants="round", dq_subtract="float32", dq_multiply="float32")
+#: float32 kernels that widen float16 / bfloat16 inputs first (PyTorch's decomposed and fake-quantize ops)
+_FLOAT32_WIDENED = dataclasses.replace(_FLOAT32_FMA, input_dtypes=("float32", "float16", "bfloat16"))
+#: XLA:CPU's arithmetic in the input's dtype: x / s rewritten to x * fl(1 / s), the zero point added after
+#: rounding in that dtype, bfloat16 computed in float32, float32 FTZ/DAZ, a saturating astype (NaN -> 0)
+_XLA = UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="after_rounding_float", clamp="integer",
+                         rounding="nearest_even", conversion="saturate", nan="zero", constants="round",
+                         dq_subtract="expressed", dq_multiply="expressed", bf16_upcast=True, flush_subnormals=True)
 _TFLITE_TEST = "tests/test_uniform_tflite.py"
 _BACKENDS = "tests/test_uniform_backends.py"
 
@@ -219,7 +226,7 @@ PROFILES: tuple[Profile, ...] = (
         "stablehlo", "uniform", "StableHLO specification (docs/spec.md, 'Quantization computations')",
         "q = round_nearest_even(clamp(lo, x / s + z, hi)) in the expressed type; NaN, and conversions the "
         "expressed type cannot hold exactly, are TBD (unspecified); dequantize subtracts in the storage type.",
-        rules=(UniformArithmetic()),
+        rules=UniformArithmetic(),
         sources=("openxla/stablehlo docs/spec.md §Quantization computations, §convert, §Errors",),
         status="spec",
         evidence=("specification: no code to run; the hand-derived examples of uniform.md §4.2 are "
@@ -230,10 +237,8 @@ PROFILES: tuple[Profile, ...] = (
         "reference interpreter)",
         "float32 input only; scale, zero point and storage bounds become float32 constants (RNE); "
         "q = round_nearest_even(clamp(x / s + z)); dequantize subtracts in int32 and multiplies in float32.",
-        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="divide",
-                                        zero_point="before_rounding", clamp="float", rounding="nearest_even",
-                                        conversion="storage", nan="unspecified", constants="round",
-                                        dq_subtract="int32", dq_multiply="float32")),
+        rules=dataclasses.replace(_FLOAT32_FMA, scale_op="divide", zero_point="before_rounding", clamp="float",
+                                  conversion="storage", dq_subtract="int32"),
         sources=("openxla/stablehlo stablehlo/transforms/StablehloLegalizeQuantToMath.cpp",),
         package="iree-base-compiler", versions="==3.13.*", status="verified",
         evidence=(f"{_BACKENDS}::test_iree_stablehlo_uniform_quantize: IREE 3.13 compiles stablehlo."
@@ -248,7 +253,7 @@ PROFILES: tuple[Profile, ...] = (
         "y = saturate(round_half_even(x / y_scale) + zero_point), division in the scale's type (or "
         "`precision`); fp8/fp4 outputs are a Cast with `saturate`; DequantizeLinear = (x - zp) * scale in "
         "float32 (float64 for float64 scales), then cast to the output type.",
-        rules=(_ONNX),
+        rules=_ONNX,
         sources=("onnx/defs QuantizeLinear-19..25, DequantizeLinear-19..25",
                  "onnx/reference/ops/op_quantize_linear.py, op_dequantize_linear.py"),
         package="onnx", versions="==1.23.2", status="verified",
@@ -269,7 +274,7 @@ PROFILES: tuple[Profile, ...] = (
         "onnxruntime", "uniform", "onnxruntime 1.32 CPU QuantizeLinear/DequantizeLinear (int4..int16 outputs)",
         "As 'onnx', with float16 x and scale widened to float32 for the division (x / s, round half even, + z); "
         "ONNX's reference divides in float16. int2/uint2 (opset 25) divide in float16: use 'onnx' there.",
-        rules=(dataclasses.replace(_ONNX, compute="float32")),
+        rules=dataclasses.replace(_ONNX, compute="float32"),
         sources=("onnxruntime/core/providers/cpu/quantization/quantize_linear.cc",
                  "checked against onnxruntime 1.32.0 CPU (tests/test_uniform_backends.py)"),
         package="onnxruntime", versions="==1.32.0", status="verified",
@@ -281,10 +286,8 @@ PROFILES: tuple[Profile, ...] = (
         "q = fptosi(x / s + sitofp(z)) in the expressed type: truncation toward zero; results outside the "
         "storage type are poison (unspecified); narrowed ranges are clamped in the integer domain; zero "
         "points wrap to the storage width; dequantize = (sitofp(q) - sitofp(z)) * s in the expressed type.",
-        rules=(UniformArithmetic(compute="expressed", scale_op="divide", zero_point="before_rounding",
-                                        clamp="integer", rounding="toward_zero", conversion="storage",
-                                        nan="unspecified", zero_point_range="wrap", constants="round",
-                                        dq_subtract="expressed", dq_multiply="expressed")),
+        rules=dataclasses.replace(_ONNX, zero_point="before_rounding", rounding="toward_zero", conversion="storage",
+                                  zero_point_range="wrap", dq_subtract="expressed", dq_multiply="expressed"),
         sources=("llvm-project mlir/lib/Dialect/Quant/Transforms/LowerQuantOps.cpp",
                  "mlir/test/Dialect/Quant/lower-quant-ops.mlir", "LLVM LangRef fptosi/fptoui"),
         package="torch-mlir", versions="==20261001", status="verified",
@@ -297,7 +300,7 @@ PROFILES: tuple[Profile, ...] = (
         "ai-edge-litert 2.3 BUILTIN_REF, and every per-axis QUANTIZE/DEQUANTIZE)",
         "q = clamp(static_cast<int32>(std::round(x / float(scale))) + z): round half away from zero in "
         "float32; outside int32 the cast is undefined; dequantize = float(double(scale) * (q - z)).",
-        rules=(_TFLITE_REF),
+        rules=_TFLITE_REF,
         sources=("tensorflow/lite/kernels/internal/reference/quantize.h",
                  "tensorflow/lite/kernels/internal/reference/dequantize.h"),
         package="ai-edge-litert", versions="==2.3.0", status="verified",
@@ -315,9 +318,9 @@ PROFILES: tuple[Profile, ...] = (
         "double(x) / double(s)) + z) (a double division, not the reference's float32 one), dequantize as 'tflite'; "
         "per-axis schemes run the reference loop ('tflite'). Outside int32 and NaN: unspecified (INT_MIN on "
         "x86-64).",
-        rules=(dataclasses.replace(_TFLITE_REF, scale_op="reciprocal", rounding="nearest_even",
-                                          dq_form="multiply_add", simd_width=8, remainder_scale_op="divide",
-                                          remainder_rounding="nearest_away", remainder_compute="float64")),
+        rules=dataclasses.replace(_TFLITE_REF, scale_op="reciprocal", rounding="nearest_even", dq_form="multiply_add",
+                                  simd_width=8, remainder_scale_op="divide", remainder_rounding="nearest_away",
+                                  remainder_compute="float64"),
         sources=("tensorflow/lite/kernels/internal/optimized/optimized_ops.h AffineQuantize, Dequantize",
                  "tensorflow/lite/kernels/quantize.cc, dequantize.cc"),
         package="ai-edge-litert", versions="==2.3.0", status="verified",
@@ -332,10 +335,8 @@ PROFILES: tuple[Profile, ...] = (
         "subnormal x reads 0, a scale above 2^126 scales by 0); NaN unspecified (gives the upper bound here); "
         "dequantize = fl32((q - z) * s). Not expressed: a scale below 2^-126 crashes the process; per-axis "
         "and int16 QUANTIZE are not delegated (use 'tflite', 'tflite_optimized').",
-        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
-                                        zero_point="after_rounding", clamp="integer", rounding="nearest_even",
-                                        conversion="saturate", nan="unspecified", constants="round",
-                                        dq_subtract="int64", dq_multiply="float32", flush_subnormals=True)),
+        rules=dataclasses.replace(_FLOAT32_FMA, zero_point="after_rounding", dq_subtract="int64",
+                                  flush_subnormals=True),
         sources=("XNNPACK f32-qs8-vcvt / f32-qu8-vcvt, qs8-f32-vcvt microkernels (the TFLite XNNPACK delegate)",),
         package="ai-edge-litert", versions="==2.3.0", status="verified",
         evidence=(f"{_TFLITE_TEST}: OpResolverType.AUTO (XNNPACK delegate), int8/uint8 per tensor, ties at 20 "
@@ -346,10 +347,7 @@ PROFILES: tuple[Profile, ...] = (
         "pytorch", "uniform", "PyTorch 2.13 CPU quantize_per_tensor (qint8/quint8, FBGEMM, x86-64 with FMA)",
         "q = nearbyint(fma(x, 1.0f / float(scale), float(z))) then saturate: one rounding for x * inv + z; "
         "dequantize = (float(q) - float(z)) * float(scale) in float32.",
-        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
-                                        zero_point="fused", clamp="integer", rounding="nearest_even",
-                                        conversion="saturate", nan="unspecified", constants="round",
-                                        dq_subtract="float32", dq_multiply="float32")),
+        rules=_FLOAT32_FMA,
         sources=("pytorch aten/src/ATen/native/quantized/AffineQuantizer.cpp, fbgemm QuantUtilsAvx2",
                  "checked against torch 2.13.0+cpu (tests/test_uniform_backends.py)"),
         package="torch", versions="==2.13.0", status="verified",
@@ -361,10 +359,8 @@ PROFILES: tuple[Profile, ...] = (
         "q = nearbyint(fl(fl(x * (1.0f / float(scale))) + float(z))) then saturate; dequantize = "
         "float((float(q) - float(z)) * double(scale)). qint32 per-tensor dequantize is 'pytorch' with "
         "dq_subtract='int32' (q - z wrapping in int32, then float32).",
-        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="reciprocal",
-                                        scale_source="float64", zero_point="before_rounding", clamp="integer",
-                                        rounding="nearest_even", conversion="saturate", nan="unspecified",
-                                        constants="round", dq_subtract="float32", dq_multiply="float64")),
+        rules=dataclasses.replace(_FLOAT32_FMA, scale_source="float64", zero_point="before_rounding",
+                                  dq_multiply="float64"),
         sources=("pytorch aten/src/ATen/native/quantized/affine_quantizer_base.cpp quantize_val",
                  "checked against torch 2.13.0+cpu (tests/test_uniform_backends.py)"),
         package="torch", versions="==2.13.0", status="verified",
@@ -427,11 +423,7 @@ PROFILES: tuple[Profile, ...] = (
         "(q - z) * scale in float32 (float16 / bfloat16 inputs: widened to float32, the output rounded from that "
         "float32 product to their type). float64 inputs are outside the profile (uniform.md §4.4 F4). NaN: "
         "unspecified.",
-        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32", "float16", "bfloat16"),
-                                 scale_op="reciprocal",
-                                 zero_point="after_rounding", clamp="integer", rounding="nearest_even",
-                                 conversion="saturate", nan="unspecified", constants="round",
-                                 dq_subtract="float32", dq_multiply="float32")),
+        rules=dataclasses.replace(_FLOAT32_WIDENED, zero_point="after_rounding"),
         sources=("pytorch v2.13.0 aten/src/ATen/native/quantized/cpu/kernels/QuantizedOpKernels.cpp "
                  "(fake_quantize_tensor_cachemask_kernel, fake_quant_per_channel_cachemask_cpu)",
                  "checked against torch 2.13.0+cpu (tests/test_torch_quant_ops.py)"),
@@ -455,11 +447,8 @@ PROFILES: tuple[Profile, ...] = (
         "q = clamp(round(x * fl32(1 / scale)) + z, quant_min, quant_max).to(dtype) in float32: the reciprocal of "
         "the scale rounded to float32, the product rounded, rounded half to even, the zero point added in "
         "float32; dequantize = (float(q) - z) * scale in float32 (out_dtype: in that type). NaN: unspecified.",
-        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32", "float16", "bfloat16"),
-                                 scale_op="reciprocal", zero_point="after_rounding_float",
-                                 clamp="integer", rounding="nearest_even", conversion="saturate",
-                                 nan="unspecified", constants="round", dq_subtract="expressed",
-                                 dq_multiply="expressed")),
+        rules=dataclasses.replace(_FLOAT32_WIDENED, zero_point="after_rounding_float", dq_subtract="expressed",
+                                  dq_multiply="expressed"),
         sources=("pytorch v2.13.0 torch/ao/quantization/fx/_decomposed.py (quantize_per_tensor, "
                  "dequantize_per_tensor, quantize_per_channel, dequantize_per_channel)",
                  "pytorch v2.13.0 torch/_inductor/lowering.py (quantized_decomposed_* lowerings)",
@@ -474,10 +463,7 @@ PROFILES: tuple[Profile, ...] = (
         "quantize_per_token / dequantize_per_token with float32 scales (eager and Inductor CPU)",
         "q = clamp(round(x * fl32(1 / s) + z), quant_min, quant_max).to(dtype) in float32: the zero point added "
         "before rounding; dequantize = (q - z) * s, (q - z) in int64 and the product in float32.",
-        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32", "float16", "bfloat16"),
-                                 scale_op="reciprocal", zero_point="before_rounding", clamp="integer",
-                                 rounding="nearest_even", conversion="saturate", nan="unspecified",
-                                 constants="round", dq_subtract="int64", dq_multiply="float32")),
+        rules=dataclasses.replace(_FLOAT32_WIDENED, zero_point="before_rounding", dq_subtract="int64"),
         sources=("pytorch v2.13.0 torch/ao/quantization/fx/_decomposed.py (quantize_per_token, "
                  "dequantize_per_token)", "checked against torch 2.13.0+cpu (tests/test_torch_quant_ops.py)"),
         package="torch", versions="==2.13.0", status="verified",
@@ -491,10 +477,7 @@ PROFILES: tuple[Profile, ...] = (
         "rounded half to even and converted through int32 to the dtype, saturating to the dtype's range; "
         "quant_min / quant_max are not applied. Beyond int32, +-Inf and NaN: unspecified (int8: INT_MIN, so -128 "
         "for +Inf). bfloat16 inputs are converted to float32 (float16: the lowering asserts).",
-        rules=(UniformArithmetic(compute="float32", input_dtypes=("float32", "float16", "bfloat16"),
-                                 scale_op="reciprocal", zero_point="fused", clamp="integer", rounding="nearest_even",
-                                 conversion="int32", nan="unspecified", constants="round",
-                                 dq_subtract="float32", dq_multiply="float32")),
+        rules=dataclasses.replace(_FLOAT32_WIDENED, conversion="int32"),
         sources=("pytorch v2.13.0 torch/_inductor/lowering.py (quantized_decomposed_quantize_per_tensor_tensor: "
                  "ops.fma and ops.round_to_int on CPU)",
                  "checked against torch 2.13.0+cpu (qref run --backend torch_compile)"),
@@ -508,10 +491,7 @@ PROFILES: tuple[Profile, ...] = (
         "XLA rewrites x / broadcast(s) into x * broadcast(1 / s) (jit and eager alike, since eager ops are "
         "jitted): q = fl(round_half_even(x * fl(1/s)) + z) in the input's dtype (bfloat16: x * fl32(1/s) "
         "computed in float32 and rounded to bfloat16); astype saturates, NaN -> 0; float32 FTZ/DAZ.",
-        rules=(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="after_rounding_float",
-                                        clamp="integer", rounding="nearest_even", conversion="saturate",
-                                        nan="zero", constants="round", dq_subtract="expressed",
-                                        dq_multiply="expressed", bf16_upcast=True, flush_subnormals=True)),
+        rules=_XLA,
         sources=("XLA AlgebraicSimplifier (divide by broadcast)", "checked against jax 0.10.2 CPU"),
         package="jax", versions="==0.10.2", status="verified",
         evidence=(f"{_BACKENDS}::test_jax_jit_reciprocal_rewrite_and_full_divisor, "
@@ -522,10 +502,7 @@ PROFILES: tuple[Profile, ...] = (
     Profile(
         "jax_divide", "uniform", "JAX 0.10.2 on XLA:CPU with a full-shape divisor (no reciprocal rewrite)",
         "As 'jax' with a true division: XLA keeps x / s when s is not a broadcast.",
-        rules=(UniformArithmetic(compute="input", scale_op="divide", zero_point="after_rounding_float",
-                                        clamp="integer", rounding="nearest_even", conversion="saturate",
-                                        nan="zero", constants="round", dq_subtract="expressed",
-                                        dq_multiply="expressed", flush_subnormals=True)),
+        rules=dataclasses.replace(_XLA, scale_op="divide", bf16_upcast=False),
         sources=("checked against jax 0.10.2 CPU",),
         package="jax", versions="==0.10.2", status="verified",
         evidence=(f"{_BACKENDS}::test_jax_jit_reciprocal_rewrite_and_full_divisor: a full-shape divisor under "
@@ -539,10 +516,8 @@ PROFILES: tuple[Profile, ...] = (
         "2^31 - 1 rounds to 2^31, outside int32, where the cast is undefined: x86 gives INT_MIN); float16 / "
         "bfloat16 arithmetic runs in float32 and rounds back (innocuous for a quotient); no FTZ; dequantize "
         "(q.astype(E) - z) * s in E.",
-        rules=(UniformArithmetic(compute="input", scale_op="divide", zero_point="after_rounding_float",
-                                 clamp="integer", rounding="nearest_even", conversion="int32", nan="unspecified",
-                                 constants="round", dq_subtract="expressed", dq_multiply="expressed",
-                                 bf16_upcast=True)),
+        rules=dataclasses.replace(_XLA, scale_op="divide", conversion="int32", nan="unspecified",
+                                  flush_subnormals=False),
         sources=("mlx/backend/cpu/binary.cpp, compiled.cpp (CPU kernels, g++ -O3 for mx.compile)",
                  "checked against mlx 0.32.4 CPU"),
         package="mlx", versions="==0.32.4", status="verified",
@@ -555,10 +530,7 @@ PROFILES: tuple[Profile, ...] = (
         "q = round_half_even(x * fl(1/s) + z) in the input's dtype (XLA rewrites qwix's divide; bfloat16 "
         "computes x * fl32(1/s) in float32), astype saturates (NaN -> 0); dequantize = (q - z) * s in the "
         "scale's dtype.",
-        rules=(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="before_rounding",
-                                        clamp="integer", rounding="nearest_even", conversion="saturate",
-                                        nan="zero", constants="round", dq_subtract="expressed",
-                                        dq_multiply="expressed", bf16_upcast=True, flush_subnormals=True)),
+        rules=dataclasses.replace(_XLA, zero_point="before_rounding"),
         sources=("qwix/_src/core/qarray.py, numerics.py", "checked against qwix 0.1.8"),
         package="qwix", versions="==0.1.8", status="verified",
         evidence=(f"{_BACKENDS}::test_qwix_quantize_with_scale_zero_point_and_calibration, "
@@ -569,10 +541,8 @@ PROFILES: tuple[Profile, ...] = (
         "aqt", "uniform", "AQT (aqtp 0.9.0) IntSymmetric numerics, aqt_quantizer.quantizer_make(bits)",
         "q = round_half_even(clip(x * reciprocal(s), -(2^(b-1) - 1), 2^(b-1) - 1)) in the input's dtype; "
         "no zero point; an infinite reciprocal is 1; astype (NaN -> 0); dequantize = q * s; float32 FTZ/DAZ.",
-        rules=(UniformArithmetic(compute="input", scale_op="reciprocal", zero_point="before_rounding",
-                                        clamp="float", rounding="nearest_even", conversion="saturate", nan="zero",
-                                        narrow_symmetric=True, constants="round", dq_subtract="expressed",
-                                        dq_multiply="expressed", flush_subnormals=True, reciprocal_inf="one")),
+        rules=dataclasses.replace(_XLA, zero_point="before_rounding", clamp="float", narrow_symmetric=True,
+                                  bf16_upcast=False, reciprocal_inf="one"),
         sources=("aqt/jax/v2/numerics/int_numerics.py, aqt_tensor.py, calibration.py",
                  "checked against aqtp 0.9.0"),
         package="aqtp", versions="==0.9.0", status="verified",

@@ -32,6 +32,7 @@ from ..core.decode import decode
 from ..core.encode import encode
 from ..errors import QrefError, check_choice
 from ..formats import FloatFormat, get_format
+from ..profiles.base import check_choices
 
 POW2 = ("none", "frexp", "log2_float32")
 INFINITE_MULTIPLIER = ("keep", "input_dtype_max", "float32_max")
@@ -61,10 +62,9 @@ class MultiplierRules:
     stored: str = "reciprocal"
 
     def __post_init__(self) -> None:
-        check_choice("floor dtype", self.floor_dtype, FLOAT_DTYPES)
-        check_choice("infinite multiplier rule", self.infinite_multiplier, INFINITE_MULTIPLIER)
-        check_choice("power-of-two rule", self.pow2, POW2)
-        check_choice("stored scale", self.stored, STORED)
+        check_choices({"floor dtype": (self.floor_dtype, FLOAT_DTYPES),
+                       "infinite multiplier rule": (self.infinite_multiplier, INFINITE_MULTIPLIER),
+                       "power-of-two rule": (self.pow2, POW2), "stored scale": (self.stored, STORED)})
         if not np.isfinite(self.eps) or self.eps < 0:
             raise QrefError(f"eps must be a finite float >= 0, got {self.eps!r}")
 

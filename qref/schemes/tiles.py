@@ -24,6 +24,7 @@ from ..errors import QrefError
 from .base import QArray, Scheme, normalize_axis, register_family, scheme
 from .block import BlockScheme
 from .block.scheme import from_spec as block_from_spec
+from .block.scheme import read_through
 
 
 def _check_shape(block_shape: object) -> tuple[int, ...]:
@@ -59,17 +60,9 @@ class TiledScheme(Scheme):
             raise QrefError(f"block_shape {shape} holds {math.prod(shape)} elements but the block scheme's "
                             f"block_size is {self.block.block_size}; they must be equal (block.md §12 C1)")
 
-    @property
-    def name(self) -> str:
-        return self.block.name
-
-    @property
-    def profile(self) -> str | None:
-        return self.block.profile
-
-    @property
-    def bits(self) -> int:
-        return self.block.element.bits
+    name = read_through("block.name", "The block scheme's name (str).")
+    profile = read_through("block.profile", "The block scheme's profile (None: built by hand).")
+    bits = read_through("block.element.bits", "Bits per element code (int).")
 
     # ---- layout -------------------------------------------------------------------------------------------
     def _axes(self, ndim: int, axes: object) -> tuple[int, ...]:

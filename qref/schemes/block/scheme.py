@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields, replace
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -51,6 +50,19 @@ SPEC_KEYS = ("name", "element", "scale_format", "block_size", "kind", "profile",
              "min_ndim", "unspecified_open_cases", "amax_floor", "global_scale_granularity")
 RULE_FIELDS = tuple(k for k in SPEC_KEYS if k in _RULE_DEFAULTS)
 _SPEC_OMIT = {"stochastic_bits": None, "amax_floor": 0.0, "global_scale_granularity": "tensor"}
+
+
+def read_through(path: str, doc: str = "") -> Any:
+    """A read-only property whose value is the attribute ``path`` (dotted) of the object: ``read_through(
+    "format.name")`` reads ``self.format.name``. For the parts a scheme takes from its format or its rules."""
+    names = path.split(".")
+
+    def get(self: object) -> Any:
+        for n in names:
+            self = getattr(self, n)
+        return self
+
+    return property(get, doc=doc or f"``{path}``")
 
 
 @dataclass(frozen=True)
@@ -116,54 +128,20 @@ class BlockScheme(Scheme):
             return getattr(rules, name, _RULE_DEFAULTS[name])
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
-    # ---- the format's parts -------------------------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self.format.name
-
-    @property
-    def element(self) -> Format:
-        return self.format.element
-
-    @property
-    def scale_format(self) -> FloatFormat | None:
-        return self.format.scale
-
-    @property
-    def block_size(self) -> int:
-        return self.format.block_size
-
-    @property
-    def element_scale_exp(self) -> int:
-        return self.format.element_scale_exp
-
-    @property
-    def kind(self) -> str:
-        """"mx", "float_scale" or "affine": the kind of the rules record."""
-        return self.rules.kind
-
-    @property
-    def stochastic(self) -> bool:
-        """True for the stochastic rounding modes (block.md §13)."""
-        return self.rules.stochastic
-
-    @property
-    def element_max(self) -> Fraction:
-        """Largest element magnitude (as a real value, element_scale_exp included)."""
-        return self.format.element_max
-
-    @property
-    def element_emax(self) -> int:
-        """floor(log2(element_max)): OCP's 'largest power of two representable in the element data type'."""
-        return self.format.element_emax
-
-    @property
-    def element_mantissa_bits(self) -> int:
-        return self.format.element_mantissa_bits
-
-    @property
-    def bits(self) -> int:
-        return self.format.bits
+    # ---- the format's parts (BlockFormat) and the rules' kind ----------------------------------------------
+    name = read_through("format.name", "The block format's name (str).")
+    element = read_through("format.element", "The element Format.")
+    scale_format = read_through("format.scale", "The scale FloatFormat (None: affine scales in the input dtype).")
+    block_size = read_through("format.block_size", "Elements per block (int).")
+    element_scale_exp = read_through("format.element_scale_exp", "Exponent of the element format's scaling (int).")
+    kind = read_through("rules.kind", '"mx", "float_scale" or "affine": the kind of the rules record.')
+    stochastic = read_through("rules.stochastic", "True for the stochastic rounding modes (block.md §13).")
+    element_max = read_through("format.element_max", "Largest element magnitude (a Fraction: as a real value, "
+                               "element_scale_exp included).")
+    element_emax = read_through("format.element_emax", "floor(log2(element_max)): OCP's 'largest power of two "
+                                "representable in the element data type'.")
+    element_mantissa_bits = read_through("format.element_mantissa_bits", "Mantissa bits of the element format.")
+    bits = read_through("format.bits", "Bits per element code (int).")
 
     # ---- quantize / dequantize ----------------------------------------------------------------------------
     def _blocks(self, arr: np.ndarray, axis: int) -> tuple[np.ndarray, int, int, tuple[int, ...]]:
@@ -478,4 +456,4 @@ def _claims(fmt: Format, kw: dict[str, Any]) -> bool:
 register_family("block", builder=_build, from_spec=from_spec, names=tuple(NAMED_SCHEMES), claims=_claims,
                 order=200)
 
-__all__ = ["CHOICES", "NAMED_SCHEMES", "RULE_FIELDS", "SPEC_KEYS", "BlockScheme", "from_spec"]
+__all__ = ["CHOICES", "NAMED_SCHEMES", "RULE_FIELDS", "SPEC_KEYS", "BlockScheme", "from_spec", "read_through"]
