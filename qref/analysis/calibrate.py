@@ -726,17 +726,22 @@ class ObservedHistogram:
 _F32 = np.dtype(np.float32)
 
 
-def _fused_grid(a: np.float32, b: np.float32, n: int) -> np.ndarray:
-    """n float32 points from a to b (uniform.md §5.5 grid "fused_linspace"): step = fl32((b - a) / (n - 1));
-    point k = fl32(fma(k, step, a)) for k < n // 2, else fl32(fma(-(n - 1 - k), step, b))."""
+def _grid(a: np.float32, b: np.float32, n: int, grid: str = "fused_linspace") -> np.ndarray:
+    """n float32 points from a to b (uniform.md §5.5 grid): step = fl32((b - a) / (n - 1)); point k = a + k step
+    for k < n // 2, else b - (n - 1 - k) step, with one rounding ("fused_linspace": fl32(fma(k, step, a))) or
+    two ("unfused_linspace": fl32(a + fl32(k step)))."""
     from ..core.arith import fma_float32
 
     a, b = np.float32(a), np.float32(b)
     with np.errstate(over="ignore", invalid="ignore"):
         step = np.float32((b - a) / np.float32(n - 1))
-    k = np.arange(n)
-    low = fma_float32(np.float32(step), k.astype(_F32), a)
-    high = fma_float32(np.float32(-step), (n - 1 - k).astype(_F32), b)
+        k = np.arange(n)
+        if grid == "fused_linspace":
+            low = fma_float32(np.float32(step), k.astype(_F32), a)
+            high = fma_float32(np.float32(-step), (n - 1 - k).astype(_F32), b)
+        else:
+            low = (a + (step * k.astype(_F32)).astype(_F32)).astype(_F32)
+            high = (b - (step * (n - 1 - k).astype(_F32)).astype(_F32)).astype(_F32)
     return np.where(k < n // 2, low, high).astype(_F32)
 
 
@@ -886,8 +891,8 @@ def _rebin(hist: np.ndarray, lo: np.float32, hi: np.float32, new_lo: np.float32,
     n = bins * up
     parts = (np.repeat(hist, up) / np.float32(up)).astype(_F32)
     size = ((hi - lo).astype(_F32) / np.float32(n)).astype(_F32)
-    mids = (_fused_grid(lo, hi, n + 1)[:-1] + (np.float32(0.5) * size).astype(_F32)).astype(_F32)
-    edges = _fused_grid(new_lo, new_hi, bins + 1)
+    mids = (_grid(lo, hi, n + 1, rule.grid)[:-1] + (np.float32(0.5) * size).astype(_F32)).astype(_F32)
+    edges = _grid(new_lo, new_hi, bins + 1, rule.grid)
     where = np.clip(np.searchsorted(edges, mids, "right") - 1, 0, bins - 1)
     out = np.zeros(bins, _F32)
     np.add.at(out, where, parts)  # in element order, float32

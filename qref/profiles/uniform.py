@@ -655,7 +655,7 @@ OBSERVER_RULES = {
 
 
 HISTOGRAM_BINNINGS = ("float32_truncated_quotient",)
-HISTOGRAM_GRIDS = ("fused_linspace",)
+HISTOGRAM_GRIDS = ("fused_linspace", "unfused_linspace")
 NORM_SUMS = ("cascade_lanes",)
 
 
@@ -669,7 +669,8 @@ class HistogramObserverRule:
     binning: "float32_truncated_quotient": x in [lo, hi] goes to bin trunc(fl32(fl32(fl32(x - lo) * B) /
         fl32(hi - lo))), the last bin closed; lo == hi widens the range to [lo - 1, hi + 1] first.
     grid: "fused_linspace": the k-th of n points from a to b is fl32(fma(k, step, a)) for k < n // 2, else
-        fl32(fma(-(n - 1 - k), step, b)), step = fl32(fl32(b - a) / (n - 1)).
+        fl32(fma(-(n - 1 - k), step, b)), step = fl32(fl32(b - a) / (n - 1)); "unfused_linspace": the same
+        with the product rounded first (fl32(a + fl32(k step))).
     norm_sum: "cascade_lanes": the float32 sum of the L2 errors: ``sum_lanes`` lanes, 4 interleaved vector
         accumulators over rows of 4 vectors, cascaded every 2^max(4, ceil(log2(rows)) // 4) rows, then the
         scalar tail and the lanes added in order.
@@ -710,6 +711,9 @@ class HistogramObserverRule:
 #: histogram observers by name (uniform.md §5.5): ``qref.analysis.calibrate.observe_histogram(rule=...)``
 HISTOGRAM_OBSERVER_RULES = {
     "pytorch_histogram_observer": HistogramObserverRule(package="torch", versions="==2.13.0"),
+    # the same without FMA: torch's kernels for CPUs below AVX2 (ATEN_CPU_CAPABILITY=default)
+    "pytorch_histogram_observer_no_fma": HistogramObserverRule(grid="unfused_linspace", package="torch",
+                                                               versions="==2.13.0"),
 }
 
 def calibration_formula(name: str) -> str:
