@@ -146,8 +146,8 @@ def run_per_token(values: int, rng: np.random.Generator) -> tuple[int, int, int]
             continue
         s, z = op(torch.from_numpy(x), torch.int8)
         c = calibrate(x, "int8", "minmax", axis=0, formula="divide_eps_balanced_zero_point")
-        ok = s.numpy().reshape(-1).view(np.uint64 if dt == np.float64 else np.uint32) == \
-            c.scales.astype(dt).reshape(-1).view(np.uint64 if dt == np.float64 else np.uint32)
+        got = s.numpy().astype(np.float64).reshape(-1)  # float64 scales (a float32 row's are float32 values)
+        ok = got.view(np.uint64) == np.asarray(c.scales, np.float64).reshape(-1).view(np.uint64)
         zok = z.numpy().astype(np.int64).reshape(-1) == c.zero_points.reshape(-1)
         n_in += x.size
         n_cmp += 2 * ok.size
