@@ -122,3 +122,13 @@ def test_bad_input_is_rejected():
         observe_histogram([np.ones(3, F32)], 0, 255, symmetric=False, rule="minmax")
     with pytest.raises(QrefError, match="bins"):
         HistogramObserverRule(bins=0)
+
+
+def test_equal_values_widen_to_the_float32_neighbours():
+    # v = 2^30: v - 1 and v + 1 round back to v; the range becomes [v - 64, v + 128] (the neighbours), so v
+    # falls at 64 / 192 of it: bin trunc(2048 / 3) = 682 (hand-derived; -v: 128 / 192 -> 1365)
+    for v, k in ((2.0**30, 682), (-(2.0**30), 1365), (3.0, 1024), (2.0**24 + 2, 1024)):
+        x = np.full(5, v, F32)
+        h = _bin_counts(x, 2048, v, v)
+        assert h[k] == 5 and h.sum() == 5
+        assert torch.histc(torch.from_numpy(x), 2048, v, v)[k] == 5

@@ -747,11 +747,13 @@ def _grid(a: np.float32, b: np.float32, n: int, grid: str = "fused_linspace") ->
 
 def _bin_counts(x: np.ndarray, bins: int, lo: float, hi: float) -> np.ndarray:
     """float32 counts of x over [lo, hi] in ``bins`` bins (uniform.md §5.5 binning "float32_truncated_quotient"):
-    lo == hi widens the range to [lo - 1, hi + 1]; x outside the range is left out; bin = trunc(fl32(fl32(fl32(x -
+    lo == hi widens the range to [min(next_below(lo), lo - 1), max(next_above(hi), hi + 1)] (float32 neighbours:
+    float32 values, never collapsing to one value); x outside the range is left out; bin = trunc(fl32(fl32(fl32(x -
     lo) * bins) / fl32(hi - lo))), the last bin closed."""
     lo, hi = float(lo), float(hi)
     if lo == hi:
-        lo, hi = lo - 1.0, hi + 1.0
+        lo = min(float(np.nextafter(np.float32(lo), np.float32(-np.inf))), lo - 1.0)
+        hi = max(float(np.nextafter(np.float32(hi), np.float32(np.inf))), hi + 1.0)
     left, right = np.float32(lo), np.float32(hi)
     v = x[(x >= left) & (x <= right)]
     with np.errstate(over="ignore", invalid="ignore"):

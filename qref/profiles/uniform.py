@@ -667,7 +667,8 @@ class HistogramObserverRule:
         re-bins the running histogram. quantile_step: the step of the lower / upper quantiles of the search.
         target_bins: the bins of the destination grid of the L2 error (2^8: 8-bit storage).
     binning: "float32_truncated_quotient": x in [lo, hi] goes to bin trunc(fl32(fl32(fl32(x - lo) * B) /
-        fl32(hi - lo))), the last bin closed; lo == hi widens the range to [lo - 1, hi + 1] first.
+        fl32(hi - lo))), the last bin closed; lo == hi widens the range to [min(lo-, lo - 1), max(hi+, hi + 1)]
+        (lo-, hi+: the float32 neighbours).
     grid: "fused_linspace": the k-th of n points from a to b is fl32(fma(k, step, a)) for k < n // 2, else
         fl32(fma(-(n - 1 - k), step, b)), step = fl32(fl32(b - a) / (n - 1)); "unfused_linspace": the same
         with the product rounded first (fl32(a + fl32(k step))).

@@ -918,7 +918,8 @@ HISTOGRAM_SETUPS = (("affine_uint8", "uint8", 0, 255, False), ("affine_int8", "i
 HISTOGRAM_CATEGORIES = {
     "random": (("random",), "three batches of 64 values per run: sums of four uniforms (bell-shaped), uniform, "
                "ratios of centred uniforms (heavy tails) and uniform with outliers, scaled by 2^k, |k| <= 12"),
-    "edge": (("edge", "special", "underflow"), "all zeros, all equal (then widened), tiny and subnormal values, "
+    "edge": (("edge", "special", "underflow"), "all zeros, all equal (then widened; also where x +- 1 rounds to x), "
+             "tiny and subnormal values, "
              "+-Inf (left out; a batch of only +-Inf is skipped), widening and nested ranges, negative only, "
              "an outlier"),
 }
@@ -944,7 +945,8 @@ def _histogram_edge() -> np.ndarray:
             [[-2.5, -2.5, -2.5, -2.5], [0, 0, 0, 0]], [[1e-30, -2e-30, 3e-30, 0], [1e-38, 1e-45, -1e-45, 0]],
             [[inf, 1, 2, -inf], [0, 1, 2, 3]], [[inf, inf, -inf, inf], [1, 2, 3, 4]], [[0, 1, 2, 3], [-4, 0, 8, 16]],
             [[0, 10, 20, 30], [1, 2, 3, 4]], [[-3, -1, -2, -2.5], [-1, -1, -1, -1]], [[0, 1, 2, 1000], [0.5, 1, 1, 2]],
-            [[1e-5, 0, 0, 2e-5], [0, 0, 0, 1e-5]], [[0.1, 0.2, 0.3, 0.4], [-0.1, 0.25, 0.45, 0.05]]]
+            [[1e-5, 0, 0, 2e-5], [0, 0, 0, 1e-5]], [[0.1, 0.2, 0.3, 0.4], [-0.1, 0.25, 0.45, 0.05]],
+            [[2**30] * 4, [2**30] * 4], [[-3e9] * 4, [1e9, 1e9, 1e9, 1e9]]]  # x +- 1 rounds back to x
     return np.asarray(runs, dtype=np.float32)
 
 
