@@ -10,7 +10,8 @@ Rules: MinMaxObserver, MovingAverageMinMaxObserver (random averaging constants),
 MovingAveragePerChannelMinMaxObserver (qref.analysis.calibrate.observe_range), the per-token
 quantized_decomposed.choose_qparams_per_token_asymmetric on float32 / float64 rows (qref.calibrate, formula
 divide_eps_balanced_zero_point, finite rows), HistogramObserver (observe_histogram, finite float32 batches with
-+-Inf). Prints per rule the input values, the outputs compared and the mismatches; exit 1 on any mismatch.
++-Inf; its 2048 histogram bins are compared too). Prints per rule the input values, the outputs compared and the
+mismatches; exit 1 on any mismatch.
 
     PYTHONPATH=$PWD python scripts/verify_torch_observers.py [--values N] [--seed S]
 """
@@ -167,9 +168,10 @@ def run_histogram(values: int, rng: np.random.Generator) -> tuple[int, int, int]
         r = observe_histogram(bs, lo, hi, symmetric=sym, midpoint=mid)
         ok = same_scale(s.numpy(), r.scales)
         zok = int(z.reshape(-1)[0]) == int(r.zero_points)
+        hok = o.histogram.numpy().view(np.uint32) == r.histogram.view(np.uint32)  # the running histogram too
         n_in += sum(b.size for b in bs)
-        n_cmp += 2
-        bad += int((~ok).sum()) + (not zok)
+        n_cmp += 2 + hok.size
+        bad += int((~ok).sum()) + (not zok) + int((~hok).sum())
     return n_in, n_cmp, bad
 
 
