@@ -709,6 +709,262 @@ def observe_range(batches: object, lo: int, hi: int, *, symmetric: bool, rule: s
     return ObservedRange(s.reshape(shape), z.reshape(shape), m.reshape(shape), M.reshape(shape), bad.reshape(shape))
 
 
+@dataclass(frozen=True)
+class ObservedHistogram:
+    """Result of observe_histogram: the float32 scale and int64 zero point (shape ()), the running (min, max)
+    and float32 histogram over it, and the range (search_min, search_max) the L2 search chose."""
+
+    scales: np.ndarray
+    zero_points: np.ndarray
+    min_val: np.ndarray
+    max_val: np.ndarray
+    histogram: np.ndarray
+    search_min: np.ndarray
+    search_max: np.ndarray
+
+
+_F32 = np.dtype(np.float32)
+
+
+def _grid(a: np.float32, b: np.float32, n: int, grid: str = "fused_linspace") -> np.ndarray:
+    """n float32 points from a to b (uniform.md §5.5 grid): step = fl32((b - a) / (n - 1)); point k = a + k step
+    for k < n // 2, else b - (n - 1 - k) step, with one rounding ("fused_linspace": fl32(fma(k, step, a))) or
+    two ("unfused_linspace": fl32(a + fl32(k step)))."""
+    from ..core.arith import fma_float32
+
+    a, b = np.float32(a), np.float32(b)
+    with np.errstate(over="ignore", invalid="ignore"):
+        step = np.float32((b - a) / np.float32(n - 1))
+        k = np.arange(n)
+        if grid == "fused_linspace":
+            low = fma_float32(np.float32(step), k.astype(_F32), a)
+            high = fma_float32(np.float32(-step), (n - 1 - k).astype(_F32), b)
+        else:
+            low = (a + (step * k.astype(_F32)).astype(_F32)).astype(_F32)
+            high = (b - (step * (n - 1 - k).astype(_F32)).astype(_F32)).astype(_F32)
+    return np.where(k < n // 2, low, high).astype(_F32)
+
+
+def _bin_counts(x: np.ndarray, bins: int, lo: float, hi: float) -> np.ndarray:
+    """float32 counts of x over [lo, hi] in ``bins`` bins (uniform.md §5.5 binning "float32_truncated_quotient"):
+    lo == hi widens the range to [min(next_below(lo), lo - 1), max(next_above(hi), hi + 1)] (float32 neighbours:
+    float32 values, never collapsing to one value); x outside the range is left out; bin = trunc(fl32(fl32(fl32(x -
+    lo) * bins) / fl32(hi - lo))), the last bin closed."""
+    lo, hi = float(lo), float(hi)
+    if lo == hi:
+        lo = min(float(np.nextafter(np.float32(lo), np.float32(-np.inf))), lo - 1.0)
+        hi = max(float(np.nextafter(np.float32(hi), np.float32(np.inf))), hi + 1.0)
+    left, right = np.float32(lo), np.float32(hi)
+    v = x[(x >= left) & (x <= right)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = ((v - left).astype(_F32) * np.float32(bins)).astype(_F32) / np.float32(right - left)
+    pos = np.minimum(q.astype(_F32).astype(np.int64), bins - 1)
+    return np.bincount(pos, minlength=bins).astype(_F32)
+
+
+def _cascade_rows(rows: np.ndarray) -> np.ndarray:
+    """float32 sum over the first axis of ``rows`` (rows, ...): sequential sums of 2^p rows, p = max(4,
+    ceil(log2(rows)) // 4), cascaded through 4 accumulator levels (uniform.md §5.5 norm_sum)."""
+    size = rows.shape[0]
+    p = max(4, (int(size - 1).bit_length() if size > 1 else 0) // 4)
+    step, mask = 1 << p, (1 << p) - 1
+    acc = [np.zeros(rows.shape[1:], _F32) for _ in range(4)]
+    n_full = size // step
+    if n_full:  # each chunk's sequential sum, from 0 (numpy's cumsum adds in order)
+        chunks = np.cumsum(rows[: n_full * step].reshape(n_full, step, *rows.shape[1:]), axis=1, dtype=_F32)[:, -1]
+    i = 0
+    for c in range(n_full):  # the level cascade: one step per chunk of 2^p rows
+        acc[0] = chunks[c]
+        i += step
+        for j in range(1, 4):
+            acc[j] = (acc[j] + acc[j - 1]).astype(_F32)
+            acc[j - 1] = np.zeros_like(acc[0])
+            if i & (mask << (j * p)):
+                break
+    for r in rows[i:]:  # fewer than 2^p rows left (a loop over rows of 4 vectors)
+        acc[0] = (acc[0] + r).astype(_F32)
+    for j in range(1, 4):
+        acc[0] = (acc[0] + acc[j]).astype(_F32)
+    return acc[0]
+
+
+def _cascade_sum(x: np.ndarray, lanes: int) -> np.float32:
+    """The float32 sum of x in the order of uniform.md §5.5 norm_sum "cascade_lanes" (``lanes`` lanes)."""
+    n = x.size
+    width = lanes if n >= lanes else 1
+    nv = n // width
+    vec = x[: nv * width].reshape(nv, width)
+    si = nv // 4
+    part = _cascade_rows(vec[: si * 4].reshape(si, 4, width)) if si else np.zeros((4, width), _F32)
+    p0 = part[0]
+    for v in vec[si * 4:]:  # at most 3 vectors
+        p0 = (p0 + v).astype(_F32)
+    for k in range(1, 4):
+        p0 = (p0 + part[k]).astype(_F32)
+    acc = np.float32(0)
+    tail = x[nv * width:] if width > 1 else np.zeros(0, _F32)
+    for v in np.concatenate([tail, p0.reshape(-1)]) if width > 1 else p0.reshape(-1):
+        acc = np.float32(acc + v)
+    return acc
+
+
+def _l2_norm(begin: Any, end: Any, density: np.ndarray) -> np.ndarray:
+    """density * (end^3 - begin^3) / 3 in float32, in this order."""
+    cube = (((end * end).astype(_F32) * end).astype(_F32) - ((begin * begin).astype(_F32) * begin).astype(_F32))
+    return (density * (cube.astype(_F32) / np.float32(3)).astype(_F32)).astype(_F32)
+
+
+def _l2_error(hist: np.ndarray, lo: float, hi: float, start: int, end: int, rule: Any) -> float:
+    """The L2 error of quantizing the histogram over bins [start, end] to ``target_bins`` bins (uniform.md §5.5):
+    float64 widths, then float32 per-bin errors summed in the cascade order."""
+    bins, dst = rule.bins, rule.target_bins
+    width = (hi - lo) / bins
+    dwidth = width * (end - start + 1) / dst
+    if dwidth == 0.0:
+        return 0.0
+    w32, d32, h32 = np.float32(width), np.float32(dwidth), np.float32(dwidth / 2)
+    src_begin = (np.arange(-start, bins - start).astype(_F32) * w32).astype(_F32)
+    src_end = (src_begin + w32).astype(_F32)
+    d_begin = np.clip(np.floor_divide(src_begin, d32), 0, dst - 1).astype(_F32)
+    d_end = np.clip(np.floor_divide(src_end, d32), 0, dst - 1).astype(_F32)
+    density = (hist / w32).astype(_F32)
+    begin_center = ((d_begin + np.float32(0.5)).astype(_F32) * d32).astype(_F32)
+    norm = _l2_norm((src_begin - begin_center).astype(_F32), np.full(bins, h32), density)
+    inner = ((d_end - d_begin).astype(_F32) - np.float32(1)).astype(_F32)
+    norm = (norm + (inner * _l2_norm(-h32, h32, density)).astype(_F32)).astype(_F32)
+    end_center = ((d_end * d32).astype(_F32) + h32).astype(_F32)
+    norm = (norm + _l2_norm(-h32, (src_end - end_center).astype(_F32), density)).astype(_F32)
+    return float(_cascade_sum(norm, rule.sum_lanes))
+
+
+@lru_cache(maxsize=4)
+def _quantile_steps(step: float) -> tuple[np.ndarray, np.ndarray]:
+    """(alpha_k, beta_k): 0 and 1 moved by ``step`` k times in float64, one addition at a time."""
+    n = math.ceil(1 / step) + 2
+    alpha = np.cumsum(np.concatenate([[0.0], np.full(n, step)]))
+    beta = np.cumsum(np.concatenate([[1.0], np.full(n, -step)]))
+    return alpha, beta
+
+
+def _search_range(hist: np.ndarray, lo: np.float32, hi: np.float32, rule: Any) -> tuple[np.float32, np.float32]:
+    """The (min, max) of the L2 search over bin ranges (uniform.md §5.5, the loop's steps with neither bound moving
+    skipped by binary search on the cumulative histogram)."""
+    bins = rule.bins
+    total = float(_cascade_sum(hist, rule.sum_lanes))
+    csum = np.cumsum(hist.astype(np.float64)).astype(_F32)  # accumulated in float64, stored as float32
+    alpha, beta = _quantile_steps(rule.quantile_step)
+    with np.errstate(over="ignore"):
+        ta, tb = (alpha * total).astype(_F32), (beta * total).astype(_F32)  # compared in float32
+    first_ge = np.searchsorted(csum, ta, "left")  # first bin with csum >= alpha_k * total
+    last_le = np.searchsorted(csum, tb, "right") - 1  # last bin with csum <= beta_k * total
+    neg_tb, neg_beta = -tb, -beta
+    s, e, ia, ib, best = 0, bins - 1, 0, 0, math.inf
+    while alpha[ia] < beta[ib]:
+        left = min(max(int(first_ge[ia + 1]), s), e)
+        right = min(max(int(last_le[ib + 1]), s), e)
+        if left == s and right == e:  # only beta moves until the right bin does
+            if e == s:
+                break
+            k = max(int(np.searchsorted(neg_tb, -csum[e], "right")), ib + 1)  # first k: beta_k * total < csum[e]
+            if k - 1 >= int(np.searchsorted(neg_beta, -alpha[ia], "left")):  # beta reaches alpha first
+                break
+            ib = k - 1
+            continue
+        if left - s > e - right:
+            ns, ne, ia = left, e, ia + 1
+        else:
+            ns, ne, ib = s, right, ib + 1
+        norm = _l2_error(hist, float(lo), float(hi), ns, ne, rule)
+        if norm > best:
+            break
+        best, s, e = norm, ns, ne
+    w = ((hi - lo).astype(_F32) / np.float32(bins)).astype(_F32)
+    return (np.float32(lo + (w * np.float32(s)).astype(_F32)), np.float32(lo + (w * np.float32(e + 1)).astype(_F32)))
+
+
+def _rebin(hist: np.ndarray, lo: np.float32, hi: np.float32, new_lo: np.float32, new_hi: np.float32, rule: Any
+           ) -> np.ndarray:
+    """The histogram over [lo, hi] moved to [new_lo, new_hi] (uniform.md §5.5): each bin split into
+    ``upsample_rate`` equal parts whose float32 midpoints go to the new bin holding them (float32 sums, in order)."""
+    bins, up = rule.bins, rule.upsample_rate
+    if lo == hi:  # one value: its whole count goes to the bin of that value
+        return (_bin_counts(np.array([lo], _F32), bins, new_lo, new_hi) * _cascade_sum(hist, rule.sum_lanes)
+                ).astype(_F32)
+    n = bins * up
+    parts = (np.repeat(hist, up) / np.float32(up)).astype(_F32)
+    size = ((hi - lo).astype(_F32) / np.float32(n)).astype(_F32)
+    mids = (_grid(lo, hi, n + 1, rule.grid)[:-1] + (np.float32(0.5) * size).astype(_F32)).astype(_F32)
+    edges = _grid(new_lo, new_hi, bins + 1, rule.grid)
+    where = np.clip(np.searchsorted(edges, mids, "right") - 1, 0, bins - 1)
+    out = np.zeros(bins, _F32)
+    np.add.at(out, where, parts)  # in element order, float32
+    return out
+
+
+def observe_histogram(batches: object, lo: int, hi: int, *, symmetric: bool,
+                      rule: str = "pytorch_histogram_observer", eps: float | None = None,
+                      midpoint: str = "ceil_midpoint") -> ObservedHistogram:
+    """A histogram observer's (scale, zero point) after the float32 batches ``batches[0], batches[1], ...``
+    (uniform.md §5.5; a sequence of arrays of any sizes, or an array whose first axis is the batch).
+
+    Per batch b (+-Inf left out): the first sets (m, M) = (min b, max b) and the B-bin float32 histogram of b
+    over [m, M]; a later one widens (m, M), bins b over the new range and adds the old histogram re-binned
+    (``upsample_rate`` parts per bin). Then the L2 search over bin ranges [s, e] (quantile steps alpha, beta;
+    stop at the first error increase) gives (m + w s, m + w (e + 1)), w = fl32((M - m) / B), whose
+    float32_divide_eps parameters (uniform.md §5.4) are the result. No batch: s = 1, z = 0.
+    """
+    from ..profiles.uniform import HISTOGRAM_OBSERVER_RULES, UNSIGNED_SYMMETRIC_ZERO_POINTS
+
+    if rule not in HISTOGRAM_OBSERVER_RULES:
+        raise unknown_name("histogram observer rule", rule, tuple(HISTOGRAM_OBSERVER_RULES))
+    r = HISTOGRAM_OBSERVER_RULES[rule]
+    check_choice("symmetric zero point", midpoint, UNSIGNED_SYMMETRIC_ZERO_POINTS)
+    lo, hi = int(lo), int(hi)
+    if not lo <= 0 <= hi or lo >= hi:
+        raise QrefError(f"the observer's range [{lo}, {hi}] must hold 0 and have lo < hi")
+    seq = list(batches) if isinstance(batches, (list, tuple)) else as_source_array(batches)
+    arrays = [np.asarray(b) for b in seq]
+    for t, b in enumerate(arrays):
+        if b.dtype != _F32:
+            raise QrefError(f"observe_histogram takes float32 batches, batch {t} is {b.dtype}; convert it with "
+                            ".astype(np.float32)")
+        if np.isnan(b).any():
+            raise QrefError(f"batch {t} holds NaN: the histogram of a NaN range is not defined (torch's observer "
+                            "raises); leave NaN out of the batches")
+    hist = np.zeros(r.bins, _F32)
+    mn, mx = np.float32(np.inf), np.float32(-np.inf)
+    for b in arrays:
+        x = b.reshape(-1)
+        finite = x[np.abs(x) != np.inf]
+        if finite.size == 0:
+            continue
+        bmin, bmax = finite.min(), finite.max()
+        if np.isinf(mn):
+            mn, mx, hist = bmin, bmax, _bin_counts(finite, r.bins, bmin, bmax)
+            continue
+        nm, nM = min(mn, bmin), max(mx, bmax)
+        new = _bin_counts(finite, r.bins, nm, nM)
+        hist = (hist + new if (nm == mn and nM == mx) else new + _rebin(hist, mn, mx, nm, nM, r)).astype(_F32)
+        mn, mx = np.float32(nm), np.float32(nM)
+    f0 = np.zeros((), _F32)
+    if np.isinf(mn):
+        s0, z0 = r.unobserved
+        return ObservedHistogram(np.full((), s0, _F32), np.full((), z0, np.int64), np.full((), mn), np.full((), mx),
+                                 hist, f0, f0)
+    a, b = _search_range(hist, mn, mx, r)
+    with np.errstate(all="ignore"):
+        m0, M0 = np.minimum(a, np.float32(0)), np.maximum(b, np.float32(0))
+        e = np.float32(np.finfo(np.float32).eps if eps is None else eps)
+        if symmetric:
+            s = np.maximum((np.maximum(-m0, M0) / np.float32((hi - lo) / 2)).astype(_F32), e)
+            z = 0 if lo < 0 else ((lo + hi + 1) // 2 if midpoint == "ceil_midpoint" else (lo + hi) // 2)
+        else:
+            s = np.maximum(((M0 - m0) / np.float32(hi - lo)).astype(_F32), e)
+            z = int(np.clip(lo - int(np.rint((m0 / s).astype(_F32))), lo, hi))
+    return ObservedHistogram(np.full((), s, _F32), np.full((), z, np.int64), np.full((), mn), np.full((), mx), hist,
+                             np.full((), a), np.full((), b))
+
+
 def _divide_eps_balanced(mn: np.ndarray | None, mx: np.ndarray | None, fmt: IntFormat, dt: np.dtype
                          ) -> tuple[np.ndarray, np.ndarray]:
     """In the input dtype dt: s = max(fl((max - min) / (hi - lo)), eps32); d_lo = fl(min / s), d_hi = fl(max / s);
@@ -731,4 +987,5 @@ def _finfo_tiny(dt: np.dtype) -> float:
     return float(ml_dtypes.finfo(dt).tiny)
 
 
-__all__ = ["FORMULAS", "METHODS", "Calibration", "ObservedRange", "calibrate", "observe_range"]
+__all__ = ["FORMULAS", "METHODS", "Calibration", "ObservedHistogram", "ObservedRange", "calibrate", "observe_histogram",
+           "observe_range"]

@@ -624,6 +624,69 @@ OBSERVER_RULES = {
 }
 
 
+HISTOGRAM_BINNINGS = ("float32_truncated_quotient",)
+HISTOGRAM_GRIDS = ("fused_linspace", "unfused_linspace")
+NORM_SUMS = ("cascade_lanes",)
+
+
+@dataclass(frozen=True)
+class HistogramObserverRule:
+    """How a histogram observer turns batches into a scale and a zero point (uniform.md §5.5).
+
+    bins: histogram bins (B). upsample_rate: each old bin is split into this many sub-bins when a wider range
+        re-bins the running histogram. quantile_step: the step of the lower / upper quantiles of the search.
+        target_bins: the bins of the destination grid of the L2 error (2^8: 8-bit storage).
+    binning: "float32_truncated_quotient": x in [lo, hi] goes to bin trunc(fl32(fl32(fl32(x - lo) * B) /
+        fl32(hi - lo))), the last bin closed; lo == hi widens the range to [min(lo-, lo - 1), max(hi+, hi + 1)]
+        (lo-, hi+: the float32 neighbours).
+    grid: "fused_linspace": the k-th of n points from a to b is fl32(fma(k, step, a)) for k < n // 2, else
+        fl32(fma(-(n - 1 - k), step, b)), step = fl32(fl32(b - a) / (n - 1)); "unfused_linspace": the same
+        with the product rounded first (fl32(a + fl32(k step))).
+    norm_sum: "cascade_lanes": the float32 sum of the L2 errors: ``sum_lanes`` lanes, 4 interleaved vector
+        accumulators over rows of 4 vectors, cascaded every 2^max(4, ceil(log2(rows)) // 4) rows, then the
+        scalar tail and the lanes added in order.
+    infinities: "drop": +-Inf elements of a batch are left out (a batch of only +-Inf is skipped).
+    formula: the scale formula of the searched range (float32_divide_eps, as RangeObserverRule).
+    unobserved: (scale, zero point) before any batch.
+    package, versions: the system and versions the rule was checked against.
+    """
+
+    bins: int = 2048
+    upsample_rate: int = 16
+    quantile_step: float = 1e-5
+    target_bins: int = 256
+    binning: str = "float32_truncated_quotient"
+    grid: str = "fused_linspace"
+    norm_sum: str = "cascade_lanes"
+    sum_lanes: int = 8
+    infinities: str = "drop"
+    formula: str = "float32_divide_eps"
+    unobserved: tuple[float, int] = (1.0, 0)
+    package: str = ""
+    versions: str = ""
+
+    def __post_init__(self) -> None:
+        check_choice("histogram binning", self.binning, HISTOGRAM_BINNINGS)
+        check_choice("histogram grid", self.grid, HISTOGRAM_GRIDS)
+        check_choice("norm sum", self.norm_sum, NORM_SUMS)
+        check_choice("observer infinities", self.infinities, ("drop",))
+        check_choice("observer scale formula", self.formula, ("float32_divide_eps",))
+        for name in ("bins", "upsample_rate", "target_bins", "sum_lanes"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise QrefError(f"HistogramObserverRule.{name} must be a positive integer, got {v!r}")
+        if not 0 < self.quantile_step < 0.5:
+            raise QrefError(f"HistogramObserverRule.quantile_step must be in (0, 0.5), got {self.quantile_step!r}")
+
+
+#: histogram observers by name (uniform.md §5.5): ``qref.analysis.calibrate.observe_histogram(rule=...)``
+HISTOGRAM_OBSERVER_RULES = {
+    "pytorch_histogram_observer": HistogramObserverRule(package="torch", versions="==2.13.0"),
+    # the same without FMA: torch's kernels for CPUs below AVX2 (ATEN_CPU_CAPABILITY=default)
+    "pytorch_histogram_observer_no_fma": HistogramObserverRule(grid="unfused_linspace", package="torch",
+                                                               versions="==2.13.0"),
+}
+
 def calibration_formula(name: str) -> str:
     """The calibration mechanism ``name`` names: a mechanism of CALIBRATION_FORMULAS as it is, or the one the
     profile ``name`` (``qwix``, ``aqt``, ``pytorch``; ``qref`` for ``exact``) chooses."""
@@ -655,7 +718,11 @@ __all__ = [
     "DQ_MULTIPLY",
     "DQ_SUBTRACT",
     "FINAL_ROUNDINGS",
+    "HISTOGRAM_BINNINGS",
+    "HISTOGRAM_GRIDS",
+    "HISTOGRAM_OBSERVER_RULES",
     "NAN_RULES",
+    "NORM_SUMS",
     "OBSERVER_RULES",
     "PROFILES",
     "ROUNDINGS",
@@ -665,6 +732,7 @@ __all__ = [
     "UNSIGNED_SYMMETRIC_ZERO_POINTS",
     "ZERO_POINT_RANGES",
     "ZERO_POINT_STAGES",
+    "HistogramObserverRule",
     "RangeObserverRule",
     "UniformArithmetic",
     "calibration_formula",

@@ -468,6 +468,7 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from _fake_quantize_calibrate_cases(full)
     yield from _openvino_fake_quantize_cases(full)
     yield from _fake_quantize_grad_cases()
+    yield from _histogram_calibrate_cases(full)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -908,8 +909,82 @@ def _fake_quantize_grad_cases() -> Iterator[Case]:
         )
 
 
+# ---------------------------------------------------------------------------------------------------------
+# histogram observer (uniform.md §5.5): running histogram, L2 range search
+# ---------------------------------------------------------------------------------------------------------
+#: (label, storage, lo, hi, symmetric)
+HISTOGRAM_SETUPS = (("affine_uint8", "uint8", 0, 255, False), ("affine_int8", "int8", -128, 127, False),
+                    ("symmetric_int8", "int8", -128, 127, True), ("symmetric_uint8", "uint8", 0, 255, True))
+#: the setups with edge runs (the binning does not depend on the scheme; the search is slow in torch)
+HISTOGRAM_EDGE_SETUPS = ("affine_uint8", "symmetric_int8")
+HISTOGRAM_CATEGORIES = {
+    "random": (("random",), "three batches of 64 values per run: sums of four uniforms (bell-shaped), uniform, "
+               "ratios of centred uniforms (heavy tails) and uniform with outliers, scaled by 2^k, |k| <= 12"),
+    "edge": (("edge", "special", "underflow"), "all zeros, all equal (then widened; also where x +- 1 rounds to x), "
+             "tiny and subnormal values, "
+             "+-Inf (left out; a batch of only +-Inf is skipped), widening and nested ranges, negative only, "
+             "an outlier"),
+}
+
+
+def _histogram_random(label: str, runs: int) -> np.ndarray:
+    """(runs, 3, 64) float32 batches from raw PCG words and IEEE arithmetic only (machine-independent)."""
+    u = qrandom.bits(label, runs * 3 * 64 * 4, 24).astype(np.float64).reshape(runs, 3, 64, 4) / 2.0**24
+    kind = np.arange(runs).reshape(runs, 1, 1) % 4
+    bell = u.sum(axis=-1) - 2.0
+    flat = 4.0 * u[..., 0] - 1.0
+    heavy = (u[..., 0] - 0.5) / (u[..., 1] - 0.5 + 2.0**-25)
+    outl = np.where(u[..., 2] < 1 / 32, 1000.0, 1.0) * (u[..., 1] - 0.25)
+    v = np.choose(kind, [bell, flat, heavy, outl])
+    k = qrandom.below(label + "/scale", runs, 25).astype(np.float64) - 12.0
+    return np.ldexp(v, k.astype(np.int64).reshape(runs, 1, 1)).astype(np.float32)
+
+
+def _histogram_edge() -> np.ndarray:
+    """(runs, 2 batches, 4 elements) float32 edge runs (HISTOGRAM_CATEGORIES)."""
+    inf = float("inf")
+    runs = [[[0, 0, 0, 0], [0, 0, 0, 0]], [[3, 3, 3, 3], [3, 3, 3, 3]], [[3, 3, 3, 3], [1, 2, 5, 5]],
+            [[-2.5, -2.5, -2.5, -2.5], [0, 0, 0, 0]], [[1e-30, -2e-30, 3e-30, 0], [1e-38, 1e-45, -1e-45, 0]],
+            [[inf, 1, 2, -inf], [0, 1, 2, 3]], [[inf, inf, -inf, inf], [1, 2, 3, 4]], [[0, 1, 2, 3], [-4, 0, 8, 16]],
+            [[0, 10, 20, 30], [1, 2, 3, 4]], [[-3, -1, -2, -2.5], [-1, -1, -1, -1]], [[0, 1, 2, 1000], [0.5, 1, 1, 2]],
+            [[1e-5, 0, 0, 2e-5], [0, 0, 0, 1e-5]], [[0.1, 0.2, 0.3, 0.4], [-0.1, 0.25, 0.45, 0.05]],
+            [[2**30] * 4, [2**30] * 4], [[-3e9] * 4, [1e9, 1e9, 1e9, 1e9]]]  # x +- 1 rounds back to x
+    return np.asarray(runs, dtype=np.float32)
+
+
+def _histogram_calibrate_cases(full: bool) -> Iterator[Case]:
+    """uniform_calibrate cases of the histogram observer (uniform.md §5.5): each run of x[r] (batches in order)
+    gives scale[r] and zero_point[r], qref's observe_histogram under rule pytorch_histogram_observer."""
+    from ...analysis.calibrate import observe_histogram
+    from ...profiles.uniform import HISTOGRAM_OBSERVER_RULES
+
+    rule = HISTOGRAM_OBSERVER_RULES["pytorch_histogram_observer"]
+    eps = float(np.finfo(np.float32).eps)
+    for label, storage, lo, hi, sym in HISTOGRAM_SETUPS:
+        for cat, (tags, desc) in HISTOGRAM_CATEGORIES.items():
+            if cat == "edge" and label not in HISTOGRAM_EDGE_SETUPS:  # torch searches a few values slowly
+                continue
+            x = (_histogram_random(f"uniform/calibrate/histogram/{label}/{cat}", 32 if full else 12)
+                 if cat == "random" else _histogram_edge())
+            outs = [observe_histogram(list(run), lo, hi, symmetric=sym, eps=eps) for run in x]
+            yield Case(
+                id=f"{FAMILY}/calibrate/histogram/{label}/{cat}", family=FAMILY, operation="uniform_calibrate",
+                params={"running": "histogram", "bins": rule.bins, "upsample_rate": rule.upsample_rate,
+                        "statistic_dtype": "float32", "formula": "float32_divide_eps", "eps": eps,
+                        "symmetric": sym, "storage": storage, "storage_range": [lo, hi],
+                        "midpoint": "ceil_midpoint", "axis": None, "batches": int(x.shape[1])},
+                inputs={"x": x}, expected={"scale": np.stack([o.scales for o in outs]).astype(np.float32),
+                                           "zero_point": np.stack([o.zero_points for o in outs]).astype(np.int64)},
+                tags=tags, spec=("uniform.md §5.5",),
+                description=f"histogram observer ({rule.bins} bins, L2 range search, "
+                            f"{'symmetric' if sym else 'affine'} {storage} [{lo}, {hi}]): scale and zero point of "
+                            f"each run of x[r] ({desc})",
+            )
+
+
 __all__ = ["CALIBRATE_CATEGORIES", "CALIBRATE_SETUPS", "CATEGORY_TAGS", "CATEGORY_TEXT", "FAKE_GRAD_SETUPS",
            "FAKE_QUANTIZE_SETUPS", "FAMILY", "FLOAT_SETUPS", "FQ_PROFILES", "FQ_SETUPS",
+           "HISTOGRAM_CATEGORIES", "HISTOGRAM_EDGE_SETUPS", "HISTOGRAM_SETUPS",
            "MLIR_FLOAT_SETUPS", "N_RANDOM", "N_RANDOM_FULL", "PROFILE_ORDER", "REQUANTIZE_PROFILES",
            "REQUANTIZE_SETUPS", "SETUPS", "SOURCES", "SPEC", "CalibrateSetup", "RequantizeSetup", "Setup",
            "build_cases", "code_patterns", "storage_values"]

@@ -13,6 +13,9 @@ dtype's full range as it is, its reduced range ([-64, 63], [0, 127]) as ``reduce
 ``torch.FakeQuantize.<observer>``: ``torch.ao.quantization.FakeQuantize(observer=<observer class>, **the same
 arguments)`` (observer and fake quantization enabled) called on each batch of a run: its outputs are ``y`` of the
 cases that hold one (``uniform/calibrate/fake_quantize/*``), then ``calculate_qparams()``.
+``torch.observer.HistogramObserver``: ``HistogramObserver(bins=B, dtype, qscheme, ...)`` (the same arguments, per
+tensor) fed each run's batches, then ``calculate_qparams()``, on the cases whose running statistic is ``histogram``
+(uniform.md §5.5).
 ``torch.decomposed.choose_qparams_per_token_asymmetric``: ``quantized_decomposed.choose_qparams_per_token_asymmetric
 (rows, torch.int8)`` on the cases of the divide_eps_balanced_zero_point formula.
 """
@@ -56,6 +59,8 @@ def observer_kwargs(params: Any) -> dict[str, Any]:
         kw["averaging_constant"] = float(params["averaging_constant"])
     if per_channel:
         kw["ch_axis"] = int(params["axis"])
+    if params["running"] == "histogram":
+        kw["bins"] = int(params["bins"])
     kw["eps"] = float(params["eps"])
     return kw
 
@@ -79,6 +84,8 @@ def _supports(running: str, per_channel: bool, fake: bool = False):
                     f"the case's {p['running']} {'per tensor' if p['axis'] is None else 'per channel'}")
         if p["storage"] not in _RANGES:
             return f"the observer targets take qint8 / quint8, not {p['storage']}"
+        if running == "histogram" and int(p["upsample_rate"]) != 16:
+            return f"HistogramObserver re-bins with 16 parts per bin, the case with {p['upsample_rate']}"
         return None
     return supports
 
@@ -212,6 +219,11 @@ def targets(backend: str) -> list[Target]:
                           "calculate_qparams() (scale float32 bits, zero point as an integer)", None,
                           ("uniform_calibrate",), _supports(running, per_channel), _run(cls_name),
                           _snippet(cls_name)))
+    out.append(Target(backend, f"{backend}.observer.HistogramObserver", "uniform",
+                      "torch.ao.quantization.observer.HistogramObserver(bins=B, ...) fed each run's float32 batches, "
+                      "then calculate_qparams() (scale float32 bits, zero point as an integer)", None,
+                      ("uniform_calibrate",), _supports("histogram", False), _run("HistogramObserver"),
+                      _snippet("HistogramObserver")))
     for (running, per_channel), cls_name in CLASSES.items():
         out.append(Target(backend, f"{backend}.FakeQuantize.{cls_name}", "uniform",
                           f"torch.ao.quantization.FakeQuantize(observer={cls_name}, ...) (observer and fake quant "
