@@ -654,6 +654,54 @@ OBSERVER_RULES = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class FakeQuantizeRule:
+    """How a FakeQuantize(x, il, ih, ol, oh, levels) with a general float output range is computed (uniform.md
+    §2.8, ``qref.schemes.uniform.reference.fake_quantize``); keyed by the uniform profile whose codes it extends.
+
+    normalize_levels: the levels computed by the normalized form fl32(fl32(x - il) / fl32(ih - il)) * n with the
+        output step fl32(fl32(fl32(r / n) * fl32(oh - ol)) + ol) (a constant folded by the core's reference);
+        every other level count takes the scale_shift form.
+    output_step: scale_shift's r * osc + ol, osc = fl32(fl32(oh - ol) / n): "fma" (one rounding) or
+        "multiply_add" (fl32(fl32(r * osc) + ol)).
+    recompose_ranges: (levels, m) pairs: for these levels the output range is first rewritten through the integer
+        range [0, m]: scale = fl32(fl32(oh - ol) / m), shift = fl32(fl32(0 - fl32(m * ol)) / fl32(oh - ol)),
+        ol' = fl32(fl32(0 - shift) * scale), oh' = fl32(fl32(m - shift) * scale) (a decomposition into a
+        quantize to [0, m] and a dequantize, composed back into one FakeQuantize).
+    identity_levels: levels for which a FakeQuantize with scalar ranges ol = il and oh = ih is removed from the
+        graph (y = x: a quantize-dequantize pair of 16-bit codes taken as lossless).
+    package, versions: the system and versions the rule was checked against.
+    """
+
+    normalize_levels: tuple[int, ...] = ()
+    output_step: str = "fma"
+    recompose_ranges: tuple[tuple[int, int], ...] = ()
+    identity_levels: tuple[int, ...] = ()
+    package: str = ""
+    versions: str = ""
+
+    def __post_init__(self) -> None:
+        check_choice("FakeQuantize output step", self.output_step, ("fma", "multiply_add"))
+        for lv, m in self.recompose_ranges:
+            if not (isinstance(lv, int) and isinstance(m, int) and lv >= 3 and m >= 1):
+                raise QrefError(f"recompose_ranges holds (levels >= 3, m >= 1) integer pairs, got {(lv, m)!r}")
+
+
+#: FakeQuantize with general output ranges by uniform profile (uniform.md §2.8): the CPU plugin on a runtime
+#: input (``openvino_cpu``: the low-precision transformations recompose the output range for 15 / 16 / 255 / 256
+#: levels, the Snippets kernel fuses the output step into an FMA on AVX2 / AVX-512; "multiply_add" under
+#: ONEDNN_MAX_CPU_ISA=SSE41) and a Constant (``openvino``: folded by the core's reference for the levels the
+#: low-precision transformations support, else the decomposed graph folded op by op, unfused); both remove a
+#: 65536-level FakeQuantize whose output range equals its input range (QDQ stripping)
+FAKE_QUANTIZE_RULES = {
+    "openvino_cpu": FakeQuantizeRule(output_step="fma",
+                                     recompose_ranges=((15, 255), (16, 15), (255, 255), (256, 255)),
+                                     identity_levels=(65536,), package="openvino", versions="==2026.4.*"),
+    "openvino": FakeQuantizeRule(normalize_levels=(15, 16, 255, 256), output_step="multiply_add",
+                                 identity_levels=(65536,), package="openvino", versions="==2026.4.*"),
+}
+
+
 def calibration_formula(name: str) -> str:
     """The calibration mechanism ``name`` names: a mechanism of CALIBRATION_FORMULAS as it is, or the one the
     profile ``name`` (``qwix``, ``aqt``, ``pytorch``; ``qref`` for ``exact``) chooses."""
@@ -684,6 +732,7 @@ __all__ = [
     "DQ_FORMS",
     "DQ_MULTIPLY",
     "DQ_SUBTRACT",
+    "FAKE_QUANTIZE_RULES",
     "FINAL_ROUNDINGS",
     "NAN_RULES",
     "OBSERVER_RULES",
@@ -695,6 +744,7 @@ __all__ = [
     "UNSIGNED_SYMMETRIC_ZERO_POINTS",
     "ZERO_POINT_RANGES",
     "ZERO_POINT_STAGES",
+    "FakeQuantizeRule",
     "RangeObserverRule",
     "UniformArithmetic",
     "calibration_formula",
