@@ -668,6 +668,13 @@ class FakeQuantizeRule:
         range [0, m]: scale = fl32(fl32(oh - ol) / m), shift = fl32(fl32(0 - fl32(m * ol)) / fl32(oh - ol)),
         ol' = fl32(fl32(0 - shift) * scale), oh' = fl32(fl32(m - shift) * scale) (a decomposition into a
         quantize to [0, m] and a dequantize, composed back into one FakeQuantize).
+    recompose_axes: the recomposed range is used when the ranges vary only along the first ``recompose_axes`` axes
+        of x; when they vary along a later axis the dequantize stays separate: y = fl32(fl32(q - shift) * scale),
+        q = fl32(r * fl32(m / n)).
+    normalize_max_axes: the normalized form needs ranges varying along at most this many axes (per tensor or per
+        axis); ranges varying along more axes (blocks) take scale_shift.
+    node_min_axis: levels outside normalize_levels with ranges varying along exactly one axis >= node_min_axis are
+        outside the rule (QrefError: the plugin's FakeQuantize node computes them, or refuses them); None: no limit.
     identity_levels: levels for which a FakeQuantize with scalar ranges ol = il and oh = ih is removed from the
         graph (y = x: a quantize-dequantize pair of 16-bit codes taken as lossless).
     package, versions: the system and versions the rule was checked against.
@@ -676,6 +683,9 @@ class FakeQuantizeRule:
     normalize_levels: tuple[int, ...] = ()
     output_step: str = "fma"
     recompose_ranges: tuple[tuple[int, int], ...] = ()
+    recompose_axes: int = 2
+    normalize_max_axes: int = 1
+    node_min_axis: int | None = None
     identity_levels: tuple[int, ...] = ()
     package: str = ""
     versions: str = ""
@@ -697,7 +707,7 @@ FAKE_QUANTIZE_RULES = {
     "openvino_cpu": FakeQuantizeRule(output_step="fma",
                                      recompose_ranges=((15, 255), (16, 15), (255, 255), (256, 255)),
                                      identity_levels=(65536,), package="openvino", versions="==2026.4.*"),
-    "openvino": FakeQuantizeRule(normalize_levels=(15, 16, 255, 256), output_step="multiply_add",
+    "openvino": FakeQuantizeRule(normalize_levels=(15, 16, 255, 256), output_step="multiply_add", node_min_axis=1,
                                  identity_levels=(65536,), package="openvino", versions="==2026.4.*"),
 }
 

@@ -293,17 +293,17 @@ def fake_quantize(x: np.ndarray, il: Any, ih: Any, ol: Any, oh: Any, levels: int
     if (levels in rule.identity_levels and all(v.size == 1 for v in (il, ih, ol, oh))
             and bool(np.all(il == ol)) and bool(np.all(ih == oh))):
         return x.copy()  # removed from the graph (§2.8 C7)
+    axes = {x.ndim - v.ndim + i for v in (il, ih, ol, oh) for i, d in enumerate(v.shape) if d != 1}
     n = f32(levels - 1)
     m = dict(rule.recompose_ranges).get(levels)
+    normalize = levels in rule.normalize_levels and len(axes) <= rule.normalize_max_axes
+    if (not normalize and rule.node_min_axis is not None and levels not in rule.normalize_levels
+            and len(axes) == 1 and min(axes) >= rule.node_min_axis):
+        raise QrefError(f"FakeQuantize with {levels} levels and ranges varying along axis {min(axes)} is outside the "
+                        f"rule (uniform.md §2.8 C8): the CPU plugin's FakeQuantize node computes it (axis 1) or "
+                        f"refuses it (axis >= 2); use ranges per tensor, along axis 0 or along two or more axes")
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        if m is not None:  # the output range through the integer range [0, m] and back (§2.8 C6)
-            mf = f32(m)
-            d = np.asarray(oh - ol, dtype=f32)
-            scale = np.asarray(d / mf, dtype=f32)
-            shift = np.asarray(np.asarray(f32(0) - np.asarray(mf * ol, dtype=f32), dtype=f32) / d, dtype=f32)
-            ol, oh = (np.where(d != 0, np.asarray(np.asarray(v - shift, dtype=f32) * scale, dtype=f32), w).astype(f32)
-                      for v, w in ((f32(0), ol), (mf, oh)))
-        if levels in rule.normalize_levels:
+        if normalize:
             t = np.asarray(np.asarray((x - il).astype(f32) / np.asarray(ih - il, dtype=f32), dtype=f32) * n,
                            dtype=f32)
             r = np.rint(t).astype(f32)
@@ -313,11 +313,21 @@ def fake_quantize(x: np.ndarray, il: Any, ih: Any, ol: Any, oh: Any, levels: int
         isc = np.asarray(n / np.asarray(ih - il, dtype=f32), dtype=f32)
         xc = np.minimum(np.maximum(x, il), ih)
         r = np.rint(np.asarray(xc * isc, dtype=f32) - np.asarray(il * isc, dtype=f32)).astype(f32)
+        if m is not None:  # the output range through the integer range [0, m] (§2.8 C6)
+            mf = f32(m)
+            d = np.asarray(oh - ol, dtype=f32)
+            scale = np.asarray(d / mf, dtype=f32)
+            shift = np.asarray(np.asarray(f32(0) - np.asarray(mf * ol, dtype=f32), dtype=f32) / d, dtype=f32)
+            if axes and max(axes) >= rule.recompose_axes:  # the dequantize stays separate
+                q = np.rint(np.asarray(r * f32(mf / n), dtype=f32))  # the quantize output as u8 / u4 codes
+                y = np.asarray(np.asarray(q - shift, dtype=f32) * scale, dtype=f32)
+                return np.where(d != 0, y, ol).astype(f32)
+            ol, oh = (np.where(d != 0, np.asarray(np.asarray(v - shift, dtype=f32) * scale, dtype=f32), w).astype(f32)
+                      for v, w in ((f32(0), ol), (mf, oh)))
         osc = np.asarray(np.asarray(oh - ol, dtype=f32) / n, dtype=f32)
         if rule.output_step == "fma":
             return fma32(r, np.broadcast_to(osc, shape), np.broadcast_to(ol, shape))
         return np.asarray(np.asarray(r * osc, dtype=f32) + ol, dtype=f32)
-
 
 def quantize_arrays(r: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, rbits: np.ndarray | None
                     ) -> tuple[np.ndarray, np.ndarray]:
