@@ -115,15 +115,17 @@ def main() -> int:
                 ol, oh = max(ol, oh), min(ol, oh)
             check(inputs(il, ih, levels, rng), tuple(np.array([v], f32) for v in (il, ih, ol, oh)), levels,
                   f"levels={levels} il={il!r} ih={ih!r} ol={ol!r} oh={oh!r}")
-    for xs, rs in SHAPES:  # ranges per axis and along several axes
+    for xs, rs in SHAPES * 2:  # ranges per axis and along several axes
         for levels in (15, 16, 255, 256, 1000, 65536):
             il = rng.uniform(-3, -1, rs).astype(f32)
             ih = (il + rng.uniform(0.5, 5, rs)).astype(f32)
-            ol, oh = rng.normal(0, 3, rs).astype(f32), rng.normal(0, 3, rs).astype(f32)
+            scalar_out = bool(rng.random() < 0.5)  # output ranges per tensor, input ranges along the axes
+            ors = (1,) if scalar_out else rs
+            ol, oh = rng.normal(0, 3, ors).astype(f32), rng.normal(0, 3, ors).astype(f32)
             k = rng.integers(0, levels - 1, xs) + 0.5
             tie = (il.astype(np.float64) + k * (ih.astype(np.float64) - il) / (levels - 1)).astype(f32)
             x = np.where(rng.random(xs) < 0.5, tie, rng.uniform(-4, 5, xs).astype(f32)).astype(f32)
-            check(x, (il, ih, ol, oh), levels, f"levels={levels} x {xs} ranges {rs}")
+            check(x, (il, ih, ol, oh), levels, f"levels={levels} x {xs} ranges {rs}, output ranges {ors}")
     print(f"openvino {ov.__version__}, ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', '(not set)')}, "
           f"openvino_cpu output step {step}")
     for mode, (nc, nv, nb) in counts.items():

@@ -294,6 +294,7 @@ def fake_quantize(x: np.ndarray, il: Any, ih: Any, ol: Any, oh: Any, levels: int
             and bool(np.all(il == ol)) and bool(np.all(ih == oh))):
         return x.copy()  # removed from the graph (§2.8 C7)
     axes = {x.ndim - v.ndim + i for v in (il, ih, ol, oh) for i, d in enumerate(v.shape) if d != 1}
+    out_axes = {x.ndim - v.ndim + i for v in (ol, oh) for i, d in enumerate(v.shape) if d != 1}
     n = f32(levels - 1)
     m = dict(rule.recompose_ranges).get(levels)
     normalize = levels in rule.normalize_levels and len(axes) <= rule.normalize_max_axes
@@ -318,7 +319,7 @@ def fake_quantize(x: np.ndarray, il: Any, ih: Any, ol: Any, oh: Any, levels: int
             d = np.asarray(oh - ol, dtype=f32)
             scale = np.asarray(d / mf, dtype=f32)
             shift = np.asarray(np.asarray(f32(0) - np.asarray(mf * ol, dtype=f32), dtype=f32) / d, dtype=f32)
-            if axes and max(axes) >= rule.recompose_axes:  # the dequantize stays separate
+            if out_axes and max(out_axes) >= rule.recompose_axes:  # the dequantize stays separate
                 q = np.rint(np.asarray(r * f32(mf / n), dtype=f32))  # the quantize output as u8 / u4 codes
                 y = np.asarray(np.asarray(q - shift, dtype=f32) * scale, dtype=f32)
                 return np.where(d != 0, y, ol).astype(f32)
