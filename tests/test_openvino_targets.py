@@ -9,8 +9,9 @@
   "via_float16", elements.md §2.12; E5M2's rules beyond it are xfail entries);
 - FakeQuantize with input range fl32((lo / hi - z) * s) and output range [lo, hi]: on a Parameter the plugin's
   Snippets decomposition fl32(fl32(x * isc) - fl32(il * isc)), round half even (``openvino_cpu``, range_form
-  "scale_shift"); on a Constant with levels <= 256 the core's reference fl32(fl32(x - il) / fl32(ih - il)) * n
-  (``openvino``, "normalize"), uniform.md §2.8.
+  "scale_shift"); on a Constant with 15 / 16 / 255 / 256 levels the core's reference fl32(fl32(x - il) /
+  fl32(ih - il)) * n (``openvino``, "normalize"), uniform.md §2.8; general float output ranges
+  (reference.fake_quantize: the recomposed output range, the FMA output step, the 65536-level identity).
 
 Expected values come from independent numpy float64 arithmetic (every product of a code of at most 8 bits and a
 float32 scale is exact in float64) and ml_dtypes casts, not from the adapter.

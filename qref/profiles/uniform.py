@@ -378,7 +378,8 @@ PROFILES: tuple[Profile, ...] = (
         "zero point, Multiply scale on constant u8/i8/u4/i4/u2 weights: the core's constant folding)",
         "dequantize = fl32(fl32(float(q) - float(z)) * s) with z and s float32 constants (the subtraction is exact "
         "for these widths); quantize = a folded FakeQuantize(x, fl32((lo - z) s), fl32((hi - z) s), lo, hi, "
-        "levels <= 256): t = fl32(fl32(fl32(x - il) / fl32(ih - il)) * n), x <= il -> lo, x > ih -> hi, "
+        "levels 15 / 16 / 255 / 256, ranges per tensor or per axis): t = fl32(fl32(fl32(x - il) / fl32(ih - il)) * n), "
+        "x <= il -> lo, x > ih -> hi, "
         "q = lo + nearbyint(t) (range_form 'normalize', uniform.md §2.8); float32 input.",
         rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="divide",
                                  zero_point="after_rounding", clamp="integer", rounding="nearest_even",
@@ -393,8 +394,8 @@ PROFILES: tuple[Profile, ...] = (
                   "(openvino.decompress.constant): 0 mismatches",
                   "tests/test_openvino_targets.py::test_fake_quantize_forms: FakeQuantize on a Constant, every tie "
                   "(k + 1/2) s and its float32 neighbours, 4/8-bit and narrowed ranges: 0 mismatches; qref run "
-                  "(openvino.fake_quantize.constant, 15/16/255/256 levels per tensor and per axis: 102 tasks pass; "
-                  "blocks: 3 xfail, folded op by op, uniform.md §2.8 C8)",
+                  "(openvino.fake_quantize.constant, 15/16/255/256 levels per tensor and per axis: 113 tasks pass, "
+                  "35,064 values compared; blocks: 4 xfail tasks, 120 values, folded op by op, uniform.md §2.8 C8)",
                   "scripts/verify_openvino_fq.py (openvino 2026.4.1, AMD EPYC Zen 4): general float output ranges "
                   "(FAKE_QUANTIZE_RULES['openvino']) on a Constant, levels 3..65536, per tensor, per axis and "
                   "along several axes, ties and random: 276 configurations, 1,162,282 values, 0 mismatches"),
@@ -421,7 +422,7 @@ PROFILES: tuple[Profile, ...] = (
                   "--backend openvino (openvino.decompress.parameter): 0 mismatches",
                   "tests/test_openvino_targets.py::test_fake_quantize_forms: FakeQuantize on a Parameter, every tie "
                   "(k + 1/2) s and its float32 neighbours, 4/8/16-bit and narrowed ranges: 0 mismatches; qref run "
-                  "(openvino.fake_quantize.parameter, per tensor / per axis / blocks: 139 tasks, 41,386 values): 0 "
+                  "(openvino.fake_quantize.parameter, per tensor / per axis / blocks: 151 tasks, 44,730 values): 0 "
                   "mismatches",
                   "scripts/verify_openvino_fq.py (openvino 2026.4.1, AMD EPYC Zen 4, also ONEDNN_MAX_CPU_ISA=AVX2): "
                   "general float output ranges (FAKE_QUANTIZE_RULES['openvino_cpu']: the recomposed output range, "
