@@ -9,8 +9,9 @@
   "via_float16", elements.md §2.12; E5M2's rules beyond it are xfail entries);
 - FakeQuantize with input range fl32((lo / hi - z) * s) and output range [lo, hi]: on a Parameter the plugin's
   Snippets decomposition fl32(fl32(x * isc) - fl32(il * isc)), round half even (``openvino_cpu``, range_form
-  "scale_shift"); on a Constant with levels <= 256 the core's reference fl32(fl32(x - il) / fl32(ih - il)) * n
-  (``openvino``, "normalize"), uniform.md §2.8.
+  "scale_shift"); on a Constant with 15 / 16 / 255 / 256 levels the core's reference fl32(fl32(x - il) /
+  fl32(ih - il)) * n (``openvino``, "normalize"), uniform.md §2.8; general float output ranges
+  (reference.fake_quantize: the recomposed output range, the FMA output step, the 65536-level identity).
 
 Expected values come from independent numpy float64 arithmetic (every product of a code of at most 8 bits and a
 float32 scale is exact in float64) and ml_dtypes casts, not from the adapter.
@@ -294,25 +295,49 @@ def test_fake_quantize_forms(storage, s, z, narrow):
     assert np.array_equal(sch["openvino_cpu"].quantize(x).codes.astype(np.int64), got_p.astype(np.int64))
     assert np.array_equal(sch["openvino_cpu"].quantize(x.reshape(-1, 1), _reference=True).codes.reshape(-1),
                           sch["openvino_cpu"].quantize(x).codes)
-    if hi - lo + 1 <= O.FOLD_LEVELS:
+    if hi - lo + 1 in O._fold_levels():
         got_c = _fq(x, float(il), float(ih), lo, hi, "constant")
         assert np.array_equal(got_c, want["normalize"])
         assert np.array_equal(sch["openvino"].quantize(x).codes.astype(np.int64), got_c.astype(np.int64))
         assert np.array_equal(sch["openvino"].quantize(x, _reference=True).codes, sch["openvino"].quantize(x).codes)
 
 
-def test_fake_quantize_constant_folds_up_to_256_levels():
-    """A Constant FakeQuantize with levels <= 256 is folded by the core's reference (normalize); with 257 the
-    plugin runs it (scale_shift)."""
+def test_fake_quantize_constant_folds_the_low_precision_levels():
+    """A Constant FakeQuantize with 15 / 16 / 255 / 256 levels is folded by the core's reference (normalize); with
+    4 or 257 levels the decomposed graph is folded op by op (scale_shift)."""
     il, ih = F32(-2.1), F32(4.3)
-    for levels, form in ((256, "normalize"), (257, "scale_shift")):
+    for levels, form in ((256, "normalize"), (16, "normalize"), (257, "scale_shift"), (4, "scale_shift")):
         k = np.arange(levels - 1) + 0.5  # the ties il + (k + 1/2) (ih - il) / n and their neighbours
         t = (np.float64(il) + k * (np.float64(ih) - np.float64(il)) / (levels - 1)).astype(F32)
         x = np.concatenate([t, np.nextafter(t, F32(9)), np.nextafter(t, F32(-9))])
+        if levels == 4:  # a few ties separate the forms: add the ties of the scale_shift form
+            isc = F32(F32(3) / F32(ih - il))
+            x = np.concatenate([x, ((k + np.float64(F32(il * isc))) / np.float64(isc)).astype(F32)])
         want = _fq_expected(x, il, ih, 0, levels - 1)
-        assert not np.array_equal(want["normalize"], want["scale_shift"])
+        assert not np.array_equal(want["normalize"], want["scale_shift"]), levels
         got = _fq(x, float(il), float(ih), 0, levels - 1, "constant")
         assert np.array_equal(got, want[form]), levels
+
+
+def test_fake_quantize_constant_ranges_along_one_axis_fold_along_two_do_not():
+    """256 levels, output range [0, 255]: ranges varying along one axis (8, 1) are folded by the reference
+    (normalize); ranges of x's shape (8, 64), as blocks give, by the decomposed graph (scale_shift: an xfail entry
+    of openvino.fake_quantize.constant)."""
+    rng = np.random.default_rng(5)
+    for shape, form in (((8, 1), "normalize"), ((1, 64), "normalize"), ((8, 64), "scale_shift")):
+        il = rng.uniform(-3, -1, shape).astype(F32)
+        ih = (il + rng.uniform(1, 4, shape)).astype(F32)
+        k = rng.integers(0, 255, (8, 64)) + 0.5
+        x = (il.astype(np.float64) + k * (ih.astype(np.float64) - il) / 255).astype(F32)
+        want = _fq_expected(x, il, ih, 0, 255)
+        assert not np.array_equal(want["normalize"], want["scale_shift"]), shape
+
+        def build(n, a=il, b=ih):
+            return ops.fake_quantize(n, ops.constant(a), ops.constant(b), ops.constant(F32([0])),
+                                     ops.constant(F32([255])), 256)
+
+        got = O.run_graph(build, "f32", x.shape, x, "constant").view(F32).reshape(x.shape)
+        assert np.array_equal(got, want[form]), shape
 
 
 def test_level_round_trip_is_exact():
@@ -334,3 +359,127 @@ def test_fake_quantize_snippet_is_standalone():
     (got,) = tg.run([case])
     bits = int(out.strip().splitlines()[-1], 16)
     assert np.uint32(bits).view(F32) == got["codes"].reshape(-1)[40]
+
+
+# ---- FakeQuantize with general float output ranges (uniform.md §2.8, reference.fake_quantize) ------------------
+def _fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """fl32(a * b + c) with one rounding: a * b is exact in float64 (24 + 24 bits); the float64 sum s = p + c and
+    its exact error e (TwoSum) tell a float32 midpoint that s reached by rounding, which is moved off it by one
+    float64 ulp toward the exact value before the final rounding."""
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c64 = np.broadcast_to(c, p.shape).astype(np.float64)
+    s = p + c64
+    bb = s - p
+    e = (p - (s - bb)) + (c64 - bb)
+    lo32 = s.astype(F32).astype(np.float64)
+    other = np.nextafter(lo32.astype(F32), np.where(s > lo32, F32(np.inf), F32(-np.inf))).astype(np.float64)
+    mid = (lo32 + other) / 2 == s
+    s = np.where(mid & (e != 0), np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+    return s.astype(F32)
+
+
+def _fq_general_expected(x, il, ih, ol, oh, levels):
+    """The plugin on a Parameter and the folded Constant, per tensor (independent float32 numpy arithmetic):
+    Parameter: for 15 / 16 / 255 / 256 levels the output range is first rewritten through [0, m] (m = 15 for 16
+    levels, else 255); y = fma(r, fl32(fl32(oh' - ol') / n), ol'); Constant: normalize for those levels, else
+    fl32(fl32(r * osc) + ol)."""
+    n = F32(levels - 1)
+    isc = F32(n / F32(ih - il))
+    r = np.rint((np.minimum(np.maximum(x, il), ih) * isc).astype(F32) - F32(il * isc)).astype(F32)
+    ol2, oh2 = ol, oh
+    if levels in (15, 16, 255, 256):
+        m = F32(15 if levels == 16 else 255)
+        scale, shift = F32(F32(oh - ol) / m), F32(F32(F32(0) - F32(m * ol)) / F32(oh - ol))
+        ol2, oh2 = F32(F32(F32(0) - shift) * scale), F32(F32(m - shift) * scale)
+    osc2, osc = F32(F32(oh2 - ol2) / n), F32(F32(oh - ol) / n)
+    param = _fma32(r, np.full_like(r, osc2), np.full_like(r, ol2))
+    if levels in (15, 16, 255, 256):
+        t = (((x - il).astype(F32) / F32(ih - il)).astype(F32) * n).astype(F32)
+        y = ((((np.rint(t) / n).astype(F32)) * F32(oh - ol)).astype(F32) + ol).astype(F32)
+        const = np.where(x <= il, ol, np.where(x > ih, oh, y)).astype(F32)
+    else:
+        const = ((r * osc).astype(F32) + ol).astype(F32)
+    return param, const
+
+
+FQ_GENERAL = [(-0.3, 25.2, 0.1, 25.5, 256), (-2.1, 4.3, 5.5, -1.25, 16), (-1.0, 3.0, -1.0, 3.0, 15),
+              (-2.1, 4.3, 0.7, 9.1, 1000), (0.5, 7.25, -3.3, 0.01, 255)]
+
+
+@pytest.mark.parametrize("il,ih,ol,oh,levels", FQ_GENERAL)
+def test_fake_quantize_general_output_ranges(il, ih, ol, oh, levels):
+    """Ties of both input forms, their neighbours and the level points: the Parameter and the Constant agree with
+    the independent arithmetic above and with qref.schemes.uniform.reference.fake_quantize (rules openvino_cpu /
+    openvino), bit for bit; with 256 levels a plain fma(r, osc, ol) of the original range differs."""
+    from qref.schemes.uniform.reference import fake_quantize
+
+    il, ih, ol, oh = F32(il), F32(ih), F32(ol), F32(oh)
+    n = levels - 1
+    k = np.arange(n + 1, dtype=np.float64)
+    isc = F32(F32(n) / F32(ih - il))
+    t = np.concatenate([(np.float64(il) + (k + 0.5) * (np.float64(ih) - np.float64(il)) / n),
+                        (k + 0.5 + np.float64(F32(il * isc))) / np.float64(isc),
+                        np.float64(il) + k * (np.float64(ih) - np.float64(il)) / n]).astype(F32)
+    x = np.concatenate([t, np.nextafter(t, F32(np.inf)), np.nextafter(t, F32(-np.inf)),
+                        F32([il, ih, np.inf, -np.inf, 0.0, -0.0, il - 1, ih + 1])])
+    param, const = _fq_general_expected(x, il, ih, ol, oh, levels)
+    for mode, want, prof in (("parameter", param, "openvino_cpu"), ("constant", const, "openvino")):
+        c = [ops.constant(np.array([v], F32)) for v in (il, ih, ol, oh)]
+        got = O.run_graph(lambda nd, c=c: ops.fake_quantize(nd, *c, levels), "f32", x.shape, x, mode).view(F32)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (mode, levels)
+        q = fake_quantize(x, il, ih, ol, oh, levels, prof)
+        assert np.array_equal(q.view(np.uint32), want.view(np.uint32)), (prof, levels)
+    if levels == 256:  # the 0.1..25.5 example: the recomposed range, not (ol, oh), is what runs
+        r = np.rint((np.minimum(np.maximum(x, il), ih) * isc).astype(F32) - F32(il * isc)).astype(F32)
+        plain = _fma32(r, np.full_like(r, F32(F32(oh - ol) / F32(n))), np.full_like(r, ol))
+        assert not np.array_equal(plain, param)
+
+
+def test_fake_quantize_examples_of_the_spec():
+    """uniform.md §2.8 examples (openvino 2026.4.1, this CPU): il = -0.3, ih = 25.2, ol = 0.1, oh = 25.5, 256
+    levels. The recomposed range on a Parameter is [0.099999994, 25.5] (0x3dcccccc), so x <= il gives 0.099999994."""
+    x = F32([-1.0, -0.2, 1.25, 12.65, 25.2, 100.0])
+    want = {"parameter": [0x3DCCCCCC, 0x3E4C65FF, 0x3FD8CBFF, 0x4150C8C8, 0x41CC0000, 0x41CC0000],
+            "constant": [0x3DCCCCCD, 0x3E4C6600, 0x3FCC0C0C, 0x4150C8CA, 0x41CC0000, 0x41CC0000]}
+    c = [ops.constant(F32([v])) for v in (-0.3, 25.2, 0.1, 25.5)]
+    from qref.schemes.uniform.reference import fake_quantize
+
+    for mode, prof in (("parameter", "openvino_cpu"), ("constant", "openvino")):
+        got = O.run_graph(lambda nd: ops.fake_quantize(nd, *c, 256), "f32", x.shape, x, mode).view(np.uint32)
+        assert got.tolist() == want[mode], mode
+        q = fake_quantize(x, F32(-0.3), F32(25.2), F32(0.1), F32(25.5), 256, prof).view(np.uint32)
+        assert q.tolist() == want[mode], prof
+
+
+def test_fake_quantize_65536_levels_with_output_range_equal_to_input_range_is_removed():
+    """A 65536-level FakeQuantize with ol = il and oh = ih is removed (QDQ stripping): y = x; fed directly by the
+    graph's Parameter compile_model fails ('FQ stripping failed'), with another op in between it compiles."""
+    from qref.schemes.uniform.reference import fake_quantize
+
+    x = np.linspace(-1, 5, 257).astype(F32)
+    c = [ops.constant(F32([v])) for v in (0.0, 3.7, 0.0, 3.7)]
+    for mode in O.MODES:
+        got = O.run_graph(lambda nd: ops.fake_quantize(ops.relu(nd), *c, 65536), "f32", x.shape, x, mode).view(F32)
+        assert np.array_equal(got, np.maximum(x, 0)), mode
+    got = O.run_graph(lambda nd: ops.fake_quantize(nd, *c, 65536), "f32", x.shape, x, "constant").view(F32)
+    assert np.array_equal(got, x)
+    with pytest.raises(RuntimeError, match="FQ stripping failed"):
+        O.run_graph(lambda nd: ops.fake_quantize(nd, *c, 65536), "f32", x.shape, x, "parameter")
+    q = fake_quantize(x, F32(0), F32(3.7), F32(0), F32(3.7), 65536, "openvino_cpu")
+    assert np.array_equal(q, x)
+    assert not np.array_equal(fake_quantize(x, F32(0), F32(3.7), F32(0), F32(3.7), 65535, "openvino_cpu"), x)
+
+
+def test_fake_quantize_model_rejects_bad_input():
+    from qref.errors import QrefError
+    from qref.schemes.uniform.reference import fake_quantize
+
+    x = F32([0.5, 1.5])
+    for args, msg in (((x, 1.0, 0.0, 0.0, 1.0, 256, "openvino"), "il < ih"),
+                      ((x.astype(np.float64), 0.0, 1.0, 0.0, 1.0, 256, "openvino"), "float32"),
+                      ((x, 0.0, 1.0, 0.0, 1.0, 2, "openvino"), "levels"),
+                      ((x, 0.0, 1.0, 0.0, 1.0, 256, "tflite"), "no FakeQuantize rule"),
+                      ((x, F32([0, 0, 0]), 1.0, 0.0, 1.0, 256, "openvino"), "broadcast"),
+                      ((np.zeros((2, 3), F32), np.zeros((1, 3), F32), 1.0, 0.0, 1.0, 1000, "openvino"), "axis 1")):
+        with pytest.raises(QrefError, match=msg):
+            fake_quantize(*args)

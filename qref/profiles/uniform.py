@@ -90,7 +90,8 @@ class UniformArithmetic:
         "scale_shift" (clamp x to [il, ih], t = fl32(fl32(x * isc) - fl32(il * isc)), isc = fl32(n / fl32(ih -
         il)): a precomputed input scale and shift, two roundings) or "normalize" (x <= il: lo, x > ih: hi, else
         t = fl32(fl32(fl32(x - il) / fl32(ih - il)) * n)); q = fl32(fl32(fl32(round(t) / n) * n) + lo). Needs
-        compute "float32", a deterministic rounding, no vector loop, integer storage.
+        compute "float32", a deterministic rounding, no vector loop, integer storage. A general float output
+        range (ol, oh) is ``reference.fake_quantize`` with the profile's FakeQuantizeRule (FAKE_QUANTIZE_RULES).
     """
 
     compute: str = "expressed"
@@ -373,7 +374,8 @@ PROFILES: tuple[Profile, ...] = (
         "zero point, Multiply scale on constant u8/i8/u4/i4/u2 weights: the core's constant folding)",
         "dequantize = fl32(fl32(float(q) - float(z)) * s) with z and s float32 constants (the subtraction is exact "
         "for these widths); quantize = a folded FakeQuantize(x, fl32((lo - z) s), fl32((hi - z) s), lo, hi, "
-        "levels <= 256): t = fl32(fl32(fl32(x - il) / fl32(ih - il)) * n), x <= il -> lo, x > ih -> hi, "
+        "levels 15 / 16 / 255 / 256, ranges per tensor or per axis): t = fl32(fl32(fl32(x - il) / fl32(ih - il)) * n), "
+        "x <= il -> lo, x > ih -> hi, "
         "q = lo + nearbyint(t) (range_form 'normalize', uniform.md §2.8); float32 input.",
         rules=(UniformArithmetic(compute="float32", input_dtypes=("float32",), scale_op="divide",
                                  zero_point="after_rounding", clamp="integer", rounding="nearest_even",
@@ -388,7 +390,11 @@ PROFILES: tuple[Profile, ...] = (
                   "(openvino.decompress.constant): 0 mismatches",
                   "tests/test_openvino_targets.py::test_fake_quantize_forms: FakeQuantize on a Constant, every tie "
                   "(k + 1/2) s and its float32 neighbours, 4/8-bit and narrowed ranges: 0 mismatches; qref run "
-                  "(openvino.fake_quantize.constant, per tensor: 97 tasks, 27,732 values): 0 mismatches"),
+                  "(openvino.fake_quantize.constant, 15/16/255/256 levels per tensor and per axis: 113 tasks pass, "
+                  "35,064 values compared; blocks: 4 xfail tasks, 120 values, folded op by op, uniform.md §2.8 C8)",
+                  "scripts/verify_openvino_fq.py (openvino 2026.4.1, AMD EPYC Zen 4): general float output ranges "
+                  "(FAKE_QUANTIZE_RULES['openvino']) on a Constant, levels 3..65536, per tensor, per axis and "
+                  "along several axes, ties and random: 276 configurations, 1,162,282 values, 0 mismatches"),
     ),
     Profile(
         "openvino_cpu", "uniform", "OpenVINO 2026.4 CPU plugin running the weight decompression on runtime codes "
@@ -412,8 +418,14 @@ PROFILES: tuple[Profile, ...] = (
                   "--backend openvino (openvino.decompress.parameter): 0 mismatches",
                   "tests/test_openvino_targets.py::test_fake_quantize_forms: FakeQuantize on a Parameter, every tie "
                   "(k + 1/2) s and its float32 neighbours, 4/8/16-bit and narrowed ranges: 0 mismatches; qref run "
-                  "(openvino.fake_quantize.parameter, per tensor / per axis / blocks: 139 tasks, 41,386 values): 0 "
-                  "mismatches"),
+                  "(openvino.fake_quantize.parameter, per tensor / per axis / blocks: 151 tasks, 44,730 values): 0 "
+                  "mismatches",
+                  "scripts/verify_openvino_fq.py (openvino 2026.4.1, AMD EPYC Zen 4, also ONEDNN_MAX_CPU_ISA=AVX2): "
+                  "general float output ranges (FAKE_QUANTIZE_RULES['openvino_cpu']: the recomposed output range, "
+                  "the FMA output step) on a Parameter, levels 3..65536, per tensor, per axis and along several "
+                  "axes, ties and random: 299 configurations, 1,127,423 values, 0 mismatches; with "
+                  "ONEDNN_MAX_CPU_ISA=SSE41 the per-tensor graphs take output_step 'multiply_add' (uniform.md "
+                  "§2.8 C9)"),
     ),
     Profile(
         "pytorch_fake_quantize", "uniform", "PyTorch 2.13 CPU fake_quantize_per_tensor_affine / "
@@ -687,6 +699,64 @@ HISTOGRAM_OBSERVER_RULES = {
                                                                versions="==2.13.0"),
 }
 
+@dataclasses.dataclass(frozen=True)
+class FakeQuantizeRule:
+    """How a FakeQuantize(x, il, ih, ol, oh, levels) with a general float output range is computed (uniform.md
+    §2.8, ``qref.schemes.uniform.reference.fake_quantize``); keyed by the uniform profile whose codes it extends.
+
+    normalize_levels: the levels computed by the normalized form fl32(fl32(x - il) / fl32(ih - il)) * n with the
+        output step fl32(fl32(fl32(r / n) * fl32(oh - ol)) + ol) (a constant folded by the core's reference);
+        every other level count takes the scale_shift form.
+    output_step: scale_shift's r * osc + ol, osc = fl32(fl32(oh - ol) / n): "fma" (one rounding) or
+        "multiply_add" (fl32(fl32(r * osc) + ol)).
+    recompose_ranges: (levels, m) pairs: for these levels the output range is first rewritten through the integer
+        range [0, m]: scale = fl32(fl32(oh - ol) / m), shift = fl32(fl32(0 - fl32(m * ol)) / fl32(oh - ol)),
+        ol' = fl32(fl32(0 - shift) * scale), oh' = fl32(fl32(m - shift) * scale) (a decomposition into a
+        quantize to [0, m] and a dequantize, composed back into one FakeQuantize).
+    recompose_axes: the recomposed range is used when the output ranges (ol, oh) vary only along the first
+        ``recompose_axes`` axes of x; when they vary along a later axis the dequantize stays separate:
+        y = fl32(fl32(q - shift) * scale), q = nearbyint(fl32(r * fl32(m / n))) (the u8 / u4 codes).
+    normalize_max_axes: the normalized form needs ranges varying along at most this many axes (per tensor or per
+        axis); ranges varying along more axes (blocks) take scale_shift.
+    node_min_axis: levels outside normalize_levels with ranges varying along exactly one axis >= node_min_axis are
+        outside the rule (QrefError: the plugin's FakeQuantize node computes them, or refuses them); None: no limit.
+    identity_levels: levels for which a FakeQuantize with scalar ranges ol = il and oh = ih is removed from the
+        graph (y = x: a quantize-dequantize pair of 16-bit codes taken as lossless).
+    package, versions: the system and versions the rule was checked against.
+    """
+
+    normalize_levels: tuple[int, ...] = ()
+    output_step: str = "fma"
+    recompose_ranges: tuple[tuple[int, int], ...] = ()
+    recompose_axes: int = 2
+    normalize_max_axes: int = 1
+    node_min_axis: int | None = None
+    identity_levels: tuple[int, ...] = ()
+    package: str = ""
+    versions: str = ""
+
+    def __post_init__(self) -> None:
+        check_choice("FakeQuantize output step", self.output_step, ("fma", "multiply_add"))
+        for lv, m in self.recompose_ranges:
+            if not (isinstance(lv, int) and isinstance(m, int) and lv >= 3 and m >= 1):
+                raise QrefError(f"recompose_ranges holds (levels >= 3, m >= 1) integer pairs, got {(lv, m)!r}")
+
+
+#: FakeQuantize with general output ranges by uniform profile (uniform.md §2.8): the CPU plugin on a runtime
+#: input (``openvino_cpu``: the low-precision transformations recompose the output range for 15 / 16 / 255 / 256
+#: levels, the Snippets kernel fuses the output step into an FMA on AVX2 / AVX-512; "multiply_add" under
+#: ONEDNN_MAX_CPU_ISA=SSE41) and a Constant (``openvino``: folded by the core's reference for the levels the
+#: low-precision transformations support, else the decomposed graph folded op by op, unfused); both remove a
+#: 65536-level FakeQuantize whose output range equals its input range (QDQ stripping)
+FAKE_QUANTIZE_RULES = {
+    "openvino_cpu": FakeQuantizeRule(output_step="fma",
+                                     recompose_ranges=((15, 255), (16, 15), (255, 255), (256, 255)),
+                                     identity_levels=(65536,), package="openvino", versions="==2026.4.*"),
+    "openvino": FakeQuantizeRule(normalize_levels=(15, 16, 255, 256), output_step="multiply_add", node_min_axis=1,
+                                 identity_levels=(65536,), package="openvino", versions="==2026.4.*"),
+}
+
+
 def calibration_formula(name: str) -> str:
     """The calibration mechanism ``name`` names: a mechanism of CALIBRATION_FORMULAS as it is, or the one the
     profile ``name`` (``qwix``, ``aqt``, ``pytorch``; ``qref`` for ``exact``) chooses."""
@@ -717,6 +787,7 @@ __all__ = [
     "DQ_FORMS",
     "DQ_MULTIPLY",
     "DQ_SUBTRACT",
+    "FAKE_QUANTIZE_RULES",
     "FINAL_ROUNDINGS",
     "HISTOGRAM_BINNINGS",
     "HISTOGRAM_GRIDS",
@@ -732,6 +803,7 @@ __all__ = [
     "UNSIGNED_SYMMETRIC_ZERO_POINTS",
     "ZERO_POINT_RANGES",
     "ZERO_POINT_STAGES",
+    "FakeQuantizeRule",
     "HistogramObserverRule",
     "RangeObserverRule",
     "UniformArithmetic",

@@ -469,6 +469,7 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from _openvino_fake_quantize_cases(full)
     yield from _fake_quantize_grad_cases()
     yield from _histogram_calibrate_cases(full)
+    yield from _openvino_fake_quantize_structured_cases(full)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -982,9 +983,39 @@ def _histogram_calibrate_cases(full: bool) -> Iterator[Case]:
             )
 
 
+# ---------------------------------------------------------------------------------------------------------
+# OpenVINO FakeQuantize along axes, in blocks and with 15 levels (uniform.md §2.8 C6, C8): the input range of
+# each channel / block from its (s, z); a Constant folds ranges along one axis with the reference (normalize),
+# ranges along two axes (blocks) op by op (scale_shift)
+# ---------------------------------------------------------------------------------------------------------
+FQ_STRUCTURED_SETUPS: tuple[Setup, ...] = (
+    Setup("fq_axis1", "int8", (0.1, 0.007, 1 / 3, 0.37), (3, -5, 0, -2), axis=1, shape=(2, 4, 96),
+          profiles=FQ_PROFILES, description="FakeQuantize with ranges per channel along axis 1 of a rank-3 input"),
+    Setup("fq_axis2_odd", "uint8", tuple(0.1 * (k + 1) for k in range(7)), (3, 100, 0, 255, 17, 128, 64), axis=2,
+          shape=(3, 5, 7), profiles=FQ_PROFILES,
+          description="FakeQuantize with ranges along the last axis (2) of a (3, 5, 7) input"),
+    Setup("fq_blocks", "int8", ((0.1, 0.5, 1 / 3, 0.007), (2.0, 0.37, 0.1, 1.0)), ((3, 1, -3, -5), (5, -1, 0, 3)),
+          block_size={0: 4, 1: 16}, shape=(8, 64), profiles=FQ_PROFILES,
+          description="FakeQuantize with ranges per block of 4 x 16 (ranges along two axes)"),
+)
+FQ_LEVEL_SETUPS: tuple[Setup, ...] = (
+    Setup("fq_s0.37_z0", "int4<-7:7>", 0.37, 0, profiles=FQ_PROFILES,
+          description="FakeQuantize, 15 levels (the narrowed 4-bit range)"),
+)
+
+
+def _openvino_fake_quantize_structured_cases(full: bool) -> Iterator[Case]:
+    """uniform_quantize under the FakeQuantize profiles with ranges per axis and per block, and with 15 levels
+    (uniform.md §2.8): each channel's / block's ties, near ties, range edges and specials, and random values."""
+    for st in FQ_STRUCTURED_SETUPS:
+        yield from _structured(st, full)
+    for st in FQ_LEVEL_SETUPS:
+        yield from _per_tensor(st, full)
+
+
 __all__ = ["CALIBRATE_CATEGORIES", "CALIBRATE_SETUPS", "CATEGORY_TAGS", "CATEGORY_TEXT", "FAKE_GRAD_SETUPS",
-           "FAKE_QUANTIZE_SETUPS", "FAMILY", "FLOAT_SETUPS", "FQ_PROFILES", "FQ_SETUPS",
-           "HISTOGRAM_CATEGORIES", "HISTOGRAM_EDGE_SETUPS", "HISTOGRAM_SETUPS",
+           "FAKE_QUANTIZE_SETUPS", "FAMILY", "FLOAT_SETUPS", "FQ_LEVEL_SETUPS", "FQ_PROFILES", "FQ_SETUPS",
+           "FQ_STRUCTURED_SETUPS", "HISTOGRAM_CATEGORIES", "HISTOGRAM_EDGE_SETUPS", "HISTOGRAM_SETUPS",
            "MLIR_FLOAT_SETUPS", "N_RANDOM", "N_RANDOM_FULL", "PROFILE_ORDER", "REQUANTIZE_PROFILES",
            "REQUANTIZE_SETUPS", "SETUPS", "SOURCES", "SPEC", "CalibrateSetup", "RequantizeSetup", "Setup",
            "build_cases", "code_patterns", "storage_values"]

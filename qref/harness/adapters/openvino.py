@@ -7,8 +7,8 @@ float32 arithmetic in bfloat16).
   elements.md §2.12);
 - uniform: ``FakeQuantize(x, il, ih, lo, hi, hi - lo + 1)`` with il = fl32((lo - z) * s), ih = fl32((hi - z) * s)
   on uniform_quantize cases (its outputs are the codes; uniform.md §2.8): the plugin's Snippets decomposition
-  (profile ``openvino_cpu``, range_form "scale_shift"), the core's folding for levels <= 256 (``openvino``,
-  "normalize");
+  (profile ``openvino_cpu``, range_form "scale_shift"), the core's folding for 15 / 16 / 255 / 256 levels (``openvino``,
+  "normalize"; ranges along two or more axes are folded op by op instead: xfail entries);
 - uniform: the weight decompression OpenVINO runs for compressed weights, (Convert(w, f32) - Convert(z, f32)) *
   scale (uniform_dequantize of u8 / i8 / u4 / i4 / u2 codes, per tensor or per axis), profile ``openvino``;
 - lookup: NF4 decompression, Convert(nf4 -> f16) * f16 scale per group, then Convert to the output type
@@ -269,8 +269,12 @@ def _dq_snippet(mode: str):
 
 
 # ---- uniform: FakeQuantize -----------------------------------------------------------------------------------
-#: the most levels a constant FakeQuantize is folded with (the core's reference); above, the CPU plugin runs it
-FOLD_LEVELS = 256
+def _fold_levels() -> tuple[int, ...]:
+    """The levels a Constant FakeQuantize is folded with by the core's reference (the normalized form): those the
+    low-precision transformations handle (uniform.md §2.8, FAKE_QUANTIZE_RULES["openvino"].normalize_levels)."""
+    from ...profiles.uniform import FAKE_QUANTIZE_RULES
+
+    return FAKE_QUANTIZE_RULES["openvino"].normalize_levels
 
 
 def _fq_supports(case: Case, mode: str) -> str | None:
@@ -286,13 +290,14 @@ def _fq_supports(case: Case, mode: str) -> str | None:
     if case.inputs["x"].dtype != np.float32 or sch.expressed.name != "float32":
         return "float32 input and scales only (the openvino profiles compute in float32)"
     lo, hi = sch.storage_bounds
-    if mode == "constant" and sch.granularity != "per_tensor":
-        return ("a Constant FakeQuantize with per-axis / blocked ranges is not modelled yet: the blocked cases "
-                "differ from the folded formula and per-axis ranges on axis 2 do not compile ('doesn't support non "
-                "per-tensor quantization for axis: 2'); per-tensor here, every granularity on the Parameter target")
-    if mode == "constant" and hi - lo + 1 > FOLD_LEVELS:
-        return (f"OpenVINO 2026.4 folds a constant FakeQuantize only with levels <= {FOLD_LEVELS} (here "
-                f"{hi - lo + 1}); with more levels the CPU plugin runs it, as openvino.fake_quantize.parameter")
+    levels = hi - lo + 1
+    if mode == "constant" and levels not in _fold_levels():
+        return (f"a Constant FakeQuantize with {levels} levels is not folded by the core's reference (the profile "
+                f"openvino's normalized form: only for {'/'.join(map(str, _fold_levels()))} levels, the ones the "
+                "low-precision transformations handle): per tensor, along axis 0 or along several axes the "
+                "decomposed graph is folded op by op (the scale_shift codes of openvino.fake_quantize.parameter), "
+                "along axis 1 the CPU plugin's FakeQuantize node runs it, along axis >= 2 compile_model fails "
+                "('doesn't support non per-tensor quantization for axis: 2'); uniform.md §2.8 C8")
     return None
 
 

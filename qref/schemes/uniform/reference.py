@@ -35,8 +35,8 @@ from ...errors import QrefError
 from ...formats import FloatFormat, IntFormat
 from .validation import UniformRecord
 
-__all__ = ["FLOAT_DTYPES", "cast", "compute_dtype", "dequantize_arrays", "dq_multiply_dtype", "float_steps",
-           "fma32", "int_to_float", "integer_tail", "np_dtype", "quantize_arrays", "quantize_float",
+__all__ = ["FLOAT_DTYPES", "cast", "compute_dtype", "dequantize_arrays", "dq_multiply_dtype", "fake_quantize",
+           "float_steps", "fma32", "int_to_float", "integer_tail", "np_dtype", "quantize_arrays", "quantize_float",
            "range_steps", "reciprocal", "round_fraction", "round_to_int", "scale_in", "wrapped_zero_points"]
 
 FLOAT_DTYPES = {
@@ -256,6 +256,79 @@ def range_steps(r: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarray
     q = np.broadcast_to(q, arr.shape).copy()
     return q, np.zeros((), dtype=np.int64), np.zeros(arr.shape, dtype=bool)
 
+
+def fake_quantize(x: np.ndarray, il: Any, ih: Any, ol: Any, oh: Any, levels: int, rule: Any) -> np.ndarray:
+    """FakeQuantize(x, il, ih, ol, oh, levels) with a general float32 output range (uniform.md §2.8), float32 in and
+    out, the ranges broadcast against x; ``rule`` a ``FakeQuantizeRule`` (qref.profiles.uniform) or the name of a
+    profile in FAKE_QUANTIZE_RULES. With n = levels - 1:
+    scale_shift: r = round_half_even(fl32(fl32(clamp(x, il, ih) * isc) - fl32(il * isc))), isc = fl32(n / fl32(ih -
+    il)); y = r * osc + ol, osc = fl32(fl32(oh - ol) / n), fused or not (output_step), after recompose_ranges;
+    normalize: x <= il: ol, x > ih: oh, else r = nearbyint(fl32(fl32(fl32(x - il) / fl32(ih - il)) * n)),
+    y = fl32(fl32(fl32(r / n) * fl32(oh - ol)) + ol); identity_levels with scalar ranges ol = il, oh = ih: y = x.
+    NaN inputs give unspecified outputs."""
+    from ...profiles.uniform import FAKE_QUANTIZE_RULES, FakeQuantizeRule
+
+    if isinstance(rule, str):
+        if rule not in FAKE_QUANTIZE_RULES:
+            raise QrefError(f"no FakeQuantize rule for profile {rule!r}; known: {sorted(FAKE_QUANTIZE_RULES)}")
+        rule = FAKE_QUANTIZE_RULES[rule]
+    if not isinstance(rule, FakeQuantizeRule):
+        raise QrefError(f"rule must be a FakeQuantizeRule or a profile name, got {type(rule).__name__}")
+    if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or not 3 <= int(levels) <= 2**32:
+        raise QrefError(f"levels must be an integer from 3 to 2^32 (2 is binarization, not modelled), got {levels!r}")
+    x = np.asarray(x)
+    if x.dtype != _F32:
+        raise QrefError(f"FakeQuantize is modelled for float32 inputs, got {x.dtype}: convert x to float32 first")
+    f32 = np.float32
+    il, ih, ol, oh = (np.asarray(v, dtype=np.float64).astype(f32) for v in (il, ih, ol, oh))
+    try:
+        shape = np.broadcast_shapes(x.shape, il.shape, ih.shape, ol.shape, oh.shape)
+    except ValueError as e:
+        raise QrefError(f"the ranges do not broadcast against x {x.shape}: {e}") from None
+    if shape != x.shape:
+        raise QrefError(f"the ranges broadcast x {x.shape} to {shape}: give ranges broadcastable to x's shape")
+    if not np.all(il < ih):
+        raise QrefError("FakeQuantize needs il < ih elementwise (uniform.md §2.8 C5): swap or widen the input range")
+    levels = int(levels)
+    if (levels in rule.identity_levels and all(v.size == 1 for v in (il, ih, ol, oh))
+            and bool(np.all(il == ol)) and bool(np.all(ih == oh))):
+        return x.copy()  # removed from the graph (§2.8 C7)
+    axes = {x.ndim - v.ndim + i for v in (il, ih, ol, oh) for i, d in enumerate(v.shape) if d != 1}
+    out_axes = {x.ndim - v.ndim + i for v in (ol, oh) for i, d in enumerate(v.shape) if d != 1}
+    n = f32(levels - 1)
+    m = dict(rule.recompose_ranges).get(levels)
+    normalize = levels in rule.normalize_levels and len(axes) <= rule.normalize_max_axes
+    if (not normalize and rule.node_min_axis is not None and levels not in rule.normalize_levels
+            and len(axes) == 1 and min(axes) >= rule.node_min_axis):
+        raise QrefError(f"FakeQuantize with {levels} levels and ranges varying along axis {min(axes)} is outside the "
+                        f"rule (uniform.md §2.8 C8): the CPU plugin's FakeQuantize node computes it (axis 1) or "
+                        f"refuses it (axis >= 2); use ranges per tensor, along axis 0 or along two or more axes")
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        if normalize:
+            t = np.asarray(np.asarray((x - il).astype(f32) / np.asarray(ih - il, dtype=f32), dtype=f32) * n,
+                           dtype=f32)
+            r = np.rint(t).astype(f32)
+            y = np.asarray(np.asarray(np.asarray(r / n, dtype=f32) * np.asarray(oh - ol, dtype=f32), dtype=f32) + ol,
+                           dtype=f32)
+            return np.where(x <= il, ol, np.where(x > ih, oh, y)).astype(f32)
+        isc = np.asarray(n / np.asarray(ih - il, dtype=f32), dtype=f32)
+        xc = np.minimum(np.maximum(x, il), ih)
+        r = np.rint(np.asarray(xc * isc, dtype=f32) - np.asarray(il * isc, dtype=f32)).astype(f32)
+        if m is not None:  # the output range through the integer range [0, m] (§2.8 C6)
+            mf = f32(m)
+            d = np.asarray(oh - ol, dtype=f32)
+            scale = np.asarray(d / mf, dtype=f32)
+            shift = np.asarray(np.asarray(f32(0) - np.asarray(mf * ol, dtype=f32), dtype=f32) / d, dtype=f32)
+            if out_axes and max(out_axes) >= rule.recompose_axes:  # the dequantize stays separate
+                q = np.rint(np.asarray(r * f32(mf / n), dtype=f32))  # the quantize output as u8 / u4 codes
+                y = np.asarray(np.asarray(q - shift, dtype=f32) * scale, dtype=f32)
+                return np.where(d != 0, y, ol).astype(f32)
+            ol, oh = (np.where(d != 0, np.asarray(np.asarray(v - shift, dtype=f32) * scale, dtype=f32), w).astype(f32)
+                      for v, w in ((f32(0), ol), (mf, oh)))
+        osc = np.asarray(np.asarray(oh - ol, dtype=f32) / n, dtype=f32)
+        if rule.output_step == "fma":
+            return fma32(r, np.broadcast_to(osc, shape), np.broadcast_to(ol, shape))
+        return np.asarray(np.asarray(r * osc, dtype=f32) + ol, dtype=f32)
 
 def quantize_arrays(r: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarray, rbits: np.ndarray | None
                     ) -> tuple[np.ndarray, np.ndarray]:
