@@ -285,6 +285,25 @@ CPU_VARIANTS: tuple[CpuVariant, ...] = (
                "returns bfloat16 (outside the float32 bound); without it the weights are dequantized and F.linear "
                "runs in float32",
                ("AMD EPYC (Zen 4, AVX512-BF16) native: outside the bound",)),
+    CpuVariant("torch_histogram_grid_without_fma", "fma", False, "torch.observer.HistogramObserver",
+               "uniform/calibrate/histogram/*", ("other",),
+               "HistogramObserver's search grid is torch.linspace, whose CPU kernel is picked by cpuid (ATen CPU "
+               "capability): with AVX2 / AVX-512 (FMA) each point is one rounding fl32(fma(k, step, a)), below "
+               "(ATEN_CPU_CAPABILITY=default) two, fl32(a + fl32(k step)): rule pytorch_histogram_observer_no_fma "
+               "(uniform.md §5.5); a histogram can move by a bin, the scale and zero point moved in none of 180 "
+               "sampled runs",
+               ("AMD EPYC (Zen 4, FMA) native and ATEN_CPU_CAPABILITY=avx2: the FMA rule, 0 mismatches",
+                "the same CPU with ATEN_CPU_CAPABILITY=default: the no-FMA rule in 60 of 60 runs")),
+    CpuVariant("openvino_fake_quantize_sse41", "avx2", False, "openvino.fake_quantize.parameter", "uniform/*/fq_*",
+               ("other", "crash"),
+               "the CPU plugin's Snippets kernel fuses FakeQuantize's output step into an FMA on AVX2 / AVX-512; "
+               "below AVX2 (ONEDNN_MAX_CPU_ISA=SSE41) it is a multiply then an add (FakeQuantizeRule output_step "
+               "'multiply_add', uniform.md §2.8), ranges along an axis go to the plugin's own FakeQuantize node "
+               "(not modelled), and ranges along axis >= 2 do not compile",
+               ("AMD EPYC (Zen 4) native and ONEDNN_MAX_CPU_ISA=AVX2: the FMA form, 0 mismatches on 1.1 M values",
+                "the same CPU with ONEDNN_MAX_CPU_ISA=SSE41: multiply-add per tensor, 0 mismatches; 2,650 values of "
+                "40 per-axis configurations differ; 25 axis >= 2 graphs fail to compile "
+                "(scripts/verify_openvino_fq.py --isa SSE41)")),
     CpuVariant("llvm_f32_to_bf16_libcall", "avx512_bf16", False, "mlir.quant", "uniform/*/ebf16_*",
                ("crash",),
                "lower-quant-ops on a bfloat16 expressed type rounds float32 -> bfloat16 with fptrunc, which LLVM "
