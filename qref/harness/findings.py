@@ -27,7 +27,7 @@ from .fixed import load_fixed
 from .fixed import render as render_fixed
 from .model import TaskResult
 from .reproducer import block, layout, wrap
-from .runner import RunResults
+from .runner import RunResults, default_jobs
 
 KINDS = ("crash", "spec", "profile", "unspecified")
 _LABEL = {"spec": "spec finding", "profile": "profile gap", "crash": "crash group",
@@ -468,7 +468,7 @@ def add_scripts(res: RunResults, fs: list[Finding], suite: str | None = None) ->
     """Standalone reproducers for the findings the run left without one (crash groups, implementation-defined
     results), written by the backend's adapter in a child process pinned as the run was."""
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
     need: dict[str, list[Finding]] = defaultdict(list)
     for f in fs:
@@ -476,14 +476,20 @@ def add_scripts(res: RunResults, fs: list[Finding], suite: str | None = None) ->
         if not written and ((f.where and f.kind in ("crash", "unspecified"))
                             or (f.kind in ("spec", "profile") and f.repro.get("target"))):
             need[f.backend].append(f)
-    for backend, mine in need.items():
-        asks = [_requests(f) for f in mine]
-        reqs = [q for a in asks for q in a]
+    asked = {backend: [_requests(f) for f in mine] for backend, mine in need.items()}
+
+    def scripts(backend: str) -> list[tuple[str, str]]:  # one backend's scripts, in its own spawned process
+        reqs = [q for a in asked[backend] for q in a]
         try:
             with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
-                got = pool.submit(_script_child, (backend, suite, res.cpu_mode, reqs)).result()
+                return pool.submit(_script_child, (backend, suite, res.cpu_mode, reqs)).result()
         except Exception as exc:  # the backend is not installed here: no script
-            got = [("", f"the backend could not be loaded: {exc}")] * len(reqs)
+            return [("", f"the backend could not be loaded: {exc}")] * len(reqs)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(default_jobs(), len(need)))) as threads:
+        written_by = dict(zip(need, threads.map(scripts, list(need))))  # the backends at the same time
+    for backend, mine in need.items():
+        asks, got = asked[backend], written_by[backend]
         at = 0
         for f, a in zip(mine, asks):
             tried, at = got[at : at + len(a)], at + len(a)
