@@ -363,19 +363,22 @@ def _fold(items: list[str], n: int = 6) -> str:
     return shown + (f" and {len(items) - n} more" if len(items) > n else "")
 
 
-def _script_child(args: tuple[str, str | None, str, list[tuple[str, str, str]]]) -> list[tuple[str, str]]:
+def _script_child(args: tuple[str, str | None, str, list[tuple[str, str, str]], tuple[str, ...]]
+                  ) -> list[tuple[str, str]]:
     """In a child process (the backend pinned as in the run): for each (target, case id, what) a standalone
     script: what = "" for a crash (prints the error line), else an input kind of divergence.md (prints the bits
-    the backend returns for the first such element). ("", reason) when none can be written."""
-    from ..conformance.suite import load_suite
+    the backend returns for the first such element). ("", reason) when none can be written. The last argument:
+    the manifests the parent validated (suite.validated_manifests), not validated again here."""
+    from ..conformance.suite import load_suite, trust_validated
     from . import adapters
     from .model import first_line
     from .runner import _replicated, apply_pin, resolve_target
 
-    backend, suite, cpu, requests = args
+    backend, suite, cpu, requests, validated = args
     if cpu == "baseline":
         apply_pin(backend)
     tgts = {t.name: t for t in adapters.load_targets(backend)}
+    trust_validated(validated)
     s = load_suite(suite)
     out: list[tuple[str, str]] = []
     for tname, cid, what in requests:
@@ -470,6 +473,8 @@ def add_scripts(res: RunResults, fs: list[Finding], suite: str | None = None) ->
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
+    from ..conformance.suite import validated_manifests
+
     need: dict[str, list[Finding]] = defaultdict(list)
     for f in fs:
         written = f.repro.get("command")
@@ -477,12 +482,13 @@ def add_scripts(res: RunResults, fs: list[Finding], suite: str | None = None) ->
                             or (f.kind in ("spec", "profile") and f.repro.get("target"))):
             need[f.backend].append(f)
     asked = {backend: [_requests(f) for f in mine] for backend, mine in need.items()}
+    validated = validated_manifests()  # the run's parent process read the suite: its children need not check it
 
     def scripts(backend: str) -> list[tuple[str, str]]:  # one backend's scripts, in its own spawned process
         reqs = [q for a in asked[backend] for q in a]
         try:
             with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
-                return pool.submit(_script_child, (backend, suite, res.cpu_mode, reqs)).result()
+                return pool.submit(_script_child, (backend, suite, res.cpu_mode, reqs, validated)).result()
         except Exception as exc:  # the backend is not installed here: no script
             return [("", f"the backend could not be loaded: {exc}")] * len(reqs)
 
