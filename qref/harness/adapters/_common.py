@@ -11,6 +11,7 @@ import numpy as np
 from ...conformance.case import Case, to_storage
 from ...formats import get_format
 from ..families.uniform import element_params, scheme_of, to_scheme_of
+from ..model import Unsupported
 
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 K = TypeVar("K")
@@ -164,6 +165,19 @@ def run_element_groups(cases: Sequence[Case], prepare: Callable[[tuple[str, str,
     return out
 
 
+def unsupported_reason(check: Callable[[Any], object]) -> Callable[[Any], str | None]:
+    """A target's ``supports(case)``: None when check(case) runs, else the Unsupported message."""
+
+    def supports(case: Any) -> str | None:
+        try:
+            check(case)
+        except Unsupported as exc:
+            return str(exc)
+        return None
+
+    return supports
+
+
 def storage_values(case: Case) -> np.ndarray:
     """The codes input of a uniform_dequantize case as integer values of its storage type (sign-extended for
     signed storage narrower than the array), in the smallest numpy integer of >= 8 bits that holds them."""
@@ -273,4 +287,4 @@ def jax_dot_modes(jax: Any, dot: Any, a: Any, b: Any, sa: Any, sb: Any, mode: st
 
 __all__ = ["array_literal", "codes_as", "element_signature", "float_literal", "from_torch", "group_by", "hex_print",
            "jax_dot_modes", "jit_once", "python_c", "run_each", "run_element_groups", "run_elements",
-           "single_element_case", "storage_values", "suite_input", "to_torch"]
+           "single_element_case", "storage_values", "suite_input", "to_torch", "unsupported_reason"]

@@ -6,7 +6,6 @@ unchanged), and the types of qref formats. Every operation's text comes from the
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 from ...interop.mlir.stablehlo import MLIR_TYPES, WIDTH, Body, cast, dot_general, func, quant_uniform, tensor
@@ -239,19 +238,6 @@ def uniform_types(case: Any) -> tuple[object, ...]:
     return types
 
 
-def unsupported_reason(check: Callable[[Any], object]) -> Callable[[Any], str | None]:
-    """A target's ``supports(case)``: None when check(case) runs, else the Unsupported message."""
-
-    def supports(case: Any) -> str | None:
-        try:
-            check(case)
-        except Unsupported as exc:
-            return str(exc)
-        return None
-
-    return supports
-
-
 #: diagnostics of a lowering or runtime failure after the module parsed and verified: the backend accepts the
 #: operation on these types (StableHLO's uniform_quantize takes any quantization_dimension and i2/i4 storage of
 #: any length) and then fails to compile or run it
@@ -341,4 +327,4 @@ def matmul_element_case(case: Any, i: int) -> Any:
 __all__ = ["LOWERING_FAILURES", "WIDTH", "CompileFailure", "as_crash", "diagnostic", "dot_types", "element_body",
            "func_name", "generic_memref_func", "generic_tensor_func", "is_float_storage", "matmul_element_case",
            "mlir_type", "quant_type", "scheme_quant_type", "shape_text", "shlo_dot_body", "shlo_uniform_body",
-           "uniform_input_type", "uniform_types", "unsupported_reason"]
+           "uniform_input_type", "uniform_types"]

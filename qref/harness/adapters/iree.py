@@ -30,6 +30,7 @@ from ._common import (
     run_element_groups,
     single_element_case,
     storage_values,
+    unsupported_reason,
 )
 from ._mlir import (
     as_crash,
@@ -44,7 +45,6 @@ from ._mlir import (
     shlo_uniform_body,
     uniform_input_type,
     uniform_types,
-    unsupported_reason,
 )
 
 BACKEND = "iree"

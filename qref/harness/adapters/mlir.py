@@ -35,6 +35,7 @@ from ._common import (
     run_element_groups,
     single_element_case,
     storage_values,
+    unsupported_reason,
 )
 from ._mlir import (
     CompileFailure,
@@ -46,7 +47,6 @@ from ._mlir import (
     quant_type,
     scheme_quant_type,
     shape_text,
-    unsupported_reason,
 )
 
 BACKEND = "mlir"

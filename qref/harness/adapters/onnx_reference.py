@@ -32,6 +32,7 @@ from ._common import (
     run_element_groups,
     single_element_case,
     storage_values,
+    unsupported_reason,
 )
 from .onnxruntime import (
     ONNX_TYPES,
@@ -164,12 +165,7 @@ def _uq_model(case: Case) -> tuple[Any, str, str]:
     return model, it, ot
 
 
-def _uq_supports(case: Case) -> str | None:
-    try:
-        _uq_model(case)
-    except Unsupported as exc:
-        return str(exc)
-    return None
+_uq_supports = unsupported_reason(_uq_model)
 
 
 def _uq_one(case: Case) -> Outputs:

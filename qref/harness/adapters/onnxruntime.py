@@ -20,7 +20,7 @@ from ..families.matmul import element_inputs
 from ..families.uniform import scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import codes_as, element_signature, float_literal, python_c, run_element_groups
+from ._common import codes_as, element_signature, float_literal, python_c, run_element_groups, unsupported_reason
 
 BACKEND = "onnxruntime"
 DISTRIBUTIONS = ("onnx", "onnxruntime")
@@ -282,12 +282,7 @@ def qdq_model(case: Case) -> tuple[Any, str, str]:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), it, ot
 
 
-def _uq_supports(case: Case) -> str | None:
-    try:
-        qdq_model(case)
-    except Unsupported as exc:
-        return str(exc)
-    return None
+_uq_supports = unsupported_reason(qdq_model)
 
 
 def _uq_input(case: Case) -> np.ndarray:

@@ -21,7 +21,16 @@ from ...conformance.export.mlir import hex_dense
 from ...interop.mlir.stablehlo import WIDTH, Body, constant, func, module, one_line, tensor
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import _mask, codes_as, element_signature, python_c, run_each, single_element_case, storage_values
+from ._common import (
+    _mask,
+    codes_as,
+    element_signature,
+    python_c,
+    run_each,
+    single_element_case,
+    storage_values,
+    unsupported_reason,
+)
 from ._mlir import (
     as_crash,
     diagnostic,
@@ -35,7 +44,6 @@ from ._mlir import (
     shlo_uniform_body,
     uniform_input_type,
     uniform_types,
-    unsupported_reason,
 )
 
 BACKEND = "stablehlo"
