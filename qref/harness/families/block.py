@@ -10,7 +10,6 @@ agreeing profiles for every input set), else from qref's scheme rebuilt under th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +18,8 @@ import numpy as np
 from ...conformance.case import Case
 from ...schemes.base import QArray, scheme
 from ...schemes.block import DEFAULT_PROFILE, BlockScheme
-from . import Expectation, describe_value, flushed, held_or_computed, holds_for_spec_or, task_hash
+from . import Expectation, distinct_alternatives, flushed, held_or_computed, holds_for_spec_or, task_hash
+from . import describe_first_output as describe_output
 
 FAMILY = "block"
 SPEC_PROFILE = "spec"
@@ -126,16 +126,7 @@ def expectation(case: Case, profile: str) -> Expectation:
 
 
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
-    seen = set()
-    for cls, ov in _ALTS:
-        key = json.dumps(ov, sort_keys=True)
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            yield cls, _outputs(case, scheme_under(case, profile, **ov)).outputs
-        except Exception:
-            continue
+    yield from distinct_alternatives(_ALTS, lambda ov: _outputs(case, scheme_under(case, profile, **ov)).outputs)
 
 
 def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
@@ -202,10 +193,6 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
         return f"{x.dtype.name} {hex_words(v)[0]} ({val}) in a block of {case.scheme['block_size']}"
     c = case.inputs["codes"].reshape(-1)[index : index + 1]
     return f"code {hex_words(c)[0]} of {case.scheme['element']}"
-
-
-def describe_output(case: Case, name: str, value: np.ndarray) -> str:
-    return describe_value(name, value)
 
 
 def reduce(case: Case, index: int, output: str) -> Case:
