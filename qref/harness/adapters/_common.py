@@ -165,6 +165,13 @@ def run_element_groups(cases: Sequence[Case], prepare: Callable[[tuple[str, str,
     return out
 
 
+def raise_unsupported(reason: str | None) -> None:
+    """Raise ``Unsupported(reason)`` where a target's ``supports`` check gave a reason (a run on a case the check
+    refuses: the runner asks the check first, a direct call may not)."""
+    if reason:
+        raise Unsupported(reason)
+
+
 def unsupported_reason(check: Callable[[Any], object]) -> Callable[[Any], str | None]:
     """A target's ``supports(case)``: None when check(case) runs, else the Unsupported message."""
 
@@ -286,5 +293,5 @@ def jax_dot_modes(jax: Any, dot: Any, a: Any, b: Any, sa: Any, sb: Any, mode: st
 
 
 __all__ = ["array_literal", "codes_as", "element_signature", "float_literal", "from_torch", "group_by", "hex_print",
-           "jax_dot_modes", "jit_once", "python_c", "run_each", "run_element_groups", "run_elements",
-           "single_element_case", "storage_values", "suite_input", "to_torch", "unsupported_reason"]
+           "jax_dot_modes", "jit_once", "python_c", "raise_unsupported", "run_each", "run_element_groups",
+           "run_elements", "single_element_case", "storage_values", "suite_input", "to_torch", "unsupported_reason"]
