@@ -482,11 +482,17 @@ def _qmm_supports(case: Case) -> str | None:
     return None
 
 
-def _qmm_one(case: Case) -> Outputs:
-    mx = _mx()
+def _mm_parts(case: Case) -> tuple[str, int, int, np.ndarray, np.ndarray, np.ndarray]:
+    """(mode, group size, bits, lhs values, packed rhs words, rhs scales) of a block_matmul case."""
     mode, g, b = _mm_mode(case)
     x, _ = _lhs_values(case)
     w, sc = _weight(case, b)
+    return mode, g, b, x, w, sc
+
+
+def _qmm_one(case: Case) -> Outputs:
+    mx = _mx()
+    mode, g, b, x, w, sc = _mm_parts(case)
     y = mx.quantized_matmul(mx.array(x), mx.array(w), mx.array(sc), transpose=True, group_size=g, bits=b, mode=mode)
     return {"y": codes_as(case, "y", np.asarray(y))}
 
@@ -522,9 +528,7 @@ def _qqmm_supports(case: Case) -> str | None:
 
 def _qqmm_one(case: Case) -> Outputs:
     mx = _mx()
-    mode, g, b = _mm_mode(case)
-    x, _ = _lhs_values(case)
-    w, sc = _weight(case, b)
+    mode, g, b, x, w, sc = _mm_parts(case)
     wm, scm = mx.array(w), mx.array(sc)
     rows = [np.asarray(mx.qqmm(mx.array(x[m : m + 1]), wm, scm, group_size=g, bits=b, mode=mode))
             for m in range(x.shape[0])]  # the CPU kernel takes one row at a time
@@ -543,9 +547,7 @@ def _mm_snippet(qq: bool):
     def snippet(case: Case, i: int) -> str:
         from ._common import array_literal
 
-        mode, g, b = _mm_mode(case)
-        x, _ = _lhs_values(case)
-        w, sc = _weight(case, b)
+        mode, g, b, x, w, sc = _mm_parts(case)
         N = case.expected["y"].shape[1]
         m, n = divmod(i, N)
         if qq:
