@@ -188,11 +188,8 @@ def to_mlir(case: Case, suite_name: str = "", *, per_axis: str = "type") -> str:
         f"// policy: {pol or '-'}; spec: {', '.join(case.spec)}",
         "// Expected values are qref's reference results as hex constants (raw little-endian element bytes).",
         "",
-        "module @qref_case {",
-        "  func.func public @main() {",
     ]
-    tail = [f"    check.expect_eq {g}, {x} : {t}" for g, x, t in checks] + ["    func.return", "  }", "}", ""]
-    return "\n".join(head + b.lines + tail)
+    return "\n".join(head + shlo.checking_module(b.lines, checks))
 
 
 def _i64s(v: Iterable[int]) -> str:
@@ -259,11 +256,8 @@ def _uniform_to_mlir(case: Case, suite_name: str, per_axis: str = "type") -> str
         f"// {omitted} element(s) the spec leaves unspecified are "
         + ("masked out of the comparison." if masked else "omitted."),
         "",
-        "module @qref_case {",
-        "  func.func public @main() {",
     ]
-    tail = [f"    check.expect_eq {got}, {e} : {_tensor(shape, it)}", "    func.return", "  }", "}", ""]
-    return "\n".join(head + b.lines + tail)
+    return "\n".join(head + shlo.checking_module(b.lines, [(got, e, _tensor(shape, it))]))
 
 
 _CHECK_RE = re.compile(r"^(\s*)check\.expect_eq (%\w+), (%\w+) : (\S+)\s*$")

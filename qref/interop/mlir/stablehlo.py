@@ -14,14 +14,16 @@ Generic and pretty forms ([SHLO]: the StableHLO specification's syntax; [MLIR]: 
     cast("arith.extf", "%f", "f8E4M3FN", "f32")    arith.extf %f : f8E4M3FN to f32
     func("f", ("%x: T1",), T2, lines, "%r")        func.func @f(%x: T1) -> T2 { lines; return %r : T2 }
     module(f1, f2)                                 module { f1 f2 }
+    checking_module(lines, [(a, e, T)])            module @qref_case { func.func public @main() { lines;
+                                                       check.expect_eq a, e : T; func.return } }
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["MLIR_TYPES", "WIDTH", "Body", "cast", "constant", "dot_general", "elementwise", "func", "generic",
-           "hex_literal", "module", "one_line", "quant_uniform", "tensor", "unary"]
+__all__ = ["MLIR_TYPES", "WIDTH", "Body", "cast", "checking_module", "constant", "dot_general", "elementwise", "func",
+           "generic", "hex_literal", "module", "one_line", "quant_uniform", "tensor", "unary"]
 
 #: qref format name -> MLIR builtin type
 MLIR_TYPES = {
@@ -104,6 +106,15 @@ def module(*funcs: str, newline: bool = True) -> str:
     """``module { ... }`` of functions written by ``func`` (or any text of that shape); ``newline`` False closes
     the brace right after the last function (the form the reproducers print on one line)."""
     return "module {" + "".join(funcs) + ("\n}\n" if newline else "}")
+
+
+def checking_module(lines: Sequence[str], checks: Sequence[tuple[str, str, str]], name: str = "qref_case"
+                    ) -> list[str]:
+    """The lines of ``module @name`` whose public ``@main`` runs ``lines`` (a ``Body``'s) and checks each
+    ``(actual, expected, type)`` with ``check.expect_eq`` (the StableHLO interpreter's check dialect), then a
+    final empty line."""
+    return [f"module @{name} {{", "  func.func public @main() {", *lines,
+            *(f"    check.expect_eq {a}, {e} : {t}" for a, e, t in checks), "    func.return", "  }", "}", ""]
 
 
 def one_line(text: str) -> str:
