@@ -18,8 +18,15 @@ import numpy as np
 from ...conformance.case import Case
 from ...schemes.base import QArray, scheme
 from ...schemes.block import DEFAULT_PROFILE, BlockScheme
-from . import Expectation, distinct_alternatives, flushed, held_or_computed, holds_for_spec_or, task_hash
-from . import describe_first_output as describe_output
+from . import (
+    Expectation,
+    describe_value,
+    distinct_alternatives,
+    flushed,
+    held_or_computed,
+    holds_for_spec_or,
+    task_hash,
+)
 
 FAMILY = "block"
 SPEC_PROFILE = "spec"
@@ -193,6 +200,10 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
         return f"{x.dtype.name} {hex_words(v)[0]} ({val}) in a block of {case.scheme['block_size']}"
     c = case.inputs["codes"].reshape(-1)[index : index + 1]
     return f"code {hex_words(c)[0]} of {case.scheme['element']}"
+
+
+def describe_output(case: Case, name: str, value: np.ndarray) -> str:
+    return describe_value(name, value)
 
 
 def reduce(case: Case, index: int, output: str) -> Case:

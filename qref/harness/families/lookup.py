@@ -27,8 +27,15 @@ from ...schemes.lookup import DoubleQuant, DoubleQuantized, LookupScheme, lookup
 from ...schemes.lookup import from_spec as _from_spec
 from ...tables import get_table
 from ..model import Unsupported
-from . import Expectation, distinct_alternatives, flushed, held_or_computed, holds_for_spec_or, task_hash
-from . import describe_first_output as describe_output
+from . import (
+    Expectation,
+    describe_value,
+    distinct_alternatives,
+    flushed,
+    held_or_computed,
+    holds_for_spec_or,
+    task_hash,
+)
 
 FAMILY = "lookup"
 SPEC_PROFILE = "spec"
@@ -300,6 +307,10 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
             return (f"code {hex_words(c)[0]} of {case.scheme['table']['name']} with block scale {hex_words(s)[0]} "
                     f"({float_text(float(s.astype(np.float64)[0]))})")
     return f"code {hex_words(c)[0]} of {case.scheme['table']['name']}"
+
+
+def describe_output(case: Case, name: str, value: np.ndarray) -> str:
+    return describe_value(name, value)
 
 
 def reduce(case: Case, index: int, output: str) -> Case:
