@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import QrefError
+from ._options import command, quiet_option
 
 DEFAULT_SCHEMES = ("float8_e4m3fn:axis=0", "float8_e5m2:axis=0", "mxfp8_e4m3", "mxfp6_e2m3", "mxfp4", "nvfp4",
                    "nf4:block_size=64", "int8:axis=0", "int4:block_size=128")
@@ -113,11 +114,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "compare", help="quantization error of a tensor (.npy) under several schemes: one table row per scheme",
-        description="Quantize FILE (a .npy tensor) with each scheme and print MSE, SQNR, max errors, bias, "
-        "cosine, KL, worst channel / block SQNR and saturation / clipping counts (docs/analysis.md).",
-        epilog=SYNTAX, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command(sub, "compare", _run,
+                "quantization error of a tensor (.npy) under several schemes: one table row per scheme",
+                "Quantize FILE (a .npy tensor) with each scheme and print MSE, SQNR, max errors, bias, cosine, KL, "
+                "worst channel / block SQNR and saturation / clipping counts (docs/analysis.md).",
+                epilog=SYNTAX, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", metavar="FILE.npy", help="the tensor (.npy, or .npz with --key)")
     p.add_argument("--schemes", nargs="+", metavar="SPEC",
                    help=f"schemes in the compact syntax below (default: {' '.join(DEFAULT_SCHEMES)})")
@@ -129,13 +130,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--block-axis", type=int, default=-1, help="axis of the per-block breakdown (default -1)")
     p.add_argument("--sort", help="sort rows by this column, descending (e.g. sqnr_db)")
     p.add_argument("--columns", help="comma-separated columns to print (default: all)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars (shown on a terminal)")
+    quiet_option(p, "no progress bars (shown on a terminal)")
     p.add_argument("--threads", type=int, default=None,
                    help="threads of the kernels (default: $QREF_NUM_THREADS, else every core; the table never "
                    "depends on it)")
     p.add_argument("--format", dest="output_format", choices=("text", "markdown", "csv"), default="text",
                    help="table format (default text)")
-    p.set_defaults(func=_run)
 
 
 __all__ = ["DEFAULT_SCHEMES", "SYNTAX", "bound_heap", "load_array", "register"]

@@ -7,6 +7,7 @@ import argparse
 from collections import Counter
 
 from ..errors import QrefError
+from ._options import command, force_option, suite_argument
 
 _FORMATS = {"mlir": "mlir", "jsonl": "jsonl", "hex": "hex"}
 
@@ -73,16 +74,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "export", help="export a suite as self-checking StableHLO .mlir files, JSON lines and/or hex vectors",
-        description="Export the cases of a suite for consumers outside Python: --mlir writes one self-checking "
-        "StableHLO file per case MLIR can express (hex constants, check.expect_eq; run with "
-        "stablehlo-translate --interpret), --jsonl writes one JSON object per case with every array as hex "
-        "strings (TestFloat-like), --hex writes per case TestFloat-style vector files (input words, expected "
-        "words, flags) and $readmemh files for RTL testbenches (check results with qref verify-hex). "
-        "Example: qref export conformance/v1 --hex /tmp/hex --cases 'elements/float8_e4m3fn/*'",
-    )
-    p.add_argument("suite", metavar="DIR", help="suite directory (e.g. conformance/v1)")
+    p = command(sub, "export", _run,
+                "export a suite as self-checking StableHLO .mlir files, JSON lines and/or hex vectors", """
+        Export the cases of a suite for consumers outside Python: --mlir writes one self-checking StableHLO file per
+        case MLIR can express (hex constants, check.expect_eq; run with stablehlo-translate --interpret), --jsonl
+        writes one JSON object per case with every array as hex strings (TestFloat-like), --hex writes per case
+        TestFloat-style vector files (input words, expected words, flags) and $readmemh files for RTL testbenches
+        (check results with qref verify-hex). Example: qref export conformance/v1 --hex /tmp/hex --cases
+        'elements/float8_e4m3fn/*'""")
+    suite_argument(p)
     p.add_argument("--mlir", metavar="OUT_DIR", help="directory for the .mlir files (<case id>.mlir)")
     p.add_argument("--jsonl", metavar="OUT_FILE", help="JSON-lines file, one case per line")
     p.add_argument("--hex", metavar="OUT_DIR", help="directory for hex vectors (<case id>/, index.txt; "
@@ -96,9 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "under --layout-out, with index.tsv")
     p.add_argument("--layout-out", metavar="OUT_DIR", default=None, help="directory for --layout")
     p.add_argument("--cases", metavar="GLOB", default=None, help="only case ids matching this glob pattern")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --jsonl file / non-empty --mlir "
-                   "or --hex directory")
-    p.set_defaults(func=_run)
+    force_option(p, "overwrite an existing --jsonl file / non-empty --mlir or --hex directory")
 
 
 __all__ = ["register"]

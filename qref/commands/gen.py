@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import QrefError
+from ._options import command, force_option, quiet_option
 
 
 def _split(values: list[str] | None, what: str, one: str) -> list[str] | None:
@@ -71,14 +72,11 @@ def _run(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     from ..conformance.cases import family_names
 
-    p = sub.add_parser(
-        "gen", help="generate a conformance suite (golden vectors) into a directory",
-        description="Generate a conformance suite: manifest.json, schema.json and content-addressed .npy arrays. "
-        "With no options it writes exactly the committed corpus conformance/v1 (deterministic, byte-identical "
-        "across runs, machines and numpy versions). The suite is written into a temporary sibling directory and "
-        "swapped in only when complete: an error or Ctrl-C leaves OUT as it was. Example: qref gen /tmp/v1 && "
-        "qref verify /tmp/v1",
-    )
+    p = command(sub, "gen", _run, "generate a conformance suite (golden vectors) into a directory", """
+        Generate a conformance suite: manifest.json, schema.json and content-addressed .npy arrays. With no options
+        it writes exactly the committed corpus conformance/v1 (deterministic, byte-identical across runs, machines
+        and numpy versions). The suite is written into a temporary sibling directory and swapped in only when
+        complete: an error or Ctrl-C leaves OUT as it was. Example: qref gen /tmp/v1 && qref verify /tmp/v1""")
     p.add_argument("out", metavar="OUT", help="output directory (must be empty unless --force)")
     p.add_argument("--families", action="append", metavar="F[,F...]",
                    help=f"only these families (known: {', '.join(family_names())})")
@@ -87,11 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full", action="store_true",
                    help="add the large exhaustive sets that are not committed (every rounding mode on all 16-bit "
                    "sources for every format, larger random sets)")
-    p.add_argument("--force", action="store_true",
-                   help="replace an existing suite in OUT (only once the new one is complete; a directory holding "
-                   "files qref did not write is refused)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
-    p.set_defaults(func=_run)
+    force_option(p, "replace an existing suite in OUT (only once the new one is complete; a directory holding "
+                 "files qref did not write is refused)")
+    quiet_option(p, "no progress bar or summary")
 
 
 __all__ = ["Terminated", "register"]

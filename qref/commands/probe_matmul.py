@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from ._options import command
+
 
 def _load(spec: str) -> object:
     from ..errors import QrefError
@@ -37,13 +39,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "probe-matmul", help="fit an accumulation record (order, lanes, FMA, width, blocks) to a matmul",
-        description="Call fn(A, B) -> D (numpy arrays) on crafted operands that expose the summation order, the "
-        "accumulator width and rounding, FMA, special values and subnormal flushing; print the fitted "
-        "qref.mma.KernelAccumulation record with the evidence, or say that none fits (exit status 1). "
-        "Spec: docs/spec/mma.md §11.",
-    )
+    p = command(sub, "probe-matmul", _run,
+                "fit an accumulation record (order, lanes, FMA, width, blocks) to a matmul", """
+        Call fn(A, B) -> D (numpy arrays) on crafted operands that expose the summation order, the accumulator width
+        and rounding, FMA, special values and subnormal flushing; print the fitted qref.mma.KernelAccumulation
+        record with the evidence, or say that none fits (exit status 1). Spec: docs/spec/mma.md §11.""")
     p.add_argument("--callable", required=True, metavar="MODULE:FUNCTION", help="the matmul to probe")
     p.add_argument("--a-format", default="float32", help="operand A's format (numpy storage dtype; default float32)")
     p.add_argument("--b-format", default=None, help="operand B's format (default: A's)")
@@ -51,7 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs", type=int, default=2, help="calls per probe to detect nondeterminism (default 2)")
     p.add_argument("--no-blocks", action="store_true", help="skip the K-block stage (a K = --block-k probe)")
     p.add_argument("--block-k", type=int, default=2048, help="K of the block stage (default 2048)")
-    p.set_defaults(func=_run)
 
 
 __all__ = ["register"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..profiles import FAMILIES, STATUSES, cpu, installed_version, profiles
+from ._options import command
 
 _SPEC_PAGES = {"element": "elements.md §6", "uniform": "uniform.md §4", "block": "block.md §8", "lookup": "lut.md",
                "recipe": "recipes.md §4", "matmul": "matmul.md §6"}
@@ -170,12 +171,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profiles", help="list the profile records (versions, verification status)",
-                       description="List every registered profile record: family/NAME[@TAG], verification status "
-                       "(spec, verified, peer_vectors, modelled), the versions it reproduces and the installed one.")
+    p = command(sub, "profiles", _run, "list the profile records (versions, verification status)", """
+        List every registered profile record: family/NAME[@TAG], verification status (spec, verified, peer_vectors,
+        modelled), the versions it reproduces and the installed one.""")
     p.add_argument("--family", choices=FAMILIES, help="only this family")
     p.add_argument("--doc", action="store_true", help="print docs/spec/profiles.md")
-    p.set_defaults(func=_run)
 
 
 __all__ = ["cpu_targets", "profiles_markdown", "register"]

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import argparse
 
+from ._options import command, suite_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="a backend's findings, or one as a ready-to-file bug report",
-                       description="List the findings of a backend (one per root cause: backend, family, "
-                       "comparison, mechanism) or print one as a bug report. Reads a previous run "
-                       "(--results DIR/results.json from `qref run --out DIR`) or runs the backend now.")
+    p = command(sub, "report", _run,
+                "a backend's findings, or one as a ready-to-file bug report", """
+        List the findings of a backend (one per root cause: backend, family, comparison, mechanism) or print one as
+        a bug report. Reads a previous run (--results DIR/results.json from `qref run --out DIR`) or runs the
+        backend now.""")
     p.add_argument("--backend", "-b", required=True, metavar="NAME", help="the backend")
     p.add_argument("--finding", default=None, metavar="ID", help="print this finding as a bug report")
     p.add_argument("--results", default=None, metavar="FILE", help="results.json of a previous `qref run --out`")
-    p.add_argument("--suite", default=None, help="suite directory when running now (default: the committed one)")
-    p.set_defaults(func=_run)
+    suite_option(p, "suite directory when running now (default: the committed one)")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -6,21 +6,21 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._options import command, force_option, quiet_option, suite_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ..harness.adapters import BACKENDS
 
-    p = sub.add_parser(
-        "run", help="run real backends (or your own implementation) on the suite",
-        description="Run backends on a conformance suite; compare as unsigned bits with the spec default and each "
-        "backend's qref profile; classify differences; write results.json and a markdown report; say what happened "
-        "to every case the selection matched (ran, unsupported with the reason, not run and why, skipped by the "
-        "filters). Exit status: 0 when everything conforms or is expected; 1 on unexpected failures or crashes "
-        "(not covered by an xfail entry), stale xfail entries, a backend that could not be run, or when no task "
-        "ran (nothing was checked); 3 when the only differences are drift "
-        "(the installed version is outside every record of its profile, or --record forced another version's "
-        "record: profiles.md §2). Existing --out / --report files are refused unless --force, before the run "
-        "starts.")
+    p = command(sub, "run", _run, "run real backends (or your own implementation) on the suite", """
+        Run backends on a conformance suite; compare as unsigned bits with the spec default and each backend's qref
+        profile; classify differences; write results.json and a markdown report; say what happened to every case the
+        selection matched (ran, unsupported with the reason, not run and why, skipped by the filters). Exit status:
+        0 when everything conforms or is expected; 1 on unexpected failures or crashes (not covered by an xfail
+        entry), stale xfail entries, a backend that could not be run, or when no task ran (nothing was checked); 3
+        when the only differences are drift (the installed version is outside every record of its profile, or
+        --record forced another version's record: profiles.md §2). Existing --out / --report files are refused
+        unless --force, before the run starts.""")
     p.add_argument("--backend", "-b", action="append", default=[], metavar="NAME",
                    help=f"backend to run (repeatable): {', '.join(BACKENDS)} or all")
     p.add_argument("--callable", dest="callable_", default=None, metavar="MODULE:FUNCTION",
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", action="append", default=[], metavar="KEY=VALUE",
                    help="with --callable --family elements: the reference cast policy, e.g. overflow=saturate "
                    "(repeatable; fields of qref.CastPolicy)")
-    p.add_argument("--suite", default=None, help="suite directory (default: $QREF_SUITE or conformance/v1)")
+    suite_option(p, "suite directory (default: $QREF_SUITE or conformance/v1)")
     p.add_argument("--include", action="append", default=[], metavar="PATTERN", help="case-id glob to include")
     p.add_argument("--exclude", action="append", default=[], metavar="PATTERN", help="case-id glob to exclude")
     p.add_argument("--target", action="append", default=[], metavar="PATTERN",
@@ -61,9 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--findings", default=None, metavar="DIR", help="write the findings (one per root cause): "
                    "DIR/README.md, DIR/divergence.md and one page per backend (docs/conformance/ for the committed "
                    "ones)")
-    p.add_argument("--force", action="store_true", help="overwrite existing --out / --report / --findings files")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=_run)
+    force_option(p, "overwrite existing --out / --report / --findings files")
+    quiet_option(p, "no progress lines")
 
 
 def _run(args: argparse.Namespace) -> int:

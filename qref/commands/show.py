@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..conformance.text import float_text, hex_words
+from ._options import command, suite_option
 
 
 def _values(name: str, v: np.ndarray, fmt: str | None) -> list[str]:
@@ -112,18 +113,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "show", help="print a conformance case: policy, inputs and expected outputs as hex and values",
-        description="Print one case of a conformance suite readably (inputs and expected outputs side by side, "
-        "as hex bit patterns and exact values; '*' marks unspecified results). A glob pattern lists matching "
-        "ids instead, e.g. qref show 'elements/float8_e4m3fn/f32/*/ties'.",
-    )
+    p = command(sub, "show", _run,
+                "print a conformance case: policy, inputs and expected outputs as hex and values", """
+        Print one case of a conformance suite readably (inputs and expected outputs side by side, as hex bit
+        patterns and exact values; '*' marks unspecified results). A glob pattern lists matching ids instead, e.g.
+        qref show 'elements/float8_e4m3fn/f32/*/ties'.""")
     p.add_argument("case", metavar="CASE", help="case id or glob pattern")
-    p.add_argument("--suite", metavar="DIR", default=None,
-                   help="suite directory (default: $QREF_SUITE, else the checkout's conformance/v1)")
+    suite_option(p, "suite directory (default: $QREF_SUITE, else the checkout's conformance/v1)", "DIR")
     p.add_argument("--limit", type=int, default=32, metavar="N", help="rows to print (default 32)")
     p.add_argument("--all", action="store_true", help="print every row")
-    p.set_defaults(func=_run)
 
 
 __all__ = ["format_case", "register"]

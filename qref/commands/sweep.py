@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..analysis.sweep import AGAINST, SOURCES, sweep
+from ._options import command, quiet_option
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -17,10 +18,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "sweep", help="exhaustive sweep of all 2^32 float32 (or 2^16) inputs against another implementation",
-        description="Encode every input bit pattern of SOURCE into FORMAT with qref and with --against, in chunks "
-        "on all cores (or a Dask cluster), and print mismatch counts by class. Exit code 1 if any mismatch.")
+    p = command(sub, "sweep", _run,
+                "exhaustive sweep of all 2^32 float32 (or 2^16) inputs against another implementation", """
+        Encode every input bit pattern of SOURCE into FORMAT with qref and with --against, in chunks on all cores
+        (or a Dask cluster), and print mismatch counts by class. Exit code 1 if any mismatch.""")
     p.add_argument("format", help="target format, e.g. float8_e4m3fn")
     p.add_argument("--against", default="ml_dtypes", choices=AGAINST,
                    help="the other implementation (default ml_dtypes; 'reference' = qref's readable reference path)")
@@ -33,8 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, help="processes (default: all cores)")
     p.add_argument("--dask", metavar="ADDRESS", help="run the chunks on an existing Dask cluster")
     p.add_argument("--limit", type=int, help="sweep only the first N bit patterns")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_run)
+    quiet_option(p, "no progress bar", short=False)
 
 
 __all__ = ["register"]

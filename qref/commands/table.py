@@ -7,6 +7,7 @@ from fractions import Fraction
 
 from ..errors import QrefError
 from ..formats import FloatFormat, Format, formats, get_format
+from ._options import command
 
 
 def format_value(v: Fraction | float) -> str:
@@ -91,14 +92,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("table", help="print every code of a format with hex, value and class",
-                       description="Print every code of FORMAT (at most 16 bits) with its hex, exact value and "
-                       "class (zero, subnormal, normal, inf, nan).")
+    p = command(sub, "table", _run, "print every code of a format with hex, value and class", """
+        Print every code of FORMAT (at most 16 bits) with its hex, exact value and class (zero, subnormal, normal,
+        inf, nan).""")
     p.add_argument("format", nargs="?", help="format name, e.g. float8_e4m3fn, f8E5M2, binary8p3se, float4_e1m2fn")
     p.add_argument("--csv", action="store_true", help="comma-separated output")
     p.add_argument("--markdown", action="store_true", help="a 16-column markdown grid of values")
     p.add_argument("--doc", action="store_true", help="print docs/spec/element-tables.md")
-    p.set_defaults(func=_run)
 
 
 __all__ = ["DOC_FORMATS", "element_tables_markdown", "format_value", "markdown_grid", "register", "table_rows"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._options import command, suite_argument
+
 
 def _run(args: argparse.Namespace) -> int:
     from ..conformance.suite import verify_suite
@@ -22,19 +24,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "verify", help="check a suite: manifest schema, file presence and sha256",
-        description="Check a conformance suite directory: manifest.json against the JSON Schema, schema.json, "
-        "every reference of every array file (present, the manifest's sha256, dtype and shape), the summary, and no "
-        "unlisted files; --recompute also recomputes the expected outputs of the element cases from their inputs "
-        "and policy (a consistent edit of an array and its hash is caught). "
-        "Exit status 0 when everything holds, 1 with one line per problem otherwise.",
-    )
-    p.add_argument("suite", metavar="DIR", help="suite directory (e.g. conformance/v1)")
+    p = command(sub, "verify", _run, "check a suite: manifest schema, file presence and sha256", """
+        Check a conformance suite directory: manifest.json against the JSON Schema, schema.json, every reference of
+        every array file (present, the manifest's sha256, dtype and shape), the summary, and no unlisted files;
+        --recompute also recomputes the expected outputs of the element cases from their inputs and policy (a
+        consistent edit of an array and its hash is caught). Exit status 0 when everything holds, 1 with one line
+        per problem otherwise.""")
+    suite_argument(p)
     p.add_argument("--allow-extra", action="store_true", help="do not report files the manifest does not list")
     p.add_argument("--recompute", action="store_true", help="recompute the element cases' expected outputs from "
                    "their inputs and policy and compare them as bits")
-    p.set_defaults(func=_run)
 
 
 __all__ = ["register"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from ._options import command
+
 
 def _run(args: argparse.Namespace) -> int:
     from ..conformance.export import verify_hex
@@ -19,22 +21,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "verify-hex", help="compare a device's results with hex vectors from qref export --hex",
-        description="Compare results with the reference written by qref export --hex. REFERENCE and RESULTS are "
-        "both files or both directories; a results directory mirrors the export's layout and every *.hex and "
-        "exp.<array>.memh file in it is compared with the reference file of the same relative path. A results "
-        ".hex file keeps the reference's lines and input columns with the device's words in the expected "
-        "columns (flags may be left out); a results .memh file holds one word per line. Elements flagged "
-        "unspecified are not compared. Exit status 0: no mismatch; 1: mismatches (listed with case, file, "
-        "line, element, inputs, expected, got, flags); 2: malformed input. Example: qref verify-hex /tmp/hex "
-        "/tmp/results",
-    )
+    p = command(sub, "verify-hex", _run,
+                "compare a device's results with hex vectors from qref export --hex", """
+        Compare results with the reference written by qref export --hex. REFERENCE and RESULTS are both files or
+        both directories; a results directory mirrors the export's layout and every *.hex and exp.<array>.memh file
+        in it is compared with the reference file of the same relative path. A results .hex file keeps the
+        reference's lines and input columns with the device's words in the expected columns (flags may be left out);
+        a results .memh file holds one word per line. Elements flagged unspecified are not compared. Exit status 0:
+        no mismatch; 1: mismatches (listed with case, file, line, element, inputs, expected, got, flags); 2:
+        malformed input. Example: qref verify-hex /tmp/hex /tmp/results""")
     p.add_argument("reference", metavar="REFERENCE", help="the export directory (or one of its files)")
     p.add_argument("results", metavar="RESULTS", help="the results directory (or one results file)")
     p.add_argument("--max-errors", type=int, default=20, metavar="N", help="print at most N mismatches "
                    "(all are counted; default 20)")
-    p.set_defaults(func=_run)
 
 
 __all__ = ["register"]

@@ -27,39 +27,31 @@ from ...core.decode import decode
 from ...errors import QrefError
 from ...formats.policy import CastPolicy
 from ...interop.mlir import stablehlo as shlo
-from ...interop.mlir.stablehlo import Body
+from ...interop.mlir.stablehlo import MLIR_TYPES, Body
+from ...interop.mlir.stablehlo import WIDTH as _BITS
 from ...interop.mlir.stablehlo import tensor as _tensor
 from ..case import Case, policy_record, to_storage
 
-__all__ = ["MLIR_TYPES", "NotExpressible", "export_mlir", "mlir_expressible", "mlir_reason", "quantize_to_mlir",
-           "returning_module", "to_mlir"]
+__all__ = ["MLIR_TYPES", "NotExpressible", "export_mlir", "hex_dense", "mlir_expressible", "mlir_reason",
+           "quantize_to_mlir", "returning_module", "to_mlir"]
 
-#: qref format name -> MLIR builtin type.
-MLIR_TYPES = {
-    "float8_e4m3fn": "f8E4M3FN", "float8_e5m2": "f8E5M2", "float8_e4m3fnuz": "f8E4M3FNUZ",
-    "float8_e5m2fnuz": "f8E5M2FNUZ", "float8_e4m3b11fnuz": "f8E4M3B11FNUZ", "float8_e4m3": "f8E4M3",
-    "float8_e3m4": "f8E3M4", "float6_e2m3fn": "f6E2M3FN", "float6_e3m2fn": "f6E3M2FN", "float4_e2m1fn": "f4E2M1FN",
-    "float8_e8m0fnu": "f8E8M0FNU", "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
-}
 _UINT_OF_WIDTH = {4: "ui4", 8: "ui8", 16: "ui16", 32: "ui32", 64: "ui64"}
-_BITS = {"f8E4M3FN": 8, "f8E5M2": 8, "f8E4M3FNUZ": 8, "f8E5M2FNUZ": 8, "f8E4M3B11FNUZ": 8, "f8E4M3": 8, "f8E3M4": 8,
-         "f6E2M3FN": 6, "f6E3M2FN": 6, "f4E2M1FN": 4, "f8E8M0FNU": 8, "f16": 16, "bf16": 16, "f32": 32, "f64": 64}
 
 
-def _hex_dense(arr: np.ndarray) -> str:
+def hex_dense(arr: np.ndarray) -> str:
     """The MLIR hex literal of an array: its storage bytes, little-endian, C order."""
-    return "0x" + to_storage(arr).tobytes().hex().upper()
+    return shlo.hex_literal(to_storage(arr).tobytes())
 
 
 def _const(b: Body, arr: np.ndarray, n: int | tuple[int, ...], t: str, prefix: str) -> str:
     """A hex dense constant of ``arr`` as a tensor of element type t (raw little-endian element bytes)."""
-    return b.op(shlo.constant(_hex_dense(arr), _tensor(n, t)), prefix)
+    return b.op(shlo.constant(hex_dense(arr), _tensor(n, t)), prefix)
 
 
 def _cast(b: Body, name: str, value: str, n: int | tuple[int, ...], src: str, dst: str, prefix: str) -> str:
     """``stablehlo.NAME value`` from a tensor of element type src to one of dst (convert, bitcast_convert,
     uniform_quantize)."""
-    return b.op(shlo.unary(name, value, _tensor(n, src), _tensor(n, dst)), prefix)
+    return b.convert(name, value, n, src, dst, prefix)
 
 
 _UNIFORM_STORAGE = {"int8": "i8", "uint8": "ui8", "int16": "i16", "uint16": "ui16"}
@@ -196,11 +188,8 @@ def to_mlir(case: Case, suite_name: str = "", *, per_axis: str = "type") -> str:
         f"// policy: {pol or '-'}; spec: {', '.join(case.spec)}",
         "// Expected values are qref's reference results as hex constants (raw little-endian element bytes).",
         "",
-        "module @qref_case {",
-        "  func.func public @main() {",
     ]
-    tail = [f"    check.expect_eq {g}, {x} : {t}" for g, x, t in checks] + ["    func.return", "  }", "}", ""]
-    return "\n".join(head + b.lines + tail)
+    return "\n".join(head + shlo.checking_module(b.lines, checks))
 
 
 def _i64s(v: Iterable[int]) -> str:
@@ -267,11 +256,8 @@ def _uniform_to_mlir(case: Case, suite_name: str, per_axis: str = "type") -> str
         f"// {omitted} element(s) the spec leaves unspecified are "
         + ("masked out of the comparison." if masked else "omitted."),
         "",
-        "module @qref_case {",
-        "  func.func public @main() {",
     ]
-    tail = [f"    check.expect_eq {got}, {e} : {_tensor(shape, it)}", "    func.return", "  }", "}", ""]
-    return "\n".join(head + b.lines + tail)
+    return "\n".join(head + shlo.checking_module(b.lines, [(got, e, _tensor(shape, it))]))
 
 
 _CHECK_RE = re.compile(r"^(\s*)check\.expect_eq (%\w+), (%\w+) : (\S+)\s*$")

@@ -11,6 +11,7 @@ import numpy as np
 from ...conformance.case import Case, to_storage
 from ...formats import get_format
 from ..families.uniform import element_params, scheme_of, to_scheme_of
+from ..model import Unsupported
 
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 K = TypeVar("K")
@@ -140,6 +141,50 @@ def run_elements(cases: Sequence[Case], fn: Callable[[tuple[str, str, str, str],
     return out
 
 
+def run_element_groups(cases: Sequence[Case], prepare: Callable[[tuple[str, str, str, str]], Any],
+                       call: Callable[[Any, tuple[str, str, str, str], np.ndarray], np.ndarray]) -> list[Any]:
+    """Run element cases grouped by signature: ``prepare(signature)`` once per group (a compiled function, a
+    session; what it raises is the result of every case of the group), then ``call(prepared, signature,
+    flat_input)`` on each case's own input, read with ``codes_as``. Exceptions become the case's result."""
+    out: list[Any] = [None] * len(cases)
+    for sig, idxs in group_by(cases, element_signature).items():
+        try:
+            ready = prepare(sig)
+        except Exception as exc:
+            for i in idxs:
+                out[i] = exc
+            continue
+        src = "codes" if sig[0] == "decode" else "x"
+        for i in idxs:
+            try:
+                y = call(ready, sig, cases[i].inputs[src].reshape(-1))
+                (oname,) = cases[i].expected
+                out[i] = {oname: codes_as(cases[i], oname, y)}
+            except Exception as exc:
+                out[i] = exc
+    return out
+
+
+def raise_unsupported(reason: str | None) -> None:
+    """Raise ``Unsupported(reason)`` where a target's ``supports`` check gave a reason (a run on a case the check
+    refuses: the runner asks the check first, a direct call may not)."""
+    if reason:
+        raise Unsupported(reason)
+
+
+def unsupported_reason(check: Callable[[Any], object]) -> Callable[[Any], str | None]:
+    """A target's ``supports(case)``: None when check(case) runs, else the Unsupported message."""
+
+    def supports(case: Any) -> str | None:
+        try:
+            check(case)
+        except Unsupported as exc:
+            return str(exc)
+        return None
+
+    return supports
+
+
 def storage_values(case: Case) -> np.ndarray:
     """The codes input of a uniform_dequantize case as integer values of its storage type (sign-extended for
     signed storage narrower than the array), in the smallest numpy integer of >= 8 bits that holds them."""
@@ -248,5 +293,5 @@ def jax_dot_modes(jax: Any, dot: Any, a: Any, b: Any, sa: Any, sb: Any, mode: st
 
 
 __all__ = ["array_literal", "codes_as", "element_signature", "float_literal", "from_torch", "group_by", "hex_print",
-           "jax_dot_modes", "jit_once", "python_c", "run_each", "run_elements", "single_element_case", "storage_values",
-           "suite_input", "to_torch"]
+           "jax_dot_modes", "jit_once", "python_c", "raise_unsupported", "run_each", "run_element_groups",
+           "run_elements", "single_element_case", "storage_values", "suite_input", "to_torch", "unsupported_reason"]

@@ -1,20 +1,16 @@
 """MLIR text shared by the MLIR-based adapters (iree, mlir, stablehlo): scalar bodies of element conversions with
 every input and output passed as integer bit patterns (so bfloat16, f8 and NaN payloads cross the boundary
-unchanged), and the types of qref formats."""
+unchanged), and the types of qref formats. Every operation's text comes from the one writer,
+``qref.interop.mlir.stablehlo``."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
-from ...conformance.export import MLIR_TYPES
+from ...interop.mlir.stablehlo import MLIR_TYPES, WIDTH, Body, cast, dot_general, func, quant_uniform, tensor
 from ..families.uniform import scheme_of, to_scheme_of
 from ..model import Unsupported
-
-#: bit width of each MLIR float type
-WIDTH = {"f8E4M3FN": 8, "f8E5M2": 8, "f8E4M3FNUZ": 8, "f8E5M2FNUZ": 8, "f8E4M3B11FNUZ": 8, "f8E4M3": 8, "f8E3M4": 8,
-         "f6E2M3FN": 6, "f6E3M2FN": 6, "f4E2M1FN": 4, "f8E8M0FNU": 8, "f16": 16, "bf16": 16, "f32": 32, "f64": 64}
 
 
 def mlir_type(name: str, what: str = "format") -> str:
@@ -35,67 +31,57 @@ def element_body(sig: tuple[str, str, str, str], arg: str = "%a") -> tuple[list[
     both (quantize). Raises Unsupported when arith has no such op."""
     op, fmt, src, out = sig
     F = mlir_type(fmt)
-    lines: list[str] = []
+    b = Body(indent="")
     if op == "decode":
         O = mlir_type(out, "dtype")
         w = WIDTH[F]
         cin = f"i{storage_width(F)}"
         v = arg
         if w < 8:
-            lines.append(f"%c = arith.trunci {v} : i8 to i{w}")
-            v = "%c"
+            v = b.let("%c", cast("arith.trunci", v, "i8", f"i{w}"))
         if WIDTH[O] <= WIDTH[F]:
             raise Unsupported(f"arith.extf needs a wider result type: {F} -> {O} has no arith op")
-        lines += [f"%f = arith.bitcast {v} : i{w} to {F}", f"%e = arith.extf %f : {F} to {O}",
-                  f"%r = arith.bitcast %e : {O} to i{WIDTH[O]}"]
-        return lines, "%r", cin, f"i{WIDTH[O]}"
+        b.let("%f", cast("arith.bitcast", v, f"i{w}", F))
+        b.let("%e", cast("arith.extf", "%f", F, O))
+        return b.lines, b.let("%r", cast("arith.bitcast", "%e", O, f"i{WIDTH[O]}")), cin, f"i{WIDTH[O]}"
     S = mlir_type(src, "dtype")
     if WIDTH[F] >= WIDTH[S]:
         raise Unsupported(f"arith.truncf needs a narrower result type: {S} -> {F} has no arith op")
-    lines += [f"%f = arith.bitcast {arg} : i{WIDTH[S]} to {S}", f"%t = arith.truncf %f : {S} to {F}"]
+    b.let("%f", cast("arith.bitcast", arg, f"i{WIDTH[S]}", S))
+    b.let("%t", cast("arith.truncf", "%f", S, F))
     if op == "encode":
         w = WIDTH[F]
-        lines.append(f"%b = arith.bitcast %t : {F} to i{w}")
-        res = "%b"
+        res = b.let("%b", cast("arith.bitcast", "%t", F, f"i{w}"))
         if w < 8:
-            lines.append(f"%r = arith.extui %b : i{w} to i8")
-            res = "%r"
-        return lines, res, f"i{WIDTH[S]}", f"i{storage_width(F)}"
-    lines += [f"%e = arith.extf %t : {F} to {S}", f"%r = arith.bitcast %e : {S} to i{WIDTH[S]}"]
-    return lines, "%r", f"i{WIDTH[S]}", f"i{WIDTH[S]}"
+            res = b.let("%r", cast("arith.extui", "%b", f"i{w}", "i8"))
+        return b.lines, res, f"i{WIDTH[S]}", f"i{storage_width(F)}"
+    b.let("%e", cast("arith.extf", "%t", F, S))
+    return b.lines, b.let("%r", cast("arith.bitcast", "%e", S, f"i{WIDTH[S]}")), f"i{WIDTH[S]}", f"i{WIDTH[S]}"
+
+
+def _linalg_elementwise(lead: str, kind: str, body: list[str], res: str, tin: str, tout: str, out: str) -> str:
+    """``lead`` (``%y = linalg.generic`` or ``linalg.generic``) applying the scalar body to each element of %x
+    into ``out`` (1-D ``kind``: tensor or memref of unknown size)."""
+    inner = "\n".join(f"      {ln}" for ln in body)
+    pad = " " * (len(lead) + 6)  # iterator_types under indexing_maps
+    return (f"{lead} {{indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],\n"
+            f"{pad}iterator_types = [\"parallel\"]}} ins(%x : {kind}<?x{tin}>) outs({out} : {kind}<?x{tout}>) {{\n"
+            f"    ^bb0(%a: {tin}, %o: {tout}):\n{inner}\n      linalg.yield {res} : {tout}\n    }}")
 
 
 def generic_tensor_func(name: str, body: list[str], res: str, tin: str, tout: str) -> str:
     """A func on dynamically shaped 1-D tensors applying the scalar body elementwise (linalg.generic)."""
-    inner = "\n".join(f"      {ln}" for ln in body)
-    return f"""
-  func.func @{name}(%x: tensor<?x{tin}>) -> tensor<?x{tout}> {{
-    %c0 = arith.constant 0 : index
-    %n = tensor.dim %x, %c0 : tensor<?x{tin}>
-    %e0 = tensor.empty(%n) : tensor<?x{tout}>
-    %y = linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
-                         iterator_types = ["parallel"]}} ins(%x : tensor<?x{tin}>) outs(%e0 : tensor<?x{tout}>) {{
-    ^bb0(%a: {tin}, %o: {tout}):
-{inner}
-      linalg.yield {res} : {tout}
-    }} -> tensor<?x{tout}>
-    return %y : tensor<?x{tout}>
-  }}"""
+    y = _linalg_elementwise("%y = linalg.generic", "tensor", body, res, tin, tout, "%e0")
+    lines = ["%c0 = arith.constant 0 : index", f"%n = tensor.dim %x, %c0 : tensor<?x{tin}>",
+             f"%e0 = tensor.empty(%n) : tensor<?x{tout}>", f"{y} -> tensor<?x{tout}>"]
+    return func(name, (f"%x: tensor<?x{tin}>",), f"tensor<?x{tout}>", lines, "%y")
 
 
 def generic_memref_func(name: str, body: list[str], res: str, tin: str, tout: str) -> str:
     """The same on memrefs (for the upstream pipeline and the ExecutionEngine): @name(%x, %y) writes y."""
-    inner = "\n".join(f"      {ln}" for ln in body)
-    return f"""
-  func.func @{name}(%x: memref<?x{tin}>, %y: memref<?x{tout}>) attributes {{llvm.emit_c_interface}} {{
-    linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
-                    iterator_types = ["parallel"]}} ins(%x : memref<?x{tin}>) outs(%y : memref<?x{tout}>) {{
-    ^bb0(%a: {tin}, %o: {tout}):
-{inner}
-      linalg.yield {res} : {tout}
-    }}
-    return
-  }}"""
+    lines = [_linalg_elementwise("linalg.generic", "memref", body, res, tin, tout, "%y")]
+    return func(name, (f"%x: memref<?x{tin}>", f"%y: memref<?x{tout}>"), None, lines, None,
+                attributes="llvm.emit_c_interface")
 
 
 def func_name(sig: tuple[str, ...]) -> str:
@@ -162,82 +148,72 @@ def shlo_uniform_body(case: object, x: str) -> tuple[list[str], str, str]:
     (iname,) = c.inputs  # type: ignore[attr-defined]
     arr = c.inputs[iname]  # type: ignore[attr-defined]
     sh = shape_text(arr.shape)
-    lines: list[str] = []
+    body = Body(indent="")
     if is_float_storage(it) and c.operation in ("uniform_quantize", "uniform_dequantize"):  # type: ignore[attr-defined]
-        return _shlo_float_storage_body(c, x, qt, it, b, sh)
+        return _shlo_float_storage_body(c, body, x, qt, it, b, sh)
     if c.operation == "uniform_requantize":  # type: ignore[attr-defined]
         qt2, it2, b2, signed2 = scheme_quant_type(to_scheme_of(c))  # type: ignore[arg-type]
-        _storage_in(lines, x, sh, qt, it, b, signed)
-        lines.append(f"%u = stablehlo.uniform_quantize %q : (tensor<{sh}{qt}>) -> tensor<{sh}{qt2}>")
-        return _storage_out(lines, "%u", sh, qt2, it2, b2, signed2)
+        _storage_in(body, x, sh, qt, it, b, signed)
+        body.convert("uniform_quantize", "%q", sh, qt, qt2, name="%u")
+        return _storage_out(body, "%u", sh, qt2, it2, b2, signed2)
     if c.operation == "uniform_quantize":  # type: ignore[attr-defined]
-        ft = mlir_type(arr.dtype.name, "dtype")
-        lines.append(f"%q = stablehlo.uniform_quantize {x} : (tensor<{sh}{ft}>) -> tensor<{sh}{qt}>")
-        return _storage_out(lines, "%q", sh, qt, it, b, signed)
-    _storage_in(lines, x, sh, qt, it, b, signed)
-    return _shlo_dequantize_tail(c, lines, qt, sh)
+        body.convert("uniform_quantize", x, sh, mlir_type(arr.dtype.name, "dtype"), qt, name="%q")
+        return _storage_out(body, "%q", sh, qt, it, b, signed)
+    _storage_in(body, x, sh, qt, it, b, signed)
+    return _shlo_dequantize_tail(c, body, qt, sh)
 
 
-def _storage_in(lines: list[str], x: str, sh: str, qt: str, it: str, b: int, signed: bool) -> None:
+def _storage_in(body: Body, x: str, sh: str, qt: str, it: str, b: int, signed: bool) -> None:
     """Lines making %q (quantized type qt) of the storage integers x (type it; below 8 bits they arrive widened
     to i8 / ui8)."""
     v = x
     if b < 8:
-        lines.append(f"%n = stablehlo.convert {x} : (tensor<{sh}{'i8' if signed else 'ui8'}>) -> tensor<{sh}{it}>")
-        v = "%n"
-    lines.append(f"%q = stablehlo.bitcast_convert {v} : (tensor<{sh}{it}>) -> tensor<{sh}{qt}>")
+        v = body.convert("convert", x, sh, "i8" if signed else "ui8", it, name="%n")
+    body.convert("bitcast_convert", v, sh, it, qt, name="%q")
 
 
-def _storage_out(lines: list[str], u: str, sh: str, qt: str, it: str, b: int, signed: bool
-                 ) -> tuple[list[str], str, str]:
+def _storage_out(body: Body, u: str, sh: str, qt: str, it: str, b: int, signed: bool) -> tuple[list[str], str, str]:
     """(lines, result, its element type): the storage integers (type it) of u (quantized type qt), widened to
     i8 / ui8 below 8 bits."""
-    lines.append(f"%b = stablehlo.bitcast_convert {u} : (tensor<{sh}{qt}>) -> tensor<{sh}{it}>")
+    res = body.convert("bitcast_convert", u, sh, qt, it, name="%b")
     if b < 8:
         wide = "i8" if signed else "ui8"
-        lines.append(f"%r = stablehlo.convert %b : (tensor<{sh}{it}>) -> tensor<{sh}{wide}>")
-        return lines, "%r", wide
-    return lines, "%b", it
+        return body.lines, body.convert("convert", res, sh, it, wide, name="%r"), wide
+    return body.lines, res, it
 
 
-def _shlo_dequantize_tail(c: Any, lines: list[str], qt: str, sh: str) -> tuple[list[str], str, str]:
+def _shlo_dequantize_tail(c: Any, body: Body, qt: str, sh: str) -> tuple[list[str], str, str]:
     """The end of a dequantize body: %q (of quantized type qt) dequantized to the expressed type, converted to the
     case's output dtype, read back as unsigned integers of its width."""
     et = mlir_type(scheme_of(c).expressed.name, "expressed type")
     (oname,) = c.expected
     ot = mlir_type(c.expected[oname].dtype.name, "dtype")
-    lines.append(f"%y = stablehlo.uniform_dequantize %q : (tensor<{sh}{qt}>) -> tensor<{sh}{et}>")
-    res = "%y"
+    res = body.convert("uniform_dequantize", "%q", sh, qt, et, name="%y")
     if ot != et:
-        lines.append(f"%o = stablehlo.convert %y : (tensor<{sh}{et}>) -> tensor<{sh}{ot}>")
-        res = "%o"
+        res = body.convert("convert", res, sh, et, ot, name="%o")
     w = WIDTH[ot]
-    lines.append(f"%r = stablehlo.bitcast_convert {res} : (tensor<{sh}{ot}>) -> tensor<{sh}ui{w}>")
-    return lines, "%r", f"ui{w}"
+    return body.lines, body.convert("bitcast_convert", res, sh, ot, f"ui{w}", name="%r"), f"ui{w}"
 
 
-def _shlo_float_storage_body(c: Any, x: str, qt: str, ft: str, b: int, sh: str) -> tuple[list[str], str, str]:
+def _shlo_float_storage_body(c: Any, body: Body, x: str, qt: str, ft: str, b: int, sh: str
+                             ) -> tuple[list[str], str, str]:
     """shlo_uniform_body for float storage: the element codes cross as ui8 and are bitcast to and from the float
     type (4-bit types through ui4)."""
 
     ui = f"ui{b}"
-    lines: list[str] = []
     if c.operation == "uniform_quantize":
-        ft_in = mlir_type(c.inputs["x"].dtype.name, "dtype")
-        lines.append(f"%q = stablehlo.uniform_quantize {x} : (tensor<{sh}{ft_in}>) -> tensor<{sh}{qt}>")
-        lines.append(f"%f = stablehlo.bitcast_convert %q : (tensor<{sh}{qt}>) -> tensor<{sh}{ft}>")
-        lines.append(f"%b = stablehlo.bitcast_convert %f : (tensor<{sh}{ft}>) -> tensor<{sh}{ui}>")
+        body.convert("uniform_quantize", x, sh, mlir_type(c.inputs["x"].dtype.name, "dtype"), qt, name="%q")
+        body.convert("bitcast_convert", "%q", sh, qt, ft, name="%f")
+        res = body.convert("bitcast_convert", "%f", sh, ft, ui, name="%b")
         if b < 8:
-            lines.append(f"%r = stablehlo.convert %b : (tensor<{sh}{ui}>) -> tensor<{sh}ui8>")
-            return lines, "%r", "ui8"
-        return lines, "%b", ui
+            return body.lines, body.convert("convert", res, sh, ui, "ui8", name="%r"), "ui8"
+        return body.lines, res, ui
     v = x
     if b < 8:
-        lines.append(f"%n = stablehlo.convert {x} : (tensor<{sh}ui8>) -> tensor<{sh}{ui}>")
-        v = "%n"
-    lines.append(f"%f = stablehlo.bitcast_convert {v} : (tensor<{sh}{ui}>) -> tensor<{sh}{ft}>")
-    lines.append(f"%q = stablehlo.bitcast_convert %f : (tensor<{sh}{ft}>) -> tensor<{sh}{qt}>")
-    return _shlo_dequantize_tail(c, lines, qt, sh)
+        v = body.convert("convert", x, sh, "ui8", ui, name="%n")
+    body.convert("bitcast_convert", v, sh, ui, ft, name="%f")
+    body.convert("bitcast_convert", "%f", sh, ft, qt, name="%q")
+    return _shlo_dequantize_tail(c, body, qt, sh)
 
 
 def uniform_input_type(case: object) -> str:
@@ -260,19 +236,6 @@ def uniform_types(case: Any) -> tuple[object, ...]:
     if case.operation == "uniform_requantize":
         types += (scheme_quant_type(to_scheme_of(case)),)
     return types
-
-
-def unsupported_reason(check: Callable[[Any], object]) -> Callable[[Any], str | None]:
-    """A target's ``supports(case)``: None when check(case) runs, else the Unsupported message."""
-
-    def supports(case: Any) -> str | None:
-        try:
-            check(case)
-        except Unsupported as exc:
-            return str(exc)
-        return None
-
-    return supports
 
 
 #: diagnostics of a lowering or runtime failure after the module parsed and verified: the backend accepts the
@@ -314,11 +277,10 @@ def dot_quant_type(storage: str, scale: object, zero_point: object, axis: int) -
     s = np.asarray(scale, dtype=np.float32).reshape(-1)
     z = np.asarray(zero_point).astype(np.int64).reshape(-1)
     if s.size == 1 and z.size == 1:
-        return f"!quant.uniform<{st}:f32, {_scale_text(s[0])}:{int(z[0])}>"
+        return quant_uniform(st, "f32", ((_scale_text(s[0]), int(z[0])),), None)
     n = max(s.size, z.size)
     s, z = np.broadcast_to(s, (n,)), np.broadcast_to(z, (n,))
-    pairs = ", ".join(f"{_scale_text(a)}:{int(b)}" for a, b in zip(s, z))
-    return f"!quant.uniform<{st}:f32:{axis}, {{{pairs}}}>"
+    return quant_uniform(st, "f32", [(_scale_text(a), int(b)) for a, b in zip(s, z)], axis)
 
 
 def dot_types(case: Any) -> tuple[str, str, str, str, str, str]:
@@ -347,12 +309,11 @@ def shlo_dot_body(case: Any, a: str, b: str) -> tuple[list[str], str, str]:
     qa, qb, qy, ta, tb, ty = dot_types(case)
     M, K = case.inputs["a"].shape
     N = case.inputs["b"].shape[1]
-    lines = [f"%qa = stablehlo.bitcast_convert {a} : (tensor<{M}x{K}x{ta}>) -> tensor<{M}x{K}x{qa}>",
-             f"%qb = stablehlo.bitcast_convert {b} : (tensor<{K}x{N}x{tb}>) -> tensor<{K}x{N}x{qb}>",
-             f"%qy = stablehlo.dot_general %qa, %qb, contracting_dims = [1] x [0] : (tensor<{M}x{K}x{qa}>, "
-             f"tensor<{K}x{N}x{qb}>) -> tensor<{M}x{N}x{qy}>",
-             f"%y = stablehlo.bitcast_convert %qy : (tensor<{M}x{N}x{qy}>) -> tensor<{M}x{N}x{ty}>"]
-    return lines, "%y", f"tensor<{M}x{N}x{ty}>"
+    body = Body(indent="")
+    body.convert("bitcast_convert", a, (M, K), ta, qa, name="%qa")
+    body.convert("bitcast_convert", b, (K, N), tb, qb, name="%qb")
+    body.let("%qy", dot_general("%qa", "%qb", tensor((M, K), qa), tensor((K, N), qb), tensor((M, N), qy)))
+    return body.lines, body.convert("bitcast_convert", "%qy", (M, N), qy, ty, name="%y"), tensor((M, N), ty)
 
 
 def matmul_element_case(case: Any, i: int) -> Any:
@@ -366,4 +327,4 @@ def matmul_element_case(case: Any, i: int) -> Any:
 __all__ = ["LOWERING_FAILURES", "WIDTH", "CompileFailure", "as_crash", "diagnostic", "dot_types", "element_body",
            "func_name", "generic_memref_func", "generic_tensor_func", "is_float_storage", "matmul_element_case",
            "mlir_type", "quant_type", "scheme_quant_type", "shape_text", "shlo_dot_body", "shlo_uniform_body",
-           "uniform_input_type", "uniform_types", "unsupported_reason"]
+           "uniform_input_type", "uniform_types"]

@@ -21,7 +21,7 @@ from ...conformance.case import Case
 from ..families.lookup import dq_kind, effective_axis
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import codes_as, from_torch, python_c, run_each, suite_input, to_torch
+from ._common import codes_as, from_torch, python_c, raise_unsupported, run_each, suite_input, to_torch
 
 BACKEND = "bitsandbytes"
 DISTRIBUTIONS = ("bitsandbytes", "torch")
@@ -73,9 +73,7 @@ def _supports(case: Case) -> str | None:
 
 
 def _one(case: Case) -> Outputs:
-    reason = _supports(case)
-    if reason:
-        raise Unsupported(reason)
+    raise_unsupported(_supports(case))
     torch, F = _lib()
     name = case.scheme["name"]
     B = int(case.scheme["block_size"])

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...conformance.case import Case
+from ...interop.mlir.stablehlo import func, module, one_line, tensor
 from ..model import Outputs, Target, Unsupported
 from . import require
 from ._common import (
@@ -26,8 +27,10 @@ from ._common import (
     float_literal,
     group_by,
     python_c,
+    run_element_groups,
     single_element_case,
     storage_values,
+    unsupported_reason,
 )
 from ._mlir import (
     as_crash,
@@ -42,7 +45,6 @@ from ._mlir import (
     shlo_uniform_body,
     uniform_input_type,
     uniform_types,
-    unsupported_reason,
 )
 
 BACKEND = "iree"
@@ -55,12 +57,11 @@ SINT = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 
 def _module(funcs: dict[str, str]) -> tuple[str, list[tuple[int, str]]]:
     """Module text and the first line (1-based) of each function."""
-    text, starts, line = "module {", [], 1
+    starts, line = [], 1
     for name, body in funcs.items():
         starts.append((line + 1 + body[: body.index("func.func")].count("\n"), name))
-        text += body
         line += body.count("\n")
-    return text + "\n}\n", starts
+    return module(*funcs.values()), starts
 
 
 def _failing(exc: BaseException, starts: list[tuple[int, str]]) -> dict[str, str]:
@@ -129,36 +130,32 @@ _el_supports = unsupported_reason(lambda case: element_body(element_signature(ca
 
 
 def _el_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-    groups = group_by(cases, element_signature)
     funcs, meta = {}, {}
-    for sig in groups:
+    for sig in group_by(cases, element_signature):
         body, res, tin, tout = element_body(sig)
         name = func_name(sig)
         funcs[name] = generic_tensor_func(name, body, res, tin, tout)
-        meta[sig] = (name, int(tin[1:]), int(tout[1:]))
+        meta[sig] = (name, int(tin[1:]))
     fns = compile_functions(funcs)
-    out: list[Any] = [None] * len(cases)
-    for sig, idxs in groups.items():
-        name, win, _wout = meta[sig]
+
+    def prepare(sig: tuple[str, str, str, str]) -> tuple[Callable[..., Any], int]:
+        name, win = meta[sig]
         fn = fns[name]
-        src = "codes" if sig[0] == "decode" else "x"
-        for i in idxs:
-            try:
-                if isinstance(fn, BaseException):
-                    raise fn
-                x = cases[i].inputs[src].reshape(-1).view(f"u{max(1, win // 8)}").view(SINT[win])
-                (oname,) = cases[i].expected
-                out[i] = {oname: codes_as(cases[i], oname, fn(x).reshape(-1))}
-            except Exception as exc:
-                out[i] = exc
-    return out
+        if isinstance(fn, BaseException):
+            raise fn
+        return fn, win
+
+    def call(ready: tuple[Callable[..., Any], int], sig: object, x: np.ndarray) -> np.ndarray:
+        fn, win = ready
+        return fn(x.view(f"u{max(1, win // 8)}").view(SINT[win]))
+
+    return run_element_groups(cases, prepare, call)
 
 
 def _el_snippet(case: Case, i: int) -> str:
     sig = element_signature(case)
     body, res, tin, tout = element_body(sig)
-    text = "module {" + generic_tensor_func("f", body, res, tin, tout) + "\n}"
-    text = " ".join(ln.strip() for ln in text.splitlines())
+    text = one_line(module(generic_tensor_func("f", body, res, tin, tout)))
     win, wout = int(tin[1:]), int(tout[1:])
     src = "codes" if sig[0] == "decode" else "x"
     lit = float_literal(case.inputs[src], i)
@@ -185,13 +182,9 @@ def targets() -> list[Target]:
 # ---- uniform: stablehlo.uniform_quantize / uniform_dequantize ------------------------------------------------
 def _uq_func(name: str, case: Case) -> str:
     (iname,) = case.inputs
-    shape = case.inputs[iname].shape
-    sh = shape_text(shape)
-    it = uniform_input_type(case)
+    sh = shape_text(case.inputs[iname].shape)
     lines, res, rt = shlo_uniform_body(case, "%x")
-    body = "\n    ".join(lines)
-    return (f"\n  func.func @{name}(%x: tensor<{sh}{it}>) -> tensor<{sh}{rt}> {{\n    {body}\n"
-            f"    return {res} : tensor<{sh}{rt}>\n  }}")
+    return func(name, (f"%x: {tensor(sh, uniform_input_type(case))}",), tensor(sh, rt), lines, res)
 
 
 _uq_types = unsupported_reason(uniform_types)
@@ -242,7 +235,7 @@ def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
 
 def _uq_snippet(case: Case, i: int) -> str:
     one = single_element_case(case, i)
-    text = " ".join(ln.strip() for ln in ("module {" + _uq_func("f", one) + "}").splitlines())
+    text = one_line(module(_uq_func("f", one), newline=False))
     x = _uq_input(one)
     lit = float_literal(x, 0) if x.dtype.kind == "f" else f"np.array([{int(x.reshape(-1)[0])}], np.{x.dtype.name})"
     return python_c(
@@ -260,11 +253,10 @@ def _uniform_target() -> Target:
 
 # ---- matmul: stablehlo.dot_general on !quant.uniform operands (matmul.md §5.5, §6.3) --------------------------
 def _mm_func(name: str, case: Case) -> str:
-    a, b = case.inputs["a"], case.inputs["b"]
-    ta, tb = (f"tensor<{shape_text(x.shape)}{'ui8' if x.dtype == np.uint8 else 'i8'}>" for x in (a, b))
+    params = [f"%{k}: {tensor(v.shape, 'ui8' if v.dtype == np.uint8 else 'i8')}"
+              for k, v in (("a", case.inputs["a"]), ("b", case.inputs["b"]))]
     lines, res, rt = shlo_dot_body(case, "%a", "%b")
-    body = "\n    ".join(lines)
-    return f"\n  func.func @{name}(%a: {ta}, %b: {tb}) -> {rt} {{\n    {body}\n    return {res} : {rt}\n  }}"
+    return func(name, params, rt, lines, res)
 
 
 _mm_supports = unsupported_reason(dot_types)
@@ -279,7 +271,7 @@ def _mm_snippet(case: Case, i: int) -> str:
     from .onnxruntime import matmul_literal
 
     one = matmul_element_case(case, i)
-    text = " ".join(ln.strip() for ln in ("module {" + _mm_func("f", one) + "}").splitlines())
+    text = one_line(module(_mm_func("f", one), newline=False))
     return python_c(
         "import numpy as np, iree.compiler as ic, iree.runtime as rt",
         f"a = {matmul_literal(one.inputs['a'])}", f"b = {matmul_literal(one.inputs['b'])}",

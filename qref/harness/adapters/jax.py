@@ -29,6 +29,7 @@ from ._common import (
     hex_print,
     jit_once,
     python_c,
+    raise_unsupported,
     run_each,
     run_elements,
     suite_input,
@@ -162,9 +163,7 @@ def _blk_one(case: Case) -> Outputs:
     import jax
     import jax.numpy as jnp
 
-    reason = _blk_supports(case)
-    if reason:
-        raise Unsupported(reason)
+    raise_unsupported(_blk_supports(case))
     jax.config.update("jax_platforms", "cpu")
     smq = importlib.import_module(_SMQ)
     mode, _ = BLOCK_MODES[case.scheme["name"]]

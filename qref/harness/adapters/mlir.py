@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...conformance.case import Case
+from ...interop.mlir.stablehlo import Body, cast, func, module, one_line, tensor
 from ..families.uniform import scheme_of, to_scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
@@ -29,11 +30,12 @@ from ._common import (
     codes_as,
     element_signature,
     float_literal,
-    group_by,
     python_c,
     run_each,
+    run_element_groups,
     single_element_case,
     storage_values,
+    unsupported_reason,
 )
 from ._mlir import (
     CompileFailure,
@@ -45,7 +47,6 @@ from ._mlir import (
     quant_type,
     scheme_quant_type,
     shape_text,
-    unsupported_reason,
 )
 
 BACKEND = "mlir"
@@ -179,33 +180,24 @@ def _stderr_captured() -> Iterator[Any]:
 _el_supports = unsupported_reason(lambda case: element_body(element_signature(case)))
 
 
+def _el_compile(sig: tuple[str, str, str, str]) -> tuple[Compiled, int, int]:
+    body, res, tin, tout = element_body(sig)
+    return Compiled(module(generic_memref_func("f", body, res, tin, tout))), int(tin[1:]), int(tout[1:])
+
+
+def _el_call(ready: tuple[Compiled, int, int], sig: object, x: np.ndarray) -> np.ndarray:
+    mod, win, wout = ready
+    return mod.call("f", x.view(UINT[win]), np.dtype(UINT[wout]))
+
+
 def _el_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-    out: list[Any] = [None] * len(cases)
-    for sig, idxs in group_by(cases, element_signature).items():
-        src = "codes" if sig[0] == "decode" else "x"
-        try:
-            body, res, tin, tout = element_body(sig)
-            mod = Compiled("module {" + generic_memref_func("f", body, res, tin, tout) + "\n}\n")
-        except Exception as exc:
-            for i in idxs:
-                out[i] = exc
-            continue
-        win, wout = int(tin[1:]), int(tout[1:])
-        for i in idxs:
-            try:
-                y = mod.call("f", cases[i].inputs[src].reshape(-1).view(UINT[win]), np.dtype(UINT[wout]))
-                (oname,) = cases[i].expected
-                out[i] = {oname: codes_as(cases[i], oname, y)}
-            except Exception as exc:
-                out[i] = exc
-    return out
+    return run_element_groups(cases, _el_compile, _el_call)
 
 
 def _el_snippet(case: Case, i: int) -> str:
     sig = element_signature(case)
     body, res, tin, tout = element_body(sig)
-    text = " ".join(ln.strip() for ln in ("module {" + generic_memref_func("f", body, res, tin, tout) + "}")
-                    .splitlines())
+    text = one_line(module(generic_memref_func("f", body, res, tin, tout), newline=False))
     win, wout = int(tin[1:]), int(tout[1:])
     src = "codes" if sig[0] == "decode" else "x"
     lit = float_literal(case.inputs[src], i)
@@ -232,19 +224,18 @@ def targets() -> list[Target]:
 
 
 # ---- uniform: quant.qcast / quant.dcast with lower-quant-ops ---------------------------------------------------
-def _narrow_in(lines: list[str], sh: str, b: int) -> str:
+def _narrow_in(body: Body, sh: str, b: int) -> str:
     """The argument %x as storage integers i{b}: below 8 bits it arrives as i8 and is truncated (%n)."""
     if b < 8:
-        lines.append(f"%n = arith.trunci %x : tensor<{sh}i8> to tensor<{sh}i{b}>")
-        return "%n"
+        return body.let("%n", cast("arith.trunci", "%x", tensor(sh, "i8"), tensor(sh, f"i{b}")))
     return "%x"
 
 
-def _widen_out(lines: list[str], sh: str, b: int, signed: bool) -> tuple[str, str]:
+def _widen_out(body: Body, sh: str, b: int, signed: bool) -> tuple[str, str]:
     """(result, its element type) of the storage integers %s (i{b}): below 8 bits extended to i8 (%w)."""
     if b < 8:
-        lines.append(f"%w = arith.{'extsi' if signed else 'extui'} %s : tensor<{sh}i{b}> to tensor<{sh}i8>")
-        return "%w", "i8"
+        ext = "arith.extsi" if signed else "arith.extui"
+        return body.let("%w", cast(ext, "%s", tensor(sh, f"i{b}"), tensor(sh, "i8"))), "i8"
     return "%s", f"i{b}"
 
 
@@ -255,56 +246,48 @@ def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
     (iname,) = case.inputs
     shape = case.inputs[iname].shape
     sh = shape_text(shape)
-    lines = []
+    body = Body(indent="")
     if case.operation == "uniform_requantize":  # quant.qcast of a quantized operand (the verifier decides)
         qt2, _it2, b2, signed2 = scheme_quant_type(to_scheme_of(case))
         st2 = f"i{b2}"
-        arg = f"tensor<{sh}{st if b >= 8 else 'i8'}>"
-        v = _narrow_in(lines, sh, b)
-        lines += [f"%q = quant.scast {v} : tensor<{sh}{st}> to tensor<{sh}{qt}>",
-                  f"%u = quant.qcast %q : tensor<{sh}{qt}> to tensor<{sh}{qt2}>",
-                  f"%s = quant.scast %u : tensor<{sh}{qt2}> to tensor<{sh}{st2}>"]
-        res, rt = _widen_out(lines, sh, b2, signed2)
+        arg = tensor(sh, st if b >= 8 else "i8")
+        v = _narrow_in(body, sh, b)
+        body.let("%q", cast("quant.scast", v, tensor(sh, st), tensor(sh, qt)))
+        body.let("%u", cast("quant.qcast", "%q", tensor(sh, qt), tensor(sh, qt2)))
+        body.let("%s", cast("quant.scast", "%u", tensor(sh, qt2), tensor(sh, st2)))
+        res, rt = _widen_out(body, sh, b2, signed2)
         out_dt = np.dtype(f"int{max(8, b2)}")
     elif is_float_storage(_it):  # f8E4M3FN / f8E5M2 / f4E2M1FN storage: quant.scast takes integers only, so the
         # function takes or returns the quantized tensor itself (strip-func-quant-types makes it the float type)
         if case.operation == "uniform_quantize":
-            ft = mlir_type(case.inputs["x"].dtype.name, "dtype")
-            arg = f"tensor<{sh}{ft}>"
-            lines.append(f"%q = quant.qcast %x : {arg} to tensor<{sh}{qt}>")
-            res, rt = "%q", qt
+            arg = tensor(sh, mlir_type(case.inputs["x"].dtype.name, "dtype"))
+            res, rt = body.let("%q", cast("quant.qcast", "%x", arg, tensor(sh, qt))), qt
             out_dt = np.dtype(np.uint8)
         else:
             et = mlir_type(scheme_of(case).expressed.name, "expressed type")
-            arg = f"tensor<{sh}{qt}>"
-            lines.append(f"%y = quant.dcast %x : {arg} to tensor<{sh}{et}>")
-            res, rt = "%y", et
+            arg = tensor(sh, qt)
+            res, rt = body.let("%y", cast("quant.dcast", "%x", arg, tensor(sh, et))), et
             (oname,) = case.expected
             if et != mlir_type(case.expected[oname].dtype.name):
                 raise Unsupported(f"dequantize to {case.expected[oname].dtype} from expressed type {et}")
             out_dt = np.dtype(case.expected[oname].dtype)
     elif case.operation == "uniform_quantize":
-        ft = mlir_type(case.inputs["x"].dtype.name, "dtype")
-        arg = f"tensor<{sh}{ft}>"
-        lines += [f"%q = quant.qcast %x : {arg} to tensor<{sh}{qt}>",
-                  f"%s = quant.scast %q : tensor<{sh}{qt}> to tensor<{sh}{st}>"]
-        res, rt = _widen_out(lines, sh, b, signed)
+        arg = tensor(sh, mlir_type(case.inputs["x"].dtype.name, "dtype"))
+        body.let("%q", cast("quant.qcast", "%x", arg, tensor(sh, qt)))
+        body.let("%s", cast("quant.scast", "%q", tensor(sh, qt), tensor(sh, st)))
+        res, rt = _widen_out(body, sh, b, signed)
         out_dt = np.dtype(f"int{max(8, b)}")
     else:
         et = mlir_type(scheme_of(case).expressed.name, "expressed type")
-        it = st if b >= 8 else "i8"
-        arg = f"tensor<{sh}{it}>"
-        v = _narrow_in(lines, sh, b)
-        lines += [f"%q = quant.scast {v} : tensor<{sh}{st}> to tensor<{sh}{qt}>",
-                  f"%y = quant.dcast %q : tensor<{sh}{qt}> to tensor<{sh}{et}>"]
-        res, rt = "%y", et
+        arg = tensor(sh, st if b >= 8 else "i8")
+        v = _narrow_in(body, sh, b)
+        body.let("%q", cast("quant.scast", v, tensor(sh, st), tensor(sh, qt)))
+        res, rt = body.let("%y", cast("quant.dcast", "%q", tensor(sh, qt), tensor(sh, et))), et
         (oname,) = case.expected
         out_dt = np.dtype(case.expected[oname].dtype) if et == mlir_type(case.expected[oname].dtype.name) else None
         if out_dt is None:
             raise Unsupported(f"dequantize to {case.expected[oname].dtype} from expressed type {et}")
-    body = "\n    ".join(lines)
-    text = (f"\n  func.func @{name}(%x: {arg}) -> tensor<{sh}{rt}> attributes {{llvm.emit_c_interface}} {{\n"
-            f"    {body}\n    return {res} : tensor<{sh}{rt}>\n  }}")
+    text = func(name, (f"%x: {arg}",), tensor(sh, rt), body.lines, res, attributes="llvm.emit_c_interface")
     return text, out_dt
 
 
@@ -333,7 +316,7 @@ _uq_supports = unsupported_reason(lambda case: _uq_func("f", case))
 def _uq_one(case: Case) -> Outputs:
     text, out_dt = _uq_func("f", case)
     try:
-        mod = Compiled("module {" + text + "\n}\n")
+        mod = Compiled(module(text))
     except PipelineFailure as exc:  # lower-quant-ops failed on an op and type the quant dialect accepts: a crash
         raise CompileFailure(str(exc)) from None
     y = _call_returning(mod, "f", _uq_input(case), out_dt)
@@ -348,7 +331,7 @@ def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
 def _uq_snippet(case: Case, i: int) -> str:
     one = single_element_case(case, i)
     text, out_dt = _uq_func("f", one)
-    text = " ".join(ln.strip() for ln in ("module {" + text + "}").splitlines())
+    text = one_line(module(text, newline=False))
     x = _uq_input(one)
     lit = float_literal(x, 0) if x.dtype.kind == "f" else f"np.array([{int(x.reshape(-1)[0])}], np.{x.dtype.name})"
     return python_c(

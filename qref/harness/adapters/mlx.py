@@ -63,25 +63,30 @@ def _fp8_fn(sig: tuple[str, str, str, str], flat: np.ndarray) -> np.ndarray:
     return _from_mx(mx.from_fp8(codes, dtype=_to_mx(flat[:1]).dtype))
 
 
+def _as_bits(expr: str, dtype: str) -> str:
+    """A reproducer's MLX expression, a bfloat16 result read as uint16 (numpy has no bfloat16 to print)."""
+    return expr + ".view(mx.uint16)" if dtype == "bfloat16" else expr
+
+
+def _snippet_input(case: Case, i: int) -> tuple[np.ndarray, str, str]:
+    """(the input x, the numpy literal of its element i, the MLX array of it: bfloat16 through its bits)."""
+    x = case.inputs["x"]
+    load = "mx.array(x.view(np.uint16)).view(mx.bfloat16)" if x.dtype.name == "bfloat16" else "mx.array(x)"
+    return x, float_literal(x, i), load
+
+
 def _fp8_snippet(case: Case, i: int) -> str:
     if case.operation == "decode":
         out = case.params["dtype"]
         c = int(case.inputs["codes"].reshape(-1)[i])
-        expr = f"mx.from_fp8(mx.array(np.array([{hex(c)}], np.uint8)), dtype=mx.{out})"
-        if out == "bfloat16":
-            expr += ".view(mx.uint16)"
-        w = 4 if out == "float32" else 2
-        return python_c("import numpy as np, mlx.core as mx", hex_print(expr, w))
-    x = case.inputs["x"]
-    lit = float_literal(x, i)
-    load = "mx.array(x.view(np.uint16)).view(mx.bfloat16)" if x.dtype.name == "bfloat16" else "mx.array(x)"
+        expr = _as_bits(f"mx.from_fp8(mx.array(np.array([{hex(c)}], np.uint8)), dtype=mx.{out})", out)
+        return python_c("import numpy as np, mlx.core as mx", hex_print(expr, 4 if out == "float32" else 2))
+    x, lit, load = _snippet_input(case, i)
     imports = "import numpy as np, ml_dtypes, mlx.core as mx" if x.dtype.name == "bfloat16" else \
         "import numpy as np, mlx.core as mx"
     if case.operation == "encode":
         return python_c(imports, f"x = {lit}", hex_print(f"mx.to_fp8({load})", 1))
-    back = f"mx.from_fp8(mx.to_fp8({load}), dtype={load}.dtype)"
-    if x.dtype.name == "bfloat16":
-        back += ".view(mx.uint16)"
+    back = _as_bits(f"mx.from_fp8(mx.to_fp8({load}), dtype={load}.dtype)", x.dtype.name)
     return python_c(imports, f"x = {lit}", hex_print(back, x.dtype.itemsize))
 
 
@@ -114,20 +119,13 @@ def _astype_snippet(case: Case, i: int) -> str:
     if case.operation == "decode":
         out = case.params["dtype"]
         c = int(case.inputs["codes"].reshape(-1)[i])
-        expr = f"mx.array(np.array([{hex(c)}], np.uint16)).view(mx.{fmt}).astype(mx.{out})"
-        if out == "bfloat16":
-            expr += ".view(mx.uint16)"
-        w = {"float32": 4, "float64": 8}.get(out, 2)
-        return python_c("import numpy as np, mlx.core as mx", hex_print(expr, w))
-    x = case.inputs["x"]
-    lit = float_literal(x, i)
-    load = "mx.array(x.view(np.uint16)).view(mx.bfloat16)" if x.dtype.name == "bfloat16" else "mx.array(x)"
+        expr = _as_bits(f"mx.array(np.array([{hex(c)}], np.uint16)).view(mx.{fmt}).astype(mx.{out})", out)
+        return python_c("import numpy as np, mlx.core as mx", hex_print(expr, {"float32": 4, "float64": 8}.get(out, 2)))
+    x, lit, load = _snippet_input(case, i)
     imports = "import numpy as np, ml_dtypes, mlx.core as mx"
     if case.operation == "encode":
         return python_c(imports, f"x = {lit}", hex_print(f"{load}.astype(mx.{fmt}).view(mx.uint16)", 2))
-    back = f"{load}.astype(mx.{fmt}).astype({load}.dtype)"
-    if x.dtype.name == "bfloat16":
-        back += ".view(mx.uint16)"
+    back = _as_bits(f"{load}.astype(mx.{fmt}).astype({load}.dtype)", x.dtype.name)
     return python_c(imports, f"x = {lit}", hex_print(back, x.dtype.itemsize))
 
 
@@ -482,11 +480,17 @@ def _qmm_supports(case: Case) -> str | None:
     return None
 
 
-def _qmm_one(case: Case) -> Outputs:
-    mx = _mx()
+def _mm_parts(case: Case) -> tuple[str, int, int, np.ndarray, np.ndarray, np.ndarray]:
+    """(mode, group size, bits, lhs values, packed rhs words, rhs scales) of a block_matmul case."""
     mode, g, b = _mm_mode(case)
     x, _ = _lhs_values(case)
     w, sc = _weight(case, b)
+    return mode, g, b, x, w, sc
+
+
+def _qmm_one(case: Case) -> Outputs:
+    mx = _mx()
+    mode, g, b, x, w, sc = _mm_parts(case)
     y = mx.quantized_matmul(mx.array(x), mx.array(w), mx.array(sc), transpose=True, group_size=g, bits=b, mode=mode)
     return {"y": codes_as(case, "y", np.asarray(y))}
 
@@ -522,9 +526,7 @@ def _qqmm_supports(case: Case) -> str | None:
 
 def _qqmm_one(case: Case) -> Outputs:
     mx = _mx()
-    mode, g, b = _mm_mode(case)
-    x, _ = _lhs_values(case)
-    w, sc = _weight(case, b)
+    mode, g, b, x, w, sc = _mm_parts(case)
     wm, scm = mx.array(w), mx.array(sc)
     rows = [np.asarray(mx.qqmm(mx.array(x[m : m + 1]), wm, scm, group_size=g, bits=b, mode=mode))
             for m in range(x.shape[0])]  # the CPU kernel takes one row at a time
@@ -543,9 +545,7 @@ def _mm_snippet(qq: bool):
     def snippet(case: Case, i: int) -> str:
         from ._common import array_literal
 
-        mode, g, b = _mm_mode(case)
-        x, _ = _lhs_values(case)
-        w, sc = _weight(case, b)
+        mode, g, b, x, w, sc = _mm_parts(case)
         N = case.expected["y"].shape[1]
         m, n = divmod(i, N)
         if qq:

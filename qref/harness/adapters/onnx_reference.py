@@ -26,13 +26,13 @@ from ..model import Outputs, Target, Unsupported
 from . import require
 from ._common import (
     codes_as,
-    element_signature,
     float_literal,
-    group_by,
     python_c,
     run_each,
+    run_element_groups,
     single_element_case,
     storage_values,
+    unsupported_reason,
 )
 from .onnxruntime import (
     ONNX_TYPES,
@@ -92,27 +92,19 @@ def _bits(y: np.ndarray) -> np.ndarray:
 
 # ---- elements: Cast -----------------------------------------------------------------------------------------
 def _cast_run(saturating: bool):
+    def call(_: None, sig: tuple[str, str, str, str], x: np.ndarray) -> np.ndarray:
+        op, fmt, src, o = sig
+        if op == "decode":
+            dt = _np_dtype(fmt)
+            return _bits(evaluate(cast_model(fmt, o, None), x.astype(f"u{dt.itemsize}").view(dt)))
+        xin = x.view(_np_dtype("bfloat16")) if x.dtype.name == "bfloat16" else x
+        y = evaluate(cast_model(src, fmt, _cast_sat(saturating, fmt)), xin)
+        if op == "quantize":
+            y = evaluate(cast_model(fmt, src, None), y)
+        return _bits(y)
+
     def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        out: list[Any] = [None] * len(cases)
-        for sig, idxs in group_by(cases, element_signature).items():
-            op, fmt, src, o = sig
-            name = "codes" if op == "decode" else "x"
-            for i in idxs:
-                try:
-                    x = cases[i].inputs[name].reshape(-1)
-                    if op == "decode":
-                        dt = _np_dtype(fmt)
-                        y = evaluate(cast_model(fmt, o, None), x.astype(f"u{dt.itemsize}").view(dt))
-                    else:
-                        xin = x.view(_np_dtype("bfloat16")) if x.dtype.name == "bfloat16" else x
-                        y = evaluate(cast_model(src, fmt, _cast_sat(saturating, fmt)), xin)
-                        if op == "quantize":
-                            y = evaluate(cast_model(fmt, src, None), y)
-                    (oname,) = cases[i].expected
-                    out[i] = {oname: codes_as(cases[i], oname, _bits(y))}
-                except Exception as exc:
-                    out[i] = exc
-        return out
+        return run_element_groups(cases, lambda sig: None, call)
     return run
 
 
@@ -173,12 +165,7 @@ def _uq_model(case: Case) -> tuple[Any, str, str]:
     return model, it, ot
 
 
-def _uq_supports(case: Case) -> str | None:
-    try:
-        _uq_model(case)
-    except Unsupported as exc:
-        return str(exc)
-    return None
+_uq_supports = unsupported_reason(_uq_model)
 
 
 def _uq_one(case: Case) -> Outputs:

@@ -20,7 +20,7 @@ from ..families.matmul import element_inputs
 from ..families.uniform import scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import codes_as, element_signature, float_literal, group_by, python_c
+from ._common import codes_as, element_signature, float_literal, python_c, run_element_groups, unsupported_reason
 
 BACKEND = "onnxruntime"
 DISTRIBUTIONS = ("onnx", "onnxruntime")
@@ -133,36 +133,22 @@ def _cast_sat(saturating: bool, fmt: str) -> int | None:
 
 
 def _cast_run(saturating: bool):
+    def prepare(sig: tuple[str, str, str, str]) -> tuple[Any, Any]:
+        op, fmt, src, o = sig
+        if op == "decode":
+            return session(cast_model(fmt, o, None)), None
+        first = session(cast_model(src, fmt, _cast_sat(saturating, fmt)))
+        return first, session(cast_model(fmt, src, None)) if op == "quantize" else None
+
+    def call(ready: tuple[Any, Any], sig: tuple[str, str, str, str], x: np.ndarray) -> np.ndarray:
+        (first, back), (op, fmt, src, o) = ready, sig
+        if op == "decode":
+            return run_session(first, {"x": (x, fmt)}, o, x.size)
+        y = run_session(first, {"x": (x, src)}, fmt, x.size)
+        return y if back is None else run_session(back, {"x": (y, fmt)}, src, x.size)
+
     def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        out: list[Any] = [None] * len(cases)
-        for sig, idxs in group_by(cases, element_signature).items():
-            op, fmt, src, o = sig
-            name = "codes" if op == "decode" else "x"
-            try:
-                sat = _cast_sat(saturating, fmt)
-                if op == "decode":
-                    first = session(cast_model(fmt, o, None))
-                else:
-                    first = session(cast_model(src, fmt, sat))
-                    back = session(cast_model(fmt, src, None)) if op == "quantize" else None
-            except Exception as exc:
-                for i in idxs:
-                    out[i] = exc
-                continue
-            for i in idxs:
-                try:
-                    x = cases[i].inputs[name].reshape(-1)
-                    if op == "decode":
-                        y = run_session(first, {"x": (x, fmt)}, o, x.size)
-                    else:
-                        y = run_session(first, {"x": (x, src)}, fmt, x.size)
-                        if back is not None:
-                            y = run_session(back, {"x": (y, fmt)}, src, x.size)
-                    (oname,) = cases[i].expected
-                    out[i] = {oname: codes_as(cases[i], oname, y)}
-                except Exception as exc:
-                    out[i] = exc
-        return out
+        return run_element_groups(cases, prepare, call)
     return run
 
 
@@ -296,12 +282,7 @@ def qdq_model(case: Case) -> tuple[Any, str, str]:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), it, ot
 
 
-def _uq_supports(case: Case) -> str | None:
-    try:
-        qdq_model(case)
-    except Unsupported as exc:
-        return str(exc)
-    return None
+_uq_supports = unsupported_reason(qdq_model)
 
 
 def _uq_input(case: Case) -> np.ndarray:

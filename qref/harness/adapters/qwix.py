@@ -25,7 +25,16 @@ from ..families.lookup import dq_kind, effective_axis
 from ..families.uniform import element_params, scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import codes_as, jax_dot_modes, jit_once, python_c, run_each, storage_values, suite_input
+from ._common import (
+    codes_as,
+    jax_dot_modes,
+    jit_once,
+    python_c,
+    raise_unsupported,
+    run_each,
+    storage_values,
+    suite_input,
+)
 
 BACKEND = "qwix"
 DISTRIBUTIONS = ("qwix", "jax", "jaxlib")
@@ -191,9 +200,7 @@ def _nf4_supports(case: Case) -> str | None:
 
 
 def _nf4_one(case: Case) -> Outputs:
-    reason = _nf4_supports(case)
-    if reason:
-        raise Unsupported(reason)
+    raise_unsupported(_nf4_supports(case))
     _, jnp, qarray = _mods()
     B = int(case.scheme["block_size"])
     ax = effective_axis(case)
@@ -278,9 +285,7 @@ def _scale_bytes(s: np.ndarray, scale_format: str) -> np.ndarray:
 
 
 def _mx_one(case: Case) -> Outputs:
-    reason = _mx_supports(case)
-    if reason:
-        raise Unsupported(reason)
+    raise_unsupported(_mx_supports(case))
     import ml_dtypes
 
     jax, jnp, qarray = _mods()

@@ -16,12 +16,22 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...conformance.case import Case, to_storage
+from ...conformance.case import Case
+from ...conformance.export.mlir import hex_dense
+from ...interop.mlir.stablehlo import WIDTH, Body, constant, func, module, one_line, tensor
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import _mask, codes_as, element_signature, python_c, run_each, single_element_case, storage_values
+from ._common import (
+    _mask,
+    codes_as,
+    element_signature,
+    python_c,
+    run_each,
+    single_element_case,
+    storage_values,
+    unsupported_reason,
+)
 from ._mlir import (
-    WIDTH,
     as_crash,
     diagnostic,
     dot_types,
@@ -34,15 +44,10 @@ from ._mlir import (
     shlo_uniform_body,
     uniform_input_type,
     uniform_types,
-    unsupported_reason,
 )
 
 BACKEND = "stablehlo"
 DISTRIBUTIONS = ("torch-mlir",)
-
-
-def _hex(arr: np.ndarray) -> str:
-    return "0x" + to_storage(np.ascontiguousarray(arr)).tobytes().hex().upper()
 
 
 def element_module(sig: tuple[str, str, str, str], x: np.ndarray) -> tuple[str, str]:
@@ -51,36 +56,29 @@ def element_module(sig: tuple[str, str, str, str], x: np.ndarray) -> tuple[str, 
     op, fmt, src, out = sig
     F = mlir_type(fmt)
     n = x.size
-    lines = []
+    b = Body(indent="")
     if op == "decode":
         O = mlir_type(out, "dtype")
-        codes = x.astype(np.uint8 if WIDTH[F] <= 8 else np.uint16)
-        lines.append(f'%x = stablehlo.constant dense<"{_hex(codes)}"> : tensor<{n}x{F}>')
-        lines.append(f"%y = stablehlo.convert %x : (tensor<{n}x{F}>) -> tensor<{n}x{O}>")
-        res_t, res = O, "%y"
+        b.let("%x", constant(hex_dense(x.astype(np.uint8 if WIDTH[F] <= 8 else np.uint16)), tensor(n, F)))
+        res_t, res = O, b.convert("convert", "%x", n, F, O, name="%y")
     else:
         S = mlir_type(src, "dtype")
-        lines.append(f'%x = stablehlo.constant dense<"{_hex(x)}"> : tensor<{n}x{S}>')
-        lines.append(f"%y = stablehlo.convert %x : (tensor<{n}x{S}>) -> tensor<{n}x{F}>")
-        res_t, res = F, "%y"
+        b.let("%x", constant(hex_dense(x), tensor(n, S)))
+        res_t, res = F, b.convert("convert", "%x", n, S, F, name="%y")
         if op == "quantize":
-            lines.append(f"%z = stablehlo.convert %y : (tensor<{n}x{F}>) -> tensor<{n}x{S}>")
-            res_t, res = S, "%z"
+            res_t, res = S, b.convert("convert", "%y", n, F, S, name="%z")
     w = WIDTH[res_t]
     if w == 6:
-        lines.append(f"%r = stablehlo.convert {res} : (tensor<{n}x{res_t}>) -> tensor<{n}xf32>")
+        b.convert("convert", res, n, res_t, "f32", name="%r")
         ret_t, how = "f32", "f6"
     elif w == 4:
-        lines.append(f"%b = stablehlo.bitcast_convert {res} : (tensor<{n}x{res_t}>) -> tensor<{n}xui4>")
-        lines.append(f"%r = stablehlo.convert %b : (tensor<{n}xui4>) -> tensor<{n}xui8>")
+        b.convert("bitcast_convert", res, n, res_t, "ui4", name="%b")
+        b.convert("convert", "%b", n, "ui4", "ui8", name="%r")
         ret_t, how = "ui8", "u8"
     else:
-        lines.append(f"%r = stablehlo.bitcast_convert {res} : (tensor<{n}x{res_t}>) -> tensor<{n}xui{w}>")
+        b.convert("bitcast_convert", res, n, res_t, f"ui{w}", name="%r")
         ret_t, how = f"ui{w}", f"u{w}"
-    body = "\n    ".join(lines)
-    text = (f"module {{\n  func.func @main() -> tensor<{n}x{ret_t}> {{\n    {body}\n"
-            f"    return %r : tensor<{n}x{ret_t}>\n  }}\n}}\n")
-    return text, how
+    return module(func("main", (), tensor(n, ret_t), b.lines, "%r")), how
 
 
 def evaluate(text: str) -> list[np.ndarray]:
@@ -140,7 +138,7 @@ def _el_snippet(case: Case, i: int) -> str:
     src = "codes" if sig[0] == "decode" else "x"
     x = case.inputs[src].reshape(-1)[i : i + 1]
     text, how = element_module(sig, x)
-    text = " ".join(ln.strip() for ln in text.splitlines())
+    text = one_line(text)
     read = "np.array(r[0]).reshape(-1)"
     if how == "f6":
         read = f"np.array(r[0]).astype(np.float32).astype(ml_dtypes.{sig[1] if sig[0] == 'encode' else sig[2]})" \
@@ -157,12 +155,10 @@ def _el_snippet(case: Case, i: int) -> str:
 def uniform_module(case: Case) -> str:
     (iname,) = case.inputs
     arr = case.inputs[iname] if case.operation == "uniform_quantize" else storage_values(case)
-    it = uniform_input_type(case)
     sh = shape_text(arr.shape)
     lines, res, rt = shlo_uniform_body(case, "%x")
-    body = "\n    ".join([f'%x = stablehlo.constant dense<"{_hex(arr)}"> : tensor<{sh}{it}>', *lines])
-    return (f"module {{\n  func.func @main() -> tensor<{sh}{rt}> {{\n    {body}\n    return {res} : "
-            f"tensor<{sh}{rt}>\n  }}\n}}\n")
+    x = "%x = " + constant(hex_dense(arr), tensor(sh, uniform_input_type(case)))
+    return module(func("main", (), tensor(sh, rt), [x, *lines], res))
 
 
 #: the interpreter's verifier on float-storage quantized types (torch-mlir 20261001): in most processes it
@@ -185,27 +181,31 @@ def _uq_check(case: Case) -> tuple[object, ...]:
 _uq_supports = unsupported_reason(_uq_check)
 
 
-def _uq_one(case: Case) -> Outputs:
+def _evaluate_claimed(text: str) -> np.ndarray:
+    """The one result of a module of operations the target claims: a lowering failure is a crash."""
     try:
-        (y,) = evaluate(uniform_module(case))
-    except Unsupported as exc:  # a lowering failure of a claimed op/type is a crash
+        (y,) = evaluate(text)
+    except Unsupported as exc:
         raise as_crash(exc) from None
+    return y
+
+
+def _uq_one(case: Case) -> Outputs:
     (oname,) = case.expected
-    return {oname: codes_as(case, oname, y)}
+    return {oname: codes_as(case, oname, _evaluate_claimed(uniform_module(case)))}
 
 
 def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
     return run_each(cases, _uq_one)
 
 
-def _module_snippet(module: str, mask: str) -> str:
+def _module_snippet(text: str, mask: str) -> str:
     """The standalone script that evaluates a module in the StableHLO interpreter and prints its first result's
     first element as hex bits (``mask``: the `` & 0x..`` of a sub-byte storage, or "")."""
-    text = " ".join(ln.strip() for ln in module.splitlines())
     return python_c(
         "import numpy as np", "from torch_mlir import ir", "from torch_mlir._mlir_libs import _stablehlo as s",
         "c = ir.Context(); s.register_dialect(c); c.__enter__()",
-        f"r = s.eval_module(ir.Module.parse({text!r}), [])",
+        f"r = s.eval_module(ir.Module.parse({one_line(text)!r}), [])",
         f"y = np.array(r[0]).reshape(-1); print(hex(int(y.view(f'u{{y.dtype.itemsize}}')[0]){mask}))")
 
 
@@ -216,23 +216,17 @@ def _uq_snippet(case: Case, i: int) -> str:
 
 # ---- matmul: stablehlo.dot_general on !quant.uniform operands (matmul.md §5.5, §6.3) ------------------------
 def matmul_module(case: Case) -> str:
-    a, b = np.ascontiguousarray(case.inputs["a"]), np.ascontiguousarray(case.inputs["b"])
     lines, res, rt = shlo_dot_body(case, "%a", "%b")
-    ta, tb = (f"tensor<{shape_text(x.shape)}{'ui8' if x.dtype == np.uint8 else 'i8'}>" for x in (a, b))
-    body = "\n    ".join([f'%a = stablehlo.constant dense<"{_hex(a)}"> : {ta}',
-                          f'%b = stablehlo.constant dense<"{_hex(b)}"> : {tb}', *lines])
-    return f"module {{\n  func.func @main() -> {rt} {{\n    {body}\n    return {res} : {rt}\n  }}\n}}\n"
+    consts = [f"%{k} = " + constant(hex_dense(v), tensor(v.shape, "ui8" if v.dtype == np.uint8 else "i8"))
+              for k, v in (("a", case.inputs["a"]), ("b", case.inputs["b"]))]
+    return module(func("main", (), rt, [*consts, *lines], res))
 
 
 _mm_supports = unsupported_reason(dot_types)
 
 
 def _mm_one(case: Case) -> Outputs:
-    try:
-        (y,) = evaluate(matmul_module(case))
-    except Unsupported as exc:  # a lowering failure of a claimed op/type is a crash
-        raise as_crash(exc) from None
-    return {"y": codes_as(case, "y", y)}
+    return {"y": codes_as(case, "y", _evaluate_claimed(matmul_module(case)))}
 
 
 def _mm_snippet(case: Case, i: int) -> str:

@@ -24,7 +24,16 @@ from ..families.lookup import dq_kind, effective_axis
 from ..model import Outputs, Target, Unsupported
 from ..reproducer import sparse_input
 from . import require
-from ._common import array_literal, codes_as, from_torch, python_c, run_each, suite_input, to_torch
+from ._common import (
+    array_literal,
+    codes_as,
+    from_torch,
+    python_c,
+    raise_unsupported,
+    run_each,
+    suite_input,
+    to_torch,
+)
 
 BACKEND = "torchao"
 DISTRIBUTIONS = ("torchao", "torch")
@@ -79,9 +88,7 @@ def _nf4_table(B: int, dtype: Any) -> Any:
 
 
 def _one(case: Case) -> Outputs:
-    reason = _supports(case)
-    if reason:
-        raise Unsupported(reason)
+    raise_unsupported(_supports(case))
     import torch
 
     tq = _tq()

@@ -22,9 +22,10 @@ import hashlib
 import importlib
 import json
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +63,26 @@ def describe_value(name: str, value: np.ndarray) -> str:
         with np.errstate(invalid="ignore"):
             return f"{name} {hex_words(v)[0]} ({float_text(float(v.astype(np.float64)[0]))})"
     return f"{name} {hex_words(v)[0]}"
+
+
+def distinct_alternatives(alts: Iterable[tuple[str, dict[str, Any]]], outputs: Callable[[dict[str, Any]], Any],
+                          same: Callable[[dict[str, Any]], bool] = lambda ov: False
+                          ) -> Iterator[tuple[str, Any]]:
+    """``(class, outputs(overrides))`` for each ``(class, overrides)`` of ``alts`` in order: the first of equal
+    override sets only, none that ``same`` says leaves the rules as they are, none ``outputs`` fails on."""
+    seen = set()
+    for cls, ov in alts:
+        if same(ov):
+            continue
+        key = json.dumps(ov, sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            out = outputs(ov)
+        except Exception:
+            continue
+        yield cls, out
 
 
 def listed_for(case: Case, profile: str) -> bool:
@@ -123,5 +144,5 @@ def flushed(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.nda
     return zero & small
 
 
-__all__ = ["Expectation", "describe_value", "family_names", "flushed", "get_family", "held_or_computed",
-           "holds_for_spec_or", "listed_for", "task_hash"]
+__all__ = ["Expectation", "describe_value", "distinct_alternatives", "family_names", "flushed",
+           "get_family", "held_or_computed", "holds_for_spec_or", "listed_for", "task_hash"]

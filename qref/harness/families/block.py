@@ -10,7 +10,6 @@ agreeing profiles for every input set), else from qref's scheme rebuilt under th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +18,15 @@ import numpy as np
 from ...conformance.case import Case
 from ...schemes.base import QArray, scheme
 from ...schemes.block import DEFAULT_PROFILE, BlockScheme
-from . import Expectation, describe_value, flushed, held_or_computed, holds_for_spec_or, task_hash
+from . import (
+    Expectation,
+    describe_value,
+    distinct_alternatives,
+    flushed,
+    held_or_computed,
+    holds_for_spec_or,
+    task_hash,
+)
 
 FAMILY = "block"
 SPEC_PROFILE = "spec"
@@ -126,16 +133,7 @@ def expectation(case: Case, profile: str) -> Expectation:
 
 
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
-    seen = set()
-    for cls, ov in _ALTS:
-        key = json.dumps(ov, sort_keys=True)
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            yield cls, _outputs(case, scheme_under(case, profile, **ov)).outputs
-        except Exception:
-            continue
+    yield from distinct_alternatives(_ALTS, lambda ov: _outputs(case, scheme_under(case, profile, **ov)).outputs)
 
 
 def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:

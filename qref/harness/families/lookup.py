@@ -15,7 +15,6 @@ double quantization is part of the call, not of the profile's arithmetic). Misma
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,7 +27,15 @@ from ...schemes.lookup import DoubleQuant, DoubleQuantized, LookupScheme, lookup
 from ...schemes.lookup import from_spec as _from_spec
 from ...tables import get_table
 from ..model import Unsupported
-from . import Expectation, describe_value, flushed, held_or_computed, holds_for_spec_or, task_hash
+from . import (
+    Expectation,
+    describe_value,
+    distinct_alternatives,
+    flushed,
+    held_or_computed,
+    holds_for_spec_or,
+    task_hash,
+)
 
 FAMILY = "lookup"
 SPEC_PROFILE = "spec"
@@ -188,18 +195,9 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
         base = scheme_under(case, profile)
     except QrefError:
         return
-    seen = set()
-    for cls, ov in _ALTS:
-        if all(getattr(base, k) == (tuple(v) if isinstance(v, list) else v) for k, v in ov.items()):
-            continue
-        key = json.dumps(ov, sort_keys=True, default=str)
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            yield cls, _outputs(case, base.replace(**ov)).outputs
-        except Exception:
-            continue
+    yield from distinct_alternatives(
+        _ALTS, lambda ov: _outputs(case, base.replace(**ov)).outputs,
+        lambda ov: all(getattr(base, k) == (tuple(v) if isinstance(v, list) else v) for k, v in ov.items()))
     other = {"nf4": "nf4_torchao", "nf4_torchao": "nf4"}.get(base.table.name)
     torchao = "nf4_torchao" in (base.table.name, case.scheme["table"]["name"]) or "torchao" in case.profiles
     if other is not None and torchao:  # the QLoRA NF4 values vs torchao's 4-digit literals (lut.md §1.2)

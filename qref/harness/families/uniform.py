@@ -12,7 +12,6 @@ arithmetic change (uniform.md §3) that reproduces the backend's codes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,7 +26,7 @@ from ...schemes.uniform import from_spec as _from_spec
 from ...schemes.uniform.gradient import fake_quantize_mask
 from ...schemes.uniform.requantize import FORMS, requantize, requantize_arithmetic
 from ..model import bits
-from . import Expectation, describe_value, holds_for_spec_or, listed_for, task_hash
+from . import Expectation, describe_value, distinct_alternatives, holds_for_spec_or, listed_for, task_hash
 
 FAMILY = "uniform"
 SPEC_PROFILE = DEFAULT_PROFILE
@@ -216,18 +215,8 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
     if quantize_int:  # first: on the elements it changes, a clamp variant can give the same codes by accident
         yield from _int32_alternatives(case, profile)
     base = arithmetic_for(profile).to_dict()
-    seen = set()
-    for cls, ov in _ALTS:
-        if all(base.get(k) == v for k, v in ov.items()):
-            continue
-        key = json.dumps(ov, sort_keys=True)
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            yield cls, _outputs(case, scheme_of(case, profile, **ov)).outputs
-        except Exception:
-            continue
+    yield from distinct_alternatives(_ALTS, lambda ov: _outputs(case, scheme_of(case, profile, **ov)).outputs,
+                                     lambda ov: all(base.get(k) == v for k, v in ov.items()))
     if not isinstance(st, IntFormat):  # float storage lowered as integer storage (uniform.md §4.3); last
         try:
             lowered = _integer_lowering(case, profile)

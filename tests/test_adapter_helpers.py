@@ -1,0 +1,79 @@
+"""The helpers the adapters and families share: run_element_groups (one prepare per signature, its failure the
+result of the whole group), unsupported_reason / raise_unsupported, and distinct_alternatives (first of equal
+override sets, no-ops and failures skipped)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qref.conformance.case import Case
+from qref.harness.adapters._common import raise_unsupported, run_element_groups, unsupported_reason
+from qref.harness.families import distinct_alternatives
+from qref.harness.model import Unsupported
+
+
+def _quantize_case(i: int, fmt: str, x: list[float]) -> Case:
+    a = np.array(x, np.float32)
+    return Case(id=f"elements/{fmt}/{i}", family="elements", operation="quantize", inputs={"x": a},
+                expected={"y": a.copy()}, format={"name": fmt})
+
+
+def test_run_element_groups_prepares_once_per_signature() -> None:
+    cases = [_quantize_case(0, "float8_e4m3fn", [1.0, -2.5]), _quantize_case(1, "float8_e5m2", [3.0]),
+             _quantize_case(2, "float8_e4m3fn", [0.5]), _quantize_case(3, "float8_e5m2", [7.0, 8.0, 9.0])]
+    prepared: list[str] = []
+
+    def prepare(sig: tuple[str, str, str, str]) -> float:
+        prepared.append(sig[1])
+        if sig[1] == "float8_e5m2":
+            raise RuntimeError("no kernel")
+        return 2.0
+
+    def call(factor: float, sig: object, x: np.ndarray) -> np.ndarray:
+        if x.size == 1:
+            raise ValueError("one element")
+        return x * np.float32(factor)
+
+    out = run_element_groups(cases, prepare, call)
+    assert sorted(prepared) == ["float8_e4m3fn", "float8_e5m2"]
+    assert out[0]["y"].tolist() == [2.0, -5.0]  # each case on its own input, in its own slot
+    assert isinstance(out[2], ValueError)
+    assert isinstance(out[1], RuntimeError) and out[1] is out[3]  # the group's failure, for each of its cases
+
+
+def test_supports_from_a_check() -> None:
+    def check(case: object) -> None:
+        if case == "bad":
+            raise Unsupported("no such type")
+        if case == "broken":
+            raise KeyError("a bug is not a reason")
+
+    supports = unsupported_reason(check)
+    assert supports("good") is None
+    assert supports("bad") == "no such type"
+    try:
+        supports("broken")
+    except KeyError:
+        pass
+    else:
+        raise AssertionError("only Unsupported is a reason")
+    raise_unsupported(None)
+    raise_unsupported("")
+    try:
+        raise_unsupported("needs AVX512-BF16")
+    except Unsupported as exc:
+        assert str(exc) == "needs AVX512-BF16"
+    else:
+        raise AssertionError("a reason must raise")
+
+
+def test_distinct_alternatives() -> None:
+    alts = [("tie_rule", {"rounding": "nearest_away"}), ("scale_rule", {"scale": 2}),
+            ("again", {"rounding": "nearest_away"}), ("fails", {"scale": 0}), ("noop", {"scale": 1}),
+            ("compute_precision", {"scale": 3, "rounding": "up"})]
+
+    def outputs(ov: dict) -> int:
+        return 12 // ov.get("scale", 1)
+
+    got = list(distinct_alternatives(alts, outputs, lambda ov: ov == {"scale": 1}))
+    assert got == [("tie_rule", 12), ("scale_rule", 6), ("compute_precision", 4)]
