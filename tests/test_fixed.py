@@ -70,6 +70,15 @@ def test_record_keeps_the_mechanisms_the_locked_run_no_longer_has():
     assert got[0].cases == ("uniform/uint8/c",) and got[0].targets == ("b.jit",)
 
 
+def test_record_leaves_out_the_excluded_mechanisms_and_refuses_a_pattern_that_matches_none():
+    prev = findings.findings(_res())
+    every = {f.mechanism for f in fixed.record(prev, [], "b", "1.0", "1.1", "runs")}
+    got = {f.mechanism for f in fixed.record(prev, [], "b", "1.0", "1.1", "runs", exclude=("satur*",))}
+    assert "saturation" in every and got == every - {"saturation"}
+    with pytest.raises(QrefError, match="matches no mechanism"):
+        fixed.record(prev, [], "b", "1.0", "1.1", "runs", exclude=("crash:*",))
+
+
 @pytest.mark.parametrize(("change", "field"), [
     ({"seen_in": "0.7.0"}, "earlier release"), ({"fixed_in": "latest"}, "fixed_in"), ({"kind": "bug"}, "kind"),
     ({"targets": ["c.run"]}, "targets"), ({"statement": ""}, "statement"), ({"extra": 1}, "exactly the keys"),
