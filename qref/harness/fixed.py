@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -105,13 +106,20 @@ def load_fixed(backend: str, root: str | Path | None = None) -> list[FixedFindin
 
 
 def record(previous: list[Any], locked: list[Any], backend: str, seen_in: str, fixed_in: str,
-           evidence: str) -> list[FixedFinding]:
+           evidence: str, exclude: tuple[str, ...] = ()) -> list[FixedFinding]:
     """The findings (qref.harness.findings.Finding) of ``backend`` in the previous release's run whose (backend,
-    mechanism) the locked release's run no longer has: one entry each."""
+    mechanism) the locked release's run no longer has: one entry each. ``exclude``: shell patterns of mechanisms
+    not to record (a crash on a type or op the previous release does not have is unsupported there, not a fixed
+    bug); QrefError when a pattern matches none of the previous run's findings (a typo would record it)."""
     now = {f.mechanism for f in locked if f.backend == backend}
+    mine = [f for f in previous if f.backend == backend]
+    for pat in exclude:
+        if not any(fnmatchcase(f.mechanism, pat) for f in mine):
+            raise QrefError(f"--exclude {pat!r} matches no mechanism of {backend}'s previous run "
+                            f"({sorted({f.mechanism for f in mine})}); give a pattern of one of them")
     out = []
-    for f in previous:
-        if f.backend != backend or f.mechanism in now:
+    for f in mine:
+        if f.mechanism in now or any(fnmatchcase(f.mechanism, pat) for pat in exclude):
             continue
         out.append(FixedFinding(backend, f.mechanism, f.kind, seen_in, fixed_in, f.statement, tuple(f.targets),
                                 tuple(f.tasks[:12]), evidence))

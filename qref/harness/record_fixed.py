@@ -14,7 +14,6 @@ def main(argv: list[str] | None = None) -> int:
     the locked release's run (``--locked``) no longer has."""
     import argparse
 
-
     ap = argparse.ArgumentParser(prog="python -m qref.harness.record_fixed", description=main.__doc__)
     ap.add_argument("--backend", required=True)
     ap.add_argument("--previous", required=True, help="results of the previous release's run")
@@ -22,12 +21,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seen-in", required=True)
     ap.add_argument("--fixed-in", required=True)
     ap.add_argument("--evidence", default="")
+    ap.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
+                    help="a shell pattern of mechanisms of the previous run not to record, e.g. a crash on a type "
+                         "the previous release does not have (unsupported there, not fixed); say why in --evidence")
     ap.add_argument("--root", default=None, help=f"directory of the files (default {FIXED_DIR})")
     a = ap.parse_args(argv)
     prev, now = load_results(a.previous), load_results(a.locked)
     ev = a.evidence or (f"`qref run --backend {a.backend}` with {a.backend} {a.seen_in} and {a.fixed_in}, "
                         "the findings compared")
-    got = record(findings(prev), findings(now), a.backend, a.seen_in, a.fixed_in, ev)
+    got = record(findings(prev), findings(now), a.backend, a.seen_in, a.fixed_in, ev, tuple(a.exclude))
     p = write_fixed(a.backend, got, a.root)
     print(f"{len(got)} finding(s) of {a.backend} {a.seen_in} fixed in {a.fixed_in}: {p}")
     return 0
