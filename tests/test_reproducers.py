@@ -33,7 +33,7 @@ MODULES = reproducer.PRELOAD
 def _installed(backend: str) -> bool:
     os.environ.setdefault("KERAS_BACKEND", "jax")  # as the keras adapter runs it (keras 3 defaults to TensorFlow)
     try:
-        importlib.import_module(MODULES[backend])
+        importlib.import_module(MODULES[backend].split(",")[0])
     except ImportError:
         return False
     return True

@@ -1,13 +1,13 @@
 """Run reproducer scripts in forked children of one process that has already imported their backend.
 
-    python _forkrun.py MODULE JOBS TIMEOUT RESULTS.json SCRIPT.py...
+    python _forkrun.py MODULE[,MODULE...] JOBS TIMEOUT RESULTS.json SCRIPT.py...
 
 This file is run as a program, never imported by qref: it uses the standard library only, so the process that
-forks the scripts holds numpy and MODULE and nothing of qref. Each script runs as ``python -c RUN script.py``
+forks the scripts holds numpy and the MODULEs and nothing of qref. Each script runs as ``python -c RUN script.py``
 would (reproducer.capture): in its own process (a fork of this one, taken before any backend computation has run),
 from the script's directory, with ``sys.modules['qref'] = None``, in a fresh ``__main__`` namespace, so a name the
-script does not import is still a NameError. Only the imports of numpy and MODULE are shared, which saves the
-backend's import (one to three seconds) per script. The environment is this process's: a script that sets
+script does not import is still a NameError. Only the imports of numpy and the MODULEs are shared, which saves the
+backend's import (one to five seconds) per script. The environment is this process's: a script that sets
 environment variables before its imports is run here only when the caller started this process with the same
 variables already set (reproducer.capture does), so the backend is imported under the environment the script gives
 it. RESULTS.json receives ``[[exit status, stdout, stderr], ...]`` in the order of the scripts; a script still
@@ -58,9 +58,10 @@ def _child(path: str, out: str, err: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    module, jobs, timeout, results, scripts = argv[0], int(argv[1]), float(argv[2]), argv[3], argv[4:]
+    modules, jobs, timeout, results, scripts = argv[0], int(argv[1]), float(argv[2]), argv[3], argv[4:]
     importlib.import_module("numpy")
-    importlib.import_module(module)
+    for module in modules.split(","):
+        importlib.import_module(module)
     tmp = tempfile.mkdtemp(prefix="qref_forkrun_")
     running: dict[int, tuple[int, float]] = {}
     status: dict[int, int] = {}

@@ -160,12 +160,13 @@ def _hex_lines(m: re.Match[str]) -> str:
 
 _RUN = "import sys; sys.modules['qref'] = None; exec(compile(open(sys.argv[1]).read(), sys.argv[1], 'exec'))"
 
-#: the module a backend's reproducers import, preloaded once by the process whose forks run them (``run_scripts``)
+#: the modules a backend's reproducers import (comma-separated), preloaded once by the process whose forks run them
+#: (``run_scripts``); torch.compile's scripts also load dynamo and inductor, which torch imports lazily
 PRELOAD = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "aqt": "aqt.jax.v2.aqt_dot_general",
            "mlx": "mlx.core", "iree": "iree.compiler", "mlir": "torch_mlir", "stablehlo": "torch_mlir",
            "onnxruntime": "onnxruntime", "onnx_reference": "onnx.reference", "bitsandbytes": "bitsandbytes",
            "torchao": "torchao", "litert": "ai_edge_litert.interpreter", "openvino": "openvino", "keras": "keras",
-           "torch": "torch", "torch_compile": "torch"}
+           "torch": "torch", "torch_compile": "torch,torch._dynamo,torch._inductor.compile_fx"}
 
 _ENV_LINE = re.compile(r"""^(?:import os; )?os\.environ\[(['"])([A-Z_][A-Z0-9_]*)\1\] = (['"])([^'"\\]*)\3$""")
 
