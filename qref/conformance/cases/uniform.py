@@ -1155,7 +1155,7 @@ def _openvino_fake_quantize_output_cases(full: bool) -> Iterator[Case]:
                 unspecified={"y": unspec} if unspec.any() else {},
                 tags=("tie", "boundary", "special") if st.shape is None else ("tie", "boundary"),
                 spec=("uniform.md §2.8",),
-                description=f"FakeQuantize float32 -> float32, {st.levels} levels, {where}: {st.description}; "
+                description=f"FakeQuantize float32 -> float32, {where}: {st.description}; "
                             "input-step ties of both forms, level points, +-1 ulp, random values",
             )
 
