@@ -211,7 +211,9 @@ def result():
 
 def test_the_suite_runs_with_only_expected_differences(result):
     assert not result.unexpected, [(r.target, r.task, r.reason) for r in result.unexpected]
-    st = {(r.target, r.status) for r in result.results}
+    # FakeQuantize on a Parameter depends on the host's ISA (CPU variant openvino_fake_quantize_sse41; openvino is not
+    # pinned): those tasks are "variant", with the status on this host in host_status
+    st = {(r.target, r.host_status if r.status == "variant" else r.status) for r in result.results}
     for mode in O.MODES:
         assert (f"openvino.decompress.{mode}", "pass") in st
         assert (f"openvino.nf4.{mode}", "pass") in st
@@ -219,7 +221,9 @@ def test_the_suite_runs_with_only_expected_differences(result):
         assert (f"openvino.convert.{mode}", "xfail") in st
         assert (f"openvino.convert.{mode}", "pass") in st  # f8e4m3 near ties: the openvino profile
     fq = [r for r in result.results if r.task.startswith("uniform/fake_quantize/")]
-    assert len(fq) == 8 and {r.status for r in fq} == {"pass"}, [(r.target, r.task, r.status) for r in fq]
+    assert len(fq) == 8 and {r.host_status if r.status == "variant" else r.status for r in fq} == {"pass"}, \
+        [(r.target, r.task, r.status) for r in fq]
+    assert sum(r.vs_profile.compared for r in fq) > 3000
 
 
 def test_snippet_is_standalone():
@@ -495,7 +499,7 @@ def test_fake_quantize_model_rejects_bad_input():
 def _suite_fake_quantize():
     from qref.conformance import load_suite
 
-    return [c for c in load_suite().cases if c.operation == "fake_quantize"]
+    return list(load_suite().select(family="uniform", operation="fake_quantize"))
 
 
 def test_suite_fake_quantize_cases_match_independent_arithmetic():
