@@ -303,7 +303,9 @@ def _fake_quantize_alternatives(case: Case, profile: str) -> Iterator[tuple[str,
         alts.append(("fma", dataclasses.replace(rule, output_step=other)))
         alts.append(("fake_quantize_form", dataclasses.replace(rule, recompose_ranges=())))
     alts += [("fake_quantize_form", r) for name, r in FAKE_QUANTIZE_RULES.items() if name != profile]
-    seen: list[np.ndarray] = []
+    seen: list[np.ndarray] = []  # the profile's own y first: an alternative equal to it explains nothing
+    if rule is not None:
+        seen.append(fake_quantize_outputs(case, rule).outputs["y"].view(np.uint32))
     for cls, r in alts:
         try:
             y = fake_quantize_outputs(case, r).outputs["y"]
