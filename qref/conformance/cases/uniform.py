@@ -470,6 +470,7 @@ def build_cases(full: bool) -> Iterator[Case]:
     yield from _fake_quantize_grad_cases()
     yield from _histogram_calibrate_cases(full)
     yield from _openvino_fake_quantize_structured_cases(full)
+    yield from _openvino_fake_quantize_output_cases(full)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1013,9 +1014,157 @@ def _openvino_fake_quantize_structured_cases(full: bool) -> Iterator[Case]:
         yield from _per_tensor(st, full)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# OpenVINO FakeQuantize with general float output ranges (uniform.md §2.8, operation fake_quantize): the float32
+# output y of FakeQuantize(x, il, ih, ol, oh, levels) under the rules of FAKE_QUANTIZE_RULES
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FakeQuantizeSetup:
+    """One FakeQuantize: levels, input range (il, ih) and output range (ol, oh), each a float (per tensor) or a
+    nested list broadcast against x of ``shape`` (per axis, blocks)."""
+
+    label: str
+    levels: int
+    il: Any
+    ih: Any
+    ol: Any
+    oh: Any
+    shape: tuple[int, ...] | None = None  # None: per tensor (x 1-D, ranges of shape (1,))
+    description: str = ""
+
+
+FQ_OUTPUT_SETUPS: tuple[FakeQuantizeSetup, ...] = (
+    FakeQuantizeSetup("fq_out_256_example", 256, -0.3, 25.2, 0.1, 25.5,
+                      description="the spec's example (0.1..25.5): recomposed on a runtime input"),
+    FakeQuantizeSetup("fq_out_255_neg", 255, -1.5, 2.25, -4.0, -0.5,
+                      description="255 levels, a negative output range (recomposed through [0, 255])"),
+    FakeQuantizeSetup("fq_out_256_reversed", 256, -2.0, 3.0, 1.75, -6.5,
+                      description="256 levels, a reversed output range (ol > oh)"),
+    FakeQuantizeSetup("fq_out_16_reversed", 16, 0.25, 7.0, 3.0, -3.0,
+                      description="16 levels, a reversed output range crossing zero (recomposed through [0, 15])"),
+    FakeQuantizeSetup("fq_out_15_same", 15, -0.37, 0.37, -0.37, 0.37,
+                      description="15 levels with the output range equal to the input range (a quantize-dequantize)"),
+    FakeQuantizeSetup("fq_out_3", 3, -1.0, 1.0, -0.1, 0.7, description="3 levels"),
+    FakeQuantizeSetup("fq_out_7_reversed", 7, 0.5, 1.5, -2.0, -9.0,
+                      description="7 levels, a negative reversed output range"),
+    FakeQuantizeSetup("fq_out_17", 17, -3.0, -0.125, 0.0, 1.0, description="17 levels, a negative input range"),
+    FakeQuantizeSetup("fq_out_257", 257, -0.1, 0.1, 10.0, 30.0, description="257 levels"),
+    FakeQuantizeSetup("fq_out_1000", 1000, -12.0, 12.65, -1.0, 25.4, description="1000 levels"),
+    FakeQuantizeSetup("fq_out_65536", 65536, -5.0, 5.0, -65.0, 1.0e3, description="65536 levels"),
+    FakeQuantizeSetup("fq_out_256_axis0", 256, [[-0.3], [-1.5], [0.25], [-2.0]], [[25.2], [2.25], [7.0], [3.0]],
+                      [[0.1], [-4.0], [3.0], [1.75]], [[25.5], [-0.5], [-3.0], [-6.5]], shape=(4, 96),
+                      description="256 levels, ranges per row (axis 0 of a (4, 96) input)"),
+    FakeQuantizeSetup("fq_out_1000_axis0", 1000, [[-1.0], [0.5], [-3.0]], [[1.0], [1.5], [-0.125]],
+                      [[-0.1], [-2.0], [0.0]], [[0.7], [-9.0], [1.0]], shape=(3, 64),
+                      description="1000 levels, ranges per row (axis 0 of a (3, 64) input)"),
+    FakeQuantizeSetup("fq_out_255_blocks", 255, [[-1.0, 0.5], [-3.0, -0.3]], [[1.0, 1.5], [-0.125, 25.2]],
+                      [[-0.1, -2.0], [0.0, 0.1]], [[0.7, -9.0], [1.0, 25.5]], shape=(2, 2, 48),
+                      description="255 levels, ranges along two axes (a (2, 2, 1) grid of a (2, 2, 48) input)"),
+    FakeQuantizeSetup("fq_out_256_axis2", 256, [[[[-0.3], [-1.5], [0.25], [-2.0]]]],
+                      [[[[25.2], [2.25], [7.0], [3.0]]]], [[[[0.1], [-4.0], [3.0], [1.75]]]],
+                      [[[[25.5], [-0.5], [-3.0], [-6.5]]]], shape=(2, 3, 4, 16),
+                      description="256 levels, ranges along axis 2 of a (2, 3, 4, 16) input: on a runtime input "
+                                  "the dequantize stays separate (C6)"),
+)
+FQ_OUTPUT_PROFILES = ("openvino_cpu", "openvino")
+
+
+def _fq_output_points(il: np.float32, ih: np.float32, levels: int, label: str, n: int) -> np.ndarray:
+    """n float32 inputs of one range: ties of both forms (il + (k + 1/2)(ih - il) / (levels - 1) and the t = k + 1/2
+    of the precomputed scale and shift), level points, each +-1 ulp, and random values over [il - 1, ih + 1]; the
+    first of them in order (at most 96 k's, the ends included), the rest random."""
+    f32 = np.float32
+    ks = np.arange(levels - 1, dtype=np.float64)
+    if ks.size > 96:
+        pick = np.unique(np.concatenate([ks[:8], ks[-8:], qrandom.below(label + "/k", 80, levels - 1)]))
+        ks = pick.astype(np.float64)
+    d = (np.float64(ih) - np.float64(il)) / (levels - 1)
+    isc = f32(f32(levels - 1) / f32(ih - il))
+    c = f32(il * isc)
+    t = np.concatenate([(np.float64(il) + (ks + 0.5) * d).astype(f32), (np.float64(il) + ks * d).astype(f32),
+                        ((ks + 0.5 + np.float64(c)) / np.float64(isc)).astype(f32)])
+    pts = np.concatenate([t, np.nextafter(t, f32(np.inf)), np.nextafter(t, f32(-np.inf))])
+    u = qrandom.bits(label + "/u", max(n - pts.size, 16), 24).astype(np.float64) / 2.0**24
+    rnd = (np.float64(il) - 1 + u * (np.float64(ih) - np.float64(il) + 2)).astype(f32)
+    return np.concatenate([pts, rnd])[: max(n, pts.size + 16)]
+
+
+def _fq_output_inputs(st: FakeQuantizeSetup) -> dict[str, np.ndarray]:
+    """x and the four ranges (float32) of a setup: per tensor x holds every point of _fq_output_points and the
+    specials (il, ih, +-0, +-Inf, NaN); per axis / blocks each range cell gets its own points (cut to its size)."""
+    f32 = np.float32
+    lab = f"{FAMILY}/fake_quantize/{st.label}"
+    rng = {k: np.asarray(getattr(st, k), np.float64).astype(f32) for k in ("il", "ih", "ol", "oh")}
+    if st.shape is None:
+        rng = {k: v.reshape(1) for k, v in rng.items()}
+        il, ih = rng["il"][0], rng["ih"][0]
+        x = np.concatenate([_fq_output_points(il, ih, st.levels, lab, 256),
+                            np.array([il, ih, 0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan], f32)])
+        return {"x": x.astype(f32), **rng}
+    shape = st.shape
+    rng = {k: v.reshape(v.shape + (1,) * (len(shape) - v.ndim)) for k, v in rng.items()}
+    rs = rng["il"].shape
+    cell = tuple(s // r for s, r in zip(shape, rs, strict=True))
+    x = np.empty(shape, f32)
+    for idx in np.ndindex(*rs):
+        sl = tuple(slice(i * c, (i + 1) * c) for i, c in zip(idx, cell, strict=True))
+        n = int(np.prod(cell))
+        pts = _fq_output_points(rng["il"][idx], rng["ih"][idx], st.levels, f"{lab}/{idx}", n)
+        pts = np.concatenate([pts, [np.inf, -np.inf, 0.0]]).astype(f32)
+        k = qrandom.below(f"{lab}/{idx}/pick", n, pts.size)  # a random subset of the cell's points
+        x[sl] = pts[k].reshape(cell)
+    return {"x": x, **rng}
+
+
+def _openvino_fake_quantize_output_cases(full: bool) -> Iterator[Case]:
+    """fake_quantize cases (uniform.md §2.8): the float32 output y of FakeQuantize(x, input_low, input_high,
+    output_low, output_high, levels) under FAKE_QUANTIZE_RULES (``openvino_cpu``: a runtime input; ``openvino``:
+    a Constant), ``reference.fake_quantize``. Profiles giving the same y (bits) share a case; a profile whose
+    rule refuses the layout (§2.8 C8) has none. NaN inputs: y unspecified."""
+    from ...schemes.uniform.reference import fake_quantize
+
+    del full  # the points do not grow with --full
+    for st in FQ_OUTPUT_SETUPS:
+        ins = _fq_output_inputs(st)
+        x = ins["x"]
+        outs: list[tuple[str, np.ndarray]] = []
+        for prof in FQ_OUTPUT_PROFILES:
+            try:
+                y = fake_quantize(x, ins["il"], ins["ih"], ins["ol"], ins["oh"], st.levels, prof)
+            except QrefError:
+                continue
+            outs.append((prof, y))
+        unspec = np.isnan(x)
+        groups: list[tuple[list[str], np.ndarray]] = []
+        for prof, y in outs:
+            yb = np.where(unspec, np.float32(0), y).view(np.uint32)
+            for g in groups:
+                if np.array_equal(np.where(unspec, np.float32(0), g[1]).view(np.uint32), yb):
+                    g[0].append(prof)
+                    break
+            else:
+                groups.append(([prof], y))
+        for profs, y in groups:
+            where = "per tensor" if st.shape is None else f"x {st.shape}"
+            yield Case(
+                id=f"{FAMILY}/fake_quantize/{st.label}/{profs[0]}", family=FAMILY, operation="fake_quantize",
+                profile=profs[0], profiles=tuple(profs), params={"levels": st.levels},
+                inputs={"x": x, "input_low": ins["il"], "input_high": ins["ih"], "output_low": ins["ol"],
+                        "output_high": ins["oh"]},
+                expected={"y": np.where(unspec, np.float32(0), y).astype(np.float32)},
+                unspecified={"y": unspec} if unspec.any() else {},
+                tags=("tie", "boundary", "special") if st.shape is None else ("tie", "boundary"),
+                spec=("uniform.md §2.8",),
+                description=f"FakeQuantize float32 -> float32, {where}: {st.description}; "
+                            "input-step ties of both forms, level points, +-1 ulp, random values",
+            )
+
+
 __all__ = ["CALIBRATE_CATEGORIES", "CALIBRATE_SETUPS", "CATEGORY_TAGS", "CATEGORY_TEXT", "FAKE_GRAD_SETUPS",
-           "FAKE_QUANTIZE_SETUPS", "FAMILY", "FLOAT_SETUPS", "FQ_LEVEL_SETUPS", "FQ_PROFILES", "FQ_SETUPS",
+           "FAKE_QUANTIZE_SETUPS", "FAMILY", "FLOAT_SETUPS", "FQ_LEVEL_SETUPS", "FQ_OUTPUT_PROFILES",
+           "FQ_OUTPUT_SETUPS", "FQ_PROFILES", "FQ_SETUPS",
            "FQ_STRUCTURED_SETUPS", "HISTOGRAM_CATEGORIES", "HISTOGRAM_EDGE_SETUPS", "HISTOGRAM_SETUPS",
            "MLIR_FLOAT_SETUPS", "N_RANDOM", "N_RANDOM_FULL", "PROFILE_ORDER", "REQUANTIZE_PROFILES",
-           "REQUANTIZE_SETUPS", "SETUPS", "SOURCES", "SPEC", "CalibrateSetup", "RequantizeSetup", "Setup",
+           "REQUANTIZE_SETUPS", "SETUPS", "SOURCES", "SPEC", "CalibrateSetup", "FakeQuantizeSetup", "RequantizeSetup",
+           "Setup",
            "build_cases", "code_patterns", "storage_values"]

@@ -205,7 +205,13 @@ def storage_values(case: Case) -> np.ndarray:
 def single_element_case(case: Case, i: int) -> Case:
     """A copy of a uniform case reduced to element ``i`` of its input: per tensor with that element's scale and
     zero point (the minimal reproducer; the per-axis/blocked structure is not needed to show a per-element
-    difference)."""
+    difference). A fake_quantize case (no scheme): x[i] with its four ranges, each of shape (1,)."""
+    if case.operation == "fake_quantize":
+        shape = case.inputs["x"].shape
+        one = {n: np.broadcast_to(a, shape).reshape(-1)[i : i + 1] for n, a in case.inputs.items()}
+        return Case(id=case.id, family=case.family, operation=case.operation, inputs=one,
+                    expected={"y": case.expected["y"].reshape(-1)[i : i + 1]}, profile=case.profile,
+                    params=dict(case.params), profiles=case.profiles)
     sch = scheme_of(case)
     s, z = element_params(case, i)
     spec = dict(sch.to_spec(), scales=[s], zero_points=[z], scale_shape=[], axis=None, block_size=None)

@@ -8,7 +8,9 @@ float32 arithmetic in bfloat16).
 - uniform: ``FakeQuantize(x, il, ih, lo, hi, hi - lo + 1)`` with il = fl32((lo - z) * s), ih = fl32((hi - z) * s)
   on uniform_quantize cases (its outputs are the codes; uniform.md §2.8): the plugin's Snippets decomposition
   (profile ``openvino_cpu``, range_form "scale_shift"), the core's folding for 15 / 16 / 255 / 256 levels (``openvino``,
-  "normalize"; ranges along two or more axes are folded op by op instead: xfail entries);
+  "normalize"; ranges along two or more axes are folded op by op instead: xfail entries); and on fake_quantize
+  cases (a general float output range, ``FakeQuantize(x, input_low, input_high, output_low, output_high, levels)``
+  as the case gives it, the float32 output y compared; uniform.md §2.8, FAKE_QUANTIZE_RULES);
 - uniform: the weight decompression OpenVINO runs for compressed weights, (Convert(w, f32) - Convert(z, f32)) *
   scale (uniform_dequantize of u8 / i8 / u4 / i4 / u2 codes, per tensor or per axis), profile ``openvino``;
 - lookup: NF4 decompression, Convert(nf4 -> f16) * f16 scale per group, then Convert to the output type
@@ -279,8 +281,12 @@ def _fold_levels() -> tuple[int, ...]:
 
 def _fq_supports(case: Case, mode: str) -> str | None:
     from ...formats import IntFormat
-    from ..families.uniform import scheme_of
+    from ..families.uniform import FQ_RANGES, scheme_of
 
+    if case.operation == "fake_quantize":
+        if any(case.inputs[k].dtype != np.float32 for k in ("x", *FQ_RANGES)):
+            return "float32 x and ranges only (the openvino FakeQuantize rules compute in float32)"
+        return None
     if case.operation != "uniform_quantize":
         return "FakeQuantize is OpenVINO's quantize (float to float): uniform_quantize only"
     sch = scheme_of(case)
@@ -336,6 +342,28 @@ def _fq_codes(case: Case, y: np.ndarray) -> Outputs:
     return {name: (q & ((1 << bits_) - 1)).astype(np.uint64).astype(exp.dtype)}
 
 
+def _fq_ranges(case: Case) -> tuple[np.ndarray, list[np.ndarray], int]:
+    """(x, [il, ih, ol, oh], levels) of a fake_quantize case: the inputs as FakeQuantize takes them (float32;
+    a 0-d x as shape (1,))."""
+    from ..families.uniform import FQ_RANGES
+
+    x = np.ascontiguousarray(case.inputs["x"], np.float32)
+    return (x.reshape(-1) if x.ndim == 0 else x, [np.ascontiguousarray(case.inputs[k], np.float32) for k in FQ_RANGES],
+            int(case.params["levels"]))
+
+
+def _fq_output_one(case: Case, mode: str) -> Outputs:
+    """fake_quantize (uniform.md §2.8): FakeQuantize with the case's ranges as Constants, y read as float32."""
+    from openvino import opset13 as ops
+
+    x, rng, levels = _fq_ranges(case)
+    if x.size == 0:
+        raise Unsupported("an empty tensor")
+    raw = run_graph(lambda node: ops.fake_quantize(node, *[ops.constant(v) for v in rng], levels), "f32", x.shape, x,
+                    mode)
+    return {"y": raw.view(np.float32).reshape(case.expected["y"].shape)}
+
+
 def _fq_runner(mode: str):
     def one(case: Case) -> Outputs:
         import openvino as ov  # noqa: F401
@@ -344,6 +372,8 @@ def _fq_runner(mode: str):
         reason = _fq_supports(case, mode)
         if reason:
             raise Unsupported(reason)
+        if case.operation == "fake_quantize":
+            return _fq_output_one(case, mode)
         x, il, ih, lo, hi = _fq_problem(case)
         if x.size == 0:
             raise Unsupported("an empty tensor")
@@ -364,6 +394,12 @@ def _fq_runner(mode: str):
 
 def _fq_snippet(mode: str):
     def snippet(case: Case, i: int) -> str:
+        if case.operation == "fake_quantize":
+            x, rng, levels = _fq_ranges(case)
+            return python_c(*_HEAD, *_feed_lines("f32", x.shape, x, mode),
+                            *(f"{k} = {array_literal(v)}" for k, v in zip(("il", "ih", "ol", "oh"), rng, strict=True)),
+                            *_run_lines("ops.fake_quantize(node, ops.constant(il), ops.constant(ih), "
+                                        f"ops.constant(ol), ops.constant(oh), {levels})", i, 4))
         x, il, ih, lo, hi = _fq_problem(case)
         flat = x.reshape(-1) if x.ndim == 0 else x
         return python_c(*_HEAD, *_feed_lines("f32", flat.shape, flat, mode),
@@ -474,10 +510,11 @@ def targets() -> list[Target]:
                    ("uniform_dequantize",), _dq_supports, _dq_runner(mode), _dq_snippet(mode), copies=True),
             Target(BACKEND, f"openvino.fake_quantize.{mode}", "uniform",
                    "FakeQuantize(x, il, ih, lo, hi, levels = hi - lo + 1) with il / ih = (lo / hi - z) * s in "
-                   "float32 and the storage range as output range (its outputs are the codes), float32, per tensor / "
-                   f"per axis / blocks (the ranges broadcast against x), CPU, {how}",
-                   PROFILES[mode], ("uniform_quantize",), lambda c, m=mode: _fq_supports(c, m), _fq_runner(mode),
-                   _fq_snippet(mode)),
+                   "float32 and the storage range as output range (its outputs are the codes), and "
+                   "FakeQuantize(x, il, ih, ol, oh, levels) with a general float output range (the float32 output "
+                   f"y), float32, per tensor / per axis / blocks (the ranges broadcast against x), CPU, {how}",
+                   PROFILES[mode], ("uniform_quantize", "fake_quantize"), lambda c, m=mode: _fq_supports(c, m),
+                   _fq_runner(mode), _fq_snippet(mode)),
             Target(BACKEND, f"openvino.nf4.{mode}", "lookup",
                    "NF4 decompression Convert(Multiply(Convert(w_nf4, f16), s_f16), out), groups along the last "
                    f"axis, CPU, {how}", PROFILES[mode], ("lookup_dequantize",), _nf4_supports, _nf4_runner(mode),

@@ -4,14 +4,16 @@ Cases: ``uniform_quantize`` (input ``x`` -> integer codes; float storage: elemen
 ``uniform_dequantize`` (input codes -> values), with ``scheme`` = ``UniformScheme.to_spec()``;
 ``uniform_calibrate`` (batches ``x`` -> ``scale``, ``zero_point`` of a range observer, uniform.md §5.4: no
 scheme; the case's params are the observer's rule, so it holds under every profile, like a recurrence of the
-recipes). The spec default
-is the ``stablehlo`` profile (uniform.md §4). qref's prediction of profile P on a case is the same scheme (storage,
-scales, zero points, axis, blocks, expressed type) rebuilt with P's arithmetic. Mismatch classes are named by the
-arithmetic change (uniform.md §3) that reproduces the backend's codes.
+recipes); ``fake_quantize`` (inputs ``x``, ``input_low``, ``input_high``, ``output_low``, ``output_high``,
+params ``levels`` -> float32 ``y``, uniform.md §2.8: no scheme; a profile's prediction is its FakeQuantizeRule).
+The spec default is the ``stablehlo`` profile (uniform.md §4). qref's prediction of profile P on a case is the
+same scheme (storage, scales, zero points, axis, blocks, expressed type) rebuilt with P's arithmetic. Mismatch
+classes are named by the arithmetic change (uniform.md §3) that reproduces the backend's codes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,18 +21,21 @@ import numpy as np
 
 from ...conformance.case import Case
 from ...core import decode, encode
+from ...errors import QrefError
 from ...formats import IntFormat, get_format
 from ...schemes.base import QArray
 from ...schemes.uniform import DEFAULT_PROFILE, UniformScheme, arithmetic_for
 from ...schemes.uniform import from_spec as _from_spec
 from ...schemes.uniform.gradient import fake_quantize_mask
 from ...schemes.uniform.requantize import FORMS, requantize, requantize_arithmetic
-from ..model import bits
+from ..model import Unsupported, bits
 from . import Expectation, describe_value, distinct_alternatives, holds_for_spec_or, listed_for, task_hash
 
 FAMILY = "uniform"
 SPEC_PROFILE = DEFAULT_PROFILE
-OPERATIONS = ("uniform_quantize", "uniform_dequantize", "uniform_requantize", "uniform_calibrate")
+OPERATIONS = ("uniform_quantize", "uniform_dequantize", "uniform_requantize", "uniform_calibrate", "fake_quantize")
+#: the inputs of a fake_quantize case after x: the ranges, in FakeQuantize's argument order (uniform.md §2.8)
+FQ_RANGES = ("input_low", "input_high", "output_low", "output_high")
 
 CLASS_SECTIONS = {
     "zero_point_order": "uniform.md §2.1", "fma": "uniform.md §3", "tie_rule": "uniform.md §2.1",
@@ -41,6 +46,7 @@ CLASS_SECTIONS = {
     "saturation_nan_inf": "uniform.md §2.1", "signedness": "uniform.md §4.2", "int32_conversion": "uniform.md §4.2",
     "integer_lowering": "uniform.md §4.3",
     "requantize_form": "uniform.md §2.7",
+    "fake_quantize_form": "uniform.md §2.8",
 }
 
 # arithmetic changes tried in order: (class, overrides)
@@ -80,7 +86,7 @@ def holds(case: Case, profile: str) -> bool:
 
 
 def task_key(case: Case) -> str:
-    if case.operation == "uniform_calibrate":
+    if case.operation in ("uniform_calibrate", "fake_quantize"):
         return task_hash(case, None)
     sch = dict(case.scheme or {})
     geometry = {k: sch.get(k) for k in ("storage", "expressed", "scales", "zero_points", "scale_shape", "axis",
@@ -184,9 +190,29 @@ def _outputs(case: Case, sch: UniformScheme) -> Expectation:
     return Expectation({name: np.asarray(vals)}, {name: np.asarray(bad, dtype=bool)})
 
 
+def fake_quantize_outputs(case: Case, rule: Any) -> Expectation:
+    """uniform.md §2.8: y = FakeQuantize(x, input_low, input_high, output_low, output_high, levels) under ``rule``
+    (a FakeQuantizeRule or the name of a profile in FAKE_QUANTIZE_RULES; QrefError for a profile without one);
+    NaN inputs give unspecified y."""
+    from ...schemes.uniform.reference import fake_quantize
+
+    x = case.inputs["x"]
+    with np.errstate(all="ignore"):
+        y = fake_quantize(x, *(case.inputs[k] for k in FQ_RANGES), int(case.params["levels"]), rule)
+    return Expectation({"y": y}, {"y": np.isnan(x)})
+
+
 def expectation(case: Case, profile: str) -> Expectation:
     if holds(case, profile):
         return Expectation(dict(case.expected), dict(case.unspecified))
+    if case.operation == "fake_quantize":
+        if profile == SPEC_PROFILE:  # the spec defines y by a system's rule only (uniform.md §2.8 C10)
+            name = next(iter(case.expected))
+            return Expectation(dict(case.expected), {name: np.ones(case.expected[name].shape, bool)})
+        try:
+            return fake_quantize_outputs(case, profile)
+        except QrefError as exc:
+            raise Unsupported(f"profile {profile!r} has no FakeQuantize rule for this case ({exc})") from None
     return _outputs(case, scheme_of(case, profile))
 
 
@@ -195,6 +221,9 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
     first the conversion through int32 (``_int32_alternatives``), then arithmetic variants of ``profile``
     (uniform.md §3), then integer wrap-around and saturation at the signed bounds of the storage width."""
     if case.operation == "uniform_calibrate":  # no variant names a class yet
+        return
+    if case.operation == "fake_quantize":
+        yield from _fake_quantize_alternatives(case, profile)
         return
     if case.operation == "uniform_requantize":  # the other requantize form (uniform.md §2.7)
         mine = requantize_arithmetic(profile).form
@@ -260,6 +289,32 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
         yield "signedness", {name: _as(np.clip(n, lo, hi) & ((1 << st.bits) - 1), dt, st.bits)}
     else:
         yield "saturation", {name: _as(np.clip(n, 0, (1 << st.bits) - 1), dt, st.bits)}
+
+
+def _fake_quantize_alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """uniform.md §2.8: the profile's FakeQuantizeRule with the other output step (class fma), then the other
+    profiles' rules (the other form: normalize / scale_shift, recomposed output range or not)."""
+    from ...profiles.uniform import FAKE_QUANTIZE_RULES
+
+    rule = FAKE_QUANTIZE_RULES.get(profile)
+    alts: list[tuple[str, Any]] = []
+    if rule is not None:
+        other = "multiply_add" if rule.output_step == "fma" else "fma"
+        alts.append(("fma", dataclasses.replace(rule, output_step=other)))
+        alts.append(("fake_quantize_form", dataclasses.replace(rule, recompose_ranges=())))
+    alts += [("fake_quantize_form", r) for name, r in FAKE_QUANTIZE_RULES.items() if name != profile]
+    seen: list[np.ndarray] = []  # the profile's own y first: an alternative equal to it explains nothing
+    if rule is not None:
+        seen.append(fake_quantize_outputs(case, rule).outputs["y"].view(np.uint32))
+    for cls, r in alts:
+        try:
+            y = fake_quantize_outputs(case, r).outputs["y"]
+        except QrefError:
+            continue
+        if any(np.array_equal(y.view(np.uint32), s) for s in seen):
+            continue
+        seen.append(y.view(np.uint32))
+        yield cls, {"y": y}
 
 
 def _integer_lowering(case: Case, profile: str) -> dict[str, np.ndarray]:
@@ -352,6 +407,13 @@ def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, go
     out = np.full(exp.shape, "", dtype=object)
     if case.operation in ("uniform_requantize", "uniform_calibrate"):
         return out
+    if case.operation == "fake_quantize":  # y: float32 values
+        with np.errstate(invalid="ignore"):
+            xv = case.inputs["x"].reshape(-1)[idx].astype(np.float64)
+            ev, gv = exp.view(np.float32).astype(np.float64), got.view(np.float32).astype(np.float64)
+        out[np.isnan(xv) | np.isnan(gv)] = "nan_sign_or_code"
+        out[(ev == 0) & (gv == 0) & (out == "")] = "sign_of_zero"
+        return out
     if case.operation == "uniform_quantize" and "x" in case.inputs:
         with np.errstate(invalid="ignore"):
             xv = case.inputs["x"].reshape(-1)[idx].astype(np.float64)
@@ -380,6 +442,8 @@ def describe_input(case: Case, index: int) -> str:
 
     if case.operation == "uniform_calibrate":
         return _describe_run(case, index)
+    if case.operation == "fake_quantize":
+        return _describe_fake_quantize(case, index)
     sch = scheme_of(case)
     (cname,) = case.inputs
     a = case.inputs[cname]
@@ -398,6 +462,19 @@ def describe_input(case: Case, index: int) -> str:
         z2 = int(np.broadcast_to(Z, a.shape).reshape(-1)[index])
         text += f" to scale {s2!r}, zero point {z2} ({to.storage.name})"
     return text
+
+
+def _describe_fake_quantize(case: Case, index: int) -> str:
+    """x[index] (bits and value) with its ranges and the levels (uniform.md §2.8)."""
+    from ...conformance.text import float_text, hex_words
+
+    x = case.inputs["x"]
+    v = x.reshape(-1)[index : index + 1]
+    r = [float(np.broadcast_to(case.inputs[k], x.shape).reshape(-1)[index]) for k in FQ_RANGES]
+    with np.errstate(invalid="ignore"):
+        val = float_text(float(v.astype(np.float64)[0]))
+    return (f"float32 {hex_words(v)[0]} ({val}) with input range [{float_text(r[0])}, {float_text(r[1])}], "
+            f"output range [{float_text(r[2])}, {float_text(r[3])}], {int(case.params['levels'])} levels")
 
 
 def _describe_run(case: Case, index: int) -> str:
@@ -434,6 +511,10 @@ def describe_output(case: Case, name: str, value: np.ndarray) -> str:
 
     if case.operation == "uniform_calibrate" or name == "grad_mask":
         return describe_value(name, value)
+    if case.operation == "fake_quantize":  # y float32
+        v = np.asarray(value).reshape(-1)[:1]
+        with np.errstate(invalid="ignore"):
+            return f"{hex_words(v)[0]} ({float_text(float(v.astype(np.float64)[0]))})"
     v = np.asarray(value).reshape(-1)[:1]
     if case.operation in ("uniform_quantize", "uniform_requantize"):
         st = get_format((case.params["to"] if case.operation == "uniform_requantize" else case.scheme)["storage"])
@@ -450,7 +531,7 @@ def describe_output(case: Case, name: str, value: np.ndarray) -> str:
 def divergence(case: Case, got: dict[str, np.ndarray], unspecified: dict[str, np.ndarray]) -> dict[str, dict[str, int]]:
     """What the backend returned at the elements the spec leaves unspecified: "kind|storage" -> behaviour ->
     count (docs/conformance/divergence.md; kinds and behaviours are described there). Integer storage only."""
-    if case.operation in ("uniform_requantize", "uniform_calibrate"):
+    if case.operation in ("uniform_requantize", "uniform_calibrate", "fake_quantize"):
         return {}
     name = next(iter(case.expected))  # the codes (a fake-quantize case's grad_mask follows them)
     mask = unspecified.get(name)
@@ -550,6 +631,7 @@ def storage_values_of(case: Case) -> np.ndarray:
     return np.where(st.signed & (v >= 1 << (st.bits - 1)), v - (1 << st.bits), v)
 
 
-__all__ = ["CLASS_SECTIONS", "FAMILY", "OPERATIONS", "SPEC_PROFILE", "alternatives", "describe_input",
-           "describe_output", "divergence", "element_params", "expectation", "holds", "relevant", "scheme_of",
-           "spec_sections", "storage_values_of", "structural_class", "task_key", "to_scheme_of"]
+__all__ = ["CLASS_SECTIONS", "FAMILY", "FQ_RANGES", "OPERATIONS", "SPEC_PROFILE", "alternatives", "describe_input",
+           "describe_output", "divergence", "element_params", "expectation", "fake_quantize_outputs", "holds",
+           "relevant", "scheme_of", "spec_sections", "storage_values_of", "structural_class", "task_key",
+           "to_scheme_of"]
