@@ -139,6 +139,8 @@ PINS: dict[str, CpuPin] = {p.backend: p for p in (
            prelude=f"import os; os.environ['XLA_FLAGS'] = '{XLA_PIN}'"),
     CpuPin("keras", f"XLA:CPU (Keras's JAX backend) compiles for at most AVX2 (XLA_FLAGS={XLA_PIN})",
            (("XLA_FLAGS", XLA_PIN),), prelude=f"import os; os.environ['XLA_FLAGS'] = '{XLA_PIN}'"),
+    CpuPin("openvino", "the CPU plugin's kernels (oneDNN, Snippets) use at most AVX2 (ONEDNN_MAX_CPU_ISA=AVX2)",
+           (("ONEDNN_MAX_CPU_ISA", "AVX2"),), prelude="import os; os.environ['ONEDNN_MAX_CPU_ISA'] = 'AVX2'"),
     CpuPin("mlir", f"every llvm.func gets target_cpu = \"{BASELINE}\" and target_features = [\"-avx512fp16\"] "
            "before the ExecutionEngine compiles it (LLVM then uses these instead of the host's)",
            llvm_target=(BASELINE, "-avx512fp16")),
@@ -295,7 +297,7 @@ CPU_VARIANTS: tuple[CpuVariant, ...] = (
                ("AMD EPYC (Zen 4, FMA) native and ATEN_CPU_CAPABILITY=avx2: the FMA rule, 0 mismatches",
                 "the same CPU with ATEN_CPU_CAPABILITY=default: the no-FMA rule in 60 of 60 runs")),
     CpuVariant("openvino_fake_quantize_sse41", "avx2", False, "openvino.fake_quantize.parameter", "uniform/*/fq_*",
-               ("other", "crash"),
+               ("fma", "other", "crash"),
                "the CPU plugin's Snippets kernel fuses FakeQuantize's output step into an FMA on AVX2 / AVX-512; "
                "below AVX2 (ONEDNN_MAX_CPU_ISA=SSE41) it is a multiply then an add (FakeQuantizeRule output_step "
                "'multiply_add', uniform.md §2.8), ranges along an axis go to the plugin's own FakeQuantize node "
