@@ -20,7 +20,7 @@ from ...schemes.base import QArray, scheme
 from ...schemes.block import DEFAULT_PROFILE, BlockScheme
 from . import (
     Expectation,
-    describe_value,
+    describe_output,
     distinct_alternatives,
     flushed,
     held_or_computed,
@@ -200,10 +200,6 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
         return f"{x.dtype.name} {hex_words(v)[0]} ({val}) in a block of {case.scheme['block_size']}"
     c = case.inputs["codes"].reshape(-1)[index : index + 1]
     return f"code {hex_words(c)[0]} of {case.scheme['element']}"
-
-
-def describe_output(case: Case, name: str, value: np.ndarray) -> str:
-    return describe_value(name, value)
 
 
 def reduce(case: Case, index: int, output: str) -> Case:

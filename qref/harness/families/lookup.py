@@ -29,7 +29,7 @@ from ...tables import get_table
 from ..model import Unsupported
 from . import (
     Expectation,
-    describe_value,
+    describe_output,
     distinct_alternatives,
     flushed,
     held_or_computed,
@@ -307,10 +307,6 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
             return (f"code {hex_words(c)[0]} of {case.scheme['table']['name']} with block scale {hex_words(s)[0]} "
                     f"({float_text(float(s.astype(np.float64)[0]))})")
     return f"code {hex_words(c)[0]} of {case.scheme['table']['name']}"
-
-
-def describe_output(case: Case, name: str, value: np.ndarray) -> str:
-    return describe_value(name, value)
 
 
 def reduce(case: Case, index: int, output: str) -> Case:
