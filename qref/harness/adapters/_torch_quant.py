@@ -515,20 +515,18 @@ def _make_source(kind: str) -> Callable[[Case, _Params, bool], list[str]]:
             m = {"float8_e4m3fn": 448, "float8_e5m2": 57344}[p.storage]
             lo, hi = -m, m
         # the decomposed ops: kind -> (op, axis argument, the call's scale and zero point, the input's reshape)
-        tensor_sz = f"torch.tensor({s!r}, dtype=torch.float64), torch.tensor({z})"
-        channel_sz = f"torch.tensor([{s!r}], dtype=torch.float32), torch.tensor([{z}])"
-        token_s = f"torch.tensor([[{s!r}]], dtype=torch.float32)"
+        tensor, value = f"torch.tensor({s!r}, dtype=torch.float64), torch.tensor({z})", f"{s!r}, {z}"
+        channel = f"torch.tensor([{s!r}], dtype=torch.float32), torch.tensor([{z}])"
+        token = f"torch.tensor([[{s!r}]], dtype=torch.float32), torch.tensor([[{z}]]"
         op, axis, sz, shape = {
-            "dec_quantize_per_tensor_t": ("quantize_per_tensor.tensor", "", tensor_sz, ""),
-            "dec_quantize_per_tensor": ("quantize_per_tensor", "", f"{s!r}, {z}", ""),
-            "dec_dequantize_per_tensor_t": ("dequantize_per_tensor.tensor", "", tensor_sz, ""),
-            "dec_dequantize_per_tensor": ("dequantize_per_tensor", "", f"{s!r}, {z}", ""),
-            "dec_quantize_per_channel": ("quantize_per_channel", "0, ", channel_sz, ""),
-            "dec_dequantize_per_channel": ("dequantize_per_channel", "0, ", channel_sz, ""),
-            "dec_quantize_per_token": ("quantize_per_token", "", f"{token_s}, torch.tensor([[{z}]], dtype=torch.int32)",
-                                       ".reshape(1, 1)"),
-            "dec_dequantize_per_token": ("dequantize_per_token", "", f"{token_s}, torch.tensor([[{z}]])",
-                                         ".reshape(1, 1)"),
+            "dec_quantize_per_tensor_t": ("quantize_per_tensor.tensor", "", tensor, ""),
+            "dec_quantize_per_tensor": ("quantize_per_tensor", "", value, ""),
+            "dec_dequantize_per_tensor_t": ("dequantize_per_tensor.tensor", "", tensor, ""),
+            "dec_dequantize_per_tensor": ("dequantize_per_tensor", "", value, ""),
+            "dec_quantize_per_channel": ("quantize_per_channel", "0, ", channel, ""),
+            "dec_dequantize_per_channel": ("dequantize_per_channel", "0, ", channel, ""),
+            "dec_quantize_per_token": ("quantize_per_token", "", f"{token}, dtype=torch.int32)", ".reshape(1, 1)"),
+            "dec_dequantize_per_token": ("dequantize_per_token", "", f"{token})", ".reshape(1, 1)"),
         }[kind]
         (name,) = one.expected
         od = f"torch.{one.expected[name].dtype.name}"
