@@ -20,7 +20,7 @@ from ...schemes.base import QArray, scheme
 from ...schemes.block import DEFAULT_PROFILE, BlockScheme
 from . import (
     Expectation,
-    describe_output,
+    describe_plain_output,
     distinct_alternatives,
     flushed,
     held_or_computed,
@@ -200,6 +200,9 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
         return f"{x.dtype.name} {hex_words(v)[0]} ({val}) in a block of {case.scheme['block_size']}"
     c = case.inputs["codes"].reshape(-1)[index : index + 1]
     return f"code {hex_words(c)[0]} of {case.scheme['element']}"
+
+
+describe_output = describe_plain_output
 
 
 def reduce(case: Case, index: int, output: str) -> Case:

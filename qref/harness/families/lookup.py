@@ -29,7 +29,7 @@ from ...tables import get_table
 from ..model import Unsupported
 from . import (
     Expectation,
-    describe_output,
+    describe_plain_output,
     distinct_alternatives,
     flushed,
     held_or_computed,
@@ -304,6 +304,9 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
             return (f"code {hex_words(c)[0]} of {case.scheme['table']['name']} with block scale {hex_words(s)[0]} "
                     f"({float_text(float(s.astype(np.float64)[0]))})")
     return f"code {hex_words(c)[0]} of {case.scheme['table']['name']}"
+
+
+describe_output = describe_plain_output
 
 
 def reduce(case: Case, index: int, output: str) -> Case:

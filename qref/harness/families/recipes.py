@@ -45,7 +45,7 @@ from ...recipes import Accumulation, MatmulResult, block_matmul, jax_scaled_dot,
 from ...recipes.scaling import DelayedScaling, scaled_dequantize, scaled_quantize
 from ...schemes.base import QArray, scheme
 from ..model import Unsupported
-from . import Expectation, describe_output, task_hash
+from . import Expectation, describe_plain_output, task_hash
 
 FAMILY = "recipes"
 SPEC_PROFILE = "spec"
@@ -355,6 +355,9 @@ def describe_input(case: Case, index: int, output: str = "y") -> str:
         return (f"row {m} of lhs and column {n} of rhs ({case.scheme['name']}, K = {K}, blocks of "
                 f"{case.scheme['block_size']}; accumulation {case.params['accumulation']['order']})")
     return f"row {m} of a and column {n} of b (K = {case.inputs['a'].shape[1]})"
+
+
+describe_output = describe_plain_output
 
 
 def reduce(case: Case, index: int, output: str) -> Case:
