@@ -641,6 +641,21 @@ class ObservedRange:
     unspecified: np.ndarray
 
 
+def _observer_rule(what: str, rules: dict[str, Any], rule: str, midpoint: str, lo: int, hi: int
+                   ) -> tuple[Any, int, int]:
+    """The observer's checked arguments (uniform.md §5.4): its rule record ``rules[rule]`` and the integer range
+    (lo, hi), which must hold 0 with lo < hi; ``midpoint`` one of the unsigned symmetric zero points."""
+    from ..profiles.uniform import UNSIGNED_SYMMETRIC_ZERO_POINTS
+
+    if rule not in rules:
+        raise unknown_name(what, rule, tuple(rules))
+    check_choice("symmetric zero point", midpoint, UNSIGNED_SYMMETRIC_ZERO_POINTS)
+    lo, hi = int(lo), int(hi)
+    if not lo <= 0 <= hi or lo >= hi:
+        raise QrefError(f"the observer's range [{lo}, {hi}] must hold 0 and have lo < hi")
+    return rules[rule], lo, hi
+
+
 def observe_range(batches: object, lo: int, hi: int, *, symmetric: bool, rule: str = "pytorch_minmax_observer",
                   axis: int | None = None, averaging_constant: float = 0.01, eps: float | None = None,
                   midpoint: str = "ceil_midpoint") -> ObservedRange:
@@ -655,15 +670,9 @@ def observe_range(batches: object, lo: int, hi: int, *, symmetric: bool, rule: s
     z = clamp(lo - round_half_even(fl32(m0 / s)), lo, hi); z is unspecified where m0 / s is not finite.
     No batch: s = 1, z = 0.
     """
-    from ..profiles.uniform import OBSERVER_RULES, UNSIGNED_SYMMETRIC_ZERO_POINTS
+    from ..profiles.uniform import OBSERVER_RULES
 
-    if rule not in OBSERVER_RULES:
-        raise unknown_name("range observer rule", rule, tuple(OBSERVER_RULES))
-    r = OBSERVER_RULES[rule]
-    check_choice("symmetric zero point", midpoint, UNSIGNED_SYMMETRIC_ZERO_POINTS)
-    lo, hi = int(lo), int(hi)
-    if not lo <= 0 <= hi or lo >= hi:
-        raise QrefError(f"the observer's range [{lo}, {hi}] must hold 0 and have lo < hi")
+    r, lo, hi = _observer_rule("range observer rule", OBSERVER_RULES, rule, midpoint, lo, hi)
     xs = as_source_array(batches)
     if xs.dtype.kind != "f" and xs.dtype.name != "bfloat16":
         raise QrefError(f"observe_range takes float batches, got {xs.dtype}")
@@ -913,15 +922,9 @@ def observe_histogram(batches: object, lo: int, hi: int, *, symmetric: bool,
     stop at the first error increase) gives (m + w s, m + w (e + 1)), w = fl32((M - m) / B), whose
     float32_divide_eps parameters (uniform.md §5.4) are the result. No batch: s = 1, z = 0.
     """
-    from ..profiles.uniform import HISTOGRAM_OBSERVER_RULES, UNSIGNED_SYMMETRIC_ZERO_POINTS
+    from ..profiles.uniform import HISTOGRAM_OBSERVER_RULES
 
-    if rule not in HISTOGRAM_OBSERVER_RULES:
-        raise unknown_name("histogram observer rule", rule, tuple(HISTOGRAM_OBSERVER_RULES))
-    r = HISTOGRAM_OBSERVER_RULES[rule]
-    check_choice("symmetric zero point", midpoint, UNSIGNED_SYMMETRIC_ZERO_POINTS)
-    lo, hi = int(lo), int(hi)
-    if not lo <= 0 <= hi or lo >= hi:
-        raise QrefError(f"the observer's range [{lo}, {hi}] must hold 0 and have lo < hi")
+    r, lo, hi = _observer_rule("histogram observer rule", HISTOGRAM_OBSERVER_RULES, rule, midpoint, lo, hi)
     seq = list(batches) if isinstance(batches, (list, tuple)) else as_source_array(batches)
     arrays = [np.asarray(b) for b in seq]
     for t, b in enumerate(arrays):

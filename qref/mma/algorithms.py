@@ -64,11 +64,14 @@ def _guard(sig: np.ndarray, shift: int, terms: int, family: str) -> None:
                         "2^62 in int64); lower frac_bits")
 
 
-def _chunks(K: int, chunk: int, what: str) -> int:
+def _chunks(a: np.ndarray, chunk: int, what: str) -> tuple[int, int]:
+    """(K, L): the inner length K of the operand ``a`` (..., K) and the chunk length L = min(K, chunk), which must
+    divide K."""
+    K = a.shape[-1]
     L = min(K, chunk)
     if L < 1 or K % L:
         raise QrefError(f"{what}: K = {K} is not a multiple of the chunk length {L}; pad K with zeros")
-    return L
+    return K, L
 
 
 @dataclass
@@ -195,8 +198,7 @@ class TruncatedFusedDot(_TruncatedOutput):
             scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None, fs: str | None = None
             ) -> np.ndarray:
         """d (..., ) of inner products of a, b (..., K) plus c (...), chunk by chunk (mma.md §3.1)."""
-        K = a.shape[-1]
-        L = _chunks(K, self.chunk, self.family)
+        K, L = _chunks(a, self.chunk, self.family)
         scales = None
         if self.scaled:
             assert scale_a is not None and scale_b is not None and fs is not None
@@ -257,9 +259,8 @@ class GroupScaledFusedDot(_TruncatedOutput):
             ) -> np.ndarray:
         """d of inner products with per-block scales (mma.md §3.4)."""
         assert scale_a is not None and scale_b is not None and fs is not None
-        K = a.shape[-1]
+        K, L = _chunks(a, self.chunk, self.family)
         G = self.group_size
-        L = _chunks(K, self.chunk, self.family)
         if L % G:
             raise QrefError(f"{self.family}: chunk {L} is not a multiple of the group size {G}")
         sa, blk = _expand(scale_a, K, self.family)
@@ -352,8 +353,7 @@ class TwoStageFusedDot(_Algorithm):
         """d of inner products (mma.md §3.5); fd must be float32."""
         if fd != "float32":
             raise QrefError(f"{self.family}: the output format must be float32, got {fd}")
-        K = a.shape[-1]
-        L = _chunks(K, self.chunk, self.family)
+        K, L = _chunks(a, self.chunk, self.family)
         I = self.interleave
         if L % I:
             raise QrefError(f"{self.family}: chunk {L} is not a multiple of the interleave {I}")
@@ -416,8 +416,7 @@ class ExactFusedDot(_Algorithm):
             scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None, fs: str | None = None
             ) -> np.ndarray:
         """d of inner products (mma.md §3.6)."""
-        K = a.shape[-1]
-        L = _chunks(K, self.chunk, self.family)
+        K, L = _chunks(a, self.chunk, self.family)
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
         with np.errstate(all="ignore"):
             prod = second_nan(a64 * b64, a64, b64)

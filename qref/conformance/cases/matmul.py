@@ -228,6 +228,12 @@ def _carry_scales() -> tuple[float, float, float]:
     raise AssertionError("no carry triple")
 
 
+def _midpoint(storage: str) -> int:
+    """The middle of the storage range as a zero point: (lo + hi + 1) // 2 (the upper of two middles)."""
+    lo, hi = STORAGES[storage]
+    return (lo + hi + 1) // 2
+
+
 def _small(label: str, shape: tuple[int, ...], storage: str, center: int, r: int) -> np.ndarray:
     """Values center + [-r, r] (clipped to the storage range)."""
     lo, hi = STORAGES[storage]
@@ -243,8 +249,8 @@ def _qlinear_setups() -> Iterator[Setup]:
         lo_a, hi_a = STORAGES[ca]
         lo_b, hi_b = STORAGES[cb]
         lo_y, hi_y = STORAGES[co]
-        mid_y = (lo_y + hi_y + 1) // 2
-        za_t, zb_t = (lo_a + hi_a + 1) // 2, (lo_b + hi_b + 1) // 2
+        mid_y = _midpoint(co)
+        za_t, zb_t = _midpoint(ca), _midpoint(cb)
         a, b = _small(f"{L}/ties/{c}/a", (16, 9), ca, za_t, 5), _small(f"{L}/ties/{c}/b", (9, 24), cb, zb_t, 5)
         for zy, tag in ((mid_y, "even"), (mid_y + 1, "odd")):
             for e in (-1, -2, -3):
@@ -279,10 +285,10 @@ def _qlinear_setups() -> Iterator[Setup]:
                                    ("above_one", (3.0, 5.0, 1.0))):
             sa32 = float(np.float32(sa))
             near = not name.startswith("small")  # m >= 1/2: operands near their zero points keep y in range
-            aa = _small(f"{L}/mult/{c}/sa", (8, 64), ca, (lo_a + hi_a + 1) // 2, 3) if near else a
-            bb = _small(f"{L}/mult/{c}/sb", (64, 8), cb, (lo_b + hi_b + 1) // 2, 3) if near else b
-            yield _q(ca, cb, co, f"multiplier_{name}", aa, bb, za=(lo_a + hi_a + 1) // 2 if near else lo_a,
-                     zb=(lo_b + hi_b + 1) // 2 if near else hi_b,
+            aa = _small(f"{L}/mult/{c}/sa", (8, 64), ca, _midpoint(ca), 3) if near else a
+            bb = _small(f"{L}/mult/{c}/sb", (64, 8), cb, _midpoint(cb), 3) if near else b
+            yield _q(ca, cb, co, f"multiplier_{name}", aa, bb, za=_midpoint(ca) if near else lo_a,
+                     zb=_midpoint(cb) if near else hi_b,
                      a_scale=sa32, b_scale=sb, y_scale=sy, zy=mid_y, tags=("boundary",),
                      description=f"m = a_s b_s / y_s = {sa32 * sb / sy!r}: Q31 quantization and shift edges")
         a, b = _ints(f"{L}/zp/{c}/a", (8, 33), ca), _ints(f"{L}/zp/{c}/b", (33, 8), cb)
@@ -361,6 +367,16 @@ def _near_tie_bias(label: str, m: np.ndarray, zy: int, lo: int, hi: int) -> np.n
     return np.round((k + 0.5) / m.astype(np.float64)).astype(np.int64)
 
 
+def _tfl_weights(label: str, shape: tuple[int, int], per_channel: bool, e: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded int8 weights (K, N) in the symmetric range [-127, 127] (-128 drawn becomes -127) and their scales
+    (1 + f / 1024) 2^e, f seeded in [0, 1024): one per output channel, or one for the tensor."""
+    b = _ints(f"{label}/b", shape, "int8")
+    b[b == -128] = -127
+    n = shape[1] if per_channel else 1
+    fr = qrandom.below(f"{label}/bs", n, 1 << 10).astype(np.float64)
+    return b, ((1 + fr / 1024) * 2.0**e).astype(np.float32).reshape(() if n == 1 else (n,))
+
+
 def _litert_setups() -> Iterator[Setup]:
     """TFLite's constraints: int8 weights with zero point 0 (per tensor or per output channel), int32 bias,
     output storage = activation storage, int16 activations and outputs with zero point 0 (matmul.md §6.6).
@@ -419,11 +435,7 @@ def _litert_setups() -> Iterator[Setup]:
     for gran in ("per_tensor", "per_channel"):
         for with_bias in (True, False):
             a = _ints(f"{L}/random/{gran}/{with_bias}/a", (256, 64), "int8")
-            b = _ints(f"{L}/random/{gran}/{with_bias}/b", (64, 128), "int8")
-            b[b == -128] = -127
-            n = 128 if gran == "per_channel" else 1
-            fr = qrandom.below(f"{L}/random/{gran}/{with_bias}/bs", n, 1 << 10).astype(np.float64)
-            bs = ((1 + fr / 1024) * 2.0**-9).astype(np.float32).reshape(() if n == 1 else (n,))
+            b, bs = _tfl_weights(f"{L}/random/{gran}/{with_bias}", (64, 128), gran == "per_channel", -9)
             bias = (qrandom.below(f"{L}/random/{gran}/bias", 128, 1 << 16).astype(np.int64) - (1 << 15)
                     if with_bias else None)
             yield _tfl("int8", f"random_{gran}{'_bias' if with_bias else ''}", a, b,
@@ -452,11 +464,7 @@ def _litert_setups() -> Iterator[Setup]:
                    description="int16 activations (zero point 0) x int8 weights, accumulators across ties")
     for gran in ("per_tensor", "per_channel"):
         a = _ints(f"{L}/int16/{gran}/a", (128, 48), "int16")
-        b = _ints(f"{L}/int16/{gran}/b", (48, 64), "int8")
-        b[b == -128] = -127
-        n = 64 if gran == "per_channel" else 1
-        fr = qrandom.below(f"{L}/int16/{gran}/bs", n, 1 << 10).astype(np.float64)
-        bs = ((1 + fr / 1024) * 2.0**-7).astype(np.float32).reshape(() if n == 1 else (n,))
+        b, bs = _tfl_weights(f"{L}/int16/{gran}", (48, 64), gran == "per_channel", -7)
         yield _tfl("int16", f"int16_random_{gran}", a, b, za=0, a_scale=0.0173, b_scale=bs, y_scale=3.71, zy=0,
                    bias=qrandom.below(f"{L}/int16/{gran}/bias", 64, 1 << 20).astype(np.int64) - (1 << 19),
                    tags=("random",), description=f"int16 x int8, {gran} weight scales")
@@ -592,7 +600,7 @@ def _integer_to_float_setups() -> Iterator[FloatSetup]:
         c = f"{ca}{cb}"
         lo_a, hi_a = STORAGES[ca]
         lo_b, hi_b = STORAGES[cb]
-        mid_a, mid_b = (lo_a + hi_a + 1) // 2, (lo_b + hi_b + 1) // 2
+        mid_a, mid_b = _midpoint(ca), _midpoint(cb)
         # large accumulators: |acc| beyond 2^24, the float32 conversion rounds (ties of the conversion included)
         K = 1100
         a = _ints(f"{L}/large/{c}/a", (6, K), ca)
@@ -661,9 +669,9 @@ def _dynamic_setups() -> Iterator[FloatSetup]:
     L = f"{FAMILY}/dynamic_quantize_matmul"
     op = "dynamic_quantize_matmul"
     for cb in ("int8", "uint8"):
-        lo_b, hi_b = STORAGES[cb]
+        lo_b = STORAGES[cb][0]
         b = _ints(f"{L}/b/{cb}", (48, 16), cb)
-        zb = (lo_b + hi_b + 1) // 2
+        zb = _midpoint(cb)
         # ties of x / s: max - min = 255 2^-4 (s = 2^-4 exactly), x = (k + 1/2) 2^-4
         k = qrandom.below(f"{L}/ties/k", 8 * 48, 254).astype(np.float64)
         x = ((k - 127 + 0.5) * 2.0**-4).reshape(8, 48)
@@ -864,12 +872,11 @@ def _qgemm_setups() -> Iterator[QGemmSetup]:
     L = f"{FAMILY}/qgemm"
     for ca, cb, co in COMBOS_QGEMM:
         c = f"{ca}{cb}{co}"
-        lo_a, hi_a = STORAGES[ca]
-        lo_b, hi_b = STORAGES[cb]
+        lo_a, hi_b = STORAGES[ca][0], STORAGES[cb][1]
         quant = co != "float32"
-        mid_y = 0 if not quant else (STORAGES[co][0] + STORAGES[co][1] + 1) // 2
+        mid_y = 0 if not quant else _midpoint(co)
         ys = {"y_scale": 1.0, "zy": mid_y + 1} if quant else {}
-        za, zb = (lo_a + hi_a + 1) // 2, (lo_b + hi_b + 1) // 2
+        za, zb = _midpoint(ca), _midpoint(cb)
         a, b = _small(f"{L}/alpha/{c}/a", (16, 9), ca, za, 5), _small(f"{L}/alpha/{c}/b", (9, 24), cb, zb, 5)
         for alpha in (0.5, 0.25, 2.0):
             yield QGemmSetup(ca, cb, co, f"alpha_{alpha}", a, b, a_scale=0.5, b_scale=1.0, alpha=alpha, za=za, zb=zb,
@@ -1075,19 +1082,28 @@ def _vectorwise_cases() -> Iterator[Case]:
 def _wo_case(cat: str, table: str, B: int, x: np.ndarray, codes: np.ndarray, absmax: np.ndarray,
              description: str) -> Case:
     from ...recipes.vectorwise import weight_only_matmul
-    from .recipes import _result_arrays
 
     r = weight_only_matmul(x, codes, absmax, table=table, block_size=B)
+    return _weight_only_record("weight_only_matmul", (f"{table}_b{B}", f"{table} block {B}"), cat, x, codes, r,
+                               {"absmax": absmax}, {"table": table, "block_size": B},
+                               ("matmul.md §14", "recipes.md §2.3"), description)
+
+
+def _weight_only_record(operation: str, variant: tuple[str, str], cat: str, x: np.ndarray, codes: np.ndarray,
+                        r: Any, inputs: dict[str, np.ndarray], params: dict[str, Any], spec: tuple[str, ...],
+                        description: str) -> Case:
+    """A weight-only matmul case of x (M, K) and the codes (N, K) with the expected result r (float32, in any
+    summation order: compared within the bound); variant: (its id part, its words)."""
+    from .recipes import _result_arrays
+
     exp, uns = _result_arrays(r, any_order=True)
     M, K = x.shape
     N = codes.shape[0]
-    return Case(id=f"{FAMILY}/weight_only_matmul/{table}_b{B}/{cat}/{WO_PROFILE}", family=FAMILY,
-                operation="weight_only_matmul", profile=WO_PROFILE, profiles=(WO_PROFILE,),
-                inputs={"x": x, "codes": codes, "absmax": absmax}, expected=exp, unspecified=uns,
-                params={"m": M, "k": K, "n": N, "table": table, "block_size": B, "compare": "bound",
-                        "accumulation": "float32_any"}, tags=(cat, "profile"),
-                spec=("matmul.md §14", "recipes.md §2.3"),
-                description=f"weight_only_matmul {table} block {B} (M={M}, K={K}, N={N}): {description}")
+    return Case(id=f"{FAMILY}/{operation}/{variant[0]}/{cat}/{WO_PROFILE}", family=FAMILY, operation=operation,
+                profile=WO_PROFILE, profiles=(WO_PROFILE,), inputs={"x": x, "codes": codes, **inputs}, expected=exp,
+                unspecified=uns, params={"m": M, "k": K, "n": N, **params, "compare": "bound",
+                                         "accumulation": "float32_any"}, tags=(cat, "profile"), spec=spec,
+                description=f"{operation} {variant[1]} (M={M}, K={K}, N={N}): {description}")
 
 
 def _weight_only_cases() -> Iterator[Case]:
@@ -1123,19 +1139,12 @@ def _f32s(label: str, shape: tuple[int, ...], emin: int, emax: int) -> np.ndarra
 
 def _wo8_case(cat: str, x: np.ndarray, codes: np.ndarray, scale: np.ndarray, description: str) -> Case:
     from ...recipes.ops import exact_matmul
-    from .recipes import _result_arrays
 
     r = exact_matmul(x, codes.astype(np.float32).T, accumulation="float32_any", out_dtype="float32",
                      post_scale=scale.reshape(1, -1))
-    exp, uns = _result_arrays(r, any_order=True)
-    M, K = x.shape
-    N = codes.shape[0]
-    return Case(id=f"{FAMILY}/int8_weight_only_matmul/float32/{cat}/{WO_PROFILE}", family=FAMILY,
-                operation="int8_weight_only_matmul", profile=WO_PROFILE, profiles=(WO_PROFILE,),
-                inputs={"x": x, "codes": codes, "scale": scale}, expected=exp, unspecified=uns,
-                params={"m": M, "k": K, "n": N, "compare": "bound", "accumulation": "float32_any"},
-                tags=(cat, "profile"), spec=("matmul.md §14", "recipes.md §2.3", "recipes.md §3.3"),
-                description=f"int8_weight_only_matmul float32 (M={M}, K={K}, N={N}): {description}")
+    return _weight_only_record("int8_weight_only_matmul", ("float32", "float32"), cat, x, codes, r,
+                               {"scale": scale}, {}, ("matmul.md §14", "recipes.md §2.3", "recipes.md §3.3"),
+                               description)
 
 
 def _torchao_int8_cases() -> Iterator[Case]:

@@ -69,13 +69,22 @@ def _resolve(torch: Any, kw: dict[str, Any]) -> dict[str, Any]:
     return {k: (getattr(torch, v[6:]) if isinstance(v, str) and v.startswith("torch.") else v) for k, v in kw.items()}
 
 
+def _calibrate_reason(case: Case, who: str, formula: str, computes: str) -> str | None:
+    """Why ``case`` is not a uniform_calibrate case of ``formula`` for ``who`` (which ``computes`` it), or None."""
+    if case.operation != "uniform_calibrate":
+        return f"{who} computes a scale and a zero point"
+    if case.params["formula"] != formula:
+        return f"{computes}, not {case.params['formula']}"
+    return None
+
+
 def _supports(running: str, per_channel: bool, fake: bool = False):
     def supports(case: Case) -> str | None:
         p = case.params
-        if case.operation != "uniform_calibrate":
-            return "an observer computes a scale and a zero point"
-        if p["formula"] != "float32_divide_eps":
-            return f"the observers compute float32_divide_eps parameters, not {p['formula']}"
+        why = _calibrate_reason(case, "an observer", "float32_divide_eps",
+                                "the observers compute float32_divide_eps parameters")
+        if why is not None:
+            return why
         if ("y" in case.expected) != fake:
             return ("a FakeQuantize module's cases hold its outputs y" if fake else
                     "an observer gives no fake-quantized values (the FakeQuantize targets run these cases)")
@@ -165,13 +174,10 @@ def _snippet(cls_name: str):
 # ---- quantized_decomposed.choose_qparams_per_token_asymmetric (uniform.md §5.2) --------------------------------
 def _per_token_supports(case: Case) -> str | None:
     p = case.params
-    if case.operation != "uniform_calibrate":
-        return "choose_qparams_per_token_asymmetric computes a scale and a zero point"
-    if p["formula"] != "divide_eps_balanced_zero_point":
-        return f"choose_qparams_per_token_asymmetric computes divide_eps_balanced_zero_point, not {p['formula']}"
-    if int(p["batches"]) != 1 or p["axis"] is None or tuple(p["storage_range"]) != (-128, 127):
-        return "one batch of tokens (rows), int8 [-128, 127]"
-    return None
+    return _calibrate_reason(case, "choose_qparams_per_token_asymmetric", "divide_eps_balanced_zero_point",
+                             "choose_qparams_per_token_asymmetric computes divide_eps_balanced_zero_point") or (
+        "one batch of tokens (rows), int8 [-128, 127]"
+        if int(p["batches"]) != 1 or p["axis"] is None or tuple(p["storage_range"]) != (-128, 127) else None)
 
 
 def _per_token_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:

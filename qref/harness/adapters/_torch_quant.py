@@ -514,44 +514,29 @@ def _make_source(kind: str) -> Callable[[Case, _Params, bool], list[str]]:
         if p.storage in _FLOAT_STORAGE:
             m = {"float8_e4m3fn": 448, "float8_e5m2": 57344}[p.storage]
             lo, hi = -m, m
-        if kind == "dec_quantize_per_tensor_t":
-            body = f"torch.ops.quantized_decomposed.quantize_per_tensor.tensor(x, s, z, lo, hi, torch.{dt})"
-            call = (f"y = f(x, torch.tensor({s!r}, dtype=torch.float64), torch.tensor({z}), {lo}, {hi})")
-            return [*_src_common(compiled, "f(x, s, z, lo, hi)", body), _src_x(one), call, _src_print(one)]
-        if kind == "dec_quantize_per_tensor":
-            body = f"torch.ops.quantized_decomposed.quantize_per_tensor(x, s, z, lo, hi, torch.{dt})"
-            call = f"y = f(x, {s!r}, {z}, {lo}, {hi})"
-            return [*_src_common(compiled, "f(x, s, z, lo, hi)", body), _src_x(one), call, _src_print(one)]
+        # the decomposed ops: kind -> (op, axis argument, the call's scale and zero point, the input's reshape)
+        tensor, value = f"torch.tensor({s!r}, dtype=torch.float64), torch.tensor({z})", f"{s!r}, {z}"
+        channel = f"torch.tensor([{s!r}], dtype=torch.float32), torch.tensor([{z}])"
+        token = f"torch.tensor([[{s!r}]], dtype=torch.float32), torch.tensor([[{z}]]"
+        op, axis, sz, shape = {
+            "dec_quantize_per_tensor_t": ("quantize_per_tensor.tensor", "", tensor, ""),
+            "dec_quantize_per_tensor": ("quantize_per_tensor", "", value, ""),
+            "dec_dequantize_per_tensor_t": ("dequantize_per_tensor.tensor", "", tensor, ""),
+            "dec_dequantize_per_tensor": ("dequantize_per_tensor", "", value, ""),
+            "dec_quantize_per_channel": ("quantize_per_channel", "0, ", channel, ""),
+            "dec_dequantize_per_channel": ("dequantize_per_channel", "0, ", channel, ""),
+            "dec_quantize_per_token": ("quantize_per_token", "", f"{token}, dtype=torch.int32)", ".reshape(1, 1)"),
+            "dec_dequantize_per_token": ("dequantize_per_token", "", f"{token})", ".reshape(1, 1)"),
+        }[kind]
         (name,) = one.expected
-        od = one.expected[name].dtype.name
-        if kind == "dec_dequantize_per_tensor_t":
-            body = (f"torch.ops.quantized_decomposed.dequantize_per_tensor.tensor(c, s, z, lo, hi, torch.{dt}, "
-                    f"out_dtype=torch.{od})")
-            call = f"y = f(c, torch.tensor({s!r}, dtype=torch.float64), torch.tensor({z}), {lo}, {hi})"
-            return [*_src_common(compiled, "f(c, s, z, lo, hi)", body), _src_codes(one, p), call, _src_print(one)]
-        if kind == "dec_dequantize_per_tensor":
-            body = (f"torch.ops.quantized_decomposed.dequantize_per_tensor(c, s, z, lo, hi, torch.{dt}, "
-                    f"out_dtype=torch.{od})")
-            call = f"y = f(c, {s!r}, {z}, {lo}, {hi})"
-            return [*_src_common(compiled, "f(c, s, z, lo, hi)", body), _src_codes(one, p), call, _src_print(one)]
-        st = f"torch.tensor([{s!r}], dtype=torch.float32)"
-        if kind == "dec_quantize_per_channel":
-            body = f"torch.ops.quantized_decomposed.quantize_per_channel(x, s, z, 0, lo, hi, torch.{dt})"
-            call = f"y = f(x, {st}, torch.tensor([{z}]), {lo}, {hi})"
-            return [*_src_common(compiled, "f(x, s, z, lo, hi)", body), _src_x(one), call, _src_print(one)]
-        if kind == "dec_dequantize_per_channel":
-            body = (f"torch.ops.quantized_decomposed.dequantize_per_channel(c, s, z, 0, lo, hi, torch.{dt}, "
-                    f"out_dtype=torch.{od})")
-            call = f"y = f(c, {st}, torch.tensor([{z}]), {lo}, {hi})"
-            return [*_src_common(compiled, "f(c, s, z, lo, hi)", body), _src_codes(one, p), call, _src_print(one)]
-        st2 = f"torch.tensor([[{s!r}]], dtype=torch.float32)"
-        if kind == "dec_quantize_per_token":
-            body = f"torch.ops.quantized_decomposed.quantize_per_token(x, s, z, lo, hi, torch.{dt})"
-            call = f"y = f(x.reshape(1, 1), {st2}, torch.tensor([[{z}]], dtype=torch.int32), {lo}, {hi})"
-            return [*_src_common(compiled, "f(x, s, z, lo, hi)", body), _src_x(one), call, _src_print(one)]
-        body = (f"torch.ops.quantized_decomposed.dequantize_per_token(c, s, z, lo, hi, torch.{dt}, torch.{od})")
-        call = f"y = f(c.reshape(1, 1), {st2}, torch.tensor([[{z}]]), {lo}, {hi})"
-        return [*_src_common(compiled, "f(c, s, z, lo, hi)", body), _src_codes(one, p), call, _src_print(one)]
+        od = f"torch.{one.expected[name].dtype.name}"
+        # dequantize ops take the codes and an output dtype (the per-token op by position)
+        v, out = (("x", "") if op.startswith("quantize") else
+                  ("c", f", {od}" if op == "dequantize_per_token" else f", out_dtype={od}"))
+        body = f"torch.ops.quantized_decomposed.{op}({v}, s, z, {axis}lo, hi, torch.{dt}{out})"
+        call = f"y = f({v}{shape}, {sz}, {lo}, {hi})"
+        src = _src_x(one) if v == "x" else _src_codes(one, p)
+        return [*_src_common(compiled, f"f({v}, s, z, lo, hi)", body), src, call, _src_print(one)]
     return source
 
 

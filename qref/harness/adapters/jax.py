@@ -19,7 +19,7 @@ import numpy as np
 
 from ...conformance.case import Case
 from ..families.uniform import scheme_of
-from ..model import Outputs, Target, Unsupported, first_line
+from ..model import Outputs, RunFn, Target, Unsupported, first_line
 from ..reproducer import sparse_input
 from . import require
 from ._common import (
@@ -85,12 +85,9 @@ def _make(jit: bool):
     return fn
 
 
-def _run(jit: bool):
+def _run(jit: bool) -> RunFn:
     fn = _make(jit)
-
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_elements(cases, fn)
-    return run
+    return lambda cases: run_elements(cases, fn)
 
 
 def _snippet(jit: bool):
@@ -551,9 +548,7 @@ def _user_targets() -> list[Target]:
 
 
 def _uq_run_with(one):
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-    return run
+    return lambda cases: run_each(cases, one)
 
 
 # ---- recipes: jax.lax.scaled_dot, float8 dot_general, scaled casts ----------------------------------------------
@@ -594,9 +589,7 @@ def _sd_run(jit: bool):
         y = _sd_fn(jit)(*(jnp.asarray(a) for a in _sd_args(case)))
         return {"y": codes_as(case, "y", np.asarray(y))}
 
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-    return run
+    return lambda cases: run_each(cases, one)
 
 
 def _sd_snippet(jit: bool):
@@ -688,9 +681,7 @@ def _qdq_run(jit: bool):
                "y": np.asarray(y)}
         return {k: codes_as(case, k, v) for k, v in out.items() if k in case.expected}
 
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-    return run
+    return lambda cases: run_each(cases, one)
 
 
 def _qdq_snippet(jit: bool):
@@ -773,9 +764,7 @@ def _cast_run(jit: bool):
         c, y = g(jnp.asarray(case.inputs["x"]), jnp.asarray(case.inputs["scale"]))
         return {"codes": codes_as(case, "codes", np.asarray(c).view(np.uint8)), "y": codes_as(case, "y", np.asarray(y))}
 
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-    return run
+    return lambda cases: run_each(cases, one)
 
 
 def _cast_snippet(jit: bool):

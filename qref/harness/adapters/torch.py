@@ -149,6 +149,15 @@ def _qlinear_run(engine: str):
     return run
 
 
+def _prepacked(scale: float, zero_point: int, per_channel: bool, bias: str) -> list[str]:
+    """The reproducer's lines that quantize its int8 weight ``w`` (per tensor, or the one output channel of a
+    per-channel weight) and prepack it with ``bias`` for quantized.linear / linear_dynamic."""
+    wq = (f"wq = torch._make_per_tensor_quantized_tensor(w, {scale!r}, {zero_point})" if not per_channel else
+          f"wq = torch._make_per_channel_quantized_tensor(w, torch.tensor([{scale!r}], dtype=torch.float64), "
+          f"torch.tensor([{zero_point}]), 0)")
+    return [wq, f"bias = {bias}", "p = torch.ops.quantized.linear_prepack(wq, bias)"]
+
+
 def _qlinear_snippet(engine: str):
     def snippet(case: Case, i: int) -> str:
         ins = matmul_element_inputs(case, i)
@@ -162,12 +171,9 @@ def _qlinear_snippet(engine: str):
             f"w = torch.from_numpy({matmul_literal(np.ascontiguousarray(np.asarray(ins['b']).T))})",
             f"xa = torch._make_per_tensor_quantized_tensor(a, {float(_scalar(ins['a_scale']))!r}, "
             f"{int(_scalar(ins['a_zero_point']))})",
-            (f"wq = torch._make_per_tensor_quantized_tensor(w, {float(bs[0])!r}, {int(zb[0])})" if not per_channel
-             else f"wq = torch._make_per_channel_quantized_tensor(w, torch.tensor([{float(bs[0])!r}], "
-                  f"dtype=torch.float64), torch.tensor([{int(zb[0])}]), 0)"),
-            (f"bias = torch.from_numpy({matmul_literal(np.asarray(ins['bias'], np.float32).reshape(-1))})"
-             if "bias" in ins else "bias = None"),
-            "p = torch.ops.quantized.linear_prepack(wq, bias)",
+            *_prepacked(float(bs[0]), int(zb[0]), per_channel,
+                        f"torch.from_numpy({matmul_literal(np.asarray(ins['bias'], np.float32).reshape(-1))})"
+                        if "bias" in ins else "None"),
             f"y = torch.ops.quantized.linear(xa, p, {float(_scalar(ins['y_scale']))!r}, "
             f"{int(_scalar(ins['y_zero_point']))})",
             "print(hex(int(y.int_repr().numpy().reshape(-1)[0])))")
@@ -233,12 +239,9 @@ def _dynamic_snippet(engine: str, reduce_range: bool):
             f"torch.backends.quantized.engine = '{engine}'",
             f"a = torch.from_numpy({matmul_literal(np.asarray(ins['a']))})",
             f"w = torch.from_numpy({matmul_literal(b)})",
-            (f"wq = torch._make_per_tensor_quantized_tensor(w, {float(bs[0])!r}, {int(zb[0])})" if not per_channel
-             else f"wq = torch._make_per_channel_quantized_tensor(w, torch.tensor([{float(bs[n % bs.size])!r}], "
-                  f"dtype=torch.float64), torch.tensor([{int(zb[n % zb.size])}]), 0)"),
-            (f"bias = torch.tensor([{float(np.asarray(ins['bias']).reshape(-1)[n])!r}], dtype=torch.float32)"
-             if "bias" in ins else "bias = None"),
-            "p = torch.ops.quantized.linear_prepack(wq, bias)",
+            *_prepacked(float(bs[n % bs.size]), int(zb[n % zb.size]), per_channel,
+                        f"torch.tensor([{float(np.asarray(ins['bias']).reshape(-1)[n])!r}], dtype=torch.float32)"
+                        if "bias" in ins else "None"),
             f"y = torch.ops.quantized.linear_dynamic(a, p, {reduce_range})",
             f"print(hex(int(y.numpy()[{int(i) // int(case.params['n'])}, 0:1].view(np.uint32)[0])))")
     return snippet

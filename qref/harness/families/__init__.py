@@ -65,6 +65,11 @@ def describe_value(name: str, value: np.ndarray) -> str:
     return f"{name} {hex_words(v)[0]}"
 
 
+def describe_plain_output(case: Case, name: str, value: np.ndarray) -> str:
+    """A family's ``describe_output`` where the case adds nothing: ``describe_value(name, value)``."""
+    return describe_value(name, value)
+
+
 def distinct_alternatives(alts: Iterable[tuple[str, dict[str, Any]]], outputs: Callable[[dict[str, Any]], Any],
                           same: Callable[[dict[str, Any]], bool] = lambda ov: False
                           ) -> Iterator[tuple[str, Any]]:
@@ -144,5 +149,5 @@ def flushed(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.nda
     return zero & small
 
 
-__all__ = ["Expectation", "describe_value", "distinct_alternatives", "family_names", "flushed",
+__all__ = ["Expectation", "describe_plain_output", "describe_value", "distinct_alternatives", "family_names", "flushed",
            "get_family", "held_or_computed", "holds_for_spec_or", "listed_for", "task_hash"]

@@ -20,7 +20,7 @@ from ...schemes.base import QArray, scheme
 from ...schemes.block import DEFAULT_PROFILE, BlockScheme
 from . import (
     Expectation,
-    describe_value,
+    describe_plain_output,
     distinct_alternatives,
     flushed,
     held_or_computed,
@@ -202,8 +202,7 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
     return f"code {hex_words(c)[0]} of {case.scheme['element']}"
 
 
-def describe_output(case: Case, name: str, value: np.ndarray) -> str:
-    return describe_value(name, value)
+describe_output = describe_plain_output
 
 
 def reduce(case: Case, index: int, output: str) -> Case:

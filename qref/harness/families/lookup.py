@@ -29,7 +29,7 @@ from ...tables import get_table
 from ..model import Unsupported
 from . import (
     Expectation,
-    describe_value,
+    describe_plain_output,
     distinct_alternatives,
     flushed,
     held_or_computed,
@@ -55,13 +55,10 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("scale_arithmetic", {"scaling": "reciprocal"}), ("scale_arithmetic", {"scaling": "divide"}),
     ("scale_arithmetic", {"partial_scaling": "divide"}), ("scale_arithmetic", {"partial_scaling": "same"}),
     *(("tie_rule", {"tie": t}) for t in ("lower_value", "upper_value", "lower_code", "even_code")),
-    ("tie_rule", {"midpoints": "float32"}), ("tie_rule", {"midpoints": "exact"}),
-    ("tie_rule", {"midpoints": "decimal_literal"}),
-    ("decision_rule", {"rule": "argmin"}), ("decision_rule", {"rule": "nearest"}),
-    ("decision_rule", {"rule": "grid65536"}),
-    ("compute_precision", {"compute_dtype": "float32"}), ("compute_precision", {"compute_dtype": "input"}),
-    ("compute_precision", {"distance_dtype": "float32"}), ("compute_precision", {"distance_dtype": "input"}),
-    ("compute_precision", {"dequant_table_dtype": "float32"}), ("compute_precision", {"dequant_table_dtype": "input"}),
+    *(("tie_rule", {"midpoints": m}) for m in ("float32", "exact", "decimal_literal")),
+    *(("decision_rule", {"rule": r}) for r in ("argmin", "nearest", "grid65536")),
+    *(("compute_precision", {k: v}) for k in ("compute_dtype", "distance_dtype", "dequant_table_dtype")
+      for v in ("float32", "input")),
     ("compute_precision", {"dequant_table_dtype": "float16"}),
     ("scale_rule", {"scale_dtype": "float16"}), ("scale_rule", {"scale_dtype": "float32"}),
     ("scale_rule", {"scale_min": 2.0**-23, "scale_min_rule": "clamp"}),
@@ -309,8 +306,7 @@ def describe_input(case: Case, index: int, output: str = "codes") -> str:
     return f"code {hex_words(c)[0]} of {case.scheme['table']['name']}"
 
 
-def describe_output(case: Case, name: str, value: np.ndarray) -> str:
-    return describe_value(name, value)
+describe_output = describe_plain_output
 
 
 def reduce(case: Case, index: int, output: str) -> Case:

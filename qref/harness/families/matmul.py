@@ -58,11 +58,9 @@ CLASS_SECTIONS = {
 # rule changes tried in order: (class, overrides)
 _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("pair_saturation", {"pair_sum": "saturating_int16"}), ("pair_saturation", {"pair_sum": None}),
-    ("accumulator_overflow", {"overflow": "wrap"}), ("accumulator_overflow", {"overflow": "saturate"}),
-    ("accumulator_overflow", {"overflow": "exact"}),
+    *(("accumulator_overflow", {"overflow": o}) for o in ("wrap", "saturate", "exact")),
     ("zero_point_order", {"zero_point": "before_rounding"}), ("zero_point_order", {"zero_point": "after_rounding"}),
-    ("tie_rule", {"rounding": "nearest_away"}), ("tie_rule", {"rounding": "nearest_up"}),
-    ("tie_rule", {"rounding": "nearest_even"}),
+    *(("tie_rule", {"rounding": r}) for r in ("nearest_away", "nearest_up", "nearest_even")),
     ("compute_precision", {"compute": "float32"}), ("compute_precision", {"compute": "float64"}),
     ("compute_precision", {"compute": "exact", "zero_point": "after_rounding"}),
     ("multiplier_arithmetic", {"multiplier_dtype": "float64"}),
@@ -73,8 +71,7 @@ _ALTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("multiplier_arithmetic", {"association": "sequential_reciprocal_y", "scale_form": "reciprocal_round_trip"}),
     ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64"}),
     ("requantize_method", {"method": "fixed_point", "multiplier_dtype": "float64", "fixed_point": "single_rounding"}),
-    ("bias_stage", {"float_bias": "float_accumulator"}), ("bias_stage", {"float_bias": "int32_accumulator"}),
-    ("bias_stage", {"float_bias": "after_operand_scales"}),
+    *(("bias_stage", {"float_bias": b}) for b in ("float_accumulator", "int32_accumulator", "after_operand_scales")),
     ("requantize_method", {"method": "float_multiply"}),
     ("requantize_method", {"method": "dequantize_compute_quantize"}),
     ("unsigned_extension", {"unsigned_extension": "sign"}), ("unsigned_extension", {"unsigned_extension": "zero"}),

@@ -45,7 +45,7 @@ from ...recipes import Accumulation, MatmulResult, block_matmul, jax_scaled_dot,
 from ...recipes.scaling import DelayedScaling, scaled_dequantize, scaled_quantize
 from ...schemes.base import QArray, scheme
 from ..model import Unsupported
-from . import Expectation, describe_value, task_hash
+from . import Expectation, describe_plain_output, task_hash
 
 FAMILY = "recipes"
 SPEC_PROFILE = "spec"
@@ -357,8 +357,7 @@ def describe_input(case: Case, index: int, output: str = "y") -> str:
     return f"row {m} of a and column {n} of b (K = {case.inputs['a'].shape[1]})"
 
 
-def describe_output(case: Case, name: str, value: np.ndarray) -> str:
-    return describe_value(name, value)
+describe_output = describe_plain_output
 
 
 def reduce(case: Case, index: int, output: str) -> Case:
