@@ -195,8 +195,9 @@ def run_scripts(scripts: list[str], modules: list[str | None] | None = None, tim
     A script whose module (``modules[k]``, e.g. ``PRELOAD[backend]``) is given and whose ``os.environ`` use is a
     plain prologue (``env_prologue``) runs in a fork of one process that imported numpy and the module under
     that environment (qref/harness/_forkrun.py): the same program without a second import of the backend; any
-    other runs in a fresh interpreter. workers: processes at the same time (default: the cores this process may
-    use, at least 2)."""
+    other runs in a fresh interpreter. workers (default: the cores this process may use, at least 2): how many
+    groups or fresh scripts run at the same time, each group with up to two forks at once (a group waiting for
+    its import or a long script leaves the cores to the others)."""
     import json
     import os
     import subprocess
@@ -225,7 +226,7 @@ def run_scripts(scripts: list[str], modules: list[str | None] | None = None, tim
         else:
             fresh.append(k)
     forkrun = str(Path(__file__).with_name("_forkrun.py"))
-    per_server = 2
+    per_server = 2  # forks of one preloading process at a time (with `workers` groups: at most 2 x workers)
 
     def one(k: int) -> None:
         with tempfile.TemporaryDirectory() as d:
@@ -257,7 +258,7 @@ def run_scripts(scripts: list[str], modules: list[str | None] | None = None, tim
             for k, (rc, so, se) in zip(ks, json.loads(res.read_text(encoding="utf-8"))):
                 out[k] = (rc, so, se)
 
-    with ThreadPoolExecutor(max_workers=max(1, workers // per_server)) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         # the largest groups first, then the single scripts, so that the pool's last minutes are not one group
         jobs = [pool.submit(server, key, ks) for key, ks in sorted(groups.items(), key=lambda g: -len(g[1]))]
         jobs += [pool.submit(one, k) for k in fresh]
