@@ -547,8 +547,8 @@ def _round_real(v: np.ndarray, err: np.ndarray, exact: Any, rounding: str, usabl
     |t - v| <= err: taken from v where no rounding boundary (an integer for toward_zero, an odd multiple of 1/2
     otherwise) lies within err of v, else from ``exact(mask)``, the exact rounding at the masked elements (also
     where v is not finite or ``usable`` is False). |v| >= 2^50 gives +-2^50: the callers clip to +-2^40, and the
-    exact result lies beyond that too. The fast path of the exact quotients: tests/test_recipes_qmatmul.py holds
-    it equal to round_quotient on the whole array."""
+    exact result lies beyond that too. The fast path of the exact quotients: tests/test_matmul.py holds it
+    equal to round_quotient on the whole array."""
     with np.errstate(invalid="ignore"):
         f = np.floor(v)
         d = v - f  # exact
@@ -563,7 +563,8 @@ def _round_real(v: np.ndarray, err: np.ndarray, exact: Any, rounding: str, usabl
         out = np.where(big, np.sign(v) * 2.0**50, np.where(ok & safe, n, 0.0)).astype(np.int64)
     redo = ~(ok & (safe | big))
     if redo.any():
-        out[redo] = np.asarray(exact(redo), dtype=object).astype(np.int64)
+        ex = np.asarray(exact(redo), dtype=object)
+        out[redo] = np.minimum(np.maximum(ex, -(2**50)), 2**50).astype(np.int64)  # the same saturation
     return out
 
 
