@@ -420,7 +420,8 @@ def test_docs_counts_and_examples_match_the_export(manifest, exported, tmp_path)
     doc = " ".join(raw.split())
     kinds: dict[tuple[str, str], str] = {}
     fam: dict[str, int] = {}
-    skip = {"matrix": 0, "delayed_scaling": 0, "pack": 0, "unpack": 0, "hadamard": 0, "uniform_calibrate": 0}
+    skip = {"matrix": 0, "delayed_scaling": 0, "pack": 0, "unpack": 0, "hadamard": 0, "uniform_calibrate": 0,
+            "fake_quantize": 0}
     for c in manifest["cases"]:
         k = (c["family"], c["operation"])
         kinds.setdefault(k, c["id"])
@@ -434,7 +435,7 @@ def test_docs_counts_and_examples_match_the_export(manifest, exported, tmp_path)
             f"uniform {fam['uniform']}, block {fam['block']}, lookup {fam['lookup']}, recipes {fam['recipes']}) and "
             f"{sum(skip.values())} skipped ({skip['matrix']} matrix products, {skip['delayed_scaling']} "
             f"delayed_scaling, {skip['pack']} pack, {skip['unpack']} unpack, {skip['hadamard']} hadamard, "
-            f"{skip['uniform_calibrate']} uniform_calibrate)") in doc
+            f"{skip['uniform_calibrate']} uniform_calibrate, {skip['fake_quantize']} fake_quantize)") in doc
     suite = load_suite(COMMITTED)
     for k, cid in kinds.items():
         assert (hex_reason(suite[cid]) is None) == (k in ELEMENT_WISE), cid
