@@ -651,3 +651,69 @@ def test_blocked_float32_takes_the_kernel_without_rebuilding_the_scheme(profile:
     za[...] = 3
     assert np.array_equal(s.scale_array, bs) and np.array_equal(s.zero_point_array, zeros)
     assert np.array_equal(s.quantize(x).codes, s.quantize(x, _reference=True).codes)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the FakeQuantize forms (range_form "normalize" / "scale_shift", uniform.md §2.8) in the float32 kernel
+# ---------------------------------------------------------------------------------------------------------
+#: the profiles with a range form (OpenVINO FakeQuantize): float32 input only
+RANGED = [p for p in PROFILES if qref.profiles("uniform")[p].rules.range_form != "none"]
+
+
+def _range_edges(lo: int, hi: int, zps: np.ndarray, cols: int) -> np.ndarray:
+    """Row i (scale KERNEL_SCALES[i], zero point zps[i]): each end of the input range il = fl32((lo - z) s),
+    ih = fl32((hi - z) s) (exact float64 products rounded once, independent of the kernel) and +-1..3 ulp
+    around it, tiled to ``cols``."""
+    s32 = KERNEL_SCALES.astype(np.float32).astype(np.float64)
+    with np.errstate(all="ignore"):
+        ends = np.stack([((lo - zps) * s32).astype(np.float32), ((hi - zps) * s32).astype(np.float32)], axis=1)
+        parts = [ends]
+        a, b = ends.copy(), ends.copy()
+        for _ in range(3):
+            a, b = np.nextafter(a, np.float32(-np.inf)), np.nextafter(b, np.float32(np.inf))
+            parts += [a, b, np.nextafter(ends, np.float32(0))]
+    return np.resize(np.concatenate(parts, axis=1), (KERNEL_SCALES.size, cols))
+
+
+@pytest.mark.parametrize("profile", RANGED)
+@pytest.mark.parametrize("storage", ["int8", "uint8", "int16", "uint4", "int8<-127:127>"])
+def test_float32_kernel_range_forms(profile: str, storage: str) -> None:
+    """FakeQuantize profiles: fast against ``_reference=True`` per tensor, per axis and blocked, on ties +-1..2 ulp,
+    the input range's ends +-1..3 ulp, every bfloat16 pattern (specials), random bit patterns (NaN / Inf) and
+    magnitudes, each at two piece sizes; codes compared as integers, masks alike."""
+    cols = 1 << 11
+    xs = _kernel_inputs(KERNEL_SCALES, cols, 23)
+    n = 0
+    for gran in ("per_tensor", "per_axis", "blocked"):
+        for s, take in _kernel_schemes(profile, storage, gran, cols):
+            labels = ("ties", "bits", "magnitudes", "bfloat16")
+            for label in labels:
+                n += _kernel_agree(s, take(xs[label]), f"{profile} {storage} {gran} {label}", (1 << 16, 64))
+            if gran == "per_axis" and s.axis == 0:  # row i: scale i, zero point i
+                lo, hi = s.storage_bounds
+                zp = np.asarray(s.zero_point_array, dtype=np.int64).reshape(-1)
+                x = _range_edges(lo, hi, np.broadcast_to(zp, KERNEL_SCALES.shape), cols)
+                n += _kernel_agree(s, x, f"{profile} {storage} {gran} edges", (1 << 16, 64))
+    assert n >= 1 << 16
+
+
+@pytest.mark.parametrize("rounding", MODES)
+@pytest.mark.parametrize("form", ["normalize", "scale_shift"])
+def test_float32_kernel_range_form_fields(rounding: str, form: str) -> None:
+    """Each range form with every rounding mode, conversion and NaN rule (the kernel's branches and its
+    general-tail pieces), per axis with zero points at the storage ends and none, against ``_reference=True``."""
+    cols = 1 << 9
+    xs = _kernel_inputs(KERNEL_SCALES, cols, 24)
+    zps = _kernel_zero_points("int8", 16)
+    base = qref.scheme("int8", scale=KERNEL_SCALES, zero_point=zps, axis=0, profile="openvino")
+    edges = _range_edges(-128, 127, zps, cols)
+    n = 0
+    for conversion in ("saturate", "storage", "int32"):
+        for nan in ("zero", "unspecified"):
+            A = dataclasses.replace(base.arithmetic, rounding=rounding, range_form=form, conversion=conversion,
+                                    nan=nan)
+            s = dataclasses.replace(base, arithmetic=A)
+            for label, x in (("ties", xs["ties"]), ("bits", xs["bits"]), ("bfloat16", xs["bfloat16"]),
+                             ("edges", edges)):
+                n += _kernel_agree(s, x, f"{form} {rounding} {conversion} {nan} {label}", (1 << 16, 128))
+    assert n >= 24 * 16 * cols

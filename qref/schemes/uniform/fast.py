@@ -289,8 +289,10 @@ def quantize_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.nda
     """
     A = s.arithmetic
     if (arr.dtype != _F32 or arr.ndim == 0 or arr.size == 0 or not isinstance(s.storage, IntFormat)
-            or s.storage.bits > 16 or A.rounding not in _ROUND_MODES or A.range_form != "none"):
+            or s.storage.bits > 16 or A.rounding not in _ROUND_MODES):
         return None
+    if A.range_form != "none":
+        return _range_float32(s, arr, S, Z, out)
     Zb = np.asarray(wrapped_zero_points(s, Z), dtype=np.int64)
     if A.zero_point == "fused" and Zb.any():
         return None  # the fused multiply-add: the general path
@@ -395,6 +397,102 @@ def quantize_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.nda
                 if not one_z:
                     _uclip(qf, f_lo, f_hi, out=qf)
             np.copyto(codes[ix], q, casting="unsafe")
+    return codes.reshape(shape), unspecified.reshape(shape)
+
+
+def _range_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarray,
+                   out: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(codes, unspecified) equal to ``reference.range_steps`` then ``integer_tail`` (a FakeQuantize, uniform.md
+    §2.8) for float32 arr, in pieces of KCHUNK elements: the same float32 operations in the same order
+    (il, ih, width = fl32(ih - il), isc = fl32(n / width) and fl32(il * isc) computed once per scale as the
+    definition does; per element scale_shift t = fl32(fl32(min(max(x, il), ih) * isc) - fl32(il * isc)),
+    normalize t = fl32(fl32(fl32(x - il) / width) * n), then 0 where x <= il, n where x > ih), then
+    q = fl32(fl32(fl32(clip(round(t), -2^62, 2^62) / n) * n) + lo): round_integral is the definition's
+    round_to_int (+-Inf and |t| >= 2^62 give +-2^62, exact in float32), and NaN stays NaN through every step as
+    the definition puts it back. A piece whose q has no NaN and lies in [lo, hi] gives codes = q (q is an
+    integer there and the tail with zero point 0 changes nothing and flags nothing); any other piece takes
+    ``integer_tail_fast`` with zero point 0, as the definition's tail."""
+    A = s.arithmetic
+    lo, hi = s.storage_bounds
+    f32 = np.float32
+    s32 = scale_in(s, S, _F32).astype(np.float64)  # the float32 scale, exact in float64
+    z = np.asarray(wrapped_zero_points(s, Z), dtype=np.int64).astype(np.float64)
+    shift = A.range_form == "scale_shift"
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        il = np.asarray((lo - z) * s32).astype(f32)  # (lo - z) * s exact in float64: one rounding
+        ih = np.asarray((hi - z) * s32).astype(f32)
+        n = f32(hi - lo)
+        width = np.asarray(ih - il, dtype=f32)
+        if shift:
+            isc = np.asarray(n / width, dtype=f32)
+            a, b = isc, np.asarray(il * isc, dtype=f32)
+        else:
+            a, b = width, width
+    pshape = np.broadcast_shapes(il.shape, ih.shape, a.shape, b.shape)
+    if len(pshape) > arr.ndim:
+        return None  # parameters that widen x: the general path
+    params = [np.broadcast_to(v, pshape) for v in (il, ih, a, b)]
+    shape = arr.shape
+    x = arr
+    if all(d == 1 for d in pshape) and arr.flags.c_contiguous:
+        x = arr.reshape(-1)  # one range: the flat elements
+        params = [v.reshape(()) for v in params]
+    else:
+        full = (1,) * (arr.ndim - len(pshape)) + pshape
+        params = [v.reshape(full) for v in params]
+    il, ih, a, b = params
+    if out is not None:
+        codes, unspecified = out[0].reshape(x.shape), out[1].reshape(x.shape)
+    else:
+        codes = np.empty(x.shape, dtype=s.codes_dtype)
+        unspecified = np.zeros(x.shape, dtype=bool)
+    sshape = il.shape if il.ndim == x.ndim else ()
+    pieces = list(_pieces(x.shape, sshape, KCHUNK))
+    size = max(math.prod(x[ix].shape) for ix, _ in pieces[:2])
+    buf = np.empty(size, dtype=_F32)
+    mask = np.empty(size, dtype=bool)
+    z0 = np.zeros((), dtype=np.int64)
+    mode = A.rounding
+    f_lo, big = f32(lo), f32(2.0**62)
+    with _kernel_state():
+        for ix, six in pieces:
+            xp = x[ix]
+            nel = xp.size
+            qf = buf[:nel]
+            t = qf.reshape(xp.shape)
+            if shift:
+                np.maximum(xp, il[six], out=t)  # Maximum then Minimum: NaN stays NaN
+                np.minimum(t, ih[six], out=t)
+                np.multiply(t, a[six], out=t)
+                np.subtract(t, b[six], out=t)
+            else:
+                m = mask[:nel].reshape(xp.shape)
+                np.subtract(xp, il[six], out=t)
+                np.divide(t, a[six], out=t)
+                np.multiply(t, n, out=t)
+                np.greater(xp, ih[six], out=m)  # x <= il wins over x > ih (the definition's nesting)
+                np.copyto(t, n, where=m)
+                np.less_equal(xp, il[six], out=m)
+                np.copyto(t, f32(0), where=m)
+            if mode == "nearest_even":
+                np.rint(qf, out=qf)
+            elif mode == "toward_zero":
+                np.trunc(qf, out=qf)
+            elif mode == "down":
+                np.floor(qf, out=qf)
+            elif mode == "up":
+                np.ceil(qf, out=qf)
+            else:
+                qf[...] = round_integral(qf, mode)
+            _uclip(qf, -big, big, out=qf)  # round_to_int's +-2^62 (NaN stays)
+            np.divide(qf, n, out=qf)
+            np.multiply(qf, n, out=qf)
+            np.add(qf, f_lo, out=qf)
+            mx = float(np.maximum.reduce(qf))
+            if mx == mx and mx <= hi and float(np.minimum.reduce(qf)) >= lo:
+                np.copyto(codes[ix], t, casting="unsafe")  # integers in [lo, hi]
+            else:
+                codes[ix] = integer_tail_fast(s, t, z0, unspecified[ix])
     return codes.reshape(shape), unspecified.reshape(shape)
 
 
