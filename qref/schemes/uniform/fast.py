@@ -74,6 +74,16 @@ def round_integral(a: np.ndarray, mode: str) -> np.ndarray:
         return np.copysign(t + inc, a)
 
 
+def _round_in_place(qf: np.ndarray, mode: str) -> None:
+    """qf rounded to integers under ``mode`` in place (``round_integral``, with numpy's own kernel where one
+    exists)."""
+    kernel = {"nearest_even": np.rint, "toward_zero": np.trunc, "down": np.floor, "up": np.ceil}.get(mode)
+    if kernel is not None:
+        kernel(qf, out=qf)
+    else:
+        qf[...] = round_integral(qf, mode)
+
+
 def round_to_int_fast(q: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
     """(n, nan) equal to ``reference.round_to_int(q, mode)``: int64, +-Inf and |q| >= 2^62 give +-2^62."""
     a = np.asarray(q)
@@ -376,22 +386,13 @@ def quantize_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.nda
                 continue
             if not skip_clamp:
                 _uclip(qf, clamp_lo, clamp_hi, out=qf)
-            if mode == "nearest_even":
-                np.rint(qf, out=qf)
-            elif mode == "nearest_away":
+            if mode == "nearest_away":
                 assert bits is not None
                 half_away_biased(qf, bits[:n])
                 if not cast_truncates:
                     np.trunc(qf, out=qf)
-            elif mode == "toward_zero":
-                if not cast_truncates:
-                    np.trunc(qf, out=qf)
-            elif mode == "down":
-                np.floor(qf, out=qf)
-            elif mode == "up":
-                np.ceil(qf, out=qf)
-            else:
-                qf[...] = round_integral(qf, mode)
+            elif mode != "toward_zero" or not cast_truncates:  # the cast truncates: toward_zero is done
+                _round_in_place(qf, mode)
             if z_after:
                 np.add(q, zc[six], out=q)
                 if not one_z:
@@ -474,16 +475,7 @@ def _range_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarr
                 np.copyto(t, n, where=m)
                 np.less_equal(xp, il[six], out=m)
                 np.copyto(t, f32(0), where=m)
-            if mode == "nearest_even":
-                np.rint(qf, out=qf)
-            elif mode == "toward_zero":
-                np.trunc(qf, out=qf)
-            elif mode == "down":
-                np.floor(qf, out=qf)
-            elif mode == "up":
-                np.ceil(qf, out=qf)
-            else:
-                qf[...] = round_integral(qf, mode)
+            _round_in_place(qf, mode)
             _uclip(qf, -big, big, out=qf)  # round_to_int's +-2^62 (NaN stays)
             np.divide(qf, n, out=qf)
             np.multiply(qf, n, out=qf)
