@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.parallel import cores
+
 #: the most lines a reproducer script may have (tests/test_reproducers.py checks it)
 MAX_LINES = 30
 
@@ -206,12 +208,7 @@ def run_scripts(scripts: list[str], modules: list[str | None] | None = None, tim
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
 
-    if workers is None:
-        try:
-            workers = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            workers = os.cpu_count() or 2
-    workers = max(2, workers)
+    workers = max(2, cores() if workers is None else workers)
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out: list[tuple[int, str, str]] = [(0, "", "")] * len(scripts)
     groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[int]] = {}

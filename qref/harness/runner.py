@@ -42,6 +42,7 @@ import numpy as np
 
 from ..conformance.case import Case
 from ..conformance.suite import Suite, load_suite, trust_validated, validated_manifests
+from ..core.parallel import cores
 from ..errors import QrefError, check_choice
 from ..profiles import resolve_profile
 from ..profiles.cpu import CPU_MODES, PINS, CpuInfo, cpu_variants, effective_features, host_cpu
@@ -575,10 +576,7 @@ def _run_isolated(args: BackendArgs) -> Any:
 
 def default_jobs() -> int:
     """All the cores this process may run on (the default of ``run(jobs=)`` and ``qref run --jobs``)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return cores()
 
 
 #: CPU seconds a backend's run takes on conformance/v1 (measured, --cpu baseline, 2-core Zen 4): with --jobs > 1
