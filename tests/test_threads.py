@@ -290,3 +290,21 @@ def test_block_row_tables_built_by_concurrent_chunks() -> None:
     for t in (2, 3):
         bf.mx_rows16.cache_clear()  # fresh tables: the chunks build their rows concurrently
         assert _parts(s.quantize(x, threads=t)) == _parts(want)
+
+
+def test_block_outer_scale_per_row_across_pieces() -> None:
+    """An outer amax per row (block.md §5.2.1) over more than one piece (parallel.PIECE elements) of a chunk:
+    every row's outer scale and codes equal those of that row quantized alone (one piece), on 1 and 2 threads.
+    Before the pieces wrote into shared per-block outputs, only the first piece's outer scales were kept."""
+    s = qref.scheme("nvfp4", profile="nvidia", global_scale_granularity="row")
+    rows = 2 * parallel.PIECE // 4096 + 3
+    x = _x(rows * 4096).reshape(rows, 4096)
+    x[5] *= 1e4  # rows of different outer amax
+    for t in (1, 2):
+        q = s.quantize(x, threads=t)
+        assert q.global_scale.shape == (rows, 4096 // 16)
+        for r in (0, 5, rows // 2, rows - 1):
+            alone = s.quantize(x[r:r + 1])
+            assert q.global_scale[r].tobytes() == alone.global_scale[0].tobytes()
+            assert q.codes[r].tobytes() == alone.codes[0].tobytes()
+            assert q.scales[r].tobytes() == alone.scales[0].tobytes()

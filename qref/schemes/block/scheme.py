@@ -17,6 +17,7 @@ leaves undefined) and ``meta["scales_unspecified"]``.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -221,23 +222,22 @@ class BlockScheme(Scheme):
                                             skip_nan=self.rules.amax_nan == "skip")
             elif gs is None and self.rules.global_scale_rule == "amax_encode_reciprocal":
                 gs = nvfp4.tensor_amax(arr, skip_nan=self.rules.amax_nan == "skip")
-        parts: dict[int, dict[str, np.ndarray]] = {}
+        out = BlockOutputs(xb.shape[0])
 
         def work(lo: int, hi: int) -> None:  # whole blocks: each block's result is its own (elements.md §2.11)
-            for a, b in pieces(lo, hi, self.block_size):  # bounded temporaries
+            for a, b in pieces(lo, hi, self.block_size):  # bounded temporaries, written into out's rows a:b
                 xr, rr = xb[a:b], None if rb is None else rb[a:b]
                 if self.kind == "mx":
-                    parts[a] = mx.quantize_mx_blocks(self.rules, self.format, xr, rr)
+                    out.put(a, b, mx.quantize_mx_blocks(self.rules, self.format, xr, rr))
                 elif self.kind == "float_scale":  # an outer amax per block (§5.2.1) is sliced with its blocks
-                    parts[a] = nvfp4.quantize_float_scaled_blocks(self.rules, self.format, xr,
-                                                                  gs if g_blocks is None else g_blocks[a:b],
-                                                                  rr)
+                    out.put(a, b, nvfp4.quantize_float_scaled_blocks(self.rules, self.format, xr,
+                                                                     gs if g_blocks is None else g_blocks[a:b],
+                                                                     rr))
                 else:
-                    parts[a] = affine.quantize_affine_blocks(self.rules, self.format, xr, rr)
+                    out.put(a, b, affine.quantize_affine_blocks(self.rules, self.format, xr, rr))
 
         with thread_limit(threads):
             run_chunks(work, xb.shape[0], self.block_size)
-        out = _join_parts(parts)
         lead = moved_shape[:-1]
         nb_row = moved_shape[-1] // self.block_size
 
@@ -245,19 +245,19 @@ class BlockScheme(Scheme):
             a = a.reshape((*lead, nb_row)) if per_block else a.reshape(moved_shape)[..., :L]
             return np.moveaxis(a, -1, ax)
 
-        g = out.get("global_scale")
+        g = out.arrays.get("global_scale")
         if g is not None and np.ndim(g):  # an outer amax per block (global_scale_granularity, §5.2.1)
             g = back(np.asarray(g, dtype=np.float32), True)
         return QArray(
-            codes=back(out["codes"], False),
+            codes=back(out.arrays["codes"], False),
             scheme=self,
-            scales=back(out["scales"], True),
-            biases=back(out["biases"], True) if "biases" in out else None,
+            scales=back(out.arrays["scales"], True),
+            biases=back(out.arrays["biases"], True) if "biases" in out.arrays else None,
             global_scale=None if g is None else np.asarray(g, dtype=np.float32),
-            unspecified=back(out["unspecified"], False),
+            unspecified=back(out.arrays["unspecified"], False),
             axis=ax,
             meta={"input_dtype": xb.dtype.name, "length": L,
-                  "scales_unspecified": back(out["scales_unspecified"], True)},
+                  "scales_unspecified": back(out.arrays["scales_unspecified"], True)},
         )
 
     def dequantize(self, q: QArray, dtype: object = np.float32, *, threads: int | None = None) -> np.ndarray:
@@ -315,15 +315,32 @@ class BlockScheme(Scheme):
         return spec
 
 
-def _join_parts(parts: dict[int, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """The per-block outputs of chunks of blocks, joined in block order (a scalar global scale: the first's)."""
-    order = [parts[lo] for lo in sorted(parts)]
-    if len(order) == 1:
-        return order[0]
-    out: dict[str, np.ndarray] = {}
-    for name, first in order[0].items():
-        out[name] = first if name == "global_scale" else np.concatenate([p[name] for p in order], axis=0)
-    return out
+class BlockOutputs:
+    """The per-block outputs of one quantize (codes, scales, masks, ...), each with one row per block: a chunk's
+    pieces write their rows in place, in any order and on any thread (no join afterwards). The first piece
+    allocates every array (under a lock); a scalar global scale is the tensor's, the same in every piece, and
+    an outer scale per block (§5.2.1) has a row per block like the scales."""
+
+    def __init__(self, blocks: int) -> None:
+        self.blocks, self.arrays, self._lock = blocks, {}, threading.Lock()
+
+    def put(self, a: int, b: int, res: dict[str, Any]) -> None:
+        with self._lock:
+            if not self.arrays:
+                for name, v in res.items():
+                    if v is not None:
+                        v = np.asarray(v)
+                        new = np.zeros if v.dtype == bool else np.empty  # masks: untouched zero pages
+                        self.arrays[name] = v if v.ndim == 0 else new((self.blocks, *v.shape[1:]), v.dtype)
+        for name, v in res.items():
+            dst = self.arrays.get(name)
+            if dst is None:
+                continue
+            if dst.ndim:
+                if np.asarray(v).dtype != dst.dtype:  # every piece's kernel returns the same dtypes
+                    raise AssertionError(f"block piece {name}: {np.asarray(v).dtype} != {dst.dtype}")
+                if dst.dtype != bool or v.any():  # an all-False mask piece leaves its zero pages untouched
+                    dst[a:b] = v
 
 
 FIELD_NAMES = tuple(f.name for f in fields(BlockScheme))
