@@ -1,6 +1,6 @@
-"""The helpers the adapters and families share: run_element_groups (one prepare per signature, its failure the
-result of the whole group), per_case (a runner calling a function on each case), unsupported_reason / raise_unsupported, and distinct_alternatives (first of equal
-override sets, no-ops and failures skipped)."""
+"""The helpers the adapters and families share: run_element_groups (one prepare per signature, its failure the result
+of the whole group), per_case (a runner calling a function on each case), unsupported_reason / raise_unsupported,
+and distinct_alternatives (first of equal override sets, no-ops and failures skipped)."""
 
 from __future__ import annotations
 
