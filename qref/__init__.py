@@ -4,7 +4,7 @@ Element formats (FP8/FP6/FP4/E8M0/P3109/custom, integers) with every rounding an
 ``encode`` (values -> codes), ``decode`` (codes -> values), ``quantize`` (both). See docs/spec/.
 """
 
-from . import analysis, conformance, mlir, mma, recipes, transforms
+from . import analysis, conformance, mlir, mma, profiles, recipes, transforms
 from .analysis import plot
 from .analysis.calibrate import calibrate
 from .core import decode, encode, quantize
@@ -13,7 +13,7 @@ from .formats import FloatFormat, Format, IntFormat, float_format, formats, get_
 from .formats.policy import OVERFLOW_POLICIES, ROUNDING_MODES, CastPolicy
 from .interop.packing import LAYOUTS, pack, unpack
 from .mma.probe import probe_matmul
-from .profiles import CastRule, Profile, get_profile, profiles, register_profile, resolve_profile
+from .profiles import CastRule, Profile, get_profile, register_profile, resolve_profile
 from .schemes import QArray, Scheme, scheme, scheme_from_spec
 from .schemes.block import BlockScheme
 from .schemes.lookup import DoubleQuantized, LookupScheme, lookup_scheme_from_table

@@ -1,13 +1,13 @@
-"""The helpers the adapters and families share: run_element_groups (one prepare per signature, its failure the
-result of the whole group), unsupported_reason / raise_unsupported, and distinct_alternatives (first of equal
-override sets, no-ops and failures skipped)."""
+"""The helpers the adapters and families share: run_element_groups (one prepare per signature, its failure the result
+of the whole group), per_case (a runner calling a function on each case), unsupported_reason / raise_unsupported,
+and distinct_alternatives (first of equal override sets, no-ops and failures skipped)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from qref.conformance.case import Case
-from qref.harness.adapters._common import raise_unsupported, run_element_groups, unsupported_reason
+from qref.harness.adapters._common import per_case, raise_unsupported, run_element_groups, unsupported_reason
 from qref.harness.families import distinct_alternatives
 from qref.harness.model import Unsupported
 
@@ -39,6 +39,20 @@ def test_run_element_groups_prepares_once_per_signature() -> None:
     assert out[0]["y"].tolist() == [2.0, -5.0]  # each case on its own input, in its own slot
     assert isinstance(out[2], ValueError)
     assert isinstance(out[1], RuntimeError) and out[1] is out[3]  # the group's failure, for each of its cases
+
+
+def test_per_case_runs_each_case_and_keeps_its_exception() -> None:
+    cases = [_quantize_case(i, "float8_e4m3fn", [float(i)]) for i in range(3)]
+
+    def one(case: Case) -> dict[str, np.ndarray]:
+        if case.id.endswith("/1"):
+            raise Unsupported("case 1 is not supported")
+        return {"y": case.inputs["x"] * np.float32(2)}
+
+    out = per_case(one)(cases)
+    assert len(out) == 3
+    assert out[0]["y"].tolist() == [0.0] and out[2]["y"].tolist() == [4.0]
+    assert isinstance(out[1], Unsupported) and str(out[1]) == "case 1 is not supported"
 
 
 def test_supports_from_a_check() -> None:

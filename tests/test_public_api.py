@@ -105,3 +105,19 @@ def test_transforms_exports_no_helpers() -> None:
     import qref.transforms as T
 
     assert not {"np", "math", "ml_dtypes", "decompose", "encode_exact"} & set(T.__all__)
+
+
+def test_profiles_is_the_package_and_callable() -> None:
+    """``qref.profiles`` is the package qref/profiles/ (its modules import by their dotted names) and calling it is
+    the registry function ``qref.profiles.base.profiles`` (the documented ``qref.profiles(family)``)."""
+    import qref.profiles.uniform as u
+    from qref.profiles import base, uniform
+
+    assert isinstance(qref.profiles, types.ModuleType) and qref.profiles.__name__ == "qref.profiles"
+    assert u is uniform is qref.profiles.uniform
+    assert hasattr(u, "UniformArithmetic")
+    for family in ("block", "uniform", None):
+        got = qref.profiles(family)
+        assert got == base.profiles(family) and got, family
+    assert set(qref.profiles(family="block")) >= {"ocp", "torchao_floor", "mlx"}
+    assert qref.profiles("no such family") == {}

@@ -109,6 +109,11 @@ def run_each(cases: Sequence[Case], fn: Callable[[Case], Any]) -> list[Any]:
     return out
 
 
+def per_case(fn: Callable[[Case], Any]) -> Callable[[Sequence[Case]], list[Any]]:
+    """A target's ``run`` that calls ``fn`` on each case (``run_each``: an exception is that case's result)."""
+    return lambda cases: run_each(cases, fn)
+
+
 def element_signature(case: Case) -> tuple[str, str, str, str]:
     """(operation, format, input dtype, output dtype) of an element case: cases with equal signatures run as one
     concatenated batch."""
@@ -299,5 +304,5 @@ def jax_dot_modes(jax: Any, dot: Any, a: Any, b: Any, sa: Any, sb: Any, mode: st
 
 
 __all__ = ["array_literal", "codes_as", "element_signature", "float_literal", "from_torch", "group_by", "hex_print",
-           "jax_dot_modes", "jit_once", "python_c", "raise_unsupported", "run_each", "run_element_groups",
+           "jax_dot_modes", "jit_once", "per_case", "python_c", "raise_unsupported", "run_each", "run_element_groups",
            "run_elements", "single_element_case", "storage_values", "suite_input", "to_torch", "unsupported_reason"]

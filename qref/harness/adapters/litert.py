@@ -27,7 +27,7 @@ from ...conformance.case import Case
 from ..families.matmul import element_inputs
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import array_literal, codes_as, element_signature, python_c, run_each
+from ._common import array_literal, codes_as, element_signature, per_case, python_c
 
 BACKEND = "litert"
 DISTRIBUTIONS = ("ai-edge-litert",)
@@ -202,10 +202,7 @@ def _hybrid_runner(kind: str, asymmetric: bool):
             raise Unsupported("XNNPACK does not take this dynamic-range FULLY_CONNECTED")
         return {"y": np.asarray(y, np.float32)}
 
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-
-    return run
+    return per_case(one)
 
 
 def _hybrid_supports(case: Case) -> str | None:
@@ -259,10 +256,7 @@ def _runner(op: str, kind: str):
                               "kernel)")
         return {"y": np.asarray(y).astype(case.expected["y"].dtype)}
 
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-
-    return run
+    return per_case(one)
 
 
 def _supports(op: str):
@@ -403,10 +397,7 @@ def _qdq_runner(kind: str):
         (oname,) = case.expected
         return {oname: codes_as(case, oname, np.asarray(y).reshape(-1))}
 
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-
-    return run
+    return per_case(one)
 
 
 def _model_lines(op: str) -> list[str]:
@@ -520,10 +511,7 @@ def _half_runner(kind: str):
         (oname,) = case.expected
         return {oname: codes_as(case, oname, np.asarray(y).reshape(-1))}
 
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-
-    return run
+    return per_case(one)
 
 
 def _half_snippet(kind: str):

@@ -31,7 +31,7 @@ import numpy as np
 from ...conformance.case import Case
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import array_literal, codes_as, element_signature, python_c, run_each
+from ._common import array_literal, codes_as, element_signature, per_case, python_c
 
 BACKEND = "openvino"
 DISTRIBUTIONS = ("openvino",)
@@ -178,10 +178,7 @@ def _convert_runner(mode: str):
         width = case.expected[oname].dtype.itemsize
         return {oname: codes_as(case, oname, raw.view(f"u{width}")[: data.size])}
 
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-
-    return run
+    return per_case(one)
 
 
 def _convert_snippet(mode: str):
@@ -253,10 +250,7 @@ def _dq_runner(mode: str):
         (oname,) = case.expected
         return {oname: codes_as(case, oname, raw.view(np.uint32))}
 
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-
-    return run
+    return per_case(one)
 
 
 def _dq_snippet(mode: str):
@@ -386,10 +380,7 @@ def _fq_runner(mode: str):
         raw = run_graph(build, "f32", flat.shape, flat, mode)
         return _fq_codes(case, raw.view(np.float32))
 
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-
-    return run
+    return per_case(one)
 
 
 def _fq_snippet(mode: str):
@@ -473,10 +464,7 @@ def _nf4_runner(mode: str):
         y = raw.view(f"u{exp.dtype.itemsize}").reshape(rows, -1)[:, : exp.shape[-1]]
         return {oname: codes_as(case, oname, y.reshape(-1))}
 
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, one)
-
-    return run
+    return per_case(one)
 
 
 def _nf4_snippet(mode: str):
