@@ -6,7 +6,8 @@
    no crash, no stale entry, and the regenerated report is byte-identical to the committed one;
 2. the findings pages (docs/conformance/*.md) are regenerated from the same run and compared byte for byte.
 
-Every reproducer script of both is run without qref in tests/test_reproducers.py.
+Capturing the findings' "Prints:" lines runs every reproducer script without qref, as
+tests/test_reproducers.py does; where this test runs in the same session, conftest.py skips those runs there.
 
 Both need every backend installed (CI installs them all; locally a missing one skips with its name) and take a
 few minutes: they are marked slow.
@@ -15,6 +16,7 @@ few minutes: they are marked slow.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from pathlib import Path
 
@@ -37,10 +39,9 @@ pytestmark = pytest.mark.slow
 def _require_all() -> None:
     os.environ.setdefault("KERAS_BACKEND", "jax")  # as the keras adapter runs it (keras 3 defaults to TensorFlow)
     for backend, module in MODULES.items():
-        try:
-            importlib.import_module(module)
-        except ImportError:
+        if importlib.util.find_spec(module.split(".")[0]) is None:
             pytest.skip(f"backend {backend} is not installed ({module}); CI installs every backend")
+        importlib.import_module(module)  # installed: an import error fails (conftest skips the reproducer runs)
 
 
 def test_committed_report_and_findings_are_current(tmp_path, monkeypatch):

@@ -5,7 +5,10 @@ runs in its own process, from an empty directory, with ``sys.modules['qref'] = N
 raises, and must print exactly its documented ``got 0x.. expected 0x..`` line. A backend that is not installed
 is skipped with its name. Each runs as reproducer.run_scripts runs it: in a fork of one process that imported
 its backend under the environment the script sets first (``QREF_REPRO_FRESH=1``: every script in a fresh
-interpreter). Scripts have at most ``reproducer.MAX_LINES`` lines and import neither qref nor the committed suite.
+interpreter). In a session that also runs tests/test_harness_report.py with every backend installed, that
+test's regeneration of the pages runs the same scripts the same way and compares the captured lines; conftest.py
+then skips the per-backend runs here (QREF_REPRO_ALL=1 runs them anyway). Scripts have at most
+``reproducer.MAX_LINES`` lines and import neither qref nor the committed suite.
 """
 
 from __future__ import annotations
