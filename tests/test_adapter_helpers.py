@@ -1,13 +1,21 @@
 """The helpers the adapters and families share: run_element_groups (one prepare per signature, its failure the result
 of the whole group), per_case (a runner calling a function on each case), unsupported_reason / raise_unsupported,
-and distinct_alternatives (first of equal override sets, no-ops and failures skipped)."""
+uniform_input / first_literal (the array a uniform case runs on, a reproducer's one-element literal), and
+distinct_alternatives (first of equal override sets, no-ops and failures skipped)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from qref.conformance.case import Case
-from qref.harness.adapters._common import per_case, raise_unsupported, run_element_groups, unsupported_reason
+from qref.harness.adapters._common import (
+    first_literal,
+    per_case,
+    raise_unsupported,
+    run_element_groups,
+    uniform_input,
+    unsupported_reason,
+)
 from qref.harness.families import distinct_alternatives
 from qref.harness.model import Unsupported
 
@@ -79,6 +87,27 @@ def test_supports_from_a_check() -> None:
         assert str(exc) == "needs AVX512-BF16"
     else:
         raise AssertionError("a reason must raise")
+
+
+def test_uniform_input_is_x_of_a_quantize_case_else_the_storage_values() -> None:
+    x = np.array([[0.5, -1.25, 3.0]], np.float32)
+    q = Case(id="uniform/t/q", family="uniform", operation="uniform_quantize", inputs={"x": x},
+             expected={"codes": np.zeros(x.shape, np.uint8)}, scheme={"storage": "int4"})
+    got = uniform_input(q)
+    assert got.dtype == np.float32 and got.shape == (1, 3) and got.tolist() == x.tolist()
+    codes = np.array([0x0, 0x7, 0x8, 0xF], np.uint8)  # int4 two's complement: c - 16 where c >= 8
+    d = Case(id="uniform/t/d", family="uniform", operation="uniform_dequantize", inputs={"codes": codes},
+             expected={"y": np.zeros(4, np.float32)}, scheme={"storage": "int4"})
+    got = uniform_input(d)
+    assert got.dtype == np.int8 and got.tolist() == [0, 7, -8, -1]
+
+
+def test_first_literal_writes_element_0_bit_for_bit() -> None:
+    neg_zero = np.array([-0.0, 1.0], np.float32)
+    src = first_literal(neg_zero)
+    y = eval(src, {"np": np})
+    assert y.dtype == np.float32 and y.view(np.uint32).tolist() == [0x80000000]
+    assert first_literal(np.array([-3, 4], np.int8)) == "np.array([-3], np.int8)"
 
 
 def test_distinct_alternatives() -> None:

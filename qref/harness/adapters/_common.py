@@ -52,6 +52,12 @@ def float_literal(a: np.ndarray, i: int) -> str:
     return f"np.array([{hex(int(b[0]))}], {u}).view({dt})"
 
 
+def first_literal(x: np.ndarray) -> str:
+    """Python source of a 1-element array holding element 0 of ``x``: ``float_literal`` for a numpy float dtype,
+    else ``np.array([int(x[0])], np.<dtype name>)``."""
+    return float_literal(x, 0) if x.dtype.kind == "f" else f"np.array([{int(x.reshape(-1)[0])}], np.{x.dtype.name})"
+
+
 def hex_print(expr: str, width: int) -> str:
     """Source printing the bits of element 0 of ``expr`` as hex (the form the report shows)."""
     return f"print(hex(int(np.asarray({expr}).reshape(-1).view(np.uint{8 * width})[0])))"
@@ -128,15 +134,11 @@ def run_elements(cases: Sequence[Case], fn: Callable[[tuple[str, str, str, str],
     a concatenation of cases: a vectorized kernel may treat an element differently depending on its position and
     the array length, and a case's result must depend on the case alone), read with ``codes_as``. Exceptions
     become the case's result."""
-    from ..model import Unsupported
-
     out: list[Any] = []
     for c in cases:
         try:
             sig = element_signature(c)
-            reason = supported(sig) if supported is not None else None
-            if reason:
-                raise Unsupported(reason)
+            raise_unsupported(supported(sig) if supported is not None else None)
             src = "codes" if sig[0] == "decode" else "x"
             res = np.asarray(fn(sig, c.inputs[src].reshape(-1)))
             (name,) = c.expected
@@ -205,6 +207,14 @@ def storage_values(case: Case) -> np.ndarray:
         v = np.where(v >= (1 << (st.bits - 1)), v - (1 << st.bits), v)
     width = 8 if st.bits <= 8 else (16 if st.bits <= 16 else (32 if st.bits <= 32 else 64))
     return v.astype(f"{'i' if st.signed else 'u'}{width // 8}")
+
+
+def uniform_input(case: Case) -> np.ndarray:
+    """The array a uniform case runs on: x of a uniform_quantize case (C-contiguous), else the codes as storage
+    values (``storage_values``)."""
+    if case.operation == "uniform_quantize":
+        return np.ascontiguousarray(case.inputs["x"])
+    return storage_values(case)
 
 
 def single_element_case(case: Case, i: int) -> Case:
@@ -303,6 +313,7 @@ def jax_dot_modes(jax: Any, dot: Any, a: Any, b: Any, sa: Any, sb: Any, mode: st
     return np.asarray(y)
 
 
-__all__ = ["array_literal", "codes_as", "element_signature", "float_literal", "from_torch", "group_by", "hex_print",
-           "jax_dot_modes", "jit_once", "per_case", "python_c", "raise_unsupported", "run_each", "run_element_groups",
-           "run_elements", "single_element_case", "storage_values", "suite_input", "to_torch", "unsupported_reason"]
+__all__ = ["array_literal", "codes_as", "element_signature", "first_literal", "float_literal", "from_torch",
+           "group_by", "hex_print", "jax_dot_modes", "jit_once", "per_case", "python_c", "raise_unsupported",
+           "run_each", "run_element_groups", "run_elements", "single_element_case", "storage_values", "suite_input",
+           "to_torch", "uniform_input", "unsupported_reason"]

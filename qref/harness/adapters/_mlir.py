@@ -11,6 +11,7 @@ from typing import Any
 from ...interop.mlir.stablehlo import MLIR_TYPES, WIDTH, Body, cast, dot_general, func, quant_uniform, tensor
 from ..families.uniform import scheme_of, to_scheme_of
 from ..model import Unsupported
+from ._common import element_signature, unsupported_reason
 
 
 def mlir_type(name: str, what: str = "format") -> str:
@@ -57,6 +58,10 @@ def element_body(sig: tuple[str, str, str, str], arg: str = "%a") -> tuple[list[
         return b.lines, res, f"i{WIDTH[S]}", f"i{storage_width(F)}"
     b.let("%e", cast("arith.extf", "%t", F, S))
     return b.lines, b.let("%r", cast("arith.bitcast", "%e", S, f"i{WIDTH[S]}")), f"i{WIDTH[S]}", f"i{WIDTH[S]}"
+
+
+#: a target's ``supports`` for element cases as arith ops (None, or why ``element_body`` refuses the signature)
+element_supports = unsupported_reason(lambda case: element_body(element_signature(case)))
 
 
 def _linalg_elementwise(lead: str, kind: str, body: list[str], res: str, tin: str, tout: str, out: str) -> str:
@@ -302,6 +307,10 @@ def dot_types(case: Any) -> tuple[str, str, str, str, str, str]:
     return qa, qb, qy, DOT_STORAGE[p["a_storage"]][1], DOT_STORAGE[p["b_storage"]][1], DOT_STORAGE[out][1]
 
 
+#: a target's ``supports`` for matmul cases as stablehlo.dot_general (None, or why ``dot_types`` refuses the case)
+dot_supports = unsupported_reason(dot_types)
+
+
 def shlo_dot_body(case: Any, a: str, b: str) -> tuple[list[str], str, str]:
     """StableHLO lines computing a matmul case from the SSA values ``a`` (M x K storage integers) and ``b``
     (K x N): bitcast to the quantized types, dot_general, bitcast of the result to its storage integers;
@@ -324,7 +333,7 @@ def matmul_element_case(case: Any, i: int) -> Any:
     return reduce(case, i)
 
 
-__all__ = ["LOWERING_FAILURES", "WIDTH", "CompileFailure", "as_crash", "diagnostic", "dot_types", "element_body",
-           "func_name", "generic_memref_func", "generic_tensor_func", "is_float_storage", "matmul_element_case",
-           "mlir_type", "quant_type", "scheme_quant_type", "shape_text", "shlo_dot_body", "shlo_uniform_body",
-           "uniform_input_type", "uniform_types"]
+__all__ = ["LOWERING_FAILURES", "WIDTH", "CompileFailure", "as_crash", "diagnostic", "dot_supports", "dot_types",
+           "element_body", "element_supports", "func_name", "generic_memref_func", "generic_tensor_func",
+           "is_float_storage", "matmul_element_case", "mlir_type", "quant_type", "scheme_quant_type", "shape_text",
+           "shlo_dot_body", "shlo_uniform_body", "uniform_input_type", "uniform_types"]

@@ -23,7 +23,7 @@ import numpy as np
 
 from ...conformance.case import Case
 from ..model import Outputs, Target, Unsupported
-from ._common import codes_as, element_signature, float_literal, python_c
+from ._common import codes_as, element_signature, float_literal, python_c, raise_unsupported
 
 FORMATS = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn")
 #: qref format -> torch dtype name
@@ -99,9 +99,7 @@ def _run(compiled: bool):
             for c in cases:
                 try:
                     sig = element_signature(c)
-                    reason = _supports(c)
-                    if reason:
-                        raise Unsupported(reason)
+                    raise_unsupported(_supports(c))
                     if sig in failed:  # a compile that failed once fails again: not retried per case
                         raise failed[sig]
                     flat = c.inputs["codes" if sig[0] == "decode" else "x"].reshape(-1)

@@ -24,19 +24,21 @@ from ._common import (
     _mask,
     codes_as,
     element_signature,
+    first_literal,
     float_literal,
     group_by,
     python_c,
     run_element_groups,
     single_element_case,
-    storage_values,
+    uniform_input,
     unsupported_reason,
 )
 from ._mlir import (
     as_crash,
     diagnostic,
-    dot_types,
+    dot_supports,
     element_body,
+    element_supports,
     func_name,
     generic_tensor_func,
     matmul_element_case,
@@ -126,9 +128,6 @@ def compile_functions(funcs: dict[str, str]) -> dict[str, Callable[..., Any] | B
 
 
 # ---- elements ---------------------------------------------------------------------------------------------
-_el_supports = unsupported_reason(lambda case: element_body(element_signature(case)))
-
-
 def _el_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
     funcs, meta = {}, {}
     for sig in group_by(cases, element_signature):
@@ -172,7 +171,7 @@ def targets() -> list[Target]:
     require("iree.compiler", "iree.runtime", backend=BACKEND, hint="pip install iree-base-compiler iree-base-runtime")
     return [
         Target(BACKEND, "iree.arith", "elements", "arith.truncf / arith.extf in a linalg.generic, iree-compile "
-               "llvm-cpu (generic CPU), local-task", None, ("encode", "decode", "quantize"), _el_supports, _el_run,
+               "llvm-cpu (generic CPU), local-task", None, ("encode", "decode", "quantize"), element_supports, _el_run,
                _el_snippet),
         _uniform_target(),
         _matmul_target(),
@@ -194,16 +193,10 @@ def _uq_supports(case: Case) -> str | None:
     """uniform_types' reason, and f4E2M1FN storage of a tensor whose size is not a multiple of 4: iree-compile 3.13
     fails to legalize its vector.maskedload in some compiles of the same program and not in others (seen on this
     case in two of three full runs), so its outcome would not be reproducible."""
-    if case.id.split("/")[1] == "float4_e2m1fn" and int(np.asarray(_uq_input(case)).size) % 4:  # uniform/<storage>/
+    if case.id.split("/")[1] == "float4_e2m1fn" and int(np.asarray(uniform_input(case)).size) % 4:  # uniform/<storage>/
         return ("iree-compile 3.13: f4E2M1FN storage of a tensor whose size is not a multiple of 4 fails to legalize "
                 "vector.maskedload in some compiles and not in others (nondeterministic), so it is not run")
     return _uq_types(case)
-
-
-def _uq_input(case: Case) -> np.ndarray:
-    if case.operation == "uniform_quantize":
-        return np.ascontiguousarray(case.inputs["x"])
-    return storage_values(case)
 
 
 def _run_per_case(cases: Sequence[Case], prefix: str, func: Callable[[str, Case], str],
@@ -224,7 +217,7 @@ def _run_per_case(cases: Sequence[Case], prefix: str, func: Callable[[str, Case]
 
 
 def _uq_outputs(c: Case, fn: Callable[..., Any]) -> Outputs:
-    y = fn(_uq_input(c))
+    y = fn(uniform_input(c))
     (oname,) = c.expected
     return {oname: codes_as(c, oname, y)}
 
@@ -236,8 +229,7 @@ def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
 def _uq_snippet(case: Case, i: int) -> str:
     one = single_element_case(case, i)
     text = one_line(module(_uq_func("f", one), newline=False))
-    x = _uq_input(one)
-    lit = float_literal(x, 0) if x.dtype.kind == "f" else f"np.array([{int(x.reshape(-1)[0])}], np.{x.dtype.name})"
+    lit = first_literal(uniform_input(one))
     return python_c(
         "import numpy as np, iree.compiler as ic, iree.runtime as rt", f"x = {lit}",
         f"m = rt.load_vm_flatbuffer(ic.compile_str({text!r}, target_backends=['llvm-cpu'], "
@@ -257,9 +249,6 @@ def _mm_func(name: str, case: Case) -> str:
               for k, v in (("a", case.inputs["a"]), ("b", case.inputs["b"]))]
     lines, res, rt = shlo_dot_body(case, "%a", "%b")
     return func(name, params, rt, lines, res)
-
-
-_mm_supports = unsupported_reason(dot_types)
 
 
 def _mm_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
@@ -285,7 +274,7 @@ def _matmul_target() -> Target:
                   "(bitcast_convert from the storage integers), iree-compile llvm-cpu: qlinear_matmul with the "
                   "case's scales and zero points and a requantized result type, matmul_integer with scales 1 and "
                   "an !quant.uniform<i32:f32, 1.0> result (the accumulator)", "stablehlo_lowering",
-                  ("matmul_integer", "qlinear_matmul"), _mm_supports, _mm_run, _mm_snippet)
+                  ("matmul_integer", "qlinear_matmul"), dot_supports, _mm_run, _mm_snippet)
 
 
 __all__ = ["BACKEND", "DISTRIBUTIONS", "FLAGS", "targets"]

@@ -28,6 +28,7 @@ from ._common import (
     float_literal,
     hex_print,
     jit_once,
+    per_case,
     python_c,
     raise_unsupported,
     run_each,
@@ -325,9 +326,7 @@ def _uq_one(jit: bool, closed: bool = False):
     def one(case: Case) -> Outputs:
         import jax
 
-        reason = _uq_supports(case)
-        if reason:
-            raise Unsupported(reason)
+        raise_unsupported(_uq_supports(case))
         jax.config.update("jax_platforms", "cpu")
         f, args = _uq_function(case, jit, closed)
         _, full = _uq_function(case, jit)
@@ -461,9 +460,7 @@ def _um_one(mode: str):
         import jax
         import jax.numpy as jnp
 
-        reason = _um_supports(mode)(case)
-        if reason:
-            raise Unsupported(reason)
+        raise_unsupported(_um_supports(mode)(case))
         jax.config.update("jax_platforms", "cpu")
         sch, x, s, z = _um_values(case)
         g = _um_body(case, sch)
@@ -532,23 +529,19 @@ def _user_targets() -> list[Target]:
     return [
         Target(BACKEND, "jax.uniform.closed_python", "uniform", "jax.jit(lambda v: jnp.clip(jnp.round(v / s) + z, "
                "lo, hi).astype(storage))(x) with s and z Python numbers in the function (per tensor; XLA folds them: "
-               "x * fl(1 / s))", "jax", ops, _um_supports("closed_python"), _uq_run_with(_um_one("closed_python")),
+               "x * fl(1 / s))", "jax", ops, _um_supports("closed_python"), per_case(_um_one("closed_python")),
                _um_snippet("closed_python")),
         Target(BACKEND, "jax.uniform.scalar", "uniform", "the jax.uniform.jit function called on each element as a "
                "0-d array with its s and z as 0-d arguments (no broadcast: XLA keeps x / s)", "jax_divide", ops,
-               _um_supports("scalar"), _uq_run_with(_um_one("scalar")), _um_snippet("scalar")),
+               _um_supports("scalar"), per_case(_um_one("scalar")), _um_snippet("scalar")),
         Target(BACKEND, "jax.uniform.one_element", "uniform", "the jax.uniform.jit function called on each element "
                "as a one-element array with its s and z as 0-d arguments (the broadcast of one element is dropped: "
                "XLA keeps x / s)", "jax_divide", ops, _um_supports("one_element"),
-               _uq_run_with(_um_one("one_element")), _um_snippet("one_element")),
+               per_case(_um_one("one_element")), _um_snippet("one_element")),
         Target(BACKEND, "jax.uniform.closed_scalar", "uniform", "each element as a 0-d array under jax.jit with s "
                "and z Python numbers in the function (per tensor; XLA folds x / s into x * fl(1 / s))", "jax", ops,
-               _um_supports("closed_scalar"), _uq_run_with(_um_one("closed_scalar")), _um_snippet("closed_scalar")),
+               _um_supports("closed_scalar"), per_case(_um_one("closed_scalar")), _um_snippet("closed_scalar")),
     ]
-
-
-def _uq_run_with(one):
-    return lambda cases: run_each(cases, one)
 
 
 # ---- recipes: jax.lax.scaled_dot, float8 dot_general, scaled casts ----------------------------------------------
@@ -589,7 +582,7 @@ def _sd_run(jit: bool):
         y = _sd_fn(jit)(*(jnp.asarray(a) for a in _sd_args(case)))
         return {"y": codes_as(case, "y", np.asarray(y))}
 
-    return lambda cases: run_each(cases, one)
+    return per_case(one)
 
 
 def _sd_snippet(jit: bool):
@@ -681,7 +674,7 @@ def _qdq_run(jit: bool):
                "y": np.asarray(y)}
         return {k: codes_as(case, k, v) for k, v in out.items() if k in case.expected}
 
-    return lambda cases: run_each(cases, one)
+    return per_case(one)
 
 
 def _qdq_snippet(jit: bool):
@@ -764,7 +757,7 @@ def _cast_run(jit: bool):
         c, y = g(jnp.asarray(case.inputs["x"]), jnp.asarray(case.inputs["scale"]))
         return {"codes": codes_as(case, "codes", np.asarray(c).view(np.uint8)), "y": codes_as(case, "y", np.asarray(y))}
 
-    return lambda cases: run_each(cases, one)
+    return per_case(one)
 
 
 def _cast_snippet(jit: bool):

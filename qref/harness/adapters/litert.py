@@ -27,7 +27,7 @@ from ...conformance.case import Case
 from ..families.matmul import element_inputs
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import array_literal, codes_as, element_signature, per_case, python_c
+from ._common import array_literal, codes_as, element_signature, per_case, python_c, raise_unsupported
 
 BACKEND = "litert"
 DISTRIBUTIONS = ("ai-edge-litert",)
@@ -383,9 +383,7 @@ def _xnnpack_aborts(case: Case) -> bool:
 
 def _qdq_runner(kind: str):
     def one(case: Case) -> Outputs:
-        reason = qdq_unsupported(case)
-        if reason:
-            raise Unsupported(reason)
+        raise_unsupported(qdq_unsupported(case))
         if kind == "xnnpack" and _xnnpack_aborts(case):
             raise RuntimeError("not run: the XNNPACK delegate aborts the process on a scale below 2^-126 in "
                                "float32 (tests/test_uniform_tflite.py)")
@@ -497,9 +495,7 @@ def _half_model(op: str, n: int) -> bytes:
 
 def _half_runner(kind: str):
     def one(case: Case) -> Outputs:
-        reason = _half_supports(kind)(case)
-        if reason:
-            raise Unsupported(reason)
+        raise_unsupported(_half_supports(kind)(case))
         op = element_signature(case)[0]
         x = case.inputs["codes"].reshape(-1).view(np.float16) if op == "decode" else \
             np.ascontiguousarray(case.inputs["x"].reshape(-1), np.float32)

@@ -29,18 +29,20 @@ from ._common import (
     _mask,
     codes_as,
     element_signature,
+    first_literal,
     float_literal,
     python_c,
     run_each,
     run_element_groups,
     single_element_case,
-    storage_values,
+    uniform_input,
     unsupported_reason,
 )
 from ._mlir import (
     CompileFailure,
     diagnostic,
     element_body,
+    element_supports,
     generic_memref_func,
     is_float_storage,
     mlir_type,
@@ -177,9 +179,6 @@ def _stderr_captured() -> Iterator[Any]:
 
 
 # ---- elements ---------------------------------------------------------------------------------------------
-_el_supports = unsupported_reason(lambda case: element_body(element_signature(case)))
-
-
 def _el_compile(sig: tuple[str, str, str, str]) -> tuple[Compiled, int, int]:
     body, res, tin, tout = element_body(sig)
     return Compiled(module(generic_memref_func("f", body, res, tin, tout))), int(tin[1:]), int(tout[1:])
@@ -218,7 +217,7 @@ def targets() -> list[Target]:
     require("torch_mlir.ir", "torch_mlir.execution_engine", backend=BACKEND, hint="pip install torch-mlir")
     return [
         Target(BACKEND, "mlir.arith", "elements", f"arith.truncf / arith.extf, {EXPAND}, lowered to LLVM, "
-               "ExecutionEngine", None, ("encode", "decode", "quantize"), _el_supports, _el_run, _el_snippet),
+               "ExecutionEngine", None, ("encode", "decode", "quantize"), element_supports, _el_run, _el_snippet),
         _uniform_target(),
     ]
 
@@ -292,10 +291,10 @@ def _uq_func(name: str, case: Case) -> tuple[str, np.dtype]:
 
 
 def _uq_input(case: Case) -> np.ndarray:
+    v = uniform_input(case)
     if case.operation == "uniform_quantize":
-        return np.ascontiguousarray(case.inputs["x"])
-    v = storage_values(case)  # dequantize and requantize: the input codes
-    return v.astype(np.int8) if v.dtype.itemsize == 1 else v
+        return v
+    return v.astype(np.int8) if v.dtype.itemsize == 1 else v  # dequantize and requantize: the input codes
 
 
 def _call_returning(mod: Compiled, name: str, x: np.ndarray, out_dt: np.dtype) -> np.ndarray:
@@ -332,8 +331,7 @@ def _uq_snippet(case: Case, i: int) -> str:
     one = single_element_case(case, i)
     text, out_dt = _uq_func("f", one)
     text = one_line(module(text, newline=False))
-    x = _uq_input(one)
-    lit = float_literal(x, 0) if x.dtype.kind == "f" else f"np.array([{int(x.reshape(-1)[0])}], np.{x.dtype.name})"
+    lit = first_literal(_uq_input(one))
     return python_c(
         "import ctypes, numpy as np",
         "from torch_mlir import ir, passmanager, execution_engine as ee",

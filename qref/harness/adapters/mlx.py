@@ -13,7 +13,7 @@ import numpy as np
 from ...conformance.case import Case
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import codes_as, float_literal, hex_print, python_c, run_elements
+from ._common import codes_as, float_literal, hex_print, python_c, raise_unsupported, run_elements
 
 BACKEND = "mlx"
 DISTRIBUTIONS = ("mlx",)
@@ -221,9 +221,7 @@ def _uq_one(compiled: bool):
     """eager: g(x, s, z) with s and z arrays passed in; compiled: mx.compile(lambda v: g(v, s, z)) with s and z
     captured as Python numbers: constants written into the C++ kernel that mx.compile builds on CPU."""
     def one(case: Case) -> Outputs:
-        reason = (_compiled_supports if compiled else _uq_supports)(case)
-        if reason:
-            raise Unsupported(reason)
+        raise_unsupported((_compiled_supports if compiled else _uq_supports)(case))
         mx = _mx()
         g, x, s, z, _ = _uq_parts(case)
         xs = _to_mx(np.ascontiguousarray(x).reshape(-1)).reshape(x.shape)

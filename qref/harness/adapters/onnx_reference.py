@@ -31,7 +31,7 @@ from ._common import (
     run_each,
     run_element_groups,
     single_element_case,
-    storage_values,
+    uniform_input,
     unsupported_reason,
 )
 from .onnxruntime import (
@@ -142,10 +142,9 @@ def _cast_snippet(saturating: bool):
 
 # ---- uniform: QuantizeLinear / DequantizeLinear ------------------------------------------------------------
 def _uq_input(case: Case, it: str) -> np.ndarray:
+    v = uniform_input(case)
     if case.operation == "uniform_quantize":
-        x = np.ascontiguousarray(case.inputs["x"])
-        return x.view(_np_dtype("bfloat16")) if x.dtype.name == "bfloat16" else x.copy()
-    v = storage_values(case)
+        return v.view(_np_dtype("bfloat16")) if v.dtype.name == "bfloat16" else v.copy()
     dt = _np_dtype(it)
     if it.startswith("float"):  # float storage: the codes' bits
         return np.ascontiguousarray(v).astype(f"u{dt.itemsize}").view(dt)

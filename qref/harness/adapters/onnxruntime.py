@@ -20,7 +20,15 @@ from ..families.matmul import element_inputs
 from ..families.uniform import scheme_of
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import codes_as, element_signature, float_literal, python_c, run_element_groups, unsupported_reason
+from ._common import (
+    codes_as,
+    element_signature,
+    float_literal,
+    python_c,
+    run_element_groups,
+    uniform_input,
+    unsupported_reason,
+)
 
 BACKEND = "onnxruntime"
 DISTRIBUTIONS = ("onnx", "onnxruntime")
@@ -285,17 +293,9 @@ def qdq_model(case: Case) -> tuple[Any, str, str]:
 _uq_supports = unsupported_reason(qdq_model)
 
 
-def _uq_input(case: Case) -> np.ndarray:
-    from ._common import storage_values
-
-    if case.operation == "uniform_quantize":
-        return np.ascontiguousarray(case.inputs["x"])
-    return storage_values(case)
-
-
 def _uq_one(case: Case) -> Outputs:
     model, it, ot = qdq_model(case)
-    x = _uq_input(case)
+    x = uniform_input(case)
     if it in PACKED:
         x = x.astype(np.int64) & 0xF
     y = run_session(session(model), {"x": (x.astype(np.uint8) if it in PACKED else x, it)}, ot, x.size)
@@ -329,7 +329,7 @@ def _uq_snippet(case: Case, i: int) -> str:
     one = single_element_case(case, i)
     model, it, ot, op, attrs, sv, zf = qdq_snippet_parts(one)
     zv = int(zf)
-    x = _uq_input(one)
+    x = uniform_input(one)
     if it in PACKED:
         lit = f"np.array([{int(x.reshape(-1)[0]) & 0xF}], np.uint8)"
     elif x.dtype.kind == "f":

@@ -31,7 +31,7 @@ import numpy as np
 from ...conformance.case import Case
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import array_literal, codes_as, element_signature, per_case, python_c
+from ._common import array_literal, codes_as, element_signature, per_case, python_c, raise_unsupported
 
 BACKEND = "openvino"
 DISTRIBUTIONS = ("openvino",)
@@ -159,9 +159,7 @@ def _convert_runner(mode: str):
         import openvino as ov
         from openvino import opset13 as ops
 
-        reason = _convert_supports(case) or (_plugin_lacks(case) if mode == "parameter" else None)
-        if reason:
-            raise Unsupported(reason)
+        raise_unsupported(_convert_supports(case) or (_plugin_lacks(case) if mode == "parameter" else None))
         t_in, data, chain = _convert_plan(case)
         if data.size == 0:
             raise Unsupported("an empty tensor")
@@ -235,9 +233,7 @@ def _dq_runner(mode: str):
         import openvino as ov
         from openvino import opset13 as ops
 
-        reason = _dq_supports(case)
-        if reason:
-            raise Unsupported(reason)
+        raise_unsupported(_dq_supports(case))
         t, codes, z, s = _dq_problem(case)
         if codes.size == 0:
             raise Unsupported("an empty tensor")
@@ -363,9 +359,7 @@ def _fq_runner(mode: str):
         import openvino as ov  # noqa: F401
         from openvino import opset13 as ops
 
-        reason = _fq_supports(case, mode)
-        if reason:
-            raise Unsupported(reason)
+        raise_unsupported(_fq_supports(case, mode))
         if case.operation == "fake_quantize":
             return _fq_output_one(case, mode)
         x, il, ih, lo, hi = _fq_problem(case)
@@ -447,9 +441,7 @@ def _nf4_runner(mode: str):
         import openvino as ov
         from openvino import opset13 as ops
 
-        reason = _nf4_supports(case)
-        if reason:
-            raise Unsupported(reason)
+        raise_unsupported(_nf4_supports(case))
         c, s, _ = _nf4_problem(case)
         out_t = _nf4_out(case)
 

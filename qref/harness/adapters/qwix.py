@@ -23,7 +23,7 @@ from ...conformance.case import Case
 from ...formats import IntFormat, get_format
 from ..families.lookup import dq_kind, effective_axis
 from ..families.uniform import element_params, scheme_of
-from ..model import Outputs, Target, Unsupported
+from ..model import Outputs, Target
 from . import require
 from ._common import (
     codes_as,
@@ -113,9 +113,7 @@ def _uq_supports(case: Case) -> str | None:
 
 def _uq_make(jit: bool):
     def one(case: Case) -> Outputs:
-        reason = _uq_supports(case)
-        if reason:
-            raise Unsupported(reason)
+        raise_unsupported(_uq_supports(case))
         _, jnp, qarray = _mods()
         # jitted: one function per (operation, storage) for every case (what the lambdas close over)
         wrap = (lambda f: jit_once(("qwix.int", case.operation, st), lambda: f)) if jit else (lambda f: f)

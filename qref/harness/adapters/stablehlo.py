@@ -25,16 +25,17 @@ from ._common import (
     _mask,
     codes_as,
     element_signature,
+    per_case,
     python_c,
     run_each,
     single_element_case,
-    storage_values,
+    uniform_input,
     unsupported_reason,
 )
 from ._mlir import (
     as_crash,
     diagnostic,
-    dot_types,
+    dot_supports,
     is_float_storage,
     matmul_element_case,
     mlir_type,
@@ -153,8 +154,7 @@ def _el_snippet(case: Case, i: int) -> str:
 
 # ---- uniform -----------------------------------------------------------------------------------------------
 def uniform_module(case: Case) -> str:
-    (iname,) = case.inputs
-    arr = case.inputs[iname] if case.operation == "uniform_quantize" else storage_values(case)
+    arr = uniform_input(case)
     sh = shape_text(arr.shape)
     lines, res, rt = shlo_uniform_body(case, "%x")
     x = "%x = " + constant(hex_dense(arr), tensor(sh, uniform_input_type(case)))
@@ -222,9 +222,6 @@ def matmul_module(case: Case) -> str:
     return module(func("main", (), rt, [*consts, *lines], res))
 
 
-_mm_supports = unsupported_reason(dot_types)
-
-
 def _mm_one(case: Case) -> Outputs:
     return {"y": codes_as(case, "y", _evaluate_claimed(matmul_module(case)))}
 
@@ -246,7 +243,7 @@ def targets() -> list[Target]:
                "(bitcast_convert from the storage integers) in the StableHLO reference interpreter: qlinear_matmul "
                "with the case's scales and zero points and a requantized result type, matmul_integer with scales "
                "1 and an !quant.uniform<i32:f32, 1.0> result (the accumulator)", "stablehlo_lowering",
-               ("matmul_integer", "qlinear_matmul"), _mm_supports, lambda cs: run_each(cs, _mm_one), _mm_snippet,
+               ("matmul_integer", "qlinear_matmul"), dot_supports, per_case(_mm_one), _mm_snippet,
                notes="per-axis operands are written as per-axis types and left to the verifier"),
     ]
 

@@ -262,9 +262,7 @@ def _mx_supports(case: Case) -> str | None:
 
 def _mx_make(mode: str):
     def one(case: Case) -> Outputs:
-        reason = _mx_supports(case)
-        if reason:
-            raise Unsupported(reason)
+        raise_unsupported(_mx_supports(case))
         import torch
 
         mxt, cfg, _ = _mx_mods()
