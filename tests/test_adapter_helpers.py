@@ -10,6 +10,7 @@ import numpy as np
 from qref.conformance.case import Case
 from qref.harness.adapters._common import (
     first_literal,
+    literal_imports,
     per_case,
     raise_unsupported,
     run_element_groups,
@@ -108,6 +109,14 @@ def test_first_literal_writes_element_0_bit_for_bit() -> None:
     y = eval(src, {"np": np})
     assert y.dtype == np.float32 and y.view(np.uint32).tolist() == [0x80000000]
     assert first_literal(np.array([-3, 4], np.int8)) == "np.array([-3], np.int8)"
+    import ml_dtypes
+
+    bf = np.array([0x8001, 0x3F80], np.uint16).view(ml_dtypes.bfloat16)  # a negative subnormal bfloat16
+    src = first_literal(bf)
+    assert literal_imports("import numpy as np", src) == "import numpy as np, ml_dtypes"
+    assert literal_imports("import numpy as np", "np.array([1], np.int8)") == "import numpy as np"
+    y = eval(src, {"np": np, "ml_dtypes": ml_dtypes})
+    assert y.dtype == bf.dtype and y.view(np.uint16).tolist() == [0x8001]
 
 
 def test_distinct_alternatives() -> None:

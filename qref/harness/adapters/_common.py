@@ -46,16 +46,24 @@ def float_literal(a: np.ndarray, i: int) -> str:
     copies = flat.size > 1 and bool((to_storage(flat) == b[0]).all())
     if x.dtype.kind in "iu" or x.dtype == np.bool_:
         return f"np.full({flat.size}, {int(x[0])}, np.{name})" if copies else f"np.array([{int(x[0])}], np.{name})"
-    dt = "ml_dtypes.bfloat16" if name == "bfloat16" else f"np.{name}"
+    dt = f"ml_dtypes.{name}" if x.dtype.type.__module__.startswith("ml_dtypes") or name == "bfloat16" else f"np.{name}"
     if copies:
         return f"np.full({flat.size}, {hex(int(b[0]))}, {u}).view({dt})"
     return f"np.array([{hex(int(b[0]))}], {u}).view({dt})"
 
 
 def first_literal(x: np.ndarray) -> str:
-    """Python source of a 1-element array holding element 0 of ``x``: ``float_literal`` for a numpy float dtype,
-    else ``np.array([int(x[0])], np.<dtype name>)``."""
-    return float_literal(x, 0) if x.dtype.kind == "f" else f"np.array([{int(x.reshape(-1)[0])}], np.{x.dtype.name})"
+    """Python source of a 1-element array holding element 0 of ``x``: ``np.array([int(x[0])], np.<dtype name>)``
+    for an integer dtype, else ``float_literal`` (its bits; an ml_dtypes type as ``ml_dtypes.<name>``: the script
+    imports ml_dtypes, see ``literal_imports``)."""
+    if x.dtype.kind in "iu":
+        return f"np.array([{int(x.reshape(-1)[0])}], np.{x.dtype.name})"
+    return float_literal(x, 0)
+
+
+def literal_imports(base: str, *literals: str) -> str:
+    """``base`` (an import line naming numpy) plus ``, ml_dtypes`` where a literal uses it."""
+    return base + (", ml_dtypes" if any("ml_dtypes." in lit for lit in literals) else "")
 
 
 def hex_print(expr: str, width: int) -> str:
@@ -313,7 +321,28 @@ def jax_dot_modes(jax: Any, dot: Any, a: Any, b: Any, sa: Any, sb: Any, mode: st
     return np.asarray(y)
 
 
-__all__ = ["array_literal", "codes_as", "element_signature", "first_literal", "float_literal", "from_torch",
-           "group_by", "hex_print", "jax_dot_modes", "jit_once", "per_case", "python_c", "raise_unsupported",
-           "run_each", "run_element_groups", "run_elements", "single_element_case", "storage_values", "suite_input",
-           "to_torch", "uniform_input", "unsupported_reason"]
+__all__ = [
+    "array_literal",
+    "codes_as",
+    "element_signature",
+    "first_literal",
+    "float_literal",
+    "from_torch",
+    "group_by",
+    "hex_print",
+    "jax_dot_modes",
+    "jit_once",
+    "literal_imports",
+    "per_case",
+    "python_c",
+    "raise_unsupported",
+    "run_each",
+    "run_element_groups",
+    "run_elements",
+    "single_element_case",
+    "storage_values",
+    "suite_input",
+    "to_torch",
+    "uniform_input",
+    "unsupported_reason",
+]

@@ -27,6 +27,7 @@ from ._common import (
     first_literal,
     float_literal,
     group_by,
+    literal_imports,
     python_c,
     run_element_groups,
     single_element_case,
@@ -231,7 +232,7 @@ def _uq_snippet(case: Case, i: int) -> str:
     text = one_line(module(_uq_func("f", one), newline=False))
     lit = first_literal(uniform_input(one))
     return python_c(
-        "import numpy as np, iree.compiler as ic, iree.runtime as rt", f"x = {lit}",
+        literal_imports("import numpy as np, iree.compiler as ic, iree.runtime as rt", lit), f"x = {lit}",
         f"m = rt.load_vm_flatbuffer(ic.compile_str({text!r}, target_backends=['llvm-cpu'], "
         f"extra_args={FLAGS!r}), driver='local-task')",
         "y = np.asarray(m.f(x)).reshape(-1)", f"print(hex(int(y.view(f'u{{y.dtype.itemsize}}')[0]){_mask(one)}))")

@@ -31,6 +31,7 @@ from ._common import (
     element_signature,
     first_literal,
     float_literal,
+    literal_imports,
     python_c,
     run_each,
     run_element_groups,
@@ -333,7 +334,7 @@ def _uq_snippet(case: Case, i: int) -> str:
     text = one_line(module(text, newline=False))
     lit = first_literal(_uq_input(one))
     return python_c(
-        "import ctypes, numpy as np",
+        literal_imports("import ctypes, numpy as np", lit),
         "from torch_mlir import ir, passmanager, execution_engine as ee",
         "from torch_mlir.runtime import get_ranked_memref_descriptor as d, make_nd_memref_descriptor as mk, "
         "ranked_memref_to_numpy as tonp",
