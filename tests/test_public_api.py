@@ -10,6 +10,8 @@ import re
 import types
 from pathlib import Path
 
+import pytest
+
 import qref
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,4 +122,5 @@ def test_profiles_is_the_package_and_callable() -> None:
         got = qref.profiles(family)
         assert got == base.profiles(family) and got, family
     assert set(qref.profiles(family="block")) >= {"ocp", "torchao_floor", "mlx"}
-    assert qref.profiles("no such family") == {}
+    with pytest.raises(qref.QrefError, match="uniform"):  # a typo names the close match
+        qref.profiles("unifrom")

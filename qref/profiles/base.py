@@ -260,7 +260,10 @@ def get_profile(name: str | Profile, family: str = "element") -> Profile:
 
 
 def profiles(family: str | None = None) -> dict[str, Profile]:
-    """All registered records of ``family`` keyed by ``NAME[@TAG]`` (or of every family, keyed 'family/key')."""
+    """All registered records of ``family`` (one of FAMILIES) keyed by ``NAME[@TAG]`` (or of every family, keyed
+    'family/key'); another name is an UnknownNameError with the close matches."""
+    if family is not None and family not in FAMILIES:
+        raise unknown_name("profile family", family, FAMILIES)
     if family is None:
         return {f"{f}/{n}": p for (f, n), p in sorted(_PROFILES.items())}
     return {n: p for (f, n), p in sorted(_PROFILES.items()) if f == family}
