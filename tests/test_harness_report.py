@@ -22,14 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from qref.harness.reproducer import PRELOAD
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "conformance.md"
-MODULES = {"ml_dtypes": "ml_dtypes", "jax": "jax", "qwix": "qwix", "aqt": "aqt.jax.v2.aqt_dot_general",
-           "mlx": "mlx.core", "iree": "iree.compiler",
-           "mlir": "torch_mlir", "stablehlo": "torch_mlir", "onnxruntime": "onnxruntime",
-           "onnx_reference": "onnx.reference",
-           "bitsandbytes": "bitsandbytes", "torchao": "torchao", "litert": "ai_edge_litert.interpreter",
-           "openvino": "openvino", "keras": "keras", "torch": "torch", "torch_compile": "torch"}
+# what each backend imports: the reproducers' preload table, first module (the same backends, one table)
+MODULES = {b: m.split(",")[0] for b, m in PRELOAD.items()}
 FINDINGS = ROOT / "docs" / "conformance"
 REGENERATE = "qref run --backend all --cpu baseline --report docs/conformance.md --findings docs/conformance --force"
 
