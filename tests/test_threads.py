@@ -308,3 +308,45 @@ def test_block_outer_scale_per_row_across_pieces() -> None:
             assert q.global_scale[r].tobytes() == alone.global_scale[0].tobytes()
             assert q.codes[r].tobytes() == alone.codes[0].tobytes()
             assert q.scales[r].tobytes() == alone.scales[0].tobytes()
+
+
+def test_scratch_is_kept_per_thread_and_site() -> None:
+    """parallel.scratch: the same memory for the same thread and site (a smaller request is a view of it), other
+    memory for another site and for another thread, and a fresh array above SCRATCH_MAX."""
+    a = parallel.scratch("test.a", 1000, np.float32)
+    assert a.shape == (1000,) and a.dtype == np.float32
+    b = parallel.scratch("test.a", 500, np.int64)
+    assert b.shape == (500,) and b.dtype == np.int64 and np.shares_memory(a, b)
+    assert not np.shares_memory(a, parallel.scratch("test.b", 1000, np.float32))
+    grown = parallel.scratch("test.a", 4000, np.float32)  # larger than the kept buffer: a new one is kept
+    assert not np.shares_memory(a, grown) and np.shares_memory(grown, parallel.scratch("test.a", 10, np.uint8))
+    big = parallel.SCRATCH_MAX // 8 + 1
+    assert not np.shares_memory(parallel.scratch("test.big", big, np.float64),
+                                parallel.scratch("test.big", big, np.float64))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        other = pool.submit(parallel.scratch, "test.a", 1000, np.float32).result()
+    assert not np.shares_memory(other, parallel.scratch("test.a", 1000, np.float32))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_results_never_share_scratch(threads: int) -> None:
+    """A result is never a view of a kept scratch buffer: a second call (other input, same paths) leaves the
+    first call's outputs as they were (encode from float32 / float16, decode, block and uniform quantize)."""
+    n = T + 3 * 32
+    x1, x2 = _x(n, 1), _x(n, 2)
+    calls = [
+        lambda x: qref.encode(x, "float8_e4m3fn", threads=threads),
+        lambda x: qref.encode(x.astype(np.float16), "float4_e2m1fn", threads=threads),
+        lambda x: qref.decode(qref.encode(x, "float8_e5m2"), "float8_e5m2", threads=threads),
+        lambda x: qref.scheme("mxfp8_e4m3", profile="mlx").quantize(x.reshape(-1, 32), threads=threads),
+        lambda x: qref.scheme("nvfp4", profile="nvidia").quantize(x.reshape(-1, 32), threads=threads),
+        lambda x: qref.calibrate(x1.reshape(-1, 32), "int8", axis=0, threads=1).scheme().quantize(
+            x.reshape(-1, 32), threads=threads),
+    ]
+    for call in calls:
+        first = call(x1)
+        kept = _parts(first) if isinstance(first, qref.QArray) else [first.tobytes()]
+        call(x2)
+        assert (_parts(first) if isinstance(first, qref.QArray) else [first.tobytes()]) == kept

@@ -17,7 +17,7 @@ from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..formats.policy import CastPolicy
 from .encode import CHUNK, GATHER_CHUNK, encode_exact
 from .exact import FINITE, INF, NAN, U64, ZERO, Exact
-from .parallel import run_chunks, thread_limit
+from .parallel import run_chunks, scratch, thread_limit
 
 _TARGET_POLICY = CastPolicy(rounding="nearest_even", overflow="inf", nan="keep_sign")
 
@@ -112,11 +112,11 @@ def check_codes(codes: object, fmt: Format) -> np.ndarray:
 
 
 def gather_codes(codes: np.ndarray, table: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """table[codes] for checked codes, in chunks through one reused intp buffer (no intp copy of the input);
-    into ``out`` (contiguous, codes' shape) where given."""
+    """table[codes] for checked codes, in chunks through one intp buffer kept for the thread (parallel.scratch;
+    no intp copy of the input); into ``out`` (contiguous, codes' shape) where given."""
     out = np.empty(codes.shape, dtype=table.dtype) if out is None else out
     flat, o = codes.reshape(-1), out.reshape(-1)
-    idx = np.empty(min(flat.size, GATHER_CHUNK), dtype=np.intp)
+    idx = scratch("decode.idx", min(flat.size, GATHER_CHUNK), np.intp)
     for start in range(0, flat.size, GATHER_CHUNK):
         c = flat[start:start + GATHER_CHUNK]
         i = idx[: c.size]

@@ -21,7 +21,7 @@ from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..formats.policy import STOCHASTIC_MODES, CastPolicy, ResolvedPolicy
 from ..profiles import get_profile
 from .exact import FINITE, INF, NAN, U64, ZERO, Exact, as_source_array, bit_length, decompose, from_ieee_bits
-from .parallel import run_chunks, thread_limit
+from .parallel import run_chunks, scratch, thread_limit
 from .rounding import round_to_quantum
 
 CHUNK = 1 << 16  # elements per chunk: keeps every temporary cache-resident and memory bounded
@@ -369,7 +369,7 @@ def encode(
             part = encode_exact(decompose(part), _F16, _TO_F16).astype(np.uint16).view(np.float16)
         rb = rbits[lo:hi] if rbits is not None else (
             None if seeded is None else random_bits_from_seed(hi - lo, nbits, seeded, lo))
-        out[lo:hi] = encode_flat(part, f, rp, rb)
+        encode_flat(part, f, rp, rb, out=out[lo:hi])
 
     with thread_limit(threads):
         run_chunks(work, flat.size)
@@ -393,8 +393,10 @@ def _reduce_rationals(flat: np.ndarray, bits: int) -> np.ndarray:
     return out
 
 
-def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarray | None = None) -> np.ndarray:
-    """encode on a flat array with a resolved policy: table paths where exact, chunked reference otherwise."""
+def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarray | None = None,
+                out: np.ndarray | None = None) -> np.ndarray:
+    """encode on a flat array with a resolved policy: table paths where exact, chunked reference otherwise; the
+    codes go to ``out`` (f.code_dtype, flat's size) where given, else to a new array, which is returned."""
     dt = flat.dtype
     # tables cover every input pattern, NaN included: nan="error" must raise only on a NaN input (reference path).
     # A few elements take the reference path (the tables are made by it, so the codes are the same) unless the
@@ -404,13 +406,13 @@ def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarr
     if tables and rp.policy.input_subnormals == "keep" and dt.itemsize == 2 and dt.kind in "fV":
         src = "float16" if dt == np.float16 else ("bfloat16" if dt.name == "bfloat16" else None)
         if src is not None:
-            return gather16(flat.view(np.uint16), _table16(f, rp, src))
+            return gather16(flat.view(np.uint16), _table16(f, rp, src), out)
     if tables and dt in (np.float32, np.float64) and top16_table_eligible(f, rp, dt.name):
         view, low = _TOP16[dt.name][3], _TOP16[dt.name][2]
         if top16_jam_eligible(f, rp, dt.name):
-            return gather_top16_jam(flat.view(view), _top16_jam_table(f, rp, dt.name), low)
-        return gather_top16(flat.view(view), _top16_table(f, rp, dt.name), low)
-    out = np.empty(flat.shape, dtype=f.code_dtype)
+            return gather_top16_jam(flat.view(view), _top16_jam_table(f, rp, dt.name), low, out)
+        return gather_top16(flat.view(view), _top16_table(f, rp, dt.name), low, out)
+    out = np.empty(flat.shape, dtype=f.code_dtype) if out is None else out
     for start in range(0, flat.size, CHUNK):
         sl = slice(start, start + CHUNK)
         ex = decompose(flat[sl])
@@ -421,12 +423,17 @@ def encode_flat(flat: np.ndarray, f: Format, rp: ResolvedPolicy, rbits: np.ndarr
 GATHER_CHUNK = 1 << 18  # elements per gather chunk (measured best: fewer Python-level calls, buffers in L3)
 
 
-def gather16(bits: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """table[bits] for 16-bit patterns, in chunks through one reused intp buffer: np.take on a uint16 index
-    would allocate (and fault in) an intp copy of the whole index array first."""
-    out = np.empty(bits.shape, dtype=table.dtype)
+def _out(bits: np.ndarray, table: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    return np.empty(bits.shape, dtype=table.dtype) if out is None else out
+
+
+def gather16(bits: np.ndarray, table: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """table[bits] for 16-bit patterns (into ``out`` where given), in chunks through one intp buffer kept for
+    the thread (parallel.scratch): np.take on a uint16 index would allocate (and fault in) an intp copy of the
+    whole index array first."""
+    out = _out(bits, table, out)
     flat, o = bits.reshape(-1), out.reshape(-1)
-    idx = np.empty(min(flat.size, GATHER_CHUNK), dtype=np.intp)
+    idx = scratch("encode.idx", min(flat.size, GATHER_CHUNK), np.intp)
     for start in range(0, flat.size, GATHER_CHUNK):
         b = flat[start:start + GATHER_CHUNK]
         i = idx[: b.size]
@@ -457,15 +464,15 @@ def _top16_jam_table(fmt: Format, rp: ResolvedPolicy, src: str) -> np.ndarray:
     return codes
 
 
-def gather_top16_jam(bits: np.ndarray, table: np.ndarray, low: int) -> np.ndarray:
+def gather_top16_jam(bits: np.ndarray, table: np.ndarray, low: int, out: np.ndarray | None = None) -> np.ndarray:
     """table[(bits | sticky(low bits) << low) >> low] with sticky = [low bits != 0], in cache-sized chunks.
 
     ((bits & (2^low - 1)) + (2^low - 1)) has bit ``low`` set exactly when the low bits are nonzero; OR-ed into
     bits it jams the sticky bit into bit ``low`` (rounding to odd there)."""
     ut = bits.dtype.type
-    out = np.empty(bits.shape, dtype=table.dtype)
+    out = _out(bits, table, out)
     n = min(bits.size, GATHER_CHUNK)
-    t, idx = np.empty(n, dtype=bits.dtype), np.empty(n, dtype=np.intp)
+    t, idx = scratch("encode.bits", n, bits.dtype), scratch("encode.idx", n, np.intp)
     mask = ut((1 << low) - 1)
     for start in range(0, bits.size, GATHER_CHUNK):
         b = bits[start:start + GATHER_CHUNK]
@@ -479,12 +486,13 @@ def gather_top16_jam(bits: np.ndarray, table: np.ndarray, low: int) -> np.ndarra
     return out
 
 
-def gather_top16(bits: np.ndarray, table: np.ndarray, low: int) -> np.ndarray:
-    """table[2 * (bits >> low) + (low bits != 0)], in cache-sized chunks."""
+def gather_top16(bits: np.ndarray, table: np.ndarray, low: int, out: np.ndarray | None = None) -> np.ndarray:
+    """table[2 * (bits >> low) + (low bits != 0)], in cache-sized chunks (into ``out`` where given)."""
     ut = bits.dtype.type
-    out = np.empty(bits.shape, dtype=table.dtype)
+    out = _out(bits, table, out)
     n = min(bits.size, GATHER_CHUNK)
-    idx, sticky, w = np.empty(n, dtype=np.intp), np.empty(n, dtype=bool), np.empty(n, dtype=bits.dtype)
+    idx, sticky = scratch("encode.idx", n, np.intp), scratch("encode.sticky", n, bool)
+    w = scratch("encode.bits", n, bits.dtype)
     for start in range(0, bits.size, GATHER_CHUNK):
         b = bits[start:start + GATHER_CHUNK]
         i, st, ww = idx[: b.size], sticky[: b.size], w[: b.size]

@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from ..errors import QrefError
 
 ENV = "QREF_NUM_THREADS"
@@ -133,6 +135,27 @@ def run_chunks(work: Callable[[int, int], None], units: int, unit_elements: int 
         raise err
 
 
+SCRATCH_MAX = 1 << 23  # bytes: a scratch request above this gets a fresh array (nothing that large is kept)
+_scratch = threading.local()
+
+
+def scratch(site: str, n: int, dtype: object) -> np.ndarray:
+    """An uninitialised 1-D buffer of ``n`` elements of ``dtype``, kept for the calling thread and ``site`` (a
+    name unique to the caller) and handed out again on its next call (performance.md §6.3.2): a fresh
+    temporary of a few MB costs its page faults (the kernel zeroes every page) on every call, a kept one once
+    per thread. Valid until the same thread asks for ``site`` again: never return it, or a view of it, to a
+    caller. Each thread keeps at most one buffer per site, of at most SCRATCH_MAX bytes."""
+    dt = np.dtype(dtype)
+    nbytes = n * dt.itemsize
+    if nbytes > SCRATCH_MAX:
+        return np.empty(n, dtype=dt)
+    bufs: dict[str, np.ndarray] = _scratch.__dict__.setdefault("bufs", {})
+    buf = bufs.get(site)
+    if buf is None or buf.nbytes < nbytes:
+        buf = bufs[site] = np.empty(nbytes, dtype=np.uint8)
+    return buf[:nbytes].view(dt)
+
+
 PIECE = 1 << 18  # elements per piece of a chunk: bounds a kernel's temporaries (memory, performance.md §6)
 
 
@@ -148,4 +171,4 @@ def pieces(lo: int, hi: int, unit_elements: int = 1, piece: int = PIECE) -> Iter
 
 
 __all__ = ["ENV", "MIN_CHUNK", "PIECE", "THRESHOLD", "chunk_bounds", "cores", "pieces", "resolve_threads",
-           "run_chunks", "thread_limit"]
+           "run_chunks", "scratch", "thread_limit"]

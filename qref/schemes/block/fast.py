@@ -38,6 +38,7 @@ import numpy as np
 from ...core import arith as fp
 from ...core.decode import decode, target_format
 from ...core.encode import CHUNK
+from ...core.parallel import scratch
 from ...formats import FloatFormat, IntFormat
 from ...formats.block import BlockFormat
 from ...profiles.block import FloatScaleRules, KindRules, MXRules, ScaledRules
@@ -82,17 +83,19 @@ def block_chunks(nb: int, k: int) -> list[tuple[int, int]]:
 
 
 class Workspace:
-    """Buffers reused by every chunk of one call: (bits << 1) for the amax, scaled values y, keys."""
+    """Buffers reused by every chunk of a call, and kept for the thread across calls (parallel.scratch):
+    (bits << 1) for the amax, scaled values y, keys."""
 
     def __init__(self, xb: np.ndarray, k: int) -> None:
         self.k = k
         self.R = rows_per_chunk(k)
         n = min(xb.shape[0], self.R) * k
         self.ut = U32 if xb.dtype.itemsize == 4 else U16
-        self.shift = np.empty(n, dtype=self.ut)
-        self.half = np.empty(n // 2 + 1, dtype=self.ut)
-        self.y = np.empty(n, dtype=np.float32)
-        self.keys = np.empty(n, dtype=U32)
+        self.shift = scratch("block.shift", n, self.ut)
+        self.half = scratch("block.half", n // 2 + 1, self.ut)
+        self.y = scratch("block.y", n, np.float32)
+        self.keys = scratch("block.keys", n, U32)
+        self.idx = scratch("block.idx", n, np.intp)
         self.starts = np.arange(0, n, k)
 
     def rows(self, b0: int, b1: int) -> list[tuple[int, int]]:
@@ -117,7 +120,8 @@ class Workspace:
             t = self.shift[:n]
             np.left_shift(bits[r0:r1].reshape(-1), one, out=t)
             if not tree:
-                np.maximum.reduceat(t, self.starts[: r1 - r0], out=out[r0:r1])
+                # no out=: numpy 2.4's reduceat holds the GIL with an out argument (performance.md §6.3.2)
+                out[r0:r1] = np.maximum.reduceat(t, self.starts[: r1 - r0])
                 continue
             src, spare = t, self.half
             while n > 2 * (r1 - r0):  # ping-pong between two buffers (no overlapping operands)
@@ -165,6 +169,16 @@ def round_float32_to(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def pow2_float32(e: np.ndarray) -> np.ndarray:
     """2^e as float32 for integer e in [-126, 127] (normal range: the bit pattern (e + 127) << 23)."""
     return ((np.asarray(e) + 127).astype(U32) << U32.type(23)).view(np.float32)
+
+
+def take_via(table: np.ndarray, index: np.ndarray, out: np.ndarray, buf: np.ndarray | None) -> np.ndarray:
+    """table[index] into ``out``, the index (below table.size) cast to intp in ``buf`` where given: np.take
+    would otherwise allocate (and fault in) an intp copy of the index on every call."""
+    if buf is not None:
+        i = buf[: index.size].reshape(index.shape)
+        np.copyto(i, index, casting="unsafe")
+        index = i
+    return np.take(table, index, out=out, mode="wrap")  # every index is below the table size
 
 
 def sticky_key(yb: np.ndarray, low: int, out: np.ndarray) -> np.ndarray:
@@ -306,11 +320,12 @@ class MXPlan:
     y_limit: float
     src: np.dtype
 
-    def codes_of(self, y: np.ndarray, out: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    def codes_of(self, y: np.ndarray, out: np.ndarray, keys: np.ndarray, idx: np.ndarray | None = None
+                 ) -> np.ndarray:
         """Element codes of float32 scaled values y (this plan's table step), into ``out``."""
-        idx = sticky_key(y.view(U32), self.low, keys[: y.size]) if self.mode == "f32" else \
+        key = sticky_key(y.view(U32), self.low, keys[: y.size]) if self.mode == "f32" else \
             round_float32_to(y, self.C)
-        return np.take(self.table, idx, out=out, mode="wrap")  # every index is below the table size
+        return take_via(self.table, key, out, idx)
 
 
 class RowTable:
@@ -340,7 +355,7 @@ class RowTable:
 
     def gather(self, x16: np.ndarray, row: np.ndarray, idx: np.ndarray, out: np.ndarray) -> np.ndarray:
         """rows[row[i] * 65536 + x16[i, j]] for a (r, k) block of 16-bit patterns and per-row row numbers."""
-        base = row.astype(U32) << U32.type(16)
+        base = row.astype(np.intp) << 16
         np.add(x16.view(U16), base[:, None], out=idx.reshape(x16.shape))
         return np.take(self.rows, idx, out=out, mode="wrap")  # every index is below the table size
 
@@ -470,12 +485,12 @@ def quantize_mx_fast(rules: MXRules, f: BlockFormat, xb: np.ndarray) -> tuple[di
                 row = np.where(fast, e_div - plan.e_lo, 0)
                 t16.ensure(row)
                 for r0, r1 in work.rows(b0, b1):
-                    t16.gather(xb[r0:r1], row[r0 - b0:r1 - b0], work.key((r1 - r0) * k),
+                    t16.gather(xb[r0:r1], row[r0 - b0:r1 - b0], work.idx[: (r1 - r0) * k],
                                codes[r0:r1].reshape(-1))
             else:
                 for r0, r1 in work.rows(b0, b1):
                     y = work.scaled(xb[r0:r1], p[r0 - b0:r1 - b0])
-                    plan.codes_of(y, codes[r0:r1].reshape(-1), work.keys)
+                    plan.codes_of(y, codes[r0:r1].reshape(-1), work.keys, work.idx)
             if rows.any():
                 unspec[b0:b1][rows] = True
             scales[b0:b1] = byte
@@ -629,7 +644,7 @@ def quantize_float_scaled_fast(rules: FloatScaleRules, f: BlockFormat, xb: np.nd
                 n = (r1 - r0) * k
                 out = codes[r0:r1].reshape(-1)
                 if rows16 is not None:
-                    rows16.gather(xb[r0:r1], row[r0 - b0:r1 - b0], work.key(n), out)
+                    rows16.gather(xb[r0:r1], row[r0 - b0:r1 - b0], work.idx[:n], out)
                     continue
                 y = work.y[:n]
                 y2 = y.reshape(r1 - r0, k)
@@ -639,7 +654,7 @@ def quantize_float_scaled_fast(rules: FloatScaleRules, f: BlockFormat, xb: np.nd
                         np.multiply(y, enc, out=y)
                 else:
                     np.multiply(to_float32(xb[r0:r1]), factor[r0 - b0:r1 - b0, None], out=y2)
-                np.take(ktable, sticky_key(y.view(U32), low, work.key(n)), out=out, mode="wrap")
+                take_via(ktable, sticky_key(y.view(U32), low, work.key(n)), out, work.idx)
                 fr = far_rows[r0 - b0:r1 - b0]
                 if fr.any():
                     far_y.append((r0 + np.flatnonzero(fr), y2[fr].copy()))
@@ -699,7 +714,7 @@ def dequantize_fast(rules: KindRules, f: BlockFormat, codes: np.ndarray, scales:
     nb, k = codes.shape
     out = np.empty((nb, k), dtype=table.dtype)
     R = rows_per_chunk(k)
-    idx = np.empty(min(nb, R) * k, dtype=U32)
+    idx = scratch("block.dequantize_idx", min(nb, R) * k, np.intp)
     sc = scales.reshape(-1).astype(U32) << U32.type(bits)
     for r0 in range(0, nb, R):
         r1 = min(nb, r0 + R)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ...core.arith import flush
+from ...core.parallel import scratch
 from ...formats import IntFormat
 from ...profiles.uniform import ROUNDINGS as _ROUND_MODES
 from .reference import reciprocal, scale_in, wrapped_zero_points
@@ -355,8 +356,8 @@ def quantize_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.nda
     Zb = np.broadcast_to(Zb, sshape) if sshape else Zb.reshape(())
     pieces = list(_pieces(x.shape, sshape, KCHUNK))
     size = max(math.prod(x[ix].shape) for ix, _ in pieces[:2])
-    buf = np.empty(size, dtype=_F32)
-    bits = np.empty(size, dtype=np.uint32) if mode == "nearest_away" else None
+    buf = scratch("uniform.buf", size, _F32)  # kept for the thread across calls (parallel.scratch)
+    bits = scratch("uniform.bits", size, np.uint32) if mode == "nearest_away" else None
     # a range flag needs a value outside the storage range (or int32): none after the float clamp to [lo, hi]
     check_range = A.conversion != "saturate" and not skip_clamp
     with _kernel_state():
@@ -450,8 +451,8 @@ def _range_float32(s: UniformRecord, arr: np.ndarray, S: np.ndarray, Z: np.ndarr
     sshape = il.shape if il.ndim == x.ndim else ()
     pieces = list(_pieces(x.shape, sshape, KCHUNK))
     size = max(math.prod(x[ix].shape) for ix, _ in pieces[:2])
-    buf = np.empty(size, dtype=_F32)
-    mask = np.empty(size, dtype=bool)
+    buf = scratch("uniform.buf", size, _F32)  # kept for the thread across calls (parallel.scratch)
+    mask = scratch("uniform.mask", size, bool)
     z0 = np.zeros((), dtype=np.int64)
     mode = A.rounding
     f_lo, big = f32(lo), f32(2.0**62)
@@ -538,7 +539,7 @@ def dequantize_float(s: UniformRecord, codes: np.ndarray, S: np.ndarray, Z: np.n
     zf = np.broadcast_to(zf, sshape) if sshape else zf.reshape(())
     pieces = list(_pieces(c.shape, sshape, KCHUNK))
     direct = md == out_dt
-    buf = None if direct else np.empty(max(math.prod(c[ix].shape) for ix, _ in pieces[:2]), dtype=md)
+    buf = None if direct else scratch("uniform.dequantize_buf", max(math.prod(c[ix].shape) for ix, _ in pieces[:2]), md)
     with _kernel_state():
         for ix, six in pieces:
             cp = c[ix]
