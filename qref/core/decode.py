@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import QrefError
 from ..formats import FloatFormat, Format, IntFormat, get_format
 from ..formats.policy import CastPolicy
-from .encode import CHUNK, GATHER_CHUNK, encode_exact
+from .encode import CHUNK, GATHER_CHUNK, encode_exact, take_via
 from .exact import FINITE, INF, NAN, U64, ZERO, Exact
 from .parallel import run_chunks, scratch, thread_limit
 
@@ -117,11 +117,8 @@ def gather_codes(codes: np.ndarray, table: np.ndarray, out: np.ndarray | None = 
     out = np.empty(codes.shape, dtype=table.dtype) if out is None else out
     flat, o = codes.reshape(-1), out.reshape(-1)
     idx = scratch("decode.idx", min(flat.size, GATHER_CHUNK), np.intp)
-    for start in range(0, flat.size, GATHER_CHUNK):
-        c = flat[start:start + GATHER_CHUNK]
-        i = idx[: c.size]
-        np.copyto(i, c, casting="unsafe")  # checked to lie in [0, 2^bits), bits <= 16
-        np.take(table, i, out=o[start:start + GATHER_CHUNK], mode="clip")  # in range: no per-index check
+    for start in range(0, flat.size, GATHER_CHUNK):  # codes checked to lie in [0, 2^bits), bits <= 16
+        take_via(table, flat[start:start + GATHER_CHUNK], o[start:start + GATHER_CHUNK], idx)
     return out
 
 

@@ -427,6 +427,16 @@ def _out(bits: np.ndarray, table: np.ndarray, out: np.ndarray | None) -> np.ndar
     return np.empty(bits.shape, dtype=table.dtype) if out is None else out
 
 
+def take_via(table: np.ndarray, index: np.ndarray, out: np.ndarray, buf: np.ndarray | None) -> np.ndarray:
+    """table[index] into ``out`` for indices in [0, table.size), cast first into the intp buffer ``buf`` where
+    given: np.take casts an index of any other dtype into a new intp array (fresh pages) on every call."""
+    if buf is not None:
+        i = buf[: index.size].reshape(index.shape)
+        np.copyto(i, index, casting="unsafe")  # in [0, table.size): exact in intp
+        index = i
+    return np.take(table, index, out=out, mode="clip")  # in range: no per-index check
+
+
 def gather16(bits: np.ndarray, table: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """table[bits] for 16-bit patterns (into ``out`` where given), in chunks through one intp buffer kept for
     the thread (parallel.scratch): np.take on a uint16 index would allocate (and fault in) an intp copy of the
@@ -435,10 +445,7 @@ def gather16(bits: np.ndarray, table: np.ndarray, out: np.ndarray | None = None)
     flat, o = bits.reshape(-1), out.reshape(-1)
     idx = scratch("encode.idx", min(flat.size, GATHER_CHUNK), np.intp)
     for start in range(0, flat.size, GATHER_CHUNK):
-        b = flat[start:start + GATHER_CHUNK]
-        i = idx[: b.size]
-        np.copyto(i, b, casting="safe")
-        np.take(table, i, out=o[start:start + GATHER_CHUNK], mode="clip")  # in range: no per-index check
+        take_via(table, flat[start:start + GATHER_CHUNK], o[start:start + GATHER_CHUNK], idx)
     return out
 
 
@@ -476,13 +483,12 @@ def gather_top16_jam(bits: np.ndarray, table: np.ndarray, low: int, out: np.ndar
     mask = ut((1 << low) - 1)
     for start in range(0, bits.size, GATHER_CHUNK):
         b = bits[start:start + GATHER_CHUNK]
-        w, i = t[: b.size], idx[: b.size]
+        w = t[: b.size]
         np.bitwise_and(b, mask, out=w)
         w += mask
         w |= b
         w >>= ut(low)
-        np.copyto(i, w, casting="unsafe")  # < 2^16: exact in intp
-        np.take(table, i, out=out[start:start + GATHER_CHUNK], mode="clip")  # in range: no per-index check
+        take_via(table, w, out[start:start + GATHER_CHUNK], idx)  # w < 2^16
     return out
 
 
@@ -514,4 +520,4 @@ def stochastic_random_bits(shape: tuple[int, ...], nbits: int, random_bits: obje
 
 __all__ = ["CHUNK", "GATHER_CHUNK", "SMALL", "build_policy", "encode", "encode_exact", "encode_flat",
            "encode_float_exact", "encode_int_exact", "gather16", "gather_top16", "gather_top16_jam",
-           "random_bits_from_seed", "stochastic_random_bits", "top16_jam_eligible", "top16_table_eligible"]
+           "random_bits_from_seed", "stochastic_random_bits", "take_via", "top16_jam_eligible", "top16_table_eligible"]

@@ -37,7 +37,7 @@ import numpy as np
 
 from ...core import arith as fp
 from ...core.decode import decode, target_format
-from ...core.encode import CHUNK
+from ...core.encode import CHUNK, take_via
 from ...core.parallel import scratch
 from ...formats import FloatFormat, IntFormat
 from ...formats.block import BlockFormat
@@ -169,16 +169,6 @@ def round_float32_to(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def pow2_float32(e: np.ndarray) -> np.ndarray:
     """2^e as float32 for integer e in [-126, 127] (normal range: the bit pattern (e + 127) << 23)."""
     return ((np.asarray(e) + 127).astype(U32) << U32.type(23)).view(np.float32)
-
-
-def take_via(table: np.ndarray, index: np.ndarray, out: np.ndarray, buf: np.ndarray | None) -> np.ndarray:
-    """table[index] into ``out``, the index (below table.size) cast to intp in ``buf`` where given: np.take
-    would otherwise allocate (and fault in) an intp copy of the index on every call."""
-    if buf is not None:
-        i = buf[: index.size].reshape(index.shape)
-        np.copyto(i, index, casting="unsafe")
-        index = i
-    return np.take(table, index, out=out, mode="wrap")  # every index is below the table size
 
 
 def sticky_key(yb: np.ndarray, low: int, out: np.ndarray) -> np.ndarray:
