@@ -157,10 +157,20 @@ def round_magnitude(s: Spec, a: Fraction, negative: bool, mode: str, rbits: int 
 
 def oracle_encode(grid: Grid, x, mode: str = "nearest_even", overflow: str | None = None, nan: str | None = None,
                   subnormals: str = "keep", rbits: int | None = None, nbits: int | None = None,
-                  prepared=None, unsigned_negative: str = "zero") -> int:
+                  prepared=None, unsigned_negative: str = "zero", nan_code_rule: str = "canonical",
+                  absent_zero: str = "nan") -> int:
     """Code of x (a Fraction, or float nan/inf, or the string '-0') under the policy (elements.md §2.4-2.7);
-    unsigned_negative: what a negative nonzero value or -Inf gives in an unsigned format ("zero" or "nan")."""
+    unsigned_negative: what a negative nonzero value or -Inf gives in an unsigned format ("zero" or "nan"; or
+    "magnitude": the sign is dropped first); nan_code_rule: "canonical" or "all_ones" (which NaN code);
+    absent_zero: what 0 gives in a format without zero ("nan" or "min")."""
     s = grid.s
+    if unsigned_negative == "magnitude" and not s.signed:  # elements.md §2.4: the sign bit is ignored
+        if isinstance(x, float):
+            x = abs(x)
+        elif x == "-0":
+            x = Fraction(0)
+        else:
+            x = abs(x)
     sign_bit = 1 << (s.K - 1) if s.signed else 0
     has_nan, has_inf = bool(grid.nan_codes), bool(grid.inf_codes)
     overflow = overflow or ("inf" if has_inf else "nan" if has_nan else "saturate")
@@ -169,10 +179,10 @@ def oracle_encode(grid: Grid, x, mode: str = "nearest_even", overflow: str | Non
 
     def nan_code(negative: bool) -> int:
         """The canonical NaN (elements.md §1.1): IEEE quiet NaN, all-ones magnitude, or the -0 code."""
-        if s.nan == "ieee":
-            pos = (((1 << s.E) - 1) << s.M) | (1 << (s.M - 1))
-        elif s.nan == "all_ones":
+        if nan_code_rule == "all_ones" or s.nan == "all_ones":
             pos = (1 << (s.E + s.M)) - 1
+        elif s.nan == "ieee":
+            pos = (((1 << s.E) - 1) << s.M) | (1 << (s.M - 1))
         else:
             pos = sign_bit
         if negative and s.signed and s.nan in ("ieee", "all_ones"):
@@ -181,7 +191,7 @@ def oracle_encode(grid: Grid, x, mode: str = "nearest_even", overflow: str | Non
 
     def zero_code(negative: bool) -> int:
         if not s.zero:
-            return nan_code(False)
+            return grid.code_of[grid.min_pos] if absent_zero == "min" else nan_code(False)
         if negative and grid.neg_zero is not None:
             return grid.neg_zero
         return 0

@@ -117,6 +117,53 @@ def test_specials_and_flush_against_oracle(name: str) -> None:
         assert list(qref.encode(sub, fmt, subnormals="flush")) == want
 
 
+@pytest.mark.parametrize("name", ["float8_e5m2", "float8_e4m3fn", "float8_e4m3", "float8_e3m4",
+                                  "float8_e8m0fnu", "binary6p2ue", "binary5p5uf", "float8_e6m1"])
+def test_nan_code_unsigned_magnitude_and_absent_zero_against_oracle(name: str) -> None:
+    """The policy fields nan_code, unsigned_negative="magnitude" and absent_zero (elements.md §2.4, §2.7) on
+    boundary points, random values and specials, both signs; float32 inputs take the table path."""
+    fmt = qref.get_format(name)
+    g = Grid(spec_of(fmt))
+    x, _ = inputs_for(name, 4000)
+    x = np.concatenate([x, [math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0]])
+    options = [{}]
+    if fmt.nan in ("ieee", "all_ones"):
+        options.append({"nan_code": "all_ones"})
+    if not fmt.signed:
+        options += [{"unsigned_negative": "magnitude"}, {"unsigned_negative": "magnitude", "overflow": "saturate"}]
+    if not fmt.zero and not fmt.signed:
+        options += [{"absent_zero": "min"}, {"absent_zero": "min", "unsigned_negative": "magnitude"}]
+    assert len(options) > 1
+    for opt in options:
+        pol = qref.CastPolicy(**opt)
+        rp = pol.resolve(fmt)
+        want = np.array([oracle_encode(g, frac(v) if math.isfinite(v) else v, "nearest_even", rp.overflow,
+                                       rp.nan, unsigned_negative=pol.unsigned_negative,
+                                       nan_code_rule=pol.nan_code, absent_zero=pol.absent_zero) for v in x],
+                        dtype=np.uint64)
+        got = qref.encode(x, fmt, profile=pol).astype(np.uint64)
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, (name, opt, [(x[i], int(want[i]), int(got[i])) for i in bad[:5]])
+        with np.errstate(over="ignore"):
+            ok32 = x.astype(np.float32).astype(np.float64) == x
+        ok32 |= np.isnan(x)
+        got32 = qref.encode(np.resize(x[ok32].astype(np.float32), 1 << 18), fmt, profile=pol).astype(np.uint64)
+        assert np.array_equal(got32, np.resize(want[ok32], 1 << 18)), (name, opt, "float32 table path")
+
+
+def test_new_policy_fields_reject_formats_they_do_not_fit() -> None:
+    with pytest.raises(qref.QrefError, match="unsigned_negative='magnitude' is for unsigned formats"):
+        qref.encode(np.array([1.0]), "float8_e4m3fn", profile=qref.CastPolicy(unsigned_negative="magnitude"))
+    with pytest.raises(qref.QrefError, match=r"nan_code='all_ones'.*negative_zero"):
+        qref.encode(np.array([1.0]), "float8_e4m3fnuz", profile=qref.CastPolicy(nan_code="all_ones"))
+    with pytest.raises(qref.QrefError, match="absent_zero='min' is for unsigned formats without zero"):
+        qref.encode(np.array([1.0]), "float8_e5m2", profile=qref.CastPolicy(absent_zero="min"))
+    with pytest.raises(qref.QrefError, match="integer storage"):
+        qref.encode(np.array([1.0]), "int8", profile=qref.CastPolicy(nan_code="all_ones"))
+    with pytest.raises(qref.QrefError, match="NaN code"):
+        qref.CastPolicy(nan_code="quiet")
+
+
 @pytest.mark.parametrize("name", ["int8", "uint8", "int4", "uint4", "int2", "int16", "uint16", "int32",
                                   "int8<-127:127>", "uint4<1:14>"])
 def test_integer_storage_against_oracle(name: str) -> None:

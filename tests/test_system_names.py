@@ -22,6 +22,7 @@ ALLOWED = {
     ("analysis/sweep.py", "ml_dtypes"): "sweep --against <system> runs that system (it imports it)",
     ("analysis/sweep.py", "jax"): "sweep --against <system> runs that system (it imports it)",
     ("analysis/sweep.py", "mlx"): "sweep --against <system> runs that system (it imports it)",
+    ("analysis/sweep.py", "torch"): "sweep --against <system> runs that system (it imports it)",
     ("harness/runner.py", "jax"): "whether the jax module is already imported (sys.modules), before pinning XLA",
     ("harness/families/recipes.py", "flax"): "the scale formula key stored in committed cases (recipes/scaling.py "
                                               "formula='flax'), read from the case, not a system chosen here",

@@ -3,7 +3,8 @@ the torch cast targets of the harness (qref/harness/adapters/_torch_casts.py). R
 
 The expected codes of the named inputs are worked out by hand from the formats (E4M3FN max 448 = 0x7E, E8M0
 byte = 127 + log2 of the power of two); the sweeps compare torch (the independent implementation) with
-``qref.encode(x, fmt, profile="torch")`` after the documented unmodelled rules D1-D2.
+``qref.encode(x, fmt, profile="torch")`` code for code (the E5M2 NaN code and the E8M0 sign and zero rules
+included: nan_code, unsigned_negative, absent_zero).
 """
 
 from __future__ import annotations
@@ -31,16 +32,8 @@ def _codes(x: np.ndarray, fmt: str, fn=None) -> np.ndarray:
 
 
 def _model(x: np.ndarray, fmt: str) -> np.ndarray:
-    """qref's torch profile plus D1 (E5M2 NaN 0x7F) and D2 (E8M0: sign ignored, 0 -> 0x00)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        x64 = x.astype(np.float32).astype(np.float64) if x.dtype == np.float64 else x.astype(np.float64)
-    if fmt == "float8_e8m0fnu":
-        y = qref.encode(np.abs(x), fmt, profile="torch").astype(np.uint8)
-        return np.where(x64 == 0, np.uint8(0), y)
-    y = qref.encode(x, fmt, profile="torch").astype(np.uint8)
-    if fmt == "float8_e5m2":
-        y = np.where(np.isnan(x64), np.where(np.signbit(x64), 0xFF, 0x7F), y).astype(np.uint8)
-    return y
+    """qref's torch profile (elements.md §6.5), nothing added."""
+    return qref.encode(x, fmt, profile="torch").astype(np.uint8)
 
 
 @pytest.mark.parametrize("x, fmt, code", [
@@ -53,9 +46,12 @@ def _model(x: np.ndarray, fmt: str) -> np.ndarray:
     (np.float32(1.5), "float8_e8m0fnu", 0x80), (np.float32(3.0), "float8_e8m0fnu", 0x81),
     (np.float32(-4.0), "float8_e8m0fnu", 0x81), (np.float32(0.0), "float8_e8m0fnu", 0x00),
     (np.float32(np.inf), "float8_e8m0fnu", 0xFF), (np.float32(1.5 * 2.0**127), "float8_e8m0fnu", 0xFF),
+    (np.float32(-np.nan), "float8_e5m2", 0xFF), (np.float32(-0.0), "float8_e8m0fnu", 0x00),
+    (np.float32(-np.inf), "float8_e8m0fnu", 0xFF), (np.float32(-2.0**-127), "float8_e8m0fnu", 0x00),
 ])
 def test_named_inputs(x, fmt, code):
     assert int(_codes(np.array([x]), fmt)[0]) == code
+    assert int(_model(np.array([x]), fmt)[0]) == code
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -26,7 +26,7 @@ from ..formats import FloatFormat, Format, get_format
 
 SOURCES = {"float32": (32, np.uint32, np.float32), "float16": (16, np.uint16, np.float16),
            "bfloat16": (16, np.uint16, ml_dtypes.bfloat16)}
-AGAINST = ("ml_dtypes", "reference", "jax", "mlx")
+AGAINST = ("ml_dtypes", "reference", "jax", "mlx", "torch")
 CHUNK_BITS = 22  # 4 Mi inputs per task: ~20 MB of temporaries
 
 
@@ -110,6 +110,17 @@ def _other_codes(against: str, x: np.ndarray, fmt: Format, policy: Any) -> np.nd
         if fmt.name != "float8_e4m3fn":
             raise QrefError("MLX converts to float8_e4m3fn only (mx.to_fp8)")
         return np.asarray(mx.to_fp8(mx.array(x)))
+    if against == "torch":
+        import torch
+
+        dt = getattr(torch, fmt.name, None)
+        if not isinstance(dt, torch.dtype) or fmt.bits != 8:
+            raise QrefError(f"torch has no tensor.to() cast to {fmt.name}; sweep it --against ml_dtypes or reference")
+        torch.set_num_threads(1)  # the sweep's processes already use every core
+        t = torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16) \
+            if x.dtype == ml_dtypes.bfloat16 else torch.from_numpy(np.ascontiguousarray(x))
+        y = t.to(dt)  # tensor.to: the CPU kernel of the installed torch
+        return y.view(torch.uint8).numpy()
     raise unknown_name("sweep backend", against, AGAINST)
 
 

@@ -105,6 +105,10 @@ def policy_record(policy: CastPolicy | ResolvedPolicy, fmt: Format | str) -> dic
         rec["int_cast"] = p.int_cast
     if p.unsigned_negative != "zero":  # likewise (elements.md §2.4 C7)
         rec["unsigned_negative"] = p.unsigned_negative
+    if p.nan_code != "canonical":  # likewise (elements.md §2.7)
+        rec["nan_code"] = p.nan_code
+    if p.absent_zero != "nan":  # likewise (elements.md §2.7)
+        rec["absent_zero"] = p.absent_zero
     return rec
 
 

@@ -20,7 +20,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import QrefError
-from ..formats.policy import INT_CASTS, NAN_POLICIES, OVERFLOW_POLICIES, ROUNDING_MODES
+from ..formats.policy import (
+    ABSENT_ZERO,
+    INT_CASTS,
+    NAN_CODES,
+    NAN_POLICIES,
+    OVERFLOW_POLICIES,
+    ROUNDING_MODES,
+    UNSIGNED_NEGATIVE,
+)
 from .case import ID_RE, NAME_RE, POLICY_KEYS, STORAGE, WORD_RE
 
 SCHEMA_VERSION = 1
@@ -71,8 +79,11 @@ _POLICY = {
         "stochastic_bits": {"type": ["integer", "null"], "minimum": 1},
         "int_cast": {"type": "string", "description": "integer storage only, recorded when not 'direct' "
                                                       "(elements.md §2.9)"},
-        "unsigned_negative": {"enum": ["zero", "nan"], "description": "unsigned formats, recorded when not "
-                                                                     "'zero' (elements.md §2.4)"},
+        "unsigned_negative": {"enum": list(UNSIGNED_NEGATIVE), "description": "unsigned formats, recorded when "
+                                                                             "not 'zero' (elements.md §2.4)"},
+        "nan_code": {"enum": list(NAN_CODES), "description": "recorded when not 'canonical' (elements.md §2.7)"},
+        "absent_zero": {"enum": list(ABSENT_ZERO), "description": "formats without zero, recorded when not 'nan' "
+                                                                 "(elements.md §2.7)"},
     },
 }
 _CASE = {

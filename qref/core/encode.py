@@ -52,10 +52,13 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
     pol = rp.policy
     if pol.input_subnormals == "zero":
         ex = ex.flush_subnormal_inputs()
+    if pol.unsigned_negative == "magnitude":  # the sign bit is ignored (elements.md §2.4)
+        ex = Exact(ex.cls, np.zeros_like(ex.neg), ex.sig, ex.exp, ex.subnormal)
     M = fmt.mantissa_bits
     sign = np.where(ex.neg, U64(fmt.sign_mask), U64(0))
     out = np.zeros(len(ex), dtype=U64)
-    nan_code = U64(fmt.nan_code) if fmt.has_nan else None
+    nan_code = None if not fmt.has_nan else U64(fmt.nan_code if pol.nan_code == "canonical" else
+                                                 fmt.sign_mask - 1 if fmt.signed else (1 << fmt.bits) - 1)
 
     def nan_with_sign(neg: np.ndarray) -> np.ndarray:
         assert nan_code is not None
@@ -101,8 +104,8 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
     # -- zeros -------------------------------------------------------------------------------------------
     zero = ex.cls == ZERO
     if zero.any():
-        if not fmt.zero:
-            zval = np.full(len(ex), nan_code, dtype=U64)
+        if not fmt.zero:  # elements.md §2.7: the NaN code, or the smallest code (absent_zero="min")
+            zval = np.full(len(ex), nan_code if pol.absent_zero == "nan" else U64(0), dtype=U64)
         elif fmt.has_negative_zero:
             zval = sign
         else:

@@ -36,7 +36,9 @@ SUBNORMAL_POLICIES = ("keep", "flush")
 INPUT_SUBNORMAL_POLICIES = ("keep", "zero")
 NAN_POLICIES = ("keep_sign", "positive", "flipped_sign_zero", "zero", "max", "error")
 SOURCE_POLICIES = ("exact", "via_float32", "via_float16")
-UNSIGNED_NEGATIVE = ("zero", "nan")  # what a negative nonzero value or -Inf becomes in an unsigned format
+UNSIGNED_NEGATIVE = ("zero", "nan", "magnitude")  # what a negative value becomes in an unsigned format
+NAN_CODES = ("canonical", "all_ones")  # which NaN code a NaN result is written as (elements.md §2.7)
+ABSENT_ZERO = ("nan", "min")  # what +-0 becomes in a format without zero (elements.md §2.7)
 INT_CASTS = (
     "direct",                 # the policies act on the exact value (elements.md §2.9)
     "via_int32_x86",          # x86-64 cvtt to int32 first: NaN, +-Inf, |trunc x| >= 2^31 -> 0x80000000; then overflow
@@ -67,7 +69,13 @@ class CastPolicy:
         overflow to +-Inf, NaN keeping its sign; float64 to float32 first; float targets only: elements.md §2.12).
     stochastic_bits: N, the number of random bits per element for the stochastic modes.
     unsigned_negative: unsigned formats only: a negative nonzero value or -Inf becomes "zero" ([P3109] clamps at
-        0; NaN in a format without zero) or "nan" (the NaN code, as ml_dtypes 0.7's float8_e5m3fnu).
+        0; NaN in a format without zero) or "nan" (the NaN code, as ml_dtypes 0.7's float8_e5m3fnu); "magnitude":
+        the sign bit is ignored, every negative input (-0, -Inf and -NaN included) is encoded as its magnitude.
+    nan_code: which code a NaN result is written as where the format has several: "canonical" (default: the
+        format's canonical quiet NaN, e.g. E5M2 0x7E / 0xFE) or "all_ones" (exponent and fraction all ones,
+        E5M2 0x7F / 0xFF; the same code where the canonical NaN is all ones already, E4M3FN, E8M0).
+    absent_zero: formats without zero (E8M0) only: what +-0 becomes: "nan" (default: the NaN code) or "min"
+        (the smallest code, 2^-127 in E8M0).
     int_cast: integer storage only: "direct" (default) or the C conversion through int32 on x86-64
         ("via_int32_x86", "via_int32_x86_checked"; elements.md §2.9): rounding must be "toward_zero"; NaN,
         +-Inf and values outside int32 give the int32 indefinite value 0x80000000 before the overflow policy.
@@ -82,6 +90,8 @@ class CastPolicy:
     stochastic_bits: int | None = None
     int_cast: str = "direct"
     unsigned_negative: str = "zero"
+    nan_code: str = "canonical"
+    absent_zero: str = "nan"
 
     def __post_init__(self) -> None:
         check_choice("rounding mode", self.rounding, ROUNDING_MODES)
@@ -94,6 +104,8 @@ class CastPolicy:
         check_choice("source policy", self.source, SOURCE_POLICIES)
         check_choice("integer cast", self.int_cast, INT_CASTS)
         check_choice("unsigned negative policy", self.unsigned_negative, UNSIGNED_NEGATIVE)
+        check_choice("NaN code", self.nan_code, NAN_CODES)
+        check_choice("absent zero policy", self.absent_zero, ABSENT_ZERO)
         if self.int_cast != "direct" and self.rounding != "toward_zero":
             raise QrefError(f"int_cast={self.int_cast!r} is a truncating C conversion; it needs "
                             f"rounding='toward_zero', got {self.rounding!r}")
@@ -131,6 +143,9 @@ class CastPolicy:
                 raise QrefError(f"overflow='zero' needs 0 in the storage range; {fmt.name} is [{fmt.lo}, {fmt.hi}]")
             if self.rounding == "exponent_carry":
                 raise QrefError("rounding='exponent_carry' is for exponent-only float formats, not integer storage")
+            if (self.nan_code, self.absent_zero) != ("canonical", "nan"):
+                raise QrefError(f"nan_code and absent_zero are for float formats; integer storage ({fmt.name}) has "
+                                "no NaN code and always has a zero: leave them at 'canonical' and 'nan'")
             nan = self.nan or "zero"
             if nan not in ("zero", "error"):
                 raise QrefError(f"nan={nan!r} is not available for integer storage (use 'zero' or 'error')")
@@ -147,6 +162,14 @@ class CastPolicy:
         if self.unsigned_negative == "nan" and (fmt.signed or not fmt.has_nan):
             raise QrefError(f"unsigned_negative='nan' is for unsigned formats with a NaN code; {fmt.name} is "
                             + ("signed" if fmt.signed else "without NaN"))
+        if self.unsigned_negative == "magnitude" and fmt.signed:
+            raise QrefError(f"unsigned_negative='magnitude' is for unsigned formats; {fmt.name} is signed")
+        if self.nan_code == "all_ones" and fmt.nan not in ("ieee", "all_ones"):
+            raise QrefError(f"nan_code='all_ones' is for formats whose NaN codes include the all-ones pattern "
+                            f"(IEEE-style and 'all_ones' NaN); {fmt.name} has NaN encoding {fmt.nan!r}")
+        if self.absent_zero == "min" and (fmt.zero or fmt.signed):
+            raise QrefError(f"absent_zero='min' is for unsigned formats without zero (float8_e8m0fnu); {fmt.name} "
+                            + ("has a zero" if fmt.zero else "is signed"))
         if overflow == "nan" and not fmt.has_nan:
             raise QrefError(f"overflow='nan' but {fmt.name} has no NaN; use 'saturate'")
         nan = self.nan or ("keep_sign" if fmt.has_nan else "flipped_sign_zero")
@@ -174,6 +197,6 @@ class ResolvedPolicy:
 DEFAULT_POLICY = CastPolicy()
 
 
-__all__ = ["DEFAULT_POLICY", "INPUT_SUBNORMAL_POLICIES", "INT_CASTS", "NAN_POLICIES", "OVERFLOW_POLICIES",
-           "ROUNDING_MODES", "SOURCE_POLICIES", "STOCHASTIC_MODES", "SUBNORMAL_POLICIES", "UNSIGNED_NEGATIVE",
-           "CastPolicy", "ResolvedPolicy", "Rounding"]
+__all__ = ["ABSENT_ZERO", "DEFAULT_POLICY", "INPUT_SUBNORMAL_POLICIES", "INT_CASTS", "NAN_CODES", "NAN_POLICIES",
+           "OVERFLOW_POLICIES", "ROUNDING_MODES", "SOURCE_POLICIES", "STOCHASTIC_MODES", "SUBNORMAL_POLICIES",
+           "UNSIGNED_NEGATIVE", "CastPolicy", "ResolvedPolicy", "Rounding"]
