@@ -39,6 +39,17 @@ def test_mismatch_classes() -> None:
     assert list(got) == ["nan_code", "sign_of_zero", "saturation_vs_inf_nan", "one_ulp", "nan_vs_value"]
 
 
+def test_against_torch() -> None:
+    """torch's tensor.to() as the other side: the torch profile gives 0 mismatches on every float16 input; the
+    spec default differs exactly at the NaNs (torch writes E5M2 NaN as 0x7F / 0xFF, elements.md §6.5)."""
+    pytest.importorskip("torch", reason="torch is not installed")
+    assert sweep("float8_e5m2", against="torch", source="float16", workers=1, profile="torch").mismatches == 0
+    r = sweep("float8_e5m2", against="torch", source="float16", workers=1)
+    assert (r.mismatches, set(r.by_class)) == (2046, {"nan_code"}), r.summary()  # 2 x (2^10 - 1) NaN patterns
+    with pytest.raises(qref.QrefError, match=r"torch has no tensor\.to\(\)"):
+        sweep("float4_e2m1fn", against="torch", source="float16", workers=1)
+
+
 def test_process_pool_and_limit() -> None:
     r = sweep("float8_e4m3fn", against="ml_dtypes", limit=1 << 24, workers=2, chunk_bits=22)
     assert (r.total, r.mismatches) == (1 << 24, 0)
