@@ -212,6 +212,43 @@ PROFILES = (
         ),
     ),
     Profile(
+        "stablehlo", "element", "stablehlo.convert in the StableHLO reference interpreter (llvm::APFloat; "
+        "torch-mlir 20261001's StableHLO)",
+        "Every target as 'spec' (nearest_even, the format's overflow and NaN), except float8_e8m0fnu: APFloat rounds "
+        "ties away from zero (1.5 * 2^k -> 2^(k+1)), gives 0x00 (2^-127) for +-0, and the magnitude's code for "
+        "-Inf, -NaN and the negative values of magnitude >= 1.5 (-1.5 -> 0x80). Not modelled (xfail entries): "
+        "negative values of magnitude in [2^-128, 1.5) (APFloat writes the sign over the top code bit: -2^-127 -> "
+        "0x80, -1 -> 0xFF), NaN payloads kept in float targets, the FNUZ NaN decoded as +NaN, 0xFF of E8M0 "
+        "decoded as +Inf, NaN / Inf into FP4 / FP6.",
+        CastPolicy(),
+        sources=("llvm-project llvm/lib/Support/APFloat.cpp (convert, the E8M0 semantics)",
+                 "stablehlo/reference/Element.cpp (convert through APFloat)"),
+        package="torch-mlir", versions="==20261001", status="verified",
+        evidence=("qref run --backend stablehlo: the stablehlo.convert target's float8_e8m0fnu encode cases "
+                  "(float16, bfloat16, float32 sources: values, ties, specials, every 16-bit input) against this "
+                  "record (docs/conformance.md)", "24,096 float32 inputs (every exponent field at 8 fractions, both "
+                  "signs, 20,000 random patterns) through the interpreter: every difference (5,947) is a negative "
+                  "value of magnitude in [2^-128, 1.5)",),
+        cast_rules=(CastRule(CastPolicy(rounding="nearest_away", unsigned_negative="magnitude", absent_zero="min"),
+                             target="float8_e8m0fnu"),),
+    ),
+    Profile(
+        "mlir", "element", "MLIR arith.truncf to f8E8M0FNU expanded by arith-expand (torch-mlir 20261001's MLIR; "
+        "the same rule in IREE 3.13's llvm-cpu)",
+        "Every target as 'spec', except float8_e8m0fnu: float64 inputs are rounded to float32 first (fptrunc), "
+        "then the expansion keeps the float32 exponent field (rounding toward zero: 1.7014115e38 -> 0xFD, "
+        "1.9 -> 0x7F), ignores the sign bit and gives 0x00 (2^-127) for +-0; NaN and +-Inf give 0xFF. Not "
+        "modelled (xfail entries): NaN payloads, the f4E2M1FN truncf's sign and tie rules, the extf flush of "
+        "2^-127 into bfloat16 / float16.",
+        CastPolicy(),
+        sources=("llvm-project mlir/lib/Dialect/Arith/Transforms/ExpandOps.cpp (truncf to f8E8M0FNU)",),
+        package="torch-mlir", versions="==20261001", status="verified",
+        evidence=("qref run --backend mlir and --backend iree: the mlir.arith and iree.arith targets' "
+                  "float8_e8m0fnu encode cases against this record (docs/conformance.md)",),
+        cast_rules=(CastRule(CastPolicy(rounding="toward_zero", unsigned_negative="magnitude", absent_zero="min",
+                                        source="via_float32"), target="float8_e8m0fnu"),),
+    ),
+    Profile(
         "mlx", "element", "MLX 0.32 mx.to_fp8 (float8_e4m3fn)",
         "nearest_even; overflow and +-Inf saturate to +-448; NaN becomes +-448 by its sign bit.",
         CastPolicy(overflow="saturate", nan="max"),

@@ -332,11 +332,10 @@ def _grid(fmt: Format, roundings: tuple[str, ...], **knobs: object) -> list[Cand
 V1_PROFILES = ("spec", "ml_dtypes@0.6", "ml_dtypes@0.7", "saturating", "mlx")
 
 
-def _profile_candidates(fmt: Format, src: str, every: bool = False) -> list[Candidate]:
-    """The v1 element profiles' policies (every profile's with ``every``) for ``fmt`` from ``src`` (profiles.md
-    §4), named ``NAME[@TAG]``."""
-    pols = [(p.cast_for(fmt, _NPDT[src]), key) for key, p in profiles("element").items()
-            if every or key in V1_PROFILES]
+def _profile_candidates(fmt: Format, src: str, names: tuple[str, ...] = V1_PROFILES) -> list[Candidate]:
+    """The policies of the element profiles ``names`` (default: the v1 ones) for ``fmt`` from ``src``
+    (profiles.md §4), named ``NAME[@TAG]``."""
+    pols = [(p.cast_for(fmt, _NPDT[src]), key) for key, p in profiles("element").items() if key in names]
     # stochastic profiles (cvt.rs, elements.md §6.2) need random bits: their cases are _cvt_rs_cases'
     return [Candidate(pol, key, f"profile/{key}") for pol, key in pols
             if policy_applies(pol, fmt) and pol.stochastic_bits is None]
@@ -400,7 +399,7 @@ def _categories(fmt: Format, src: str, full: bool, label: str) -> list[Category]
     return _float_categories(fmt, src, full, label)
 
 
-def _encode_cases(fmt: Format, src_key: str, full: bool, every_profile: bool = False,
+def _encode_cases(fmt: Format, src_key: str, full: bool, profile_names: tuple[str, ...] = V1_PROFILES,
                   roundings: tuple[str, ...] = DETERMINISTIC) -> Iterator[Case]:
     """The curated categories of one (format, source dtype) under the deterministic grid and the profiles."""
     src = SOURCES[src_key]
@@ -408,7 +407,7 @@ def _encode_cases(fmt: Format, src_key: str, full: bool, every_profile: bool = F
     cats = _categories(fmt, src, full, label)
     if src_key == "f64" and not full:  # float64 sources matter where double rounding would differ
         cats = [c for c in cats if c.name in F64_CATEGORIES]
-    cands = _grid(fmt, roundings) + _profile_candidates(fmt, src, every_profile)
+    cands = _grid(fmt, roundings) + _profile_candidates(fmt, src, profile_names)
     xs = [_src_array(c.bits, src) for c in cats]
     allx = np.concatenate(xs)
     outs_all = _encode_all(allx, fmt, cands)
@@ -593,15 +592,18 @@ def build_cases(full: bool) -> Iterator[Case]:
 
 
 # the scale and element formats of 2025-26 (elements.md §1.2), appended after the v1 cases: every code decoded,
-# float32 inputs encoded under the grid and every element profile (the ONNX ones included)
+# float32 inputs encoded under the grid and every element profile registered when they were added (the ONNX ones
+# included; a profile registered later would change their equivalent-profile lists)
 FORMATS_2026 = ("float7_e4m3fnu", "float8_e5m3fnu", "float8_e4m3b3", "float8_e4m3b11", "float8_e4m3b15")
+PROFILES_2026 = ("spec", "ml_dtypes@0.6", "ml_dtypes@0.7", "saturating", "mlx", "onnx@1.23", "onnx_no_saturate@1.23",
+                 "openvino", "ptx_cvt_rn_satfinite", "ptx_cvt_rp_ue8m0", "ptx_cvt_rz_ue8m0", "torch@2.13")
 
 
 def _scale_type_cases(full: bool) -> Iterator[Case]:
     for name in FORMATS_2026:
         fmt = get_format(name)
         yield from _decode_cases(fmt)
-        yield from _encode_cases(fmt, "f32", full, every_profile=True, roundings=KNOB_ROUNDINGS)
+        yield from _encode_cases(fmt, "f32", full, profile_names=PROFILES_2026, roundings=KNOB_ROUNDINGS)
 
 
 # PTX cvt.rs (elements.md §6.2), appended after the 2026 formats: per target, float32 points a + (b - a) k/16

@@ -218,7 +218,7 @@ def targets() -> list[Target]:
     require("torch_mlir.ir", "torch_mlir.execution_engine", backend=BACKEND, hint="pip install torch-mlir")
     return [
         Target(BACKEND, "mlir.arith", "elements", f"arith.truncf / arith.extf, {EXPAND}, lowered to LLVM, "
-               "ExecutionEngine", None, ("encode", "decode", "quantize"), element_supports, _el_run, _el_snippet),
+               "ExecutionEngine", "mlir", ("encode", "decode", "quantize"), element_supports, _el_run, _el_snippet),
         _uniform_target(),
     ]
 

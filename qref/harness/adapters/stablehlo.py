@@ -234,7 +234,7 @@ def targets() -> list[Target]:
     require("torch_mlir.ir", "torch_mlir._mlir_libs._stablehlo", backend=BACKEND, hint="pip install torch-mlir")
     return [
         Target(BACKEND, "stablehlo.convert", "elements", "stablehlo.convert in the StableHLO reference interpreter "
-               "(eval_module)", None, ("encode", "decode", "quantize"), _el_supports, _el_run, _el_snippet),
+               "(eval_module)", "stablehlo", ("encode", "decode", "quantize"), _el_supports, _el_run, _el_snippet),
         Target(BACKEND, "stablehlo.uniform", "uniform", "stablehlo.uniform_quantize (float or quantized operand) / "
                "uniform_dequantize in the StableHLO reference interpreter", "stablehlo_lowering",
                ("uniform_quantize", "uniform_dequantize", "uniform_requantize"),
