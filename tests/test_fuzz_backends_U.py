@@ -1,0 +1,42 @@
+"""Regression tests for the differences a differential fuzz of the public quantization API against the real
+backends found (shapes, layouts and values the other tests rarely use). Each test runs the real backend and
+compares codes / scales as unsigned integers and values as bit patterns; one test per root cause."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import qref
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a)
+    return a.view(f"u{a.dtype.itemsize}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bitsandbytes quantize_4bit: an input shorter than one block is one partial block (lut.md §3.2)
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("table", ["nf4", "fp4_bnb"])
+@pytest.mark.parametrize("n", [1, 7, 63])
+def test_bnb_input_shorter_than_a_block_is_a_partial_block(table: str, n: int) -> None:
+    """bitsandbytes stores the clamped absmax max(a, 1e-38) of a partial last block and divides it; an input of
+    fewer than block_size elements is such a block (qref treated it as a full one: stored the tiny absmax)."""
+    torch = pytest.importorskip("torch", reason="bitsandbytes runs on torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        F = pytest.importorskip("bitsandbytes.functional", reason="the bitsandbytes profile is checked against it")
+    rng = np.random.default_rng(n)
+    x = (rng.integers(-40, 40, n) * np.float32(2.0**-140)).astype(np.float32)  # subnormal absmax < 1e-38
+    x[0] = np.float32(3 * 2.0**-140)
+    packed, st = F.quantize_4bit(torch.from_numpy(x), blocksize=64, quant_type=table.replace("_bnb", ""))
+    b = packed.contiguous().view(torch.uint8).numpy().reshape(-1)
+    ref_codes = np.stack([b >> 4, b & 15], axis=1).reshape(-1)[:n]
+    q = qref.scheme(table, block_size=64, profile="bitsandbytes").quantize(x)
+    assert (_bits(q.scales.reshape(-1)) == _bits(st.absmax.numpy().reshape(-1))).all()
+    assert (q.codes == ref_codes).all()
+    ref = F.dequantize_4bit(packed, st).numpy().reshape(-1)
+    assert (_bits(q.dequantize().reshape(-1)) == _bits(ref)).all()
