@@ -40,3 +40,31 @@ def test_bnb_input_shorter_than_a_block_is_a_partial_block(table: str, n: int) -
     assert (q.codes == ref_codes).all()
     ref = F.dequantize_4bit(packed, st).numpy().reshape(-1)
     assert (_bits(q.dequantize().reshape(-1)) == _bits(ref)).all()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bad arguments: a QrefError naming the argument, not a numpy / Python traceback and not a silent acceptance
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("build", "word"), [
+    (lambda: qref.scheme("int8", scale=0.1, profile=["onnx"]), "profile"),
+    (lambda: qref.scheme("int8", scale=0.1, zero_point=np.inf), "zero points"),
+    (lambda: qref.scheme("int8", scale=0.1, zero_point=-np.inf), "zero points"),
+    (lambda: qref.scheme("int8", scale=0.1, axis=1.5), "axis"),
+    (lambda: qref.scheme("int8", scale=0.1, axis="0"), "axis"),
+    (lambda: qref.scheme("int8", scale=[0.1, 0.2], axis=True), "axis"),
+    (lambda: qref.scheme("nf4", profile="torchao", block_size=np.nan), "block_size"),
+    (lambda: qref.scheme("nf4", profile="torchao", block_size=[64]), "block_size"),
+    (lambda: qref.scheme("nf4", profile="torchao", block_size=np.inf), "block_size"),
+])
+def test_bad_scheme_arguments_are_qref_errors(build, word: str) -> None:
+    with pytest.raises(qref.QrefError, match=word):
+        build()
+
+
+@pytest.mark.parametrize("offset", [[0.1, 0.2], [], "0.1", {"a": 1}, complex(1, 1), True])
+def test_bad_scale_offset_is_a_qref_error(offset: object) -> None:
+    x = np.linspace(-1, 1, 64 * 256, dtype=np.float32)
+    sch = qref.scheme("nf4", block_size=64, profile="bitsandbytes", double_quant=True)
+    with pytest.raises(qref.QrefError, match="scale_offset"):
+        sch.quantize(x, scale_offset=offset)
+    assert sch.quantize(x, scale_offset=np.float32(0.5)).meta["double_quant"].offset == np.float32(0.5)
