@@ -68,3 +68,23 @@ def test_bad_scale_offset_is_a_qref_error(offset: object) -> None:
     with pytest.raises(qref.QrefError, match="scale_offset"):
         sch.quantize(x, scale_offset=offset)
     assert sch.quantize(x, scale_offset=np.float32(0.5)).meta["double_quant"].offset == np.float32(0.5)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# qwix NF4: a signaling-NaN input (its payload kept in the block scale) dequantizes without a RuntimeWarning
+# ---------------------------------------------------------------------------------------------------------
+def test_qwix_dequantize_of_a_signaling_nan_block_does_not_warn() -> None:
+    jnp = pytest.importorskip("jax.numpy", reason="qwix runs on jax")
+    qarray = pytest.importorskip("qwix._src.core.qarray", reason="the qwix profile is checked against qwix")
+    x = np.random.default_rng(5).standard_normal((4, 128)).astype(np.float32)
+    x[1, 63] = np.array(0x7F800001, np.uint32).view(np.float32)  # signaling NaN (a small array: XLA keeps it)
+    ref = qarray.quantize_api(jnp.asarray(x), "nf4", channelwise_axes=(0,), tiled_axes={1: 64})
+    q = qref.scheme("nf4", block_size=64, profile="qwix", axis=1).quantize(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mine = q.dequantize("float32")
+    want = np.asarray(qarray.dequantize(ref)).astype(np.float32)
+    assert (q.codes == np.asarray(ref.qvalue).astype(np.uint8)).all()
+    nan = np.isnan(want)
+    assert (np.isnan(mine) == nan).all() and nan[1, :64].all() and not nan[1, 64:].any()
+    assert (_bits(mine[~nan]) == _bits(want[~nan])).all()
