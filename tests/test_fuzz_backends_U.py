@@ -88,3 +88,19 @@ def test_qwix_dequantize_of_a_signaling_nan_block_does_not_warn() -> None:
     nan = np.isnan(want)
     assert (np.isnan(mine) == nan).all() and nan[1, :64].all() and not nan[1, 64:].any()
     assert (_bits(mine[~nan]) == _bits(want[~nan])).all()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MLX affine dequantize: scales and biases in a non-native byte order hold the same values
+# ---------------------------------------------------------------------------------------------------------
+def test_mlx_affine_dequantize_takes_byte_swapped_scales() -> None:
+    mx = pytest.importorskip("mlx.core", reason="the mlx profile is checked against MLX (pip install 'mlx[cpu]')")
+    import dataclasses
+
+    x = np.random.default_rng(9).standard_normal((4, 128)).astype(np.float32)
+    w, s, b = mx.quantize(mx.array(x), bits=4, group_size=64)
+    want = np.array(mx.dequantize(w, s, b, bits=4, group_size=64))
+    sch = qref.scheme("mlx_affine", bits=4, group_size=64, profile="mlx")
+    q = sch.quantize(x.astype(">f4"))
+    q = dataclasses.replace(q, scales=q.scales.astype(">f4"), biases=q.biases.astype(">f4"))
+    assert (_bits(sch.dequantize(q)) == _bits(want)).all()

@@ -272,10 +272,11 @@ class BlockScheme(Scheme):
         ax = q.axis if q.axis is not None else q.codes.ndim - 1
         codes, _, L, moved_shape = self._blocks(raw, ax)
         k = self.block_size
-        scales = np.moveaxis(np.asarray(q.scales), ax, -1).reshape(-1)
+        scales = native(np.moveaxis(np.asarray(q.scales), ax, -1).reshape(-1))
         if scales.size * k != codes.size:
             raise QrefError(f"{scales.size} scales do not match {codes.size} codes in blocks of {k}")
-        biases = None if self.kind in ("mx", "float_scale") else np.moveaxis(np.asarray(q.biases), ax, -1).reshape(-1)
+        biases = (None if self.kind in ("mx", "float_scale")
+                  else native(np.moveaxis(np.asarray(q.biases), ax, -1).reshape(-1)))
         g = q.global_scale
         per_block_g = g is not None and np.ndim(g) and np.size(g) > 1
         if per_block_g:  # an outer scale per block, shaped as the scales (§5.2.1)
@@ -313,6 +314,11 @@ class BlockScheme(Scheme):
                 continue
             spec[k] = v
         return spec
+
+
+def native(a: np.ndarray) -> np.ndarray:
+    """``a`` in the machine's byte order (a '>f4' array of affine scales holds the same values)."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 class BlockOutputs:
