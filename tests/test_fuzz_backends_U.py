@@ -104,3 +104,20 @@ def test_mlx_affine_dequantize_takes_byte_swapped_scales() -> None:
     q = sch.quantize(x.astype(">f4"))
     q = dataclasses.replace(q, scales=q.scales.astype(">f4"), biases=q.biases.astype(">f4"))
     assert (_bits(sch.dequantize(q)) == _bits(want)).all()
+
+
+def test_numpy_integer_sizes_are_integers() -> None:
+    """block_size / group_size / bits from numpy arithmetic (np.int64) build the same scheme as Python ints."""
+    x = np.random.default_rng(3).standard_normal((2, 128)).astype(np.float32)
+    for name, kw in (("mxfp4", {"block_size": 32}), ("nf4", {"block_size": 64}),
+                     ("mlx_affine", {"bits": 4, "group_size": 64})):
+        a = qref.scheme(name, **kw)
+        b = qref.scheme(name, **{k: np.int64(v) for k, v in kw.items()})
+        assert a == b and (a.quantize(x).codes == b.quantize(x).codes).all()
+
+
+@pytest.mark.parametrize("g", ["1.0", b"1", True, object()])
+def test_global_scale_that_is_not_a_number_is_a_qref_error(g: object) -> None:
+    x = np.ones((2, 32), np.float32)
+    with pytest.raises(qref.QrefError, match="global_scale"):
+        qref.scheme("nvfp4", profile="nvidia").quantize(x, global_scale=g)

@@ -203,6 +203,8 @@ class BlockScheme(Scheme):
                                 "two-level scaling needs a global_scale_rule other than 'exact' (e.g. "
                                 "profile='nvidia', 'torchao_floor', 'mlx' or 'jax')")
             try:
+                if np.asarray(global_scale).dtype.kind in "USbO":  # not '1.0' (a string), not True
+                    raise TypeError
                 g = np.asarray(global_scale, dtype=np.float64)
             except (TypeError, ValueError):
                 raise QrefError(f"global_scale must be a single float value, got {global_scale!r}") from None
@@ -402,6 +404,8 @@ def _build(name: str | Format, *, profile: str | None = None, block_size: int | 
 
     overrides: rules of the scheme's kind (``replace(profile rules, **overrides)``; None leaves a rule as the
     profile has it, except nan), ``element`` (a format name) and ``element_scale_exp``."""
+    # numpy integers (np.int64(32) from shape arithmetic) are the integers they hold; the records check the rest
+    block_size, group_size, bits = (int(v) if isinstance(v, np.integer) else v for v in (block_size, group_size, bits))
     if isinstance(name, str) and name in NAMED_SCHEMES:
         named = NAMED_SCHEMES[name]
         kind, ses, sname = named.kind, named.element_scale_exp, name

@@ -469,8 +469,8 @@ def lookup_scheme(
                            hint="options are LookupScheme fields; see lut.md §3.1")
     geometry = {"block_size": rules.block_size, "axis": rules.axis, "scale": rules.scale}
     geometry.update({k: v for k, v in options.items() if k not in SCHEME_FIELDS})
-    if block_size is not None:
-        geometry["block_size"] = block_size
+    if block_size is not None:  # a numpy integer is the integer it holds; LookupScheme checks the rest
+        geometry["block_size"] = int(block_size) if isinstance(block_size, np.integer) else block_size
     if geometry.get("scale") == "static":
         geometry["block_size"] = None
     params = {k: v for k, v in options.items() if k in SCHEME_FIELDS}
