@@ -203,6 +203,8 @@ class BlockScheme(Scheme):
                                 "two-level scaling needs a global_scale_rule other than 'exact' (e.g. "
                                 "profile='nvidia', 'torchao_floor', 'mlx' or 'jax')")
             try:
+                if np.asarray(global_scale).dtype.kind in "USbO":  # not '1.0' (a string), not True
+                    raise TypeError
                 g = np.asarray(global_scale, dtype=np.float64)
             except (TypeError, ValueError):
                 raise QrefError(f"global_scale must be a single float value, got {global_scale!r}") from None
@@ -272,10 +274,11 @@ class BlockScheme(Scheme):
         ax = q.axis if q.axis is not None else q.codes.ndim - 1
         codes, _, L, moved_shape = self._blocks(raw, ax)
         k = self.block_size
-        scales = np.moveaxis(np.asarray(q.scales), ax, -1).reshape(-1)
+        scales = native(np.moveaxis(np.asarray(q.scales), ax, -1).reshape(-1))
         if scales.size * k != codes.size:
             raise QrefError(f"{scales.size} scales do not match {codes.size} codes in blocks of {k}")
-        biases = None if self.kind in ("mx", "float_scale") else np.moveaxis(np.asarray(q.biases), ax, -1).reshape(-1)
+        biases = (None if self.kind in ("mx", "float_scale")
+                  else native(np.moveaxis(np.asarray(q.biases), ax, -1).reshape(-1)))
         g = q.global_scale
         per_block_g = g is not None and np.ndim(g) and np.size(g) > 1
         if per_block_g:  # an outer scale per block, shaped as the scales (§5.2.1)
@@ -313,6 +316,11 @@ class BlockScheme(Scheme):
                 continue
             spec[k] = v
         return spec
+
+
+def native(a: np.ndarray) -> np.ndarray:
+    """``a`` in the machine's byte order (a '>f4' array of affine scales holds the same values)."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
 
 
 class BlockOutputs:
@@ -396,6 +404,8 @@ def _build(name: str | Format, *, profile: str | None = None, block_size: int | 
 
     overrides: rules of the scheme's kind (``replace(profile rules, **overrides)``; None leaves a rule as the
     profile has it, except nan), ``element`` (a format name) and ``element_scale_exp``."""
+    # numpy integers (np.int64(32) from shape arithmetic) are the integers they hold; the records check the rest
+    block_size, group_size, bits = (int(v) if isinstance(v, np.integer) else v for v in (block_size, group_size, bits))
     if isinstance(name, str) and name in NAMED_SCHEMES:
         named = NAMED_SCHEMES[name]
         kind, ses, sname = named.kind, named.element_scale_exp, name

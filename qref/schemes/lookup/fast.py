@@ -214,8 +214,8 @@ def ftz_blocks(entries: np.ndarray, scales: np.ndarray) -> np.ndarray | None:
     nz = nz[nz > 0]  # neither zeros nor NaN
     if not nz.size:
         return None
-    a = np.abs(scales.astype(np.float64))
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # a signaling-NaN scale (a NaN input's payload) warns in the cast
+        a = np.abs(scales.astype(np.float64))
         tiny = (a != 0) & (a * nz.min() < 2.0**-126)  # NaN scales: False (NaN products are not flushed)
     return tiny if tiny.any() else None
 

@@ -202,7 +202,8 @@ def quantize_absmax(rules: LookupSchemeRules, table: Table, block_size: int, axi
 
     def work(lo: int, hi: int) -> None:  # whole blocks on the thread pool (elements.md §2.11)
         b = xb[lo:hi]
-        s, st, zero = scale_blocks(rules, b, valid[lo:hi] < xb.shape[1], cd)
+        # partial: shorter than block_size itself (a block narrowed to a short input stays partial, lut.md §3.2)
+        s, st, zero = scale_blocks(rules, b, valid[lo:hi] < block_size, cd)
         c, u = decide(rules, table, s.reshape(-1), cd, None if rball is None else rball[lo:hi].reshape(-1))
         c, u = c.reshape(b.shape), u.reshape(b.shape)
         if rules.zero_block == "code0":

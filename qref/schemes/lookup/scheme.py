@@ -289,6 +289,10 @@ class LookupScheme(Scheme):
         if scale_offset is not None and self.double_quant is None:
             raise QrefError("scale_offset= is the offset of double quantization; this scheme has none "
                             "(build it with double_quant=True)")
+        if scale_offset is not None and (isinstance(scale_offset, (bool, np.bool_))
+                                         or not isinstance(scale_offset, (int, float, np.integer, np.floating))):
+            raise QrefError(f"scale_offset must be one real number (the mean of the block scales, lut.md §5.3), "
+                            f"got {type(scale_offset).__name__} {scale_offset!r:.60}")
         r = self.rules
         arr, x32, cd = reference.check_input(r, x, self.name, self.profile)
         rbits = None
@@ -465,8 +469,8 @@ def lookup_scheme(
                            hint="options are LookupScheme fields; see lut.md §3.1")
     geometry = {"block_size": rules.block_size, "axis": rules.axis, "scale": rules.scale}
     geometry.update({k: v for k, v in options.items() if k not in SCHEME_FIELDS})
-    if block_size is not None:
-        geometry["block_size"] = block_size
+    if block_size is not None:  # a numpy integer is the integer it holds; LookupScheme checks the rest
+        geometry["block_size"] = int(block_size) if isinstance(block_size, np.integer) else block_size
     if geometry.get("scale") == "static":
         geometry["block_size"] = None
     params = {k: v for k, v in options.items() if k in SCHEME_FIELDS}
@@ -481,7 +485,9 @@ def lookup_scheme(
             assert spec.inner is not None
             inner = lookup_scheme(spec.inner, profile=prof.name, block_size=spec.block_size)
         dq = DoubleQuant(spec.kind, spec.block_size, inner, spec.compute)
-        if rules.numel_multiple_blocks is not None and "numel_multiple" not in options:
+        b = geometry["block_size"]  # a bad one is LookupScheme's QrefError below
+        if (rules.numel_multiple_blocks is not None and "numel_multiple" not in options
+                and isinstance(b, int) and not isinstance(b, bool)):
             params["numel_multiple"] = int(geometry["block_size"]) * int(rules.numel_multiple_blocks)
     for key in ("static_scales", "static_zero_points"):
         if geometry.get(key) is not None:

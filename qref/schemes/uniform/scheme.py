@@ -139,6 +139,12 @@ def build_uniform(
         raise QrefError(f"expressed must be a float type, got {ex.name}")
     if scale is None:
         raise QrefError(f"a uniform scheme for {fmt.name} needs scale=<number or array>")
+    if axis is not None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
+        raise QrefError(f"axis must be None or an integer (the quantized dimension, uniform.md §1), got "
+                        f"{type(axis).__name__} {axis!r}")
+    if profile is not None and not isinstance(profile, str):
+        raise QrefError(f"profile must be a uniform profile name (str) or None, got {type(profile).__name__} "
+                        f"{profile!r}; qref.profiles('uniform') lists them")
     # float16/bfloat16/float8/E8M0 scales as ONNX gives them become float64 first (uniform.md §1 C9)
     S = check_number_array(scale if isinstance(scale, (str, bytes)) else typed_numbers(np.asarray(scale)), "scale")
     if block_size is None and axis is None and S.size == 1:
@@ -150,8 +156,8 @@ def build_uniform(
     if Z.dtype.kind not in "iuf" and not (Z.dtype.kind == "O" and all(
             isinstance(v, int) and not isinstance(v, bool) for v in Z.reshape(-1))):
         raise QrefError(f"zero_point must be an integer or an integer array, got {zero_point!r}")
-    if Z.dtype.kind == "f" and not np.all(np.round(Z) == Z):
-        raise QrefError("zero points must be integers")
+    if Z.dtype.kind == "f" and not np.all(np.isfinite(Z) & (np.round(Z) == Z)):
+        raise QrefError(f"zero points must be finite integers, got {zero_point!r}")
     if Z.size and any(not -(2**63) <= int(v) < 2**63 for v in Z.reshape(-1)[:1 << 16]):
         raise QrefError(f"zero points must fit int64 (uniform.md §1 (C7)), got {zero_point!r}")
     if S.ndim == 0 and Z.size == 1:  # uniform.md §1 C7: a one-element zero point with a scalar scale (ONNX)
