@@ -41,7 +41,9 @@ class CpuGemmProfile:
 #: every profile below multiplies float32 operands into a float32 result
 _FLOAT32 = dict(a_format="float32", b_format="float32", d_format="float32")
 _NUMPY_SMALL = dict(small=KernelAccumulation(), small_max_mnk=10**6,
-                    small_tail=KernelAccumulation(lanes=16, reduction="pairwise"), tail_width=16, tail_min_k=32)
+                    small_tail=KernelAccumulation(lanes=16, reduction="pairwise"), tail_width=16, tail_min_k=32,
+                    tail_max=8, small_edge=KernelAccumulation(lanes=16, reduction="halving"), edge_rows=4,
+                    edge_columns=4)
 
 
 def _numpy(threads: int, blocked: KernelAccumulation, how: str) -> CpuGemmProfile:
@@ -59,8 +61,9 @@ def _numpy(threads: int, blocked: KernelAccumulation, how: str) -> CpuGemmProfil
         evidence=(
             "qref probe-matmul --callable matmul_targets:numpy_f32 (docs/accumulation.md)",
             "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands",
-            "not modelled: M == 1 or N == 1 (gemv), and in the small kernel's tail columns the last rows of some M "
-            "(e.g. row 16 of M = 17, row 8 of M = 11: 1 output each of 289 / 187)",
+            "tests/test_fuzz_matmul_V.py: the small kernel's edges (N mod 16 in 9..15: no tail; the last M mod 4 "
+            "rows of the last (N mod 16) mod 4 columns: halving) vs numpy, 1.6 M outputs of M 2..22, N 2..57",
+            "not modelled: M == 1 or N == 1 (gemv)",
         ),
     )
 
@@ -68,7 +71,8 @@ def _numpy(threads: int, blocked: KernelAccumulation, how: str) -> CpuGemmProfil
 #: numpy 2.4.6 float32 matmul -> scipy-openblas 0.3.31.188.0 (DYNAMIC_ARCH) sgemm, core SkylakeX: a blocked
 #: kernel (sequential FMA per output, K blocks of GEMM_Q = 448; a remainder r in (448, 896) is cut in two: on one
 #: thread floor(r / 2) rounded up to 16, threaded ceil(r / 2)); a small-matrix kernel for M N K <= 10^6 without K
-#: blocking whose last N mod 16 output columns use 16 FMA lanes (k mod 16) reduced by adjacent pairs when K >= 32.
+#: blocking whose last t = N mod 16 output columns, when 1 <= t <= 8 and K >= 32, use 16 FMA lanes (k mod 16)
+#: reduced by adjacent pairs, except the last M mod 4 rows of the last t mod 4 columns: reduced by halving.
 NUMPY_OPENBLAS_SKYLAKEX_1T = _numpy(1, KernelAccumulation(block=448, block_split="halve_remainder",
                                                           block_half="floor", block_unroll=16),
                                     "single-threaded driver")

@@ -1,0 +1,89 @@
+"""Regressions found by differential fuzzing of qref's matrix products against the real backends (mma.md §7, §12).
+
+- numpy's OpenBLAS SkylakeX small-matrix kernel (mma.md §12.1): the tail path of the last N mod 16 columns runs
+  only for N mod 16 <= 8 (else every column is the sequential FMA chain), and in it the last M mod 4 rows of the
+  last (N mod 16) mod 4 columns reduce their 16 lanes by halving, not by adjacent pairs; checked against numpy
+  itself where its OpenBLAS core is SkylakeX;
+- a GEMM with K = 0 is a QrefError (mma.md §7), not a ValueError from inside the K loop.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import qref.mma as qm
+from qref.errors import QrefError
+from qref.mma.cpu_profiles import NUMPY_OPENBLAS_SKYLAKEX_1T, PROFILES
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_cpu_gemm_profiles import _openblas_core
+
+# (M, N, K): the small kernel (M N K <= 10^6, K >= 32) at row remainders M mod 4 = 1..3 and column remainders
+# N mod 16 = 1..15 (9..15: no tail path); each failed before the fix (1 to 20 outputs each)
+_SHAPES = ((2, 2, 32), (3, 3, 64), (5, 19, 33), (15, 17, 100), (6, 22, 48), (7, 25, 40), (5, 31, 64), (11, 29, 447))
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    u = x.view(np.uint32).copy()
+    u[np.isnan(x)] = 0x7FC00000
+    return u
+
+
+def test_numpy_small_kernel_edges_equal_numpy() -> None:
+    """The fitted record equals numpy @ at the small kernel's row and column remainders (mma.md §12.1)."""
+    core = _openblas_core()
+    prof = NUMPY_OPENBLAS_SKYLAKEX_1T
+    if core != "SkylakeX" or np.__version__ != prof.version.split()[-1]:
+        pytest.skip(f"OpenBLAS core {core!r} / numpy {np.__version__}: the profile's kernel is not the one here")
+    rng = np.random.default_rng(20261207)
+    total = 0
+    for M, N, K in _SHAPES:
+        A = (rng.standard_normal((M, K)) * np.exp2(rng.integers(-8, 8, (M, K)))).astype(np.float32)
+        B = rng.standard_normal((K, N)).astype(np.float32)
+        A[0, : K // 2] = -A[0, K // 2: 2 * (K // 2)]  # a cancelling row: its result is the order's rounding error
+        B[: K // 2, :] = B[K // 2: 2 * (K // 2), :]
+        for p in (prof, PROFILES[1]):  # the single-threaded and threaded records share the small kernel
+            want = p.dispatch.matmul(A, B)
+            got = A @ B
+            bad = np.argwhere(_bits(want) != _bits(got))
+            assert bad.size == 0, (p.name, (M, N, K), bad[:5].tolist())
+        total += M * N
+    assert total >= 400
+
+
+def test_small_kernel_paths() -> None:
+    """paths(): tail only for N mod 16 in 1..8; the edge block is the last M mod 4 rows x (N mod 16) mod 4 cols."""
+    d = NUMPY_OPENBLAS_SKYLAKEX_1T.dispatch
+    rows = slice(0, 5)
+    assert d.paths(5, 19, 64) == [(rows, slice(0, 16), d.small), (rows, slice(16, 19), d.small_tail),
+                                  (slice(4, 5), slice(16, 19), d.small_edge)]
+    assert d.paths(5, 25, 64) == [(rows, slice(0, 25), d.small)]  # t = 9 > tail_max
+    assert d.paths(8, 20, 64) == [(slice(0, 8), slice(0, 16), d.small), (slice(0, 8), slice(16, 20), d.small_tail)]
+    assert d.paths(6, 22, 31) == [(slice(0, 6), slice(0, 22), d.small)]  # K < tail_min_k
+    assert d.paths(3, 2, 32) == [(slice(0, 3), slice(0, 2), d.small_tail), (slice(0, 3), slice(0, 2), d.small_edge)]
+
+
+def test_edge_record_is_halving() -> None:
+    """The tail and edge records on K = 16 terms, one per lane: 2^24 at lane 0, 1 at lanes 2 and 3 (mma.md §10.2).
+
+    Adjacent pairs: l0 + l1 = 2^24, l2 + l3 = 2, then 2^24 + 2 (exact). Halving: l0 + l2 = 2^24 + 1 -> 2^24 (tie
+    to even), l1 + l3 = 1, then 2^24 + 1 -> 2^24."""
+    d = NUMPY_OPENBLAS_SKYLAKEX_1T.dispatch
+    a = np.zeros((1, 16), np.float32)
+    a[0, 0], a[0, 2], a[0, 3] = 2.0**24, 1.0, 1.0
+    b = np.ones((16, 1), np.float32)
+    assert qm.matmul(a, b, instruction=qm.kernel(d.small_tail))[0, 0] == np.float32(2.0**24 + 2)
+    assert qm.matmul(a, b, instruction=qm.kernel(d.small_edge))[0, 0] == np.float32(2.0**24)
+
+
+@pytest.mark.parametrize("p", PROFILES, ids=[p.name for p in PROFILES])
+def test_k_zero_is_a_qref_error(p: object) -> None:
+    with pytest.raises(QrefError, match="K = 0"):
+        p.dispatch.matmul(np.zeros((3, 0), np.float32), np.zeros((0, 3), np.float32))  # type: ignore[attr-defined]
+    with pytest.raises(QrefError, match="K = 0"):
+        qm.matmul(np.zeros((2, 0), np.float32), np.zeros((0, 2), np.float32),
+                  instruction=qm.kernel(qm.KernelAccumulation()))
