@@ -87,3 +87,45 @@ def test_k_zero_is_a_qref_error(p: object) -> None:
     with pytest.raises(QrefError, match="K = 0"):
         qm.matmul(np.zeros((2, 0), np.float32), np.zeros((0, 2), np.float32),
                   instruction=qm.kernel(qm.KernelAccumulation()))
+
+
+# ---- quantized matmul requantization (matmul.md §5.2, §5.3) --------------------------------------------------
+def test_overflowed_float_multiplier_times_zero_is_unspecified() -> None:
+    """a_s = b_s = 1e30, y_s = 1e-30: m = fl32(fl32(a_s b_s) / y_s) = Inf. acc > 0 -> +Inf -> the high bound, acc < 0
+    -> the low bound, acc = 0 -> NaN: unspecified (matmul.md §5.2 C2), where qref used to return a code from the
+    NaN's integer cast. The specified elements equal ONNX Runtime's QLinearMatMul (clamp, then cvtps2dq)."""
+    from qref.recipes import qmatmul as Q
+
+    a = np.array([[0], [1], [-1], [5]], np.int8)
+    b = np.ones((1, 3), np.int8)
+    pipe = Q.QuantizedMatmul(Q.IntOperand("int8"), Q.IntOperand("int8"), "int8", Q.matmul_rules("onnxruntime"))
+    s = (np.float32(1e30), np.float32(1e30), np.float32(1e-30))
+    r = Q.quantized_matmul(a, b, a_scale=s[0], b_scale=s[1], y_scale=s[2], y_zero_point=np.int8(3), pipeline=pipe)
+    assert r.unspecified.tolist() == [[True] * 3] + [[False] * 3] * 3
+    assert r.values[1:].tolist() == [[127] * 3, [-128] * 3, [127] * 3]
+    ort = pytest.importorskip("onnxruntime")
+    from test_matmul import _model
+
+    feeds = {"a": a, "a_scale": np.array(s[0]), "a_zero_point": np.array(0, np.int8), "b": b,
+             "b_scale": np.array(s[1]), "b_zero_point": np.array(0, np.int8), "y_scale": np.array(s[2]),
+             "y_zero_point": np.array(3, np.int8)}
+    sess = ort.InferenceSession(_model("QLinearMatMul", feeds, "int8").SerializeToString(),
+                                providers=["CPUExecutionProvider"])
+    got = sess.run(None, feeds)[0].astype(np.int64)
+    assert np.array_equal(got[1:], r.values[1:])
+
+
+def test_left_shift_beyond_63_is_unspecified() -> None:
+    """gemmlowp's double rounding with shift >= 32 overflows int32 for any acc != 0 (undefined in C, matmul.md §5.3);
+    numpy's int64 shift by >= 64 gives 0, which hid the overflow: m = 1e58 (shift 193) looked like a defined 0."""
+    from qref.recipes import qmatmul as Q
+
+    x = np.array([0, 1, -1, 7])
+    for shift in (32, 63, 64, 193):
+        _, bad = Q.multiply_by_quantized_multiplier(x, np.full(4, 1 << 30), np.full(4, shift))
+        assert bad.tolist() == [False, True, True, True], shift
+    pipe = Q.QuantizedMatmul(Q.IntOperand("int8"), Q.IntOperand("int8"), "int8", Q.matmul_rules("gemmlowp"))
+    r = Q.quantized_matmul(x.reshape(4, 1).astype(np.int8), np.ones((1, 2), np.int8), a_scale=np.float32(1e19),
+                           b_scale=np.float32(1e19), y_scale=np.float32(1e-20), pipeline=pipe)
+    assert r.unspecified.tolist() == [[False, False]] + [[True, True]] * 3
+    assert r.values[0].tolist() == [0, 0]
