@@ -129,3 +129,31 @@ def test_left_shift_beyond_63_is_unspecified() -> None:
                            b_scale=np.float32(1e19), y_scale=np.float32(1e-20), pipeline=pipe)
     assert r.unspecified.tolist() == [[False, False]] + [[True, True]] * 3
     assert r.values[0].tolist() == [0, 0]
+
+
+def test_onnxruntime_sgemm_keeps_a_negative_zero_sum() -> None:
+    """MLAS stores the first K block's sum (store 'first_block', mma.md §12): products of -1e-30 and 1e-30 round to
+    -0 in every FMA and the result stays -0 (qref gave +0 + -0 = +0); exact -0 products summed from the +0 lanes
+    give +0. Checked against onnxruntime's MatMul on one thread where the profile's version is installed."""
+    from qref.mma.cpu_profiles import ORT_MLAS_1T
+
+    rec = ORT_MLAS_1T.dispatch
+    tiny = np.full((2, 300), -1e-30, np.float32), np.full((300, 3), 1e-30, np.float32)
+    negzero = np.full((2, 5), -0.0, np.float32), np.ones((5, 3), np.float32)
+    assert (_bits(rec.matmul(*tiny)) == 0x80000000).all()
+    assert (_bits(rec.matmul(*negzero)) == 0).all()
+    ort = pytest.importorskip("onnxruntime")
+    import os
+    import platform
+
+    if not ort.__version__.startswith(ORT_MLAS_1T.version.split()[-1]) or platform.machine() != "x86_64":
+        pytest.skip(f"onnxruntime {ort.__version__} on {platform.machine()}: not the profile's kernel")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import matmul_targets as T
+
+    os.environ["QREF_ORT_THREADS"] = "1"
+    try:
+        for A, B in (tiny, negzero, (np.full((4, 129), -1e-30, np.float32), np.full((129, 4), 1e-30, np.float32))):
+            assert np.array_equal(_bits(T.ort_f32(A, B)), _bits(rec.matmul(A, B))), A.shape
+    finally:
+        del os.environ["QREF_ORT_THREADS"]

@@ -102,7 +102,8 @@ TORCH_MKL_AVX512 = CpuGemmProfile(
 
 #: onnxruntime 1.32 MatMul (float32, CPUExecutionProvider) -> MLAS sgemm, intra_op_num_threads = 1: sequential
 #: FMA per output, K blocks of 128 added into C in order; when N < K the K stride doubles each time the N stride
-#: (128) halves while it stays >= N and > 16: N <= 64 -> 256, N <= 32 -> 512, N <= 16 -> 1024.
+#: (128) halves while it stays >= N and > 16: N <= 64 -> 256, N <= 32 -> 512, N <= 16 -> 1024. The first K block's
+#: sum is stored into D as it is (a -0 stays -0), the later ones added.
 ORT_MLAS_1T = CpuGemmProfile(
     name="onnxruntime-1.32-mlas-sgemm-1-thread",
     library="onnxruntime (MLAS)",
@@ -113,7 +114,7 @@ ORT_MLAS_1T = CpuGemmProfile(
     **_FLOAT32,  # type: ignore[arg-type]
     threads=(1,),
     dispatch=GemmDispatch(blocked=KernelAccumulation(block=128),
-                          column_blocks=((16, 1024), (32, 512), (64, 256))),
+                          column_blocks=((16, 1024), (32, 512), (64, 256)), store="first_block"),
     evidence=(
         "scripts/accumulation_shapes.py ort_f32 and qref probe-matmul (docs/accumulation.md)",
         "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands, 1 thread",

@@ -12,9 +12,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..errors import QrefError
+from ..errors import QrefError, check_choice
 from .accumulate import KernelAccumulation, kernel
+from .bits import storage_dtype
 from .gemm import matmul
+
+STORES = ("add_to_zeroed", "first_block")
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,9 @@ class GemmDispatch:
     N mod tail_width <= tail_max (None: any remainder; a larger one runs the whole D with ``small``).
     small_edge: in the tail path, the record of the last M mod edge_rows rows of the last t mod edge_columns
     columns, t = N mod tail_width (the remainders of the micro-kernel's row and column register blocks).
+    store: how D receives the K blocks' sums: "add_to_zeroed" (D is set to +0, then every block's sum is added:
+    a -0 sum becomes +0) or "first_block" (the first block's sum is stored as it is and later ones added: the
+    chain starts from -0, the identity of IEEE addition).
     """
 
     blocked: KernelAccumulation
@@ -46,6 +52,13 @@ class GemmDispatch:
     small_edge: KernelAccumulation | None = None
     edge_rows: int = 1
     edge_columns: int = 1
+    store: str = "add_to_zeroed"
+
+    def __post_init__(self) -> None:
+        check_choice("store", self.store, STORES)
+        if self.store == "first_block" and (self.blocked.block is None or self.small is not None):
+            raise QrefError("GemmDispatch: store 'first_block' is a blocked kernel's (a blocked record with K blocks "
+                            "and no small path): its -0 start enters as the first block add (mma.md §12)")
 
     def paths(self, M: int, N: int, K: int) -> list[tuple[slice, slice, KernelAccumulation]]:
         """(row slice, column slice of D, record) triples for an (M, K) x (K, N) product (mma.md §12); later
@@ -80,8 +93,11 @@ class GemmDispatch:
         N = B.shape[1]
         out: np.ndarray | None = None
         for rows, cols, rec in self.paths(M, N, K):
-            part = matmul(np.ascontiguousarray(A[rows]), np.ascontiguousarray(B[:, cols]),
-                          instruction=kernel(rec, a_format, b_format, d_format))
+            ins = kernel(rec, a_format, b_format, d_format)
+            m = rows.stop - rows.start
+            C = np.full((m, cols.stop - cols.start), -0.0 if self.store == "first_block" else 0.0,
+                        storage_dtype(ins.c_format))
+            part = matmul(np.ascontiguousarray(A[rows]), np.ascontiguousarray(B[:, cols]), C, instruction=ins)
             if out is None and (rows, cols) == (slice(0, M), slice(0, N)):
                 out = part
                 continue
