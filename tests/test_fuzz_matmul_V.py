@@ -157,3 +157,39 @@ def test_onnxruntime_sgemm_keeps_a_negative_zero_sum() -> None:
             assert np.array_equal(_bits(T.ort_f32(A, B)), _bits(rec.matmul(A, B))), A.shape
     finally:
         del os.environ["QREF_ORT_THREADS"]
+
+
+def _tiny(M: int, K: int, N: int) -> tuple[np.ndarray, np.ndarray]:
+    """Products -1e-60: every FMA from +0 rounds them to -0 (an exact sum of zero sign -)."""
+    return np.full((M, K), -1e-30, np.float32), np.full((K, N), 1e-30, np.float32)
+
+
+def test_zero_signs_of_the_numpy_and_torch_paths() -> None:
+    """Zero signs by path (mma.md §10.1 zero_padding, §12 single_product), exact: numpy's small kernel keeps -0
+    (K = 2..31, no tail), its tail pads the last 16-term group with +0 products (K mod 16 != 0: +0; K = 48: -0),
+    its K = 1 call is +0 + fl(a b) = +0; torch's K = 1 call stores fl(a b) = -0. Then against the libraries where
+    the profiles' kernels are the ones here."""
+    from qref.mma.cpu_profiles import TORCH_MKL_AVX512
+
+    np_d, t_d = NUMPY_OPENBLAS_SKYLAKEX_1T.dispatch, TORCH_MKL_AVX512.dispatch
+    want = {(3, 5, 2): 0x80000000, (3, 5, 31): 0x80000000, (3, 3, 33): 0, (3, 3, 48): 0x80000000, (5, 19, 65): 0,
+            (4, 4, 1): 0}
+    for (M, N, K), sign in want.items():
+        got = _bits(np_d.matmul(*_tiny(M, K, N)))
+        cols = slice(16, N) if N > 16 else slice(0, N)  # (5, 19, 65): the tail columns
+        assert (got[:, cols] == sign).all(), (M, N, K, got)
+    assert (_bits(np_d.matmul(*_tiny(5, 65, 19)))[:, :16] == 0x80000000).all()  # the small columns keep -0
+    assert (_bits(t_d.matmul(*_tiny(16, 1, 16))) == 0x80000000).all()
+    assert (_bits(t_d.matmul(np.full((16, 1), -0.0, np.float32), np.ones((1, 16), np.float32))) == 0x80000000).all()
+    assert (_bits(t_d.matmul(*_tiny(16, 2, 16))) == 0).all()  # K = 2: the block is added to a zeroed D
+    if _openblas_core() == "SkylakeX" and np.__version__ == NUMPY_OPENBLAS_SKYLAKEX_1T.version.split()[-1]:
+        for M, N, K in want:
+            A, B = _tiny(M, K, N)
+            assert np.array_equal(_bits(A @ B), _bits(np_d.matmul(A, B))), (M, N, K)
+    torch = pytest.importorskip("torch")
+    if f"torch {torch.__version__}" == TORCH_MKL_AVX512.version and \
+            torch.backends.cpu.get_cpu_capability() == "AVX512":
+        for A, B in (_tiny(16, 1, 16), _tiny(16, 2, 16), (np.full((16, 1), -0.0, np.float32),
+                                                        np.ones((1, 16), np.float32))):
+            got = torch.matmul(torch.from_numpy(A), torch.from_numpy(B)).numpy()
+            assert np.array_equal(_bits(got), _bits(t_d.matmul(A, B))), A.shape

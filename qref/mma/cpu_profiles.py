@@ -41,9 +41,10 @@ class CpuGemmProfile:
 #: every profile below multiplies float32 operands into a float32 result
 _FLOAT32 = dict(a_format="float32", b_format="float32", d_format="float32")
 _NUMPY_SMALL = dict(small=KernelAccumulation(), small_max_mnk=10**6,
-                    small_tail=KernelAccumulation(lanes=16, reduction="pairwise"), tail_width=16, tail_min_k=32,
-                    tail_max=8, small_edge=KernelAccumulation(lanes=16, reduction="halving"), edge_rows=4,
-                    edge_columns=4)
+                    small_tail=KernelAccumulation(lanes=16, reduction="pairwise", zero_padding=True), tail_width=16,
+                    tail_min_k=32, tail_max=8,
+                    small_edge=KernelAccumulation(lanes=16, reduction="halving", zero_padding=True), edge_rows=4,
+                    edge_columns=4, single_product="rounded_plus_zero")
 
 
 def _numpy(threads: int, blocked: KernelAccumulation, how: str) -> CpuGemmProfile:
@@ -72,7 +73,8 @@ def _numpy(threads: int, blocked: KernelAccumulation, how: str) -> CpuGemmProfil
 #: kernel (sequential FMA per output, K blocks of GEMM_Q = 448; a remainder r in (448, 896) is cut in two: on one
 #: thread floor(r / 2) rounded up to 16, threaded ceil(r / 2)); a small-matrix kernel for M N K <= 10^6 without K
 #: blocking whose last t = N mod 16 output columns, when 1 <= t <= 8 and K >= 32, use 16 FMA lanes (k mod 16)
-#: reduced by adjacent pairs, except the last M mod 4 rows of the last t mod 4 columns: reduced by halving.
+#: reduced by adjacent pairs, except the last M mod 4 rows of the last t mod 4 columns: reduced by halving; the
+#: tail's last group of 16 terms is padded with +0 products (a -0 sum becomes +0). K = 1: +0 + fl32(a b).
 NUMPY_OPENBLAS_SKYLAKEX_1T = _numpy(1, KernelAccumulation(block=448, block_split="halve_remainder",
                                                           block_half="floor", block_unroll=16),
                                     "single-threaded driver")
@@ -81,7 +83,7 @@ NUMPY_OPENBLAS_SKYLAKEX_MT = _numpy(2, KernelAccumulation(block=448, block_split
 
 #: torch 2.13.0+cpu float32 matmul -> oneMKL 2024.2 sgemm with CPU capability AVX512: sequential FMA per output,
 #: K blocks of 192 (a whole K in (192, 384) halved, ceil first); the same at 1 and 2 threads; M or N < 16 takes
-#: another kernel (rounded products at 8 x 8: not modelled).
+#: another kernel (rounded products at 8 x 8: not modelled). K = 1 stores fl32(a b) (a -0 product stays -0).
 TORCH_MKL_AVX512 = CpuGemmProfile(
     name="torch-2.13.0-mkl-2024.2-avx512-sgemm",
     library="torch (oneMKL 2024.2)",
@@ -91,7 +93,8 @@ TORCH_MKL_AVX512 = CpuGemmProfile(
     selected_by="torch.backends.cpu.get_cpu_capability() == 'AVX512' and torch.__config__.show() naming oneMKL 2024.2",
     **_FLOAT32,  # type: ignore[arg-type]
     threads=(1, 2),
-    dispatch=GemmDispatch(blocked=KernelAccumulation(block=192, block_split="halve_short"), min_rows_cols=16),
+    dispatch=GemmDispatch(blocked=KernelAccumulation(block=192, block_split="halve_short"), min_rows_cols=16,
+                          single_product="rounded"),
     evidence=(
         "qref probe-matmul --callable matmul_targets:torch_f32 (docs/accumulation.md)",
         "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands, 1 and 2 threads",

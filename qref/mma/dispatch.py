@@ -18,6 +18,8 @@ from .bits import storage_dtype
 from .gemm import matmul
 
 STORES = ("add_to_zeroed", "first_block")
+SINGLE_PRODUCTS = ("rounded", "rounded_plus_zero")
+_ROUNDED = KernelAccumulation(products="rounded")
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class GemmDispatch:
     N mod tail_width <= tail_max (None: any remainder; a larger one runs the whole D with ``small``).
     small_edge: in the tail path, the record of the last M mod edge_rows rows of the last t mod edge_columns
     columns, t = N mod tail_width (the remainders of the micro-kernel's row and column register blocks).
+    single_product: K = 1 runs another path (None: the paths above): "rounded" (D = fl(a b), stored as it is)
+    or "rounded_plus_zero" (D = +0 + fl(a b): -0 becomes +0).
     store: how D receives the K blocks' sums: "add_to_zeroed" (D is set to +0, then every block's sum is added:
     a -0 sum becomes +0) or "first_block" (the first block's sum is stored as it is and later ones added: the
     chain starts from -0, the identity of IEEE addition).
@@ -53,9 +57,12 @@ class GemmDispatch:
     edge_rows: int = 1
     edge_columns: int = 1
     store: str = "add_to_zeroed"
+    single_product: str | None = None
 
     def __post_init__(self) -> None:
         check_choice("store", self.store, STORES)
+        if self.single_product is not None:
+            check_choice("single_product", self.single_product, SINGLE_PRODUCTS)
         if self.store == "first_block" and (self.blocked.block is None or self.small is not None):
             raise QrefError("GemmDispatch: store 'first_block' is a blocked kernel's (a blocked record with K blocks "
                             "and no small path): its -0 start enters as the first block add (mma.md §12)")
@@ -66,6 +73,8 @@ class GemmDispatch:
         if (M == 1 or N == 1) and not self.vectors:
             raise QrefError(f"GemmDispatch: a {M} x {N} output is a matrix-vector call, which this profile does not "
                             "model (a different kernel); use M, N >= 2")
+        if K == 1 and self.single_product is not None:
+            return [(slice(0, M), slice(0, N), _ROUNDED)]
         if self.small is None or self.small_max_mnk < M * N * K:
             for n_max, block in self.column_blocks:
                 if N < K and n_max >= N:
@@ -95,8 +104,9 @@ class GemmDispatch:
         for rows, cols, rec in self.paths(M, N, K):
             ins = kernel(rec, a_format, b_format, d_format)
             m = rows.stop - rows.start
-            C = np.full((m, cols.stop - cols.start), -0.0 if self.store == "first_block" else 0.0,
-                        storage_dtype(ins.c_format))
+            # the start of D: -0 (the identity of IEEE addition) where the sums are stored as they are
+            keep = self.store == "first_block" or (K == 1 and self.single_product == "rounded")
+            C = np.full((m, cols.stop - cols.start), -0.0 if keep else 0.0, storage_dtype(ins.c_format))
             part = matmul(np.ascontiguousarray(A[rows]), np.ascontiguousarray(B[:, cols]), C, instruction=ins)
             if out is None and (rows, cols) == (slice(0, M), slice(0, N)):
                 out = part
