@@ -98,6 +98,8 @@ TORCH_MKL_AVX512 = CpuGemmProfile(
     evidence=(
         "qref probe-matmul --callable matmul_targets:torch_f32 (docs/accumulation.md)",
         "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands, 1 and 2 threads",
+        "tests/test_fuzz_matmul_V.py: K = 1 stores fl32(a b) (-0 kept); fuzzed K = 1 .. 4097 with Inf, NaN, -0, "
+        "overflow: 0 mismatches outside the odd K in (192, 384) below",
         "not modelled: M or N < 16 (8 x 8 x 300 fits sequential rounded products, mul + add, no FMA); an odd K in "
         "(192, 384) (K = 301, 377, 383: about half of the outputs differ from every halving tried)",
     ),
@@ -121,6 +123,8 @@ ORT_MLAS_1T = CpuGemmProfile(
     evidence=(
         "scripts/accumulation_shapes.py ort_f32 and qref probe-matmul (docs/accumulation.md)",
         "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands, 1 thread",
+        "tests/test_fuzz_matmul_V.py: -0 results (the first K block stored as it is); 780,080 fuzzed outputs of "
+        "K = 1 .. 4097, M, N = 2 .. 64, random bit patterns, Inf, NaN, -0, overflow, 0 mismatches",
         "not fitted: 2 threads, where MLAS partitions N over the threads when M is small and each part takes the "
         "K stride of its own N (64 x 100 x 1000 fits blocks of 256, 64 x 65 x 300 fits neither 256 nor 512)",
     ),
