@@ -193,3 +193,17 @@ def test_zero_signs_of_the_numpy_and_torch_paths() -> None:
                                                         np.ones((1, 16), np.float32))):
             got = torch.matmul(torch.from_numpy(A), torch.from_numpy(B)).numpy()
             assert np.array_equal(_bits(got), _bits(t_d.matmul(A, B))), A.shape
+
+
+def test_torch_odd_k_between_192_and_384_is_refused() -> None:
+    """The torch profile does not model an odd K in (192, 384) (its evidence says so): dispatch refuses it with a
+    QrefError (mma.md §12; the harness reads it as unsupported) instead of returning other bits (fuzzing found
+    16 x 16 x 193: all 256 outputs differ from torch 2.13 on cancelling operands)."""
+    from qref.mma.cpu_profiles import TORCH_MKL_AVX512
+
+    d = TORCH_MKL_AVX512.dispatch
+    for K in (193, 301, 383):
+        with pytest.raises(QrefError, match=f"odd K = {K}"):
+            d.matmul(np.ones((16, K), np.float32), np.ones((K, 16), np.float32))
+    for K in (191, 192, 194, 384, 385):  # even, or outside the range: modelled
+        assert d.matmul(np.ones((16, K), np.float32), np.ones((K, 16), np.float32))[0, 0] == K

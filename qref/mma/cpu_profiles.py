@@ -94,14 +94,15 @@ TORCH_MKL_AVX512 = CpuGemmProfile(
     **_FLOAT32,  # type: ignore[arg-type]
     threads=(1, 2),
     dispatch=GemmDispatch(blocked=KernelAccumulation(block=192, block_split="halve_short"), min_rows_cols=16,
-                          single_product="rounded"),
+                          single_product="rounded", unfitted_odd_k=(192, 384)),
     evidence=(
         "qref probe-matmul --callable matmul_targets:torch_f32 (docs/accumulation.md)",
         "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands, 1 and 2 threads",
         "tests/test_fuzz_matmul_V.py: K = 1 stores fl32(a b) (-0 kept); fuzzed K = 1 .. 4097 with Inf, NaN, -0, "
         "overflow: 0 mismatches outside the odd K in (192, 384) below",
         "not modelled: M or N < 16 (8 x 8 x 300 fits sequential rounded products, mul + add, no FMA); an odd K in "
-        "(192, 384) (K = 301, 377, 383: about half of the outputs differ from every halving tried)",
+        "(192, 384) (K = 301, 377, 383: about half of the outputs differ from every halving tried; K = 193, 195, "
+        "201, 301, 383 fit no cut into two sequential FMA chains either): refused",
     ),
 )
 

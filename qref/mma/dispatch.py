@@ -38,6 +38,7 @@ class GemmDispatch:
     columns, t = N mod tail_width (the remainders of the micro-kernel's row and column register blocks).
     single_product: K = 1 runs another path (None: the paths above): "rounded" (D = fl(a b), stored as it is)
     or "rounded_plus_zero" (D = +0 + fl(a b): -0 becomes +0).
+    unfitted_odd_k: (lo, hi): an odd K with lo < K < hi is cut by a rule no record here reproduces (refused).
     store: how D receives the K blocks' sums: "add_to_zeroed" (D is set to +0, then every block's sum is added:
     a -0 sum becomes +0) or "first_block" (the first block's sum is stored as it is and later ones added: the
     chain starts from -0, the identity of IEEE addition).
@@ -58,6 +59,7 @@ class GemmDispatch:
     edge_columns: int = 1
     store: str = "add_to_zeroed"
     single_product: str | None = None
+    unfitted_odd_k: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         check_choice("store", self.store, STORES)
@@ -73,6 +75,10 @@ class GemmDispatch:
         if (M == 1 or N == 1) and not self.vectors:
             raise QrefError(f"GemmDispatch: a {M} x {N} output is a matrix-vector call, which this profile does not "
                             "model (a different kernel); use M, N >= 2")
+        if self.unfitted_odd_k is not None and K % 2 and self.unfitted_odd_k[0] < K < self.unfitted_odd_k[1]:
+            lo, hi = self.unfitted_odd_k
+            raise QrefError(f"GemmDispatch: an odd K = {K} in ({lo}, {hi}) is cut by a rule this profile does not "
+                            "model (mma.md §12); use an even K or one outside that range")
         if K == 1 and self.single_product is not None:
             return [(slice(0, M), slice(0, N), _ROUNDED)]
         if self.small is None or self.small_max_mnk < M * N * K:
