@@ -66,6 +66,8 @@ class KernelAccumulation(_Algorithm):
     order: "lanes" (the above) or "pairwise" (products rounded to the accumulator, summed by an adjacent-pairs
         tree per block, c added last).
     subnormals: "flush" sets subnormal operands and every subnormal intermediate to a signed zero.
+    zero_padding: the last group of L terms of each block is completed with +0 x +0 products, each going through
+        its lane's update (a masked vector load of zeros): it only turns a lane holding -0 into +0.
     The result is RN_d(out) in the output format d.
     """
 
@@ -81,6 +83,7 @@ class KernelAccumulation(_Algorithm):
     order: str = "lanes"
     subnormals: str = "keep"
     nan_output: str = "canonical"
+    zero_padding: bool = False
     family: ClassVar[str] = "KERNEL"
     whole_k: ClassVar[bool] = True
 
@@ -160,6 +163,9 @@ class KernelAccumulation(_Algorithm):
                 lanes[j] = self._fma(a[..., k], b[..., k], lanes[j], fmt)
             else:
                 lanes[j] = self._add(lanes[j], self._rn(a[..., k] * b[..., k], fmt), fmt)
+        if self.zero_padding:  # RN(+0 x +0 + lane) = RN(lane + +0): -0 -> +0, every other value unchanged
+            for j in range(n % L, L if n % L else 0):
+                lanes[j] = self._add(lanes[j], np.zeros(shape), fmt)
         return self._reduce(lanes, fmt)
 
     @_quiet

@@ -41,7 +41,10 @@ class CpuGemmProfile:
 #: every profile below multiplies float32 operands into a float32 result
 _FLOAT32 = dict(a_format="float32", b_format="float32", d_format="float32")
 _NUMPY_SMALL = dict(small=KernelAccumulation(), small_max_mnk=10**6,
-                    small_tail=KernelAccumulation(lanes=16, reduction="pairwise"), tail_width=16, tail_min_k=32)
+                    small_tail=KernelAccumulation(lanes=16, reduction="pairwise", zero_padding=True), tail_width=16,
+                    tail_min_k=32, tail_max=8,
+                    small_edge=KernelAccumulation(lanes=16, reduction="halving", zero_padding=True), edge_rows=4,
+                    edge_columns=4, single_product="rounded_plus_zero")
 
 
 def _numpy(threads: int, blocked: KernelAccumulation, how: str) -> CpuGemmProfile:
@@ -59,8 +62,9 @@ def _numpy(threads: int, blocked: KernelAccumulation, how: str) -> CpuGemmProfil
         evidence=(
             "qref probe-matmul --callable matmul_targets:numpy_f32 (docs/accumulation.md)",
             "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands",
-            "not modelled: M == 1 or N == 1 (gemv), and in the small kernel's tail columns the last rows of some M "
-            "(e.g. row 16 of M = 17, row 8 of M = 11: 1 output each of 289 / 187)",
+            "tests/test_fuzz_matmul_V.py: the small kernel's edges (N mod 16 in 9..15: no tail; the last M mod 4 "
+            "rows of the last (N mod 16) mod 4 columns: halving) vs numpy, 1.6 M outputs of M 2..22, N 2..57",
+            "not modelled: M == 1 or N == 1 (gemv)",
         ),
     )
 
@@ -68,7 +72,9 @@ def _numpy(threads: int, blocked: KernelAccumulation, how: str) -> CpuGemmProfil
 #: numpy 2.4.6 float32 matmul -> scipy-openblas 0.3.31.188.0 (DYNAMIC_ARCH) sgemm, core SkylakeX: a blocked
 #: kernel (sequential FMA per output, K blocks of GEMM_Q = 448; a remainder r in (448, 896) is cut in two: on one
 #: thread floor(r / 2) rounded up to 16, threaded ceil(r / 2)); a small-matrix kernel for M N K <= 10^6 without K
-#: blocking whose last N mod 16 output columns use 16 FMA lanes (k mod 16) reduced by adjacent pairs when K >= 32.
+#: blocking whose last t = N mod 16 output columns, when 1 <= t <= 8 and K >= 32, use 16 FMA lanes (k mod 16)
+#: reduced by adjacent pairs, except the last M mod 4 rows of the last t mod 4 columns: reduced by halving; the
+#: tail's last group of 16 terms is padded with +0 products (a -0 sum becomes +0). K = 1: +0 + fl32(a b).
 NUMPY_OPENBLAS_SKYLAKEX_1T = _numpy(1, KernelAccumulation(block=448, block_split="halve_remainder",
                                                           block_half="floor", block_unroll=16),
                                     "single-threaded driver")
@@ -77,7 +83,7 @@ NUMPY_OPENBLAS_SKYLAKEX_MT = _numpy(2, KernelAccumulation(block=448, block_split
 
 #: torch 2.13.0+cpu float32 matmul -> oneMKL 2024.2 sgemm with CPU capability AVX512: sequential FMA per output,
 #: K blocks of 192 (a whole K in (192, 384) halved, ceil first); the same at 1 and 2 threads; M or N < 16 takes
-#: another kernel (rounded products at 8 x 8: not modelled).
+#: another kernel (rounded products at 8 x 8: not modelled). K = 1 stores fl32(a b) (a -0 product stays -0).
 TORCH_MKL_AVX512 = CpuGemmProfile(
     name="torch-2.13.0-mkl-2024.2-avx512-sgemm",
     library="torch (oneMKL 2024.2)",
@@ -87,18 +93,23 @@ TORCH_MKL_AVX512 = CpuGemmProfile(
     selected_by="torch.backends.cpu.get_cpu_capability() == 'AVX512' and torch.__config__.show() naming oneMKL 2024.2",
     **_FLOAT32,  # type: ignore[arg-type]
     threads=(1, 2),
-    dispatch=GemmDispatch(blocked=KernelAccumulation(block=192, block_split="halve_short"), min_rows_cols=16),
+    dispatch=GemmDispatch(blocked=KernelAccumulation(block=192, block_split="halve_short"), min_rows_cols=16,
+                          single_product="rounded", unfitted_odd_k=(192, 384)),
     evidence=(
         "qref probe-matmul --callable matmul_targets:torch_f32 (docs/accumulation.md)",
         "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands, 1 and 2 threads",
+        "tests/test_fuzz_matmul_V.py: K = 1 stores fl32(a b) (-0 kept); fuzzed K = 1 .. 4097 with Inf, NaN, -0, "
+        "overflow: 0 mismatches outside the odd K in (192, 384) below",
         "not modelled: M or N < 16 (8 x 8 x 300 fits sequential rounded products, mul + add, no FMA); an odd K in "
-        "(192, 384) (K = 301, 377, 383: about half of the outputs differ from every halving tried)",
+        "(192, 384) (K = 301, 377, 383: about half of the outputs differ from every halving tried; K = 193, 195, "
+        "201, 301, 383 fit no cut into two sequential FMA chains either): refused",
     ),
 )
 
 #: onnxruntime 1.32 MatMul (float32, CPUExecutionProvider) -> MLAS sgemm, intra_op_num_threads = 1: sequential
 #: FMA per output, K blocks of 128 added into C in order; when N < K the K stride doubles each time the N stride
-#: (128) halves while it stays >= N and > 16: N <= 64 -> 256, N <= 32 -> 512, N <= 16 -> 1024.
+#: (128) halves while it stays >= N and > 16: N <= 64 -> 256, N <= 32 -> 512, N <= 16 -> 1024. The first K block's
+#: sum is stored into D as it is (a -0 stays -0), the later ones added.
 ORT_MLAS_1T = CpuGemmProfile(
     name="onnxruntime-1.32-mlas-sgemm-1-thread",
     library="onnxruntime (MLAS)",
@@ -109,10 +120,12 @@ ORT_MLAS_1T = CpuGemmProfile(
     **_FLOAT32,  # type: ignore[arg-type]
     threads=(1,),
     dispatch=GemmDispatch(blocked=KernelAccumulation(block=128),
-                          column_blocks=((16, 1024), (32, 512), (64, 256))),
+                          column_blocks=((16, 1024), (32, 512), (64, 256)), store="first_block"),
     evidence=(
         "scripts/accumulation_shapes.py ort_f32 and qref probe-matmul (docs/accumulation.md)",
         "tests/test_cpu_gemm_profiles.py: >= 10^6 outputs of random and adversarial operands, 1 thread",
+        "tests/test_fuzz_matmul_V.py: -0 results (the first K block stored as it is); 780,080 fuzzed outputs of "
+        "K = 1 .. 4097, M, N = 2 .. 64, random bit patterns, Inf, NaN, -0, overflow, 0 mismatches",
         "not fitted: 2 threads, where MLAS partitions N over the threads when M is small and each part takes the "
         "K stride of its own N (64 x 100 x 1000 fits blocks of 256, 64 x 65 x 300 fits neither 256 nor 512)",
     ),

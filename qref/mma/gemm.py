@@ -85,6 +85,9 @@ def matmul(A: object, B: object, C: object = None, *, instruction: Instruction |
         raise QrefError(f"matmul takes A (M, K) and B (K, N), got {A.shape} and {B.shape}")
     M, K = A.shape
     N = B.shape[1]
+    if K == 0:
+        raise QrefError(f"matmul with {ins.name}: K = 0 (A {A.shape}, B {B.shape}); a GEMM sums at least one "
+                        "product per output (mma.md §7): give A at least one column")
     k = ins.k
     kt = k if k_tile is None else check_int(k_tile, "k_tile", 1)
     # the chain keeps a few float64 / uint64 arrays of the operands' and the result's size (mma.md §7)

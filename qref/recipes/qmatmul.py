@@ -467,7 +467,9 @@ def multiply_by_quantized_multiplier(x: object, q: object, shift: object, form: 
         return r, (r < INT32_MIN) | (r > INT32_MAX)
     left, right = np.maximum(sh, 0), np.maximum(-sh, 0)
     shifted = v << left
-    bad = (shifted < INT32_MIN) | (shifted > INT32_MAX)  # x * (1 << left) overflows int32: undefined in C
+    # x * (1 << left) overflows int32: undefined in C (matmul.md §5.3); any x != 0 does for left >= 32 (numpy's
+    # shift by >= 64 gives 0, so the product itself cannot tell)
+    bad = (shifted < INT32_MIN) | (shifted > INT32_MAX) | ((v != 0) & (left > 31))
     out = rounding_divide_by_pot(saturating_rounding_doubling_high_mul(wrap_int32(shifted), qq), right)
     return out, bad
 
@@ -625,6 +627,10 @@ def requantize_accumulator(acc: np.ndarray, *, a_scale: object, b_scale: object,
                 v = mul(add_bias_in_accumulator_units(acc, fb, a_s, b_s, dt), m, dt)
             else:
                 v = mul(round_to(f64(acc), dt), m, dt)
+            nan = np.isnan(v)  # 0 times a multiplier that overflowed to Inf: unspecified (matmul.md §5.2 C2)
+            if nan.any():
+                bad = bad | nan
+                v = np.where(nan, 0, v).astype(v.dtype)
             if req.zero_point == "before_rounding":
                 n = round_float(round_to(f64(v) + zy, dt), req.rounding)
             else:
