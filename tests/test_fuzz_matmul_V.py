@@ -146,8 +146,12 @@ def test_onnxruntime_sgemm_keeps_a_negative_zero_sum() -> None:
     import os
     import platform
 
-    if not ort.__version__.startswith(ORT_MLAS_1T.version.split()[-1]) or platform.machine() != "x86_64":
-        pytest.skip(f"onnxruntime {ort.__version__} on {platform.machine()}: not the profile's kernel")
+    from qref.profiles.cpu import host_cpu
+
+    if not ort.__version__.startswith(ORT_MLAS_1T.version.split()[-1]) or platform.machine() != "x86_64" or \
+            not host_cpu().has("avx512f"):
+        pytest.skip(f"onnxruntime {ort.__version__} on {platform.machine()} without AVX-512F: not the profile's "
+                    "kernel")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
     import matmul_targets as T
 
