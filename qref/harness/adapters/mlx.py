@@ -308,6 +308,7 @@ def targets() -> list[Target]:
         Target(BACKEND, "mlx.astype", "elements", "mx.array(x).astype(mx.float16 | mx.bfloat16)", None, ops,
                _astype_supports, _runner(_astype_fn), _astype_snippet),
         _block_target(),
+        _block_f64_target(),
         *_uq_targets(),
         *_recipe_targets(),
         _float_matmul_target(),
@@ -358,8 +359,8 @@ def _blk_supports(case: Case) -> str | None:
             return "mx.quantize takes arrays of two or more dimensions"
         if int(case.params.get("axis", -1)) % arr.ndim != arr.ndim - 1:
             return "mx.quantize groups along the last axis only"
-        if arr.dtype.name not in ("float32", "float16", "bfloat16"):
-            return f"mx.quantize takes float32/float16/bfloat16, not {arr.dtype.name}"
+        if arr.dtype.name not in ("float32", "float16", "bfloat16", "float64"):
+            return f"mx.quantize takes float32/float16/bfloat16/float64, not {arr.dtype.name}"
     if arr.shape[-1] % int(case.scheme["block_size"]):
         return "mx.quantize needs the last dimension divisible by the group size (no partial groups)"
     if case.scheme.get("name") == "nvfp4" and arr.size % 32:
@@ -367,14 +368,24 @@ def _blk_supports(case: Case) -> str | None:
     return None
 
 
-def _blk_one(case: Case) -> Outputs:
+def _f64_supports(case: Case) -> str | None:
+    """mlx.quantize.float64: float64 quantize cases only, as mx.float64 arrays."""
+    if case.operation != "block_quantize" or case.inputs["x"].dtype != np.float64:
+        return "mlx.quantize.float64 runs the float64 quantize cases (mlx.quantize runs the others)"
+    return _blk_supports(case)
+
+
+def _blk_one(case: Case, f64: bool = False) -> Outputs:
+    """mx.quantize / mx.dequantize of one case; a float64 input is handed over as mx.array(x) (MLX makes it
+    float32, as for every numpy float64 array) or, with ``f64``, as mx.array(x, dtype=mx.float64)."""
     mx = _mx()
     mode, g, b = _mode(case)
     gs = case.inputs.get("global_scale")
     kw = {} if gs is None else {"global_scale": mx.array(gs.astype(np.float32).reshape(()))}
     if case.operation == "block_quantize":
         x = case.inputs["x"]
-        res = mx.quantize(_to_mx(np.ascontiguousarray(x)), group_size=g, bits=b, mode=mode, **kw)
+        xm = mx.array(np.ascontiguousarray(x), dtype=mx.float64) if f64 else _to_mx(np.ascontiguousarray(x))
+        res = mx.quantize(xm, group_size=g, bits=b, mode=mode, **kw)
         wq, scales = res[0], res[1]
         out: dict[str, np.ndarray] = {}
         codes = unpack_words(np.asarray(wq).reshape(-1, np.asarray(wq).shape[-1]), b, x.shape[-1])
@@ -404,7 +415,17 @@ def _blk_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
     return run_each(cases, _blk_one)
 
 
-def _blk_snippet(case: Case, i: int) -> str:
+def _f64_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
+    from ._common import run_each
+
+    return run_each(cases, lambda c: _blk_one(c, f64=True))
+
+
+def _f64_snippet(case: Case, i: int) -> str:
+    return _blk_snippet(case, i, f64=True)
+
+
+def _blk_snippet(case: Case, i: int, f64: bool = False) -> str:
     """Quantize the case's input (one row of blocks in a reproducer) and print output ``_output`` at index i."""
     mode, g, b = _mode(case)
     out = getattr(case, "_output", "codes")
@@ -418,7 +439,8 @@ def _blk_snippet(case: Case, i: int) -> str:
     bits_ = x.view(f"u{x.dtype.itemsize}").reshape(x.shape[0], -1)
     view = "ml_dtypes.bfloat16" if x.dtype.name == "bfloat16" else "np." + x.dtype.name
     lit = f"np.array({[[int(v) for v in row] for row in bits_]}, np.uint{8 * x.dtype.itemsize}).view({view})"
-    load = "mx.array(x.view(np.uint16)).view(mx.bfloat16)" if x.dtype.name == "bfloat16" else "mx.array(x)"
+    load = "mx.array(x.view(np.uint16)).view(mx.bfloat16)" if x.dtype.name == "bfloat16" else (
+        "mx.array(x, dtype=mx.float64)" if f64 else "mx.array(x)")
     stmts = [imports, f"x = {lit}", f"r = mx.quantize({load}, group_size={g}, bits={b}, mode={mode!r}{kw})"]
     if out == "codes":  # the packed words are a little-endian bit stream, element i at bits [i*b, i*b + b)
         stmts += ["w = np.unpackbits(np.asarray(r[0]).astype('<u4').view(np.uint8), bitorder='little')",
@@ -432,8 +454,14 @@ def _blk_snippet(case: Case, i: int) -> str:
 
 def _block_target() -> Target:
     return Target(BACKEND, "mlx.quantize", "block", "mx.quantize / mx.dequantize (modes affine, mxfp4, mxfp8, "
-                  "nvfp4); codes read from the packed uint32 words", "mlx", ("block_quantize", "block_dequantize"),
-                  _blk_supports, _blk_run, _blk_snippet)
+                  "nvfp4); codes read from the packed uint32 words; a float64 input as mx.array(x) (float32)",
+                  "mlx", ("block_quantize", "block_dequantize"), _blk_supports, _blk_run, _blk_snippet)
+
+
+def _block_f64_target() -> Target:
+    return Target(BACKEND, "mlx.quantize.float64", "block", "mx.quantize(mx.array(x, dtype=mx.float64), ...) "
+                  "(modes affine, mxfp4, mxfp8, nvfp4) on the float64 quantize cases", "mlx", ("block_quantize",),
+                  _f64_supports, _f64_run, _f64_snippet)
 
 
 # ---- recipes: mx.quantized_matmul / mx.qqmm on block_matmul cases ------------------------------------------------
