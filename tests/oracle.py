@@ -160,9 +160,11 @@ def oracle_encode(grid: Grid, x, mode: str = "nearest_even", overflow: str | Non
                   prepared=None, unsigned_negative: str = "zero", nan_code_rule: str = "canonical",
                   absent_zero: str = "nan") -> int:
     """Code of x (a Fraction, or float nan/inf, or the string '-0') under the policy (elements.md §2.4-2.7);
-    unsigned_negative: what a negative nonzero value or -Inf gives in an unsigned format ("zero" or "nan"; or
-    "magnitude": the sign is dropped first); nan_code_rule: "canonical" or "all_ones" (which NaN code);
-    absent_zero: what 0 gives in a format without zero ("nan" or "min")."""
+    unsigned_negative: what a negative nonzero value or -Inf gives in an unsigned format ("zero" or "nan"; "min":
+    the code of the smallest value, +0 or E8M0's 2^-127; or "magnitude": the sign is dropped first);
+    nan_code_rule: "canonical" or "all_ones" (which NaN code);
+    absent_zero: what 0 gives in a format without zero ("nan" or "min"; "nan_below_min": 0 and every magnitude below
+    the smallest value give NaN)."""
     s = grid.s
     if unsigned_negative == "magnitude" and not s.signed:  # elements.md §2.4: the sign bit is ignored
         if isinstance(x, float):
@@ -196,6 +198,12 @@ def oracle_encode(grid: Grid, x, mode: str = "nearest_even", overflow: str | Non
             return grid.neg_zero
         return 0
 
+    def negative_code() -> int:
+        """A negative nonzero value or -Inf in an unsigned format (elements.md §2.4)."""
+        if unsigned_negative == "min":
+            return 0 if s.zero else grid.code_of[grid.min_pos]
+        return 0 if s.zero and unsigned_negative == "zero" else nan_code(False)
+
     def signed_code(c: int, negative: bool) -> int:
         return (c | sign_bit) if negative else c
 
@@ -215,7 +223,7 @@ def oracle_encode(grid: Grid, x, mode: str = "nearest_even", overflow: str | Non
     if isinstance(x, float) and math.isinf(x):
         neg = x < 0
         if neg and not s.signed:
-            return 0 if s.zero and unsigned_negative == "zero" else nan_code(False)
+            return negative_code()
         if overflow == "nan":
             return nan_code(neg)
         if overflow == "saturate" or not has_inf:
@@ -226,7 +234,9 @@ def oracle_encode(grid: Grid, x, mode: str = "nearest_even", overflow: str | Non
         return zero_code(neg and s.signed)
     neg = x < 0
     if neg and not s.signed:
-        return 0 if s.zero and unsigned_negative == "zero" else nan_code(False)
+        return negative_code()
+    if not s.zero and absent_zero == "nan_below_min" and abs(x) < grid.min_pos:
+        return nan_code(False)  # elements.md §2.7: below the smallest value, before rounding
     r = round_magnitude(s, abs(x), neg, mode, rbits, nbits, prepared)
     if r > grid.max:
         if overflow == "nan":

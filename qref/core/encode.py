@@ -96,16 +96,19 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
             keep_sign = (mag != 0) | fmt.has_negative_zero
             val = np.where(is_nan_result, ovf_code, np.where(keep_sign, sign | mag, mag))
         else:
-            below = ex.neg  # negative inputs: P3109 clamps unsigned formats at 0; without zero -> NaN
-            neg_code = U64(0) if fmt.zero and pol.unsigned_negative == "zero" else nan_code
+            below = ex.neg  # negative inputs: P3109 clamps unsigned formats at 0; without zero -> NaN (§2.4)
+            neg_code = U64(0) if pol.unsigned_negative == "min" or (fmt.zero and pol.unsigned_negative == "zero") \
+                else nan_code
             val = np.where(below, neg_code, mag)
+            if not fmt.zero and pol.absent_zero == "nan_below_min":  # §2.7: |x| < the smallest value (2^emin)
+                val = np.where(~below & (fmt.emin > E), nan_code, val)
         out = np.where(fin, val, out)
 
     # -- zeros -------------------------------------------------------------------------------------------
     zero = ex.cls == ZERO
     if zero.any():
         if not fmt.zero:  # elements.md §2.7: the NaN code, or the smallest code (absent_zero="min")
-            zval = np.full(len(ex), nan_code if pol.absent_zero == "nan" else U64(0), dtype=U64)
+            zval = np.full(len(ex), U64(0) if pol.absent_zero == "min" else nan_code, dtype=U64)
         elif fmt.has_negative_zero:
             zval = sign
         else:
@@ -128,7 +131,9 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
         else:
             ival = mag_i
         if not fmt.signed:  # -Inf is below an unsigned range: 0 (P3109 clamps at 0), NaN without zero
-            ival = np.where(ex.neg, U64(0) if fmt.zero and pol.unsigned_negative == "zero" else nan_code, ival)
+            neg_inf = U64(0) if pol.unsigned_negative == "min" or (fmt.zero and pol.unsigned_negative == "zero") \
+                else nan_code
+            ival = np.where(ex.neg, neg_inf, ival)
         out = np.where(inf, ival, out)
 
     # -- NaN -----------------------------------------------------------------------------------------------

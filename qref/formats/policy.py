@@ -36,9 +36,9 @@ SUBNORMAL_POLICIES = ("keep", "flush")
 INPUT_SUBNORMAL_POLICIES = ("keep", "zero")
 NAN_POLICIES = ("keep_sign", "positive", "flipped_sign_zero", "zero", "max", "error")
 SOURCE_POLICIES = ("exact", "via_float32", "via_float16")
-UNSIGNED_NEGATIVE = ("zero", "nan", "magnitude")  # what a negative value becomes in an unsigned format
+UNSIGNED_NEGATIVE = ("zero", "nan", "magnitude", "min")  # what a negative value becomes in an unsigned format
 NAN_CODES = ("canonical", "all_ones")  # which NaN code a NaN result is written as (elements.md §2.7)
-ABSENT_ZERO = ("nan", "min")  # what +-0 becomes in a format without zero (elements.md §2.7)
+ABSENT_ZERO = ("nan", "min", "nan_below_min")  # what +-0 (and values below the minimum) become without zero (§2.7)
 INT_CASTS = (
     "direct",                 # the policies act on the exact value (elements.md §2.9)
     "via_int32_x86",          # x86-64 cvtt to int32 first: NaN, +-Inf, |trunc x| >= 2^31 -> 0x80000000; then overflow
@@ -70,12 +70,15 @@ class CastPolicy:
     stochastic_bits: N, the number of random bits per element for the stochastic modes.
     unsigned_negative: unsigned formats only: a negative nonzero value or -Inf becomes "zero" ([P3109] clamps at
         0; NaN in a format without zero) or "nan" (the NaN code, as ml_dtypes 0.7's float8_e5m3fnu); "magnitude":
-        the sign bit is ignored, every negative input (-0, -Inf and -NaN included) is encoded as its magnitude.
+        the sign bit is ignored, every negative input (-0, -Inf and -NaN included) is encoded as its magnitude;
+        "min": a negative nonzero value or -Inf becomes the smallest code, 0x00 (+0 with a zero, 2^-127 in E8M0;
+        -NaN stays NaN, -0 follows absent_zero).
     nan_code: which code a NaN result is written as where the format has several: "canonical" (default: the
         format's canonical quiet NaN, e.g. E5M2 0x7E / 0xFE) or "all_ones" (exponent and fraction all ones,
         E5M2 0x7F / 0xFF; the same code where the canonical NaN is all ones already, E4M3FN, E8M0).
     absent_zero: formats without zero (E8M0) only: what +-0 becomes: "nan" (default: the NaN code) or "min"
-        (the smallest code, 2^-127 in E8M0).
+        (the smallest code, 2^-127 in E8M0); "nan_below_min": +-0 and every value of magnitude below the smallest
+        value (|x| < 2^-127 in E8M0, before rounding) become the NaN code.
     int_cast: integer storage only: "direct" (default) or the C conversion through int32 on x86-64
         ("via_int32_x86", "via_int32_x86_checked"; elements.md §2.9): rounding must be "toward_zero"; NaN,
         +-Inf and values outside int32 give the int32 indefinite value 0x80000000 before the overflow policy.
@@ -162,14 +165,15 @@ class CastPolicy:
         if self.unsigned_negative == "nan" and (fmt.signed or not fmt.has_nan):
             raise QrefError(f"unsigned_negative='nan' is for unsigned formats with a NaN code; {fmt.name} is "
                             + ("signed" if fmt.signed else "without NaN"))
-        if self.unsigned_negative == "magnitude" and fmt.signed:
-            raise QrefError(f"unsigned_negative='magnitude' is for unsigned formats; {fmt.name} is signed")
+        if self.unsigned_negative in ("magnitude", "min") and fmt.signed:
+            raise QrefError(f"unsigned_negative={self.unsigned_negative!r} is for unsigned formats; {fmt.name} is "
+                            "signed")
         if self.nan_code == "all_ones" and fmt.nan not in ("ieee", "all_ones"):
             raise QrefError(f"nan_code='all_ones' is for formats whose NaN codes include the all-ones pattern "
                             f"(IEEE-style and 'all_ones' NaN); {fmt.name} has NaN encoding {fmt.nan!r}")
-        if self.absent_zero == "min" and (fmt.zero or fmt.signed):
-            raise QrefError(f"absent_zero='min' is for unsigned formats without zero (float8_e8m0fnu); {fmt.name} "
-                            + ("has a zero" if fmt.zero else "is signed"))
+        if self.absent_zero != "nan" and (fmt.zero or fmt.signed):
+            raise QrefError(f"absent_zero={self.absent_zero!r} is for unsigned formats without zero "
+                            f"(float8_e8m0fnu); {fmt.name} " + ("has a zero" if fmt.zero else "is signed"))
         if overflow == "nan" and not fmt.has_nan:
             raise QrefError(f"overflow='nan' but {fmt.name} has no NaN; use 'saturate'")
         nan = self.nan or ("keep_sign" if fmt.has_nan else "flipped_sign_zero")

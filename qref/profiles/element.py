@@ -249,6 +249,87 @@ PROFILES = (
                                         source="via_float32"), target="float8_e8m0fnu"),),
     ),
     Profile(
+        "onnxruntime", "element", "ONNX Runtime 1.32 Cast (CPUExecutionProvider), saturate=1 on float8 targets "
+        "(FLOAT8E8M0: opset 24, round_mode='up', the default)",
+        "float64 inputs are rounded to float32 first (double rounding); float8 targets: nearest_even, finite "
+        "overflow and +-Inf clamp to +-max, NaN stays NaN with its sign; float8_e5m2 writes every NaN as 0x7F / "
+        "0xFF (nan_code='all_ones'); float8_e8m0fnu: the value rounded up to a power of two (1.0000001 -> 2, "
+        "2^-128 -> 2^-127), clamped to 2^127 (+Inf too), +-0, every negative value and -Inf give 0x00 (2^-127: "
+        "absent_zero='min', unsigned_negative='min'), NaN of either sign 0xFF; float16 / bfloat16 targets (no "
+        "saturate attribute): nearest_even, +-Inf on overflow. Not modelled (xfail entries): the NaN payloads "
+        "Cast to float16 keeps from float32 (0x7FA00000 -> 0x7F00 vectorized).",
+        CastPolicy(overflow="saturate", source="via_float32"),
+        sources=("onnx Cast-24/25 (saturate, round_mode)", "measured: onnxruntime 1.32 Cast on the "
+                 "CPUExecutionProvider"),
+        package="onnxruntime", versions="==1.32.*", status="verified",
+        evidence=("tests/test_element_profiles_W.py against the installed onnxruntime", "float32, float16, "
+                  "bfloat16 and float64 sources x the five float8 targets (saturate=1): every 16-bit input, every "
+                  "float32 value and tie of the format +-2 ulp, 2 x 10^6 random float32 patterns, float64 values "
+                  "and ties +-2^-40 and +-2^-30 (relative) and 10^6 random float64 patterns: 0 mismatches",
+                  "qref run --backend onnxruntime: the onnxruntime.cast.saturate target against this record",),
+        cast_rules=(
+            CastRule(CastPolicy(overflow="saturate", nan_code="all_ones", source="via_float32"),
+                     target="float8_e5m2"),
+            CastRule(CastPolicy(rounding="up", overflow="saturate", unsigned_negative="min", absent_zero="min",
+                                source="via_float32"), target="float8_e8m0fnu"),
+            *(CastRule(CastPolicy(source="via_float32"), target=t) for t in ("float16", "bfloat16", "float32")),
+        ),
+    ),
+    Profile(
+        "onnxruntime_no_saturate", "element", "ONNX Runtime 1.32 Cast (CPUExecutionProvider), saturate=0 on "
+        "float8 targets (FLOAT8E8M0: round_mode='up'); Cast to float16 / bfloat16",
+        "float64 inputs are rounded to float32 first (double rounding); nearest_even with the format's own "
+        "overflow (E5M2: +-Inf; E4M3FN and FNUZ: NaN); float8_e5m2 writes every NaN as 0x7F / 0xFF "
+        "(nan_code='all_ones'); from bfloat16, NaN of either sign gives the positive NaN (E4M3FN 0x7F, E5M2 0x7F); "
+        "float8_e8m0fnu: rounded up to a power of two, 0xFF (NaN) for +-0, negative values, +-Inf, values that "
+        "round past 2^127 and positive values below 2^-127 (absent_zero='nan_below_min': 2^-128 -> 0xFF, "
+        "2^-127 -> 0x00). Not modelled (xfail entries): float8_e4m3fn gives 448 (0x7E) on [480, 496) where "
+        "nearest_even overflows to NaN (NaN on (464, 480)); float8_e5m2 gives NaN 0x7F / 0xFF, not Inf, on "
+        "[61440, 65536) (values that round up to 2^16; larger ones give Inf); NaN payloads kept by Cast to "
+        "float16 (vectorized).",
+        CastPolicy(source="via_float32"),
+        sources=("onnx Cast-24/25 (saturate, round_mode)", "measured: onnxruntime 1.32 Cast on the "
+                 "CPUExecutionProvider"),
+        package="onnxruntime", versions="==1.32.*", status="verified",
+        evidence=("tests/test_element_profiles_W.py against the installed onnxruntime", "float32, float16, "
+                  "bfloat16 and float64 sources x the five float8 targets (saturate=0), float16 and bfloat16 "
+                  "targets: every 16-bit input, every float32 value and tie of the format +-2 ulp, 2 x 10^6 random "
+                  "float32 patterns, float64 values and ties +-2^-40 and +-2^-30 (relative), 10^6 random float64 "
+                  "patterns: 0 mismatches beyond the rules listed as not modelled",
+                  "qref run --backend onnxruntime: the onnxruntime.cast.nosaturate target against this record",),
+        cast_rules=(
+            CastRule(CastPolicy(nan="positive", nan_code="all_ones", source="via_float32"), target="float8_e5m2",
+                     source="bfloat16"),
+            CastRule(CastPolicy(nan_code="all_ones", source="via_float32"), target="float8_e5m2"),
+            CastRule(CastPolicy(nan="positive", source="via_float32"), target="float8_e4m3fn", source="bfloat16"),
+            CastRule(CastPolicy(rounding="up", absent_zero="nan_below_min", source="via_float32"),
+                     target="float8_e8m0fnu"),
+        ),
+    ),
+    Profile(
+        "jax", "element", "JAX 0.10.2 x.astype(jnp.float8_e8m0fnu) on XLA:CPU (eager and jax.jit)",
+        "Every target as 'spec', except float8_e8m0fnu: float32 / float16 / bfloat16 inputs take the float32 "
+        "exponent field plus the first fraction bit (rounding='exponent_carry': ties up, 1.5 * 2^127 -> NaN; "
+        "float32 subnormals (2^-127, 2^-126) -> 0x01, (0, 2^-127] -> 0x00, as ml_dtypes 0.5-0.6); float64 "
+        "inputs are rounded once by the same rule (nearest, ties up, for |x| >= 2^-126; up in [2^-127, 2^-126)) "
+        "and every positive float64 below 2^-127 gives NaN (absent_zero='nan_below_min'); +-0, negative values, "
+        "+-Inf and NaN give 0xFF. The other formats' differences (NaN payloads, FNUZ NaN, float4 NaN sign, "
+        "float64 -> float16 / bfloat16 through float32, integer truncation) stay xfail entries.",
+        CastPolicy(),
+        sources=("measured: jax 0.10.2 / jaxlib XLA:CPU convert to f8E8M0FNU",),
+        package="jax", versions="==0.10.2", status="verified",
+        evidence=("qref sweep float8_e8m0fnu --against jax --profile jax: all 2^32 float32, 2^16 float16 and 2^16 "
+                  "bfloat16 inputs, 0 mismatches, the same with XLA_FLAGS=--xla_cpu_max_isa=AVX2 (AMD EPYC Zen 4)",
+                  "float64: every E8M0 value and midpoint, +-2^-40 and +-2^-30 (relative), 2^-127 (1 +- small), "
+                  "10^6 random float64 patterns, eager and jax.jit: 0 mismatches; tests/test_element_profiles_W.py",
+                  "qref run --backend jax (--cpu baseline and native): the jax.astype.* float8_e8m0fnu cases pass",),
+        cast_rules=(
+            CastRule(CastPolicy(rounding="exponent_carry", absent_zero="nan_below_min"), target="float8_e8m0fnu",
+                     source="float64"),
+            CastRule(CastPolicy(rounding="exponent_carry"), target="float8_e8m0fnu"),
+        ),
+    ),
+    Profile(
         "mlx", "element", "MLX 0.32 mx.to_fp8 (float8_e4m3fn)",
         "nearest_even; overflow and +-Inf saturate to +-448; NaN becomes +-448 by its sign bit.",
         CastPolicy(overflow="saturate", nan="max"),

@@ -1,5 +1,5 @@
-"""JAX on XLA:CPU: ``x.astype(jnp.<format>)`` eagerly and under ``jax.jit`` (no qref element profile models it,
-so the spec default is its reference; elements.md), and JAX's own MX / NVFP4 quantizer
+"""JAX on XLA:CPU: ``x.astype(jnp.<format>)`` eagerly and under ``jax.jit`` (element profile ``jax``: the spec
+except E8M0's exponent-field rounding and float64 underflow to NaN; elements.md §6), and JAX's own MX / NVFP4 quantizer
 (``jax._src.cudnn.scaled_matmul_stablehlo.quantize``, what ``jax.nn.scaled_dot_general`` quantizes with) under
 ``jax.jit`` on the block cases (block profile ``jax``, block.md §8), and ``jax.lax.dot_general`` on int8 / uint8
 operands with ``preferred_element_type=jnp.int32`` on the matmul_integer cases (matmul profile ``xla_cpu``,
@@ -886,9 +886,9 @@ def targets() -> list[Target]:
     ops = ("encode", "decode", "quantize")
     return [
         Target(BACKEND, "jax.astype.eager", "elements", "jnp.asarray(x).astype(jnp.<format>) (eager, XLA:CPU)",
-               None, ops, _supports, _run(False), _snippet(False)),
+               "jax", ops, _supports, _run(False), _snippet(False)),
         Target(BACKEND, "jax.astype.jit", "elements", "jax.jit(lambda v: v.astype(jnp.<format>))(x) (XLA:CPU)",
-               None, ops, _supports, _run(True), _snippet(True)),
+               "jax", ops, _supports, _run(True), _snippet(True)),
         Target(BACKEND, "jax.block_quantize.jit", "block",
                "jax.jit(lambda v: scaled_matmul_stablehlo.quantize(v, jax.nn.get_scaled_dot_general_config(mode[, "
                "global_scale])))(x), modes mxfp8 and nvfp4 (XLA:CPU; codes and scales read as bytes)", "jax",

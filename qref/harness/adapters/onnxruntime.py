@@ -1,6 +1,6 @@
 """ONNX Runtime (CPUExecutionProvider): ``Cast`` to and from the float8 types with ``saturate`` 1 and 0, float8
-E8M0 (opset 24), float16 and bfloat16 (elements: ``saturate=1`` is the element profile ``saturating``,
-``saturate=0`` has no qref profile: the spec default is its reference), and ``QuantizeLinear`` /
+E8M0 (opset 24), float16 and bfloat16 (elements: ``saturate=1`` is the element profile ``onnxruntime``,
+``saturate=0`` and the other Casts ``onnxruntime_no_saturate``; elements.md §6), and ``QuantizeLinear`` /
 ``DequantizeLinear`` (uniform profile ``onnx``).
 
 Tensors of types numpy lacks (bfloat16, float8, int4) go in through ``OrtValue.ortvalue_from_numpy_with_onnx_type``
@@ -208,11 +208,11 @@ def targets() -> list[Target]:
     ops = ("encode", "decode", "quantize")
     return [
         Target(BACKEND, "onnxruntime.cast.saturate", "elements", "Cast(to=float8*, saturate=1) (opset 21; E8M0 "
-               "opset 24)", "saturating", ("encode", "quantize"), _cast_supports(True), _cast_run(True),
+               "opset 24)", "onnxruntime", ("encode", "quantize"), _cast_supports(True), _cast_run(True),
                _cast_snippet(True)),
         Target(BACKEND, "onnxruntime.cast.nosaturate", "elements", "Cast(to=float8*, saturate=0); Cast to "
-               "float16/bfloat16/float4; Cast from the float8 types", None, ops, _cast_supports(False),
-               _cast_run(False), _cast_snippet(False)),
+               "float16/bfloat16/float4; Cast from the float8 types", "onnxruntime_no_saturate", ops,
+               _cast_supports(False), _cast_run(False), _cast_snippet(False)),
         _uniform_target(),
         *matmul_targets(),
         *ms_matmul_targets(),
