@@ -59,6 +59,9 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
     out = np.zeros(len(ex), dtype=U64)
     nan_code = None if not fmt.has_nan else U64(fmt.nan_code if pol.nan_code == "canonical" else
                                                  fmt.sign_mask - 1 if fmt.signed else (1 << fmt.bits) - 1)
+    # unsigned formats: a negative nonzero value or -Inf (§2.4): P3109 clamps at 0; NaN without zero; or 0x00
+    neg_code = U64(0) if pol.unsigned_negative == "min" or (fmt.zero and pol.unsigned_negative == "zero") \
+        else nan_code
 
     def nan_with_sign(neg: np.ndarray) -> np.ndarray:
         assert nan_code is not None
@@ -96,9 +99,7 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
             keep_sign = (mag != 0) | fmt.has_negative_zero
             val = np.where(is_nan_result, ovf_code, np.where(keep_sign, sign | mag, mag))
         else:
-            below = ex.neg  # negative inputs: P3109 clamps unsigned formats at 0; without zero -> NaN (§2.4)
-            neg_code = U64(0) if pol.unsigned_negative == "min" or (fmt.zero and pol.unsigned_negative == "zero") \
-                else nan_code
+            below = ex.neg
             val = np.where(below, neg_code, mag)
             if not fmt.zero and pol.absent_zero == "nan_below_min":  # §2.7: |x| < the smallest value (2^emin)
                 val = np.where(~below & (fmt.emin > E), nan_code, val)
@@ -130,10 +131,8 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
             ival = sign | mag_i
         else:
             ival = mag_i
-        if not fmt.signed:  # -Inf is below an unsigned range: 0 (P3109 clamps at 0), NaN without zero
-            neg_inf = U64(0) if pol.unsigned_negative == "min" or (fmt.zero and pol.unsigned_negative == "zero") \
-                else nan_code
-            ival = np.where(ex.neg, neg_inf, ival)
+        if not fmt.signed:  # -Inf is below an unsigned range
+            ival = np.where(ex.neg, neg_code, ival)
         out = np.where(inf, ival, out)
 
     # -- NaN -----------------------------------------------------------------------------------------------
