@@ -25,7 +25,8 @@ from collections.abc import Callable, Hashable
 import numpy as np
 
 from ...core import arith as fp
-from ...core.parallel import run_chunks
+from ...core.encode import take_via
+from ...core.parallel import run_chunks, scratch
 from ...errors import QrefError
 from ...profiles.lookup import LookupSchemeRules
 from ...tables import Table
@@ -346,7 +347,7 @@ def dequantize_fast(rules: LookupSchemeRules, table: Table, block_size: int, raw
     rows = max(1, DQ_CHUNK // B)
 
     def work(lo: int, hi: int) -> None:  # whole blocks on the thread pool (elements.md §2.11)
-        idx = np.empty(min(rows, hi - lo) * B // (1 if pairs is None else 2), np.intp)
+        idx = scratch("lookup.dequantize_idx", min(rows, hi - lo) * B // (1 if pairs is None else 2), np.intp)
         for r0 in range(lo, hi, rows):  # chunks of blocks, not elements
             r1 = min(hi, r0 + rows)
             c = flat[r0 * B:r1 * B]
@@ -354,13 +355,9 @@ def dequantize_fast(rules: LookupSchemeRules, table: Table, block_size: int, raw
                 raise QrefError(f"codes out of range for table {table.name!r} ({size} entries)")
             o = out[r0 * B:r1 * B]
             if pairs is not None:
-                ix = idx[: c.size // 2]
-                np.copyto(ix, c.view(np.uint16), casting="unsafe")
-                np.take(pairs, ix, out=o.view(np.uint64), mode="clip")
+                take_via(pairs, c.view(np.uint16), o.view(np.uint64), idx)
             else:
-                ix = idx[: c.size]
-                np.copyto(ix, c, casting="unsafe")
-                np.take(entries, ix, out=o, mode="clip")
+                take_via(entries, c, o, idx)
             o2 = o.reshape(r1 - r0, B)
             a = per_block[r0:r1, None]
             if not plain:
