@@ -1,7 +1,8 @@
 """The helpers the adapters and families share: run_element_groups (one prepare per signature, its failure the result
 of the whole group), per_case (a runner calling a function on each case), unsupported_reason / raise_unsupported,
-uniform_input / first_literal (the array a uniform case runs on, a reproducer's one-element literal), and
-distinct_alternatives (first of equal override sets, no-ops and failures skipped)."""
+uniform_input / first_literal (the array a uniform case runs on, a reproducer's one-element literal), row_snippet (the
+reproducer of one element of a torch weight-only matmul from its row of x), distinct_alternatives (first of equal
+override sets, no-ops and failures skipped) and value_classes (NaN and sign-of-zero classes of float outputs)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ import numpy as np
 
 from qref.conformance.case import Case
 from qref.harness.adapters._common import (
+    array_literal,
     first_literal,
     literal_imports,
     per_case,
     raise_unsupported,
+    row_snippet,
     run_element_groups,
     uniform_input,
     unsupported_reason,
 )
-from qref.harness.families import distinct_alternatives
+from qref.harness.families import distinct_alternatives, value_classes
 from qref.harness.model import Unsupported
 
 
@@ -129,3 +132,42 @@ def test_distinct_alternatives() -> None:
 
     got = list(distinct_alternatives(alts, outputs, lambda ov: ov == {"scale": 1}))
     assert got == [("tie_rule", 12), ("scale_rule", 6), ("compute_precision", 4)]
+
+
+def test_row_snippet_prints_the_element_of_its_row() -> None:
+    import subprocess
+    import sys
+
+    x = np.array([[1.0, 2.0, 3.0], [-4.0, 0.5, 6.0]], np.float32)  # (M, K) = (2, 3)
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) - 5  # the codes: N = 4 rows
+    case = Case(id="matmul/w/0", family="matmul", operation="weight_only_matmul", inputs={"x": x, "codes": w},
+                expected={"y": np.zeros((2, 4), np.float32)})
+    head = "import warnings, numpy as np, torch; warnings.simplefilter('ignore')"
+    for i in (0, 3, 4, 7):
+        src = row_snippet(head, case, i, f"w = torch.from_numpy({array_literal(w)}.copy())",
+                          "y = torch.nn.functional.linear(x, w)")
+        assert src.splitlines()[0] == head
+        r = subprocess.run([sys.executable, "-"], input=src, capture_output=True, text=True, timeout=300)
+        m, n = divmod(i, 4)
+        exact = sum(float(x[m, k]) * float(w[n, k]) for k in range(3))  # small integers and halves: exact
+        assert r.stdout.split() == [hex(int(np.array([exact], np.float32).view(np.uint32)[0]))], (i, r.stderr)
+
+
+def test_value_classes_of_float_outputs() -> None:
+    nan, inf = float("nan"), float("inf")
+    exp = np.array([nan, 1.0, 0.0, -0.0, 1.0, 2.0], np.float32)
+    got = np.array([-nan, nan, -0.0, 0.0, 3.0, inf], np.float32)
+    case = Case(id="lookup/t/0", family="lookup", operation="lookup_dequantize", inputs={},
+                expected={"y": np.zeros(6, np.float32)})
+    cls = value_classes(case, "y", exp.view(np.uint32), got.view(np.uint32))
+    assert cls.tolist() == ["nan_sign_or_code", "nan_sign_or_code", "sign_of_zero", "sign_of_zero", "", ""]
+    import ml_dtypes
+
+    bf = Case(id="lookup/t/1", family="lookup", operation="lookup_dequantize", inputs={},
+              expected={"y": np.zeros(3, ml_dtypes.bfloat16)})
+    e, g = np.array([0x7FC0, 0x8000, 0x3F80], np.uint16), np.array([0x3F80, 0x0000, 0x4000], np.uint16)
+    assert value_classes(bf, "y", e, g).tolist() == ["nan_sign_or_code", "sign_of_zero", ""]
+    codes = Case(id="block/t/2", family="block", operation="block_quantize", inputs={},
+                 expected={"codes": np.zeros(2, np.uint8)})  # codes (float8 ones too) are not read as values
+    e8, g8 = np.array([0x7F, 0x00], np.uint8), np.array([0x00, 0x80], np.uint8)
+    assert value_classes(codes, "codes", e8, g8).tolist() == ["", ""]

@@ -77,6 +77,16 @@ def python_c(*statements: str) -> str:
     return "\n".join(statements)
 
 
+def row_snippet(head: str, case: Case, i: int, *statements: str) -> str:
+    """The reproducer of element i of a weight-only matmul y = x W^T (M, N) in torch, N = the rows of the case's
+    ``codes``: ``head``, the row m of x that holds the element as the tensor ``x``, the statements (which build W
+    from the case's inputs and compute ``y`` from ``x``), and the print of element n of y's float32 bits
+    (m, n = divmod(i, N))."""
+    m, n = divmod(int(i), case.inputs["codes"].shape[0])
+    return python_c(head, f"x = torch.from_numpy({array_literal(case.inputs['x'][m:m + 1])})", *statements,
+                    f"print(hex(int(y.numpy().reshape(-1).view(np.uint32)[{n}])))")
+
+
 def array_literal(a: np.ndarray) -> str:
     """Python source of ``a`` bit for bit (shape and dtype kept) from its bytes as a hex literal: numpy only, plus
     ml_dtypes for its types (the script imports it)."""
@@ -336,6 +346,7 @@ __all__ = [
     "per_case",
     "python_c",
     "raise_unsupported",
+    "row_snippet",
     "run_each",
     "run_element_groups",
     "run_elements",

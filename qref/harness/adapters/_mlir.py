@@ -243,6 +243,11 @@ def uniform_types(case: Any) -> tuple[object, ...]:
     return types
 
 
+#: a target's ``supports`` for uniform cases as stablehlo.uniform_quantize / uniform_dequantize (None, or why
+#: ``uniform_types`` refuses the case)
+uniform_supports = unsupported_reason(uniform_types)
+
+
 #: diagnostics of a lowering or runtime failure after the module parsed and verified: the backend accepts the
 #: operation on these types (StableHLO's uniform_quantize takes any quantization_dimension and i2/i4 storage of
 #: any length) and then fails to compile or run it
@@ -336,4 +341,4 @@ def matmul_element_case(case: Any, i: int) -> Any:
 __all__ = ["LOWERING_FAILURES", "WIDTH", "CompileFailure", "as_crash", "diagnostic", "dot_supports", "dot_types",
            "element_body", "element_supports", "func_name", "generic_memref_func", "generic_tensor_func",
            "is_float_storage", "matmul_element_case", "mlir_type", "quant_type", "scheme_quant_type", "shape_text",
-           "shlo_dot_body", "shlo_uniform_body", "uniform_input_type", "uniform_types"]
+           "shlo_dot_body", "shlo_uniform_body", "uniform_input_type", "uniform_supports", "uniform_types"]

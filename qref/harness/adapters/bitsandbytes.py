@@ -12,16 +12,16 @@ double-quantized scales) in a ``QuantState`` whose 4-bit and dynamic maps are th
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ...conformance.case import Case
+from ...interop.packing import unpack
 from ..families.lookup import dq_kind, effective_axis
 from ..model import Outputs, Target, Unsupported
 from . import require
-from ._common import codes_as, from_torch, python_c, raise_unsupported, run_each, suite_input, to_torch
+from ._common import codes_as, from_torch, per_case, python_c, raise_unsupported, row_snippet, suite_input, to_torch
 
 BACKEND = "bitsandbytes"
 DISTRIBUTIONS = ("bitsandbytes", "torch")
@@ -91,7 +91,7 @@ def _one(case: Case) -> Outputs:
                 dq = dq_kind(case) is not None
                 packed, st = F.quantize_4bit(t, blocksize=B, quant_type=QUANT_TYPES[name], compress_statistics=dq)
                 b = packed.contiguous().view(torch.uint8).numpy().reshape(-1)
-                out["codes"] = np.stack([b >> 4, b & 15], axis=-1).reshape(-1)[: x.size].reshape(x.shape)
+                out["codes"] = unpack(b, "nibble_high_first", bits=4, count=x.size).reshape(x.shape)
                 if dq:
                     out["dq_codes"] = st.absmax.numpy()
                     out["dq_scales"] = st.state2.absmax.numpy()
@@ -123,10 +123,6 @@ def _one(case: Case) -> Outputs:
                 y = F.dequantize_4bit(packed, st)
             out["y"] = from_torch(y).reshape(-1)
     return {k: codes_as(case, k, v) for k, v in out.items() if k in case.expected}
-
-
-def _run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-    return run_each(cases, _one)
 
 
 _HEAD = ("import warnings, numpy as np, torch; warnings.simplefilter('ignore'); "
@@ -196,7 +192,7 @@ def targets() -> list[Target]:
     return [*matmul_targets(), Target(BACKEND, "bitsandbytes.functional", "lookup",
                    "bitsandbytes.functional quantize_4bit / dequantize_4bit (nf4, fp4; compress_statistics) and "
                    "quantize_blockwise / dequantize_blockwise (dynamic map), CPU", "bitsandbytes",
-                   ("lookup_quantize", "lookup_dequantize"), _supports, _run, _snippet)]
+                   ("lookup_quantize", "lookup_dequantize"), _supports, per_case(_one), _snippet)]
 
 
 # ---- matmul: LLM.int8 and 4-bit weight-only products (matmul.md §13, §14) -------------------------------------
@@ -314,19 +310,18 @@ def _wo_snippet(kind: str):
         from ._common import array_literal
 
         n_out = case.inputs["codes"].shape[0]
-        m, n = divmod(int(i), n_out)
         qt = QUANT_TYPES[case.params["table"]]
         B = int(case.params["block_size"])
         K = case.inputs["x"].shape[1]
         call = ("import bitsandbytes as bnb; y = bnb.matmul_4bit(x, p.t(), st)" if kind == "matmul_4bit" else
                 "pw, st = F._convert_weight_packed_for_cpu(p, st); y = F.gemv_4bit(x, pw, state=st).float()")
-        return python_c(_HEAD, f"x = torch.from_numpy({array_literal(case.inputs['x'][m:m + 1])})",
-                        f"c = {array_literal(case.inputs['codes'])}.reshape(-1).astype(np.uint8)",
-                        f"am = torch.from_numpy({array_literal(case.inputs['absmax'])})",
-                        "p = torch.from_numpy((c[0::2] << 4) | c[1::2]).reshape(-1, 1)",
-                        f"st = F.QuantState(absmax=am, shape=torch.Size([{n_out}, {K}]), blocksize={B}, "
-                        f"quant_type={qt!r}, dtype=torch.float32, code=F.get_4bit_type({qt!r}, device='cpu'))", call,
-                        f"print(hex(int(y.numpy().reshape(-1).view(np.uint32)[{n}])))")
+        return row_snippet(_HEAD, case, i,
+                                f"c = {array_literal(case.inputs['codes'])}.reshape(-1).astype(np.uint8)",
+                                f"am = torch.from_numpy({array_literal(case.inputs['absmax'])})",
+                                "p = torch.from_numpy((c[0::2] << 4) | c[1::2]).reshape(-1, 1)",
+                                f"st = F.QuantState(absmax=am, shape=torch.Size([{n_out}, {K}]), blocksize={B}, "
+                                f"quant_type={qt!r}, dtype=torch.float32, code=F.get_4bit_type({qt!r}, "
+                                "device='cpu'))", call)
     return snippet
 
 
@@ -334,18 +329,18 @@ def matmul_targets() -> list[Target]:
     return [
         Target(BACKEND, "bitsandbytes.int8_vectorwise", "matmul", "F.int8_vectorwise_quant (a, b), "
                "F.int8_linear_matmul, F.int8_mm_dequant (LLM.int8 stages, threshold 0), CPU", "bitsandbytes_int8",
-               ("int8_vectorwise_matmul",), _vw_supports, lambda cs: run_each(cs, _vw_functional),
+               ("int8_vectorwise_matmul",), _vw_supports, per_case(_vw_functional),
                _vw_snippet("functional")),
         Target(BACKEND, "bitsandbytes.matmul_lt", "matmul", "bnb.matmul(a, b, state=MatmulLtState(is_training="
                "False), threshold=0) (MatMul8bitLt: the whole LLM.int8 pipeline), CPU", "bitsandbytes_int8",
-               ("int8_vectorwise_matmul",), _vw_supports, lambda cs: run_each(cs, _vw_matmul),
+               ("int8_vectorwise_matmul",), _vw_supports, per_case(_vw_matmul),
                _vw_snippet("matmul")),
         Target(BACKEND, "bitsandbytes.matmul_4bit", "matmul", "bnb.matmul_4bit(x, packed.t(), QuantState) "
                "(dequantize_4bit to float32, then linear), CPU", "weight_only_any", ("weight_only_matmul",),
-               _wo_supports, lambda cs: run_each(cs, _wo_matmul4), _wo_snippet("matmul_4bit")),
+               _wo_supports, per_case(_wo_matmul4), _wo_snippet("matmul_4bit")),
         Target(BACKEND, "bitsandbytes.gemv_4bit.cpu_packed", "matmul", "F._convert_weight_packed_for_cpu, then "
                "F.gemv_4bit (the AVX512-BF16 fused kernel Linear4bit uses at inference), CPU", "weight_only_any",
-               ("weight_only_matmul",), _wo_supports, lambda cs: run_each(cs, _wo_gemv_cpu), _wo_snippet("gemv")),
+               ("weight_only_matmul",), _wo_supports, per_case(_wo_gemv_cpu), _wo_snippet("gemv")),
     ]
 
 

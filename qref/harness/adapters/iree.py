@@ -32,7 +32,6 @@ from ._common import (
     run_element_groups,
     single_element_case,
     uniform_input,
-    unsupported_reason,
 )
 from ._mlir import (
     as_crash,
@@ -47,7 +46,7 @@ from ._mlir import (
     shlo_dot_body,
     shlo_uniform_body,
     uniform_input_type,
-    uniform_types,
+    uniform_supports,
 )
 
 BACKEND = "iree"
@@ -187,17 +186,14 @@ def _uq_func(name: str, case: Case) -> str:
     return func(name, (f"%x: {tensor(sh, uniform_input_type(case))}",), tensor(sh, rt), lines, res)
 
 
-_uq_types = unsupported_reason(uniform_types)
-
-
 def _uq_supports(case: Case) -> str | None:
-    """uniform_types' reason, and f4E2M1FN storage of a tensor whose size is not a multiple of 4: iree-compile 3.13
+    """``uniform_supports``, and f4E2M1FN storage of a tensor whose size is not a multiple of 4: iree-compile 3.13
     fails to legalize its vector.maskedload in some compiles of the same program and not in others (seen on this
     case in two of three full runs), so its outcome would not be reproducible."""
     if case.id.split("/")[1] == "float4_e2m1fn" and int(np.asarray(uniform_input(case)).size) % 4:  # uniform/<storage>/
         return ("iree-compile 3.13: f4E2M1FN storage of a tensor whose size is not a multiple of 4 fails to legalize "
                 "vector.maskedload in some compiles and not in others (nondeterministic), so it is not run")
-    return _uq_types(case)
+    return uniform_supports(case)
 
 
 def _run_per_case(cases: Sequence[Case], prefix: str, func: Callable[[str, Case], str],

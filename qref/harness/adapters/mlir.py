@@ -32,8 +32,8 @@ from ._common import (
     first_literal,
     float_literal,
     literal_imports,
+    per_case,
     python_c,
-    run_each,
     run_element_groups,
     single_element_case,
     uniform_input,
@@ -324,10 +324,6 @@ def _uq_one(case: Case) -> Outputs:
     return {oname: codes_as(case, oname, y)}
 
 
-def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-    return run_each(cases, _uq_one)
-
-
 def _uq_snippet(case: Case, i: int) -> str:
     one = single_element_case(case, i)
     text, out_dt = _uq_func("f", one)
@@ -350,7 +346,8 @@ def _uq_snippet(case: Case, i: int) -> str:
 def _uniform_target() -> Target:
     return Target(BACKEND, "mlir.quant", "uniform", "quant.qcast / quant.dcast (+ quant.scast), lower-quant-ops, "
                   "lowered to LLVM, ExecutionEngine", "mlir",
-                  ("uniform_quantize", "uniform_dequantize", "uniform_requantize"), _uq_supports, _uq_run, _uq_snippet)
+                  ("uniform_quantize", "uniform_dequantize", "uniform_requantize"), _uq_supports, per_case(_uq_one),
+                  _uq_snippet)
 
 
 __all__ = ["BACKEND", "DISTRIBUTIONS", "targets"]

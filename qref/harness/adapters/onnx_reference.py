@@ -26,10 +26,11 @@ from ..model import Outputs, Target, Unsupported
 from . import require
 from ._common import (
     codes_as,
+    first_literal,
     float_literal,
+    per_case,
     python_c,
-    run_each,
-    run_element_groups,
+    run_elements,
     single_element_case,
     uniform_input,
     unsupported_reason,
@@ -92,7 +93,7 @@ def _bits(y: np.ndarray) -> np.ndarray:
 
 # ---- elements: Cast -----------------------------------------------------------------------------------------
 def _cast_run(saturating: bool):
-    def call(_: None, sig: tuple[str, str, str, str], x: np.ndarray) -> np.ndarray:
+    def call(sig: tuple[str, str, str, str], x: np.ndarray) -> np.ndarray:
         op, fmt, src, o = sig
         if op == "decode":
             dt = _np_dtype(fmt)
@@ -104,7 +105,7 @@ def _cast_run(saturating: bool):
         return _bits(y)
 
     def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_element_groups(cases, lambda sig: None, call)
+        return run_elements(cases, call)
     return run
 
 
@@ -174,19 +175,13 @@ def _uq_one(case: Case) -> Outputs:
     return {oname: codes_as(case, oname, _bits(y).reshape(case.expected[oname].shape))}
 
 
-def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-    return run_each(cases, _uq_one)
-
-
 def _uq_snippet(case: Case, i: int) -> str:
     one = single_element_case(case, i)
     model, it, ot, op, attrs, sv, zv = qdq_snippet_parts(one)
     zlit = repr(zv) if one.scheme["storage"].startswith("float") else str(int(zv))
     x = _uq_input(one, it).reshape(-1)
-    if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
-        lit = float_literal(x, 0)
-    elif x.dtype.kind in "iu":
-        lit = f"np.array([{int(x[0])}], np.{x.dtype.name})"
+    if x.dtype.kind in "fiu" or x.dtype.name == "bfloat16":
+        lit = first_literal(x)
     elif it.startswith("float"):  # float8 / float4 codes
         lit = f"np.array([{hex(int(x.view(np.uint8)[0]))}], np.uint8).view({_dtype_src(it)})"
     else:  # int4 / int2 storage values
@@ -210,11 +205,13 @@ def targets() -> list[Target]:
                ("encode", "decode", "quantize"), _cast_supports(False), _cast_run(False), _cast_snippet(False)),
         Target(BACKEND, "onnx_reference.qdq", "uniform", "ReferenceEvaluator(QuantizeLinear / DequantizeLinear) "
                "(opset 21; int2 25), per tensor, per axis, blocked; saturate for float8 outputs", "onnx",
-               ("uniform_quantize", "uniform_dequantize"), _uq_supports, _uq_run, _uq_snippet),
+               ("uniform_quantize", "uniform_dequantize"), _uq_supports, per_case(_uq_one), _uq_snippet),
         Target(BACKEND, "onnx_reference.matmul_integer", "matmul", "ReferenceEvaluator(MatMulInteger) (opset 21)",
-               "onnx_reference", ("matmul_integer",), matmul_supports("matmul_integer"), _mm_run, _mm_snippet),
+               "onnx_reference", ("matmul_integer",), matmul_supports("matmul_integer"), per_case(_mm_one),
+               _mm_snippet),
         Target(BACKEND, "onnx_reference.qlinear_matmul", "matmul", "ReferenceEvaluator(QLinearMatMul) (opset 21)",
-               "onnx_reference", ("qlinear_matmul",), matmul_supports("qlinear_matmul"), _mm_run, _mm_snippet),
+               "onnx_reference", ("qlinear_matmul",), matmul_supports("qlinear_matmul"), per_case(_mm_one),
+               _mm_snippet),
     ]
 
 
@@ -227,10 +224,6 @@ def _mm_one(case: Case) -> Outputs:
         warnings.simplefilter("ignore")
         y = ReferenceEvaluator(model).run(None, feeds)[0]
     return {"y": np.asarray(y).astype(case.expected["y"].dtype)}
-
-
-def _mm_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-    return run_each(cases, _mm_one)
 
 
 def _mm_snippet(case: Case, i: int) -> str:

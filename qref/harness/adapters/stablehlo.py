@@ -12,8 +12,6 @@ bytes, so NaN payloads and -0 survive), results read with ``stablehlo.bitcast_co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from ...conformance.case import Case
@@ -27,7 +25,6 @@ from ._common import (
     element_signature,
     per_case,
     python_c,
-    run_each,
     single_element_case,
     uniform_input,
     unsupported_reason,
@@ -130,10 +127,6 @@ def _el_one(case: Case) -> Outputs:
     return {oname: codes_as(case, oname, y)}
 
 
-def _el_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-    return run_each(cases, _el_one)
-
-
 def _el_snippet(case: Case, i: int) -> str:
     sig = element_signature(case)
     src = "codes" if sig[0] == "decode" else "x"
@@ -195,10 +188,6 @@ def _uq_one(case: Case) -> Outputs:
     return {oname: codes_as(case, oname, _evaluate_claimed(uniform_module(case)))}
 
 
-def _uq_run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-    return run_each(cases, _uq_one)
-
-
 def _module_snippet(text: str, mask: str) -> str:
     """The standalone script that evaluates a module in the StableHLO interpreter and prints its first result's
     first element as hex bits (``mask``: the `` & 0x..`` of a sub-byte storage, or "")."""
@@ -234,11 +223,12 @@ def targets() -> list[Target]:
     require("torch_mlir.ir", "torch_mlir._mlir_libs._stablehlo", backend=BACKEND, hint="pip install torch-mlir")
     return [
         Target(BACKEND, "stablehlo.convert", "elements", "stablehlo.convert in the StableHLO reference interpreter "
-               "(eval_module)", "stablehlo", ("encode", "decode", "quantize"), _el_supports, _el_run, _el_snippet),
+               "(eval_module)", "stablehlo", ("encode", "decode", "quantize"), _el_supports, per_case(_el_one),
+               _el_snippet),
         Target(BACKEND, "stablehlo.uniform", "uniform", "stablehlo.uniform_quantize (float or quantized operand) / "
                "uniform_dequantize in the StableHLO reference interpreter", "stablehlo_lowering",
                ("uniform_quantize", "uniform_dequantize", "uniform_requantize"),
-               _uq_supports, _uq_run, _uq_snippet),
+               _uq_supports, per_case(_uq_one), _uq_snippet),
         Target(BACKEND, "stablehlo.dot_general.matmul", "matmul", "stablehlo.dot_general on !quant.uniform operands "
                "(bitcast_convert from the storage integers) in the StableHLO reference interpreter: qlinear_matmul "
                "with the case's scales and zero points and a requantized result type, matmul_integer with scales "

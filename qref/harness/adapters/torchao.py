@@ -14,12 +14,12 @@ Dequantization builds an ``NF4Tensor`` from the case's codes and double-quantize
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ...conformance.case import Case
+from ...interop.packing import unpack
 from ..families.lookup import dq_kind, effective_axis
 from ..model import Outputs, Target, Unsupported
 from ..reproducer import sparse_input
@@ -28,9 +28,10 @@ from ._common import (
     array_literal,
     codes_as,
     from_torch,
+    per_case,
     python_c,
     raise_unsupported,
-    run_each,
+    row_snippet,
     suite_input,
     to_torch,
 )
@@ -46,8 +47,6 @@ def _tq() -> Any:
         warnings.simplefilter("ignore")
         import torchao.quantization as tq
     return tq
-
-
 
 
 def _supports(case: Case) -> str | None:
@@ -100,7 +99,7 @@ def _one(case: Case) -> Outputs:
             x = case.inputs["x"]
             nf = tq.to_nf4(to_torch(x).reshape(x.shape), block_size=B, scaler_block_size=SCALER_BLOCK)
             b = nf.quantized_data.numpy().reshape(-1)
-            out["codes"] = np.stack([b >> 4, b & 15], axis=-1).reshape(-1)[: x.size].reshape(x.shape)
+            out["codes"] = unpack(b, "nibble_high_first", bits=4, count=x.size).reshape(x.shape)
             out["dq_codes"] = nf.quantized_scalers.numpy().view(np.uint8)
             out["dq_scales"] = nf.quantization_factor.float().numpy()
             out["dq_offset"] = nf.scaler_mean.float().numpy().astype(np.float32).reshape(1)
@@ -121,16 +120,6 @@ def _one(case: Case) -> Outputs:
             nf = NF4Tensor(meta, B, n // B, SCALER_BLOCK, scalers, factor, mean, packed, _nf4_table(B, dt))
             out["y"] = from_torch(nf.to(odt)).reshape(-1)
     return {k: codes_as(case, k, v) for k, v in out.items() if k in case.expected}
-
-
-def _run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-    return run_each(cases, _one)
-
-
-def _runner(fn):
-    def run(cases: Sequence[Case]) -> list[Outputs | BaseException]:
-        return run_each(cases, fn)
-    return run
 
 
 _HEAD = ("import warnings, numpy as np, torch; warnings.simplefilter('ignore'); "
@@ -350,15 +339,15 @@ def targets() -> list[Target]:
     return [*matmul_targets(), Target(BACKEND, "torchao.to_nf4", "lookup",
                    "torchao.quantization.to_nf4(x, block_size, scaler_block_size=256) (NF4Tensor) and "
                    "NF4Tensor.to(dtype), CPU", "torchao", ("lookup_quantize", "lookup_dequantize"),
-                   _supports, _run, _snippet),
+                   _supports, per_case(_one), _snippet),
             *(Target(BACKEND, f"torchao.to_mx.{mode}", "block",
                      f"torchao.prototype.mx_formats.mx_tensor.to_mx(x, elem_dtype, 32, "
                      f"ScaleCalculationMode.{mode.upper()}), CPU", prof, ("block_quantize",), _mx_supports,
-                     _runner(_mx_make(mode)), _mx_snippet(mode)) for mode, prof in MX_MODES.items()),
+                     per_case(_mx_make(mode)), _mx_snippet(mode)) for mode, prof in MX_MODES.items()),
             Target(BACKEND, "torchao.to_dtype", "block",
                    "torchao.prototype.mx_formats.mx_tensor.to_dtype(data_lp, scale_e8m0, elem_dtype, 32, dtype), CPU "
                    "(the dequantization of both scale modes)", "torchao_floor", ("block_dequantize",), _mx_supports,
-                   _runner(_mx_make("floor")), _mx_snippet("floor"))]
+                   per_case(_mx_make("floor")), _mx_snippet("floor"))]
 
 
 # ---- matmul: Int8Tensor linear, dynamic int8 activations and int8 weight-only (matmul.md §13, §14) -------------
@@ -437,14 +426,10 @@ def _mm_snippet(kind: str):
                              "b_stats": f"r = w.scale.numpy().reshape(-1)[{i}]"}.get(
                                 out, f"r = y.numpy().reshape(-1)[{n}]"),
                             "print(hex(int(np.asarray(r).view(f'u{np.asarray(r).dtype.itemsize}'))))")
-        n_out = case.inputs["codes"].shape[0]
-        m, n = divmod(int(i), n_out)
-        return python_c(head, f"x = torch.from_numpy({array_literal(case.inputs['x'][m:m + 1])})",
-                        f"c = torch.from_numpy({array_literal(case.inputs['codes'])})",
-                        f"s = torch.from_numpy({array_literal(case.inputs['scale'])}).reshape(-1, 1)",
-                        "w = tq.Int8Tensor(c, s, [1, c.shape[1]], torch.float32)",
-                        "y = torch.nn.functional.linear(x, w).numpy().reshape(-1)",
-                        f"print(hex(int(y.view(np.uint32)[{n}])))")
+        return row_snippet(head, case, i, f"c = torch.from_numpy({array_literal(case.inputs['codes'])})",
+                                f"s = torch.from_numpy({array_literal(case.inputs['scale'])}).reshape(-1, 1)",
+                                "w = tq.Int8Tensor(c, s, [1, c.shape[1]], torch.float32)",
+                                "y = torch.nn.functional.linear(x, w)")
     return snippet
 
 
@@ -452,10 +437,10 @@ def matmul_targets() -> list[Target]:
     return [
         Target(BACKEND, "torchao.int8_dynamic", "matmul", "quantize_(Linear, Int8DynamicActivationInt8WeightConfig()) "
                "(PerRow, symmetric; Int8Tensor linear: int_scaled_matmul), CPU, float32", "torchao_int8_dynamic",
-               ("int8_vectorwise_matmul",), _dyn_supports, lambda cs: run_each(cs, _dyn_one), _mm_snippet("dynamic")),
+               ("int8_vectorwise_matmul",), _dyn_supports, per_case(_dyn_one), _mm_snippet("dynamic")),
         Target(BACKEND, "torchao.int8_weight_only", "matmul", "F.linear(x, Int8Tensor(qdata, scale, [1, K], float32)) "
                "(Int8WeightOnlyConfig's weight: float mm of x and the int8 codes, then * scale), CPU",
-               "weight_only_any", ("int8_weight_only_matmul",), _wo8_supports, lambda cs: run_each(cs, _wo8_one),
+               "weight_only_any", ("int8_weight_only_matmul",), _wo8_supports, per_case(_wo8_one),
                _mm_snippet("weight_only")),
         Target(BACKEND, "torchao.int4_weight_only", "matmul", "quantize_(Linear, Int4WeightOnlyConfig()), CPU",
                "weight_only_any", ("weight_only_matmul",), _int4_supports,

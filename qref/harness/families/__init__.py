@@ -128,6 +128,20 @@ def get_family(name: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{name}")
 
 
+def value_classes(case: Case, name: str, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """The structural classes of mismatching elements of output ``name`` (``exp``, ``got``: their bits) read from
+    the values of a float (or bfloat16) output: "nan_sign_or_code" where either is a NaN, else "sign_of_zero" where
+    both are zeros; "" elsewhere, and everywhere for other outputs (an object array of ``exp``'s shape)."""
+    out = np.full(exp.shape, "", dtype=object)
+    dt = case.expected[name].dtype
+    if dt.kind == "f" or dt.name == "bfloat16":
+        with np.errstate(invalid="ignore"):
+            ev, gv = exp.view(dt).astype(np.float64), got.view(dt).astype(np.float64)
+        out[np.isnan(ev) | np.isnan(gv)] = "nan_sign_or_code"
+        out[(ev == 0) & (gv == 0) & (out == "")] = "sign_of_zero"
+    return out
+
+
 def flushed(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray,
             scale_subnormal: np.ndarray | None = None) -> np.ndarray:
     """Where a float32 or bfloat16 dequantized value came out as a zero of its sign although the reference is a
@@ -150,4 +164,5 @@ def flushed(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.nda
 
 
 __all__ = ["Expectation", "describe_plain_output", "describe_value", "distinct_alternatives", "family_names", "flushed",
-           "get_family", "held_or_computed", "holds_for_spec_or", "listed_for", "task_hash"]
+           "get_family", "held_or_computed", "holds_for_spec_or", "listed_for", "task_hash",
+           "value_classes"]

@@ -26,6 +26,7 @@ from . import (
     held_or_computed,
     holds_for_spec_or,
     task_hash,
+    value_classes,
 )
 
 FAMILY = "block"
@@ -137,23 +138,17 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
 
 
 def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
-    out = np.full(exp.shape, "", dtype=object)
-    dt = case.expected[name].dtype
-    if dt.kind == "f" or dt.name == "bfloat16":  # values (dequantize, affine scales): NaN bits or NaN vs number
-        with np.errstate(invalid="ignore"):
-            ev, gv = exp.view(dt).astype(np.float64), got.view(dt).astype(np.float64)
-        out[np.isnan(ev) | np.isnan(gv)] = "nan_sign_or_code"
-        out[(ev == 0) & (gv == 0) & (out == "")] = "sign_of_zero"
-        if case.operation == "block_dequantize":  # FTZ of results, DAZ of a float32-subnormal scale 2^-127
-            sub = None
-            sc = case.inputs.get("scales")
-            if sc is not None and case.array_formats.get("scales") == "float8_e8m0fnu":
-                per = np.moveaxis(sc == 0, int(case.params.get("axis", -1)), -1)
-                k = int(case.scheme["block_size"])
-                n = case.inputs["codes"].shape[int(case.params.get("axis", -1))]
-                sub = np.moveaxis(np.repeat(per, k, axis=-1)[..., :n], -1, int(case.params.get("axis", -1)))
-                sub = sub.reshape(-1) if sub.size == case.expected[name].size else None
-            out[flushed(case, name, idx, exp, got, sub) & (out == "")] = "subnormal_flush"
+    out = value_classes(case, name, exp, got)  # values (dequantize, affine scales): NaN bits or NaN vs number
+    if case.operation == "block_dequantize":  # FTZ of results, DAZ of a float32-subnormal scale 2^-127
+        sub = None
+        sc = case.inputs.get("scales")
+        if sc is not None and case.array_formats.get("scales") == "float8_e8m0fnu":
+            per = np.moveaxis(sc == 0, int(case.params.get("axis", -1)), -1)
+            k = int(case.scheme["block_size"])
+            n = case.inputs["codes"].shape[int(case.params.get("axis", -1))]
+            sub = np.moveaxis(np.repeat(per, k, axis=-1)[..., :n], -1, int(case.params.get("axis", -1)))
+            sub = sub.reshape(-1) if sub.size == case.expected[name].size else None
+        out[flushed(case, name, idx, exp, got, sub) & (out == "")] = "subnormal_flush"
     if "x" in case.inputs and case.operation == "block_quantize":
         x = case.inputs["x"]
         with np.errstate(invalid="ignore"):

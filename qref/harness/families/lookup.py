@@ -35,6 +35,7 @@ from . import (
     held_or_computed,
     holds_for_spec_or,
     task_hash,
+    value_classes,
 )
 
 FAMILY = "lookup"
@@ -252,17 +253,11 @@ def _scale_subnormal(case: Case) -> np.ndarray | None:
 
 
 def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
-    out = np.full(exp.shape, "", dtype=object)
-    dt = case.expected[name].dtype
-    if dt.kind == "f" or dt.name == "bfloat16":
-        with np.errstate(invalid="ignore"):
-            ev, gv = exp.view(dt).astype(np.float64), got.view(dt).astype(np.float64)
-        out[np.isnan(ev) | np.isnan(gv)] = "nan_sign_or_code"
-        out[(ev == 0) & (gv == 0) & (out == "")] = "sign_of_zero"
-        if name == "dq_offset":  # the mean of the block scales (lut.md §5.3)
-            out[out == ""] = "reduction"
-        if case.operation == "lookup_dequantize":
-            out[flushed(case, name, idx, exp, got, _scale_subnormal(case)) & (out == "")] = "subnormal_flush"
+    out = value_classes(case, name, exp, got)
+    if name == "dq_offset":  # the mean of the block scales (lut.md §5.3)
+        out[out == ""] = "reduction"
+    if case.operation == "lookup_dequantize":
+        out[flushed(case, name, idx, exp, got, _scale_subnormal(case)) & (out == "")] = "subnormal_flush"
     flags = _block_flags(case, name)
     if flags is not None and flags.size == case.expected[name].size:
         out[flags[idx] & (out == "")] = "nan_sign_or_code"  # a NaN or Inf in the block: its non-finite rule

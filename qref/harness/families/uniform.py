@@ -29,7 +29,15 @@ from ...schemes.uniform import from_spec as _from_spec
 from ...schemes.uniform.gradient import fake_quantize_mask
 from ...schemes.uniform.requantize import FORMS, requantize, requantize_arithmetic
 from ..model import Unsupported, bits
-from . import Expectation, describe_value, distinct_alternatives, holds_for_spec_or, listed_for, task_hash
+from . import (
+    Expectation,
+    describe_value,
+    distinct_alternatives,
+    holds_for_spec_or,
+    listed_for,
+    task_hash,
+    value_classes,
+)
 
 FAMILY = "uniform"
 SPEC_PROFILE = DEFAULT_PROFILE
@@ -424,12 +432,8 @@ def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, go
                 ev = np.asarray(decode(np.asarray(exp).astype(np.uint8), st.name), np.float64)
                 gv = np.asarray(decode(np.asarray(got).astype(np.uint8), st.name), np.float64)
             out[(ev == 0) & (gv == 0) & (out == "")] = "sign_of_zero"
-    else:
-        dt = case.expected[name].dtype
-        with np.errstate(invalid="ignore"):
-            ev, gv = exp.view(dt).astype(np.float64), got.view(dt).astype(np.float64)
-        out[np.isnan(ev) | np.isnan(gv)] = "nan_sign_or_code"
-        out[(ev == 0) & (gv == 0) & (out == "")] = "sign_of_zero"
+    else:  # uniform_dequantize: float values
+        out = value_classes(case, name, exp, got)
     return out
 
 
