@@ -281,7 +281,7 @@ class MXScales:
     that overrides 2^e_div (NaN = none; 0 for MLX non-finite blocks, +Inf for JAX Inf blocks); scale_nan: byte
     255 with codes 0; folded: JAX's compile-time reciprocal of byte 0; zero: zero blocks; open_case: scales
     OCP leaves open; nan_blk / inf_blk / nonfinite: blocks holding NaN / Inf (no NaN) / either; nan_div: blocks
-    whose elements are divided by NaN (nonfinite_divisor: every y is NaN)."""
+    whose elements are divided by NaN (nonfinite_divisor: every y is NaN; None: none)."""
 
     byte: np.ndarray
     e_div: np.ndarray
@@ -294,7 +294,7 @@ class MXScales:
     nan_blk: np.ndarray
     inf_blk: np.ndarray
     nonfinite: np.ndarray
-    nan_div: np.ndarray
+    nan_div: np.ndarray | None = None
 
 
 def mx_block_scales(rules: MXRules, f: BlockFormat, amax: np.ndarray, nan_blk: np.ndarray, inf_blk: np.ndarray,
@@ -434,7 +434,7 @@ def mx_element_codes(rules: MXRules, f: BlockFormat, xc: np.ndarray, xf: np.ndar
         if C == fp.F32:  # 1 / 2^-127 folded at compile time: 2^127, no flush
             m = np.where(sc.folded, fp.pow2(-e_div, C), m)
         y = fp.mul(xc, m[:, None], C, ftz)
-    if sc.nan_div.any():  # x / NaN (nonfinite_divisor, §4.5)
+    if sc.nan_div is not None and sc.nan_div.any():  # x / NaN (nonfinite_divisor, §4.5)
         y = np.where(sc.nan_div[:, None], fp.round_to(np.float64(np.nan), C), y)
     return encode_elements(rules, f, y, rbits)
 
