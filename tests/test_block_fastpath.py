@@ -30,7 +30,7 @@ from qref.schemes.block import nvfp4 as bn
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 MX_NAMES = ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8")
-PROFILES = ("ocp", "microxcaling", "torchao_floor", "torchao_rceil", "mlx", "jax", "nvidia")
+PROFILES = ("ocp", "microxcaling", "torchao_floor", "torchao_rceil", "mlx", "jax", "nvidia", "qwix")
 
 
 @contextmanager
@@ -106,14 +106,14 @@ def test_profile_equals_reference_on_all_distributions(prof: str, name: str, dty
     s = qref.scheme(name, profile=prof)
     x = np.concatenate(list(distributions(dtype, 8, 256, seed=31).values()))
     gs = [None]
-    if s.kind == "float_scale" and s.global_scale_rule != "exact":
+    if s.kind == "float_scale" and s.global_scale_rule not in ("exact", "input_dtype_clip"):
         gs = [None, np.float32(0.37), np.float32(3000.0)] if prof != "nvidia" else [np.float32(0.37), None]
     for g in gs:
         both(s, x, global_scale=g)
 
 
 def test_plans_cover_the_profiles() -> None:
-    """Which configurations run fast: every profile but jax (FTZ arithmetic) on the three input dtypes, except
+    """Which configurations run fast: every profile but jax and qwix (FTZ arithmetic) on the three input dtypes, except
     microxcaling on float32 (its scaled-integer element step in float32 reads more than the rounding bits, §4.7.1;
     on 16-bit inputs it is a table over the 65536 values)."""
     for prof, name in schemes():
@@ -121,7 +121,8 @@ def test_plans_cover_the_profiles() -> None:
         for dt in DTYPES:
             plan = bf.mx_plan(s.rules, s.format, dt) if s.kind == "mx" else None
             if s.kind == "mx":
-                assert (plan is None) == (prof == "jax" or (prof == "microxcaling" and dt == F32)), (prof, name, dt)
+                assert (plan is None) == (prof in ("jax", "qwix") or (prof == "microxcaling" and dt == F32)), \
+                    (prof, name, dt)
             if plan is not None and prof == "mlx" and dt != F32:
                 assert plan.mode == "t16"
         assert bf.mx_plan(s.rules, s.format, np.dtype(np.float64)) is None
@@ -292,6 +293,8 @@ SCALE_RULE_CASES = [
     ("ocp", {}), ("ocp", {"scale_rule": "ceil"}), ("torchao_floor", {}), ("nvidia", {}), ("mlx", {}),
     ("mlx", {"quotient_arith": "reciprocal"}), ("nvidia", {"compute_dtype": "input"}),
     ("microxcaling", {}), ("torchao_rceil", {}), ("ocp", {"scale_rule": "even"}),
+    ("mlx", {"tiny_quotient": "one_below_sqrt_min_normal"}),
+    ("mlx", {"tiny_quotient": "one_below_sqrt_min_normal", "quotient_arith": "reciprocal"}), ("qwix", {}),
 ]
 
 
@@ -435,7 +438,8 @@ def test_dequantize_every_code_and_scale(prof: str, name: str, out: np.dtype) ->
     codes = rng.permutation(codes).reshape(-1, k)
     scales = np.repeat(np.arange(256, dtype=np.uint8), codes.shape[0] // 256 + 1)[: codes.shape[0]]
     scales = rng.permutation(scales)
-    gs_list = [None] if s.kind == "mx" or s.global_scale_rule == "exact" else [None, np.float32(0.37)]
+    gs_list = [None] if s.kind == "mx" or s.global_scale_rule in ("exact", "input_dtype_clip") else \
+        [None, np.float32(0.37)]
     for gs in gs_list:
         with np.errstate(all="ignore"):
             if s.kind == "mx":

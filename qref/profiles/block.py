@@ -22,14 +22,16 @@ from .base import Profile, check_rule, register_profile
 
 # the allowed values of every rule field (block.md §2 defines each one); the records check them in __post_init__
 SCALE_RULES = ("floor", "ceil", "even", "rceil", "floor_log2_float32", "floor_log2_in_dtype", "rceil_log2_float32",
-               "floor_plus_one", "float32_exponent_field")
+               "floor_plus_one", "float32_exponent_field", "rceil_log2_via_ln_in_dtype")
 ZERO_BLOCKS = ("min_scale", "unit_scale", "min_normal_amax")
 SCALE_RANGES = ("clamp", "clamp_nan", "wrap")
 NONFINITE_BLOCKS = ("nan_scale", "nan255_inf_e128", "nan255_inf254", "zero_divisor", "nan_wraps_inf_divisor",
-                    "exponent_bits_wrap")
+                    "exponent_bits_wrap", "nonfinite_divisor")
 BYTE0_DIVISORS = ("exact", "float32_min_normal", "one", "folded_stand_in")
 GLOBAL_SCALE_RULES = ("exact", "amax_encode_reciprocal", "tensor_scale_clamped", "input_dtype_encode",
-                      "prescaled_divide")
+                      "prescaled_divide", "input_dtype_clip")
+TINY_QUOTIENTS = ("keep", "one_below_sqrt_min_normal")
+NAN_BLOCKS_FLOAT32 = ("propagate", "unspecified")
 GLOBAL_SCALE_GRANULARITIES = ("tensor", "row", "tile_64")
 COMPUTE_DTYPES = ("exact", "input", "float32", "float16", "bfloat16")  # the dtypes of qref.core.arith
 CHOICES: dict[str, tuple[str | None, ...]] = {
@@ -55,10 +57,15 @@ CHOICES: dict[str, tuple[str | None, ...]] = {
     "global_scale_rule": GLOBAL_SCALE_RULES,
     "amax_nan": ("propagate", "skip"),
     "global_scale_granularity": GLOBAL_SCALE_GRANULARITIES,
+    "tiny_quotient": TINY_QUOTIENTS,
+    "nan_block_float32": NAN_BLOCKS_FLOAT32,
 }
 _SECTION = "block.md §2"
-_FLOAT_LOG_RULES = ("floor_log2_float32", "floor_log2_in_dtype", "rceil_log2_float32", "float32_exponent_field")
-_FLOAT_NONFINITE = ("zero_divisor", "nan_wraps_inf_divisor", "exponent_bits_wrap")
+_FLOAT_LOG_RULES = ("floor_log2_float32", "floor_log2_in_dtype", "rceil_log2_float32", "float32_exponent_field",
+                    "rceil_log2_via_ln_in_dtype")
+_FLOAT_NONFINITE = ("zero_divisor", "nan_wraps_inf_divisor", "exponent_bits_wrap", "nonfinite_divisor")
+#: the MX rules that read the quotient r = amax / M (block.md §4.2), which tiny_quotient may replace
+_QUOTIENT_RULES = ("rceil", "rceil_log2_float32", "float32_exponent_field", "rceil_log2_via_ln_in_dtype")
 _STEP_ROUNDINGS = ("nearest_away", "toward_zero", "nearest_even", "stochastic_a", "stochastic_b")
 
 
@@ -158,6 +165,12 @@ class _ScaledElementRules(AffineRules):
         floor(fl_T(log2 |y|)), block.md §4.7.1). Default "exact".
     round_arith: exact | in_dtype (the step's |m| + 1/2 and |m| - 1/2 are rounded in the compute dtype,
         block.md §4.7.1). Default "exact".
+    tiny_quotient (compute dtype): keep | one_below_sqrt_min_normal (a quotient r = fl_T(amax / M) below
+        fl_T(sqrt(min normal of T)), 2^-63 in float32 / bfloat16 and 2^-7 in float16, is replaced by 1 before the
+        scale rule reads it; zero blocks included, block.md §4.2, §5.2). Default "keep".
+    nan_block_float32 (compute dtype): propagate | unspecified (with a float32 compute dtype, the scale and codes
+        of a block holding NaN are unspecified: XLA:CPU's vectorized float32 max reduction propagates or drops
+        the NaN depending on the array's shape, block.md §4.5). Default "propagate".
     """
 
     flush_subnormals: bool = False
@@ -169,8 +182,13 @@ class _ScaledElementRules(AffineRules):
     out_of_range: str = "encode"
     element_exponent: str = "exact"
     round_arith: str = "exact"
+    tiny_quotient: str = "keep"
+    nan_block_float32: str = "propagate"
 
     def _check(self) -> None:
+        if self.exact and (self.tiny_quotient != "keep" or self.nan_block_float32 != "propagate"):
+            raise QrefError("tiny_quotient and nan_block_float32 describe floating-point arithmetic: set "
+                            "compute_dtype='input', 'float32', ... (block.md §4.2, §4.5)")
         if self.stochastic and self.out_of_range == "lut_argmin":
             raise QrefError("out_of_range='lut_argmin' (MLX's FP4 table argmin) is a nearest rule; stochastic "
                             "rounding takes out_of_range='encode' (block.md §13, C3)")
@@ -188,12 +206,15 @@ class MXRules(_ScaledElementRules):
 
     scale_rule: floor | ceil | even | rceil | floor_log2_float32 | floor_log2_in_dtype | rceil_log2_float32 |
         floor_plus_one (floor + 1: a scale twice OCP's) | float32_exponent_field (the exponent field of
-        fl32(amax / M): a float32 scale of which only the exponent is read). Default "floor".
+        fl32(amax / M): a float32 scale of which only the exponent is read) | rceil_log2_via_ln_in_dtype
+        (ceil(fl_T(fl_T(ln r) * fl_K(1 / fl_T(ln 2)))), K = float16 for float16 else float32: jnp.log2 under
+        XLA's constant folding, block.md §3.3). Default "floor".
     zero_block: min_scale (byte 0) | unit_scale (byte 127) | min_normal_amax (the rule on 2^-126).
         Default "min_scale".
     scale_range: clamp | clamp_nan (above 127: NaN scale) | wrap (byte = e + 127 mod 256). Default "clamp_nan".
     nonfinite_block: nan_scale | nan255_inf_e128 | nan255_inf254 | zero_divisor | nan_wraps_inf_divisor |
-        exponent_bits_wrap (block.md §4.5). Default "nan_scale".
+        exponent_bits_wrap | nonfinite_divisor (NaN / Inf blocks: byte 255, elements divided by NaN / +Inf)
+        (block.md §4.5). Default "nan_scale".
     byte0_divisor: exact (2^-127) | float32_min_normal (2^-126) | one (1) | folded_stand_in (2^-15 in float16,
         else 2^-127). Default "exact".
     flush_subnormal_blocks: blocks whose floor(log2 amax) is below -126 become zeros of their elements' signs
@@ -235,6 +256,10 @@ class MXRules(_ScaledElementRules):
                                                                    "floor_log2_in_dtype"):
             raise QrefError("flush_subnormal_blocks is an MX rule that reads the block's floor(log2 amax): it takes "
                             "scale_rule 'floor', 'floor_log2_float32' or 'floor_log2_in_dtype' (block.md §4.6)")
+        if self.tiny_quotient != "keep" and self.scale_rule not in _QUOTIENT_RULES:
+            raise QrefError(f"tiny_quotient={self.tiny_quotient!r} replaces the quotient r = amax / M that the rceil "
+                            f"rules read ({', '.join(_QUOTIENT_RULES)}), not scale_rule={self.scale_rule!r} "
+                            "(block.md §4.2)")
         if self.exact and self.divisor_out_of_range != "divide":
             raise QrefError("divisor_out_of_range describes floating-point arithmetic: set compute_dtype='input', "
                             "'float32', ... (block.md §4.6)")
@@ -245,7 +270,8 @@ class FloatScaleRules(_ScaledElementRules):
     """The rules of float-scaled schemes (NVFP4: E4M3 block scales, optional global scale), block.md §5.
 
     global_scale_rule: exact | amax_encode_reciprocal | tensor_scale_clamped | input_dtype_encode |
-        prescaled_divide (block.md §5.2). Default "exact".
+        prescaled_divide | input_dtype_clip (no global scale: s = scale_fmt(clip(r, -S, S)) of r = fl_T(amax / M)
+        per quotient_arith, NaN kept; y = fl_T(x / s) per scale_arith) (block.md §5.2). Default "exact".
     amax_nan (amax_encode_reciprocal only): propagate (a NaN input makes the block and tensor amax NaN:
         torch.amax) | skip (NaN skipped: PTX max). Default "propagate".
     global_scale_granularity (amax_encode_reciprocal only): tensor | row | tile_64 (the outer amax per tensor,
@@ -263,6 +289,12 @@ class FloatScaleRules(_ScaledElementRules):
         if self.global_scale_granularity != "tensor" and self.global_scale_rule != "amax_encode_reciprocal":
             raise QrefError(f"global_scale_granularity={self.global_scale_granularity!r} (block.md §5.2.1) takes the "
                             "outer amax per row or per 1 x 64 tile: global_scale_rule 'amax_encode_reciprocal'")
+        if self.tiny_quotient != "keep" and self.global_scale_rule != "input_dtype_clip":
+            raise QrefError(f"tiny_quotient={self.tiny_quotient!r} is modelled for global_scale_rule="
+                            "'input_dtype_clip' (block.md §5.2)")
+        if self.global_scale_rule == "input_dtype_clip" and self.exact:
+            raise QrefError("global_scale_rule='input_dtype_clip' computes in the input dtype: set "
+                            "compute_dtype='input' (block.md §5.2)")
         if self.amax_nan == "skip" and self.global_scale_rule != "amax_encode_reciprocal":
             raise QrefError("amax_nan='skip' is modelled for global_scale_rule='amax_encode_reciprocal' only "
                             "(block.md §5.2); the other rules take the NaN-propagating maximum")
@@ -481,6 +513,45 @@ PROFILES = (
         evidence=("tests/test_block_systems.py against the installed jax 0.10.2 (XLA:CPU, jit): mxfp8, nvfp4 with "
                   "no global scale, 0.37 and 0, on float32, float16, bfloat16, float64 over the 13 block "
                   "distributions: 0 mismatches outside the unspecified blocks",),
+    ),
+    Profile(
+        "qwix", "block", "qwix 0.1.8 qarray.quantize_api(x, 'mxfp8' | 'mxfp4' | 'nvfp4') / dequantize (jax 0.10.2, "
+        "XLA:CPU, under jax.jit)",
+        "In the input dtype T (float64 rounded to float32 first, JAX's default): r = fl_T(amax * fl_K(1/M)) "
+        "(K = float16 for float16, float32 otherwise: XLA folds the division by the constant); r < "
+        "fl_T(sqrt(min normal of T)) (2^-63; float16 2^-7) -> r = 1, so zero and tiny blocks get scale 1. "
+        "mxfp8/mxfp4: e = ceil(fl_T(fl_T(ln r) * fl_K(1 / fl_T(ln 2)))) (jnp.log2 folded), scale 2^e "
+        "(byte e + 127), elements fl_T(x * 2^-e) clipped to +-M and cast RNE; NaN blocks: scale NaN (byte 255), "
+        "every element NaN; Inf blocks: scale Inf (byte 255), elements x * 0. nvfp4 (no global scale): s = "
+        "e4m3(clip(r, -448, 448)) (NaN stays NaN; an Inf block gets 448), elements fl_T(x * fl_K(1 / s)). "
+        "float32: XLA:CPU FTZ/DAZ, and the max reduction may drop a NaN by shape (NaN blocks unspecified). "
+        "dequantize: fl_T(P * s) in the output dtype with the scale held in it (FTZ/DAZ: byte 0 reads as 0 in "
+        "float32 / bfloat16; a float16 scale above 65504 is Inf).",
+        CastPolicy(overflow="saturate"),
+        rules=BlockRules(
+            mx=MXRules(**_SYSTEM, scale_rule="rceil_log2_via_ln_in_dtype", tiny_quotient="one_below_sqrt_min_normal",
+                       scale_range="clamp", nonfinite_block="nonfinite_divisor", nan_block_float32="unspecified",
+                       compute_dtype="input", flush_subnormals=True, scale_arith="reciprocal",
+                       quotient_arith="reciprocal", dequant="in_dtype", pad="error"),
+            float_scale=FloatScaleRules(global_scale_rule="input_dtype_clip", tiny_quotient="one_below_sqrt_min_normal",
+                                        nan_block_float32="unspecified", compute_dtype="input",
+                                        flush_subnormals=True, scale_arith="reciprocal", quotient_arith="reciprocal",
+                                        pad="error", unspecified_open_cases=False),
+            mx_support=Support(elements=("float8_e4m3fn", "float4_e2m1fn"), block_sizes=(32,)),
+            float_scale_support=_NVFP4),
+        sources=("qwix 0.1.8 qwix/_src/core/qarray.py calibrate, compute_scale_zero_point, "
+                 "quantize_with_scale_zero_point, dequantize", "qwix/_src/core/numerics.py convert_to, "
+                 "get_symmetric_bound", "the optimized HLO of jax.jit(quantize_api) on jax 0.10.2 CPU (the folded "
+                 "reciprocal constants, the float32 arithmetic of bfloat16)"),
+        package="qwix", versions="==0.1.8", status="verified",
+        evidence=("tests/test_block_qwix.py against the installed qwix 0.1.8 (jax 0.10.2, XLA:CPU, jit): every "
+                  "positive float16 / bfloat16 amax and float32 amax within 6000 ulps of each power of two of the "
+                  "scale range, random blocks with ties, zeros, tiny and huge amax, Inf and NaN, float32 / "
+                  "bfloat16 / float16, jitted and eager: 12.7 + 11.0 million codes and their scale bytes, 0 "
+                  "mismatches outside the unspecified NaN blocks; dequantize on every (scale byte, code) pair into "
+                  "float32 / float16 / bfloat16: 0 mismatches",
+                  "qref run --backend qwix --target 'qwix.mx*' over conformance/v1: 99 tasks pass, 8 xfail (a NaN "
+                  "code times the NaN scale in dequantize: which NaN XLA:CPU returns, unspecified by IEEE 754)",),
     ),
     Profile(
         "nvidia", "block", "NVIDIA NVFP4 two-level scaling (TransformerEngine) and MXFP8 RCEIL (cuBLAS)",

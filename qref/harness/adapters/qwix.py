@@ -2,8 +2,9 @@
 (int8 / uint8 QArrays, float32 out: eager, jitted, jitted with constant scales; matmul.md §16);
 ``qarray.quantize_with_scale_zero_point`` / ``qarray.dequantize`` on the uniform cases (profile ``qwix``,
 uniform.md), ``qarray.quantize_api(x, "nf4", tiled_axes=...)`` on the lookup cases (profile ``qwix``, lut.md
-§6.5) and ``quantize_api(x, "mxfp8" | "mxfp4" | "nvfp4", tiled_axes=...)`` on the block cases (no qref block
-profile models qwix: the spec default is the reference).
+§6.5) and ``quantize_api(x, "mxfp8" | "mxfp4" | "nvfp4", tiled_axes=...)`` / ``qarray.dequantize`` on the block
+cases (profile ``qwix``, block.md §8; float64 inputs are rounded to float32 first, as JAX's default
+``jax_enable_x64=False`` does on entry).
 
 Layout only, no arithmetic, happens outside qwix: scales and zero points are given with the input's rank (qwix's
 "generic broadcast": per tensor, per axis, sub-channel tiles); a lookup case blocked over the flattened tensor is
@@ -286,7 +287,7 @@ def _mx_one(case: Case) -> Outputs:
     raise_unsupported(_mx_supports(case))
     import ml_dtypes
 
-    jax, jnp, qarray = _mods()
+    _, jnp, qarray = _mods()
     name = case.scheme["name"]
     qt, tile = MX_QTYPES[name]
     sf = case.array_formats.get("scales", "float8_e8m0fnu")
@@ -294,11 +295,13 @@ def _mx_one(case: Case) -> Outputs:
         x = case.inputs["x"]
         ax = int(case.params.get("axis", -1)) % x.ndim
         kw = {"tiled_axes": {ax: tile}, "channelwise_axes": tuple(i for i in range(x.ndim) if i != ax)}
-        with jax.enable_x64(x.dtype == np.float64):
-            f = jit_once(("qwix.mx.quantize", qt, ax, tile, x.ndim), lambda: lambda v: qarray.quantize_api(v, qt, **kw))
-            q = f(jnp.asarray(np.ascontiguousarray(x)))
-            codes = np.asarray(q.qvalue).view(np.uint8)
-            scales = _scale_bytes(np.asarray(q.scale), sf)
+        if x.dtype == np.float64:  # JAX's default (jax_enable_x64 off) rounds float64 to float32 on entry
+            with np.errstate(over="ignore"):
+                x = x.astype(np.float32)
+        f = jit_once(("qwix.mx.quantize", qt, ax, tile, x.ndim), lambda: lambda v: qarray.quantize_api(v, qt, **kw))
+        q = f(jnp.asarray(np.ascontiguousarray(x)))
+        codes = np.asarray(q.qvalue).view(np.uint8)
+        scales = _scale_bytes(np.asarray(q.scale), sf)
         out = {"codes": codes, "scales": scales.reshape(case.expected["scales"].shape)}
         return {k: codes_as(case, k, v) for k, v in out.items() if k in case.expected}
     codes = case.inputs["codes"]
@@ -325,8 +328,8 @@ def _mx_snippet(case: Case, i: int) -> str:
         ch = tuple(k for k in range(x.ndim) if k != ax)
         pick = "np.asarray(q.qvalue).view(np.uint8)" if out == "codes" else \
             f"np.asarray(q.scale).astype(np.float32).astype(ml_dtypes.{sf}).view(np.uint8)"
-        return python_c(head, f"jax.config.update('jax_enable_x64', {x.dtype == np.float64})",
-                        f"x = {suite_input(case, 'x')}",
+        f32 = ".astype(np.float32)" if x.dtype == np.float64 else ""
+        return python_c(head, f"x = {suite_input(case, 'x')}{f32}",
                         f"q = jax.jit(lambda v: qarray.quantize_api(v, {qt!r}, tiled_axes={{{ax}: {tile}}}, "
                         f"channelwise_axes={ch!r}))(jnp.asarray(x))",
                         f"print(hex(int({pick}.reshape(-1)[{i}])))")
@@ -434,7 +437,8 @@ def targets() -> list[Target]:
                "qwix", ("lookup_quantize", "lookup_dequantize"), _nf4_supports, _runner(_nf4_one), _nf4_snippet),
         Target(BACKEND, "qwix.mx.jit", "block",
                "jax.jit(qarray.quantize_api(x, 'mxfp8' | 'mxfp4' | 'nvfp4', tiled_axes={axis: 32 | 16})) and "
-               "qarray.dequantize, XLA:CPU; float scales stored as E8M0 / E4M3 bytes", None,
+               "qarray.dequantize, XLA:CPU; float scales stored as E8M0 / E4M3 bytes; float64 inputs rounded to "
+               "float32 (JAX's default)", "qwix",
                ("block_quantize", "block_dequantize"), _mx_supports, _runner(_mx_one), _mx_snippet),
         *(Target(BACKEND, f"qwix.int8_dot.{mode}", "matmul",
                  "qwix dot_general(QArray(A, a_s, za), QArray(B, b_s, zb)) (int8 / uint8 qvalues, int32 dots, "

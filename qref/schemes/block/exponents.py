@@ -5,7 +5,8 @@
 - exact helpers on the bit patterns of positive finite values (``floor_log2``, ``ceil_log2``,
   ``ceil_log2_ratio``, ``round_half_up_exponent``): integer arithmetic on the exact triples of qref.core.exact,
   no floating-point logarithm;
-- torch's logarithms ``log2_float32`` and ``log2_in`` (block.md §3.3).
+- torch's logarithms ``log2_float32`` and ``log2_in`` (block.md §3.3);
+- JAX's ``jnp.log2`` under XLA's constant folding, ``log2_via_ln`` (block.md §3.3).
 
 ``log2_float32`` is the one deliberately inexact helper: the correctly rounded float32 logarithm, which is what
 ``torch.log2`` returns on CPU (checked on 50 800 values next to powers of two, block.md §3.3); the torchao RCEIL
@@ -18,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...core.arith import F32, F64, round_to
+from ...core.arith import F16, F32, F64, in_float32, round_to
 from ...core.exact import U64, bit_length, decompose
 from ...errors import QrefError
 
@@ -97,6 +98,25 @@ def log2_float32(v: np.ndarray) -> np.ndarray:
         return np.log2(np.asarray(v, dtype=F32).astype(F64)).astype(F32)
 
 
+def log2_via_ln(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """log2 of positive values v of ``dtype`` (float32, float16 or bfloat16) as jnp.log2 computes it under jax.jit
+    on XLA:CPU (block.md §3.3): jnp.log2(v) = log(v) / log(2) in ``dtype``, and XLA folds the division by the
+    constant fl_T(ln 2) into a multiplication by its reciprocal, rounded to float16 for float16 and to float32
+    otherwise (16-bit arithmetic runs in float32, each result rounded to the dtype):
+
+        fl_T(fl_T(ln v) * fl_K(1 / fl_T(ln 2))),   K = float16 for float16, else float32
+
+    with ln the correctly rounded float32 logarithm (XLA's own differs from it by an ulp on some values, never
+    where the ceiling of the result changes: block.md §3.3)."""
+    T = np.dtype(dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ln = round_to(np.log(np.asarray(v, dtype=F64)), F32)
+    L = round_to(ln, T)
+    ln2 = float(round_to(np.float64(np.log(2.0)), T))
+    inv = round_to(np.float64(1.0 / ln2), F16 if T == F16 else F32)
+    return in_float32(L.astype(F64) * np.float64(inv), T)
+
+
 __all__ = [
     "ceil_log2",
     "ceil_log2_ratio",
@@ -104,5 +124,6 @@ __all__ = [
     "floor_log2",
     "log2_float32",
     "log2_in",
+    "log2_via_ln",
     "round_half_up_exponent",
 ]

@@ -259,10 +259,11 @@ def fast_scale_exponent(rules: MXRules, f: BlockFormat, amax: np.ndarray, C: np.
     (float32: correctly rounded; float16 / bfloat16: numpy and ml_dtypes divide in float32 and round once more,
     which is innocuous as 24 >= 2p + 2 for p = 11 and 8 bits), or r = fl_C(amax * fl(1/M)) for float32 and
     float16 (the product of two float16 values is exact in float32); then ceil(log2 r). Every other rule (and
-    the float reciprocal in bfloat16, whose float32 constant would round twice) runs the reference."""
+    the float reciprocal in bfloat16, whose float32 constant would round twice, and tiny_quotient) runs the
+    reference."""
     rule = rules.scale_rule
     M, emax = element_constants(f)
-    if ftz or amax.dtype not in (fp.F32, fp.F16, fp.BF16):
+    if ftz or amax.dtype not in (fp.F32, fp.F16, fp.BF16) or rules.tiny_quotient != "keep":
         return _scale_exponent(rules, f, amax, C, ftz)
     if rule in ("floor", "ceil"):
         zero = amax == 0

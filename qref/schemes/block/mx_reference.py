@@ -231,6 +231,7 @@ def _scale_exponent(rules: MXRules, f: BlockFormat, amax: np.ndarray, C: np.dtyp
         # otherwise (XLA:CPU computes bfloat16 arithmetic in float32, where it folds the reciprocal)
         const_dtype = fp.F16 if C == fp.F16 else fp.F32
         r = fp.mul(amax, fp.round_to(np.float64(1 / max_elem), const_dtype), C, ftz)
+    r = tiny_quotient_one(rules, r, C)
     zero = r == 0
     pos = ~zero
     if rule == "float32_exponent_field":  # only the exponent field of the float32 scale r is read (§4.2)
@@ -239,9 +240,23 @@ def _scale_exponent(rules: MXRules, f: BlockFormat, amax: np.ndarray, C: np.dtyp
         return e, zero
     if rule == "rceil":
         e[pos] = ar.ceil_log2(r[pos])
+    elif rule == "rceil_log2_via_ln_in_dtype":  # ceil of jnp.log2 under XLA's folding (block.md §3.3)
+        e[pos] = np.ceil(fp.f64(ar.log2_via_ln(r[pos], C))).astype(np.int64)
     else:  # rceil_log2_float32
         e[pos] = np.ceil(ar.log2_float32(fp.round_to(r[pos], fp.F32))).astype(np.int64)
     return e, zero
+
+
+def tiny_quotient_one(rules: ScaledRules, r: np.ndarray, C: np.dtype) -> np.ndarray:
+    """tiny_quotient="one_below_sqrt_min_normal": a quotient r (a value of the compute dtype C) below
+    fl_C(sqrt(min normal of C)) becomes 1 (block.md §4.2, §5.2): 2^-63 for float32 and bfloat16, 2^-7 for float16
+    (both exact square roots). NaN stays NaN; "keep" returns r."""
+    if rules.tiny_quotient == "keep":
+        return r
+    tiny = float(np.finfo(np.float16).tiny) if C == fp.F16 else float(fp.F32_MIN_NORMAL)
+    thr = fp.round_to(np.float64(np.sqrt(tiny)), C)
+    with np.errstate(invalid="ignore"):
+        return np.where(fp.f64(r) < fp.f64(thr), np.ones((), r.dtype), r)
 
 
 def min_normal_amax_exponent(rules: MXRules, f: BlockFormat, dtype: np.dtype, C: np.dtype | None, ftz: bool) -> int:
@@ -265,7 +280,8 @@ class MXScales:
     elements become zeros of their sign first (flush_subnormal_blocks, §4.6); special: a divisor
     that overrides 2^e_div (NaN = none; 0 for MLX non-finite blocks, +Inf for JAX Inf blocks); scale_nan: byte
     255 with codes 0; folded: JAX's compile-time reciprocal of byte 0; zero: zero blocks; open_case: scales
-    OCP leaves open; nan_blk / inf_blk / nonfinite: blocks holding NaN / Inf (no NaN) / either."""
+    OCP leaves open; nan_blk / inf_blk / nonfinite: blocks holding NaN / Inf (no NaN) / either; nan_div: blocks
+    whose elements are divided by NaN (nonfinite_divisor: every y is NaN; None: none)."""
 
     byte: np.ndarray
     e_div: np.ndarray
@@ -278,6 +294,7 @@ class MXScales:
     nan_blk: np.ndarray
     inf_blk: np.ndarray
     nonfinite: np.ndarray
+    nan_div: np.ndarray | None = None
 
 
 def mx_block_scales(rules: MXRules, f: BlockFormat, amax: np.ndarray, nan_blk: np.ndarray, inf_blk: np.ndarray,
@@ -320,6 +337,7 @@ def mx_block_scales(rules: MXRules, f: BlockFormat, amax: np.ndarray, nan_blk: n
 
     # ---- non-finite blocks (§4.5) ------------------------------------------------------------------------
     pol = rules.nonfinite_block
+    nan_div = np.zeros(nb, dtype=bool)
     if nonfinite.any():
         if pol == "nan_scale":
             scale_nan |= nonfinite
@@ -343,6 +361,10 @@ def mx_block_scales(rules: MXRules, f: BlockFormat, amax: np.ndarray, nan_blk: n
         elif pol == "nan_wraps_inf_divisor":
             byte = np.where(nan_blk, 0, np.where(inf_blk, 255, byte))
             special = np.where(inf_blk, np.inf, special)
+        elif pol == "nonfinite_divisor":  # the NaN / Inf amax carried through the rule: x / NaN, x / +Inf
+            byte = np.where(nonfinite, 255, byte)
+            special = np.where(inf_blk, np.inf, special)
+            nan_div = nan_blk
         else:  # pragma: no cover - validated in BlockScheme
             raise AssertionError(pol)
     byte = np.where(scale_nan, 255, byte)
@@ -364,7 +386,8 @@ def mx_block_scales(rules: MXRules, f: BlockFormat, amax: np.ndarray, nan_blk: n
         under = ((d == 0) | np.isinf(d)) & np.isnan(special) & ~scale_nan
         scale_nan |= under
         byte = np.where(under, 255, byte)
-    return MXScales(byte, e_div, flushed, special, scale_nan, folded, zero, open_case, nan_blk, inf_blk, nonfinite)
+    return MXScales(byte, e_div, flushed, special, scale_nan, folded, zero, open_case, nan_blk, inf_blk, nonfinite,
+                    nan_div)
 
 
 def mx_row_flags(rules: MXRules, f: BlockFormat, sc: MXScales) -> tuple[np.ndarray, np.ndarray]:
@@ -411,6 +434,8 @@ def mx_element_codes(rules: MXRules, f: BlockFormat, xc: np.ndarray, xf: np.ndar
         if C == fp.F32:  # 1 / 2^-127 folded at compile time: 2^127, no flush
             m = np.where(sc.folded, fp.pow2(-e_div, C), m)
         y = fp.mul(xc, m[:, None], C, ftz)
+    if sc.nan_div is not None and sc.nan_div.any():  # x / NaN (nonfinite_divisor, §4.5)
+        y = np.where(sc.nan_div[:, None], fp.round_to(np.float64(np.nan), C), y)
     return encode_elements(rules, f, y, rbits)
 
 
@@ -444,6 +469,9 @@ def quantize_mx_reference(rules: MXRules, f: BlockFormat, xb: np.ndarray,
     codes, unspec = mx_element_codes(rules, f, xc, xf, sc, C, ftz, rbits)
     codes = np.where(sc.scale_nan[:, None], 0, codes).astype(f.element.code_dtype)
     rows, scales_unspec = mx_row_flags(rules, f, sc)
+    if rules.nan_block_float32 == "unspecified" and C == fp.F32:  # XLA:CPU's float32 max may drop a NaN (§4.5)
+        rows = rows | sc.nan_blk
+        scales_unspec = scales_unspec | sc.nan_blk
     if C == fp.BF16 and rules.byte0_divisor == "folded_stand_in" and rules.scale_arith == "reciprocal":
         rows = rows | sc.folded  # XLA:CPU: 1/0 = +Inf or the folded float32 2^127, by fusion (block.md §4.4)
     unspec = unspec | rows[:, None]
@@ -457,7 +485,8 @@ def dequantize_mx_reference(rules: MXRules, f: BlockFormat, codes: np.ndarray, s
 
     dequant="exact": P_i * 2^element_scale_exp * 2^(byte - 127) rounded once to dtype (byte 255 = NaN);
     dequant="in_dtype": s = fl_dtype(2^(byte - 127)) (byte 255: NaN, or 2^128 with dequant_nan_scale="power"),
-    then fl_dtype(decode(P_i, dtype) * s) (MLX, torchao)."""
+    then fl_dtype(decode(P_i, dtype) * s) (MLX, torchao); with flush_subnormals the product has XLA:CPU's DAZ/FTZ
+    (float32-subnormal operands and results are zeros of their sign: qwix)."""
     nb, k = codes.shape
     fmt = f.element
     dt, tgt = target_format(dtype)
@@ -475,9 +504,10 @@ def dequantize_mx_reference(rules: MXRules, f: BlockFormat, codes: np.ndarray, s
         sv = np.where(b == 255, np.nan, sv)
     sv = fp.round_to(sv, dt)
     vals = decode(codes, fmt, dtype=dt)
+    ftz = rules.flush_subnormals  # XLA:CPU: DAZ on the scale (2^-127 in float32 / bfloat16 reads as 0), FTZ
     if f.element_scale_exp:
-        vals = fp.mul(vals, 2.0**f.element_scale_exp, dt)
-    return fp.mul(vals, sv[:, None], dt)
+        vals = fp.mul(vals, 2.0**f.element_scale_exp, dt, ftz)
+    return fp.mul(vals, sv[:, None], dt, ftz)
 
 
 __all__ = [
@@ -497,4 +527,5 @@ __all__ = [
     "mx_row_flags",
     "quantize_mx_reference",
     "stochastic_offset",
+    "tiny_quotient_one",
 ]

@@ -30,10 +30,10 @@ from ...errors import QrefError
 from ...formats.block import BlockFormat
 from ...formats.policy import CastPolicy
 from ...profiles.block import FloatScaleRules
-from .mx_reference import encode_elements
+from .mx_reference import encode_elements, tiny_quotient_one
 
 GLOBAL_SCALE_RULES = ("exact", "amax_encode_reciprocal", "tensor_scale_clamped", "input_dtype_encode",
-                      "prescaled_divide")
+                      "prescaled_divide", "input_dtype_clip")
 
 
 def _block_amax(x: np.ndarray, nan: str) -> np.ndarray:
@@ -147,6 +147,24 @@ def quantize_float_scaled_reference(rules: FloatScaleRules, f: BlockFormat, xb: 
         else:  # XLA folds (x * fl32(1/gs)) * fl32(1/s) into x * fl32(fl32(1/gs) * fl32(1/s))
             r = fp.mul(fp.div(1.0, gs_out, f32, ftz), fp.div(1.0, d, f32, ftz), f32, ftz)
             y = fp.mul(xT, r[:, None], f32, ftz)
+    elif rule == "input_dtype_clip":
+        if global_scale is not None:
+            raise QrefError("global_scale_rule='input_dtype_clip' has no global scale (block.md §5.2)")
+        T = fp.resolve_compute_dtype("input", xb.dtype)
+        xT = fp.round_to(xb, T)
+        K = fp.F16 if T == fp.F16 else f32  # where XLA:CPU keeps a folded constant or a reciprocal
+        amax = _block_amax(xT, "propagate").astype(T)
+        r = (fp.div(amax, M, T, ftz) if rules.quotient_arith == "divide"
+             else fp.mul(amax, fp.round_to(np.float64(1.0 / M), K), T, ftz))
+        r = tiny_quotient_one(rules, r, T)
+        with np.errstate(invalid="ignore"):
+            sv = np.where(np.isnan(fp.f64(r)), fp.f64(r), np.clip(fp.f64(r), -S, S))
+        byte = encode_scale(rules, f, sv)
+        d = decode(byte, f.scale, dtype=T)
+        if rules.scale_arith == "divide":
+            y = fp.div(xT, d[:, None], T, ftz)
+        else:  # x * fl_K(1 / s): XLA:CPU's reciprocal, float32 for bfloat16 inputs
+            y = fp.mul(xT, fp.div(1.0, d, K, ftz)[:, None], T, ftz)
     else:  # pragma: no cover - validated in BlockScheme
         raise AssertionError(rule)
     codes, unspec = encode_elements(rules, f, y, rbits)
@@ -158,8 +176,13 @@ def quantize_float_scaled_reference(rules: FloatScaleRules, f: BlockFormat, xb: 
         nan_blk = np.isnan(fp.f64(xb)).any(axis=1) | np.isnan(fp.f64(xc)).any(axis=1)
         unspec |= nan_blk[:, None]
         scales_unspec |= nan_blk
-    if rule == "amax_encode_reciprocal" and rules.amax_nan == "propagate":
+    if (rule == "amax_encode_reciprocal" and rules.amax_nan == "propagate") or rule == "input_dtype_clip":
         scales_unspec |= np.isnan(dv)  # a NaN scale code: the sign of an arithmetic NaN is unspecified (§4.7)
+    if rules.nan_block_float32 == "unspecified" and fp.resolve_compute_dtype("input", xb.dtype) == f32:
+        # XLA:CPU's float32 max reduction may drop a NaN depending on the array's shape (§4.5, §5.2)
+        nan_blk = np.isnan(fp.f64(xb)).any(axis=1)
+        unspec |= nan_blk[:, None]
+        scales_unspec |= nan_blk
     if rule == "tensor_scale_clamped":  # 0 * inf (tiny per-tensor scale): torchao's E2M1 cast reads the NaN sign (§5.2)
         unspec |= np.isnan(fp.f64(y))
     if rule == "exact":  # qref's own rule leaves non-finite and tiny blocks open (block.md §5.3)
@@ -231,7 +254,7 @@ def dequantize_float_scaled_reference(rules: FloatScaleRules, f: BlockFormat, co
                                       global_scale: object, dtype: np.dtype) -> np.ndarray:
     """Values of (n_blocks, k) codes with float-format block scale codes (block.md §5.4):
 
-    exact / jax: P * s [* gs] rounded once;  nvidia: fl32(P * fl32(fl32(s * g) * fl32(1/(M S))));
+    exact / jax / qwix: P * s [* gs] rounded once;  nvidia: fl32(P * fl32(fl32(s * g) * fl32(1/(M S))));
     torchao: fl32(P * fl32(pts * s)) (without pts: P * s);  mlx: fl32(P * fl32(s * fl32(g / (M S))))
     (without g: fl_dtype(P * s)); float32 results are then rounded to dtype."""
     dt, _ = target_format(dtype)
@@ -244,7 +267,7 @@ def dequantize_float_scaled_reference(rules: FloatScaleRules, f: BlockFormat, co
                                            if np.size(global_scale) > 1 else np.float32(global_scale))
     with np.errstate(invalid="ignore", over="ignore"):
         single = rule in ("tensor_scale_clamped", "input_dtype_encode") and g is None
-        if rule in ("exact", "prescaled_divide") or single:
+        if rule in ("exact", "prescaled_divide", "input_dtype_clip") or single:
             v = p * d if g is None or rule != "prescaled_divide" else p * d * np.float64(g)
             return fp.round_to(v, dt)
         if rule == "amax_encode_reciprocal":

@@ -40,17 +40,19 @@ KINDS = BLOCK_KINDS
 DEFAULT_PROFILE = {"mx": "ocp", "float_scale": "ocp", "affine": "mlx", "nvfp4": "nvidia"}
 
 # the keys of a block scheme's spec, in order, with the value a kind without that rule writes (the committed
-# suite's specs: every rule field of every kind; stochastic_bits, amax_floor and global_scale_granularity are
-# left out at their defaults, as before those fields existed)
+# suite's specs: every rule field of every kind; stochastic_bits, amax_floor, global_scale_granularity,
+# tiny_quotient and nan_block_float32 are left out at their defaults, as before those fields existed)
 _RULE_DEFAULTS: dict[str, Any] = {**FloatScaleRules().values(), **MXRules().values()}
 SPEC_KEYS = ("name", "element", "scale_format", "block_size", "kind", "profile", "element_scale_exp",
              "scale_rule", "zero_block", "scale_range", "nonfinite_block", "byte0_divisor", "global_scale_rule",
              "amax_nan", "rounding", "overflow", "nan", "stochastic_bits", "zero_sign", "out_of_range",
              "compute_dtype", "scale_arith", "quotient_arith", "flush_subnormals", "flush_subnormal_blocks",
              "divisor_out_of_range", "element_exponent", "round_arith", "dequant", "dequant_nan_scale", "pad",
-             "min_ndim", "unspecified_open_cases", "amax_floor", "global_scale_granularity")
+             "min_ndim", "unspecified_open_cases", "amax_floor", "global_scale_granularity", "tiny_quotient",
+             "nan_block_float32")
 RULE_FIELDS = tuple(k for k in SPEC_KEYS if k in _RULE_DEFAULTS)
-_SPEC_OMIT = {"stochastic_bits": None, "amax_floor": 0.0, "global_scale_granularity": "tensor"}
+_SPEC_OMIT = {"stochastic_bits": None, "amax_floor": 0.0, "global_scale_granularity": "tensor", "tiny_quotient": "keep",
+              "nan_block_float32": "propagate"}
 
 
 def read_through(path: str, doc: str = "") -> Any:
@@ -198,7 +200,7 @@ class BlockScheme(Scheme):
         gs = None
         if global_scale is not None:
             rule = getattr(self.rules, "global_scale_rule", "exact")
-            if rule == "exact":
+            if rule in ("exact", "input_dtype_clip"):
                 raise QrefError(f"{self.name} with global_scale_rule={rule!r} takes no global scale; NVFP4 "
                                 "two-level scaling needs a global_scale_rule other than 'exact' (e.g. "
                                 "profile='nvidia', 'torchao_floor', 'mlx' or 'jax')")
@@ -304,7 +306,8 @@ class BlockScheme(Scheme):
     # ---- spec ---------------------------------------------------------------------------------------------
     def to_spec(self) -> dict[str, Any]:
         """The spec of the committed suite: every key of SPEC_KEYS (a rule the kind lacks: its default value);
-        stochastic_bits, amax_floor and global_scale_granularity are left out at their defaults."""
+        stochastic_bits, amax_floor, global_scale_granularity, tiny_quotient and nan_block_float32 are left out at
+        their defaults."""
         fmt, have = self.format, self.rules.values()
         own = {"name": fmt.name, "element": fmt.element.name, "block_size": fmt.block_size, "kind": self.kind,
                "scale_format": None if fmt.scale is None else fmt.scale.name, "profile": self.profile,
