@@ -12,6 +12,7 @@ Fast paths (elements.md §2.10) are tables filled by this same reference path:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -41,15 +42,54 @@ def _round_float(ex: Exact, fmt: FloatFormat, mode: str, rbits: np.ndarray | Non
         n_up, _ = round_to_quantum(ex.sig, ex.exp, q, ex.neg, "up", base)
         n_away, _ = round_to_quantum(ex.sig, ex.exp, q, ex.neg, "nearest_away", base)
         n = np.where(E >= -126, n_away, n_up)
+    elif mode == "exponent_ceil":  # elements.md §2.6: float32 exponent field + (fraction != 0)
+        n, _ = round_to_quantum(ex.sig, ex.exp, q, ex.neg, "toward_max_magnitude", base)
+        n = np.where(E >= -126, n.astype(np.int64), (-126 - fmt.emin) - base)  # below 2^-126: the code of 2^-126
     else:
         n, _ = round_to_quantum(ex.sig, ex.exp, q, ex.neg, mode, base, rbits, nbits)
     return base + n.astype(np.int64), E
+
+
+def _sign_over_top_bit(ex: Exact, fmt: FloatFormat) -> tuple[Exact, np.ndarray]:
+    """unsigned_negative="sign_over_top_bit" (elements.md §2.4): the magnitudes to encode, with the finite ones of
+    magnitude <= 2^(emin - 1) made zeros, and the mask of the codes whose top bit the sign is written over (the
+    negative inputs that are not zeros then)."""
+    fin = ex.cls == FINITE
+    E = ex.exp + bit_length(ex.sig) - 1
+    pow2 = (ex.sig & (ex.sig - U64(1))) == 0
+    half = fmt.emin - 1  # 2^(emin - 1): half the smallest value
+    tiny = fin & ((half > E) | ((half == E) & pow2))
+    cls = np.where(tiny, ZERO, ex.cls).astype(np.int8)
+    mag = Exact(cls, np.zeros_like(ex.neg), np.where(tiny, U64(0), ex.sig), ex.exp, ex.subnormal)
+    return mag, ex.neg & (cls != ZERO)
+
+
+def _unsigned_sign_rules(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: np.ndarray | None
+                         ) -> np.ndarray | None:
+    """The codes under the unsigned_negative rules that act on the sign bit of every input (elements.md §2.4):
+    "min_by_sign_bit" (0x00 for every input with the sign bit set) and "sign_over_top_bit"; None for the others."""
+    rule = rp.policy.unsigned_negative
+    if rule not in ("min_by_sign_bit", "sign_over_top_bit"):
+        return None
+    if rp.policy.input_subnormals == "zero":
+        ex = ex.flush_subnormal_inputs()
+    plain = ResolvedPolicy(replace(rp.policy, unsigned_negative="zero"), rp.overflow, rp.nan)  # positive inputs
+    if rule == "min_by_sign_bit":
+        pos = Exact(ex.cls, np.zeros_like(ex.neg), ex.sig, ex.exp, ex.subnormal)
+        return np.where(ex.neg, U64(0), encode_float_exact(pos, fmt, plain, rbits))
+    mag, top = _sign_over_top_bit(ex, fmt)
+    return encode_float_exact(mag, fmt, plain, rbits) | np.where(top, U64(1 << (fmt.bits - 1)), U64(0))
+
+
 
 
 def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: np.ndarray | None = None
                        ) -> np.ndarray:
     """Codes (uint64) of exact triples in a float format under a resolved policy (elements.md §2.4-2.7)."""
     pol = rp.policy
+    signed_rule = _unsigned_sign_rules(ex, fmt, rp, rbits)
+    if signed_rule is not None:
+        return signed_rule
     if pol.input_subnormals == "zero":
         ex = ex.flush_subnormal_inputs()
     if pol.unsigned_negative == "magnitude":  # the sign bit is ignored (elements.md §2.4)
@@ -81,7 +121,7 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
             code = np.where((code > 0) & (code < (1 << M)), 0, code)
         ovf = (fmt.emax < E) | (code > fmt.max_finite_code)
         mag = np.where(ovf, 0, code).astype(U64)
-        if rp.overflow in ("saturate", "saturate_propagate"):
+        if rp.overflow in ("saturate", "saturate_propagate", "saturate_finite"):
             ovf_code = np.full(len(ex), maxc, dtype=U64)
         elif rp.overflow == "inf":
             r = rp.rounding

@@ -14,7 +14,7 @@ from .records import FloatFormat, Format, IntFormat
 
 Rounding = Literal[
     "nearest_even", "nearest_away", "nearest_toward_zero", "toward_zero", "toward_max_magnitude", "up", "down",
-    "odd", "stochastic_a", "stochastic_b", "stochastic_c", "exponent_carry",
+    "odd", "stochastic_a", "stochastic_b", "stochastic_c", "exponent_carry", "exponent_ceil",
 ]
 ROUNDING_MODES: tuple[str, ...] = (
     "nearest_even",          # P3109 NearestTiesToEven / IEEE roundTiesToEven
@@ -29,14 +29,17 @@ ROUNDING_MODES: tuple[str, ...] = (
     "stochastic_b",          # P3109 StochasticB(N): floor(eta 2^(N+1)) + 2R + 1 >= 2^(N+1)
     "stochastic_c",          # P3109 StochasticC(N): RNE(eta 2^N) + R >= 2^N
     "exponent_carry",        # float32 bits: exponent field + carry of the first fraction bit (elements.md §2.6)
+    "exponent_ceil",         # float32 bits: exponent field + (fraction != 0) (elements.md §2.6)
 )
+EXPONENT_MODES = ("exponent_carry", "exponent_ceil")  # the float32-bit rules of exponent-only formats
 STOCHASTIC_MODES = ("stochastic_a", "stochastic_b", "stochastic_c")
-OVERFLOW_POLICIES = ("saturate", "saturate_propagate", "inf", "nan", "wrap", "zero")
+OVERFLOW_POLICIES = ("saturate", "saturate_propagate", "inf", "nan", "wrap", "zero", "saturate_finite")
 SUBNORMAL_POLICIES = ("keep", "flush")
 INPUT_SUBNORMAL_POLICIES = ("keep", "zero")
 NAN_POLICIES = ("keep_sign", "positive", "flipped_sign_zero", "zero", "max", "error")
 SOURCE_POLICIES = ("exact", "via_float32", "via_float16")
-UNSIGNED_NEGATIVE = ("zero", "nan", "magnitude", "min")  # what a negative value becomes in an unsigned format
+# what a negative value becomes in an unsigned format (elements.md §2.4)
+UNSIGNED_NEGATIVE = ("zero", "nan", "magnitude", "min", "sign_over_top_bit", "min_by_sign_bit")
 NAN_CODES = ("canonical", "all_ones")  # which NaN code a NaN result is written as (elements.md §2.7)
 ABSENT_ZERO = ("nan", "min", "nan_below_min")  # what +-0 (and values below the minimum) become without zero (§2.7)
 INT_CASTS = (
@@ -54,7 +57,8 @@ class CastPolicy:
     overflow: "saturate" (P3109 SatFinite: finite overflow and +-Inf -> +-max), "saturate_propagate"
         (SatPropagate: finite overflow -> +-max, +-Inf stays +-Inf), "inf" (OvfInf: overflow -> +-Inf,
         except directed roundings toward zero give +-max), "nan" (overflow and +-Inf -> NaN), "wrap" (integer
-        storage only: modulo 2^bits), "zero" (integer storage only: out-of-range values, NaN and +-Inf give 0).
+        storage only: modulo 2^bits), "zero" (integer storage only: out-of-range values, NaN and +-Inf give 0),
+        "saturate_finite" (formats with NaN and without Inf: finite overflow -> +-max, +-Inf -> NaN).
         None: "inf" if the format has Inf, else "nan" if it has NaN, else "saturate"; integers "saturate"
         ("wrap" under an int_cast other than "direct", unless the storage range is narrowed).
     nan: what a NaN input becomes. "keep_sign" (the NaN code with the input's sign where the format has
@@ -72,7 +76,10 @@ class CastPolicy:
         0; NaN in a format without zero) or "nan" (the NaN code, as ml_dtypes 0.7's float8_e5m3fnu); "magnitude":
         the sign bit is ignored, every negative input (-0, -Inf and -NaN included) is encoded as its magnitude;
         "min": a negative nonzero value or -Inf becomes the smallest code, 0x00 (+0 with a zero, 2^-127 in E8M0;
-        -NaN stays NaN, -0 follows absent_zero).
+        -NaN stays NaN, -0 follows absent_zero); "min_by_sign_bit": every input with the sign bit set (-0, -Inf
+        and -NaN included) becomes 0x00; "sign_over_top_bit" (formats without zero): the magnitude's code with the
+        top code bit set (E8M0: code | 0x80, so -1 -> 0xFF, -2^-127 -> 0x80, -4 -> 0x81), except magnitudes at
+        most half the smallest value (2^-128 in E8M0), which are a zero (absent_zero applies).
     nan_code: which code a NaN result is written as where the format has several: "canonical" (default: the
         format's canonical quiet NaN, e.g. E5M2 0x7E / 0xFE) or "all_ones" (exponent and fraction all ones,
         E5M2 0x7F / 0xFF; the same code where the canonical NaN is all ones already, E4M3FN, E8M0).
@@ -144,8 +151,8 @@ class CastPolicy:
                 raise QrefError(f"overflow='wrap' needs the full storage range; {fmt.name} is narrowed")
             if overflow == "zero" and not fmt.lo <= 0 <= fmt.hi:
                 raise QrefError(f"overflow='zero' needs 0 in the storage range; {fmt.name} is [{fmt.lo}, {fmt.hi}]")
-            if self.rounding == "exponent_carry":
-                raise QrefError("rounding='exponent_carry' is for exponent-only float formats, not integer storage")
+            if self.rounding in EXPONENT_MODES:
+                raise QrefError(f"rounding={self.rounding!r} is for exponent-only float formats, not integer storage")
             if (self.nan_code, self.absent_zero) != ("canonical", "nan"):
                 raise QrefError(f"nan_code and absent_zero are for float formats; integer storage ({fmt.name}) has "
                                 "no NaN code and always has a zero: leave them at 'canonical' and 'nan'")
@@ -159,13 +166,16 @@ class CastPolicy:
                             "'saturate_propagate', 'inf' or 'nan'")
         if self.int_cast != "direct":
             raise QrefError(f"int_cast={self.int_cast!r} is for integer storage; {fmt.name} is a float format")
-        if self.rounding == "exponent_carry" and (fmt.mantissa_bits != 0 or fmt.zero):
-            raise QrefError(f"rounding='exponent_carry' is the float32-bit rule of exponent-only formats "
+        if self.rounding in EXPONENT_MODES and (fmt.mantissa_bits != 0 or fmt.zero):
+            raise QrefError(f"rounding={self.rounding!r} is the float32-bit rule of exponent-only formats "
                             f"(float8_e8m0fnu); {fmt.name} has a significand or a zero")
         if self.unsigned_negative == "nan" and (fmt.signed or not fmt.has_nan):
             raise QrefError(f"unsigned_negative='nan' is for unsigned formats with a NaN code; {fmt.name} is "
                             + ("signed" if fmt.signed else "without NaN"))
-        if self.unsigned_negative in ("magnitude", "min") and fmt.signed:
+        if self.unsigned_negative == "sign_over_top_bit" and (fmt.signed or fmt.zero):
+            raise QrefError(f"unsigned_negative='sign_over_top_bit' is for unsigned formats without zero "
+                            f"(float8_e8m0fnu); {fmt.name} " + ("is signed" if fmt.signed else "has a zero"))
+        if self.unsigned_negative in ("magnitude", "min", "min_by_sign_bit") and fmt.signed:
             raise QrefError(f"unsigned_negative={self.unsigned_negative!r} is for unsigned formats; {fmt.name} is "
                             "signed")
         if self.nan_code == "all_ones" and fmt.nan not in ("ieee", "all_ones"):
@@ -174,6 +184,9 @@ class CastPolicy:
         if self.absent_zero != "nan" and (fmt.zero or fmt.signed):
             raise QrefError(f"absent_zero={self.absent_zero!r} is for unsigned formats without zero "
                             f"(float8_e8m0fnu); {fmt.name} " + ("has a zero" if fmt.zero else "is signed"))
+        if overflow == "saturate_finite" and (fmt.has_inf or not fmt.has_nan):
+            raise QrefError(f"overflow='saturate_finite' (+-Inf -> NaN) is for formats with NaN and without Inf; "
+                            f"{fmt.name} " + ("has Inf" if fmt.has_inf else "has no NaN"))
         if overflow == "nan" and not fmt.has_nan:
             raise QrefError(f"overflow='nan' but {fmt.name} has no NaN; use 'saturate'")
         nan = self.nan or ("keep_sign" if fmt.has_nan else "flipped_sign_zero")
@@ -201,6 +214,6 @@ class ResolvedPolicy:
 DEFAULT_POLICY = CastPolicy()
 
 
-__all__ = ["ABSENT_ZERO", "DEFAULT_POLICY", "INPUT_SUBNORMAL_POLICIES", "INT_CASTS", "NAN_CODES", "NAN_POLICIES",
-           "OVERFLOW_POLICIES", "ROUNDING_MODES", "SOURCE_POLICIES", "STOCHASTIC_MODES", "SUBNORMAL_POLICIES",
-           "UNSIGNED_NEGATIVE", "CastPolicy", "ResolvedPolicy", "Rounding"]
+__all__ = ["ABSENT_ZERO", "DEFAULT_POLICY", "EXPONENT_MODES", "INPUT_SUBNORMAL_POLICIES", "INT_CASTS", "NAN_CODES",
+           "NAN_POLICIES", "OVERFLOW_POLICIES", "ROUNDING_MODES", "SOURCE_POLICIES", "STOCHASTIC_MODES",
+           "SUBNORMAL_POLICIES", "UNSIGNED_NEGATIVE", "CastPolicy", "ResolvedPolicy", "Rounding"]

@@ -70,10 +70,11 @@ PROFILES = (
         "float8 targets: nearest_even, finite overflow and +-Inf clamp to +-max, NaN stays NaN (saturate=1, the "
         "default); float16/bfloat16/float32/float64 targets: nearest_even, +-Inf on overflow; float4e2m1: "
         "nearest_even, overflow saturates, NaN becomes +-0 by the opposite sign (the reference's ml_dtypes "
-        "astype); float8e8m0 (round_mode='up', saturate=1): the magnitude (the sign bit is ignored) rounded up, "
-        "clamped to [2^-127, 2^127], +-0 -> 2^-127 (0x00), NaN and +-Inf the NaN code (not modelled: the "
-        "reference rounds float32 bits, exponent field + (fraction != 0), so the float32 subnormals of magnitude "
-        "<= 2^-127 give 2^-126, 0x01, where rounding the value up gives 2^-127); integer targets: truncation, "
+        "astype); float8e8m0 (round_mode='up', saturate=1): float64 inputs are rounded to float32 first, then the "
+        "float32 exponent field + (fraction != 0) of the magnitude (the sign bit is ignored; rounding="
+        "'exponent_ceil': up, and every float32 subnormal gives 2^-126, 0x01), finite values past 2^127 clamp to "
+        "2^127 (0xFE), +-Inf and NaN give 0xFF (overflow='saturate_finite'), +-0 -> 2^-127 (0x00); integer "
+        "targets: truncation, "
         "0 for NaN, +-Inf and out-of-range values (the reference's ml_dtypes 0.7 astype: ONNX leaves "
         "out-of-range values undefined).",
         CastPolicy(overflow="saturate"),
@@ -87,20 +88,28 @@ PROFILES = (
             CastRule(CastPolicy(), target="bfloat16"),
             CastRule(CastPolicy(), target="float32"),
             CastRule(CastPolicy(), target="float64"),
-            CastRule(CastPolicy(rounding="up", overflow="saturate", unsigned_negative="magnitude", absent_zero="min"),
-                     target="float8_e8m0fnu"),
+            CastRule(CastPolicy(rounding="exponent_ceil", overflow="saturate_finite", unsigned_negative="magnitude",
+                                absent_zero="min", source="via_float32"), target="float8_e8m0fnu"),
             CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer"),
         ),
     ),
     Profile(
         "onnx_no_saturate", "element", "ONNX Cast / CastLike opsets 19-25, saturate=0 (onnx 1.23.2 reference)",
         "As 'onnx' but float8 targets take the format's own overflow: +-Inf for E5M2, NaN for E4M3FN and the "
-        "FNUZ types (the second table of the Cast operator); float4e2m1 still saturates (no Inf or NaN).",
+        "FNUZ types (the second table of the Cast operator); float4e2m1 still saturates (no Inf or NaN); "
+        "float8e8m0 as 'onnx' but finite values past 2^127 give 0xFF (NaN) too.",
         CastPolicy(),
         sources=("onnx/defs Cast-19..25 (saturate=0 table)", "onnx/reference/ops/op_cast.py"),
         package="onnx", versions="==1.23.2", version="1.23", status="verified",
-        evidence=("tests/test_onnx_node_cases.py: the saturate=0 Cast / CastLike node cases of onnx 1.23.2",),
-        cast_rules=(CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer"),),
+        evidence=("tests/test_onnx_node_cases.py: the saturate=0 Cast / CastLike node cases of onnx 1.23.2",
+                  "tests/test_element_profiles_P.py: the reference's Cast to FLOAT8E8M0 (saturate 0 and 1) from "
+                  "float32 (every top-16-bit pattern x 8 low halves, the ties 1.5 * 2^k +-1 ulp, 2^18 random), "
+                  "every float16 / bfloat16, float64 (those +-2^-40, 2^16 random): 0 mismatches for both profiles",),
+        cast_rules=(
+            CastRule(CastPolicy(rounding="exponent_ceil", overflow="nan", unsigned_negative="magnitude",
+                                absent_zero="min", source="via_float32"), target="float8_e8m0fnu"),
+            CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer"),
+        ),
     ),
     # conversion instructions, modelled from NVIDIA's PTX ISA (no GPU here: status "modelled"); elements.md §6.1
     Profile(
@@ -193,10 +202,13 @@ PROFILES = (
         "folding alike)",
         "Convert from f32 / bf16 / f64 to f8e4m3 and f8e5m2 rounds to float16 first (nearest_even; |x| >= 65520: "
         "+-Inf, then NaN for E4M3FN and Inf for E5M2; float64 goes to float32 first), then to the 8-bit type "
-        "(nearest_even): double rounding. Every other target (f4e2m1, f8e8m0, float16...) as 'spec'. Not "
-        "modelled (xfail entries): E5M2's NaN payloads, f32 -> E5M2 of the 4096 float32 values just below "
-        "2^-17, 2^-16, 2^-15 (the code of twice the power), the f4e2m1 and f8e8m0 NaN / negative rules, the "
-        "folded f64 -> f4e2m1 / f8e8m0 through float32.",
+        "(nearest_even): double rounding. f4e2m1: NaN -> +-6 by its sign bit (nan='max'); f8e8m0: every input with "
+        "the sign bit set (-0, -Inf, -NaN included) -> 0x00 (unsigned_negative='min_by_sign_bit'), +0 -> 0x00, "
+        "nearest_even, finite overflow and +Inf -> 0xFE, +NaN -> 0xFF; float64 (the folded Constant: the plugin "
+        "has no f64 -> f4e2m1 / f8e8m0) rounds through float32 first. Every other target (float16...) as "
+        "'spec'. Not modelled (xfail entries): E5M2's NaN payloads, f32 -> E5M2 of the 4096 float32 values just "
+        "below 2^-17, 2^-16, 2^-15 (the code of twice the power), the decoding of E5M2 Inf into f64 and of the "
+        "E8M0 0x00 by the folded Convert.",
         CastPolicy(),
         sources=("openvino src/plugins/intel_cpu/src/nodes/common/cpu_convert.cpp (f32 -> f16 by vcvtps2ph, "
                  "then f16 -> f8)", "checked against openvino 2026.4.1 CPU (tests/test_openvino_targets.py)"),
@@ -205,32 +217,40 @@ PROFILES = (
                   "midpoint (exact, +-1 ulp of float32, +-2^-40 relative in float64), every bfloat16 value, "
                   "Parameter and Constant, against ml_dtypes casts through float32 and float16: 0 mismatches "
                   "beyond the listed E5M2 rule (> 300,000 inputs per format); the same codes with the plugin's ISA "
-                  "limited to AVX2 / SSE4.1; qref run --backend openvino (openvino.convert.*): 0 failures",),
+                  "limited to AVX2 / SSE4.1; qref run --backend openvino (openvino.convert.*): 0 failures",
+                  "tests/test_element_profiles_P.py: Convert to f8e8m0 and f4e2m1, Parameter and Constant, from "
+                  "float32 (every top-16-bit pattern x 8 low halves, the E8M0 ties +-1 ulp, 2^18 random), every "
+                  "float16 / bfloat16, float64 (Constant): 0 mismatches; 10^6 random float32 once by hand: 0",),
         cast_rules=(
             CastRule(CastPolicy(source="via_float16"), target="float8_e4m3fn"),
             CastRule(CastPolicy(source="via_float16"), target="float8_e5m2"),
+            CastRule(CastPolicy(nan="max", source="via_float32"), target="float4_e2m1fn"),
+            CastRule(CastPolicy(overflow="saturate", unsigned_negative="min_by_sign_bit", absent_zero="min",
+                                source="via_float32"), target="float8_e8m0fnu"),
         ),
     ),
     Profile(
         "stablehlo", "element", "stablehlo.convert in the StableHLO reference interpreter (llvm::APFloat; "
         "torch-mlir 20261001's StableHLO)",
         "Every target as 'spec' (nearest_even, the format's overflow and NaN), except float8_e8m0fnu: APFloat rounds "
-        "ties away from zero (1.5 * 2^k -> 2^(k+1)), gives 0x00 (2^-127) for +-0, and the magnitude's code for "
-        "-Inf, -NaN and the negative values of magnitude >= 1.5 (-1.5 -> 0x80). Not modelled (xfail entries): "
-        "negative values of magnitude in [2^-128, 1.5) (APFloat writes the sign over the top code bit: -2^-127 -> "
-        "0x80, -1 -> 0xFF), NaN payloads kept in float targets, the FNUZ NaN decoded as +NaN, 0xFF of E8M0 "
-        "decoded as +Inf, NaN / Inf into FP4 / FP6.",
+        "ties away from zero (1.5 * 2^k -> 2^(k+1)), gives 0x00 (2^-127) for +-0, and a negative input the code of "
+        "its magnitude with the sign written over the top code bit (unsigned_negative='sign_over_top_bit': "
+        "-2^-127 -> 0x80, -1 -> 0xFF, -4 -> 0x81, -1.5 -> 0x80, -Inf and -NaN -> 0xFF), except magnitudes <= "
+        "2^-128, which APFloat rounds to a zero (0x00). Not modelled (xfail entries): NaN payloads kept in float "
+        "targets, the FNUZ NaN decoded as +NaN, 0xFF of E8M0 decoded as +Inf, NaN / Inf into FP4 / FP6.",
         CastPolicy(),
         sources=("llvm-project llvm/lib/Support/APFloat.cpp (convert, the E8M0 semantics)",
                  "stablehlo/reference/Element.cpp (convert through APFloat)"),
         package="torch-mlir", versions="==20261001", status="verified",
         evidence=("qref run --backend stablehlo: the stablehlo.convert target's float8_e8m0fnu encode cases "
                   "(float16, bfloat16, float32 sources: values, ties, specials, every 16-bit input) against this "
-                  "record (docs/conformance.md)", "24,096 float32 inputs (every exponent field at 8 fractions, both "
-                  "signs, 20,000 random patterns) through the interpreter: every difference (5,947) is a negative "
-                  "value of magnitude in [2^-128, 1.5)",),
-        cast_rules=(CastRule(CastPolicy(rounding="nearest_away", unsigned_negative="magnitude", absent_zero="min"),
-                             target="float8_e8m0fnu"),),
+                  "record (docs/conformance.md)",
+                  "tests/test_element_profiles_P.py: float32 (every top-16-bit pattern x 8 low halves, the ties "
+                  "1.5 * 2^k +-1 ulp, 2^18 random), every float16 / bfloat16, float64 (those "
+                  "+-2^-40, 2^16 random) through the interpreter: 0 mismatches (before sign_over_top_bit: 379,127 "
+                  "of 1,527,336 float32 inputs, every one negative); 10^6 random float32 once by hand: 0",),
+        cast_rules=(CastRule(CastPolicy(rounding="nearest_away", unsigned_negative="sign_over_top_bit",
+                                        absent_zero="min"), target="float8_e8m0fnu"),),
     ),
     Profile(
         "mlir", "element", "MLIR arith.truncf to f8E8M0FNU expanded by arith-expand (torch-mlir 20261001's MLIR; "
@@ -285,8 +305,10 @@ PROFILES = (
         "round past 2^127 and positive values below 2^-127 (absent_zero='nan_below_min': 2^-128 -> 0xFF, "
         "2^-127 -> 0x00). Not modelled (xfail entries): float8_e4m3fn gives 448 (0x7E) on [480, 496) where "
         "nearest_even overflows to NaN (NaN on (464, 480)); float8_e5m2 gives NaN 0x7F / 0xFF, not Inf, on "
-        "[61440, 65536) (values that round up to 2^16; larger ones give Inf); NaN payloads kept by Cast to "
-        "float16 (vectorized).",
+        "[61440, 65536) (values that round up to 2^16; larger ones give Inf): |x| after the float32 rounding, "
+        "both signs, every source dtype, bit slips of ORT's float8.h (E4M3FN: the truncated code 0x7F is "
+        "cleared to 0x7E before rounding; E5M2: the Inf code 0x7C is OR-ed into the truncated 0x7B); NaN "
+        "payloads kept by Cast to float16 (vectorized).",
         CastPolicy(source="via_float32"),
         sources=("onnx Cast-24/25 (saturate, round_mode)", "measured: onnxruntime 1.32 Cast on the "
                  "CPUExecutionProvider"),
@@ -296,7 +318,9 @@ PROFILES = (
                   "targets: every 16-bit input, every float32 value and tie of the format +-2 ulp, 2 x 10^6 random "
                   "float32 patterns, float64 values and ties +-2^-40 and +-2^-30 (relative), 10^6 random float64 "
                   "patterns: 0 mismatches beyond the rules listed as not modelled",
-                  "qref run --backend onnxruntime: the onnxruntime.cast.nosaturate target against this record",),
+                  "qref run --backend onnxruntime: the onnxruntime.cast.nosaturate target against this record",
+                  "tests/test_element_profiles_P.py: the two unmodelled ranges pinned (0x7E / 0x7F with the sign "
+                  "there, the profile everywhere else) from float32, float16, bfloat16 and float64",),
         cast_rules=(
             CastRule(CastPolicy(nan="positive", nan_code="all_ones", source="via_float32"), target="float8_e5m2",
                      source="bfloat16"),
@@ -307,14 +331,17 @@ PROFILES = (
         ),
     ),
     Profile(
-        "jax", "element", "JAX 0.10.2 x.astype(jnp.float8_e8m0fnu) on XLA:CPU (eager and jax.jit)",
+        "jax", "element", "JAX 0.10.2 x.astype(jnp.float8_e8m0fnu) and x.astype(integer dtype) on XLA:CPU (eager "
+        "and jax.jit)",
         "Every target as 'spec', except float8_e8m0fnu: float32 / float16 / bfloat16 inputs take the float32 "
         "exponent field plus the first fraction bit (rounding='exponent_carry': ties up, 1.5 * 2^127 -> NaN; "
         "float32 subnormals (2^-127, 2^-126) -> 0x01, (0, 2^-127] -> 0x00, as ml_dtypes 0.5-0.6); float64 "
         "inputs are rounded once by the same rule (nearest, ties up, for |x| >= 2^-126; up in [2^-127, 2^-126)) "
         "and every positive float64 below 2^-127 gives NaN (absent_zero='nan_below_min'); +-0, negative values, "
-        "+-Inf and NaN give 0xFF. The other formats' differences (NaN payloads, FNUZ NaN, float4 NaN sign, "
-        "float64 -> float16 / bfloat16 through float32, integer truncation) stay xfail entries.",
+        "+-Inf and NaN give 0xFF. Integer targets (int2..int32, uint2..uint32): truncation toward zero, "
+        "saturation at the storage range (+-Inf too), NaN -> 0 (XLA's convert). The other formats' differences "
+        "(NaN payloads, FNUZ NaN, float4 NaN sign, float64 -> float16 / bfloat16 through float32) stay xfail "
+        "entries.",
         CastPolicy(),
         sources=("measured: jax 0.10.2 / jaxlib XLA:CPU convert to f8E8M0FNU",),
         package="jax", versions="==0.10.2", status="verified",
@@ -322,11 +349,15 @@ PROFILES = (
                   "bfloat16 inputs, 0 mismatches, the same with XLA_FLAGS=--xla_cpu_max_isa=AVX2 (AMD EPYC Zen 4)",
                   "float64: every E8M0 value and midpoint, +-2^-40 and +-2^-30 (relative), 2^-127 (1 +- small), "
                   "10^6 random float64 patterns, eager and jax.jit: 0 mismatches; tests/test_element_profiles_W.py",
-                  "qref run --backend jax (--cpu baseline and native): the jax.astype.* float8_e8m0fnu cases pass",),
+                  "qref run --backend jax (--cpu baseline and native): the jax.astype.* float8_e8m0fnu cases pass",
+                  "integer targets: float32 (every top-16-bit pattern x 8 low halves, 10^6 random), every float16 "
+                  "/ bfloat16, float64 (4.8 x 10^6) into int2/4/8/16/32 and uint2/4/8/16/32, eager and jax.jit: "
+                  "0 mismatches; tests/test_element_profiles_P.py",),
         cast_rules=(
             CastRule(CastPolicy(rounding="exponent_carry", absent_zero="nan_below_min"), target="float8_e8m0fnu",
                      source="float64"),
             CastRule(CastPolicy(rounding="exponent_carry"), target="float8_e8m0fnu"),
+            CastRule(CastPolicy(rounding="toward_zero", overflow="saturate"), target="integer"),
         ),
     ),
     Profile(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import QrefError, check_choice, unknown_name
-from ..formats.policy import ROUNDING_MODES, STOCHASTIC_MODES
+from ..formats.policy import EXPONENT_MODES, ROUNDING_MODES, STOCHASTIC_MODES
 from .base import Profile, check_choices, register_profile
 
 COMPUTE_DTYPES = ("expressed", "input", "float16", "bfloat16", "float32", "float64")
@@ -30,7 +30,7 @@ DQ_FORMS = ("subtract", "multiply_add", "fma")
 CONSTANT_RULES = ("round", "unspecified")
 #: how q is formed from the input range [il, ih] of a FakeQuantize (uniform.md §2.8); "none": x / s + z
 RANGE_FORMS = ("none", "scale_shift", "normalize")
-ROUNDINGS = tuple(m for m in ROUNDING_MODES if m not in STOCHASTIC_MODES and m not in ("ml_dtypes", "exponent_carry"))
+ROUNDINGS = tuple(m for m in ROUNDING_MODES if m not in STOCHASTIC_MODES and m not in ("ml_dtypes", *EXPONENT_MODES))
 #: the modes of the final rounding: the deterministic ones and P3109's stochastic ones (uniform.md §2.6)
 FINAL_ROUNDINGS = (*ROUNDINGS, *STOCHASTIC_MODES)
 
