@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import qref.mma as qm
-from qref.mma.cpu_profiles import PROFILES, CpuGemmProfile
+from qref.mma.cpu_profiles import PROFILES, TORCH_MKL_AVX512, TORCH_MKL_AVX512_SPR, CpuGemmProfile
+from qref.profiles.cpu import host_cpu
 
 _SCRIPT = """
 import sys, numpy as np
@@ -124,15 +125,22 @@ def test_profiles_name_versions_and_kernels() -> None:
         assert isinstance(p.dispatch, qm.GemmDispatch)
 
 
-def _torch_profile() -> CpuGemmProfile | None:
+def _torch_profile(threads: int) -> CpuGemmProfile | None:
+    """The fitted record of torch's sgemm on this CPU: MKL blocks K by the CPU it detects (the profiles'
+    selected_by): the AMD record, or the Intel AVX512-FP16 / AMX one at one thread; elsewhere None."""
     torch = pytest.importorskip("torch")
     cap = torch.backends.cpu.get_cpu_capability()
-    for p in PROFILES:
-        if p.library.startswith("torch") and p.version == f"torch {torch.__version__}" and f"capability {cap}" in \
-                p.kernel and "oneMKL 2024.2" in torch.__config__.show().replace("Math Kernel Library Version",
-                                                                               "oneMKL").replace("oneAPI ", ""):
-            return p
-    return None
+    if cap != "AVX512" or "oneMKL 2024.2" not in torch.__config__.show().replace(
+            "Math Kernel Library Version", "oneMKL").replace("oneAPI ", ""):
+        return None
+    cpu = host_cpu()
+    if cpu.vendor == "AuthenticAMD":
+        p = TORCH_MKL_AVX512
+    elif cpu.vendor == "GenuineIntel" and cpu.has("avx512_fp16") and cpu.has("amx_tile"):
+        p = TORCH_MKL_AVX512_SPR
+    else:
+        return None
+    return p if p.version == f"torch {torch.__version__}" and threads in p.threads else None
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -146,7 +154,7 @@ def test_torch_matmul_equals_its_profile(threads: int) -> None:
         got = [torch.matmul(torch.from_numpy(A), torch.from_numpy(B)).numpy() for A, B in ops]
     finally:
         torch.set_num_threads(old)
-    prof = _torch_profile()
+    prof = _torch_profile(threads)
     if prof is None:
         rec = qm.kernel(qm.KernelAccumulation())
         for (A, B), D in zip(ops[1:], got[1:]):
@@ -155,8 +163,9 @@ def test_torch_matmul_equals_its_profile(threads: int) -> None:
                 for j in range(16):
                     exact = math.fsum(float(x) * float(y) for x, y in zip(A[i], B[:, j]))
                     assert abs(float(D[i, j]) - exact) <= bound[i, j] * (1 + 2.0**-40)
-        pytest.skip(f"torch {torch.__version__} on CPU capability {torch.backends.cpu.get_cpu_capability()} has "
-                    "no fitted profile: only the bound was checked")
+        pytest.skip(f"torch {torch.__version__} on CPU capability {torch.backends.cpu.get_cpu_capability()} "
+                    f"({host_cpu().vendor} {host_cpu().model}) at {threads} thread(s) has no fitted profile: only "
+                    "the bound was checked")
     total = 0
     for (A, B), D in zip(ops, got):
         bad = np.argwhere(_bits(prof.dispatch.matmul(A, B)) != _bits(D))

@@ -173,7 +173,8 @@ def test_zero_signs_of_the_numpy_and_torch_paths() -> None:
     (K = 2..31, no tail), its tail pads the last 16-term group with +0 products (K mod 16 != 0: +0; K = 48: -0),
     its K = 1 call is +0 + fl(a b) = +0; torch's K = 1 call stores fl(a b) = -0. Then against the libraries where
     the profiles' kernels are the ones here."""
-    from qref.mma.cpu_profiles import TORCH_MKL_AVX512
+    from qref.mma.cpu_profiles import TORCH_MKL_AVX512, TORCH_MKL_AVX512_SPR
+    from qref.profiles.cpu import host_cpu
 
     np_d, t_d = NUMPY_OPENBLAS_SKYLAKEX_1T.dispatch, TORCH_MKL_AVX512.dispatch
     want = {(3, 5, 2): 0x80000000, (3, 5, 31): 0x80000000, (3, 3, 33): 0, (3, 3, 48): 0x80000000, (5, 19, 65): 0,
@@ -190,13 +191,25 @@ def test_zero_signs_of_the_numpy_and_torch_paths() -> None:
         for M, N, K in want:
             A, B = _tiny(M, K, N)
             assert np.array_equal(_bits(A @ B), _bits(np_d.matmul(A, B))), (M, N, K)
+    s_d = TORCH_MKL_AVX512_SPR.dispatch  # the Intel AVX512-FP16 / AMX record stores the first block: -0 at K = 2
+    assert (_bits(s_d.matmul(*_tiny(16, 2, 16))) == 0x80000000).all()
     torch = pytest.importorskip("torch")
+    cpu = host_cpu()
+    if cpu.vendor == "GenuineIntel" and cpu.has("avx512_fp16") and cpu.has("amx_tile"):
+        t_d = s_d  # MKL's kernel on this CPU (TORCH_MKL_AVX512_SPR.selected_by)
+    elif cpu.vendor != "AuthenticAMD":
+        return  # no record of MKL's kernel on this CPU
     if f"torch {torch.__version__}" == TORCH_MKL_AVX512.version and \
             torch.backends.cpu.get_cpu_capability() == "AVX512":
-        for A, B in (_tiny(16, 1, 16), _tiny(16, 2, 16), (np.full((16, 1), -0.0, np.float32),
-                                                        np.ones((1, 16), np.float32))):
-            got = torch.matmul(torch.from_numpy(A), torch.from_numpy(B)).numpy()
-            assert np.array_equal(_bits(got), _bits(t_d.matmul(A, B))), A.shape
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for A, B in (_tiny(16, 1, 16), _tiny(16, 2, 16), (np.full((16, 1), -0.0, np.float32),
+                                                            np.ones((1, 16), np.float32))):
+                got = torch.matmul(torch.from_numpy(A), torch.from_numpy(B)).numpy()
+                assert np.array_equal(_bits(got), _bits(t_d.matmul(A, B))), A.shape
+        finally:
+            torch.set_num_threads(threads)
 
 
 def test_torch_odd_k_between_192_and_384_is_refused() -> None:

@@ -7,6 +7,7 @@ ends, power-of-two multipliers: every tie, odd output zero points)."""
 from __future__ import annotations
 
 import math
+import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -17,6 +18,13 @@ from qref.recipes import qmatmul as qm
 
 torch = pytest.importorskip("torch")
 from qref.harness.adapters.torch import ENGINES, int_mm, qdq_scaled_mm, qlinear  # noqa: E402
+from qref.profiles.cpu import host_cpu  # noqa: E402
+
+#: CPU variant onednn_int8_amx_kernels (qref.profiles.cpu): oneDNN's AMX int8 kernels, not modelled
+AMX_ONEDNN = host_cpu().has("amx_int8") and "ONEDNN_MAX_CPU_ISA" not in os.environ
+#: CPU variant torch_scaled_mm_onednn_fp8: with AVX512-FP16 torch._scaled_mm on CPU is oneDNN's float8 matmul
+ONEDNN_FP8 = host_cpu().has("avx512_fp16") and torch.backends.cpu.get_cpu_capability() == "AVX512" and \
+    "ONEDNN_MAX_CPU_ISA" not in os.environ
 
 torch.set_num_threads(1)
 VNNI = "avx512_vnni" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
@@ -169,6 +177,9 @@ def test_fbgemm_u8s8_pairs_not_saturated_on_vnni(engine):
 def test_scaled_mm_dequantizes_operands_first(fa):
     """K = 1: y = fl32(fl32(q_a s_a) * fl32(q_b s_b)) (operands dequantized to float32 before a float32 GEMM),
     checked against float64 products (exact for float32 factors) rounded once; not fl32(q_a q_b fl32(s_a s_b))."""
+    if ONEDNN_FP8:
+        pytest.skip("CPU variant torch_scaled_mm_onednn_fp8: with AVX512-FP16 torch._scaled_mm runs oneDNN's float8 "
+                    "matmul (not modelled); ATEN_CPU_CAPABILITY=avx2 gives the dequantizing path this test checks")
     rng = np.random.default_rng(5)
     M = N = 1024
     a = rng.standard_normal((M, 1)).astype(np.float32) * 3
@@ -197,6 +208,9 @@ def test_onednn_scale_steps(seed):
     multiplier fl32(fl32(a_s w_s) / y_s) rounds the other way (12 seeds; several of them hold such elements)."""
     if "onednn" not in torch.backends.quantized.supported_engines:
         pytest.skip("torch built without onednn")
+    if AMX_ONEDNN:
+        pytest.skip("CPU variant onednn_int8_amx_kernels: oneDNN's AMX int8 kernels apply the scales otherwise (not "
+                    "modelled); ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI checks the VNNI kernels of the profile")
     ins = _linear_inputs(seed, "onednn", seed % 2 == 1, None, M=512, N=512)
     got = qlinear(torch, "onednn", ins)
     i = ins

@@ -90,7 +90,9 @@ TORCH_MKL_AVX512 = CpuGemmProfile(
     version="torch 2.13.0+cpu",
     call="torch.matmul(A, B), float32 (M, K) x (K, N), M, N >= 16",
     kernel="oneMKL 2024.2 sgemm, CPU capability AVX512",
-    selected_by="torch.backends.cpu.get_cpu_capability() == 'AVX512' and torch.__config__.show() naming oneMKL 2024.2",
+    selected_by="torch.backends.cpu.get_cpu_capability() == 'AVX512' and torch.__config__.show() naming oneMKL 2024.2, "
+                "on an AMD CPU (vendor_id AuthenticAMD: fitted on EPYC Zen 4; MKL blocks K by the CPU it detects, "
+                "see TORCH_MKL_AVX512_SPR)",
     **_FLOAT32,  # type: ignore[arg-type]
     threads=(1, 2),
     dispatch=GemmDispatch(blocked=KernelAccumulation(block=192, block_split="halve_short"), min_rows_cols=16,
@@ -103,6 +105,31 @@ TORCH_MKL_AVX512 = CpuGemmProfile(
         "not modelled: M or N < 16 (8 x 8 x 300 fits sequential rounded products, mul + add, no FMA); an odd K in "
         "(192, 384) (K = 301, 377, 383: about half of the outputs differ from every halving tried; K = 193, 195, "
         "201, 301, 383 fit no cut into two sequential FMA chains either): refused",
+    ),
+)
+
+#: the same call on an Intel Xeon with AVX512-FP16 and AMX (Sapphire Rapids class), one thread: sequential FMA per
+#: output, K blocks of 384 (a remainder in (384, 768) halved, ceil first), the first block's sum stored as it is
+#: (a -0 sum stays -0, also at K = 2); two threads split K otherwise (no record fits: the bound only).
+TORCH_MKL_AVX512_SPR = CpuGemmProfile(
+    name="torch-2.13.0-mkl-2024.2-avx512-sgemm-spr-1-thread",
+    library="torch (oneMKL 2024.2)",
+    version="torch 2.13.0+cpu",
+    call="torch.matmul(A, B), float32 (M, K) x (K, N), M, N >= 16, torch.set_num_threads(1)",
+    kernel="oneMKL 2024.2 sgemm, CPU capability AVX512, on an Intel Xeon with AVX512-FP16 and AMX",
+    selected_by="torch.backends.cpu.get_cpu_capability() == 'AVX512', oneMKL 2024.2, vendor_id GenuineIntel with "
+                "avx512_fp16 and amx_tile in /proc/cpuinfo, one intra-op thread",
+    **_FLOAT32,  # type: ignore[arg-type]
+    threads=(1,),
+    dispatch=GemmDispatch(blocked=KernelAccumulation(block=384, block_split="halve_remainder"), min_rows_cols=16,
+                          single_product="rounded", store="first_block"),
+    evidence=(
+        "qref probe-matmul on torch.matmul with torch.set_num_threads(1) (Intel Xeon, 2 cores, 2026-12-07): "
+        "the record, 2 equivalent",
+        "tests/test_cpu_gemm_profiles.py: 3.1 x 10^6 outputs of random and adversarial operands (K = 24, 300, "
+        "1000, 1001, 2001, ...), K = 1..79 and every block edge to 4097 with -0 operands, the zero-sign cases of "
+        "tests/test_fuzz_matmul_V.py: 0 mismatches; 2 threads: 23,337 of 1,035,664 differ (another K split, "
+        "not fitted)",
     ),
 )
 
@@ -185,8 +212,10 @@ MLX_CPU_QMM = replace(
 )
 
 PROFILES: tuple[CpuGemmProfile, ...] = (NUMPY_OPENBLAS_SKYLAKEX_1T, NUMPY_OPENBLAS_SKYLAKEX_MT, TORCH_MKL_AVX512,
+                                        TORCH_MKL_AVX512_SPR,
                                         ORT_MLAS_1T, MLX_CPU, ORT_MLAS_NBITS_F32, MLX_CPU_QMM)
 
 
 __all__ = ["MLX_CPU", "MLX_CPU_QMM", "NUMPY_OPENBLAS_SKYLAKEX_1T", "NUMPY_OPENBLAS_SKYLAKEX_MT", "ORT_MLAS_1T",
-           "ORT_MLAS_NBITS_F32", "PROFILES", "TORCH_MKL_AVX512", "CpuGemmProfile"]
+           "ORT_MLAS_NBITS_F32", "PROFILES", "TORCH_MKL_AVX512", "TORCH_MKL_AVX512_SPR",
+           "CpuGemmProfile"]

@@ -264,6 +264,24 @@ CPU_VARIANTS: tuple[CpuVariant, ...] = (
                "torch_*_avx2 profiles (matmul.md §6.7)",
                ("AMD EPYC (Zen 4, AVX512-VNNI) native: the VNNI profiles, 0 mismatches",
                 "the same CPU with the ISA masked: the *_avx2 profiles, 0 mismatches")),
+    CpuVariant("torch_scaled_mm_onednn_fp8", "avx512_fp16", True, "torch.scaled_mm", "recipes/qdq_matmul/*",
+               ("accumulation_order", "scale_arithmetic", "outside_bound", "other"),
+               f"with {_FP16} (and torch's AVX512 capability) torch._scaled_mm on CPU runs oneDNN's float8 matmul "
+               "primitive, whose products and scales round otherwise (not modelled); without it oneDNN has no float8 "
+               "matmul and torch dequantizes each operand to float32 first (fl32(q s)) before a float32 GEMM",
+               ("Intel Xeon (Sapphire Rapids class) native: K = 1 results differ from the dequantizing path in 26% "
+                "of 10^6 outputs; with ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 the primitive cannot be created; with "
+                "ATEN_CPU_CAPABILITY=avx2: the dequantizing path, 0 mismatches",
+                "AMD EPYC (Zen 4, no AVX512-FP16): the dequantizing path")),
+    CpuVariant("onednn_int8_amx_kernels", "amx_int8", True,
+               "torch.quantized_linear.onednn|torch.linear_dynamic.onednn*", "matmul/*",
+               ("multiplier_arithmetic", "compute_precision", "other"),
+               "with AMX-INT8 oneDNN runs its AMX int8 kernels (exact int32 sums, as VNNI) but applies the "
+               "activation, weight and output scales in another order or type than its VNNI kernels: results "
+               "move by one code or one float32 ulp (not modelled; ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI selects "
+               "the VNNI kernels the torch_onednn* profiles reproduce)",
+               ("Intel Xeon (Sapphire Rapids class, AMX) native: 42 tasks differ (multiplier arithmetic, compute "
+                "precision); with ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI: the VNNI profiles, 0 unexpected",)),
     CpuVariant("torch_dynamic_linear_without_vnni", "avx512_vnni|avx_vnni", False,
                "torch.linear_dynamic.onednn*|torch.linear_dynamic.fbgemm.full_range|torch.linear_dynamic.x86.full_range",
                "matmul/*", ("pair_saturation", "multiplier_arithmetic"),
