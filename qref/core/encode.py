@@ -151,8 +151,27 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
             nval = np.zeros(len(ex), dtype=U64)
         else:  # "max"
             nval = (sign if fmt.signed else U64(0)) | maxc
+        if rule in ("keep_sign", "positive") and pol.nan_payload != "canonical" and fmt.nan == "ieee" \
+                and ex.payload is not None:
+            nval = _with_payload(nval, ex.payload, fmt, pol.nan_payload)
         out = np.where(isnan, nval, out)
     return out
+
+
+def _with_payload(nval: np.ndarray, payload: np.ndarray, fmt: FloatFormat, rule: str) -> np.ndarray:
+    """NaN codes ``nval`` (canonical, sign set where kept) with the fraction rebuilt from the left-aligned source
+    ``payload`` (elements.md §2.7): P = its top M bits; "keep_quiet": P | quiet bit; "keep_raw": P, 1 where P = 0;
+    "truncate": P, the Inf code where P = 0. A zero payload (a NaN without payload bits) keeps the canonical NaN."""
+    M = fmt.mantissa_bits
+    p = payload >> U64(64 - M)
+    quiet = U64(1 << (M - 1))
+    if rule == "keep_quiet":
+        frac = p | quiet
+    elif rule == "keep_raw":
+        frac = np.where(p == 0, U64(1), p)
+    else:  # "truncate": a plain bit truncation, P = 0 is the exponent field alone: Inf
+        frac = p
+    return np.where(payload == 0, nval, (nval & ~U64((1 << M) - 1)) | frac)
 
 
 def encode_int_exact(ex: Exact, fmt: IntFormat, rp: ResolvedPolicy, rbits: np.ndarray | None = None
@@ -214,6 +233,9 @@ _F32 = get_format("float32")
 _TO_F32 = CastPolicy().resolve(_F32)
 _F16 = get_format("float16")
 _TO_F16 = CastPolicy().resolve(_F16)
+#: the intermediate rounding's nan_payload for a target's (elements.md §2.12): the intermediate type keeps what the
+#: target would keep (a truncating target's Inf arises at the target, not in the wider intermediate type)
+_VIA_PAYLOAD = {"keep_quiet": "keep_quiet", "keep_raw": "keep_raw", "truncate": "keep_raw"}
 
 
 #: inputs of at most this many elements take the reference path while their table is not built yet
@@ -366,14 +388,18 @@ def encode(
         raise QrefError(f"random_bits/seed are only used by stochastic rounding, not rounding={pol.rounding!r}")
     out = np.empty(flat.shape, dtype=f.code_dtype)
 
+    to32, to16 = _TO_F32, _TO_F16
+    if pol.nan_payload != "canonical":  # the payload goes through the intermediate type (elements.md §2.12)
+        to32, to16 = (CastPolicy(nan_payload=_VIA_PAYLOAD[pol.nan_payload]).resolve(g) for g in (_F32, _F16))
+
     def work(lo: int, hi: int) -> None:
         part = flat[lo:hi]
         if via32:
-            part = encode_exact(decompose(part), _F32, _TO_F32).astype(np.uint32).view(np.float32)
+            part = encode_exact(decompose(part), _F32, to32).astype(np.uint32).view(np.float32)
         elif via16:  # float64: to float32 first (elements.md §2.12)
             if part.dtype == np.float64:
-                part = encode_exact(decompose(part), _F32, _TO_F32).astype(np.uint32).view(np.float32)
-            part = encode_exact(decompose(part), _F16, _TO_F16).astype(np.uint16).view(np.float16)
+                part = encode_exact(decompose(part), _F32, to32).astype(np.uint32).view(np.float32)
+            part = encode_exact(decompose(part), _F16, to16).astype(np.uint16).view(np.float16)
         rb = rbits[lo:hi] if rbits is not None else (
             None if seeded is None else random_bits_from_seed(hi - lo, nbits, seeded, lo))
         encode_flat(part, f, rp, rb, out=out[lo:hi])
