@@ -79,6 +79,22 @@ def test_encode_follows_the_bit_rule(src: str, dst: str, payload: str) -> None:
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
+@pytest.mark.parametrize("overflow", ["inf", "saturate"])
+@pytest.mark.parametrize("source", ["via_float32", "via_float16"])
+@pytest.mark.parametrize(("src", "dst"), [("float64", "float16"), ("float64", "float8_e5m2"),
+                                          ("float32", "float8_e4m3"), ("float32", "float16"),
+                                          ("bfloat16", "float8_e5m2")])
+def test_intermediate_rounding_keeps_the_payload(src: str, dst: str, source: str, overflow: str, payload: str
+                                                 ) -> None:
+    """source='via_float32' / 'via_float16' (elements.md §2.12): the payload rule acts from the input to the
+    target, so the code is the one of the direct rule (a truncating target's Inf is not an intermediate Inf that
+    the overflow policy would saturate)."""
+    bits, x = _x(src)
+    got = qref.encode(x, dst, profile=qref.CastPolicy(source=source, overflow=overflow, nan_payload=payload))
+    np.testing.assert_array_equal(got, _rule(bits, src, dst, payload).astype(got.dtype))
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
 @pytest.mark.parametrize(("src", "dst"), WIDE)
 def test_decode_follows_the_bit_rule(src: str, dst: str, payload: str) -> None:
     bits, _ = _x(src)

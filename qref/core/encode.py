@@ -233,9 +233,6 @@ _F32 = get_format("float32")
 _TO_F32 = CastPolicy().resolve(_F32)
 _F16 = get_format("float16")
 _TO_F16 = CastPolicy().resolve(_F16)
-#: the intermediate rounding's nan_payload for a target's (elements.md §2.12): the intermediate type keeps what the
-#: target would keep (a truncating target's Inf arises at the target, not in the wider intermediate type)
-_VIA_PAYLOAD = {"keep_quiet": "keep_quiet", "keep_raw": "keep_raw", "truncate": "keep_raw"}
 
 
 #: inputs of at most this many elements take the reference path while their table is not built yet
@@ -388,21 +385,21 @@ def encode(
         raise QrefError(f"random_bits/seed are only used by stochastic rounding, not rounding={pol.rounding!r}")
     out = np.empty(flat.shape, dtype=f.code_dtype)
 
-    to32, to16 = _TO_F32, _TO_F16
-    if pol.nan_payload != "canonical":  # the payload goes through the intermediate type (elements.md §2.12)
-        to32, to16 = (CastPolicy(nan_payload=_VIA_PAYLOAD[pol.nan_payload]).resolve(g) for g in (_F32, _F16))
-
     def work(lo: int, hi: int) -> None:
-        part = flat[lo:hi]
+        part = src = flat[lo:hi]
         if via32:
-            part = encode_exact(decompose(part), _F32, to32).astype(np.uint32).view(np.float32)
+            part = encode_exact(decompose(part), _F32, _TO_F32).astype(np.uint32).view(np.float32)
         elif via16:  # float64: to float32 first (elements.md §2.12)
             if part.dtype == np.float64:
-                part = encode_exact(decompose(part), _F32, to32).astype(np.uint32).view(np.float32)
-            part = encode_exact(decompose(part), _F16, to16).astype(np.uint16).view(np.float16)
+                part = encode_exact(decompose(part), _F32, _TO_F32).astype(np.uint32).view(np.float32)
+            part = encode_exact(decompose(part), _F16, _TO_F16).astype(np.uint16).view(np.float16)
         rb = rbits[lo:hi] if rbits is not None else (
             None if seeded is None else random_bits_from_seed(hi - lo, nbits, seeded, lo))
         encode_flat(part, f, rp, rb, out=out[lo:hi])
+        if (via32 or via16) and pol.nan_payload != "canonical":  # elements.md §2.7: a NaN's payload rule acts from
+            isn = np.isnan(src)                                   # the input to the target, past the intermediate
+            if isn.any():
+                out[lo:hi][isn] = encode_exact(decompose(src[isn]), f, rp)
 
     with thread_limit(threads):
         run_chunks(work, flat.size)
