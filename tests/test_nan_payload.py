@@ -112,7 +112,7 @@ def test_table_paths_equal_the_reference_path(src: str, dst: str, payload: str) 
     fmt = qref.get_format(dst)
     rp = qref.CastPolicy(nan_payload=payload).resolve(fmt)
     assert top16_table_eligible(fmt, rp, src)
-    bits, x = _x(src)
+    _, x = _x(src)
     # the NaN patterns whose payload lies only in the low bits (the sticky bit of the tables), and +-Inf
     e, m, u, dt = L[src]
     top = ((1 << e) - 1) << m
