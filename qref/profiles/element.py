@@ -30,6 +30,14 @@ _JAX_PAYLOAD_RULES = (
       for s in ("float16", "bfloat16", "float32")),
 )
 
+# ONNX Runtime 1.32 Cast, measured on every float16 / bfloat16 NaN code (tests/test_nan_payload.py): float16 ->
+# float32 keeps the payload and quiets it (the vectorized F16C path), bfloat16 -> float32 is a bit shift. Not
+# modelled: float32 -> float16 keeps the quieted payload in the vectorized part and gives 0x7E00 in the scalar tail.
+_ORT_DECODE_RULES = (
+    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float32", source="float16"),
+    CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="bfloat16"),
+)
+
 PROFILES = (
     Profile(
         "spec", "element", "qref specification",
@@ -62,7 +70,9 @@ PROFILES = (
         "too); integer storage from an ml_dtypes type (bfloat16, float8...) or into int2/int4/uint2/uint4 "
         "truncates and gives 0 for NaN, +-Inf and values outside the storage range; numpy's own casts (float16/"
         "32/64 into int8..int32) stay the C cast through int32 on x86-64 (truncate, wrap); everything else as "
-        "'spec'; float8_e5m3fnu (UE5M3) gives NaN for negative nonzero values and -Inf.",
+        "'spec'; float8_e5m3fnu (UE5M3) gives NaN for negative nonzero values and -Inf; bfloat16 -> float32 (a "
+        "bit shift) keeps NaN payloads (nan_payload='keep_raw'). Not modelled: numpy's own float32 / float64 -> "
+        "float16 astype keeps truncated payloads (keep_raw), float64 -> float32 keeps and quiets them.",
         CastPolicy(),
         sources=("ml_dtypes 0.7.0 include/ml_dtypes/float8.h, intn.h", "checked against ml_dtypes 0.7.0"),
         package="ml_dtypes", versions=">=0.7,<0.8", version="0.7", status="verified",
@@ -70,6 +80,7 @@ PROFILES = (
                   "input x 15 formats, every tie +-1..3 ulp, the subnormal/normal boundary, 2^22 random float32 "
                   "per format, float64 near ties, integer storage edges: 0 mismatches",),
         cast_rules=(
+            CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="bfloat16"),  # a bit shift
             CastRule(CastPolicy(rounding="nearest_away"), target="float_without_zero"),
             CastRule(CastPolicy(unsigned_negative="nan"), target="float8_e5m3fnu"),
             CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer_sub_byte"),
@@ -186,8 +197,10 @@ PROFILES = (
         "nearest_even, +-Inf on overflow, every NaN written 0x7F / 0xFF (nan_code='all_ones'); the FNUZ types: "
         "their NaN 0x80 for overflow, +-Inf and NaN; float8_e8m0fnu takes the float32 exponent field plus the "
         "first fraction bit (ties up; float32 subnormals: (2^-127, 2^-126) -> 2^-126) of the magnitude (the sign "
-        "bit is ignored: unsigned_negative='magnitude'), and +-0 gives 0x00, 2^-127 (absent_zero='min'). Not "
-        "modelled (xfail entries): the NaN a decoded NaN code becomes.",
+        "bit is ignored: unsigned_negative='magnitude'), and +-0 gives 0x00, 2^-127 (absent_zero='min'). A "
+        "float8_e4m3fn / float8_e5m2 NaN code decoded to float32 / float64 / float16 keeps its fraction, quieted "
+        "(nan_payload='keep_quiet': E4M3FN 0x7F -> 0x7FF00000). Not modelled (xfail entries): the NaN the FNUZ and "
+        "E8M0 NaN codes decode to, and the +NaN 0x7FC0 of every decode into bfloat16.",
         CastPolicy(source="via_float32"),
         sources=("torch 2.13.0 torch/headeronly/util/Float8_e4m3fn.h fp8e4m3fn_from_fp32_value",
                  "Float8_e5m2.h, Float8_e4m3fnuz.h, Float8_e5m2fnuz.h, Float8_e8m0fnu.h fp8e8m0fnu_from_fp32_value",
@@ -200,6 +213,8 @@ PROFILES = (
                   "qref sweep F --against torch --profile torch for the five float8 formats: all 2^32 float32, "
                   "2^16 float16 and 2^16 bfloat16 inputs, 0 mismatches (performance.md §3)",),
         cast_rules=(
+            *(CastRule(CastPolicy(nan_payload="keep_quiet"), target=t, source=s)  # c10's float8 -> float32 decode
+              for t in ("float32", "float64", "float16") for s in ("float8_e4m3fn", "float8_e5m2")),
             CastRule(CastPolicy(overflow="saturate", source="via_float32"), target="float8_e4m3fn"),
             CastRule(CastPolicy(nan_code="all_ones", source="via_float32"), target="float8_e5m2"),
             CastRule(CastPolicy(rounding="exponent_carry", source="via_float32", unsigned_negative="magnitude",
@@ -211,8 +226,11 @@ PROFILES = (
         "folding alike)",
         "Convert from f32 / bf16 / f64 to f8e4m3 and f8e5m2 rounds to float16 first (nearest_even; |x| >= 65520: "
         "+-Inf, then NaN for E4M3FN and Inf for E5M2; float64 goes to float32 first), then to the 8-bit type "
-        "(nearest_even): double rounding. Every other target (f4e2m1, f8e8m0, float16...) as 'spec'. Not "
-        "modelled (xfail entries): E5M2's NaN payloads, f32 -> E5M2 of the 4096 float32 values just below "
+        "(nearest_even): double rounding. E5M2 NaN payloads (elements.md §2.7): from f32 / bf16 the top bits are "
+        "truncated (nan_payload='truncate': a payload in the dropped bits gives Inf), from f16 / f64 kept and "
+        "quieted (keep_quiet); f8e5m2 -> f32 / bf16 shifts them (keep_raw), -> f16 / f64 quiets them. Every "
+        "other target (f4e2m1, f8e8m0, float16...) as 'spec'. Not modelled (xfail entries): the folded "
+        "constant's f16 -> E5M2 NaN (truncate), f32 -> E5M2 of the 4096 float32 values just below "
         "2^-17, 2^-16, 2^-15 (the code of twice the power), the f4e2m1 and f8e8m0 NaN / negative rules, the "
         "folded f64 -> f4e2m1 / f8e8m0 through float32.",
         CastPolicy(),
@@ -226,7 +244,15 @@ PROFILES = (
                   "limited to AVX2 / SSE4.1; qref run --backend openvino (openvino.convert.*): 0 failures",),
         cast_rules=(
             CastRule(CastPolicy(source="via_float16"), target="float8_e4m3fn"),
-            CastRule(CastPolicy(source="via_float16"), target="float8_e5m2"),
+            CastRule(CastPolicy(source="via_float16", nan_payload="keep_quiet"), target="float8_e5m2",
+                     source="float64"),
+            CastRule(CastPolicy(source="via_float16", nan_payload="keep_quiet"), target="float8_e5m2",
+                     source="float16"),
+            CastRule(CastPolicy(source="via_float16", nan_payload="truncate"), target="float8_e5m2"),
+            CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="float8_e5m2"),
+            CastRule(CastPolicy(nan_payload="keep_raw"), target="bfloat16", source="float8_e5m2"),
+            CastRule(CastPolicy(nan_payload="keep_quiet"), target="float16", source="float8_e5m2"),
+            CastRule(CastPolicy(nan_payload="keep_quiet"), target="float64", source="float8_e5m2"),
         ),
     ),
     Profile(
@@ -234,11 +260,12 @@ PROFILES = (
         "torch-mlir 20261001's StableHLO)",
         "Every target as 'spec' (nearest_even, the format's overflow and NaN), except float8_e8m0fnu: APFloat rounds "
         "ties away from zero (1.5 * 2^k -> 2^(k+1)), gives 0x00 (2^-127) for +-0, and the magnitude's code for "
-        "-Inf, -NaN and the negative values of magnitude >= 1.5 (-1.5 -> 0x80). Not modelled (xfail entries): "
+        "-Inf, -NaN and the negative values of magnitude >= 1.5 (-1.5 -> 0x80); NaN payloads are kept and quieted "
+        "(nan_payload='keep_quiet', encode and decode). Not modelled (xfail entries): "
         "negative values of magnitude in [2^-128, 1.5) (APFloat writes the sign over the top code bit: -2^-127 -> "
-        "0x80, -1 -> 0xFF), NaN payloads kept in float targets, the FNUZ NaN decoded as +NaN, 0xFF of E8M0 "
+        "0x80, -1 -> 0xFF), the FNUZ NaN decoded as +NaN, 0xFF of E8M0 "
         "decoded as +Inf, NaN / Inf into FP4 / FP6.",
-        CastPolicy(),
+        CastPolicy(nan_payload="keep_quiet"),
         sources=("llvm-project llvm/lib/Support/APFloat.cpp (convert, the E8M0 semantics)",
                  "stablehlo/reference/Element.cpp (convert through APFloat)"),
         package="torch-mlir", versions="==20261001", status="verified",
@@ -255,8 +282,10 @@ PROFILES = (
         "the same rule in IREE 3.13's llvm-cpu)",
         "Every target as 'spec', except float8_e8m0fnu: float64 inputs are rounded to float32 first (fptrunc), "
         "then the expansion keeps the float32 exponent field (rounding toward zero: 1.7014115e38 -> 0xFD, "
-        "1.9 -> 0x7F), ignores the sign bit and gives 0x00 (2^-127) for +-0; NaN and +-Inf give 0xFF. Not "
-        "modelled (xfail entries): NaN payloads, the f4E2M1FN truncf's sign and tie rules, the extf flush of "
+        "1.9 -> 0x7F), ignores the sign bit and gives 0x00 (2^-127) for +-0; NaN and +-Inf give 0xFF. NaN "
+        "payloads: float32 / float64 -> float16 and float16 -> float32 keep and quiet them (nan_payload="
+        "'keep_quiet'), bfloat16 -> float32 shifts them (keep_raw), the bf16 truncf expansion gives +NaN 0x7FC0 "
+        "(nan='positive'). Not modelled (xfail entries): the f4E2M1FN truncf's sign and tie rules, the extf flush of "
         "2^-127 into bfloat16 / float16.",
         CastPolicy(),
         sources=("llvm-project mlir/lib/Dialect/Arith/Transforms/ExpandOps.cpp (truncf to f8E8M0FNU)",),
@@ -264,7 +293,14 @@ PROFILES = (
         evidence=("qref run --backend mlir and --backend iree: the mlir.arith and iree.arith targets' "
                   "float8_e8m0fnu encode cases against this record (docs/conformance.md)",),
         cast_rules=(CastRule(CastPolicy(rounding="toward_zero", unsigned_negative="magnitude", absent_zero="min",
-                                        source="via_float32"), target="float8_e8m0fnu"),),
+                                        source="via_float32"), target="float8_e8m0fnu"),
+                    # llvm fptrunc / fpext (vcvtps2ph, cvtsd2ss...): the payload kept and quieted; the bf16 truncf
+                    # expansion: +NaN 0x7FC0; bf16 extf: a bit shift
+                    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float16", source="float32"),
+                    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float16", source="float64"),
+                    CastRule(CastPolicy(nan="positive"), target="bfloat16", source="float32"),
+                    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float32", source="float16"),
+                    CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="bfloat16")),
     ),
     Profile(
         "onnxruntime", "element", "ONNX Runtime 1.32 Cast (CPUExecutionProvider), saturate=1 on float8 targets "
@@ -274,8 +310,10 @@ PROFILES = (
         "0xFF (nan_code='all_ones'); float8_e8m0fnu: the value rounded up to a power of two (1.0000001 -> 2, "
         "2^-128 -> 2^-127), clamped to 2^127 (+Inf too), +-0, every negative value and -Inf give 0x00 (2^-127: "
         "absent_zero='min', unsigned_negative='min'), NaN of either sign 0xFF; float16 / bfloat16 targets (no "
-        "saturate attribute): nearest_even, +-Inf on overflow. Not modelled (xfail entries): the NaN payloads "
-        "Cast to float16 keeps from float32 (0x7FA00000 -> 0x7F00 vectorized).",
+        "saturate attribute): nearest_even, +-Inf on overflow; Cast float16 -> float32 keeps and quiets NaN "
+        "payloads (nan_payload='keep_quiet'), bfloat16 -> float32 shifts them (keep_raw). Not modelled (xfail "
+        "entries): the NaN payloads Cast to float16 keeps from float32 (0x7FA00000 -> 0x7F00 vectorized, 0x7E00 in "
+        "the scalar tail).",
         CastPolicy(overflow="saturate", source="via_float32"),
         sources=("onnx Cast-24/25 (saturate, round_mode)", "measured: onnxruntime 1.32 Cast on the "
                  "CPUExecutionProvider"),
@@ -286,6 +324,7 @@ PROFILES = (
                   "and ties +-2^-40 and +-2^-30 (relative) and 10^6 random float64 patterns: 0 mismatches",
                   "qref run --backend onnxruntime: the onnxruntime.cast.saturate target against this record",),
         cast_rules=(
+            *_ORT_DECODE_RULES,
             CastRule(CastPolicy(overflow="saturate", nan_code="all_ones", source="via_float32"),
                      target="float8_e5m2"),
             CastRule(CastPolicy(rounding="up", overflow="saturate", unsigned_negative="min", absent_zero="min",
@@ -304,7 +343,7 @@ PROFILES = (
         "2^-127 -> 0x00). Not modelled (xfail entries): float8_e4m3fn gives 448 (0x7E) on [480, 496) where "
         "nearest_even overflows to NaN (NaN on (464, 480)); float8_e5m2 gives NaN 0x7F / 0xFF, not Inf, on "
         "[61440, 65536) (values that round up to 2^16; larger ones give Inf); NaN payloads kept by Cast to "
-        "float16 (vectorized).",
+        "float16 (vectorized). NaN payloads decoded as 'onnxruntime'.",
         CastPolicy(source="via_float32"),
         sources=("onnx Cast-24/25 (saturate, round_mode)", "measured: onnxruntime 1.32 Cast on the "
                  "CPUExecutionProvider"),
@@ -316,6 +355,7 @@ PROFILES = (
                   "patterns: 0 mismatches beyond the rules listed as not modelled",
                   "qref run --backend onnxruntime: the onnxruntime.cast.nosaturate target against this record",),
         cast_rules=(
+            *_ORT_DECODE_RULES,
             CastRule(CastPolicy(nan="positive", nan_code="all_ones", source="via_float32"), target="float8_e5m2",
                      source="bfloat16"),
             CastRule(CastPolicy(nan_code="all_ones", source="via_float32"), target="float8_e5m2"),
@@ -331,8 +371,11 @@ PROFILES = (
         "float32 subnormals (2^-127, 2^-126) -> 0x01, (0, 2^-127] -> 0x00, as ml_dtypes 0.5-0.6); float64 "
         "inputs are rounded once by the same rule (nearest, ties up, for |x| >= 2^-126; up in [2^-127, 2^-126)) "
         "and every positive float64 below 2^-127 gives NaN (absent_zero='nan_below_min'); +-0, negative values, "
-        "+-Inf and NaN give 0xFF. The other formats' differences (NaN payloads, FNUZ NaN, float4 NaN sign, "
-        "float64 -> float16 / bfloat16 through float32, integer truncation) stay xfail entries.",
+        "+-Inf and NaN give 0xFF. NaN payloads (elements.md §2.7): float32 / bfloat16 -> float16 and the widening "
+        "casts keep the payload and quiet it (nan_payload='keep_quiet'), bfloat16 -> float32 shifts it (keep_raw); "
+        "float16 / bfloat16 -> float8_e5m2 give +NaN 0x7F for every NaN (nan='positive', nan_code='all_ones'). The "
+        "other formats' differences (FNUZ NaN, float4 NaN sign, float64 -> float16 / bfloat16 through float32, integer "
+        "truncation) stay xfail entries.",
         CastPolicy(),
         sources=("measured: jax 0.10.2 / jaxlib XLA:CPU convert to f8E8M0FNU",),
         package="jax", versions="==0.10.2", status="verified",
@@ -340,7 +383,11 @@ PROFILES = (
                   "bfloat16 inputs, 0 mismatches, the same with XLA_FLAGS=--xla_cpu_max_isa=AVX2 (AMD EPYC Zen 4)",
                   "float64: every E8M0 value and midpoint, +-2^-40 and +-2^-30 (relative), 2^-127 (1 +- small), "
                   "10^6 random float64 patterns, eager and jax.jit: 0 mismatches; tests/test_element_profiles_W.py",
-                  "qref run --backend jax (--cpu baseline and native): the jax.astype.* float8_e8m0fnu cases pass",),
+                  "qref run --backend jax (--cpu baseline and native): the jax.astype.* float8_e8m0fnu cases pass",
+                  "NaN payloads: tests/test_nan_payload.py against jax 0.10.2 (every NaN of float16 / bfloat16 / the "
+                  "float8 types, float32 / float64 NaNs with one payload bit at each position and 20,000 random "
+                  "payloads, every cast among them): 0 mismatches (float64 -> float16 under the AVX2 pin: "
+                  "canonical; natively keep_quiet)",),
         cast_rules=(
             CastRule(CastPolicy(rounding="exponent_carry", absent_zero="nan_below_min"), target="float8_e8m0fnu",
                      source="float64"),
