@@ -261,9 +261,13 @@ TARGETS = [
                            *(f"decode:{f}:{d}" for f in ("float8_e5m2", "float8_e4m3fn")
                              for d in ("float32", "float64", "float16"))]),
     ("ml_dtypes", "ml_dtypes.astype", ["decode:bfloat16:float32"]),
+    ("iree", "iree.arith", [("float32", "float16"), ("float64", "float16"), ("float32", "bfloat16"),
+                            ("float64", "bfloat16"), *((s, d) for d in ("float8_e5m2", "float8_e4m3", "float8_e3m4")
+                                                       for s in ("float32", "bfloat16")),
+                            "decode:bfloat16:float32", "decode:float16:float32"]),
 ]
 _SRC_KEY = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
-_MODULE = {"stablehlo": "torch_mlir", "mlir": "torch_mlir", "onnxruntime": "onnxruntime", "openvino": "openvino",
+_MODULE = {"iree": "iree.compiler", "stablehlo": "torch_mlir", "mlir": "torch_mlir", "onnxruntime": "onnxruntime", "openvino": "openvino",
            "torch": "torch", "ml_dtypes": "ml_dtypes"}
 
 

@@ -278,8 +278,8 @@ PROFILES = (
                              target="float8_e8m0fnu"),),
     ),
     Profile(
-        "mlir", "element", "MLIR arith.truncf to f8E8M0FNU expanded by arith-expand (torch-mlir 20261001's MLIR; "
-        "the same rule in IREE 3.13's llvm-cpu)",
+        "mlir", "element", "MLIR arith.truncf / arith.extf lowered to LLVM, f8E8M0FNU truncf expanded by "
+        "arith-expand (torch-mlir 20261001's MLIR; the E8M0 rule is IREE 3.13's too: profile 'iree')",
         "Every target as 'spec', except float8_e8m0fnu: float64 inputs are rounded to float32 first (fptrunc), "
         "then the expansion keeps the float32 exponent field (rounding toward zero: 1.7014115e38 -> 0xFD, "
         "1.9 -> 0x7F), ignores the sign bit and gives 0x00 (2^-127) for +-0; NaN and +-Inf give 0xFF. NaN "
@@ -300,6 +300,32 @@ PROFILES = (
                     CastRule(CastPolicy(nan_payload="keep_quiet"), target="float16", source="float64"),
                     CastRule(CastPolicy(nan="positive"), target="bfloat16", source="float32"),
                     CastRule(CastPolicy(nan_payload="keep_quiet"), target="float32", source="float16"),
+                    CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="bfloat16")),
+    ),
+    Profile(
+        "iree", "element", "IREE 3.13 arith.truncf / arith.extf in a linalg.generic, iree-compile llvm-cpu "
+        "(generic CPU)",
+        "As 'mlir' for float8_e8m0fnu (the same arith-expand rule); NaN inputs (IREE's own f16 / bf16 / float8 "
+        "emulation): float16 targets write the all-ones NaN of the sign (0x7FFF / 0xFFFF: nan_code='all_ones'), "
+        "bfloat16 targets +NaN 0x7FC0 (nan='positive'), float8_e5m2 / float8_e4m3 / float8_e3m4 +NaN 0x7F "
+        "(nan='positive', nan_code='all_ones'); bfloat16 -> float32 extf shifts the payload (nan_payload="
+        "'keep_raw'). Not modelled (xfail entries): the float8 emulation's flush of values that round up to the "
+        "smallest normal, float16 subnormal results flushed, the +NaN 0x7FC00000 every float8 NaN decodes to, the "
+        "f4E2M1FN and f8E8M0FNU rules listed there.",
+        CastPolicy(),
+        sources=("iree compiler/src/iree/compiler/Codegen (arith.truncf / extf emulation of f16, bf16, f8 types)",
+                 "measured: iree-base-compiler / iree-base-runtime 3.13.0, llvm-cpu, local-task"),
+        package="iree-base-compiler", versions="==3.13.*", status="verified",
+        evidence=("qref run --backend iree: the iree.arith target's float8_e8m0fnu encode cases against this record",
+                  "tests/test_nan_payload.py: every NaN of float16 / bfloat16 and float32 / float64 NaNs with one "
+                  "payload bit at each position and 2,000 random payloads into float16, bfloat16 and the IEEE float8 "
+                  "types, and every bfloat16 NaN code decoded to float32: 0 mismatches",),
+        cast_rules=(CastRule(CastPolicy(rounding="toward_zero", unsigned_negative="magnitude", absent_zero="min",
+                                        source="via_float32"), target="float8_e8m0fnu"),
+                    CastRule(CastPolicy(nan_code="all_ones"), target="float16"),
+                    CastRule(CastPolicy(nan="positive"), target="bfloat16"),
+                    *(CastRule(CastPolicy(nan="positive", nan_code="all_ones"), target=t)
+                      for t in ("float8_e5m2", "float8_e4m3", "float8_e3m4")),
                     CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="bfloat16")),
     ),
     Profile(
