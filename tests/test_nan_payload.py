@@ -267,7 +267,8 @@ TARGETS = [
                             "decode:bfloat16:float32", "decode:float16:float32"]),
 ]
 _SRC_KEY = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
-_MODULE = {"iree": "iree.compiler", "stablehlo": "torch_mlir", "mlir": "torch_mlir", "onnxruntime": "onnxruntime", "openvino": "openvino",
+_MODULE = {"iree": "iree.compiler", "stablehlo": "torch_mlir", "mlir": "torch_mlir", "onnxruntime": "onnxruntime",
+           "openvino": "openvino",
            "torch": "torch", "ml_dtypes": "ml_dtypes"}
 
 
