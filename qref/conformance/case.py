@@ -109,6 +109,8 @@ def policy_record(policy: CastPolicy | ResolvedPolicy, fmt: Format | str) -> dic
         rec["nan_code"] = p.nan_code
     if p.absent_zero != "nan":  # likewise (elements.md §2.7)
         rec["absent_zero"] = p.absent_zero
+    if p.nan_payload != "canonical":  # likewise (elements.md §2.7)
+        rec["nan_payload"] = p.nan_payload
     return rec
 
 

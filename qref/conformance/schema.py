@@ -24,6 +24,7 @@ from ..formats.policy import (
     ABSENT_ZERO,
     INT_CASTS,
     NAN_CODES,
+    NAN_PAYLOADS,
     NAN_POLICIES,
     OVERFLOW_POLICIES,
     ROUNDING_MODES,
@@ -84,6 +85,8 @@ _POLICY = {
         "nan_code": {"enum": list(NAN_CODES), "description": "recorded when not 'canonical' (elements.md §2.7)"},
         "absent_zero": {"enum": list(ABSENT_ZERO), "description": "formats without zero, recorded when not 'nan' "
                                                                  "(elements.md §2.7)"},
+        "nan_payload": {"enum": list(NAN_PAYLOADS), "description": "recorded when not 'canonical' "
+                                                                  "(elements.md §2.7)"},
     },
 }
 _CASE = {

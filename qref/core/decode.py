@@ -2,7 +2,9 @@
 
 decode(c, fmt, dtype) = the exact value of c rounded to ``dtype`` by nearest_even with overflow to +-Inf
 (exact for every format whose values the dtype holds). NaN codes give the dtype's quiet NaN carrying the code's
-sign bit (as ml_dtypes); Inf codes give +-Inf. For formats of at most 16 bits this is a cached table lookup.
+sign bit (as ml_dtypes), or under ``nan_payload`` the code's fraction field shifted into the top fraction bits of
+the dtype's NaN (elements.md §4); Inf codes give +-Inf. For formats of at most 16 bits this is a cached table
+lookup.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import numpy as np
 
 from ..errors import QrefError
 from ..formats import FloatFormat, Format, IntFormat, get_format
-from ..formats.policy import CastPolicy
+from ..formats.policy import NAN_PAYLOADS, CastPolicy
 from .encode import CHUNK, GATHER_CHUNK, encode_exact, take_via
-from .exact import FINITE, INF, NAN, U64, ZERO, Exact
+from .exact import FINITE, INF, NAN, U64, ZERO, Exact, nan_payload
 from .parallel import run_chunks, scratch, thread_limit
 
 _TARGET_POLICY = CastPolicy(rounding="nearest_even", overflow="inf", nan="keep_sign")
@@ -57,7 +59,8 @@ def exact_parts(codes: np.ndarray, fmt: Format) -> Exact:
         elif fmt.nan == "negative_zero":
             cls[c == U64(fmt.sign_mask)] = NAN
     sig = np.where(cls == FINITE, sig, U64(0))
-    return Exact(cls, neg, sig, exp, np.zeros(c.shape, bool))
+    payload = nan_payload(cls, f, M if fmt.nan in ("ieee", "all_ones") else 0)  # the FNUZ NaN: no payload bits
+    return Exact(cls, neg, sig, exp, np.zeros(c.shape, bool), payload)
 
 
 def target_format(dtype: object) -> tuple[np.dtype, FloatFormat]:
@@ -76,11 +79,18 @@ def target_format(dtype: object) -> tuple[np.dtype, FloatFormat]:
     return dt, fmt
 
 
+def _target_policy(nan_payload: str) -> CastPolicy:
+    if nan_payload not in NAN_PAYLOADS:
+        raise QrefError(f"nan_payload must be one of {', '.join(NAN_PAYLOADS)}; got {nan_payload!r}")
+    return _TARGET_POLICY if nan_payload == "canonical" else CastPolicy(
+        rounding="nearest_even", overflow="inf", nan="keep_sign", nan_payload=nan_payload)
+
+
 @lru_cache(maxsize=512)
-def _table(fmt: Format, dtype: np.dtype) -> np.ndarray:
+def _table(fmt: Format, dtype: np.dtype, nan_payload: str = "canonical") -> np.ndarray:
     _, tgt = target_format(dtype)
     codes = np.arange(1 << fmt.bits, dtype=U64)
-    bits = encode_exact(exact_parts(codes, fmt), tgt, _TARGET_POLICY.resolve(tgt))
+    bits = encode_exact(exact_parts(codes, fmt), tgt, _target_policy(nan_payload).resolve(tgt))
     table = bits.astype(tgt.code_dtype).view(dtype)
     table.setflags(write=False)
     return table
@@ -122,16 +132,20 @@ def gather_codes(codes: np.ndarray, table: np.ndarray, out: np.ndarray | None = 
     return out
 
 
-def decode(codes: object, fmt: str | Format, *, dtype: object = np.float32, threads: int | None = None
-           ) -> np.ndarray:
+def decode(codes: object, fmt: str | Format, *, dtype: object = np.float32, threads: int | None = None,
+           nan_payload: str = "canonical") -> np.ndarray:
     """Values of ``codes`` (unsigned integers) of ``fmt`` as ``dtype`` (default float32); see module docstring.
-    threads: threads for many codes (default None: $QREF_NUM_THREADS, else every core; elements.md §2.11)."""
+    threads: threads for many codes (default None: $QREF_NUM_THREADS, else every core; elements.md §2.11).
+    nan_payload: the NaN of a NaN code with fraction bits (CastPolicy.nan_payload, elements.md §4): "canonical"
+    (default: the dtype's quiet NaN of the code's sign), "keep_quiet" (the fraction shifted into the top fraction
+    bits, quiet bit set), "keep_raw" / "truncate" (shifted, not quieted: the same NaN into a wider dtype)."""
     f = get_format(fmt)
     arr = check_codes(codes, f)
     dt, tgt = target_format(dtype)
+    pol = _target_policy(nan_payload)
     flat = arr.reshape(-1)
     if f.bits <= 16:
-        table = _table(f, dt)
+        table = _table(f, dt, nan_payload)
         vals = np.empty(flat.shape, dtype=table.dtype)
 
         def gather(lo: int, hi: int) -> None:
@@ -141,7 +155,7 @@ def decode(codes: object, fmt: str | Format, *, dtype: object = np.float32, thre
             run_chunks(gather, flat.size)
         return vals.reshape(arr.shape)
     out = np.empty(flat.shape, dtype=tgt.code_dtype)
-    rp = _TARGET_POLICY.resolve(tgt)
+    rp = pol.resolve(tgt)
 
     def work(lo: int, hi: int) -> None:
         for start in range(lo, hi, CHUNK):

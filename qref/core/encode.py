@@ -191,8 +191,27 @@ def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: n
             nval = np.zeros(len(ex), dtype=U64)
         else:  # "max"
             nval = (sign if fmt.signed else U64(0)) | maxc
+        if rule in ("keep_sign", "positive") and pol.nan_payload != "canonical" and fmt.nan == "ieee" \
+                and ex.payload is not None:
+            nval = _with_payload(nval, ex.payload, fmt, pol.nan_payload)
         out = np.where(isnan, nval, out)
     return out
+
+
+def _with_payload(nval: np.ndarray, payload: np.ndarray, fmt: FloatFormat, rule: str) -> np.ndarray:
+    """NaN codes ``nval`` (canonical, sign set where kept) with the fraction rebuilt from the left-aligned source
+    ``payload`` (elements.md §2.7): P = its top M bits; "keep_quiet": P | quiet bit; "keep_raw": P, 1 where P = 0;
+    "truncate": P, the Inf code where P = 0. A zero payload (a NaN without payload bits) keeps the canonical NaN."""
+    M = fmt.mantissa_bits
+    p = payload >> U64(64 - M)
+    quiet = U64(1 << (M - 1))
+    if rule == "keep_quiet":
+        frac = p | quiet
+    elif rule == "keep_raw":
+        frac = np.where(p == 0, U64(1), p)
+    else:  # "truncate": a plain bit truncation, P = 0 is the exponent field alone: Inf
+        frac = p
+    return np.where(payload == 0, nval, (nval & ~U64((1 << M) - 1)) | frac)
 
 
 def encode_int_exact(ex: Exact, fmt: IntFormat, rp: ResolvedPolicy, rbits: np.ndarray | None = None
@@ -407,7 +426,7 @@ def encode(
     out = np.empty(flat.shape, dtype=f.code_dtype)
 
     def work(lo: int, hi: int) -> None:
-        part = flat[lo:hi]
+        part = src = flat[lo:hi]
         if via32:
             part = encode_exact(decompose(part), _F32, _TO_F32).astype(np.uint32).view(np.float32)
         elif via16:  # float64: to float32 first (elements.md §2.12)
@@ -417,6 +436,10 @@ def encode(
         rb = rbits[lo:hi] if rbits is not None else (
             None if seeded is None else random_bits_from_seed(hi - lo, nbits, seeded, lo))
         encode_flat(part, f, rp, rb, out=out[lo:hi])
+        if (via32 or via16) and pol.nan_payload != "canonical":  # elements.md §2.7: a NaN's payload rule acts from
+            isn = np.isnan(src)                                   # the input to the target, past the intermediate
+            if isn.any():
+                out[lo:hi][isn] = encode_exact(decompose(src[isn]), f, rp)
 
     with thread_limit(threads):
         run_chunks(work, flat.size)

@@ -33,6 +33,9 @@ class Exact:
     """Flat arrays describing each element: class (FINITE/ZERO/INF/NAN), sign, and |x| = sig * 2^exp.
 
     ``subnormal`` marks inputs that are subnormal in their source dtype (for input_subnormals="zero").
+    ``payload``: the fraction field of NaN inputs left-aligned in 64 bits (bit 63 = the top fraction bit, the
+    IEEE quiet bit), 0 elsewhere and for NaNs without fraction bits; None = no payloads (every NaN canonical);
+    read by the nan_payload policies (elements.md §2.7).
     """
 
     cls: np.ndarray  # int8
@@ -40,12 +43,14 @@ class Exact:
     sig: np.ndarray  # uint64, 0 unless FINITE
     exp: np.ndarray  # int64
     subnormal: np.ndarray  # bool
+    payload: np.ndarray | None = None  # uint64, left-aligned NaN fraction
 
     def __len__(self) -> int:
         return len(self.cls)
 
     def take(self, sl: slice) -> Exact:
-        return Exact(self.cls[sl], self.neg[sl], self.sig[sl], self.exp[sl], self.subnormal[sl])
+        return Exact(self.cls[sl], self.neg[sl], self.sig[sl], self.exp[sl], self.subnormal[sl],
+                     None if self.payload is None else self.payload[sl])
 
     def flush_subnormal_inputs(self) -> Exact:
         """Read source subnormals as zeros of the same sign (DAZ)."""
@@ -53,7 +58,7 @@ class Exact:
         if not sub.any():
             return self
         return Exact(np.where(sub, ZERO, self.cls).astype(np.int8), self.neg, np.where(sub, U64(0), self.sig),
-                     self.exp, np.zeros_like(sub))
+                     self.exp, np.zeros_like(sub), self.payload)
 
 
 def from_ieee_bits(bits: np.ndarray, ebits: int, mbits: int) -> Exact:
@@ -72,7 +77,15 @@ def from_ieee_bits(bits: np.ndarray, ebits: int, mbits: int) -> Exact:
     sig = np.where(e == 0, f, f | U64(1 << mbits))
     exp = np.where(e == 0, 1 - bias - mbits, e - bias - mbits).astype(np.int64)
     sig = np.where(cls == FINITE, sig, U64(0))
-    return Exact(cls, neg, sig, exp, sub)
+    return Exact(cls, neg, sig, exp, sub, nan_payload(cls, f, mbits))
+
+
+def nan_payload(cls: np.ndarray, frac: np.ndarray, mbits: int) -> np.ndarray:
+    """The fraction fields ``frac`` (uint64, ``mbits`` wide) of the NaN elements left-aligned in 64 bits, 0 for
+    the others (Exact.payload)."""
+    if mbits == 0:
+        return np.zeros(cls.shape, dtype=U64)
+    return np.where(cls == NAN, frac << U64(64 - mbits), U64(0))
 
 
 def from_integers(x: np.ndarray) -> Exact:
@@ -230,4 +243,4 @@ def bit_length(sig: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["ONE", "U64", "Exact", "as_source_array", "bit_length", "decompose", "from_fractions", "from_ieee_bits",
-           "from_integers", "ml_float", "ml_integer", "plain_integers", "source_kind", "typed_numbers"]
+           "from_integers", "ml_float", "ml_integer", "nan_payload", "plain_integers", "source_kind", "typed_numbers"]

@@ -41,6 +41,12 @@ SOURCE_POLICIES = ("exact", "via_float32", "via_float16")
 # what a negative value becomes in an unsigned format (elements.md §2.4)
 UNSIGNED_NEGATIVE = ("zero", "nan", "magnitude", "min", "sign_over_top_bit", "min_by_sign_bit")
 NAN_CODES = ("canonical", "all_ones")  # which NaN code a NaN result is written as (elements.md §2.7)
+NAN_PAYLOADS = (  # what a NaN input's payload becomes in a target with several NaN codes (elements.md §2.7)
+    "canonical",   # dropped: the canonical quiet NaN of the sign
+    "keep_quiet",  # the source fraction's top bits that fit, quiet bit set (x86 cvt*, compiler-rt, APFloat)
+    "keep_raw",    # the top bits as they are; all zero: the lowest fraction bit is set (numpy's float -> half)
+    "truncate",    # the top bits as they are; all zero: the Inf code (a plain bit truncation)
+)
 ABSENT_ZERO = ("nan", "min", "nan_below_min")  # what +-0 (and values below the minimum) become without zero (§2.7)
 INT_CASTS = (
     "direct",                 # the policies act on the exact value (elements.md §2.9)
@@ -83,6 +89,14 @@ class CastPolicy:
     nan_code: which code a NaN result is written as where the format has several: "canonical" (default: the
         format's canonical quiet NaN, e.g. E5M2 0x7E / 0xFE) or "all_ones" (exponent and fraction all ones,
         E5M2 0x7F / 0xFF; the same code where the canonical NaN is all ones already, E4M3FN, E8M0).
+    nan_payload: what a NaN input's payload (its source fraction field, left-aligned) becomes in a target with
+        IEEE-style NaN codes (several per sign: float16, bfloat16, float32, float64, E5M2, E4M3, E3M4...); with
+        P = the payload's top M bits (M = the target's mantissa bits; a wider target gets the whole payload,
+        shifted up): "canonical" (default: the canonical quiet NaN, the payload is dropped), "keep_quiet"
+        (fraction P | quiet bit), "keep_raw" (fraction P; P = 0: 1, so the result stays a NaN), "truncate"
+        (fraction P; P = 0: the Inf code of the sign). Only NaN inputs carry a payload: NaN results of overflow,
+        Inf or zero, and NaN inputs without payload bits (the FNUZ / E8M0 NaN, exact rationals) stay canonical;
+        targets with a single NaN code per sign (E4M3FN, FNUZ, E8M0) are unchanged. Needs nan_code="canonical".
     absent_zero: formats without zero (E8M0) only: what +-0 becomes: "nan" (default: the NaN code) or "min"
         (the smallest code, 2^-127 in E8M0); "nan_below_min": +-0 and every value of magnitude below the smallest
         value (|x| < 2^-127 in E8M0, before rounding) become the NaN code.
@@ -102,6 +116,7 @@ class CastPolicy:
     unsigned_negative: str = "zero"
     nan_code: str = "canonical"
     absent_zero: str = "nan"
+    nan_payload: str = "canonical"
 
     def __post_init__(self) -> None:
         check_choice("rounding mode", self.rounding, ROUNDING_MODES)
@@ -116,6 +131,10 @@ class CastPolicy:
         check_choice("unsigned negative policy", self.unsigned_negative, UNSIGNED_NEGATIVE)
         check_choice("NaN code", self.nan_code, NAN_CODES)
         check_choice("absent zero policy", self.absent_zero, ABSENT_ZERO)
+        check_choice("NaN payload policy", self.nan_payload, NAN_PAYLOADS)
+        if self.nan_payload != "canonical" and self.nan_code != "canonical":
+            raise QrefError(f"nan_payload={self.nan_payload!r} writes the NaN code from the input's payload and "
+                            f"nan_code={self.nan_code!r} writes a fixed one: keep one of them at 'canonical'")
         if self.int_cast != "direct" and self.rounding != "toward_zero":
             raise QrefError(f"int_cast={self.int_cast!r} is a truncating C conversion; it needs "
                             f"rounding='toward_zero', got {self.rounding!r}")
@@ -153,9 +172,10 @@ class CastPolicy:
                 raise QrefError(f"overflow='zero' needs 0 in the storage range; {fmt.name} is [{fmt.lo}, {fmt.hi}]")
             if self.rounding in EXPONENT_MODES:
                 raise QrefError(f"rounding={self.rounding!r} is for exponent-only float formats, not integer storage")
-            if (self.nan_code, self.absent_zero) != ("canonical", "nan"):
-                raise QrefError(f"nan_code and absent_zero are for float formats; integer storage ({fmt.name}) has "
-                                "no NaN code and always has a zero: leave them at 'canonical' and 'nan'")
+            if (self.nan_code, self.absent_zero, self.nan_payload) != ("canonical", "nan", "canonical"):
+                raise QrefError(f"nan_code, nan_payload and absent_zero are for float formats; integer storage "
+                                f"({fmt.name}) has no NaN code and always has a zero: leave them at 'canonical', "
+                                "'canonical' and 'nan'")
             nan = self.nan or "zero"
             if nan not in ("zero", "error"):
                 raise QrefError(f"nan={nan!r} is not available for integer storage (use 'zero' or 'error')")
@@ -215,5 +235,5 @@ DEFAULT_POLICY = CastPolicy()
 
 
 __all__ = ["ABSENT_ZERO", "DEFAULT_POLICY", "EXPONENT_MODES", "INPUT_SUBNORMAL_POLICIES", "INT_CASTS", "NAN_CODES",
-           "NAN_POLICIES", "OVERFLOW_POLICIES", "ROUNDING_MODES", "SOURCE_POLICIES", "STOCHASTIC_MODES",
-           "SUBNORMAL_POLICIES", "UNSIGNED_NEGATIVE", "CastPolicy", "ResolvedPolicy", "Rounding"]
+           "NAN_PAYLOADS", "NAN_POLICIES", "OVERFLOW_POLICIES", "ROUNDING_MODES", "SOURCE_POLICIES",
+           "STOCHASTIC_MODES", "SUBNORMAL_POLICIES", "UNSIGNED_NEGATIVE", "CastPolicy", "ResolvedPolicy", "Rounding"]

@@ -333,6 +333,16 @@ CPU_VARIANTS: tuple[CpuVariant, ...] = (
                 "the same CPU with ONEDNN_MAX_CPU_ISA=SSE41: multiply-add per tensor, 0 mismatches; 2,650 values of "
                 "40 per-axis configurations differ; 25 axis >= 2 graphs fail to compile "
                 "(scripts/verify_openvino_fq.py --isa SSE41)")),
+    CpuVariant("openvino_f8e5m2_nan_payload", "avx512f", True, "openvino.convert.parameter",
+               "elements/float8_e5m2/*", ("nan_sign_or_code",),
+               "the CPU plugin's f32 / bf16 -> f8e5m2 Convert keeps the top NaN payload bits and sets the quiet bit "
+               "with AVX-512 kernels (nan_payload='keep_quiet'), and its f8e5m2 -> f32 / bf16 quiets them too; "
+               "at most AVX2 (the pin) it truncates them (a payload in the dropped bits gives Inf: the openvino "
+               "profile's nan_payload='truncate') and shifts them unquieted into f32 / bf16 (keep_raw), as the "
+               "folded constant does (elements.md §2.7)",
+               ("AMD EPYC (Zen 4) native: keep_quiet for every NaN of f32 / f64 / f16 / bf16 -> f8e5m2",
+                "the same CPU with ONEDNN_MAX_CPU_ISA=AVX2: the openvino profile, 0 mismatches "
+                "(tests/test_nan_payload.py)")),
     CpuVariant("llvm_f32_to_bf16_libcall", "avx512_bf16", False, "mlir.quant", "uniform/*/ebf16_*",
                ("crash",),
                "lower-quant-ops on a bfloat16 expressed type rounds float32 -> bfloat16 with fptrunc, which LLVM "

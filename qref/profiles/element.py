@@ -12,6 +12,32 @@ from .base import CastRule, Profile, register_profile
 
 _C_CAST = CastPolicy(rounding="toward_zero", int_cast="via_int32_x86")  # numpy's float -> int astype on x86-64
 
+# JAX 0.10.2 on XLA:CPU (--xla_cpu_max_isa=AVX2, the harness's pin), measured on every NaN of the 16-bit sources and
+# float32 / float64 NaNs with one payload bit at each position and 20,000 random payloads
+# (tests/test_nan_payload.py): LLVM's fptrunc / fpext keep the payload and quiet it (vcvtps2ph, cvtss2sd,
+# compiler-rt); bfloat16 -> float32 is a bit shift (not quieted); float16 / bfloat16 -> float8_e5m2 give +NaN 0x7F for
+# every NaN; float32 -> bfloat16, float64 -> float16 / bfloat16, -> the other float8 types, and every float8 -> wider
+# decode give the canonical NaN.
+_JAX_PAYLOAD_RULES = (
+    CastRule(CastPolicy(nan="positive", nan_code="all_ones"), target="float8_e5m2", source="float16"),
+    CastRule(CastPolicy(nan="positive", nan_code="all_ones"), target="float8_e5m2", source="bfloat16"),
+    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float16", source="float32"),
+    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float16", source="bfloat16"),
+    CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="bfloat16"),
+    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float32", source="float16"),
+    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float32", source="float64"),
+    *(CastRule(CastPolicy(nan_payload="keep_quiet"), target="float64", source=s)
+      for s in ("float16", "bfloat16", "float32")),
+)
+
+# ONNX Runtime 1.32 Cast, measured on every float16 / bfloat16 NaN code (tests/test_nan_payload.py): float16 ->
+# float32 keeps the payload and quiets it (the vectorized F16C path), bfloat16 -> float32 is a bit shift. Not
+# modelled: float32 -> float16 keeps the quieted payload in the vectorized part and gives 0x7E00 in the scalar tail.
+_ORT_DECODE_RULES = (
+    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float32", source="float16"),
+    CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="bfloat16"),
+)
+
 PROFILES = (
     Profile(
         "spec", "element", "qref specification",
@@ -44,7 +70,9 @@ PROFILES = (
         "too); integer storage from an ml_dtypes type (bfloat16, float8...) or into int2/int4/uint2/uint4 "
         "truncates and gives 0 for NaN, +-Inf and values outside the storage range; numpy's own casts (float16/"
         "32/64 into int8..int32) stay the C cast through int32 on x86-64 (truncate, wrap); everything else as "
-        "'spec'; float8_e5m3fnu (UE5M3) gives NaN for negative nonzero values and -Inf.",
+        "'spec'; float8_e5m3fnu (UE5M3) gives NaN for negative nonzero values and -Inf; bfloat16 -> float32 (a "
+        "bit shift) keeps NaN payloads (nan_payload='keep_raw'). Not modelled: numpy's own float32 / float64 -> "
+        "float16 astype keeps truncated payloads (keep_raw), float64 -> float32 keeps and quiets them.",
         CastPolicy(),
         sources=("ml_dtypes 0.7.0 include/ml_dtypes/float8.h, intn.h", "checked against ml_dtypes 0.7.0"),
         package="ml_dtypes", versions=">=0.7,<0.8", version="0.7", status="verified",
@@ -52,6 +80,7 @@ PROFILES = (
                   "input x 15 formats, every tie +-1..3 ulp, the subnormal/normal boundary, 2^22 random float32 "
                   "per format, float64 near ties, integer storage edges: 0 mismatches",),
         cast_rules=(
+            CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="bfloat16"),  # a bit shift
             CastRule(CastPolicy(rounding="nearest_away"), target="float_without_zero"),
             CastRule(CastPolicy(unsigned_negative="nan"), target="float8_e5m3fnu"),
             CastRule(CastPolicy(rounding="toward_zero", overflow="zero"), target="integer_sub_byte"),
@@ -177,8 +206,10 @@ PROFILES = (
         "nearest_even, +-Inf on overflow, every NaN written 0x7F / 0xFF (nan_code='all_ones'); the FNUZ types: "
         "their NaN 0x80 for overflow, +-Inf and NaN; float8_e8m0fnu takes the float32 exponent field plus the "
         "first fraction bit (ties up; float32 subnormals: (2^-127, 2^-126) -> 2^-126) of the magnitude (the sign "
-        "bit is ignored: unsigned_negative='magnitude'), and +-0 gives 0x00, 2^-127 (absent_zero='min'). Not "
-        "modelled (xfail entries): the NaN a decoded NaN code becomes.",
+        "bit is ignored: unsigned_negative='magnitude'), and +-0 gives 0x00, 2^-127 (absent_zero='min'). A "
+        "float8_e4m3fn / float8_e5m2 NaN code decoded to float32 / float64 / float16 keeps its fraction, quieted "
+        "(nan_payload='keep_quiet': E4M3FN 0x7F -> 0x7FF00000). Not modelled (xfail entries): the NaN the FNUZ and "
+        "E8M0 NaN codes decode to, and the +NaN 0x7FC0 of every decode into bfloat16.",
         CastPolicy(source="via_float32"),
         sources=("torch 2.13.0 torch/headeronly/util/Float8_e4m3fn.h fp8e4m3fn_from_fp32_value",
                  "Float8_e5m2.h, Float8_e4m3fnuz.h, Float8_e5m2fnuz.h, Float8_e8m0fnu.h fp8e8m0fnu_from_fp32_value",
@@ -191,6 +222,8 @@ PROFILES = (
                   "qref sweep F --against torch --profile torch for the five float8 formats: all 2^32 float32, "
                   "2^16 float16 and 2^16 bfloat16 inputs, 0 mismatches (performance.md §3)",),
         cast_rules=(
+            *(CastRule(CastPolicy(nan_payload="keep_quiet"), target=t, source=s)  # c10's float8 -> float32 decode
+              for t in ("float32", "float64", "float16") for s in ("float8_e4m3fn", "float8_e5m2")),
             CastRule(CastPolicy(overflow="saturate", source="via_float32"), target="float8_e4m3fn"),
             CastRule(CastPolicy(nan_code="all_ones", source="via_float32"), target="float8_e5m2"),
             CastRule(CastPolicy(rounding="exponent_carry", source="via_float32", unsigned_negative="magnitude",
@@ -205,10 +238,13 @@ PROFILES = (
         "(nearest_even): double rounding. f4e2m1: NaN -> +-6 by its sign bit (nan='max'); f8e8m0: every input with "
         "the sign bit set (-0, -Inf, -NaN included) -> 0x00 (unsigned_negative='min_by_sign_bit'), +0 -> 0x00, "
         "nearest_even, finite overflow and +Inf -> 0xFE, +NaN -> 0xFF; float64 (the folded Constant: the plugin "
-        "has no f64 -> f4e2m1 / f8e8m0) rounds through float32 first. Every other target (float16...) as "
-        "'spec'. Not modelled (xfail entries): E5M2's NaN payloads, f32 -> E5M2 of the 4096 float32 values just "
-        "below 2^-17, 2^-16, 2^-15 (the code of twice the power), the decoding of E5M2 Inf into f64 and of the "
-        "E8M0 0x00 by the folded Convert.",
+        "has no f64 -> f4e2m1 / f8e8m0) rounds through float32 first. E5M2 NaN payloads (elements.md §2.7): from "
+        "f32 / bf16 the top bits are truncated (nan_payload='truncate': a payload in the dropped bits gives Inf), "
+        "from f16 / f64 kept and quieted (keep_quiet); f8e5m2 -> f32 / bf16 shifts them (keep_raw), -> f16 / f64 "
+        "quiets them. Every other target (float16...) as 'spec'. Not modelled (xfail entries): the folded "
+        "constant's f16 -> E5M2 NaN (truncate), f32 -> E5M2 of the 4096 float32 values just below 2^-17, 2^-16, "
+        "2^-15 (the code of twice the power; the CPU plugin with AVX512-FP16 rounds them as this profile), the "
+        "decoding of E5M2 Inf into f64 and of the E8M0 0x00 by the folded Convert.",
         CastPolicy(),
         sources=("openvino src/plugins/intel_cpu/src/nodes/common/cpu_convert.cpp (f32 -> f16 by vcvtps2ph, "
                  "then f16 -> f8)", "checked against openvino 2026.4.1 CPU (tests/test_openvino_targets.py)"),
@@ -223,7 +259,15 @@ PROFILES = (
                   "float16 / bfloat16, float64 (Constant): 0 mismatches; 10^6 random float32 once by hand: 0",),
         cast_rules=(
             CastRule(CastPolicy(source="via_float16"), target="float8_e4m3fn"),
-            CastRule(CastPolicy(source="via_float16"), target="float8_e5m2"),
+            CastRule(CastPolicy(source="via_float16", nan_payload="keep_quiet"), target="float8_e5m2",
+                     source="float64"),
+            CastRule(CastPolicy(source="via_float16", nan_payload="keep_quiet"), target="float8_e5m2",
+                     source="float16"),
+            CastRule(CastPolicy(source="via_float16", nan_payload="truncate"), target="float8_e5m2"),
+            CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="float8_e5m2"),
+            CastRule(CastPolicy(nan_payload="keep_raw"), target="bfloat16", source="float8_e5m2"),
+            CastRule(CastPolicy(nan_payload="keep_quiet"), target="float16", source="float8_e5m2"),
+            CastRule(CastPolicy(nan_payload="keep_quiet"), target="float64", source="float8_e5m2"),
             CastRule(CastPolicy(nan="max", source="via_float32"), target="float4_e2m1fn"),
             CastRule(CastPolicy(overflow="saturate", unsigned_negative="min_by_sign_bit", absent_zero="min",
                                 source="via_float32"), target="float8_e8m0fnu"),
@@ -236,9 +280,10 @@ PROFILES = (
         "ties away from zero (1.5 * 2^k -> 2^(k+1)), gives 0x00 (2^-127) for +-0, and a negative input the code of "
         "its magnitude with the sign written over the top code bit (unsigned_negative='sign_over_top_bit': "
         "-2^-127 -> 0x80, -1 -> 0xFF, -4 -> 0x81, -1.5 -> 0x80, -Inf and -NaN -> 0xFF), except magnitudes <= "
-        "2^-128, which APFloat rounds to a zero (0x00). Not modelled (xfail entries): NaN payloads kept in float "
-        "targets, the FNUZ NaN decoded as +NaN, 0xFF of E8M0 decoded as +Inf, NaN / Inf into FP4 / FP6.",
-        CastPolicy(),
+        "2^-128, which APFloat rounds to a zero (0x00). NaN payloads are kept and quieted (nan_payload="
+        "'keep_quiet', encode and decode). Not modelled (xfail entries): the FNUZ NaN decoded as +NaN, 0xFF of "
+        "E8M0 decoded as +Inf, NaN / Inf into FP4 / FP6.",
+        CastPolicy(nan_payload="keep_quiet"),
         sources=("llvm-project llvm/lib/Support/APFloat.cpp (convert, the E8M0 semantics)",
                  "stablehlo/reference/Element.cpp (convert through APFloat)"),
         package="torch-mlir", versions="==20261001", status="verified",
@@ -253,12 +298,14 @@ PROFILES = (
                                         absent_zero="min"), target="float8_e8m0fnu"),),
     ),
     Profile(
-        "mlir", "element", "MLIR arith.truncf to f8E8M0FNU expanded by arith-expand (torch-mlir 20261001's MLIR; "
-        "the same rule in IREE 3.13's llvm-cpu)",
+        "mlir", "element", "MLIR arith.truncf / arith.extf lowered to LLVM, f8E8M0FNU truncf expanded by "
+        "arith-expand (torch-mlir 20261001's MLIR; the E8M0 rule is IREE 3.13's too: profile 'iree')",
         "Every target as 'spec', except float8_e8m0fnu: float64 inputs are rounded to float32 first (fptrunc), "
         "then the expansion keeps the float32 exponent field (rounding toward zero: 1.7014115e38 -> 0xFD, "
-        "1.9 -> 0x7F), ignores the sign bit and gives 0x00 (2^-127) for +-0; NaN and +-Inf give 0xFF. Not "
-        "modelled (xfail entries): NaN payloads, the f4E2M1FN truncf's sign and tie rules, the extf flush of "
+        "1.9 -> 0x7F), ignores the sign bit and gives 0x00 (2^-127) for +-0; NaN and +-Inf give 0xFF. NaN "
+        "payloads: float32 / float64 -> float16 and float16 -> float32 keep and quiet them (nan_payload="
+        "'keep_quiet'), bfloat16 -> float32 shifts them (keep_raw), the bf16 truncf expansion gives +NaN 0x7FC0 "
+        "(nan='positive'). Not modelled (xfail entries): the f4E2M1FN truncf's sign and tie rules, the extf flush of "
         "2^-127 into bfloat16 / float16.",
         CastPolicy(),
         sources=("llvm-project mlir/lib/Dialect/Arith/Transforms/ExpandOps.cpp (truncf to f8E8M0FNU)",),
@@ -266,7 +313,40 @@ PROFILES = (
         evidence=("qref run --backend mlir and --backend iree: the mlir.arith and iree.arith targets' "
                   "float8_e8m0fnu encode cases against this record (docs/conformance.md)",),
         cast_rules=(CastRule(CastPolicy(rounding="toward_zero", unsigned_negative="magnitude", absent_zero="min",
-                                        source="via_float32"), target="float8_e8m0fnu"),),
+                                        source="via_float32"), target="float8_e8m0fnu"),
+                    # llvm fptrunc / fpext (vcvtps2ph, cvtsd2ss...): the payload kept and quieted; the bf16 truncf
+                    # expansion: +NaN 0x7FC0; bf16 extf: a bit shift
+                    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float16", source="float32"),
+                    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float16", source="float64"),
+                    CastRule(CastPolicy(nan="positive"), target="bfloat16", source="float32"),
+                    CastRule(CastPolicy(nan_payload="keep_quiet"), target="float32", source="float16"),
+                    CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="bfloat16")),
+    ),
+    Profile(
+        "iree", "element", "IREE 3.13 arith.truncf / arith.extf in a linalg.generic, iree-compile llvm-cpu "
+        "(generic CPU)",
+        "As 'mlir' for float8_e8m0fnu (the same arith-expand rule); NaN inputs (IREE's own f16 / bf16 / float8 "
+        "emulation): float16 targets write the all-ones NaN of the sign (0x7FFF / 0xFFFF: nan_code='all_ones'), "
+        "bfloat16 targets +NaN 0x7FC0 (nan='positive'), float8_e5m2 / float8_e4m3 / float8_e3m4 +NaN 0x7F "
+        "(nan='positive', nan_code='all_ones'); bfloat16 -> float32 extf shifts the payload (nan_payload="
+        "'keep_raw'). Not modelled (xfail entries): the float8 emulation's flush of values that round up to the "
+        "smallest normal, float16 subnormal results flushed, the +NaN 0x7FC00000 every float8 NaN decodes to, the "
+        "f4E2M1FN and f8E8M0FNU rules listed there.",
+        CastPolicy(),
+        sources=("iree compiler/src/iree/compiler/Codegen (arith.truncf / extf emulation of f16, bf16, f8 types)",
+                 "measured: iree-base-compiler / iree-base-runtime 3.13.0, llvm-cpu, local-task"),
+        package="iree-base-compiler", versions="==3.13.*", status="verified",
+        evidence=("qref run --backend iree: the iree.arith target's float8_e8m0fnu encode cases against this record",
+                  "tests/test_nan_payload.py: every NaN of float16 / bfloat16 and float32 / float64 NaNs with one "
+                  "payload bit at each position and 2,000 random payloads into float16, bfloat16 and the IEEE float8 "
+                  "types, and every bfloat16 NaN code decoded to float32: 0 mismatches",),
+        cast_rules=(CastRule(CastPolicy(rounding="toward_zero", unsigned_negative="magnitude", absent_zero="min",
+                                        source="via_float32"), target="float8_e8m0fnu"),
+                    CastRule(CastPolicy(nan_code="all_ones"), target="float16"),
+                    CastRule(CastPolicy(nan="positive"), target="bfloat16"),
+                    *(CastRule(CastPolicy(nan="positive", nan_code="all_ones"), target=t)
+                      for t in ("float8_e5m2", "float8_e4m3", "float8_e3m4")),
+                    CastRule(CastPolicy(nan_payload="keep_raw"), target="float32", source="bfloat16")),
     ),
     Profile(
         "onnxruntime", "element", "ONNX Runtime 1.32 Cast (CPUExecutionProvider), saturate=1 on float8 targets "
@@ -276,8 +356,10 @@ PROFILES = (
         "0xFF (nan_code='all_ones'); float8_e8m0fnu: the value rounded up to a power of two (1.0000001 -> 2, "
         "2^-128 -> 2^-127), clamped to 2^127 (+Inf too), +-0, every negative value and -Inf give 0x00 (2^-127: "
         "absent_zero='min', unsigned_negative='min'), NaN of either sign 0xFF; float16 / bfloat16 targets (no "
-        "saturate attribute): nearest_even, +-Inf on overflow. Not modelled (xfail entries): the NaN payloads "
-        "Cast to float16 keeps from float32 (0x7FA00000 -> 0x7F00 vectorized).",
+        "saturate attribute): nearest_even, +-Inf on overflow; Cast float16 -> float32 keeps and quiets NaN "
+        "payloads (nan_payload='keep_quiet'), bfloat16 -> float32 shifts them (keep_raw). Not modelled (xfail "
+        "entries): the NaN payloads Cast to float16 keeps from float32 (0x7FA00000 -> 0x7F00 vectorized, 0x7E00 in "
+        "the scalar tail).",
         CastPolicy(overflow="saturate", source="via_float32"),
         sources=("onnx Cast-24/25 (saturate, round_mode)", "measured: onnxruntime 1.32 Cast on the "
                  "CPUExecutionProvider"),
@@ -288,6 +370,7 @@ PROFILES = (
                   "and ties +-2^-40 and +-2^-30 (relative) and 10^6 random float64 patterns: 0 mismatches",
                   "qref run --backend onnxruntime: the onnxruntime.cast.saturate target against this record",),
         cast_rules=(
+            *_ORT_DECODE_RULES,
             CastRule(CastPolicy(overflow="saturate", nan_code="all_ones", source="via_float32"),
                      target="float8_e5m2"),
             CastRule(CastPolicy(rounding="up", overflow="saturate", unsigned_negative="min", absent_zero="min",
@@ -308,7 +391,7 @@ PROFILES = (
         "[61440, 65536) (values that round up to 2^16; larger ones give Inf): |x| after the float32 rounding, "
         "both signs, every source dtype, bit slips of ORT's float8.h (E4M3FN: the truncated code 0x7F is "
         "cleared to 0x7E before rounding; E5M2: the Inf code 0x7C is OR-ed into the truncated 0x7B); NaN "
-        "payloads kept by Cast to float16 (vectorized).",
+        "payloads kept by Cast to float16 (vectorized). NaN payloads decoded as 'onnxruntime'.",
         CastPolicy(source="via_float32"),
         sources=("onnx Cast-24/25 (saturate, round_mode)", "measured: onnxruntime 1.32 Cast on the "
                  "CPUExecutionProvider"),
@@ -322,6 +405,7 @@ PROFILES = (
                   "tests/test_element_profiles_P.py: the two unmodelled ranges pinned (0x7E / 0x7F with the sign "
                   "there, the profile everywhere else) from float32, float16, bfloat16 and float64",),
         cast_rules=(
+            *_ORT_DECODE_RULES,
             CastRule(CastPolicy(nan="positive", nan_code="all_ones", source="via_float32"), target="float8_e5m2",
                      source="bfloat16"),
             CastRule(CastPolicy(nan_code="all_ones", source="via_float32"), target="float8_e5m2"),
@@ -339,9 +423,11 @@ PROFILES = (
         "inputs are rounded once by the same rule (nearest, ties up, for |x| >= 2^-126; up in [2^-127, 2^-126)) "
         "and every positive float64 below 2^-127 gives NaN (absent_zero='nan_below_min'); +-0, negative values, "
         "+-Inf and NaN give 0xFF. Integer targets (int2..int32, uint2..uint32): truncation toward zero, "
-        "saturation at the storage range (+-Inf too), NaN -> 0 (XLA's convert). The other formats' differences "
-        "(NaN payloads, FNUZ NaN, float4 NaN sign, float64 -> float16 / bfloat16 through float32) stay xfail "
-        "entries.",
+        "saturation at the storage range (+-Inf too), NaN -> 0 (XLA's convert). NaN payloads (elements.md §2.7): "
+        "float32 / bfloat16 -> float16 and the widening casts keep the payload and quiet it (nan_payload="
+        "'keep_quiet'), bfloat16 -> float32 shifts it (keep_raw); float16 / bfloat16 -> float8_e5m2 give +NaN 0x7F "
+        "for every NaN (nan='positive', nan_code='all_ones'). The other formats' differences (FNUZ NaN, float4 NaN "
+        "sign, float64 -> float16 / bfloat16 through float32) stay xfail entries.",
         CastPolicy(),
         sources=("measured: jax 0.10.2 / jaxlib XLA:CPU convert to f8E8M0FNU",),
         package="jax", versions="==0.10.2", status="verified",
@@ -352,12 +438,17 @@ PROFILES = (
                   "qref run --backend jax (--cpu baseline and native): the jax.astype.* float8_e8m0fnu cases pass",
                   "integer targets: float32 (every top-16-bit pattern x 8 low halves, 10^6 random), every float16 "
                   "/ bfloat16, float64 (4.8 x 10^6) into int2/4/8/16/32 and uint2/4/8/16/32, eager and jax.jit: "
-                  "0 mismatches; tests/test_element_profiles_P.py",),
+                  "0 mismatches; tests/test_element_profiles_P.py",
+                  "NaN payloads: tests/test_nan_payload.py against jax 0.10.2 (every NaN of float16 / bfloat16 / the "
+                  "float8 types, float32 / float64 NaNs with one payload bit at each position and 20,000 random "
+                  "payloads, every cast among them): 0 mismatches (float64 -> float16 under the AVX2 pin: "
+                  "canonical; natively keep_quiet)",),
         cast_rules=(
             CastRule(CastPolicy(rounding="exponent_carry", absent_zero="nan_below_min"), target="float8_e8m0fnu",
                      source="float64"),
             CastRule(CastPolicy(rounding="exponent_carry"), target="float8_e8m0fnu"),
             CastRule(CastPolicy(rounding="toward_zero", overflow="saturate"), target="integer"),
+            *_JAX_PAYLOAD_RULES,
         ),
     ),
     Profile(

@@ -171,7 +171,7 @@ def targets() -> list[Target]:
     require("iree.compiler", "iree.runtime", backend=BACKEND, hint="pip install iree-base-compiler iree-base-runtime")
     return [
         Target(BACKEND, "iree.arith", "elements", "arith.truncf / arith.extf in a linalg.generic, iree-compile "
-               "llvm-cpu (generic CPU), local-task", "mlir", ("encode", "decode", "quantize"), element_supports,
+               "llvm-cpu (generic CPU), local-task", "iree", ("encode", "decode", "quantize"), element_supports,
                _el_run, _el_snippet),
         _uniform_target(),
         _matmul_target(),

@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ...conformance.case import Case
@@ -51,7 +52,8 @@ _OTHER_ALTS = (("saturation_nan_inf", {"overflow": "saturate"}), ("saturation_na
                ("subnormal_flush", {"subnormals": "flush", "input_subnormals": "zero"}),
                ("double_rounding", {"source": "via_float32"}), ("double_rounding", {"source": "via_float16"}))
 _NAN_ALTS = tuple(("nan_sign_or_code", {"nan": r}) for r in ("keep_sign", "positive", "flipped_sign_zero", "zero",
-                                                                "max"))
+                                                                "max")) + tuple(
+    ("nan_sign_or_code", {"nan_payload": r}) for r in ("keep_quiet", "keep_raw", "truncate"))
 
 
 def fmt_of(case: Case) -> Format:
@@ -80,8 +82,21 @@ def task_key(case: Case) -> str:
     return task_hash(case, case.format["name"])
 
 
+def decode_payload(profile: str, fmt: Format, dtype: np.dtype) -> str:
+    """The nan_payload ``profile`` decodes NaN codes of ``fmt`` into ``dtype`` with (elements.md §4): its policy
+    into the dtype's format from the code format's dtype (profiles.md §4), "canonical" without one."""
+    try:
+        src: object = np.dtype(getattr(ml_dtypes, fmt.name)) if hasattr(ml_dtypes, fmt.name) else np.dtype(fmt.name)
+        tgt = get_format(np.dtype(dtype).name)
+    except (TypeError, QrefError):
+        return "canonical"
+    return get_profile(profile, "element").cast_for(tgt, src).nan_payload
+
+
 def holds(case: Case, profile: str) -> bool:
-    return case.operation == "decode" or profile in case.profiles
+    if case.operation == "decode":
+        return decode_payload(profile, fmt_of(case), case.expected["y"].dtype) == "canonical"
+    return profile in case.profiles
 
 
 def _policy(case: Case, profile: str, **overrides: Any) -> CastPolicy | None:
@@ -95,10 +110,14 @@ def _policy(case: Case, profile: str, **overrides: Any) -> CastPolicy | None:
         return None
 
 
-def _outputs(case: Case, policy: CastPolicy, absolute: bool = False) -> dict[str, np.ndarray]:
+def _outputs(case: Case, policy: CastPolicy, absolute: bool = False, profile: str = SPEC_PROFILE
+             ) -> dict[str, np.ndarray]:
     fmt = fmt_of(case)
     if case.operation == "decode":
-        return {k: v.copy() for k, v in case.expected.items()}
+        (name,) = case.expected
+        dt = case.expected[name].dtype
+        with np.errstate(all="ignore"):
+            return {name: decode(case.inputs["codes"], fmt, dtype=dt, nan_payload=decode_payload(profile, fmt, dt))}
     x = case.inputs["x"]
     if absolute:  # the sign ignored: negative inputs encoded as their magnitude
         x = (x.view(_UINT[x.dtype.itemsize]) & ~_UINT[x.dtype.itemsize](1 << (8 * x.dtype.itemsize - 1))).view(
@@ -109,7 +128,7 @@ def _outputs(case: Case, policy: CastPolicy, absolute: bool = False) -> dict[str
         return {name: codes.astype(case.expected[name].dtype)}
     (name,) = case.expected
     with np.errstate(all="ignore"):
-        return {name: decode(codes, fmt, dtype=x.dtype)}
+        return {name: decode(codes, fmt, dtype=x.dtype, nan_payload=decode_payload(profile, fmt, x.dtype))}
 
 
 def expectation(case: Case, profile: str) -> Expectation:
@@ -118,7 +137,7 @@ def expectation(case: Case, profile: str) -> Expectation:
         return Expectation({k: v for k, v in case.expected.items()}, dict(case.unspecified))
     pol = _policy(case, profile)
     assert pol is not None
-    return Expectation(_outputs(case, pol))
+    return Expectation(_outputs(case, pol, profile=profile))
 
 
 def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
@@ -135,7 +154,7 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
         if pol is None or key in seen or not policy_applies(pol, fmt):
             continue
         seen.add(key)
-        yield cls, _outputs(case, pol)
+        yield cls, _outputs(case, pol, profile=profile)
     for cls_r, ov_r in _ROUNDING_ALTS:
         for cls_o, ov_o in _OTHER_ALTS:
             if not _candidate(ov_o, fmt):
@@ -145,15 +164,15 @@ def alternatives(case: Case, profile: str) -> Iterator[tuple[str, dict[str, np.n
             if pol is None or key in seen or not policy_applies(pol, fmt):
                 continue
             seen.add(key)
-            yield f"{cls_r}+{cls_o}", _outputs(case, pol)
+            yield f"{cls_r}+{cls_o}", _outputs(case, pol, profile=profile)
     if isinstance(fmt, FloatFormat) and not fmt.signed:  # unsigned formats: negative inputs read as |x|
         base = _policy(case, profile)
         assert base is not None
-        yield "negative_input", _outputs(case, base, absolute=True)
+        yield "negative_input", _outputs(case, base, absolute=True, profile=profile)
         for cls_r, ov_r in _ROUNDING_ALTS:
             pol = _policy(case, profile, **ov_r)
             if pol is not None and policy_applies(pol, fmt):
-                yield f"{cls_r}+negative_input", _outputs(case, pol, absolute=True)
+                yield f"{cls_r}+negative_input", _outputs(case, pol, absolute=True, profile=profile)
 
 
 def structural_class(case: Case, name: str, idx: np.ndarray, exp: np.ndarray, got: np.ndarray) -> np.ndarray:
