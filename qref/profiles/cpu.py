@@ -146,12 +146,15 @@ PINS: dict[str, CpuPin] = {p.backend: p for p in (
            llvm_target=(BASELINE, "-avx512fp16")),
 )}
 #: the CPUs on which a baseline run reproduced the committed docs/conformance.md byte for byte
-VERIFIED_ON = ("AMD EPYC (Zen 4: AVX-512 F/BW/DQ/VL, AVX512-VNNI, AVX512-BF16; no AVX512-FP16, no AMX), natively",
-               "the same CPU with AVX-512 masked where the code under test allows it (XLA_FLAGS="
-               "--xla_cpu_max_isa=AVX2, NPY_DISABLE_CPU_FEATURES=\"X86_V4 AVX512_ICL AVX512_SPR\", "
-               "ATEN_CPU_CAPABILITY=avx2, QREF_CPU_MASK=avx512f,avx512dq,avx512bw,avx512vl): the same status and "
-               "classes on every task and the same findings of ml_dtypes, jax, qwix, bitsandbytes, torchao and "
-               "torch (MLAS, MLX, ruy, XNNPACK, fbgemm and oneDNN pick their kernels by cpuid and cannot be masked)")
+VERIFIED_ON = ("Intel Xeon (Sapphire Rapids class: AVX-512 with AVX512-VNNI, AVX512-BF16, AVX512-FP16, AMX), "
+               "natively (2026-12-07: the report committed with it)",
+               "AMD EPYC (Zen 4: AVX-512 F/BW/DQ/VL, AVX512-VNNI, AVX512-BF16; no AVX512-FP16, no AMX), natively, and "
+               "with AVX-512 masked where the code under test allows it (XLA_FLAGS=--xla_cpu_max_isa=AVX2, "
+               "NPY_DISABLE_CPU_FEATURES=\"X86_V4 AVX512_ICL AVX512_SPR\", ATEN_CPU_CAPABILITY=avx2, "
+               "QREF_CPU_MASK=avx512f,avx512dq,avx512bw,avx512vl): the report of the profiles before 2026-12-07 "
+               "(the same status and classes on every task and the same findings of ml_dtypes, jax, qwix, "
+               "bitsandbytes, torchao and torch; MLAS, MLX, ruy, XNNPACK, fbgemm and oneDNN pick their kernels by "
+               "cpuid and cannot be masked); the CPU variants of §4 name what differs between the two CPUs")
 #: backends whose generated code does not depend on the host CPU (stated, and held by tests/test_cpu.py)
 FIXED_TARGET = {"iree": "compiled with --iree-llvmcpu-target-cpu=generic",
                 "stablehlo": "an interpreter: no code is generated for the host"}
