@@ -210,12 +210,22 @@ def test_numpy_astype_payload_rule(src: str, dst: str) -> None:
 JAX_ENCODE = [p for p in NARROW if p != ("float64", "float16")] + [w for w in WIDE if not w[0].startswith("float8")]
 
 
-@pytest.mark.parametrize(("src", "dst"), JAX_ENCODE)
-def test_jax_profile_reproduces_astype(src: str, dst: str) -> None:
-    jnp = pytest.importorskip("jax.numpy", reason="jax is not installed")
-    import jax
-
+@pytest.fixture
+def jax_x64():
+    """jax with jax_enable_x64 on for the test (float64 inputs stay float64), restored afterwards: other tests in
+    the process model JAX's default (float64 rounded to float32 on entry)."""
+    jax = pytest.importorskip("jax", reason="jax is not installed")
+    old = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", True)
+    try:
+        yield jax
+    finally:
+        jax.config.update("jax_enable_x64", old)
+
+
+@pytest.mark.parametrize(("src", "dst"), JAX_ENCODE)
+def test_jax_profile_reproduces_astype(src: str, dst: str, jax_x64) -> None:
+    jnp = jax_x64.numpy
     bits, x = _x(src)
     got = np.asarray(jnp.asarray(x).astype(L[dst][3])).view(L[dst][2])
     if src in ("float16", "bfloat16") and dst == "float8_e5m2":  # +NaN 0x7F for every NaN
@@ -224,13 +234,10 @@ def test_jax_profile_reproduces_astype(src: str, dst: str) -> None:
 
 
 @pytest.mark.parametrize(("src", "dst"), WIDE)
-def test_jax_profile_reproduces_decode(src: str, dst: str) -> None:
-    jnp = pytest.importorskip("jax.numpy", reason="jax is not installed")
-    import jax
-
+def test_jax_profile_reproduces_decode(src: str, dst: str, jax_x64) -> None:
     from qref.harness.families.elements import decode_payload
 
-    jax.config.update("jax_enable_x64", True)
+    jnp = jax_x64.numpy
     bits, x = _x(src)
     got = np.asarray(jnp.asarray(x).astype(L[dst][3])).view(L[dst][2])
     payload = decode_payload("jax", qref.get_format(src), np.dtype(L[dst][3]))
