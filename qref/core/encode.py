@@ -81,8 +81,6 @@ def _unsigned_sign_rules(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits:
     return encode_float_exact(mag, fmt, plain, rbits) | np.where(top, U64(1 << (fmt.bits - 1)), U64(0))
 
 
-
-
 def encode_float_exact(ex: Exact, fmt: FloatFormat, rp: ResolvedPolicy, rbits: np.ndarray | None = None
                        ) -> np.ndarray:
     """Codes (uint64) of exact triples in a float format under a resolved policy (elements.md §2.4-2.7)."""
