@@ -276,7 +276,8 @@ PROFILES = (
     Profile(
         "stablehlo", "element", "stablehlo.convert in the StableHLO reference interpreter (llvm::APFloat; "
         "torch-mlir 20261001's StableHLO)",
-        "Every target as 'spec' (nearest_even, the format's overflow and NaN), except float8_e8m0fnu: APFloat rounds "
+        "Every target as 'spec' (nearest_even, the format's overflow and NaN) but for these rules. "
+        "float8_e8m0fnu: APFloat rounds "
         "ties away from zero (1.5 * 2^k -> 2^(k+1)), gives 0x00 (2^-127) for +-0, and a negative input the code of "
         "its magnitude with the sign written over the top code bit (unsigned_negative='sign_over_top_bit': "
         "-2^-127 -> 0x80, -1 -> 0xFF, -4 -> 0x81, -1.5 -> 0x80, -Inf and -NaN -> 0xFF), except magnitudes <= "
@@ -300,7 +301,8 @@ PROFILES = (
     Profile(
         "mlir", "element", "MLIR arith.truncf / arith.extf lowered to LLVM, f8E8M0FNU truncf expanded by "
         "arith-expand (torch-mlir 20261001's MLIR; the E8M0 rule is IREE 3.13's too: profile 'iree')",
-        "Every target as 'spec', except float8_e8m0fnu: float64 inputs are rounded to float32 first (fptrunc), "
+        "Every target as 'spec' but for these rules. float8_e8m0fnu: float64 inputs are rounded to float32 "
+        "first (fptrunc), "
         "then the expansion keeps the float32 exponent field (rounding toward zero: 1.7014115e38 -> 0xFD, "
         "1.9 -> 0x7F), ignores the sign bit and gives 0x00 (2^-127) for +-0; NaN and +-Inf give 0xFF. NaN "
         "payloads: float32 / float64 -> float16 and float16 -> float32 keep and quiet them (nan_payload="
@@ -417,7 +419,8 @@ PROFILES = (
     Profile(
         "jax", "element", "JAX 0.10.2 x.astype(jnp.float8_e8m0fnu) and x.astype(integer dtype) on XLA:CPU (eager "
         "and jax.jit)",
-        "Every target as 'spec', except float8_e8m0fnu: float32 / float16 / bfloat16 inputs take the float32 "
+        "Every target as 'spec' but for these rules. float8_e8m0fnu: float32 / float16 / bfloat16 inputs take "
+        "the float32 "
         "exponent field plus the first fraction bit (rounding='exponent_carry': ties up, 1.5 * 2^127 -> NaN; "
         "float32 subnormals (2^-127, 2^-126) -> 0x01, (0, 2^-127] -> 0x00, as ml_dtypes 0.5-0.6); float64 "
         "inputs are rounded once by the same rule (nearest, ties up, for |x| >= 2^-126; up in [2^-127, 2^-126)) "

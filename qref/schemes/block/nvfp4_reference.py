@@ -29,11 +29,8 @@ from ...core.encode import encode_flat
 from ...errors import QrefError
 from ...formats.block import BlockFormat
 from ...formats.policy import CastPolicy
-from ...profiles.block import FloatScaleRules
+from ...profiles.block import GLOBAL_SCALE_RULES, FloatScaleRules
 from .mx_reference import encode_elements, tiny_quotient_one
-
-GLOBAL_SCALE_RULES = ("exact", "amax_encode_reciprocal", "tensor_scale_clamped", "input_dtype_encode",
-                      "prescaled_divide", "input_dtype_clip")
 
 
 def _block_amax(x: np.ndarray, nan: str) -> np.ndarray:
